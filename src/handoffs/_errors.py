@@ -1,0 +1,162 @@
+"""One error hierarchy for the whole library.
+
+Every error is data: a stable ``code`` (kebab-case, listed on the errors page), a
+``json_path`` saying *where* and a ``message`` saying *why*. The text is built from
+them: ``"expected a boolean, got 'yes' @ $.decision_state.policy_current"``.
+Each subclass also inherits the nearest builtin, so ``except ValueError`` keeps
+working for callers that do not know this library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+__all__ = [
+    "ContractDefinitionError",
+    "HandoffsError",
+    "KeyRingError",
+    "MalformedJSON",
+    "ProofError",
+    "ReceiptValidationError",
+    "UnknownContract",
+    "UnknownKey",
+    "Violation",
+    "WeakKey",
+]
+
+
+class HandoffsError(Exception):
+    """Root of every error raised by ``handoffs``.
+
+    Attributes:
+        code: stable machine-readable reason code, e.g. ``"duplicate-key"``.
+        message: human-readable explanation of why.
+        json_path: where in the document, as a JSONPath (``"$"`` for the whole).
+    """
+
+    code: str = "handoffs-error"
+
+    def __init__(self, message: str, *, code: str | None = None, json_path: str = "$") -> None:
+        if code is not None:
+            self.code = code
+        self.message = message
+        self.json_path = json_path
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        return f"{self.message} @ {self.json_path}"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keep errors picklable across process and Dask boundaries.
+        return (_rebuild, (type(self), self.message, self.code, self.json_path, self.__dict__))
+
+
+def _rebuild(
+    cls: type[HandoffsError], message: str, code: str, json_path: str, state: dict[str, object]
+) -> HandoffsError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, f"{message} @ {json_path}")
+    err.__dict__.update(state)
+    return err
+
+
+class MalformedJSON(HandoffsError, ValueError):
+    """The bytes are not acceptable JSON for a handoff.
+
+    Codes: ``invalid-json``, ``invalid-utf8``, ``duplicate-key``, ``non-finite-number``,
+    ``integer-out-of-range``, ``too-large``, ``too-deep``, ``not-an-object``.
+    """
+
+    code = "invalid-json"
+
+
+@attrs.frozen
+class Violation:
+    """One schema violation: where (``json_path``), which rule (``schema_path``), why."""
+
+    json_path: str
+    schema_path: str
+    message: str
+    validator: str
+
+    def __str__(self) -> str:
+        return f"{self.message} @ {self.json_path}"
+
+
+class ReceiptValidationError(HandoffsError, ValueError):
+    """A document does not satisfy its contract's JSON Schema.
+
+    ``violations`` holds every violation, the best (most relevant) first; the
+    message is the best one's.
+    """
+
+    code = "schema-invalid"
+
+    def __init__(
+        self,
+        violations: Sequence[Violation],
+        *,
+        contract: str | None = None,
+        version: str | None = None,
+    ) -> None:
+        if not violations:
+            raise ValueError("a validation error needs at least one violation")
+        self.violations = tuple(violations)
+        self.contract = contract
+        self.version = version
+        best = self.violations[0]
+        super().__init__(best.message, json_path=best.json_path)
+
+    def __str__(self) -> str:
+        more = len(self.violations) - 1
+        tail = f" (and {more} more)" if more else ""
+        return f"{self.message} @ {self.json_path}{tail}"
+
+
+class UnknownContract(HandoffsError, LookupError):
+    """A message names a contract or contract version this party does not know.
+
+    Unknown versions are rejected, never guessed: there is no fall-back to the latest.
+    """
+
+    code = "unknown-contract"
+
+
+class ContractDefinitionError(HandoffsError, TypeError):
+    """A contract definition in Python is inconsistent (e.g. an incomplete loss matrix)."""
+
+    code = "bad-contract-definition"
+
+
+class ProofError(HandoffsError, ValueError):
+    """A Data Integrity proof is missing, malformed or does not verify.
+
+    Codes include ``proof-missing``, ``proof-malformed``, ``proof-duplicated``,
+    ``wrong-cryptosuite``, ``wrong-purpose``, ``bad-signature``, ``unknown-key``,
+    ``key-not-valid``, ``role-not-held``, ``proof-expired``, ``grant-invalid``.
+    """
+
+    code = "proof-invalid"
+
+
+class KeyRingError(HandoffsError, ValueError):
+    """A key or key-ring entry is unusable (bad encoding, bad PEM, bad passphrase)."""
+
+    code = "bad-key"
+
+
+class WeakKey(KeyRingError):
+    """A public key of small order (or otherwise non-binding) was offered for enrolment."""
+
+    code = "weak-key"
+
+
+class UnknownKey(HandoffsError, KeyError):
+    """A verification method names a key that the key ring does not hold."""
+
+    code = "unknown-key"
+
+    def __str__(self) -> str:  # KeyError would otherwise repr() the message
+        return f"{self.message} @ {self.json_path}"

@@ -1,0 +1,229 @@
+"""Strict JSON in, canonical JSON out.
+
+Parsing follows I-JSON (RFC 7493) as the receipt profile needs it: duplicate object
+names, ``NaN``/``Infinity`` and integers outside ±(2^53 − 1) are errors, and size and
+nesting depth are capped *before* anything else looks at the document.
+
+Canonical form is RFC 8785 (JCS), computed by the ``rfc8785`` package. A fast path
+uses the standard library's encoder when the two are provably byte-equal (no floats,
+no astral-plane object keys, no lone surrogates); ``tests/test_json.py`` checks the
+equality as a Hypothesis property over every JSON value the contracts allow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+import rfc8785
+
+from handoffs._errors import MalformedJSON
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "MAX_SAFE_INTEGER",
+    "JSONLimits",
+    "canonical_bytes",
+    "digest",
+    "dumps",
+    "loads",
+]
+
+MAX_SAFE_INTEGER: Final = 2**53 - 1
+
+
+@attrs.frozen
+class JSONLimits:
+    """Bounds applied to every parsed document.
+
+    Attributes:
+        max_bytes: largest accepted document, in bytes of UTF-8.
+        max_depth: deepest accepted nesting of arrays and objects.
+    """
+
+    max_bytes: int = attrs.field(default=1_048_576, validator=attrs.validators.gt(0))
+    max_depth: int = attrs.field(default=32, validator=attrs.validators.gt(0))
+
+
+DEFAULT_LIMITS: Final = JSONLimits()
+
+
+def _reject_constant(name: str) -> Any:
+    raise MalformedJSON(f"non-finite number {name} is not JSON", code="non-finite-number")
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise MalformedJSON(
+            f"number {text} overflows a double", code="non-finite-number"
+        )
+    return value
+
+
+def _parse_int(text: str) -> int:
+    # Length check first: int() on a huge digit string is itself a cost.
+    if len(text) > 17 or abs(value := int(text)) > MAX_SAFE_INTEGER:
+        raise MalformedJSON(
+            f"integer {text[:24]} is outside ±(2^53 − 1)", code="integer-out-of-range"
+        )
+    return value
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise MalformedJSON(f"duplicate key {key!r}", code="duplicate-key")
+            seen.add(key)
+    return obj
+
+
+_DECODER: Final = json.JSONDecoder(
+    object_pairs_hook=_no_duplicates,
+    parse_constant=_reject_constant,
+    parse_float=_parse_float,
+    parse_int=_parse_int,
+)
+
+
+def _depth_exceeds(text: str, max_depth: int) -> bool:
+    """Scan brackets outside strings; cheap, and runs before the recursive parser."""
+    if text.count("[") + text.count("{") <= max_depth:
+        return False
+    depth = 0
+    in_string = False
+    escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > max_depth:
+                return True
+        elif ch in "]}":
+            depth -= 1
+    return False
+
+
+def loads(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> Any:
+    """Parse one JSON document strictly.
+
+    Raises:
+        MalformedJSON: with a specific ``code`` for each kind of bad input.
+    """
+    if isinstance(data, bytes | bytearray | memoryview):
+        raw = bytes(data)
+        if len(raw) > limits.max_bytes:
+            raise MalformedJSON(
+                f"document is {len(raw)} bytes, the limit is {limits.max_bytes}",
+                code="too-large",
+            )
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MalformedJSON(f"not UTF-8: {exc.reason}", code="invalid-utf8") from exc
+    else:
+        text = data
+        size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        if size > limits.max_bytes:
+            raise MalformedJSON(
+                f"document exceeds the limit of {limits.max_bytes} bytes", code="too-large"
+            )
+    if _depth_exceeds(text, limits.max_depth):
+        raise MalformedJSON(
+            f"document nests deeper than {limits.max_depth} levels", code="too-deep"
+        )
+    try:
+        return _DECODER.decode(text.removeprefix("\ufeff") if text[:1] == "\ufeff" else text)
+    except MalformedJSON:
+        raise
+    except json.JSONDecodeError as exc:
+        raise MalformedJSON(
+            f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from exc
+    except RecursionError as exc:  # pragma: no cover - guarded by the depth scan
+        raise MalformedJSON("document nests too deeply", code="too-deep") from exc
+
+
+def _fast_path_safe(value: Any) -> bool:
+    """True when ``json.dumps`` output equals RFC 8785 output for ``value``."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii() and _has_surrogate(item):
+                return False
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int):
+            if abs(item) > MAX_SAFE_INTEGER:
+                return False
+        elif isinstance(item, dict):
+            for key in item:
+                if not isinstance(key, str) or (not key.isascii() and _astral_or_surrogate(key)):
+                    return False
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        else:  # floats and anything else take the reference path
+            return False
+    return True
+
+
+def _has_surrogate(text: str) -> bool:
+    return any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+
+
+def _astral_or_surrogate(text: str) -> bool:
+    # UTF-16 code-unit order differs from code-point order only past the BMP.
+    return any(ord(ch) > 0xFFFF or 0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """Return the RFC 8785 (JCS) canonical UTF-8 bytes of a JSON value.
+
+    Raises:
+        MalformedJSON: for values JCS cannot represent (NaN, huge integers, lone
+            surrogates, non-string keys).
+    """
+    if _fast_path_safe(value):
+        return json.dumps(
+            value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False
+        ).encode("utf-8")
+    try:
+        return rfc8785.dumps(value)
+    except rfc8785.IntegerDomainError as exc:
+        raise MalformedJSON(str(exc), code="integer-out-of-range") from exc
+    except rfc8785.FloatDomainError as exc:
+        raise MalformedJSON(str(exc), code="non-finite-number") from exc
+    except (rfc8785.CanonicalizationError, UnicodeEncodeError, TypeError) as exc:
+        raise MalformedJSON(f"cannot canonicalise: {exc}", code="invalid-json") from exc
+
+
+def digest(value: Mapping[str, Any] | list[Any] | bytes) -> str:
+    """SHA-256 of the canonical form (or of raw bytes), as ``"sha256:<hex>"``."""
+    data = value if isinstance(value, bytes) else canonical_bytes(value)
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def dumps(value: Any, *, indent: int | None = None) -> str:
+    """Serialise for humans and logs: sorted keys, UTF-8, never NaN."""
+    separators = (",", ":") if indent is None else (",", ": ")
+    return json.dumps(
+        value, ensure_ascii=False, sort_keys=True, indent=indent, separators=separators,
+        allow_nan=False,
+    )

@@ -1,0 +1,355 @@
+"""Contracts: the typed, versioned definition of one decision handoff."""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from functools import cached_property
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+from handoffs._errors import ContractDefinitionError
+from handoffs.contracts._fields import FieldSpec, state_fields
+from handoffs.contracts._policy import Outcome, Policy
+
+__all__ = [
+    "Authority",
+    "ContextDependency",
+    "Contract",
+    "EvidenceFresh",
+    "HardConstraint",
+    "LossMatrix",
+    "OnMissing",
+    "PolicyResolvable",
+    "RoleHeld",
+    "Uncertainty",
+]
+
+A = TypeVar("A", bound=enum.Enum)
+S = TypeVar("S")
+
+_NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
+
+
+class Authority(enum.Enum):
+    """What the sender's receipt asks of the receiver.
+
+    ``ADVISE``: the receiver decides, recomputing from the decisive state.
+    ``DECIDE``: the sender decided; an authorised actuator executes.
+    """
+
+    ADVISE = "ADVISE"
+    DECIDE = "DECIDE"
+
+
+class Uncertainty(enum.Enum):
+    """Whether the sender's evidence is settled, in conflict or incomplete."""
+
+    RESOLVED = "RESOLVED"
+    CONFLICT = "CONFLICT"
+    MISSING = "MISSING"
+
+
+class OnMissing(enum.Enum):
+    """What a receiver does when a declared context dependency is not met."""
+
+    REJECT = "REJECT"
+    ESCALATE = "ESCALATE"
+
+
+def _loss_entries(entries: Mapping[tuple[Any, Any], float]) -> dict[tuple[Any, Any], float]:
+    return dict(entries)
+
+
+def _action_set(actions: Iterable[Any]) -> frozenset[Any]:
+    return frozenset(actions)
+
+
+def _dependencies(deps: Iterable[ContextDependency]) -> tuple[ContextDependency, ...]:
+    return tuple(deps)
+
+
+def _constraints(items: Iterable[HardConstraint[Any]]) -> tuple[HardConstraint[Any], ...]:
+    return tuple(items)
+
+
+@attrs.frozen
+class LossMatrix(Generic[A]):
+    """Consequence of choosing one action when the reference chose another.
+
+    ``loss[(chosen, reference)]`` in the contract's units; every pair must be given.
+    """
+
+    entries: Mapping[tuple[A, A], float] = attrs.field(converter=_loss_entries)
+
+    def __call__(self, chosen: A, reference: A) -> float:
+        """The loss of ``chosen`` when ``reference`` was right."""
+        return self.entries[(chosen, reference)]
+
+    def check_complete(self, actions: Iterable[A]) -> None:
+        """Raise unless every (chosen, reference) pair over ``actions`` has a loss."""
+        actions = list(actions)
+        for chosen in actions:
+            for reference in actions:
+                if (chosen, reference) not in self.entries:
+                    raise ContractDefinitionError(
+                        f"loss matrix has no entry for ({chosen.value}, {reference.value})",
+                        code="incomplete-loss-matrix",
+                    )
+                if chosen == reference and self.entries[(chosen, reference)] != 0:
+                    raise ContractDefinitionError(
+                        f"loss of the correct action {chosen.value} must be 0",
+                        code="nonzero-diagonal",
+                    )
+        extra = {a for pair in self.entries for a in pair} - set(actions)
+        if extra:
+            raise ContractDefinitionError(
+                f"loss matrix names unknown actions {sorted(str(a) for a in extra)}",
+                code="incomplete-loss-matrix",
+            )
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """Rows ``{"chosen", "reference", "loss"}`` in a stable order."""
+        return [
+            {"chosen": c.value, "reference": r.value, "loss": v}
+            for (c, r), v in sorted(self.entries.items(), key=lambda kv: (kv[0][0].value,
+                                                                          kv[0][1].value))
+        ]
+
+    def with_entries(self, changes: Mapping[tuple[A, A], float]) -> LossMatrix[A]:
+        """A new matrix with some entries changed (for boundary experiments)."""
+        return LossMatrix({**self.entries, **changes})
+
+
+@attrs.frozen
+class HardConstraint(Generic[A]):
+    """A violation counted apart from average regret, never averaged away.
+
+    Choosing ``chosen`` is a hard violation whenever the reference action is not in
+    ``allowed_references``. The essay's example: RELEASE when the reference is not
+    RELEASE.
+    """
+
+    name: str
+    chosen: A
+    allowed_references: frozenset[A] = attrs.field(converter=_action_set)
+    description: str = ""
+
+    def violated(self, chosen: A, reference: A) -> bool:
+        """True when choosing ``chosen`` against ``reference`` breaks the constraint."""
+        return chosen == self.chosen and reference not in self.allowed_references
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "name": self.name,
+            "chosen": self.chosen.value,
+            "allowed_references": sorted(a.value for a in self.allowed_references),
+            "description": self.description,
+        }
+
+
+class ContextDependency:
+    """Base of declared receiver-context dependencies (runtime preconditions)."""
+
+    on_missing: OnMissing
+
+    @property
+    def kind(self) -> str:
+        """Stable identifier of the dependency type."""
+        raise NotImplementedError
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form, exported with the contract."""
+        raise NotImplementedError
+
+
+@attrs.frozen
+class PolicyResolvable(ContextDependency):
+    """The receiver's policy service must resolve the receipt's policy version, and it
+    must be current. ``version`` pins an exact version; ``None`` accepts the one named
+    in the receipt if the service knows it and holds it current.
+    """
+
+    version: str | None = None
+    on_missing: OnMissing = OnMissing.ESCALATE
+
+    @property
+    def kind(self) -> str:
+        return "policy-resolvable"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "version": self.version, "on_missing": self.on_missing.value}
+
+
+@attrs.frozen
+class RoleHeld(ContextDependency):
+    """The receiver must hold ``role`` (according to its own identity service)."""
+
+    role: str
+    on_missing: OnMissing = OnMissing.REJECT
+
+    @property
+    def kind(self) -> str:
+        return "role-held"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "role": self.role, "on_missing": self.on_missing.value}
+
+
+@attrs.frozen
+class EvidenceFresh(ContextDependency):
+    """Evidence whose reference contains ``evidence`` must have been observed no longer
+    than ``max_age`` before the decision.
+    """
+
+    evidence: str
+    max_age: timedelta
+    on_missing: OnMissing = OnMissing.ESCALATE
+
+    @property
+    def kind(self) -> str:
+        return "evidence-fresh"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "evidence": self.evidence,
+            "max_age_seconds": int(self.max_age.total_seconds()),
+            "on_missing": self.on_missing.value,
+        }
+
+
+def _check_name(_: Any, __: Any, value: str) -> None:
+    if not _NAME.match(value):
+        raise ContractDefinitionError(
+            f"contract name {value!r} must be kebab-case ASCII", code="bad-contract-name"
+        )
+
+
+def _check_version(_: Any, __: Any, value: str) -> None:
+    if not _SEMVER.match(value):
+        raise ContractDefinitionError(
+            f"contract version {value!r} must be MAJOR.MINOR.PATCH", code="bad-contract-version"
+        )
+
+
+@attrs.frozen
+class Contract(Generic[S, A]):
+    """One versioned decision-receipt contract: everything needed to build, sign,
+    validate and decide.
+
+    Attributes:
+        name: kebab-case contract name, e.g. ``"payment-release"``.
+        version: semantic version ``MAJOR.MINOR.PATCH``.
+        description: what decision the contract carries.
+        actions: the receiver's action set (a ``str``-valued Enum).
+        state: the decision state, a frozen attrs class of :func:`decision_field` s.
+        policy: the receiver's reference policy, with explicit precedence.
+        loss: asymmetric loss over (chosen, reference) actions.
+        hard_constraints: violations counted apart from regret.
+        context: declared receiver-context dependencies.
+        fail_closed_action: what the receiver does when it cannot decide safely.
+        counterfactual_trigger: the change that invalidates reuse of a receipt.
+        policy_versions: the policy versions a receipt may name (pattern-free list).
+        max_notes_length: bound on the free-text ``notes`` member.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    version: str = attrs.field(validator=_check_version)
+    description: str
+    actions: type[A]
+    state: type[S]
+    policy: Policy[A]
+    loss: LossMatrix[A]
+    fail_closed_action: A
+    counterfactual_trigger: str
+    hard_constraints: tuple[HardConstraint[A], ...] = attrs.field(
+        default=(), converter=_constraints
+    )
+    context: tuple[ContextDependency, ...] = attrs.field(default=(), converter=_dependencies)
+    max_notes_length: int = 2000
+
+    def __attrs_post_init__(self) -> None:
+        if not (isinstance(self.actions, type) and issubclass(self.actions, enum.Enum)):
+            raise ContractDefinitionError("actions must be an Enum class", code="bad-actions")
+        if not all(isinstance(a.value, str) for a in self.actions):
+            raise ContractDefinitionError("actions must have string values", code="bad-actions")
+        specs = self.fields  # validates the state class
+        self.loss.check_complete(self.actions)
+        known = {spec.name for spec in specs}
+        unknown = self.policy.reads() - known
+        if unknown:
+            raise ContractDefinitionError(
+                f"policy reads unknown fields {sorted(unknown)}", code="policy-unknown-field"
+            )
+        for action in (self.fail_closed_action, self.policy.default,
+                       *(r.action for r in self.policy.rules),
+                       *(h.chosen for h in self.hard_constraints)):
+            if not isinstance(action, self.actions):
+                raise ContractDefinitionError(
+                    f"{action!r} is not an action of {self.actions.__name__}", code="bad-actions"
+                )
+
+    @property
+    def id(self) -> str:
+        """``"<name>/<version>"``, the value of a receipt's ``contract`` member."""
+        return f"{self.name}/{self.version}"
+
+    @cached_property
+    def fields(self) -> tuple[FieldSpec, ...]:
+        """The decision fields, in declaration order."""
+        return state_fields(self.state)
+
+    @cached_property
+    def field_map(self) -> dict[str, FieldSpec]:
+        """Decision fields by name."""
+        return {spec.name: spec for spec in self.fields}
+
+    def view(self, state: S) -> dict[str, Any]:
+        """A full state as a view for :meth:`Policy.evaluate`."""
+        return {spec.name: getattr(state, spec.name) for spec in self.fields}
+
+    def decide(self, state: S) -> A:
+        """The reference action for a complete state (always determined)."""
+        outcome = self.policy.evaluate(self.view(state))
+        if outcome.action is None:  # only a Predicate that ignores its inputs gets here
+            return self.fail_closed_action
+        return outcome.action
+
+    def evaluate(self, view: Mapping[str, Any]) -> Outcome[A]:
+        """The policy on a partial view (see :meth:`Policy.evaluate`)."""
+        return self.policy.evaluate(view)
+
+    def hard_violations(self, chosen: A, reference: A) -> tuple[str, ...]:
+        """Names of the hard constraints that ``chosen`` breaks against ``reference``."""
+        return tuple(h.name for h in self.hard_constraints if h.violated(chosen, reference))
+
+    def describe(self) -> dict[str, Any]:
+        """The whole contract as JSON-ready data (exported beside the schema)."""
+        return {
+            "contract": self.id,
+            "description": self.description,
+            "actions": [a.value for a in self.actions],
+            "decision_fields": [
+                {
+                    "name": s.name,
+                    "kind": s.kind.value,
+                    "description": s.description,
+                    **({"enum": [e.value for e in s.domain() or ()]} if s.enum_type else {}),
+                    **({"minimum": s.minimum, "maximum": s.maximum}
+                       if s.minimum is not None else {}),
+                }
+                for s in self.fields
+            ],
+            "policy": self.policy.describe(),
+            "loss": self.loss.to_json(),
+            "hard_constraints": [h.to_json() for h in self.hard_constraints],
+            "context": [c.to_json() for c in self.context],
+            "fail_closed_action": self.fail_closed_action.value,
+            "counterfactual_trigger": self.counterfactual_trigger,
+        }

@@ -1,0 +1,240 @@
+"""Decision fields: the decisive facts a contract's state carries.
+
+A decision state is a frozen attrs class. Each attribute is declared with
+:func:`decision_field`, which records its description (exported into the JSON
+Schema), its bounds, and the value a receiver would assume if the field went
+missing (the lab's removal perturbation uses it to make an unsafe benign default
+visible, as the essay does).
+
+Supported value types: ``bool``, a ``str``-valued :class:`enum.Enum`, bounded
+``int``, bounded ``float`` and :class:`Interval` (a certified numeric range).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import typing
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+
+from handoffs._errors import ContractDefinitionError
+
+__all__ = ["MISSING", "FieldKind", "FieldSpec", "Interval", "decision_field", "state_fields"]
+
+_META_KEY: Final = "handoffs.decision_field"
+
+
+class _Missing(enum.Enum):
+    MISSING = "MISSING"
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Final = _Missing.MISSING
+"""Sentinel: no value is assumed for a missing field (the receiver must fail closed)."""
+
+
+@attrs.frozen
+class Interval:
+    """A closed numeric interval ``[lo, hi]``, e.g. a certified failure probability.
+
+    A receiver's threshold test is *determined* by an interval only when the whole
+    interval lies on one side of the threshold; an interval that straddles it leaves
+    the decision open.
+    """
+
+    lo: float = attrs.field()
+    hi: float = attrs.field()
+
+    @lo.validator
+    def _check(self, _: attrs.Attribute[float], lo: float) -> None:
+        if isinstance(lo, bool) or isinstance(self.hi, bool):
+            raise TypeError("interval bounds must be numbers, not booleans")
+        if not (math.isfinite(lo) and math.isfinite(self.hi)):
+            raise ValueError("interval bounds must be finite")
+        if lo > self.hi:
+            raise ValueError(f"interval lower bound {lo} exceeds upper bound {self.hi}")
+
+    @classmethod
+    def point(cls, value: float) -> Interval:
+        """The degenerate interval ``[value, value]``."""
+        return cls(value, value)
+
+    @property
+    def width(self) -> float:
+        """``hi - lo``."""
+        return self.hi - self.lo
+
+    def __str__(self) -> str:
+        return f"[{self.lo}, {self.hi}]"
+
+
+class FieldKind(enum.Enum):
+    """The value type of a decision field."""
+
+    BOOL = "boolean"
+    ENUM = "enum"
+    INT = "integer"
+    FLOAT = "number"
+    INTERVAL = "interval"
+
+
+@attrs.frozen
+class FieldSpec:
+    """Everything the library knows about one decision field.
+
+    Attributes:
+        name: attribute name, equal to the JSON property name.
+        kind: value type.
+        description: what the fact means (exported as the schema ``description``).
+        if_missing: the value a receiver assumes when the field is absent, or
+            :data:`MISSING` when it must fail closed instead.
+        minimum / maximum: inclusive bounds for numbers and interval ends.
+        enum_type: the Enum class for ``FieldKind.ENUM`` fields.
+    """
+
+    name: str
+    kind: FieldKind
+    description: str
+    if_missing: Any = MISSING
+    minimum: float | None = None
+    maximum: float | None = None
+    enum_type: type[enum.Enum] | None = None
+
+    def domain(self) -> tuple[Any, ...] | None:
+        """Every value of a finite field (bool, enum), or ``None`` for numbers."""
+        if self.kind is FieldKind.BOOL:
+            return (False, True)
+        if self.kind is FieldKind.ENUM:
+            return tuple(self.enum_type or ())
+        return None
+
+    def contains(self, value: Any) -> bool:
+        """True when ``value`` is a well-typed, in-bounds value for this field."""
+        if self.kind is FieldKind.BOOL:
+            return isinstance(value, bool)
+        if self.kind is FieldKind.ENUM:
+            return isinstance(value, self.enum_type)  # type: ignore[arg-type]
+        if self.kind is FieldKind.INTERVAL:
+            return isinstance(value, Interval) and self._in_bounds(value.lo) and self._in_bounds(
+                value.hi
+            )
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if self.kind is FieldKind.INT and not isinstance(value, int):
+            return False
+        return self._in_bounds(value)
+
+    def _in_bounds(self, value: float) -> bool:
+        if not math.isfinite(value):
+            return False
+        if self.minimum is not None and value < self.minimum:
+            return False
+        return not (self.maximum is not None and value > self.maximum)
+
+
+def decision_field(
+    description: str,
+    *,
+    if_missing: Any = MISSING,
+    minimum: float | None = None,
+    maximum: float | None = None,
+) -> Any:
+    """Declare one decisive fact of a contract's decision state.
+
+    Args:
+        description: what the fact means; required, and exported to the schema.
+        if_missing: the value a receiver assumes if the field is absent. Leave it
+            :data:`MISSING` (the default) to make a receiver fail closed instead.
+            Declaring a benign default is allowed, and the lab measures its cost.
+        minimum: inclusive lower bound (numbers and intervals; required for them).
+        maximum: inclusive upper bound (numbers and intervals; required for them).
+
+    Returns:
+        an ``attrs.field`` carrying the declaration in its metadata.
+    """
+    if not description.strip():
+        raise ContractDefinitionError("a decision field needs a description", code="no-description")
+    return attrs.field(
+        metadata={
+            _META_KEY: {
+                "description": description,
+                "if_missing": if_missing,
+                "minimum": minimum,
+                "maximum": maximum,
+            }
+        }
+    )
+
+
+def _kind_of(name: str, annotation: Any) -> tuple[FieldKind, type[enum.Enum] | None]:
+    if annotation is bool:
+        return FieldKind.BOOL, None
+    if annotation is int:
+        return FieldKind.INT, None
+    if annotation is float:
+        return FieldKind.FLOAT, None
+    if annotation is Interval:
+        return FieldKind.INTERVAL, None
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        if not all(isinstance(member.value, str) for member in annotation):
+            raise ContractDefinitionError(
+                f"enum {annotation.__name__} must have string values", json_path=f"$.{name}"
+            )
+        return FieldKind.ENUM, annotation
+    raise ContractDefinitionError(
+        f"unsupported decision field type {annotation!r}; use bool, a str Enum, int, float "
+        "or Interval",
+        json_path=f"$.{name}",
+    )
+
+
+def state_fields(state: type[Any]) -> tuple[FieldSpec, ...]:
+    """Read the decision fields of a frozen attrs state class, in declaration order.
+
+    Raises:
+        ContractDefinitionError: if the class is not a frozen attrs class, or a field
+            lacks a :func:`decision_field` declaration, a bound or a known type.
+    """
+    if not attrs.has(state):
+        raise ContractDefinitionError(f"{state!r} is not an attrs class")
+    if state.__setattr__ is object.__setattr__:
+        raise ContractDefinitionError(f"{state.__name__} must be frozen (use @attrs.frozen)")
+    hints = typing.get_type_hints(state)
+    specs: list[FieldSpec] = []
+    for attribute in attrs.fields(state):
+        meta: Mapping[str, Any] | None = attribute.metadata.get(_META_KEY)
+        if meta is None:
+            raise ContractDefinitionError(
+                f"{state.__name__}.{attribute.name} is not declared with decision_field()",
+                json_path=f"$.{attribute.name}",
+            )
+        kind, enum_type = _kind_of(attribute.name, hints[attribute.name])
+        numeric = kind in (FieldKind.INT, FieldKind.FLOAT, FieldKind.INTERVAL)
+        if numeric and (meta["minimum"] is None or meta["maximum"] is None):
+            raise ContractDefinitionError(
+                f"numeric field {attribute.name} needs both minimum and maximum",
+                json_path=f"$.{attribute.name}",
+            )
+        spec = FieldSpec(
+            name=attribute.name,
+            kind=kind,
+            description=meta["description"],
+            if_missing=meta["if_missing"],
+            minimum=meta["minimum"],
+            maximum=meta["maximum"],
+            enum_type=enum_type,
+        )
+        if spec.if_missing is not MISSING and not spec.contains(spec.if_missing):
+            raise ContractDefinitionError(
+                f"if_missing value {spec.if_missing!r} is not a valid {kind.value}",
+                json_path=f"$.{attribute.name}",
+            )
+        specs.append(spec)
+    if not specs:
+        raise ContractDefinitionError(f"{state.__name__} declares no decision fields")
+    return tuple(specs)

@@ -1,0 +1,357 @@
+"""Decision receipts: the typed wire object, its governance stamp and its JSON form."""
+
+from __future__ import annotations
+
+import enum
+import re
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Final, Generic, TypeVar
+
+import attrs
+import cattrs
+
+from handoffs._errors import MalformedJSON, ReceiptValidationError, Violation
+from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, loads
+from handoffs.contracts._contract import Authority, Contract, Uncertainty
+from handoffs.contracts._fields import Interval
+
+__all__ = [
+    "ENVELOPE_MEMBERS",
+    "GOVERNANCE_FIELDS",
+    "DecisionContent",
+    "EvidenceRef",
+    "Governance",
+    "Receipt",
+    "format_time",
+    "parse_time",
+    "payload_bytes",
+]
+
+A = TypeVar("A", bound=enum.Enum)
+S = TypeVar("S")
+
+GOVERNANCE_FIELDS: Final = (
+    "case_id",
+    "sender",
+    "receiver",
+    "authority",
+    "policy_version",
+    "valid_until",
+    "evidence_refs",
+)
+"""Top-level receipt members only the trusted governance service may set."""
+
+CONTENT_FIELDS: Final = (
+    "proposed_action",
+    "decision_state",
+    "uncertainty",
+    "counterfactual_trigger",
+    "notes",
+)
+"""Top-level receipt members an encoder (possibly a language model) writes."""
+
+ENVELOPE_MEMBERS: Final = ("contract", "id", "grant", "proof")
+"""Members that identify, authorise and secure a message rather than carry its payload."""
+
+_IDENT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}")
+_TIME: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
+
+
+def parse_time(text: str, *, json_path: str = "$") -> datetime:
+    """Parse an RFC 3339 UTC timestamp written with ``Z`` (the only form receipts use)."""
+    if not isinstance(text, str) or not _TIME.fullmatch(text):
+        raise MalformedJSON(
+            f"expected an RFC 3339 UTC time like 2027-01-01T00:00:00Z, got {text!r}",
+            code="bad-time", json_path=json_path,
+        )
+    try:
+        return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
+    except ValueError as exc:
+        raise MalformedJSON(f"invalid time {text!r}: {exc}", code="bad-time",
+                            json_path=json_path) from exc
+
+
+def format_time(moment: datetime) -> str:
+    """Format an aware datetime as RFC 3339 UTC with ``Z`` (microseconds only if set)."""
+    if moment.tzinfo is None:
+        raise ValueError("times must be timezone-aware")
+    moment = moment.astimezone(UTC)
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    if moment.microsecond:
+        text += f".{moment.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
+def _ident(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not _IDENT.fullmatch(value):
+        raise ValueError(f"{attribute.name} {value!r} is not a valid identifier")
+
+
+def _aware(_: Any, attribute: attrs.Attribute[datetime], value: datetime) -> None:
+    if value.tzinfo is None:
+        raise ValueError(f"{attribute.name} must be timezone-aware")
+
+
+@attrs.frozen
+class EvidenceRef:
+    """A pointer to authoritative evidence, optionally pinned by a content digest.
+
+    On the wire a bare reference is its URI string; a pinned one is
+    ``{"uri": ..., "digest": "sha256:<hex>"}``.
+    """
+
+    uri: str
+    digest: str | None = None
+
+    def to_json(self) -> str | dict[str, str]:
+        """Wire form."""
+        return self.uri if self.digest is None else {"uri": self.uri, "digest": self.digest}
+
+    @classmethod
+    def from_json(cls, value: str | Mapping[str, str]) -> EvidenceRef:
+        """Read the wire form (already schema-validated)."""
+        if isinstance(value, str):
+            return cls(value)
+        return cls(value["uri"], value.get("digest"))
+
+
+def _refs(value: Any) -> tuple[EvidenceRef, ...]:
+    return tuple(v if isinstance(v, EvidenceRef) else EvidenceRef.from_json(v) for v in value)
+
+
+@attrs.frozen
+class Governance:
+    """The governance stamp: issued by a trusted deterministic service, never by a model.
+
+    Untrusted text cannot reach these fields: encoders return
+    :class:`DecisionContent`, which has none of them.
+    """
+
+    case_id: str = attrs.field(validator=_ident)
+    sender: str = attrs.field(validator=_ident)
+    receiver: str = attrs.field(validator=_ident)
+    authority: Authority
+    policy_version: str = attrs.field(validator=_ident)
+    valid_until: datetime = attrs.field(validator=_aware)
+    evidence_refs: tuple[EvidenceRef, ...] = attrs.field(converter=_refs)
+
+    def to_json(self) -> dict[str, Any]:
+        """Wire form of the governance members."""
+        return {
+            "case_id": self.case_id,
+            "sender": self.sender,
+            "receiver": self.receiver,
+            "authority": self.authority.value,
+            "policy_version": self.policy_version,
+            "valid_until": format_time(self.valid_until),
+            "evidence_refs": [ref.to_json() for ref in self.evidence_refs],
+        }
+
+
+@attrs.frozen
+class DecisionContent(Generic[S, A]):
+    """What an encoder writes: the proposal and the decisive state, nothing that
+    governs authority, audience or validity.
+    """
+
+    proposed_action: A
+    decision_state: S
+    uncertainty: Uncertainty = Uncertainty.RESOLVED
+    counterfactual_trigger: str | None = None
+    notes: str | None = None
+
+
+@attrs.frozen
+class Receipt(Generic[S, A]):
+    """A decision receipt under one contract version.
+
+    Python attribute names equal the JSON member names. ``grant`` and ``proof`` are
+    kept as the JSON they arrived as (they are verified, not interpreted, here).
+    """
+
+    contract: str
+    id: str
+    case_id: str
+    sender: str
+    receiver: str
+    authority: Authority
+    proposed_action: A
+    decision_state: S
+    evidence_refs: tuple[EvidenceRef, ...] = attrs.field(converter=_refs)
+    policy_version: str
+    valid_until: datetime = attrs.field(validator=_aware)
+    uncertainty: Uncertainty
+    counterfactual_trigger: str
+    notes: str | None = None
+    grant: Mapping[str, Any] | None = None
+    proof: Any = None
+
+    @classmethod
+    def build(
+        cls,
+        contract: Contract[S, A],
+        content: DecisionContent[S, A],
+        governance: Governance,
+        *,
+        id: str | None = None,
+    ) -> Receipt[S, A]:
+        """Assemble an unsigned receipt from encoder content and a governance stamp.
+
+        Raises:
+            ReceiptValidationError: when the result does not satisfy the contract.
+        """
+        receipt: Receipt[S, A] = cls(
+            contract=contract.id,
+            id=id or f"urn:uuid:{uuid.uuid4()}",
+            case_id=governance.case_id,
+            sender=governance.sender,
+            receiver=governance.receiver,
+            authority=governance.authority,
+            proposed_action=content.proposed_action,
+            decision_state=content.decision_state,
+            evidence_refs=governance.evidence_refs,
+            policy_version=governance.policy_version,
+            valid_until=governance.valid_until,
+            uncertainty=content.uncertainty,
+            counterfactual_trigger=(
+                content.counterfactual_trigger or contract.counterfactual_trigger
+            ),
+            notes=content.notes,
+        )
+        from handoffs.contracts._schema import validate
+
+        validate(contract, receipt.to_json())
+        return receipt
+
+    @property
+    def governance(self) -> Governance:
+        """The governance stamp this receipt carries."""
+        return Governance(
+            case_id=self.case_id,
+            sender=self.sender,
+            receiver=self.receiver,
+            authority=self.authority,
+            policy_version=self.policy_version,
+            valid_until=self.valid_until,
+            evidence_refs=self.evidence_refs,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Wire form: a JSON object (optional members omitted when unset)."""
+        doc: dict[str, Any] = {"contract": self.contract, "id": self.id}
+        doc.update(self.governance.to_json())
+        doc["proposed_action"] = self.proposed_action.value
+        doc["decision_state"] = _converter.unstructure(self.decision_state)
+        doc["uncertainty"] = self.uncertainty.value
+        doc["counterfactual_trigger"] = self.counterfactual_trigger
+        if self.notes is not None:
+            doc["notes"] = self.notes
+        if self.grant is not None:
+            doc["grant"] = self.grant
+        if self.proof is not None:
+            doc["proof"] = self.proof
+        return doc
+
+    def to_bytes(self) -> bytes:
+        """Canonical (RFC 8785) UTF-8 bytes of :meth:`to_json`."""
+        return canonical_bytes(self.to_json())
+
+    def unsigned(self) -> Receipt[S, A]:
+        """A copy of the receipt without its proof."""
+        return attrs.evolve(self, proof=None)
+
+    @staticmethod
+    def from_json(
+        data: bytes | str | Mapping[str, Any],
+        *,
+        registry: Any = None,
+        limits: JSONLimits = DEFAULT_LIMITS,
+    ) -> Receipt[Any, Any]:
+        """Load a receipt strictly, under the contract version it names.
+
+        Args:
+            data: raw bytes/text (parsed with limits) or an already parsed object.
+            registry: where to look the contract up (default: the built-ins).
+            limits: size and depth bounds for raw input.
+
+        Raises:
+            MalformedJSON: bad bytes (duplicate keys, NaN, huge integers, too deep...).
+            UnknownContract: the named contract or version is unknown.
+            ReceiptValidationError: every schema violation, best first, with paths.
+        """
+        from handoffs.contracts._registry import BUILTIN
+
+        doc = loads(data, limits=limits) if isinstance(data, bytes | str) else data
+        if not isinstance(doc, Mapping):
+            raise MalformedJSON("a receipt must be a JSON object", code="not-an-object")
+        contract = (registry or BUILTIN).for_document(doc)
+        return structure(contract, doc)
+
+
+def payload_bytes(message: Mapping[str, Any]) -> int:
+    """Size in bytes of a message's canonical payload, envelope members excluded.
+
+    This is the essay's message-cost measure; proofs and identifiers are a constant
+    overhead per message and reported apart.
+    """
+    return len(canonical_bytes({k: v for k, v in message.items() if k not in ENVELOPE_MEMBERS}))
+
+
+def _structure_interval(value: Any, _: type[Any]) -> Interval:
+    return Interval(value["lo"], value["hi"])
+
+
+def _make_converter() -> cattrs.Converter:
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    converter.register_structure_hook(Interval, _structure_interval)
+    converter.register_unstructure_hook(Interval, lambda i: {"lo": i.lo, "hi": i.hi})
+    converter.register_unstructure_hook(enum.Enum, lambda e: e.value)
+    return converter
+
+
+_converter: Final = _make_converter()
+
+
+def structure(contract: Contract[S, A], doc: Mapping[str, Any]) -> Receipt[S, A]:
+    """Validate ``doc`` against ``contract``'s schema and build the typed receipt.
+
+    Raises:
+        ReceiptValidationError: every violation with its JSON path, best first.
+    """
+    from handoffs.contracts._schema import validate
+
+    validate(contract, doc)
+    try:
+        state = _converter.structure(doc["decision_state"], contract.state)
+        return Receipt(
+            contract=doc["contract"],
+            id=doc["id"],
+            case_id=doc["case_id"],
+            sender=doc["sender"],
+            receiver=doc["receiver"],
+            authority=Authority(doc["authority"]),
+            proposed_action=contract.actions(doc["proposed_action"]),
+            decision_state=state,
+            evidence_refs=doc["evidence_refs"],
+            policy_version=doc["policy_version"],
+            valid_until=parse_time(doc["valid_until"], json_path="$.valid_until"),
+            uncertainty=Uncertainty(doc["uncertainty"]),
+            counterfactual_trigger=doc["counterfactual_trigger"],
+            notes=doc.get("notes"),
+            grant=doc.get("grant"),
+            proof=doc.get("proof"),
+        )
+    except MalformedJSON as exc:
+        raise ReceiptValidationError(
+            [Violation(exc.json_path, "", exc.message, "format")],
+            contract=contract.name, version=contract.version,
+        ) from exc
+    except (ValueError, TypeError, cattrs.BaseValidationError) as exc:
+        # The schema admits it but a typed check refuses it (e.g. an interval with
+        # lo > hi, or a newline the schema's pattern let through).
+        raise ReceiptValidationError(
+            [Violation("$", "", f"value rejected by the typed model: {exc}", "typed")],
+            contract=contract.name, version=contract.version,
+        ) from exc

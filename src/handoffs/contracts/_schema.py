@@ -1,0 +1,272 @@
+"""JSON Schema (Draft 2020-12) for every contract version, and validation against it.
+
+Schemas are generated from the typed contract, closed by default
+(``additionalProperties: false``), carry a ``description`` on every property and a
+stable ``$id`` naming contract and version. ``schemas/<name>/<version>.json`` holds
+the checked-in copies; a test fails when code and files drift.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import jsonschema
+import jsonschema.exceptions
+from jsonschema import Draft202012Validator
+
+from handoffs._errors import ReceiptValidationError, Violation
+from handoffs.contracts._contract import Authority, Contract, Uncertainty
+from handoffs.contracts._fields import FieldKind, FieldSpec
+
+__all__ = [
+    "iter_violations",
+    "render_schema",
+    "schema_id",
+    "schema_path",
+    "to_json_schema",
+    "validate",
+    "write_schema",
+]
+
+DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
+# No ``$``: Python's ``re.search`` lets ``$`` match before a final newline. The
+# character classes plus maxLength bound the value; the typed model re-checks it.
+_IDENT_PATTERN: Final = "^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$"
+_TIME_PATTERN: Final = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$"
+_DIGEST_PATTERN: Final = "^sha256:[0-9a-f]{64}$"
+_URI_PATTERN: Final = "^[a-z][a-z0-9+.-]*:[^\\s]{1,500}$"
+
+
+def schema_id(contract: Contract[Any, Any]) -> str:
+    """The stable ``$id`` of a contract version's schema."""
+    return f"urn:handoffs:schema:{contract.name}:{contract.version}"
+
+
+def _field_schema(spec: FieldSpec) -> dict[str, Any]:
+    base: dict[str, Any] = {"description": spec.description}
+    if spec.kind is FieldKind.BOOL:
+        base["type"] = "boolean"
+    elif spec.kind is FieldKind.ENUM:
+        base["enum"] = [member.value for member in spec.domain() or ()]
+    elif spec.kind in (FieldKind.INT, FieldKind.FLOAT):
+        base["type"] = "integer" if spec.kind is FieldKind.INT else "number"
+        base["minimum"] = spec.minimum
+        base["maximum"] = spec.maximum
+    else:
+        bound = {"type": "number", "minimum": spec.minimum, "maximum": spec.maximum}
+        base.update({
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["lo", "hi"],
+            "properties": {
+                "lo": {**bound, "description": "Inclusive lower end of the interval."},
+                "hi": {**bound, "description": "Inclusive upper end of the interval."},
+            },
+        })
+    return base
+
+
+def _proof_schema() -> dict[str, Any]:
+    text = {"type": "string", "maxLength": 512}
+    return {
+        "type": "object",
+        "description": "A W3C Data Integrity proof (cryptosuite eddsa-jcs-2022).",
+        "required": ["type", "cryptosuite", "verificationMethod", "proofPurpose", "proofValue"],
+        "additionalProperties": False,
+        "properties": {
+            "type": {"const": "DataIntegrityProof", "description": "Proof type."},
+            "cryptosuite": {"const": "eddsa-jcs-2022", "description": "Cryptosuite."},
+            "id": {**text, "description": "Proof identifier, referenced by previousProof."},
+            "created": {"type": "string", "pattern": _TIME_PATTERN,
+                        "description": "When the proof was created."},
+            "expires": {"type": "string", "pattern": _TIME_PATTERN,
+                        "description": "When the proof stops being valid."},
+            "verificationMethod": {**text, "description": "Key that made the proof."},
+            "proofPurpose": {**text, "description": "What the proof authorises."},
+            "previousProof": {
+                "description": "Earlier proof(s) this proof chains to.",
+                "anyOf": [text, {"type": "array", "items": text, "maxItems": 8}],
+            },
+            "domain": {**text, "description": "Intended domain of the proof."},
+            "challenge": {**text, "description": "Challenge answered by the proof."},
+            "nonce": {**text, "description": "Nonce against replay."},
+            "proofValue": {"type": "string", "pattern": "^z[1-9A-HJ-NP-Za-km-z]{40,100}$",
+                           "description": "Multibase base58btc Ed25519 signature."},
+        },
+    }
+
+
+def to_json_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
+    """Generate the Draft 2020-12 JSON Schema of a contract version's receipts."""
+    ident = {"type": "string", "pattern": _IDENT_PATTERN, "maxLength": 128}
+    state_props = {spec.name: _field_schema(spec) for spec in contract.fields}
+    return {
+        "$schema": DIALECT,
+        "$id": schema_id(contract),
+        "title": f"{contract.name} {contract.version} decision receipt",
+        "description": contract.description,
+        "type": "object",
+        "additionalProperties": False,
+        "required": [
+            "contract", "id", "case_id", "sender", "receiver", "authority", "proposed_action",
+            "decision_state", "evidence_refs", "policy_version", "valid_until", "uncertainty",
+            "counterfactual_trigger",
+        ],
+        "properties": {
+            "contract": {"const": contract.id,
+                         "description": "Contract name and version this receipt follows."},
+            "id": {"type": "string", "pattern": "^urn:uuid:[0-9a-f-]{36}$", "maxLength": 45,
+                   "description": "Unique receipt identifier; a receiver refuses a replay."},
+            "case_id": {**ident, "description": "The case the decision is about."},
+            "sender": {**ident, "description": "Identity of the sending agent (from the "
+                                               "identity service)."},
+            "receiver": {**ident, "description": "The one receiver this receipt is "
+                                                 "addressed to (its audience)."},
+            "authority": {"enum": [a.value for a in Authority],
+                          "description": "ADVISE: the receiver decides; DECIDE: the sender "
+                                         "decided and the receiver executes."},
+            "proposed_action": {"enum": [a.value for a in contract.actions],
+                                "description": "The action the sender proposes."},
+            "decision_state": {
+                "type": "object",
+                "description": "The decisive facts that locate the case in a decision region.",
+                "additionalProperties": False,
+                "required": [spec.name for spec in contract.fields],
+                "properties": state_props,
+            },
+            "evidence_refs": {
+                "type": "array",
+                "description": "References to authoritative evidence, optionally pinned by a "
+                               "SHA-256 content digest.",
+                "minItems": 1,
+                "maxItems": 32,
+                "items": {"anyOf": [
+                    {"type": "string", "pattern": _URI_PATTERN, "maxLength": 512},
+                    {"type": "object", "additionalProperties": False,
+                     "required": ["uri", "digest"],
+                     "properties": {
+                         "uri": {"type": "string", "pattern": _URI_PATTERN, "maxLength": 512,
+                                 "description": "Where the evidence lives."},
+                         "digest": {"type": "string", "pattern": _DIGEST_PATTERN,
+                                    "description": "sha256 of the evidence content."},
+                     }},
+                ]},
+            },
+            "policy_version": {**ident, "description": "The receiver policy version the "
+                                                       "state was assessed under."},
+            "valid_until": {"type": "string", "pattern": _TIME_PATTERN,
+                            "description": "After this instant (UTC) the receipt must not be "
+                                           "acted on."},
+            "uncertainty": {"enum": [u.value for u in Uncertainty],
+                            "description": "Whether the sender's evidence is resolved, in "
+                                           "conflict or incomplete."},
+            "counterfactual_trigger": {"type": "string", "minLength": 1, "maxLength": 500,
+                                       "description": "The change that requires recomputation "
+                                                      "instead of reusing this receipt."},
+            "notes": {"type": "string", "maxLength": contract.max_notes_length,
+                      "description": "Optional bounded narrative. Untrusted: it never sets "
+                                     "authority, audience or validity."},
+            "grant": {"type": "object", "maxProperties": 16,
+                      "description": "The governance service's signed authority grant."},
+            "proof": {
+                "description": "Data Integrity proof(s) over the receipt.",
+                "anyOf": [{"$ref": "#/$defs/proof"},
+                          {"type": "array", "items": {"$ref": "#/$defs/proof"},
+                           "minItems": 1, "maxItems": 8}],
+            },
+        },
+        "$defs": {"proof": _proof_schema()},
+    }
+
+
+_validators: dict[str, Draft202012Validator] = {}
+
+
+def _validator(contract: Contract[Any, Any]) -> Draft202012Validator:
+    key = contract.id
+    validator = _validators.get(key)
+    if validator is None:
+        validator = Draft202012Validator(to_json_schema(contract))
+        _validators[key] = validator
+    return validator
+
+
+def _describe(error: jsonschema.exceptions.ValidationError) -> str:  # noqa: PLR0911
+    kind = error.validator
+    got = error.instance
+    if kind == "type":
+        return f"expected {_article(error.validator_value)}, got {_short(got)}"
+    if kind == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else "?"
+        return f"required field {missing!r} missing"
+    if kind == "additionalProperties":
+        schema = error.schema if isinstance(error.schema, dict) else {}
+        allowed = set(schema.get("properties", {}))
+        extra = sorted(set(got) - allowed) if isinstance(got, dict) else []
+        return f"unknown field{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))}"
+    if kind == "enum":
+        return f"expected one of {error.validator_value}, got {_short(got)}"
+    if kind == "const":
+        return f"expected {error.validator_value!r}, got {_short(got)}"
+    if kind in ("minimum", "maximum"):
+        return f"{_short(got)} is {'below' if kind == 'minimum' else 'above'} the {kind} " \
+               f"{error.validator_value}"
+    return str(error.message)
+
+
+def _article(expected: Any) -> str:
+    names = {"boolean": "a boolean", "string": "a string", "integer": "an integer",
+             "number": "a number", "object": "an object", "array": "an array"}
+    if isinstance(expected, list):
+        return " or ".join(names.get(str(e), str(e)) for e in expected)
+    return names.get(str(expected), str(expected))
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def iter_violations(contract: Contract[Any, Any], document: Any) -> Iterator[Violation]:
+    """Every schema violation of ``document``, the most relevant first."""
+    errors = sorted(_validator(contract).iter_errors(document),
+                    key=jsonschema.exceptions.relevance)
+    for error in errors:
+        yield Violation(
+            json_path=error.json_path,
+            schema_path="/".join(str(p) for p in error.absolute_schema_path),
+            message=_describe(error),
+            validator=str(error.validator),
+        )
+
+
+def validate(contract: Contract[Any, Any], document: Any) -> None:
+    """Raise :class:`ReceiptValidationError` listing every violation, best first."""
+    validator = _validator(contract)
+    if validator.is_valid(document):
+        return
+    raise ReceiptValidationError(
+        list(iter_violations(contract, document)), contract=contract.name,
+        version=contract.version,
+    )
+
+
+def schema_path(root: Path, contract: Contract[Any, Any]) -> Path:
+    """Where a contract version's schema is checked in: ``<root>/<name>/<version>.json``."""
+    return root / contract.name / f"{contract.version}.json"
+
+
+def write_schema(root: Path, contract: Contract[Any, Any]) -> Path:
+    """Write the schema file (stable formatting, trailing newline); return its path."""
+    path = schema_path(root, contract)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_schema(contract), encoding="utf-8")
+    return path
+
+
+def render_schema(contract: Contract[Any, Any]) -> str:
+    """The exact text checked in for a contract version."""
+    return json.dumps(to_json_schema(contract), indent=2, ensure_ascii=False) + "\n"
