@@ -1,0 +1,308 @@
+"""Signed receipts: the governance service's authority grant and the sender's proof.
+
+Two Data Integrity proofs secure a receipt:
+
+* the **authority grant**, issued by the deterministic policy service (a key holding
+  the ``policy-service`` role, proof purpose ``capabilityDelegation``): it names the
+  sender (subject), the one receiver (audience), the case, the contract version, the
+  policy version, the authorities the sender may claim and the latest validity;
+* the **sender's proof** (purpose ``assertionMethod``) over the whole receipt, grant
+  included.
+
+:func:`verify_receipt` checks both and everything they bind, failing closed with a
+specific :class:`~handoffs.ProofError` code. Untrusted text cannot widen authority
+or extend validity: those are only ever compared against the signed grant.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any, Final
+
+import attrs
+
+from handoffs._errors import ProofError
+from handoffs.contracts._contract import Authority, Contract
+from handoffs.contracts._keys import KeyRing, SigningKey
+from handoffs.contracts._proofs import VerifiedProof, sign, verify
+from handoffs.contracts._receipt import Receipt, format_time, parse_time, structure
+from handoffs.contracts._registry import BUILTIN, Registry
+
+__all__ = [
+    "GRANT_PURPOSE",
+    "POLICY_SERVICE_ROLE",
+    "RECEIPT_PURPOSE",
+    "AuthorityGrant",
+    "VerifiedReceipt",
+    "issue_grant",
+    "sign_receipt",
+    "verify_receipt",
+]
+
+GRANT_PURPOSE: Final = "capabilityDelegation"
+"""Proof purpose of an authority grant."""
+RECEIPT_PURPOSE: Final = "assertionMethod"
+"""Proof purpose of a sender's receipt proof."""
+POLICY_SERVICE_ROLE: Final = "policy-service"
+"""The key-ring role a grant issuer's key must hold."""
+
+_GRANT_KEYS: Final = frozenset({
+    "type", "id", "issuer", "subject", "audience", "contract", "case_id", "policy_version",
+    "authority", "roles", "valid_until", "proof",
+})
+
+
+@attrs.frozen(kw_only=True)
+class AuthorityGrant:
+    """What the policy service allows one sender to claim towards one receiver.
+
+    Attributes:
+        id: grant identifier (``urn:uuid:...``).
+        issuer: identity of the policy service.
+        subject: the sender the grant is for.
+        audience: the one receiver the sender may address.
+        contract: contract id (``name/version``) the grant covers.
+        case_id: the case the grant covers.
+        policy_version: the policy version in force.
+        authority: authorities the sender may claim (``ADVISE``, ``DECIDE``).
+        roles: roles the subject holds for this case.
+        valid_until: no receipt under this grant may be valid later.
+    """
+
+    id: str
+    issuer: str
+    subject: str
+    audience: str
+    contract: str
+    case_id: str
+    policy_version: str
+    authority: frozenset[Authority]
+    roles: frozenset[str] = frozenset()
+    valid_until: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        """Unsigned wire form."""
+        return {
+            "type": "AuthorityGrant",
+            "id": self.id,
+            "issuer": self.issuer,
+            "subject": self.subject,
+            "audience": self.audience,
+            "contract": self.contract,
+            "case_id": self.case_id,
+            "policy_version": self.policy_version,
+            "authority": sorted(a.value for a in self.authority),
+            "roles": sorted(self.roles),
+            "valid_until": format_time(self.valid_until),
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> AuthorityGrant:
+        """Read a grant document strictly (its proof is verified separately).
+
+        Raises:
+            ProofError: ``grant-invalid`` naming the offending member.
+        """
+        if not isinstance(doc, Mapping):
+            raise ProofError("the grant must be an object", code="grant-invalid",
+                             json_path="$.grant")
+        unknown = sorted(set(doc) - _GRANT_KEYS)
+        if unknown:
+            raise ProofError(f"unknown grant member {unknown[0]!r}", code="grant-invalid",
+                             json_path=f"$.grant.{unknown[0]}")
+        if doc.get("type") != "AuthorityGrant":
+            raise ProofError("grant type must be 'AuthorityGrant'", code="grant-invalid",
+                             json_path="$.grant.type")
+        text = {}
+        for name in ("id", "issuer", "subject", "audience", "contract", "case_id",
+                     "policy_version", "valid_until"):
+            value = doc.get(name)
+            if not isinstance(value, str) or not value:
+                raise ProofError(f"grant member {name!r} must be a non-empty string",
+                                 code="grant-invalid", json_path=f"$.grant.{name}")
+            text[name] = value
+        try:
+            authority = frozenset(Authority(a) for a in doc.get("authority", ()))
+            roles = frozenset(str(r) for r in doc.get("roles", ()))
+            valid_until = parse_time(text.pop("valid_until"), json_path="$.grant.valid_until")
+        except (ValueError, TypeError) as exc:
+            raise ProofError(f"malformed grant: {exc}", code="grant-invalid",
+                             json_path="$.grant") from exc
+        if not authority:
+            raise ProofError("the grant allows no authority", code="grant-invalid",
+                             json_path="$.grant.authority")
+        return cls(authority=authority, roles=roles, valid_until=valid_until, **text)
+
+
+def issue_grant(
+    key: SigningKey,
+    *,
+    issuer: str,
+    subject: str,
+    audience: str,
+    contract: Contract[Any, Any] | str,
+    case_id: str,
+    policy_version: str,
+    authority: Iterable[Authority],
+    valid_until: datetime,
+    created: datetime,
+    roles: Iterable[str] = (),
+    grant_id: str | None = None,
+) -> dict[str, Any]:
+    """Issue a signed authority grant (what the policy service does, deterministically).
+
+    Returns:
+        the grant document with its ``capabilityDelegation`` proof.
+    """
+    grant = AuthorityGrant(
+        id=grant_id or f"urn:uuid:{uuid.uuid4()}",
+        issuer=issuer,
+        subject=subject,
+        audience=audience,
+        contract=contract if isinstance(contract, str) else contract.id,
+        case_id=case_id,
+        policy_version=policy_version,
+        authority=frozenset(authority),
+        roles=frozenset(roles),
+        valid_until=valid_until,
+    )
+    return sign(grant.to_json(), key, purpose=GRANT_PURPOSE, created=created)
+
+
+def sign_receipt(
+    receipt: Receipt[Any, Any],
+    key: SigningKey,
+    *,
+    grant: Mapping[str, Any] | None,
+    created: datetime,
+    expires: datetime | None = None,
+) -> Receipt[Any, Any]:
+    """Attach ``grant`` and the sender's proof over the whole receipt.
+
+    Any earlier proof is replaced: a receipt carries exactly one sender proof.
+    """
+    unsigned = attrs.evolve(receipt, grant=grant, proof=None)
+    signed = sign(unsigned.to_json(), key, purpose=RECEIPT_PURPOSE, created=created,
+                  expires=expires)
+    return attrs.evolve(unsigned, proof=signed["proof"])
+
+
+@attrs.frozen(kw_only=True)
+class VerifiedReceipt:
+    """A receipt whose proofs and grant all verified.
+
+    Attributes:
+        receipt: the typed receipt (pass this on, never the raw message).
+        signer: the sender's verified proof (identity and roles from the key ring).
+        grant: the verified authority grant, or ``None`` when none was required.
+        grant_proof: the grant's verified proof, or ``None``.
+    """
+
+    receipt: Receipt[Any, Any]
+    signer: VerifiedProof
+    grant: AuthorityGrant | None
+    grant_proof: VerifiedProof | None
+
+
+def _mismatch(name: str, got: object, expected: object, path: str) -> ProofError:
+    return ProofError(f"grant {name} is {got!r}, the receipt says {expected!r}",
+                      code="grant-mismatch", json_path=path)
+
+
+def verify_receipt(
+    document: Mapping[str, Any],
+    keyring: KeyRing,
+    *,
+    now: datetime,
+    registry: Registry | None = None,
+    audience: str | None = None,
+    require_grant: bool = True,
+) -> VerifiedReceipt:
+    """Verify a signed receipt, fail closed, in a fixed order.
+
+    Order: contract version named (unknown → ``UnknownContract``) → the sender's proof
+    (profile, key ring, key validity at signing, signature; exactly one) → schema →
+    signer is the sender → the grant's proof (issuer holds ``policy-service``) → the
+    grant binds sender, receiver, case, contract, policy version, authority and
+    validity → audience → expiry.
+
+    Raises:
+        UnknownContract, ReceiptValidationError, ProofError: with a specific code.
+    """
+    contract = (registry or BUILTIN).for_document(document)
+    proofs = verify(document, keyring, purpose=RECEIPT_PURPOSE, now=now)
+    if len(proofs) != 1:
+        raise ProofError(f"a receipt carries exactly one sender proof, found {len(proofs)}",
+                         code="proof-duplicated", json_path="$.proof")
+    signer = proofs[0]
+    receipt = structure(contract, document)
+    if signer.controller != receipt.sender:
+        raise ProofError(
+            f"signed by {signer.controller!r}, but the receipt names sender {receipt.sender!r}",
+            code="sender-mismatch", json_path="$.sender",
+        )
+    grant: AuthorityGrant | None = None
+    grant_proof: VerifiedProof | None = None
+    if receipt.grant is None:
+        if require_grant:
+            raise ProofError("the receipt carries no authority grant", code="grant-missing",
+                             json_path="$.grant")
+    else:
+        grant, grant_proof = _verify_grant(receipt, contract, keyring, now)
+    if audience is not None and receipt.receiver != audience:
+        raise ProofError(f"addressed to {receipt.receiver!r}, this receiver is {audience!r}",
+                         code="wrong-audience", json_path="$.receiver")
+    if receipt.valid_until <= now:
+        raise ProofError(f"the receipt expired at {format_time(receipt.valid_until)}",
+                         code="receipt-expired", json_path="$.valid_until")
+    return VerifiedReceipt(receipt=receipt, signer=signer, grant=grant, grant_proof=grant_proof)
+
+
+def _verify_grant(
+    receipt: Receipt[Any, Any], contract: Contract[Any, Any], keyring: KeyRing, now: datetime
+) -> tuple[AuthorityGrant, VerifiedProof]:
+    doc = receipt.grant
+    assert doc is not None  # noqa: S101 - checked by the caller
+    try:
+        proofs = verify(doc, keyring, purpose=GRANT_PURPOSE, now=now)
+    except ProofError as exc:
+        raise ProofError(f"authority grant: {exc.message}", code="grant-invalid",
+                         json_path="$.grant" + exc.json_path[1:]) from exc
+    if len(proofs) != 1:
+        raise ProofError("a grant carries exactly one proof", code="grant-invalid",
+                         json_path="$.grant.proof")
+    issuer_proof = proofs[0]
+    if POLICY_SERVICE_ROLE not in issuer_proof.roles:
+        raise ProofError(
+            f"grant signed by {issuer_proof.controller!r}, which does not hold the "
+            f"{POLICY_SERVICE_ROLE!r} role", code="role-not-held", json_path="$.grant.proof",
+        )
+    grant = AuthorityGrant.from_json(doc)
+    checks = (
+        ("issuer", grant.issuer, issuer_proof.controller, "$.grant.issuer"),
+        ("subject", grant.subject, receipt.sender, "$.sender"),
+        ("audience", grant.audience, receipt.receiver, "$.receiver"),
+        ("case_id", grant.case_id, receipt.case_id, "$.case_id"),
+        ("contract", grant.contract, contract.id, "$.contract"),
+        ("policy_version", grant.policy_version, receipt.policy_version, "$.policy_version"),
+    )
+    for name, got, expected, path in checks:
+        if got != expected:
+            raise _mismatch(name, got, expected, path)
+    if receipt.authority not in grant.authority:
+        raise ProofError(
+            f"authority {receipt.authority.value} is not granted to {receipt.sender!r}",
+            code="authority-not-granted", json_path="$.authority",
+        )
+    if receipt.valid_until > grant.valid_until:
+        raise ProofError(
+            f"valid_until {format_time(receipt.valid_until)} exceeds the grant's "
+            f"{format_time(grant.valid_until)}", code="validity-exceeds-grant",
+            json_path="$.valid_until",
+        )
+    if grant.valid_until <= now:
+        raise ProofError("the authority grant has expired", code="grant-expired",
+                         json_path="$.grant.valid_until")
+    return grant, issuer_proof
