@@ -325,6 +325,14 @@ def structure(contract: Contract[S, A], doc: Mapping[str, Any]) -> Receipt[S, A]
     validate(contract, doc)
     try:
         state = _converter.structure(doc["decision_state"], contract.state)
+    except cattrs.BaseValidationError as exc:
+        # The schema admits it but the typed model refuses it (an interval with lo > hi).
+        raise ReceiptValidationError(
+            [_typed_violation(line) for line in cattrs.transform_error(
+                exc, path="$.decision_state", format_exception=_format_typed)],
+            contract=contract.name, version=contract.version,
+        ) from exc
+    try:
         return Receipt(
             contract=doc["contract"],
             id=doc["id"],
@@ -348,10 +356,19 @@ def structure(contract: Contract[S, A], doc: Mapping[str, Any]) -> Receipt[S, A]
             [Violation(exc.json_path, "", exc.message, "format")],
             contract=contract.name, version=contract.version,
         ) from exc
-    except (ValueError, TypeError, cattrs.BaseValidationError) as exc:
-        # The schema admits it but a typed check refuses it (e.g. an interval with
-        # lo > hi, or a newline the schema's pattern let through).
+    except (ValueError, TypeError) as exc:
+        # A typed check the schema cannot express (e.g. an identifier ending in a
+        # newline, which Python's ``re.search`` lets a ``$``-anchored pattern accept).
         raise ReceiptValidationError(
             [Violation("$", "", f"value rejected by the typed model: {exc}", "typed")],
             contract=contract.name, version=contract.version,
         ) from exc
+
+
+def _format_typed(exc: BaseException, _: type | None) -> str:
+    return str(exc) if isinstance(exc, ValueError | TypeError) else "invalid value"
+
+
+def _typed_violation(line: str) -> Violation:
+    message, _, path = line.rpartition(" @ ")
+    return Violation(path or "$", "", message or line, "typed")
