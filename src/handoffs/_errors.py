@@ -133,9 +133,15 @@ class ContractDefinitionError(HandoffsError, TypeError):
 class ProofError(HandoffsError, ValueError):
     """A Data Integrity proof is missing, malformed or does not verify.
 
-    Codes include ``proof-missing``, ``proof-malformed``, ``proof-duplicated``,
-    ``wrong-cryptosuite``, ``wrong-purpose``, ``bad-signature``, ``unknown-key``,
-    ``key-not-valid``, ``role-not-held``, ``proof-expired``, ``grant-invalid``.
+    Codes are listed on the errors page; among them ``proof-missing``,
+    ``proof-malformed``, ``proof-duplicated``, ``proof-chain-broken``,
+    ``too-many-proofs``, ``wrong-proof-type``, ``wrong-cryptosuite``, ``wrong-purpose``,
+    ``purpose-not-allowed``, ``domain-mismatch``, ``challenge-mismatch``,
+    ``context-not-allowed``, ``bad-signature``, ``unknown-key``, ``key-not-valid``,
+    ``proof-expired``, ``proof-not-yet-valid``, ``empty-trust-store``, and for signed
+    receipts ``sender-mismatch``, ``grant-missing``, ``grant-invalid``,
+    ``grant-mismatch``, ``grant-expired``, ``role-not-held``, ``authority-not-granted``,
+    ``validity-exceeds-grant``, ``wrong-audience``, ``receipt-expired``.
     """
 
     code = "proof-invalid"

@@ -9,10 +9,14 @@ here::
 from handoffs._errors import (
     ContractDefinitionError,
     HandoffsError,
+    KeyRingError,
     MalformedJSON,
+    ProofError,
     ReceiptValidationError,
     UnknownContract,
+    UnknownKey,
     Violation,
+    WeakKey,
 )
 from handoffs.contracts import payment
 from handoffs.contracts._contract import (
@@ -35,6 +39,7 @@ from handoffs.contracts._encoders import (
     compose,
 )
 from handoffs.contracts._fields import MISSING, FieldKind, FieldSpec, Interval, decision_field
+from handoffs.contracts._keys import KeyEntry, KeyRing, SigningKey
 from handoffs.contracts._policy import (
     AllOf,
     Always,
@@ -49,6 +54,7 @@ from handoffs.contracts._policy import (
     Rule,
     Under,
 )
+from handoffs.contracts._proofs import VerifiedProof, sign, verify
 from handoffs.contracts._receipt import (
     ENVELOPE_MEMBERS,
     GOVERNANCE_FIELDS,
@@ -60,6 +66,13 @@ from handoffs.contracts._receipt import (
 )
 from handoffs.contracts._registry import BUILTIN, Registry
 from handoffs.contracts._schema import iter_violations, schema_id, to_json_schema, validate
+from handoffs.contracts._signing import (
+    AuthorityGrant,
+    VerifiedReceipt,
+    issue_grant,
+    sign_receipt,
+    verify_receipt,
+)
 
 __all__ = [
     "BUILTIN",
@@ -70,6 +83,7 @@ __all__ = [
     "Always",
     "AnyOf",
     "Authority",
+    "AuthorityGrant",
     "Condition",
     "ContextDependency",
     "Contract",
@@ -86,6 +100,9 @@ __all__ = [
     "HardConstraint",
     "Interval",
     "Is",
+    "KeyEntry",
+    "KeyRing",
+    "KeyRingError",
     "LossMatrix",
     "MalformedJSON",
     "Not",
@@ -95,23 +112,34 @@ __all__ = [
     "Policy",
     "PolicyResolvable",
     "Predicate",
+    "ProofError",
     "Receipt",
     "ReceiptEncoder",
     "ReceiptValidationError",
     "Registry",
     "RoleHeld",
     "Rule",
+    "SigningKey",
     "Uncertainty",
     "Under",
     "UnknownContract",
+    "UnknownKey",
     "UntrustedGovernance",
+    "VerifiedProof",
+    "VerifiedReceipt",
     "Violation",
+    "WeakKey",
     "compose",
     "decision_field",
+    "issue_grant",
     "iter_violations",
     "payload_bytes",
     "payment",
     "schema_id",
+    "sign",
+    "sign_receipt",
     "to_json_schema",
     "validate",
+    "verify",
+    "verify_receipt",
 ]

@@ -1,0 +1,817 @@
+"""W3C Data Integrity proofs with the ``eddsa-jcs-2022`` cryptosuite.
+
+Two layers:
+
+- :func:`sign` and :func:`verify` are the safe recipe for the *plain-JSON receipt
+  profile*: no ``@context``, only the standard proof properties, every proof in the
+  document verified in a fixed fail-closed order against a pinned :class:`KeyRing`.
+  Proof sets and ``previousProof`` chains are supported.
+- :func:`create_proof` and :func:`verify_proof` are the cryptosuite algorithms exactly as
+  the W3C Recommendation states them (``#create-proof-eddsa-jcs-2022`` and
+  ``#verify-proof-eddsa-jcs-2022``), ``@context`` handling included. They reproduce the
+  published test vectors byte for byte.
+
+.. warning::
+   The low-level functions check one signature and nothing else: no key ring, no
+   key validity window, no purpose, no expiry, no chain. Use :func:`verify` unless you
+   are implementing a different profile.
+
+The signature covers ``hashData = SHA-256(JCS(proofConfig)) ‖ SHA-256(JCS(document))``,
+where ``proofConfig`` is the proof without ``proofValue``; ``proofValue`` is ``"z"`` +
+base58btc of the 64-byte Ed25519 signature.
+
+Proof chains (profile rule). A proof naming ``previousProof`` is signed over the
+document whose ``proof`` is the list of the referenced proofs, in the order they appear
+in the proof set (DI §4.3/§4.5, ``matchingProofs``). A proof *without*
+``previousProof`` is signed over the document with no ``proof`` member at all: under JCS
+an empty ``"proof": []`` would change the hash. Referenced proofs must appear earlier in
+the set, so chains cannot be dangling, forward or cyclic. A previous proof does not bind
+the proofs after it: requiring particular signers is the caller's policy.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+import attrs
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from handoffs._errors import KeyRingError, MalformedJSON, ProofError, UnknownKey
+from handoffs._json import canonical_bytes
+from handoffs.contracts._keys import (
+    KeyEntry,
+    KeyRing,
+    SigningKey,
+    _aware_utc,
+    _b58decode_or_none,
+    _format_utc,
+    _parse_utc,
+    b58encode,
+    check_public_key,
+)
+
+__all__ = [
+    "CLOCK_SKEW",
+    "CRYPTOSUITE",
+    "PROOF_TYPE",
+    "VerifiedProof",
+    "create_proof",
+    "sign",
+    "verify",
+    "verify_proof",
+]
+
+#: The only accepted proof ``type``.
+PROOF_TYPE: Final = "DataIntegrityProof"
+#: The only accepted ``cryptosuite``.
+CRYPTOSUITE: Final = "eddsa-jcs-2022"
+#: How far in the future a proof's ``created`` may lie before it is refused.
+CLOCK_SKEW: Final = timedelta(minutes=5)
+
+# Longest base58 spelling of 64 bytes is 88 characters; plus the multibase "z".
+_PROOF_VALUE_MAX_CHARS: Final = 89
+# XMLSCHEMA11-2 dateTime lexical form (the cryptosuite's check on ``created``).
+_XSD_DATETIME: Final = re.compile(
+    r"-?\d{4,}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?", re.ASCII
+)
+_REQUIRED: Final = ("type", "cryptosuite", "created", "verificationMethod", "proofPurpose")
+_OPTIONAL: Final = ("id", "expires", "previousProof", "domain", "challenge", "nonce")
+_PROFILE_KEYS: Final = frozenset((*_REQUIRED, *_OPTIONAL, "proofValue"))
+
+
+# ------------------------------------------------------------------------ low level
+
+
+def _proof_config(
+    document: Mapping[str, Any], options: Mapping[str, Any], *, copy_context: bool = True
+) -> dict[str, Any]:
+    """Proof configuration: the options plus the document's ``@context`` (steps 1-2)."""
+    config = copy.deepcopy(dict(options))
+    config.pop("proofValue", None)
+    if copy_context and "@context" in document:
+        config["@context"] = copy.deepcopy(document["@context"])
+    return config
+
+
+def _hash_data(canonical_config: bytes, canonical_document: bytes) -> bytes:
+    """``SHA-256(canonicalProofConfig) ‖ SHA-256(canonicalDocument)`` (64 bytes)."""
+    return hashlib.sha256(canonical_config).digest() + hashlib.sha256(canonical_document).digest()
+
+
+def _without_proof(document: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in document.items() if key != "proof"}
+
+
+def _check_suite(config: Mapping[str, Any], *, path: str) -> None:
+    if config.get("type") != PROOF_TYPE:
+        raise ProofError(
+            f"expected proof type {PROOF_TYPE!r}, got {config.get('type')!r}",
+            code="wrong-proof-type",
+            json_path=f"{path}.type",
+        )
+    if config.get("cryptosuite") != CRYPTOSUITE:
+        raise ProofError(
+            f"expected cryptosuite {CRYPTOSUITE!r}, got {config.get('cryptosuite')!r}",
+            code="wrong-cryptosuite",
+            json_path=f"{path}.cryptosuite",
+        )
+
+
+def _signature_bytes(proof_value: object, *, path: str) -> bytes:
+    """Decode ``proofValue``: ``z`` + canonical base58btc of exactly 64 bytes."""
+    where = f"{path}.proofValue"
+    if not isinstance(proof_value, str):
+        raise ProofError(
+            f"proofValue must be a string, got {type(proof_value).__name__}",
+            code="proof-malformed",
+            json_path=where,
+        )
+    if not proof_value.startswith("z"):
+        raise ProofError(
+            f"proofValue must be multibase base58btc (prefix 'z'), got {proof_value[:16]!r}",
+            code="proof-malformed",
+            json_path=where,
+        )
+    if len(proof_value) > _PROOF_VALUE_MAX_CHARS:
+        raise ProofError(
+            f"proofValue is {len(proof_value)} characters; a 64-byte signature needs at most "
+            f"{_PROOF_VALUE_MAX_CHARS}",
+            code="proof-malformed",
+            json_path=where,
+        )
+    signature = _b58decode_or_none(proof_value[1:])
+    if signature is None:
+        raise ProofError(
+            "proofValue is not canonical base58btc", code="proof-malformed", json_path=where
+        )
+    if len(signature) != 64:
+        raise ProofError(
+            f"proofValue must decode to a 64-byte Ed25519 signature, got {len(signature)} bytes",
+            code="proof-malformed",
+            json_path=where,
+        )
+    return signature
+
+
+def _ed25519_verify(
+    public_key: bytes, signature: bytes, message: bytes, *, path: str, who: str
+) -> None:
+    try:
+        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
+    except InvalidSignature as exc:
+        raise ProofError(
+            f"the signature does not verify under {who}",
+            code="bad-signature",
+            json_path=f"{path}.proofValue",
+        ) from exc
+    except ValueError as exc:  # pragma: no cover - keys are checked before this point
+        raise ProofError(
+            f"cannot load the public key of {who}: {exc}",
+            code="bad-signature",
+            json_path=f"{path}.proofValue",
+        ) from exc
+
+
+def create_proof(
+    document: Mapping[str, Any],
+    options: Mapping[str, Any],
+    key: SigningKey,
+    *,
+    copy_context: bool = True,
+) -> dict[str, Any]:
+    """Create an ``eddsa-jcs-2022`` proof of ``document`` (W3C Create Proof algorithm).
+
+    ``options`` are the proof options (``type``, ``cryptosuite``, ``created``,
+    ``verificationMethod``, ``proofPurpose``, ...). If ``document`` has ``@context``,
+    it is copied into the proof (step 2, which the Recommendation "strongly advises";
+    ``copy_context=False`` skips it, as pre-2025 producers did). Any ``proof`` member
+    of ``document`` is ignored: the unsecured document is signed. Returns the proof,
+    ``proofValue`` included; the document is not modified.
+
+    .. warning:: Low-level. Prefer :func:`sign`, which enforces the receipt profile.
+
+    Raises:
+        ProofError: ``wrong-proof-type``, ``wrong-cryptosuite`` or ``proof-malformed``
+            (``created`` not an XML Schema dateTime, ``proofValue`` in the options).
+        MalformedJSON: the document or options cannot be canonicalised.
+
+    """
+    if "proofValue" in options:
+        raise ProofError(
+            "proof options must not contain proofValue",
+            code="proof-malformed",
+            json_path="$.proof.proofValue",
+        )
+    config = _proof_config(document, options, copy_context=copy_context)
+    _check_suite(config, path="$.proof")
+    created = config.get("created")
+    if created is not None and not (isinstance(created, str) and _XSD_DATETIME.fullmatch(created)):
+        raise ProofError(
+            f"created must be an XML Schema dateTime, got {created!r}",
+            code="proof-malformed",
+            json_path="$.proof.created",
+        )
+    message = _hash_data(canonical_bytes(config), canonical_bytes(_without_proof(document)))
+    config["proofValue"] = "z" + b58encode(key.sign(message))
+    return config
+
+
+def verify_proof(
+    document: Mapping[str, Any], proof: Mapping[str, Any], public_key_bytes: bytes
+) -> None:
+    """Verify one ``eddsa-jcs-2022`` proof (W3C Verify Proof algorithm); raise on failure.
+
+    ``document`` is the secured document (its ``proof`` member, if any, is removed
+    before hashing) and ``proof`` the proof to check. If the proof has ``@context``, the
+    document's ``@context`` must start with it, in order, and the proof's ``@context``
+    replaces the document's for hashing (spec step 4). The public key is checked
+    with :func:`~handoffs.contracts._keys.check_public_key` first.
+
+    .. warning:: Low-level. It checks the signature only; use :func:`verify` for the key
+       ring, validity windows, purposes, expiry and proof chains.
+
+    Raises:
+        ProofError: ``wrong-proof-type``, ``wrong-cryptosuite``, ``proof-malformed``,
+            ``context-mismatch``, ``bad-key`` or ``bad-signature``.
+
+    """
+    if not isinstance(proof, Mapping):
+        raise ProofError(
+            f"a proof is a JSON object, got {type(proof).__name__}",
+            code="proof-malformed",
+            json_path="$.proof",
+        )
+    try:
+        check_public_key(public_key_bytes)
+    except KeyRingError as exc:
+        raise ProofError(
+            f"unusable public key: {exc.message}", code="bad-key", json_path="$.proof"
+        ) from exc
+    _check_suite(proof, path="$.proof")
+    signature = _signature_bytes(proof.get("proofValue"), path="$.proof")
+    unsecured = _without_proof(document)
+    if "@context" in proof:
+        _check_context_prefix(document, proof["@context"])
+        unsecured["@context"] = proof["@context"]
+    config = {key: value for key, value in proof.items() if key != "proofValue"}
+    message = _hash_data(canonical_bytes(config), canonical_bytes(unsecured))
+    _ed25519_verify(
+        bytes(public_key_bytes), signature, message, path="$.proof", who="the given key"
+    )
+
+
+def _check_context_prefix(document: Mapping[str, Any], proof_context: object) -> None:
+    def as_list(value: object) -> list[Any]:
+        return list(value) if isinstance(value, list) else [value]
+
+    expected = as_list(proof_context)
+    actual = as_list(document.get("@context")) if "@context" in document else []
+    if actual[: len(expected)] != expected:
+        raise ProofError(
+            "the document's @context does not start with the proof's @context",
+            code="context-mismatch",
+            json_path="$.@context",
+        )
+
+
+# ----------------------------------------------------------------------- high level
+
+
+@attrs.frozen(kw_only=True)
+class VerifiedProof:
+    """One proof that passed every check of :func:`verify`.
+
+    Attributes:
+        proof_id: the proof's ``id``, or ``None`` if it has none.
+        verification_method: the key id the proof names.
+        controller: the key ring's identity for that key (never taken from the message).
+        roles: the roles the key ring grants that identity.
+        purpose: the proof's ``proofPurpose``.
+        created: when the proof says it was made (UTC).
+        expires: when it stops being acceptable, or ``None``.
+        previous_proof: ids of the proofs this one chains to (empty if none).
+        key_entry: the key ring entry that verified it.
+
+    """
+
+    proof_id: str | None
+    verification_method: str
+    controller: str
+    roles: frozenset[str]
+    purpose: str
+    created: datetime
+    expires: datetime | None
+    previous_proof: tuple[str, ...]
+    key_entry: KeyEntry
+
+
+@attrs.frozen
+class _Checked:
+    """A proof that passed the profile check, with its parsed fields."""
+
+    index: int
+    path: str
+    proof: Mapping[str, Any]
+    created: datetime
+    expires: datetime | None
+    previous: tuple[str, ...]
+    signature: bytes
+
+
+def _proof_list(document: Mapping[str, Any]) -> list[Any]:
+    if "proof" not in document or document["proof"] is None:
+        raise ProofError("the document carries no proof", code="proof-missing", json_path="$.proof")
+    proofs = document["proof"]
+    if isinstance(proofs, Mapping):
+        return [proofs]
+    if isinstance(proofs, list):
+        if not proofs:
+            raise ProofError(
+                "the document's proof set is empty", code="proof-missing", json_path="$.proof"
+            )
+        return proofs
+    raise ProofError(
+        f"proof must be an object or an array of objects, got {type(proofs).__name__}",
+        code="proof-malformed",
+        json_path="$.proof",
+    )
+
+
+def _string(proof: Mapping[str, Any], name: str, *, path: str) -> str:
+    value = proof[name]
+    if not isinstance(value, str) or not value:
+        raise ProofError(
+            f"{name} must be a non-empty string, got {value!r}",
+            code="proof-malformed",
+            json_path=f"{path}.{name}",
+        )
+    return value
+
+
+def _time(proof: Mapping[str, Any], name: str, *, path: str) -> datetime:
+    value = proof[name]
+    when = _parse_utc(value)
+    if when is None:
+        raise ProofError(
+            f"{name} must be an RFC 3339 UTC time like '2026-01-05T10:00:00Z', got {value!r}",
+            code="proof-malformed",
+            json_path=f"{path}.{name}",
+        )
+    return when
+
+
+def _previous(proof: Mapping[str, Any], *, path: str) -> tuple[str, ...]:
+    if "previousProof" not in proof:
+        return ()
+    value = proof["previousProof"]
+    where = f"{path}.previousProof"
+    ids = [value] if isinstance(value, str) else value
+    if (
+        not isinstance(ids, list)
+        or not ids
+        or not all(isinstance(item, str) and item for item in ids)
+    ):
+        raise ProofError(
+            f"previousProof must be a proof id or a non-empty array of ids, got {value!r}",
+            code="proof-malformed",
+            json_path=where,
+        )
+    if len(set(ids)) != len(ids):
+        raise ProofError(
+            f"previousProof names a proof twice: {value!r}",
+            code="proof-malformed",
+            json_path=where,
+        )
+    return tuple(ids)
+
+
+def _check_profile(proof: object, *, index: int, path: str, purpose: str) -> _Checked:
+    """(2) Profile check of one proof: shape, exact constants, encodings."""
+    if not isinstance(proof, Mapping):
+        raise ProofError(
+            f"a proof is a JSON object, got {type(proof).__name__}",
+            code="proof-malformed",
+            json_path=path,
+        )
+    _check_suite(proof, path=path)
+    if proof.get("proofPurpose") != purpose:
+        raise ProofError(
+            f"expected proofPurpose {purpose!r}, got {proof.get('proofPurpose')!r}",
+            code="wrong-purpose",
+            json_path=f"{path}.proofPurpose",
+        )
+    for name in proof:
+        if name not in _PROFILE_KEYS:
+            raise ProofError(
+                f"unknown proof property {name!r}; the profile allows only the standard ones",
+                code="proof-malformed",
+                json_path=f"{path}.{name}",
+            )
+    for name in (*_REQUIRED, "proofValue"):
+        if name not in proof or proof[name] is None:
+            raise ProofError(
+                f"required proof property {name!r} is missing",
+                code="proof-malformed",
+                json_path=f"{path}.{name}",
+            )
+    _string(proof, "verificationMethod", path=path)
+    signature = _signature_bytes(proof["proofValue"], path=path)
+    created = _time(proof, "created", path=path)
+    expires = _time(proof, "expires", path=path) if "expires" in proof else None
+    if expires is not None and expires <= created:
+        raise ProofError(
+            f"expires ({proof['expires']}) must be later than created ({proof['created']})",
+            code="proof-malformed",
+            json_path=f"{path}.expires",
+        )
+    for name in ("id", "domain", "challenge", "nonce"):
+        if name in proof:
+            _string(proof, name, path=path)
+    previous = _previous(proof, path=path)
+    return _Checked(index, path, proof, created, expires, previous, signature)
+
+
+def _check_set(checked: Sequence[_Checked]) -> None:
+    """(3) Duplicates and (4) chain structure across the proof set."""
+    ids: dict[str, int] = {}
+    values: set[str] = set()
+    for item in checked:
+        proof_id = item.proof.get("id")
+        if proof_id is not None:
+            if proof_id in ids:
+                raise ProofError(
+                    f"proof id {proof_id!r} appears twice in the proof set",
+                    code="proof-duplicated",
+                    json_path=f"{item.path}.id",
+                )
+            ids[proof_id] = item.index
+        value = item.proof["proofValue"]
+        if value in values:
+            raise ProofError(
+                "the same proofValue appears twice in the proof set",
+                code="proof-duplicated",
+                json_path=f"{item.path}.proofValue",
+            )
+        values.add(value)
+    for item in checked:
+        for ref in item.previous:
+            target = ids.get(ref)
+            if target is None:
+                reason = f"previousProof {ref!r} names no proof in the set"
+            elif target >= item.index:
+                what = "itself" if target == item.index else "a later proof"
+                reason = (
+                    f"previousProof {ref!r} names {what}; chained proofs may only name "
+                    "earlier proofs (no cycles)"
+                )
+            else:
+                continue
+            raise ProofError(
+                reason, code="proof-chain-broken", json_path=f"{item.path}.previousProof"
+            )
+
+
+def _input_document(
+    document: Mapping[str, Any], proofs: Sequence[Mapping[str, Any]], previous: Sequence[str]
+) -> dict[str, Any]:
+    """The document a proof signs: no ``proof``, or exactly the matching previous proofs."""
+    unsecured = _without_proof(document)
+    if previous:
+        wanted = set(previous)
+        unsecured["proof"] = [
+            proof for proof in proofs if isinstance(proof.get("id"), str) and proof["id"] in wanted
+        ]
+    return unsecured
+
+
+def _check_expected(value: object, expected: str | None, name: str, *, path: str) -> None:
+    if value == expected:
+        return
+    if expected is None:
+        reason = f"the proof is bound to {name} {value!r}, but none was expected"
+    elif value is None:
+        reason = f"expected {name} {expected!r}, but the proof has none"
+    else:
+        reason = f"expected {name} {expected!r}, got {value!r}"
+    raise ProofError(reason, code=f"{name}-mismatch", json_path=f"{path}.{name}")
+
+
+def verify(
+    document: Mapping[str, Any],
+    keyring: KeyRing,
+    *,
+    purpose: str,
+    now: datetime | None = None,
+    max_proofs: int = 8,
+    expected_domain: str | None = None,
+    expected_challenge: str | None = None,
+) -> tuple[VerifiedProof, ...]:
+    """Verify every proof of a plain-JSON document; return them all or raise.
+
+    The checks run in this order and the first failure raises (fail closed):
+
+    0. arguments: a non-empty key ring (``empty-trust-store``), an aware ``now``;
+    1. a proof is present (``proof-missing``), the document has no ``@context``
+       (``context-not-allowed``), at most ``max_proofs`` proofs (``too-many-proofs``);
+    2. each proof's profile: exact ``type`` (``wrong-proof-type``) and ``cryptosuite``
+       (``wrong-cryptosuite``), ``proofPurpose == purpose`` (``wrong-purpose``), no
+       unknown properties, ``proofValue`` is ``z`` + canonical base58btc of 64 bytes,
+       ``created``/``expires`` are RFC 3339 ``Z`` times (all ``proof-malformed``);
+    3. no duplicate proof ``id`` or ``proofValue`` (``proof-duplicated``);
+    4. every ``previousProof`` names an earlier proof (``proof-chain-broken``);
+    5. per proof: the key is in the ring (``unknown-key``; never fetched), was valid at
+       ``created`` (``key-not-valid``), may serve ``purpose`` (``purpose-not-allowed``),
+       ``domain``/``challenge`` match what is expected (``domain-mismatch``,
+       ``challenge-mismatch``; a bound proof needs an expected value), the signature
+       verifies (``bad-signature``), ``expires`` is not before ``now``
+       (``proof-expired``), ``created`` is at most :data:`CLOCK_SKEW` after ``now``
+       (``proof-not-yet-valid``).
+
+    ``created`` is the signer's claim: a key that has left its window can still
+    back-date. Pair this with replay and freshness checks on the document itself.
+
+    Raises:
+        ProofError: with the ``code`` above and the JSON path of the offending value.
+        MalformedJSON: the document cannot be canonicalised.
+
+    """
+    # (0) arguments, before any work.
+    if not isinstance(keyring, KeyRing):
+        raise TypeError(f"keyring must be a KeyRing, got {type(keyring).__name__}")
+    if len(keyring) == 0:
+        raise ProofError(
+            "the key ring is empty; nothing can verify (fail closed)",
+            code="empty-trust-store",
+        )
+    if not isinstance(purpose, str) or not purpose:
+        raise TypeError(f"purpose must be a non-empty string, got {purpose!r}")
+    if isinstance(max_proofs, bool) or not isinstance(max_proofs, int) or max_proofs < 1:
+        raise TypeError(f"max_proofs must be a positive integer, got {max_proofs!r}")
+    try:
+        now = datetime.now(UTC) if now is None else _aware_utc(now, json_path="$")
+    except KeyRingError as exc:
+        raise TypeError(f"now must be a timezone-aware datetime: {exc.message}") from exc
+    if not isinstance(document, Mapping):
+        raise MalformedJSON(
+            f"a signed document is a JSON object, got {type(document).__name__}",
+            code="not-an-object",
+        )
+
+    # (1) presence and size.
+    proofs = _proof_list(document)
+    if "@context" in document:
+        raise ProofError(
+            "the plain-JSON profile does not allow @context",
+            code="context-not-allowed",
+            json_path="$.@context",
+        )
+    if len(proofs) > max_proofs:
+        raise ProofError(
+            f"{len(proofs)} proofs exceed the limit of {max_proofs}",
+            code="too-many-proofs",
+            json_path="$.proof",
+        )
+    single = isinstance(document["proof"], Mapping)
+
+    # (2) profile of every proof.
+    checked = [
+        _check_profile(
+            proof, index=i, path="$.proof" if single else f"$.proof[{i}]", purpose=purpose
+        )
+        for i, proof in enumerate(proofs)
+    ]
+    # (3) duplicates, (4) chain structure.
+    _check_set(checked)
+
+    # (5) keys, signatures and times, proof by proof.
+    return tuple(
+        _verify_one(
+            item,
+            document,
+            proofs,
+            keyring,
+            purpose=purpose,
+            now=now,
+            expected_domain=expected_domain,
+            expected_challenge=expected_challenge,
+        )
+        for item in checked
+    )
+
+
+def _verify_one(
+    item: _Checked,
+    document: Mapping[str, Any],
+    proofs: Sequence[Mapping[str, Any]],
+    keyring: KeyRing,
+    *,
+    purpose: str,
+    now: datetime,
+    expected_domain: str | None,
+    expected_challenge: str | None,
+) -> VerifiedProof:
+    proof, path = item.proof, item.path
+    vm: str = proof["verificationMethod"]
+    try:
+        entry = keyring.entry_valid_at(vm, item.created)
+    except UnknownKey as exc:
+        raise ProofError(
+            f"verificationMethod {vm!r} is not in the key ring; keys are never fetched",
+            code="unknown-key",
+            json_path=f"{path}.verificationMethod",
+        ) from exc
+    except ProofError as exc:
+        raise ProofError(exc.message, code=exc.code, json_path=f"{path}.created") from exc
+    if purpose not in entry.purposes:
+        raise ProofError(
+            f"key {vm!r} of {entry.controller!r} may not serve {purpose!r} "
+            f"(allowed: {sorted(entry.purposes)})",
+            code="purpose-not-allowed",
+            json_path=f"{path}.proofPurpose",
+        )
+    _check_expected(proof.get("domain"), expected_domain, "domain", path=path)
+    _check_expected(proof.get("challenge"), expected_challenge, "challenge", path=path)
+
+    config = {key: value for key, value in proof.items() if key != "proofValue"}
+    input_document = _input_document(document, proofs, item.previous)
+    message = _hash_data(canonical_bytes(config), canonical_bytes(input_document))
+    _ed25519_verify(entry.public_key_bytes, item.signature, message, path=path, who=f"key {vm!r}")
+
+    if item.expires is not None and item.expires < now:
+        raise ProofError(
+            f"the proof expired at {proof['expires']} (now {_format_utc(now)})",
+            code="proof-expired",
+            json_path=f"{path}.expires",
+        )
+    if item.created > now + CLOCK_SKEW:
+        raise ProofError(
+            f"the proof claims creation at {proof['created']}, more than "
+            f"{int(CLOCK_SKEW.total_seconds())} s after now ({_format_utc(now)})",
+            code="proof-not-yet-valid",
+            json_path=f"{path}.created",
+        )
+    return VerifiedProof(
+        proof_id=proof.get("id"),
+        verification_method=vm,
+        controller=entry.controller,
+        roles=entry.roles,
+        purpose=purpose,
+        created=item.created,
+        expires=item.expires,
+        previous_proof=item.previous,
+        key_entry=entry,
+    )
+
+
+def _optional_text(value: object, name: str) -> None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise TypeError(f"{name} must be a non-empty string or None, got {value!r}")
+
+
+def _sign_times(created: datetime, expires: datetime | None) -> tuple[datetime, datetime | None]:
+    try:
+        created = _aware_utc(created, json_path="$")
+        expires = None if expires is None else _aware_utc(expires, json_path="$")
+    except KeyRingError as exc:
+        raise TypeError(f"created and expires must be aware datetimes: {exc.message}") from exc
+    if expires is not None and expires <= created:
+        raise ProofError(
+            f"expires ({_format_utc(expires)}) must be later than created ({_format_utc(created)})",
+            code="proof-malformed",
+            json_path="$.proof.expires",
+        )
+    return created, expires
+
+
+def _sign_previous(previous_proof: str | Sequence[str] | None) -> tuple[str, ...]:
+    if previous_proof is None:
+        return ()
+    previous = (previous_proof,) if isinstance(previous_proof, str) else tuple(previous_proof)
+    if not previous or not all(isinstance(ref, str) and ref for ref in previous):
+        raise TypeError(
+            f"previous_proof must be a proof id or a non-empty list of ids, got {previous_proof!r}"
+        )
+    if len(set(previous)) != len(previous):
+        raise TypeError(f"previous_proof names a proof twice: {previous_proof!r}")
+    return previous
+
+
+def _check_sign_set(
+    existing: Sequence[Mapping[str, Any]], proof_id: str | None, previous: Sequence[str]
+) -> None:
+    existing_ids = [proof.get("id") for proof in existing]
+    if proof_id is not None and proof_id in existing_ids:
+        raise ProofError(
+            f"proof id {proof_id!r} is already used in the proof set",
+            code="proof-duplicated",
+            json_path="$.proof",
+        )
+    for ref in previous:
+        if existing_ids.count(ref) != 1:
+            raise ProofError(
+                f"previous_proof {ref!r} must name exactly one existing proof",
+                code="proof-chain-broken",
+                json_path="$.proof",
+            )
+
+
+def sign(
+    document: Mapping[str, Any],
+    key: SigningKey,
+    *,
+    purpose: str = "assertionMethod",
+    created: datetime,
+    expires: datetime | None = None,
+    proof_id: str | None = None,
+    previous_proof: str | Sequence[str] | None = None,
+    domain: str | None = None,
+    challenge: str | None = None,
+) -> dict[str, Any]:
+    """Return a new document with an ``eddsa-jcs-2022`` proof added (plain-JSON profile).
+
+    The proof names ``key.verification_method`` (its ``did:key``); the verifier must
+    have that key in its :class:`KeyRing`. Without existing proofs the result's
+    ``proof`` is the new proof object; otherwise ``proof`` becomes a proof set (a list)
+    with the new proof appended. With ``previous_proof`` the new proof is chained: it is
+    signed over the document whose ``proof`` is exactly the named proofs, so it covers
+    their ``proofValue``. The input document is not modified.
+
+    Raises:
+        TypeError: for bad arguments (naive datetimes, empty strings, wrong types).
+        ProofError: ``context-not-allowed`` (the document has ``@context``),
+            ``proof-malformed`` (existing proofs are not objects, ``expires`` not after
+            ``created``), ``proof-duplicated`` (``proof_id`` already used) or
+            ``proof-chain-broken`` (``previous_proof`` names no existing proof).
+        MalformedJSON: the document cannot be canonicalised (floats, huge integers).
+
+    """
+    # Arguments first, before any work.
+    if not isinstance(key, SigningKey):
+        raise TypeError(f"key must be a SigningKey, got {type(key).__name__}")
+    if not isinstance(purpose, str) or not purpose:
+        raise TypeError(f"purpose must be a non-empty string, got {purpose!r}")
+    for value, name in ((proof_id, "proof_id"), (domain, "domain"), (challenge, "challenge")):
+        _optional_text(value, name)
+    created, expires = _sign_times(created, expires)
+    previous = _sign_previous(previous_proof)
+    if not isinstance(document, Mapping):
+        raise MalformedJSON(
+            f"a document is a JSON object, got {type(document).__name__}", code="not-an-object"
+        )
+    if "@context" in document:
+        raise ProofError(
+            "the plain-JSON profile does not allow @context",
+            code="context-not-allowed",
+            json_path="$.@context",
+        )
+    existing = _existing_proofs(document)
+    _check_sign_set(existing, proof_id, previous)
+
+    optional: dict[str, Any] = {
+        "id": proof_id,
+        "expires": None if expires is None else _format_utc(expires),
+        "previousProof": (
+            None
+            if not previous
+            else previous_proof
+            if isinstance(previous_proof, str)
+            else list(previous)
+        ),
+        "domain": domain,
+        "challenge": challenge,
+    }
+    proof: dict[str, Any] = {
+        "type": PROOF_TYPE,
+        "cryptosuite": CRYPTOSUITE,
+        "created": _format_utc(created),
+        "verificationMethod": key.verification_method,
+        "proofPurpose": purpose,
+        **{name: value for name, value in optional.items() if value is not None},
+    }
+    input_document = copy.deepcopy(_input_document(document, existing, previous))
+    message = _hash_data(canonical_bytes(proof), canonical_bytes(input_document))
+    proof["proofValue"] = "z" + b58encode(key.sign(message))
+
+    secured = copy.deepcopy(_without_proof(document))
+    secured["proof"] = [*copy.deepcopy(existing), proof] if existing else proof
+    return secured
+
+
+def _existing_proofs(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    if "proof" not in document or document["proof"] is None:
+        return []
+    value = document["proof"]
+    proofs = [value] if isinstance(value, Mapping) else value
+    if not isinstance(proofs, list) or not all(isinstance(p, Mapping) for p in proofs):
+        raise ProofError(
+            "the existing proof must be an object or an array of objects",
+            code="proof-malformed",
+            json_path="$.proof",
+        )
+    return proofs
