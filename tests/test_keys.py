@@ -101,6 +101,13 @@ def test_base58_round_trip_keeps_leading_zero_bytes(data: bytes, zeros: int) -> 
     assert text.startswith("1" * zeros)
 
 
+@given(st.text(alphabet="123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz", max_size=60))
+def test_base58_decoding_is_a_bijection(text: str) -> None:
+    # Every alphabet string decodes to the one byte string that encodes back to it,
+    # which is why decoding needs no separate canonicality check.
+    assert b58encode(b58decode(text)) == text
+
+
 @pytest.mark.parametrize("text", ["0", "O", "I", "l", "abc+", " 2", "2 ", "é"], ids=repr)
 def test_base58_rejects_characters_outside_the_alphabet(text: str) -> None:
     with pytest.raises(KeyRingError, match="not canonical base58btc") as info:

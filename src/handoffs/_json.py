@@ -85,6 +85,10 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+_FAST_ENCODER: Final = json.JSONEncoder(
+    ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False
+)
+
 _DECODER: Final = json.JSONDecoder(
     object_pairs_hook=_no_duplicates,
     parse_constant=_reject_constant,
@@ -160,32 +164,27 @@ def loads(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> Any:
 
 
 def _fast_path_safe(value: Any) -> bool:
-    """True when ``json.dumps`` output equals RFC 8785 output for ``value``."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if not item.isascii() and _has_surrogate(item):
-                return False
-        elif isinstance(item, bool) or item is None:
-            continue
-        elif isinstance(item, int):
-            if abs(item) > MAX_SAFE_INTEGER:
-                return False
-        elif isinstance(item, dict):
-            for key in item:
-                if not isinstance(key, str) or (not key.isascii() and _astral_or_surrogate(key)):
-                    return False
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-        else:  # floats and anything else take the reference path
-            return False
-    return True
+    """True when ``json.dumps`` output equals RFC 8785 output for ``value``.
 
-
-def _has_surrogate(text: str) -> bool:
-    return any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+    Exact types only (``type(x) is``): subclasses such as enums and every float take
+    the reference path. Lone surrogates in string *values* are caught later, when the
+    fast output is encoded to UTF-8.
+    """
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or (not key.isascii() and _astral_or_surrogate(key)):
+                return False
+            if not _fast_path_safe(item):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        return all(_fast_path_safe(item) for item in value)
+    return False
 
 
 def _astral_or_surrogate(text: str) -> bool:
@@ -201,9 +200,10 @@ def canonical_bytes(value: Any) -> bytes:
             surrogates, non-string keys).
     """
     if _fast_path_safe(value):
-        return json.dumps(
-            value, ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False
-        ).encode("utf-8")
+        try:
+            return _FAST_ENCODER.encode(value).encode("utf-8")
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: let the reference path raise its error
     try:
         return rfc8785.dumps(value)
     except rfc8785.IntegerDomainError as exc:

@@ -51,6 +51,7 @@ __all__ = [
 
 _B58_ALPHABET: Final = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 _B58_INDEX: Final = {ch: i for i, ch in enumerate(_B58_ALPHABET)}
+_B58_CHARS: Final = frozenset(_B58_ALPHABET)
 
 _ED25519_PUB_HEADER: Final = b"\xed\x01"
 _ED25519_PRIV_HEADER: Final = b"\x80\x26"
@@ -71,16 +72,22 @@ def b58encode(data: bytes) -> str:
 
 def _b58decode_or_none(text: str) -> bytes | None:
     """Decode canonical base58btc, or return ``None`` for anything else."""
+    if not _B58_CHARS.issuperset(text):
+        return None
+    # Ten digits at a time in machine-sized integers: 58**10 < 2**59.
     number = 0
-    for ch in text:
-        value = _B58_INDEX.get(ch)
-        if value is None:
-            return None
-        number = number * 58 + value
+    for start in range(0, len(text), 10):
+        chunk = text[start:start + 10]
+        part = 0
+        for ch in chunk:
+            part = part * 58 + _B58_INDEX[ch]
+        number = number * 58 ** len(chunk) + part
     zeros = len(text) - len(text.lstrip("1"))
-    data = b"\0" * zeros + number.to_bytes((number.bit_length() + 7) // 8, "big")
-    # Re-encode and compare: only one spelling of any byte string is accepted.
-    return data if b58encode(data) == text else None
+    # Leading "1"s are zero bytes and the rest is a number without leading zero
+    # digits, so this decoding is a bijection: every string has exactly one byte
+    # string and re-encodes to itself (a property test checks it), and no
+    # non-canonical spelling exists to reject.
+    return b"\0" * zeros + number.to_bytes((number.bit_length() + 7) // 8, "big")
 
 
 def b58decode(text: str) -> bytes:
@@ -562,11 +569,15 @@ class KeyEntry:
     not_after: datetime | None = attrs.field(default=None, converter=_not_after)
     purposes: frozenset[str] = attrs.field(default=DEFAULT_PURPOSES, converter=_purposes)
 
+    _public_key: Ed25519PublicKey = attrs.field(init=False, eq=False, repr=False)
+
     def __attrs_post_init__(self) -> None:
         raw = decode_public_key_multibase(
             self.public_key_multibase, json_path="$.public_key_multibase"
         )
         check_public_key(raw, json_path="$.public_key_multibase")
+        # Loaded once at enrolment; verification reuses it.
+        object.__setattr__(self, "_public_key", Ed25519PublicKey.from_public_bytes(raw))
         if self.verification_method.startswith("did:key:"):
             expected = did_key_verification_method(self.public_key_multibase)
             if self.verification_method != expected:
@@ -594,6 +605,11 @@ class KeyEntry:
     def public_key_bytes(self) -> bytes:
         """The raw 32-byte public key."""
         return decode_public_key_multibase(self.public_key_multibase)
+
+    @property
+    def public_key(self) -> Ed25519PublicKey:
+        """The loaded public key (checked at enrolment)."""
+        return self._public_key
 
     def valid_at(self, when: datetime) -> bool:
         """Whether the key may sign at ``when``: ``not_before <= when < not_after``."""

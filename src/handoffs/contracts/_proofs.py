@@ -160,10 +160,13 @@ def _signature_bytes(proof_value: object, *, path: str) -> bytes:
 
 
 def _ed25519_verify(
-    public_key: bytes, signature: bytes, message: bytes, *, path: str, who: str
+    public_key: bytes | Ed25519PublicKey, signature: bytes, message: bytes, *, path: str,
+    who: str,
 ) -> None:
     try:
-        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
+        if isinstance(public_key, bytes):
+            public_key = Ed25519PublicKey.from_public_bytes(public_key)
+        public_key.verify(signature, message)
     except InvalidSignature as exc:
         raise ProofError(
             f"the signature does not verify under {who}",
@@ -641,7 +644,7 @@ def _verify_one(
     config = {key: value for key, value in proof.items() if key != "proofValue"}
     input_document = _input_document(document, proofs, item.previous)
     message = _hash_data(canonical_bytes(config), canonical_bytes(input_document))
-    _ed25519_verify(entry.public_key_bytes, item.signature, message, path=path, who=f"key {vm!r}")
+    _ed25519_verify(entry.public_key, item.signature, message, path=path, who=f"key {vm!r}")
 
     if item.expires is not None and item.expires < now:
         raise ProofError(
