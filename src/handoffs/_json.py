@@ -171,20 +171,18 @@ def _fast_path_safe(value: Any) -> bool:
     fast output is encoded to UTF-8.
     """
     kind = type(value)
-    if kind is str or kind is bool or value is None:
-        return True
-    if kind is int:
-        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
     if kind is dict:
-        for key, item in value.items():
-            if type(key) is not str or (not key.isascii() and _astral_or_surrogate(key)):
-                return False
-            if not _fast_path_safe(item):
-                return False
-        return True
+        return all(
+            type(key) is str
+            and (key.isascii() or not _astral_or_surrogate(key))
+            and _fast_path_safe(item)
+            for key, item in value.items()
+        )
     if kind is list or kind is tuple:
         return all(_fast_path_safe(item) for item in value)
-    return False
+    if kind is int:
+        return bool(-MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER)
+    return kind is str or kind is bool or value is None
 
 
 def _astral_or_surrogate(text: str) -> bool:
