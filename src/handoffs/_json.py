@@ -185,6 +185,17 @@ def _fast_path_safe(value: Any) -> bool:
     return kind is str or kind is bool or value is None
 
 
+def _has_unparseable_float(value: Any) -> bool:
+    """True for a float that JCS writes as a digit string beyond ±(2^53 − 1)."""
+    if isinstance(value, float):
+        return MAX_SAFE_INTEGER < abs(value) < 1e21
+    if isinstance(value, dict):
+        return any(_has_unparseable_float(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_unparseable_float(item) for item in value)
+    return False
+
+
 def _astral_or_surrogate(text: str) -> bool:
     # UTF-16 code-unit order differs from code-point order only past the BMP.
     return any(ord(ch) > 0xFFFF or 0xD800 <= ord(ch) <= 0xDFFF for ch in text)
@@ -202,6 +213,11 @@ def canonical_bytes(value: Any) -> bytes:
             return _FAST_ENCODER.encode(value).encode("utf-8")
         except UnicodeEncodeError:
             pass  # a lone surrogate: let the reference path raise its error
+    if _has_unparseable_float(value):
+        raise MalformedJSON(
+            "a whole number at or beyond 2^53 would be written as an integer literal the "
+            "strict parser refuses", code="integer-out-of-range",
+        )
     try:
         return rfc8785.dumps(value)
     except rfc8785.IntegerDomainError as exc:

@@ -31,6 +31,16 @@ from handoffs.contracts._contract import (
     RoleHeld,
     Uncertainty,
 )
+from handoffs.contracts._diff import (
+    Category,
+    ContractDiff,
+    Direction,
+    Finding,
+    FindingCode,
+    VersionBumpError,
+    diff,
+    diff_schemas,
+)
 from handoffs.contracts._encoders import (
     Encoder,
     GovernanceService,
@@ -65,7 +75,14 @@ from handoffs.contracts._receipt import (
     payload_bytes,
 )
 from handoffs.contracts._registry import BUILTIN, Registry
-from handoffs.contracts._schema import iter_violations, schema_id, to_json_schema, validate
+from handoffs.contracts._schema import (
+    iter_violations,
+    render_schema,
+    schema_id,
+    to_json_schema,
+    validate,
+    write_schema,
+)
 from handoffs.contracts._signing import (
     AuthorityGrant,
     VerifiedReceipt,
@@ -84,16 +101,21 @@ __all__ = [
     "AnyOf",
     "Authority",
     "AuthorityGrant",
+    "Category",
     "Condition",
     "ContextDependency",
     "Contract",
     "ContractDefinitionError",
+    "ContractDiff",
     "DecisionContent",
+    "Direction",
     "Encoder",
     "EvidenceFresh",
     "EvidenceRef",
     "FieldKind",
     "FieldSpec",
+    "Finding",
+    "FindingCode",
     "Governance",
     "GovernanceService",
     "HandoffsError",
@@ -127,14 +149,18 @@ __all__ = [
     "UntrustedGovernance",
     "VerifiedProof",
     "VerifiedReceipt",
+    "VersionBumpError",
     "Violation",
     "WeakKey",
     "compose",
     "decision_field",
+    "diff",
+    "diff_schemas",
     "issue_grant",
     "iter_violations",
     "payload_bytes",
     "payment",
+    "render_schema",
     "schema_id",
     "sign",
     "sign_receipt",
@@ -142,4 +168,5 @@ __all__ = [
     "validate",
     "verify",
     "verify_receipt",
+    "write_schema",
 ]

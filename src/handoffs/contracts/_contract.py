@@ -225,14 +225,14 @@ class EvidenceFresh(ContextDependency):
 
 
 def _check_name(_: Any, __: Any, value: str) -> None:
-    if not _NAME.match(value):
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
         raise ContractDefinitionError(
             f"contract name {value!r} must be kebab-case ASCII", code="bad-contract-name"
         )
 
 
 def _check_version(_: Any, __: Any, value: str) -> None:
-    if not _SEMVER.match(value):
+    if not isinstance(value, str) or not _SEMVER.fullmatch(value):
         raise ContractDefinitionError(
             f"contract version {value!r} must be MAJOR.MINOR.PATCH", code="bad-contract-version"
         )

@@ -41,6 +41,9 @@ S = TypeVar("S")
 A = TypeVar("A", bound=enum.Enum)
 
 
+_PROTECTED = frozenset(GOVERNANCE_FIELDS) | frozenset(ENVELOPE_MEMBERS)
+
+
 class UntrustedGovernance(HandoffsError, ValueError):
     """Encoder content tried to set a governance or envelope member."""
 
@@ -76,7 +79,7 @@ def compose(
     Raises:
         UntrustedGovernance: the content names a governance or envelope member.
     """
-    clash = sorted(set(content).intersection(GOVERNANCE_FIELDS, ENVELOPE_MEMBERS))
+    clash = sorted(set(content) & _PROTECTED)
     if clash:
         raise UntrustedGovernance(
             f"encoder content may not set {', '.join(clash)}", json_path=f"$.{clash[0]}"

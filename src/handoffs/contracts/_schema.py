@@ -24,6 +24,7 @@ from handoffs.contracts._fields import FieldKind, FieldSpec
 
 __all__ = [
     "iter_violations",
+    "render_json_schema",
     "render_schema",
     "schema_id",
     "schema_path",
@@ -183,26 +184,27 @@ def to_json_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
     }
 
 
-_validators: dict[str, Draft202012Validator] = {}
-_fast_validators: dict[str, Any] = {}
+# Keyed by the definition's identity, not its id: two definitions may share an id
+# (tests, a redefinition in a notebook). The contract is kept in the value so that
+# its ``id()`` cannot be reused while the entry lives.
+_validators: dict[int, tuple[Contract[Any, Any], Draft202012Validator, Any]] = {}
+
+
+def _compiled(contract: Contract[Any, Any]) -> tuple[Draft202012Validator, Any]:
+    entry = _validators.get(id(contract))
+    if entry is None or entry[0] is not contract:
+        schema = to_json_schema(contract)
+        entry = (contract, Draft202012Validator(schema), jsonschema_rs.validator_for(schema))
+        _validators[id(contract)] = entry
+    return entry[1], entry[2]
 
 
 def _validator(contract: Contract[Any, Any]) -> Draft202012Validator:
-    key = contract.id
-    validator = _validators.get(key)
-    if validator is None:
-        validator = Draft202012Validator(to_json_schema(contract))
-        _validators[key] = validator
-    return validator
+    return _compiled(contract)[0]
 
 
 def _fast_validator(contract: Contract[Any, Any]) -> Any:
-    key = contract.id
-    validator = _fast_validators.get(key)
-    if validator is None:
-        validator = jsonschema_rs.validator_for(to_json_schema(contract))
-        _fast_validators[key] = validator
-    return validator
+    return _compiled(contract)[1]
 
 
 def _describe(error: jsonschema.exceptions.ValidationError) -> str:  # noqa: PLR0911
@@ -286,4 +288,9 @@ def write_schema(root: Path, contract: Contract[Any, Any]) -> Path:
 
 def render_schema(contract: Contract[Any, Any]) -> str:
     """The exact text checked in for a contract version."""
-    return json.dumps(to_json_schema(contract), indent=2, ensure_ascii=False) + "\n"
+    return render_json_schema(to_json_schema(contract))
+
+
+def render_json_schema(schema: dict[str, Any]) -> str:
+    """The checked-in text of any schema: two-space indent, UTF-8, final newline."""
+    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,419 @@
+"""The ``handoffs`` command line.
+
+Commands are thin: they parse arguments, call the library and format its answer.
+
+Exit codes: ``0`` success; ``1`` the input was read and found wanting (an invalid
+receipt, a breaking diff, drifted schema files, or any other
+:class:`~handoffs.HandoffsError`); ``2`` the command could not run (bad usage, an
+unreadable file, an internal error). Every error is one line on stderr,
+``error: <message> @ <path> [code]``; ``-v`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import click
+
+from handoffs import __version__
+from handoffs._errors import HandoffsError, MalformedJSON
+from handoffs._json import dumps, loads
+from handoffs.contracts._contract import Contract
+from handoffs.contracts._diff import ContractDiff, diff, diff_schemas
+from handoffs.contracts._registry import BUILTIN
+from handoffs.contracts._schema import (
+    render_json_schema,
+    render_schema,
+    schema_path,
+    to_json_schema,
+)
+
+__all__ = ["CLIState", "main"]
+
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_INTERRUPTED: Final = 130
+
+
+@attrs.define
+class CLIState:
+    """Per-invocation state shared with every command through ``ctx.obj``.
+
+    Attributes:
+        verbose: show tracebacks with errors (``-v``).
+    """
+
+    verbose: bool = False
+
+
+def _error_line(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+
+
+class _HandoffsGroup(click.Group):
+    """A click group that reports every error as one line and maps it to an exit code."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Run the CLI; in standalone mode exit with 0, 1 or 2 (see the module docs)."""
+        state = extra.setdefault("obj", CLIState())
+
+        def invoke() -> Any:
+            return super(_HandoffsGroup, self).main(
+                args=args, prog_name=prog_name, complete_var=complete_var,
+                standalone_mode=False, windows_expand_args=windows_expand_args, **extra,
+            )
+
+        if not standalone_mode:
+            return invoke()
+        try:
+            result = invoke()
+        except Exception as exc:  # every error leaves as one line and an exit code
+            sys.exit(_report(exc, state if isinstance(state, CLIState) else CLIState()))
+        sys.exit(result if isinstance(result, int) else EXIT_OK)
+
+
+def _report(exc: Exception, state: CLIState) -> int:
+    """Print ``exc`` as one line (plus the traceback with ``-v``); return the exit code."""
+    code = EXIT_USAGE
+    if type(exc).__name__ == "NoArgsIsHelpError":  # a group run bare: show its help
+        click.echo(exc.format_message(), err=True)  # type: ignore[attr-defined]
+        return code
+    if isinstance(exc, click.UsageError):
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        line = f"{exc.format_message()}{hint} [usage]"
+    elif isinstance(exc, click.ClickException):
+        line = f"{exc.format_message()} [usage]"
+    elif isinstance(exc, click.Abort):
+        line, code = "aborted [interrupted]", EXIT_INTERRUPTED
+    elif isinstance(exc, HandoffsError):
+        line, code = f"{exc} [{exc.code}]", EXIT_FAILED
+    elif isinstance(exc, OSError):
+        where = f": {exc.filename}" if exc.filename else ""
+        line = f"{exc.strerror or exc}{where} [io]"
+    else:
+        line = (f"internal error: {type(exc).__name__}: {exc} [internal]"
+                + ("" if state.verbose else " (rerun with -v for the traceback)"))
+    if state.verbose and not isinstance(exc, click.ClickException | click.Abort):
+        traceback.print_exception(exc, file=sys.stderr)
+    _error_line(line)
+    return code
+
+
+@click.group(cls=_HandoffsGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="handoffs")
+@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks with errors.")
+@click.pass_context
+def main(ctx: click.Context, verbose: bool) -> None:
+    """Typed, signed, decision-sufficient messages between AI agents."""
+    state = ctx.ensure_object(CLIState)
+    state.verbose = verbose
+
+
+# ------------------------------------------------------------------------ helpers
+
+
+def _read_json(path: Path | str, *, what: str) -> Any:
+    """Parse a JSON file strictly; errors name the file."""
+    raw = sys.stdin.buffer.read() if str(path) == "-" else Path(path).read_bytes()
+    try:
+        return loads(raw)
+    except MalformedJSON as exc:
+        raise MalformedJSON(f"{what} {path}: {exc.message}", code=exc.code,
+                            json_path=exc.json_path) from exc
+
+
+def _read_object(path: Path | str, *, what: str) -> dict[str, Any]:
+    data = _read_json(path, what=what)
+    if not isinstance(data, dict):
+        raise MalformedJSON(f"{what} {path} is not a JSON object", code="not-an-object")
+    return data
+
+
+def _passphrase(variable: str | None) -> bytes | None:
+    if variable is None:
+        return None
+    value = os.environ.get(variable)
+    if not value:
+        raise click.UsageError(f"environment variable {variable} is not set or empty")
+    return value.encode("utf-8")
+
+
+def _time_option(ctx: click.Context, param: click.Parameter, value: str | None
+                 ) -> datetime | None:
+    """Parse an RFC 3339 UTC time written with ``Z``, e.g. ``2027-01-01T00:00:00Z``."""
+    if value is None:
+        return None
+    from handoffs.contracts._receipt import parse_time
+
+    try:
+        return parse_time(value)
+    except MalformedJSON as exc:
+        raise click.BadParameter(exc.message, ctx=ctx, param=param) from exc
+
+
+def _items(text: str) -> list[str]:
+    """Split a comma-separated option value, dropping blanks."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def _write_new(path: Path, data: bytes, *, private: bool = False) -> None:
+    """Create ``path``; never overwrite (a key file lost to a typo is not recoverable)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    fd = os.open(path, flags, 0o600 if private else 0o644)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
+# ------------------------------------------------------------------------- schema
+
+
+@main.group()
+def schema() -> None:
+    """Export, check and diff receipt JSON Schemas."""
+
+
+@schema.command("export")
+@click.argument("directory", required=False, default="schemas",
+                type=click.Path(file_okay=False, path_type=Path))
+@click.option("--check", is_flag=True,
+              help="Write nothing; exit 1 listing files that are missing or drifted.")
+def schema_export(*, directory: Path, check: bool) -> None:
+    """Write schemas/<name>/<version>.json for every built-in contract."""
+    problems: list[str] = []
+    published = _published_schemas()
+    for label, relative, expected in published:
+        path = directory / relative
+        current = path.read_text(encoding="utf-8") if path.is_file() else None
+        if check:
+            if current is None:
+                problems.append(f"missing: {path} ({label})")
+            elif current != expected:
+                problems.append(f"drifted: {path} ({label})")
+            continue
+        if current == expected:
+            click.echo(f"unchanged {path}")
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(expected, encoding="utf-8")
+            click.echo(f"wrote {path}")
+    if problems:
+        for line in problems:
+            click.echo(line, err=True)
+        _error_line(f"{len(problems)} schema file(s) out of date; run 'handoffs schema "
+                    f"export {directory}' [schema-drift]")
+        click.get_current_context().exit(EXIT_FAILED)
+    if check:
+        click.echo(f"ok: {len(published)} schema file(s) up to date in {directory}")
+
+
+def _published_schemas() -> list[tuple[str, Path, str]]:
+    """(label, path under the schema directory, exact text) of every published schema."""
+    from handoffs.receivers._identity import HANDOFF_CHAIN_CONTRACT, handoff_chain_schema
+
+    rows = [
+        (contract.id, schema_path(Path(), contract), render_schema(contract))
+        for contract in sorted(BUILTIN, key=lambda c: (c.name, _version_key(c.version)))
+    ]
+    name, version = HANDOFF_CHAIN_CONTRACT.split("/")
+    rows.append((HANDOFF_CHAIN_CONTRACT, Path(name) / f"{version}.json",
+                 render_json_schema(handoff_chain_schema())))
+    return rows
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def _operand(text: str, param: str) -> Contract[Any, Any] | dict[str, Any]:
+    """A schema file path or a built-in contract id (``name/version``)."""
+    path = Path(text)
+    if path.is_file() or text == "-":
+        return _read_object(text, what="schema")
+    if "/" in text and not text.endswith(".json"):
+        known = BUILTIN.contracts.get(text)
+        if known is not None:
+            return known
+        known_ids = ", ".join(sorted(BUILTIN.contracts))
+        raise click.BadParameter(f"unknown contract {text!r}; known: {known_ids}",
+                                 param_hint=param)
+    raise click.BadParameter(f"{text!r} is neither a schema file nor a contract id "
+                             "like payment-release/1.0.0", param_hint=param)
+
+
+def _render_text(result: ContractDiff) -> str:
+    count = len(result.findings)
+    if not count:
+        return f"{result.old} → {result.new}: no differences"
+    verdict = "breaking" if result.breaking else "compatible"
+    lines = [f"{result.old} → {result.new}: {verdict}, required bump "
+             f"{result.required_bump}, {count} finding{'s' if count != 1 else ''}"]
+    lines += [f"  {finding}" for finding in result.findings]
+    return "\n".join(lines)
+
+
+@schema.command("diff")
+@click.argument("old")
+@click.argument("new")
+@click.option("--format", "output", type=click.Choice(["text", "json", "markdown"]),
+              default="text", show_default=True, help="Report format.")
+@click.option("--check-version", is_flag=True,
+              help="Exit 1 only when NEW's version does not bump OLD's enough.")
+def schema_diff(*, old: str, new: str, output: str, check_version: bool) -> None:
+    """Compare OLD and NEW: schema files or contract ids like payment-release/1.0.0.
+
+    Two contract ids give wire and decision findings; a schema file gives wire
+    findings only. Exits 1 on a breaking change (or, with --check-version, on an
+    insufficient version bump).
+    """
+    before, after = _operand(old, "OLD"), _operand(new, "NEW")
+    if isinstance(before, Contract) and isinstance(after, Contract):
+        result = diff(before, after)
+    else:
+        result = diff_schemas(
+            to_json_schema(before) if isinstance(before, Contract) else before,
+            to_json_schema(after) if isinstance(after, Contract) else after,
+        )
+    if output == "json":
+        click.echo(dumps(result.to_json(), indent=2))
+    elif output == "markdown":
+        click.echo(result.to_markdown(), nl=False)
+    else:
+        click.echo(_render_text(result))
+    if check_version:
+        result.check_version_bump()
+    elif result.breaking:
+        click.get_current_context().exit(EXIT_FAILED)
+
+
+# --------------------------------------------------------------------------- keys
+
+
+@main.group()
+def keys() -> None:
+    """Create signing keys and trust-file entries."""
+
+
+@keys.command("new")
+@click.option("--controller", required=True, help="Identity of the agent holding the key.")
+@click.option("--roles", default="", help="Comma-separated roles, e.g. proposer,policy-service.")
+@click.option("--purposes", default="assertionMethod", show_default=True,
+              help="Comma-separated proof purposes; a policy service's grant key needs "
+                   "capabilityDelegation.")
+@click.option("--out", "prefix", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write PREFIX.pem and PREFIX.key.json (default: the controller name).")
+@click.option("--trust", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also enrol the key in this trust file (created if missing).")
+@click.option("--passphrase-env", metavar="VAR",
+              help="Encrypt the PEM with the passphrase in environment variable VAR.")
+@click.option("--not-before", metavar="RFC3339", callback=_time_option,
+              help="First instant the key may sign (default: now).")
+def keys_new(*, controller: str, roles: str, purposes: str, prefix: Path | None, trust: Path | None,
+             passphrase_env: str | None, not_before: datetime | None) -> None:
+    """Generate an Ed25519 key: a private PEM and its key-ring (trust file) entry."""
+    from handoffs.contracts._keys import KeyRing, SigningKey
+
+    passphrase = _passphrase(passphrase_env)
+    key = SigningKey.generate()
+    ring = KeyRing().enrol(key.public_key_multibase, controller=controller,
+                           roles=_items(roles), purposes=_items(purposes),
+                           not_before=not_before or _now())
+    entry = ring.entries[0]
+    if trust is not None:
+        existing = (KeyRing.from_json(_read_object(trust, what="trust file"))
+                    if trust.exists() else KeyRing())
+        updated = existing.with_key(entry)
+    base = prefix if prefix is not None else Path(controller)
+    pem_path = base.with_name(base.name + ".pem")
+    entry_path = base.with_name(base.name + ".key.json")
+    entry_text = dumps(entry.to_json(), indent=2) + "\n"
+    for path in (pem_path, entry_path):
+        if path.exists():  # check both before writing either: no half-made key pair
+            raise FileExistsError(errno.EEXIST, "File exists", str(path))
+    _write_new(pem_path, key.to_pem(passphrase), private=True)
+    _write_new(entry_path, entry_text.encode("utf-8"))
+    if trust is not None:
+        trust.write_text(dumps(updated.to_json(), indent=2) + "\n", encoding="utf-8")
+        click.echo(f"enrolled {entry.verification_method} in {trust}", err=True)
+    click.echo(f"wrote {pem_path} (private, keep it secret) and {entry_path}", err=True)
+    click.echo(entry_text, nl=False)
+
+
+# ------------------------------------------------------------------- sign, verify
+
+
+@main.command("sign")
+@click.argument("receipt", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option("--key", "key_path", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The sender's private key (PEM).")
+@click.option("--grant", "grant_path",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The policy service's signed authority grant (JSON).")
+@click.option("--passphrase-env", metavar="VAR",
+              help="Decrypt the PEM with the passphrase in environment variable VAR.")
+@click.option("--created", metavar="RFC3339", callback=_time_option,
+              help="Proof creation time (default: now).")
+def sign_command(*, receipt: str, key_path: Path, grant_path: Path | None,
+                 passphrase_env: str | None, created: datetime | None) -> None:
+    """Sign RECEIPT (a JSON file, or - for stdin) and print the signed receipt."""
+    from handoffs.contracts._keys import SigningKey
+    from handoffs.contracts._receipt import Receipt
+    from handoffs.contracts._signing import sign_receipt
+
+    key = SigningKey.from_pem(key_path.read_bytes(), _passphrase(passphrase_env))
+    loaded = Receipt.from_json(_read_object(receipt, what="receipt"), registry=BUILTIN)
+    grant = _read_object(grant_path, what="grant") if grant_path is not None else None
+    signed = sign_receipt(loaded, key, grant=grant, created=created or _now())
+    click.echo(dumps(signed.to_json(), indent=2))
+
+
+@main.command("verify")
+@click.argument("receipt", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option("--trust", "trust_path", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The key ring (trust file) to verify against.")
+@click.option("--as", "receiver", metavar="RECEIVER",
+              help="Verify as this receiver: the receipt must be addressed to it.")
+@click.option("--now", metavar="RFC3339", callback=_time_option,
+              help="Verification time (default: now).")
+def verify_command(*, receipt: str, trust_path: Path, receiver: str | None,
+                   now: datetime | None) -> None:
+    """Verify a signed RECEIPT: exit 0 when valid, 1 with the reason when not."""
+    from handoffs.contracts._keys import KeyRing
+    from handoffs.contracts._signing import verify_receipt
+
+    ring = KeyRing.from_json(_read_object(trust_path, what="trust file"))
+    document = _read_object(receipt, what="receipt")
+    verified = verify_receipt(document, ring, registry=BUILTIN, now=now or _now(),
+                              audience=receiver)
+    got = verified.receipt
+    click.echo(f"valid: {got.id} ({got.contract}) from {got.sender} to {got.receiver}, "
+               f"signed by {verified.signer.controller}")
+
+
+# ------------------------------------------------------- commands from other modules
+# The lead registers the receiver gate, the decision log and the lab here, e.g.
+#     from handoffs.receivers._cli import gate
+#     main.add_command(gate)
+# Each such command follows the rules above: thin, errors raised as HandoffsError.

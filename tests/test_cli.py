@@ -1,0 +1,387 @@
+"""The command line: exit codes, one-line errors, and each command end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from click.testing import CliRunner, Result
+
+import handoffs
+from handoffs._cli import main
+from handoffs._json import dumps
+from handoffs.contracts import Authority, to_json_schema
+from handoffs.contracts._keys import SigningKey
+from handoffs.contracts._signing import issue_grant
+from handoffs.contracts.payment import (
+    GOVERNANCE,
+    PAYMENT_RELEASE,
+    decision_contract_encoder,
+    synthetic_cases,
+)
+
+SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
+CHECKED_IN = SCHEMAS / "payment-release" / "1.0.0.json"
+
+
+def run(*args: str | Path, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(main, [str(a) for a in args], prog_name="handoffs", env=env)
+
+
+def one_error_line(result: Result) -> str:
+    """The stderr of a failed command: exactly one line, ``error: ...``, no traceback."""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def test_version() -> None:
+    result = run("--version")
+    assert (result.exit_code, result.stdout) == (0, f"handoffs, version {handoffs.__version__}\n")
+
+
+def test_help_lists_the_commands() -> None:
+    result = run("--help")
+    assert result.exit_code == 0
+    for command in ("schema", "keys", "sign", "verify"):
+        assert command in result.stdout
+
+
+def test_a_group_without_a_command_shows_its_help_and_exits_2() -> None:
+    result = run("schema")
+    assert result.exit_code == 2
+    assert "Commands:" in result.stderr
+
+
+# ------------------------------------------------------------------- schema export
+
+
+def test_schema_export_writes_and_checks(tmp_path: Path) -> None:
+    written = run("schema", "export", tmp_path)
+    target = tmp_path / "payment-release" / "1.0.0.json"
+    chain = tmp_path / "handoff-chain" / "1.0.0.json"
+    assert (written.exit_code, written.stdout) == (0, f"wrote {target}\nwrote {chain}\n")
+    assert target.read_text("utf-8") == CHECKED_IN.read_text("utf-8")
+    again = run("schema", "export", tmp_path)
+    assert (again.exit_code, again.stdout) == (0, f"unchanged {target}\nunchanged {chain}\n")
+    check = run("schema", "export", tmp_path, "--check")
+    assert (check.exit_code, check.stdout) == (0, f"ok: 2 schema file(s) up to date in "
+                                                  f"{tmp_path}\n")
+
+
+def test_schema_export_check_reports_drift_without_writing(tmp_path: Path) -> None:
+    run("schema", "export", tmp_path)
+    target = tmp_path / "payment-release" / "1.0.0.json"
+    target.write_text("{}\n", encoding="utf-8")
+    result = run("schema", "export", tmp_path, "--check")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f"drifted: {target} (payment-release/1.0.0)",
+        f"error: 1 schema file(s) out of date; run 'handoffs schema export {tmp_path}' "
+        "[schema-drift]",
+    ]
+    assert target.read_text("utf-8") == "{}\n"
+    target.unlink()
+    missing = run("schema", "export", tmp_path, "--check")
+    assert missing.exit_code == 1
+    assert missing.stderr.splitlines()[0] == f"missing: {target} (payment-release/1.0.0)"
+    assert not target.exists()
+
+
+def test_the_repository_schemas_are_up_to_date() -> None:
+    assert run("schema", "export", SCHEMAS, "--check").exit_code == 0
+
+
+# --------------------------------------------------------------------- schema diff
+
+
+def _breaking_schema(tmp_path: Path) -> Path:
+    schema = to_json_schema(attrs.evolve(PAYMENT_RELEASE, version="1.1.0", max_notes_length=10))
+    path = tmp_path / "1.1.0.json"
+    path.write_text(json.dumps(schema), encoding="utf-8")
+    return path
+
+
+def test_schema_diff_identical_exits_0() -> None:
+    result = run("schema", "diff", "payment-release/1.0.0", CHECKED_IN)
+    assert (result.exit_code, result.stdout) == (
+        0, "payment-release/1.0.0 → payment-release/1.0.0: no differences\n")
+
+
+def test_schema_diff_breaking_exits_1(tmp_path: Path) -> None:
+    result = run("schema", "diff", CHECKED_IN, _breaking_schema(tmp_path))
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        "payment-release/1.0.0 → payment-release/1.1.0: breaking, required bump major, "
+        "1 finding",
+        "  FIELD_BOUNDS_NARROWED @ $.notes [WIRE, BACKWARD, BREAKING]: maxLength 2000 → 10: "
+        "old receipts may fall outside the new bounds",
+    ]
+    assert result.stderr == ""
+
+
+def test_schema_diff_formats(tmp_path: Path) -> None:
+    new = _breaking_schema(tmp_path)
+    as_json = run("schema", "diff", CHECKED_IN, new, "--format", "json")
+    report = json.loads(as_json.stdout)
+    assert (report["breaking"], report["required_bump"]) == (True, "major")
+    assert [f["code"] for f in report["findings"]] == ["FIELD_BOUNDS_NARROWED"]
+    markdown = run("schema", "diff", CHECKED_IN, new, "--format", "markdown")
+    assert markdown.stdout.startswith("# Contract diff: `payment-release/1.0.0`")
+    assert markdown.exit_code == 1
+
+
+def test_schema_diff_check_version(tmp_path: Path) -> None:
+    result = run("schema", "diff", CHECKED_IN, _breaking_schema(tmp_path), "--check-version")
+    assert result.exit_code == 1
+    assert one_error_line(result) == (
+        "error: 1.0.0 → 1.1.0 is a minor bump but the changes need a major bump (1 finding; "
+        "first: FIELD_BOUNDS_NARROWED @ $.notes) @ $.version [version-bump-too-small]")
+    widened = to_json_schema(attrs.evolve(PAYMENT_RELEASE, version="1.1.0",
+                                          max_notes_length=4000))
+    path = tmp_path / "widened.json"
+    path.write_text(json.dumps(widened), encoding="utf-8")
+    assert run("schema", "diff", CHECKED_IN, path, "--check-version").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("nope/1.0.0", CHECKED_IN),
+         "error: Invalid value for OLD: unknown contract 'nope/1.0.0'; known: "
+         "payment-release/1.0.0 (see 'handoffs schema diff --help') [usage]"),
+        ((CHECKED_IN, "missing.json"),
+         "error: Invalid value for NEW: 'missing.json' is neither a schema file nor a "
+         "contract id like payment-release/1.0.0 (see 'handoffs schema diff --help') [usage]"),
+        ((CHECKED_IN,),
+         "error: Missing argument 'NEW'. (see 'handoffs schema diff --help') [usage]"),
+        ((CHECKED_IN, CHECKED_IN, "--format", "yaml"),
+         "error: Invalid value for '--format': 'yaml' is not one of 'text', 'json', "
+         "'markdown'. (see 'handoffs schema diff --help') [usage]"),
+    ],
+    ids=["unknown-contract", "missing-file", "missing-argument", "bad-format"],
+)
+def test_schema_diff_usage_errors_exit_2(args: Sequence[str | Path], expected: str) -> None:
+    result = run("schema", "diff", *args)
+    assert result.exit_code == 2
+    assert one_error_line(result) == expected
+
+
+def test_a_malformed_schema_file_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"type": "object", "type": "array"}', encoding="utf-8")
+    result = run("schema", "diff", bad, CHECKED_IN)
+    assert result.exit_code == 1
+    assert one_error_line(result) == f"error: schema {bad}: duplicate key 'type' @ $ " \
+                                     "[duplicate-key]"
+
+
+# ---------------------------------------------------------------- keys, sign, verify
+
+
+def test_keys_new_writes_a_private_pem_and_an_entry(tmp_path: Path) -> None:
+    prefix = tmp_path / "sender"
+    result = run("keys", "new", "--controller", "evidence-specialist", "--roles",
+                 "proposer, approver", "--out", prefix, "--not-before", "2026-01-01T00:00:00Z")
+    assert result.exit_code == 0, result.output
+    entry = json.loads(result.stdout)
+    assert entry["controller"] == "evidence-specialist"
+    assert entry["roles"] == ["approver", "proposer"]
+    assert entry["not_before"] == "2026-01-01T00:00:00Z"
+    assert json.loads((tmp_path / "sender.key.json").read_text("utf-8")) == entry
+    pem = tmp_path / "sender.pem"
+    assert stat.S_IMODE(pem.stat().st_mode) == 0o600
+    assert SigningKey.from_pem(pem.read_bytes()).public_key_multibase == (
+        entry["public_key_multibase"])
+    again = run("keys", "new", "--controller", "evidence-specialist", "--out", prefix)
+    assert again.exit_code == 2
+    assert one_error_line(again) == f"error: File exists: {pem} [io]"
+
+
+def test_keys_new_writes_nothing_when_either_file_exists(tmp_path: Path) -> None:
+    (tmp_path / "k.key.json").write_text("{}", encoding="utf-8")
+    result = run("keys", "new", "--controller", "a", "--out", tmp_path / "k")
+    assert result.exit_code == 2
+    assert one_error_line(result) == f"error: File exists: {tmp_path / 'k.key.json'} [io]"
+    assert not (tmp_path / "k.pem").exists()
+
+
+def test_keys_new_encrypts_with_a_passphrase_from_the_environment(tmp_path: Path) -> None:
+    prefix = tmp_path / "k"
+    missing = run("keys", "new", "--controller", "a", "--out", prefix,
+                  "--passphrase-env", "HANDOFFS_TEST_PASS")
+    assert missing.exit_code == 2
+    assert "HANDOFFS_TEST_PASS is not set" in one_error_line(missing)
+    result = run("keys", "new", "--controller", "a", "--out", prefix,
+                 "--passphrase-env", "HANDOFFS_TEST_PASS", env={"HANDOFFS_TEST_PASS": "s3cret"})
+    assert result.exit_code == 0, result.output
+    assert b"ENCRYPTED" in (tmp_path / "k.pem").read_bytes()
+    SigningKey.from_pem((tmp_path / "k.pem").read_bytes(), b"s3cret")
+
+
+@attrs.frozen
+class Signed:
+    """Files for a sign/verify round: receipt, keys, grant, trust file."""
+
+    root: Path
+
+    def __getattr__(self, name: str) -> Path:
+        return self.root / {"receipt": "receipt.json", "grant": "grant.json",
+                            "trust": "trust.json", "sender": "sender.pem",
+                            "signed": "signed.json"}[name]
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Signed:
+    since = "2026-01-01T00:00:00Z"
+    for args in (
+        ("--controller", "evidence-specialist", "--roles", "proposer", "--out",
+         tmp_path / "sender"),
+        ("--controller", "policy-service", "--roles", "policy-service", "--purposes",
+         "capabilityDelegation", "--out", tmp_path / "policy"),
+    ):
+        result = run("keys", "new", *args, "--trust", tmp_path / "trust.json",
+                     "--not-before", since)
+        assert result.exit_code == 0, result.output
+    case = next(iter(synthetic_cases()))
+    receipt = GOVERNANCE.receipt(PAYMENT_RELEASE, decision_contract_encoder().encode(case),
+                                 case_id=case.case_id, evidence_refs=case.evidence_refs)
+    grant = issue_grant(
+        SigningKey.from_pem((tmp_path / "policy.pem").read_bytes()), issuer="policy-service",
+        subject=receipt.sender, audience=receipt.receiver, contract=PAYMENT_RELEASE,
+        case_id=receipt.case_id, policy_version=receipt.policy_version,
+        authority=[Authority.ADVISE], valid_until=receipt.valid_until,
+        created=datetime(2026, 6, 1, tzinfo=UTC),
+    )
+    (tmp_path / "receipt.json").write_text(dumps(receipt.to_json()), encoding="utf-8")
+    (tmp_path / "grant.json").write_text(dumps(grant), encoding="utf-8")
+    return Signed(tmp_path)
+
+
+def _sign(files: Signed) -> dict[str, Any]:
+    result = run("sign", files.receipt, "--key", files.sender, "--grant", files.grant,
+                 "--created", "2026-06-01T00:00:00Z")
+    assert result.exit_code == 0, result.output
+    signed: dict[str, Any] = json.loads(result.stdout)
+    files.signed.write_text(json.dumps(signed), encoding="utf-8")
+    return signed
+
+
+def test_sign_then_verify(files: Signed) -> None:
+    signed = _sign(files)
+    assert signed["proof"]["proofPurpose"] == "assertionMethod"
+    assert signed["grant"]["type"] == "AuthorityGrant"
+    result = run("verify", files.signed, "--trust", files.trust, "--as", "case-owner",
+                 "--now", "2026-06-02T00:00:00Z")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        f"valid: {signed['id']} (payment-release/1.0.0) from evidence-specialist to "
+        "case-owner, signed by evidence-specialist\n")
+
+
+@pytest.mark.parametrize(
+    ("edit", "options", "expected"),
+    [
+        (None, ("--as", "auditor"),
+         "error: addressed to 'case-owner', this receiver is 'auditor' @ $.receiver "
+         "[wrong-audience]"),
+        (None, ("--now", "2027-06-01T00:00:00Z"),
+         "error: the authority grant has expired @ $.grant.valid_until [grant-expired]"),
+        ({"decision_state": {"high_value": True}}, (), "[bad-signature]"),
+        ({"contract": "payment-release/2.0.0"}, (),
+         "error: unknown contract 'payment-release/2.0.0'; known versions: 1.0.0 @ $.contract "
+         "[unknown-contract]"),
+    ],
+    ids=["wrong-audience", "expired", "tampered", "unknown-version"],
+)
+def test_verify_refuses_with_one_line(files: Signed, edit: dict[str, Any] | None,
+                                      options: tuple[str, ...], expected: str) -> None:
+    signed = _sign(files)
+    for key, value in (edit or {}).items():
+        if isinstance(value, dict):
+            signed[key].update(value)
+        else:
+            signed[key] = value
+    files.signed.write_text(json.dumps(signed), encoding="utf-8")
+    result = run("verify", files.signed, "--trust", files.trust, "--now",
+                 "2026-06-02T00:00:00Z", *options)
+    assert result.exit_code == 1
+    line = one_error_line(result)
+    assert line == expected or line.endswith(expected)
+
+
+def test_verify_usage_errors_exit_2(files: Signed) -> None:
+    bad_time = run("verify", files.receipt, "--trust", files.trust, "--now", "yesterday")
+    assert bad_time.exit_code == 2
+    assert "expected an RFC 3339 UTC time" in one_error_line(bad_time)
+    no_trust = run("verify", files.receipt, "--trust", files.root / "none.json")
+    assert no_trust.exit_code == 2
+    assert "does not exist" in one_error_line(no_trust)
+
+
+def test_sign_refuses_an_invalid_receipt(files: Signed) -> None:
+    doc = json.loads(files.receipt.read_text("utf-8"))
+    doc["decision_state"]["policy_current"] = "yes"
+    files.receipt.write_text(json.dumps(doc), encoding="utf-8")
+    result = run("sign", files.receipt, "--key", files.sender)
+    assert result.exit_code == 1
+    assert one_error_line(result) == (
+        "error: expected a boolean, got 'yes' @ $.decision_state.policy_current "
+        "[schema-invalid]")
+
+
+def test_verbose_adds_the_traceback(files: Signed) -> None:
+    files.signed.write_text("[]", encoding="utf-8")
+    quiet = run("verify", files.signed, "--trust", files.trust)
+    assert one_error_line(quiet) == "error: receipt " + str(files.signed) + \
+        " is not a JSON object @ $ [not-an-object]"
+    loud = run("-v", "verify", files.signed, "--trust", files.trust)
+    assert loud.exit_code == 1
+    assert "Traceback (most recent call last)" in loud.stderr
+    assert loud.stderr.splitlines()[-1] == quiet.stderr.strip()
+
+
+def test_internal_errors_exit_2_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("handoffs._cli.diff", broken)
+    result = run("schema", "diff", "payment-release/1.0.0", "payment-release/1.0.0")
+    assert result.exit_code == 2
+    assert one_error_line(result) == ("error: internal error: RuntimeError: boom [internal] "
+                                      "(rerun with -v for the traceback)")
+    loud = run("-v", "schema", "diff", "payment-release/1.0.0", "payment-release/1.0.0")
+    assert "Traceback" in loud.stderr
+    assert 'raise RuntimeError("boom")' in loud.stderr
+
+
+# ---------------------------------------------------------------- real processes
+
+
+def test_the_installed_script_runs(tmp_path: Path) -> None:
+    script = Path(sys.executable).with_name("handoffs")
+    env = {**os.environ, "NO_COLOR": "1"}
+    ok = subprocess.run([script, "schema", "diff", "payment-release/1.0.0", CHECKED_IN],
+                        capture_output=True, text=True, env=env, check=False, timeout=60)
+    assert (ok.returncode, ok.stderr) == (0, "")
+    assert ok.stdout.endswith("no differences\n")
+    bad = subprocess.run([script, "verify", tmp_path / "none.json", "--trust", CHECKED_IN],
+                         capture_output=True, text=True, env=env, check=False, timeout=60)
+    assert bad.returncode == 2
+    assert bad.stderr.count("\n") == 1
+    assert bad.stderr.startswith("error: ")
+    assert "Traceback" not in bad.stderr
+    module = subprocess.run([sys.executable, "-m", "handoffs", "--version"], capture_output=True,
+                            text=True, env=env, check=False, timeout=60)
+    assert (module.returncode, module.stdout) == (0, f"handoffs, version {handoffs.__version__}\n")

@@ -1,0 +1,51 @@
+"""Every ```python block in docs/**/*.md runs: in order, one namespace per page."""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+# A fence opening with exactly ``python`` (attributes after it are allowed), up to the
+# closing fence at the same indentation.
+_BLOCK = re.compile(r"^(?P<indent>[ \t]*)```python\b[^\n]*\n(?P<code>.*?)^(?P=indent)```[ \t]*$",
+                    re.DOTALL | re.MULTILINE)
+PAGES = sorted(DOCS.rglob("*.md"))
+
+
+def python_blocks(text: str) -> list[tuple[int, str]]:
+    """``(line, code)`` of each ```python block, dedented by its fence's indentation."""
+    blocks = []
+    for match in _BLOCK.finditer(text):
+        indent = len(match["indent"])
+        code = "\n".join(line[indent:] for line in match["code"].splitlines())
+        line = text.count("\n", 0, match.start("code")) + 1
+        blocks.append((line, code))
+    return blocks
+
+
+def test_block_extraction() -> None:
+    text = ("x\n```python\na = 1\n```\n```console\n$ no\n```\n"
+            "  ```python title='t'\n  b = 2\n  ```\n")
+    assert python_blocks(text) == [(3, "a = 1"), (9, "b = 2")]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(DOCS)))
+def test_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocks = python_blocks(page.read_text(encoding="utf-8"))
+    if not blocks:
+        pytest.skip("no python blocks")
+    # A real module, so that classes defined on the page resolve their annotations,
+    # pickle and repr like ordinary code; files the page writes land in tmp_path.
+    name = "docs_" + re.sub(r"\W", "_", str(page.relative_to(DOCS).with_suffix("")))
+    module = types.ModuleType(name)
+    module.__file__ = str(page)
+    monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.chdir(tmp_path)
+    for line, code in blocks:
+        compiled = compile("\n" * (line - 1) + code, str(page), "exec")
+        exec(compiled, module.__dict__)  # noqa: S102 - running the docs is the test

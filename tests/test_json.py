@@ -1,0 +1,209 @@
+"""Strict JSON in, canonical JSON out: RFC 8785 equality and the parser's limits."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+import rfc8785
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from handoffs._json import (
+    DEFAULT_LIMITS,
+    MAX_SAFE_INTEGER,
+    JSONLimits,
+    canonical_bytes,
+    digest,
+    dumps,
+    loads,
+)
+from handoffs.contracts import MalformedJSON
+
+# Keys and strings mix ASCII, BMP, astral-plane characters and control characters,
+# where UTF-16 ordering (JCS) and code-point ordering (Python) disagree.
+characters = st.characters(codec="utf-8", exclude_categories=["Cs"])
+astral = st.characters(min_codepoint=0x10000, max_codepoint=0x10FFFF, codec="utf-8")
+controls = st.characters(max_codepoint=0x1F)
+texts = st.text(st.one_of(characters, astral, controls), max_size=12)
+edge_ints = st.sampled_from([0, -1, 1, MAX_SAFE_INTEGER, -MAX_SAFE_INTEGER,
+                             MAX_SAFE_INTEGER - 1, 2**31, -(2**31), 2**32])
+ints = st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER) | edge_ints
+# Whole floats in (2^53 − 1, 1e21) are refused on purpose (see below); all others are
+# canonicalised exactly as rfc8785 does.
+floats = st.floats(allow_nan=False, allow_infinity=False).filter(
+    lambda f: not MAX_SAFE_INTEGER < abs(f) < 1e21
+)
+scalars = st.none() | st.booleans() | ints | floats | texts
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
+    max_leaves=20,
+)
+# Values without floats take the fast path; test it on its own so it is exercised.
+no_floats = st.recursive(
+    st.none() | st.booleans() | ints | texts,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+@example({"\U0001f600": 1, "\ufb33": 2, "a": 3})
+@example({"\u20ac": "\x00\x1f\u2028", "\U00010000": [MAX_SAFE_INTEGER, -MAX_SAFE_INTEGER]})
+@example([1e21, 1e-7, -0.0, 5e-324, 1.7976931348623157e308])
+def test_canonical_bytes_equal_rfc8785(value: Any) -> None:
+    assert canonical_bytes(value) == rfc8785.dumps(value)
+
+
+@given(no_floats)
+def test_fast_path_equals_rfc8785(value: Any) -> None:
+    assert canonical_bytes(value) == rfc8785.dumps(value)
+
+
+@given(st.dictionaries(texts, json_values, min_size=1, max_size=6), st.randoms())
+def test_canonical_form_ignores_key_order(value: dict[str, Any], rnd: random.Random) -> None:
+    items = list(value.items())
+    rnd.shuffle(items)
+    assert canonical_bytes(dict(items)) == canonical_bytes(value)
+
+
+@given(json_values, st.sampled_from([None, 0, 2, 4]))
+def test_canonical_form_ignores_whitespace(value: Any, indent: int | None) -> None:
+    text = json.dumps(value, indent=indent, ensure_ascii=bool(indent))
+    assert canonical_bytes(loads(text)) == canonical_bytes(value)
+
+
+safe_floats = st.floats(-(2.0**53), 2.0**53, exclude_min=True, exclude_max=True)
+safe_values = st.recursive(
+    st.none() | st.booleans() | ints | safe_floats | texts,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(safe_values)
+def test_strict_parser_round_trips_canonical_bytes(value: Any) -> None:
+    assert canonical_bytes(loads(canonical_bytes(value))) == canonical_bytes(value)
+
+
+@pytest.mark.parametrize("number", [2.0**53, -(2.0**60), 9.99e20])
+def test_floats_written_as_unsafe_integer_literals_are_refused(number: float) -> None:
+    # JCS would write them as digit strings the strict parser refuses, so the canonical
+    # bytes could not be read back: refuse them when canonicalising instead.
+    with pytest.raises(MalformedJSON) as info:
+        canonical_bytes({"x": number})
+    assert info.value.code == "integer-out-of-range"
+
+
+def test_floats_beyond_1e21_use_exponent_form_and_parse_back() -> None:
+    value = {"x": 1e21}
+    assert canonical_bytes(value) == b'{"x":1e+21}'
+    assert loads(canonical_bytes(value)) == value
+
+
+def test_astral_keys_sort_by_utf16_code_units() -> None:
+    # U+1F600 is D83D DE00 in UTF-16, so it sorts before U+FB33 (JCS), not after.
+    assert canonical_bytes({"\ufb33": 1, "\U0001f600": 2}) == (
+        '{"\U0001f600":2,"\ufb33":1}'.encode()
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "code"),
+    [
+        (float("nan"), "non-finite-number"),
+        ([float("inf")], "non-finite-number"),
+        (MAX_SAFE_INTEGER + 1, "integer-out-of-range"),
+        ({"a": -(2**60)}, "integer-out-of-range"),
+        ("\ud800", "invalid-json"),
+        ({1: "non-string key"}, "invalid-json"),
+        ({"a": object()}, "invalid-json"),
+    ],
+    ids=["nan", "infinity", "2^53", "-2^60", "lone-surrogate", "int-key", "object"],
+)
+def test_values_jcs_cannot_represent_are_refused(value: Any, code: str) -> None:
+    with pytest.raises(MalformedJSON) as info:
+        canonical_bytes(value)
+    assert info.value.code == code
+
+
+def test_digest_names_its_algorithm() -> None:
+    assert digest({"b": 1, "a": 2}) == digest({"a": 2, "b": 1})
+    assert digest(b"") == ("sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b"
+                           "7852b855")
+
+
+def test_dumps_is_sorted_utf8_and_refuses_nan() -> None:
+    assert dumps({"b": "é", "a": 1}) == '{"a":1,"b":"é"}'
+    with pytest.raises(ValueError, match="Out of range float"):
+        dumps(float("nan"))
+
+
+# ---------------------------------------------------------------- parser limits
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ('{"a": 1, "a": 2}', "duplicate-key"),
+        ('{"x": {"a": 1, "a": 1}}', "duplicate-key"),
+        ("NaN", "non-finite-number"),
+        ("[Infinity]", "non-finite-number"),
+        ('{"a": -Infinity}', "non-finite-number"),
+        ("1e309", "non-finite-number"),
+        ("9007199254740992", "integer-out-of-range"),
+        ("-9007199254740992", "integer-out-of-range"),
+        ("1" * 400, "integer-out-of-range"),
+        ("{'a': 1}", "invalid-json"),
+        ("[1,]", "invalid-json"),
+        ("", "invalid-json"),
+    ],
+)
+def test_parser_refuses_non_ijson(text: str, code: str) -> None:
+    with pytest.raises(MalformedJSON) as info:
+        loads(text)
+    assert (info.value.code, info.value.json_path) == (code, "$")
+
+
+def test_integers_at_the_edge_parse() -> None:
+    assert loads(f"[{MAX_SAFE_INTEGER}, {-MAX_SAFE_INTEGER}]") == [MAX_SAFE_INTEGER,
+                                                                   -MAX_SAFE_INTEGER]
+
+
+def test_depth_limit_is_exact() -> None:
+    limit = DEFAULT_LIMITS.max_depth
+    assert loads("[" * limit + "]" * limit) is not None
+    with pytest.raises(MalformedJSON, match=f"deeper than {limit} levels") as info:
+        loads("[" * (limit + 1) + "]" * (limit + 1))
+    assert info.value.code == "too-deep"
+
+
+def test_brackets_inside_strings_do_not_count_as_depth() -> None:
+    text = json.dumps({"s": "[{" * 100 + '\\"' + "]}" * 100})
+    assert loads(text)["s"].startswith("[{[{")
+
+
+def test_size_limit_counts_utf8_bytes() -> None:
+    limits = JSONLimits(max_bytes=10)
+    assert loads('"éééé"', limits=limits) == "éééé"  # 10 bytes
+    with pytest.raises(MalformedJSON) as info:
+        loads('"ééééé"', limits=limits)  # 12 bytes, 7 characters
+    assert info.value.code == "too-large"
+    with pytest.raises(MalformedJSON) as info:
+        loads('"ééééé"'.encode(), limits=limits)
+    assert info.value.code == "too-large"
+
+
+def test_bytes_must_be_utf8_and_a_bom_is_ignored() -> None:
+    with pytest.raises(MalformedJSON, match="not UTF-8") as info:
+        loads(b'"\xc3\x28"')
+    assert info.value.code == "invalid-utf8"
+    assert loads("\ufeff[1]".encode()) == [1]
+
+
+def test_limits_are_validated() -> None:
+    with pytest.raises(ValueError, match="must be > 0"):
+        JSONLimits(max_bytes=0)
