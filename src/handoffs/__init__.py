@@ -9,10 +9,11 @@ from importlib.metadata import PackageNotFoundError, version
 
 from handoffs._errors import HandoffsError
 from handoffs.contracts import Contract, Receipt
+from handoffs.receivers import UnsafeConfigurationWarning
 
 try:
     __version__ = version("handoffs")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
-__all__ = ["Contract", "HandoffsError", "Receipt", "__version__"]
+__all__ = ["Contract", "HandoffsError", "Receipt", "UnsafeConfigurationWarning", "__version__"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import sys
 import traceback
 from collections.abc import Sequence
@@ -35,6 +36,8 @@ from handoffs.contracts._schema import (
     schema_path,
     to_json_schema,
 )
+from handoffs.lab._commands import lab
+from handoffs.receivers._commands import gate, log
 
 __all__ = ["CLIState", "main"]
 
@@ -89,6 +92,9 @@ class _HandoffsGroup(click.Group):
         sys.exit(result if isinstance(result, int) else EXIT_OK)
 
 
+_ENDS_WITH_CODE = re.compile(r"\[[a-z0-9-]+\]$")
+
+
 def _report(exc: Exception, state: CLIState) -> int:
     """Print ``exc`` as one line (plus the traceback with ``-v``); return the exit code."""
     code = EXIT_USAGE
@@ -99,7 +105,8 @@ def _report(exc: Exception, state: CLIState) -> int:
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
         line = f"{exc.format_message()}{hint} [usage]"
     elif isinstance(exc, click.ClickException):
-        line = f"{exc.format_message()} [usage]"
+        message = exc.format_message()
+        line = message if _ENDS_WITH_CODE.search(message) else f"{message} [usage]"
     elif isinstance(exc, click.Abort):
         line, code = "aborted [interrupted]", EXIT_INTERRUPTED
     elif isinstance(exc, HandoffsError):
@@ -413,7 +420,8 @@ def verify_command(*, receipt: str, trust_path: Path, receiver: str | None,
 
 
 # ------------------------------------------------------- commands from other modules
-# The lead registers the receiver gate, the decision log and the lab here, e.g.
-#     from handoffs.receivers._cli import gate
-#     main.add_command(gate)
-# Each such command follows the rules above: thin, errors raised as HandoffsError.
+# Each follows the rules above: thin, errors raised as HandoffsError or one-line
+# click errors ending in their [code].
+main.add_command(gate)
+main.add_command(log)
+main.add_command(lab)

@@ -72,6 +72,10 @@ class Decision:
         counterfactual_trigger: the receipt's counterfactual trigger, when known.
         record: receiver-specific facts (e.g. a model receiver's frozen prompt digest,
             model route and tools), recorded with every decision.
+        readback: the outcome of step (4)'s readback of decisive claims against the
+            resolved evidence: ``"agree"``, ``"disagree"``, ``"no-claims"`` (read back,
+            but no evidence made a claim about a decision field), or ``None`` when the
+            message was not read back.
     """
 
     verdict: Verdict
@@ -85,6 +89,7 @@ class Decision:
     authority: str | None = None
     counterfactual_trigger: str | None = None
     record: Mapping[str, Any] = attrs.field(factory=dict)
+    readback: str | None = None
 
     @property
     def admitted(self) -> bool:
@@ -106,6 +111,7 @@ class Decision:
             "authority": self.authority,
             "counterfactual_trigger": self.counterfactual_trigger,
             "record": dict(self.record),
+            "readback": self.readback,
         }
 
 

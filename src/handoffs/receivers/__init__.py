@@ -1,0 +1,130 @@
+"""Receivers: the fail-closed runtime gate and the receiver contracts behind it.
+
+A :class:`Gate` admits a decision receipt in four numbered steps — (1) parse with
+limits and pick the named contract version, (2) verify proofs, grant, audience,
+validity and replay, (3) check the contract's receiver-context dependencies,
+(4) resolve evidence, verify digests and optionally read decisive claims back — and
+a receiver contract applies its rule as step (5). The result is always a typed
+:class:`Decision`; bad input never raises::
+
+    from handoffs.receivers import Gate, StrictContractReceiver
+
+    gate = Gate(identity="case-owner", trust=keyring, roles={"case-owner"},
+                policy_service=policies, evidence=resolver)
+    decision = StrictContractReceiver(gate).receive(raw_bytes)
+    decision.verdict, decision.action, decision.reasons
+
+Receiver contracts (all implement :class:`Receiver`): :class:`StrictContractReceiver`,
+:class:`AuthoritativeActuator`, :class:`ScoreReceiver`, :class:`AdvisoryActionReceiver`,
+:class:`FullRecordReceiver`, :class:`FunctionReceiver` and, for signed multi-hop
+handoff chains, :class:`IdentityCompositionReceiver`. :class:`SQLiteDecisionLog`
+records every decision and doubles as a replay store that holds across processes.
+"""
+
+from handoffs._json import JSONLimits
+from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
+from handoffs.receivers._gate import (
+    Admitted,
+    Clock,
+    DecisionLog,
+    EvidenceError,
+    EvidenceResolver,
+    Gate,
+    GovernanceChecker,
+    HTTPEvidenceResolver,
+    InMemoryEvidenceResolver,
+    InMemoryPolicyService,
+    MemoryReplayStore,
+    PolicyService,
+    PolicyStatus,
+    Readback,
+    ReceiverRule,
+    ReplayedReceipt,
+    ReplayStore,
+    ReplayStoreError,
+    ResolvedEvidence,
+    Ruling,
+    UnsafeConfigurationWarning,
+    UnsafeNoProofs,
+    check_schema,
+    utc_now,
+)
+from handoffs.receivers._identity import (
+    HANDOFF_CHAIN_CONTRACT,
+    HANDOFF_CHAIN_SCHEMA_ID,
+    HOP_PROOF_PURPOSE,
+    DerivedFrom,
+    HandoffChain,
+    Hop,
+    HopRole,
+    IdentityCompositionReceiver,
+    SeparationOfDuties,
+    add_hop,
+    approve,
+    handoff_chain_schema,
+    start_chain,
+)
+from handoffs.receivers._log import DecisionLogError, LogSummary, SQLiteDecisionLog
+from handoffs.receivers._receivers import (
+    AdvisoryActionReceiver,
+    AuthoritativeActuator,
+    FullRecordReceiver,
+    FunctionReceiver,
+    ScoreReceiver,
+    StrictContractReceiver,
+)
+
+__all__ = [
+    "HANDOFF_CHAIN_CONTRACT",
+    "HANDOFF_CHAIN_SCHEMA_ID",
+    "HOP_PROOF_PURPOSE",
+    "Admitted",
+    "AdvisoryActionReceiver",
+    "AuthoritativeActuator",
+    "Clock",
+    "Decision",
+    "DecisionLog",
+    "DecisionLogError",
+    "DerivedFrom",
+    "EvidenceError",
+    "EvidenceResolver",
+    "FullRecordReceiver",
+    "FunctionReceiver",
+    "Gate",
+    "GovernanceChecker",
+    "HTTPEvidenceResolver",
+    "HandoffChain",
+    "Hop",
+    "HopRole",
+    "IdentityCompositionReceiver",
+    "InMemoryEvidenceResolver",
+    "InMemoryPolicyService",
+    "JSONLimits",
+    "LogSummary",
+    "MemoryReplayStore",
+    "PolicyService",
+    "PolicyStatus",
+    "Readback",
+    "Reason",
+    "Receiver",
+    "ReceiverRule",
+    "ReplayStore",
+    "ReplayStoreError",
+    "ReplayedReceipt",
+    "ResolvedEvidence",
+    "Ruling",
+    "SQLiteDecisionLog",
+    "ScoreReceiver",
+    "SeparationOfDuties",
+    "Step",
+    "StrictContractReceiver",
+    "UnsafeConfigurationWarning",
+    "UnsafeNoProofs",
+    "Verdict",
+    "add_hop",
+    "approve",
+    "check_schema",
+    "handoff_chain_schema",
+    "start_chain",
+    "utc_now",
+]

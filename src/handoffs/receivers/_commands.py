@@ -1,0 +1,177 @@
+"""Command-line front ends of the gate: ``handoffs gate`` and ``handoffs log summary``.
+
+``handoffs gate RECEIPT --trust TRUST [--as RECEIVER] [--log DB]`` runs the strict
+contract receiver's gate on one receipt file (``-`` for standard input), prints the
+:class:`~handoffs.receivers.Decision` as JSON and exits 0 when the receipt was
+admitted (any action, escalations included), 1 when it was rejected. Configuration
+problems (an unreadable file, a bad trust file) exit 2 with a one-line error.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from handoffs._errors import HandoffsError
+from handoffs._json import DEFAULT_LIMITS, dumps, loads
+from handoffs.contracts._keys import KeyRing
+from handoffs.contracts._receipt import parse_time
+from handoffs.receivers._gate import (
+    Gate,
+    HTTPEvidenceResolver,
+    InMemoryPolicyService,
+    Readback,
+)
+from handoffs.receivers._log import SQLiteDecisionLog
+from handoffs.receivers._receivers import StrictContractReceiver
+
+__all__ = ["gate", "log"]
+
+
+class CommandError(click.ClickException):
+    """A one-line configuration or usage error (exit status 2)."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        """Print ``error: <message>`` on one line, no traceback."""
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Turn configuration errors into one line: ``<message> @ <path> [<code>]``."""
+    try:
+        yield
+    except click.ClickException:
+        raise
+    except HandoffsError as exc:
+        raise CommandError(f"{exc} [{exc.code}]") from exc
+    except OSError as exc:
+        where = f": {exc.filename}" if exc.filename else ""
+        raise CommandError(f"{exc.strerror or exc}{where} [io]") from exc
+    except (ValueError, TypeError) as exc:
+        raise CommandError(f"{exc} [usage]") from exc
+
+
+def _read(path: str, what: str, limit: int) -> bytes:
+    if path == "-":
+        data = sys.stdin.buffer.read(limit + 1)
+    else:
+        try:
+            with Path(path).open("rb") as handle:
+                data = handle.read(limit + 1)
+        except OSError as exc:
+            raise CommandError(f"cannot read {what} {path}: {exc.strerror or exc} [io]") from exc
+    return data
+
+
+def _keyring(path: str) -> KeyRing:
+    raw = _read(path, "trust file", DEFAULT_LIMITS.max_bytes)
+    with _errors():
+        return KeyRing.from_json(loads(raw))
+
+
+def _routes(values: Sequence[str]) -> dict[str, str]:
+    routes: dict[str, str] = {}
+    for value in values:
+        prefix, sep, base = value.partition("=")
+        if not sep or not prefix or not base:
+            raise CommandError(f"--evidence expects PREFIX=BASE_URL, got {value!r} [usage]")
+        routes[prefix] = base
+    return routes
+
+
+def _default_identity(raw: bytes) -> str:
+    """The receipt's own ``receiver`` (so that only the audience check is vacuous)."""
+    try:
+        doc = loads(raw)
+    except HandoffsError:
+        return "unknown-receiver"
+    receiver = doc.get("receiver") if isinstance(doc, dict) else None
+    return receiver if isinstance(receiver, str) and receiver.strip() == receiver != "" else (
+        "unknown-receiver")
+
+
+@click.command("gate")
+@click.argument("receipt", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--trust", "trust_path", required=True, type=click.Path(dir_okay=False),
+              help="Trust file: the key ring JSON (keys, controllers, roles, validity).")
+@click.option("--as", "identity", metavar="RECEIVER",
+              help="This receiver's identity; the receipt must be addressed to it. "
+                   "Default: the receipt's own receiver (the audience is then not checked).")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False), metavar="DB",
+              help="SQLite decision log; also the replay store, across runs and processes.")
+@click.option("--role", "roles", multiple=True, metavar="ROLE",
+              help="A role this receiver holds, besides those the trust file gives it.")
+@click.option("--policy", "policies", multiple=True, metavar="VERSION",
+              help="A policy version the receiver's policy service holds current.")
+@click.option("--evidence", "routes", multiple=True, metavar="PREFIX=URL",
+              help="Resolve evidence URIs starting with PREFIX over HTTP(S) under URL.")
+@click.option("--readback", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              help="Fraction of receipts whose decisive claims are read back (needs --evidence).")
+@click.option("--now", "now_text", metavar="TIME",
+              help="Decide as of this RFC 3339 UTC time (for audits); default: now.")
+def gate(
+    *,
+    receipt: str,
+    trust_path: str,
+    identity: str | None,
+    log_path: str | None,
+    roles: tuple[str, ...],
+    policies: tuple[str, ...],
+    routes: tuple[str, ...],
+    readback: float,
+    now_text: str | None,
+) -> None:
+    """Gate one RECEIPT: print the decision as JSON; exit 0 if admitted, 1 if rejected."""
+    raw = _read(receipt, "receipt", DEFAULT_LIMITS.max_bytes)
+    keyring = _keyring(trust_path)
+    who = identity if identity is not None else _default_identity(raw)
+    held = set(roles).union(*(entry.roles for entry in keyring.for_controller(who)))
+    with _errors():
+        clock = None
+        if now_text is not None:
+            moment: datetime = parse_time(now_text, json_path="--now")
+            clock = lambda: moment  # noqa: E731 - a fixed clock
+        log = SQLiteDecisionLog(log_path) if log_path is not None else None
+        options: dict[str, Any] = {}
+        if log is not None:
+            options.update(log=log, replay=log)
+        if clock is not None:
+            options["clock"] = clock
+        if policies:
+            options["policy_service"] = InMemoryPolicyService(dict.fromkeys(policies, True))
+        if routes:
+            options["evidence"] = HTTPEvidenceResolver(routes=_routes(routes))
+        options["readback"] = Readback(readback)
+        the_gate = Gate(identity=who, trust=keyring, roles=held, **options)
+    try:
+        decision = StrictContractReceiver(the_gate).receive(raw)
+    finally:
+        if log is not None:
+            log.close()
+    click.echo(dumps(decision.to_json(), indent=2))
+    sys.exit(0 if decision.admitted else 1)
+
+
+@click.group("log")
+def log() -> None:
+    """Read a gate's SQLite decision log."""
+
+
+@log.command("summary")
+@click.argument("db", type=click.Path(dir_okay=False))
+def summary(db: str) -> None:
+    """Print the boundary metrics and totals of decision log DB as JSON."""
+    if not Path(db).is_file():
+        raise CommandError(f"no decision log at {db} [io]")
+    with _errors(), SQLiteDecisionLog(db) as store:
+        result = store.summary()
+    click.echo(dumps(result.to_json(), indent=2))

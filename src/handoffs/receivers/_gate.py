@@ -1,0 +1,1297 @@
+"""The runtime gate: one fail-closed pipeline in five numbered steps.
+
+A :class:`Gate` is built once, with keyword-only configuration, and then decides
+message after message. The steps are numbered here as in the docs
+(``docs/how-to/validate-at-runtime.md``) and in :class:`~handoffs.receivers.Step`:
+
+1. **parse** with limits (size, depth, duplicate keys, non-finite numbers), pick the
+   contract version the message names (unknown versions are rejected, never guessed)
+   and check the contract's schema;
+2. **proofs**: the sender's proof, the issuer's authority grant, key validity at
+   signing time, proof purposes, audience, expiry against the injected clock, and
+   replay (a receipt id seen before);
+3. **context**: the contract's declared receiver-context dependencies (policy version
+   resolvable and current, the receiver's role, freshness of referenced evidence);
+   a missing one rejects or escalates exactly as the contract says;
+4. **evidence**: resolve every evidence reference, verify pinned content digests and,
+   when configured, read the decisive claims back against the resolved evidence;
+5. **policy**: the receiver contract's own rule (see ``handoffs.receivers``).
+
+No step raises out of the gate: every :class:`~handoffs.HandoffsError` (and any
+unexpected exception, as ``internal-error``) becomes a fail-closed
+:class:`~handoffs.receivers.Decision` carrying the contract's ``fail_closed_action``
+and a typed :class:`~handoffs.receivers.Reason`.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import heapq
+import http.client
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
+from typing import Any, ClassVar, Final, Protocol, cast, runtime_checkable
+
+import attrs
+
+from handoffs._errors import (
+    HandoffsError,
+    MalformedJSON,
+    ProofError,
+    ReceiptValidationError,
+    UnknownContract,
+)
+from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, loads
+from handoffs.contracts._contract import (
+    ContextDependency,
+    Contract,
+    EvidenceFresh,
+    OnMissing,
+    PolicyResolvable,
+    RoleHeld,
+)
+from handoffs.contracts._keys import KeyRing
+from handoffs.contracts._receipt import (
+    GOVERNANCE_FIELDS,
+    EvidenceRef,
+    Receipt,
+    format_time,
+    parse_time,
+    structure,
+)
+from handoffs.contracts._registry import BUILTIN, Registry
+from handoffs.contracts._schema import validate as _validate
+from handoffs.contracts._signing import VerifiedReceipt, verify_receipt
+from handoffs.receivers._decision import Decision, Reason, Step, Verdict
+
+__all__ = [
+    "Admitted",
+    "Clock",
+    "DecisionLog",
+    "EvidenceError",
+    "EvidenceResolver",
+    "Gate",
+    "GovernanceChecker",
+    "HTTPEvidenceResolver",
+    "InMemoryEvidenceResolver",
+    "InMemoryPolicyService",
+    "MemoryReplayStore",
+    "PolicyService",
+    "PolicyStatus",
+    "Readback",
+    "ReceiverRule",
+    "ReplayStore",
+    "ReplayStoreError",
+    "ReplayedReceipt",
+    "ResolvedEvidence",
+    "Ruling",
+    "UnsafeConfigurationWarning",
+    "UnsafeNoProofs",
+    "utc_now",
+]
+
+Clock = Callable[[], datetime]
+"""An injectable clock: returns the current instant as an aware datetime."""
+
+
+def utc_now() -> datetime:
+    """The system clock in UTC (the default :data:`Clock`)."""
+    return datetime.now(UTC)
+
+
+# ------------------------------------------------------------------------ unsafe hatch
+
+
+class UnsafeConfigurationWarning(UserWarning):
+    """A gate was built with an ``Unsafe...`` escape hatch (e.g. :class:`UnsafeNoProofs`)."""
+
+
+@attrs.frozen
+class UnsafeNoProofs:
+    """**Unsafe.** A trust setting that skips step (2)'s cryptography.
+
+    With it, a gate accepts unsigned messages: it checks no proof, no key, no
+    authority grant, so *anyone* can claim any sender and ``DECIDE`` authority. Every
+    other check still runs: parsing limits, the schema, audience, expiry, replay,
+    context, evidence and policy. It exists for the ablation lab, whose messages are
+    unsigned as in the essay. Building a gate with it emits an
+    :class:`UnsafeConfigurationWarning`.
+    """
+
+
+# --------------------------------------------------------------------- errors (data)
+
+
+class EvidenceError(HandoffsError, LookupError):
+    """An evidence reference could not be resolved (source-resolution failure)."""
+
+    code = "evidence-unresolved"
+
+
+class ReplayedReceipt(HandoffsError, ValueError):
+    """A receipt id was seen before: the message is a replay."""
+
+    code = "replayed"
+
+
+class ReplayStoreError(HandoffsError, RuntimeError):
+    """The replay store cannot answer (full, or its database failed): fail closed."""
+
+    code = "replay-store-unavailable"
+
+
+class _Refused(HandoffsError):
+    """Internal: a step refuses with a verdict and one or more reasons."""
+
+    def __init__(self, verdict: Verdict, reasons: tuple[Reason, ...]) -> None:
+        self.verdict = verdict
+        self.reasons = reasons
+        super().__init__(reasons[0].message, code=reasons[0].code, json_path=reasons[0].json_path)
+
+
+# -------------------------------------------------------------------- policy service
+
+
+@attrs.frozen
+class PolicyStatus:
+    """What the receiver's policy service says about one policy version.
+
+    Attributes:
+        known: the service can resolve the version.
+        current: the version is the one in force now.
+    """
+
+    known: bool
+    current: bool
+
+
+@runtime_checkable
+class PolicyService(Protocol):
+    """The receiver's authenticated policy service (step 3)."""
+
+    def resolve(self, version: str) -> PolicyStatus:
+        """Whether ``version`` is known, and whether it is current."""
+        ...
+
+
+def _versions(value: Mapping[str, bool]) -> Mapping[str, bool]:
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, bool) for k, v in value.items()
+    ):
+        raise TypeError("versions must map policy version strings to booleans (current?)")
+    return MappingProxyType(dict(value))
+
+
+@attrs.frozen
+class InMemoryPolicyService:
+    """A policy service backed by a mapping ``{version: is_current}``.
+
+    Example: ``InMemoryPolicyService({"PAY-7.4": True, "PAY-7.3": False})`` knows
+    two versions, of which PAY-7.4 is current.
+    """
+
+    versions: Mapping[str, bool] = attrs.field(converter=_versions)
+
+    def resolve(self, version: str) -> PolicyStatus:
+        """Known if listed; current if listed as current."""
+        current = self.versions.get(version)
+        return PolicyStatus(known=current is not None, current=bool(current))
+
+
+# ------------------------------------------------------------------ evidence resolvers
+
+
+def _content(value: bytes) -> bytes:
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise TypeError(f"evidence content must be bytes, got {type(value).__name__}")
+    return bytes(value)
+
+
+def _observed(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise TypeError("observed_at must be a timezone-aware datetime or None")
+    return value.astimezone(UTC)
+
+
+def _claims(value: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise TypeError("claims must be a mapping with string keys, or None")
+    return MappingProxyType(dict(value))
+
+
+@attrs.frozen
+class ResolvedEvidence:
+    """What an evidence resolver returns for one reference.
+
+    Attributes:
+        content: the evidence bytes (a pinned reference's digest covers exactly these).
+        observed_at: when the source observed the evidence, or ``None`` if unknown
+            (unknown age never satisfies a freshness dependency).
+        claims: decisive facts the source asserts, keyed by decision-field name in
+            their JSON form (``{"policy_current": false}``), or ``None``. Step (4)
+            reads a receipt's decision state back against them.
+    """
+
+    content: bytes = attrs.field(converter=_content)
+    observed_at: datetime | None = attrs.field(default=None, converter=_observed)
+    claims: Mapping[str, Any] | None = attrs.field(default=None, converter=_claims)
+    digest: str = attrs.field(init=False, repr=False, eq=False)
+    """``"sha256:<hex>"`` of :attr:`content` (computed once)."""
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "digest", "sha256:" + hashlib.sha256(self.content).hexdigest())
+
+
+@runtime_checkable
+class EvidenceResolver(Protocol):
+    """Resolves an evidence reference to its content (step 3 freshness, step 4)."""
+
+    def resolve(self, ref: EvidenceRef) -> ResolvedEvidence:
+        """The evidence behind ``ref``.
+
+        Raises:
+            EvidenceError: the reference cannot be resolved.
+        """
+        ...
+
+
+def _documents(value: Mapping[str, ResolvedEvidence]) -> Mapping[str, ResolvedEvidence]:
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, ResolvedEvidence) for k, v in value.items()
+    ):
+        raise TypeError("documents must map URIs to ResolvedEvidence")
+    return MappingProxyType(dict(value))
+
+
+@attrs.frozen
+class InMemoryEvidenceResolver:
+    """Resolves references from a mapping ``{uri: ResolvedEvidence}`` (tests, the lab)."""
+
+    documents: Mapping[str, ResolvedEvidence] = attrs.field(converter=_documents)
+
+    def resolve(self, ref: EvidenceRef) -> ResolvedEvidence:
+        """The evidence stored under ``ref.uri``.
+
+        Raises:
+            EvidenceError: no evidence is stored under that URI.
+        """
+        found = self.documents.get(ref.uri)
+        if found is None:
+            raise EvidenceError(f"no evidence is known for {ref.uri!r}")
+        return found
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Refuse redirects: evidence is fetched from the configured location only."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        """Follow no redirect (the opener then raises an HTTP error)."""
+        return
+
+
+def _routes(value: Mapping[str, str]) -> Mapping[str, str]:
+    if not isinstance(value, Mapping) or not value:
+        raise TypeError("routes must be a non-empty mapping of URI prefix to base URL")
+    for prefix, base in value.items():
+        if not isinstance(prefix, str) or not prefix or not isinstance(base, str):
+            raise TypeError("routes must map non-empty URI prefixes to base URLs")
+        parts = urllib.parse.urlsplit(base)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"route base {base!r} must be an absolute http(s) URL")
+    return MappingProxyType(dict(value))
+
+
+def _positive(_: Any, attribute: attrs.Attribute[Any], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{attribute.name} must be a positive number, got {value!r}")
+
+
+def _headers(value: Mapping[str, str]) -> Mapping[str, str]:
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise TypeError("headers must map header names to string values")
+    return MappingProxyType(dict(value))
+
+
+@attrs.frozen(kw_only=True)
+class HTTPEvidenceResolver:
+    """Resolves references over HTTP(S) with ``urllib``, through configured routes only.
+
+    A reference is fetched only when its URI starts with a configured prefix: the
+    rest of the URI is appended to that prefix's base URL. A URI that matches no
+    route is never fetched (a signed receipt cannot make the receiver call an
+    arbitrary host). Redirects and environment proxies are not followed.
+
+    The response body is the evidence content. ``observed_at`` is read from the
+    ``Last-Modified`` header; ``claims`` from the ``"claims"`` member when the body is
+    a JSON object served as ``application/json``.
+
+    Attributes:
+        routes: URI prefix → base URL, e.g. ``{"evidence://": "https://ev.example/"}``;
+            the longest matching prefix wins.
+        timeout: seconds per request.
+        max_bytes: largest accepted body.
+        headers: extra request headers (e.g. an authorisation token).
+    """
+
+    routes: Mapping[str, str] = attrs.field(converter=_routes)
+    timeout: float = attrs.field(default=5.0, validator=_positive)
+    max_bytes: int = attrs.field(default=1_048_576, validator=_positive)
+    headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers)
+    _opener: urllib.request.OpenerDirector = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+        object.__setattr__(self, "_opener", opener)
+
+    def url_for(self, uri: str) -> str:
+        """The URL a reference is fetched from.
+
+        Raises:
+            EvidenceError: no route matches ``uri``.
+        """
+        matches = [p for p in self.routes if uri.startswith(p)]
+        if not matches:
+            raise EvidenceError(f"no evidence route matches {uri!r}; it is not fetched")
+        prefix = max(matches, key=len)
+        rest = uri[len(prefix):].lstrip("/")
+        return self.routes[prefix].rstrip("/") + "/" + urllib.parse.quote(rest, safe="/")
+
+    def resolve(self, ref: EvidenceRef) -> ResolvedEvidence:
+        """Fetch ``ref`` and return its content, observation time and claims.
+
+        Raises:
+            EvidenceError: no route, an HTTP error status, a redirect, a network
+                error or timeout, an oversize body, or a malformed JSON body.
+        """
+        url = self.url_for(ref.uri)
+        request = urllib.request.Request(  # noqa: S310 - the scheme is checked per route
+            url, headers={"Accept": "application/json, */*;q=0.5", **self.headers}
+        )
+        try:
+            with self._opener.open(request, timeout=self.timeout) as response:
+                body = response.read(self.max_bytes + 1)
+                last_modified = response.headers.get("Last-Modified")
+                content_type = response.headers.get_content_type()
+        except urllib.error.HTTPError as exc:
+            exc.close()  # release the connection the error response holds
+            raise EvidenceError(f"GET {url} answered HTTP {exc.code}") from exc
+        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+            raise EvidenceError(f"GET {url} failed: {exc}") from exc
+        if len(body) > self.max_bytes:
+            raise EvidenceError(f"GET {url} returned more than {self.max_bytes} bytes")
+        observed_at = None
+        if last_modified:
+            try:
+                observed_at = email.utils.parsedate_to_datetime(last_modified)
+            except (TypeError, ValueError) as exc:
+                raise EvidenceError(f"bad Last-Modified {last_modified!r} from {url}") from exc
+            if observed_at.tzinfo is None:
+                observed_at = observed_at.replace(tzinfo=UTC)
+        claims = None
+        if content_type == "application/json":
+            try:
+                parsed = loads(body)
+            except MalformedJSON as exc:
+                raise EvidenceError(f"GET {url} returned malformed JSON: {exc}") from exc
+            if isinstance(parsed, Mapping) and isinstance(parsed.get("claims"), Mapping):
+                claims = parsed["claims"]
+        return ResolvedEvidence(content=body, observed_at=observed_at, claims=claims)
+
+
+# --------------------------------------------------------------------- replay stores
+
+
+@runtime_checkable
+class ReplayStore(Protocol):
+    """Remembers receipt ids until they expire (step 2's replay check)."""
+
+    def first_seen(self, receipt_id: str, *, expires: datetime, now: datetime) -> bool:
+        """Atomically record ``receipt_id``; True the first time, False for a replay.
+
+        ``expires`` is the receipt's ``valid_until``: after it the receipt is refused
+        as expired anyway, so the id may be forgotten.
+
+        Raises:
+            ReplayStoreError: the store cannot answer (the gate then fails closed).
+        """
+        ...
+
+
+class MemoryReplayStore:
+    """An in-process replay store with expiry (thread-safe).
+
+    It forgets an id once its receipt has expired. When ``max_entries`` unexpired ids
+    are held, a new id is refused with :class:`ReplayStoreError` (fail closed) rather
+    than forgetting one early. Use the SQLite store to hold across processes.
+    """
+
+    def __init__(self, *, max_entries: int = 1_000_000) -> None:
+        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
+            raise ValueError(f"max_entries must be a positive integer, got {max_entries!r}")
+        self.max_entries = max_entries
+        self._seen: dict[str, datetime] = {}
+        self._expiry: list[tuple[datetime, str]] = []
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def first_seen(self, receipt_id: str, *, expires: datetime, now: datetime) -> bool:
+        """See :meth:`ReplayStore.first_seen`."""
+        with self._lock:
+            if receipt_id in self._seen:
+                return False
+            expiry = self._expiry
+            while expiry and expiry[0][0] < now:
+                _, old = heapq.heappop(expiry)
+                self._seen.pop(old, None)
+            if len(self._seen) >= self.max_entries:
+                raise ReplayStoreError(
+                    f"the in-memory replay store holds {self.max_entries} unexpired ids"
+                )
+            self._seen[receipt_id] = expires
+            heapq.heappush(expiry, (expires, receipt_id))
+            return True
+
+
+# ------------------------------------------------------------------------ decision log
+
+
+@runtime_checkable
+class DecisionLog(Protocol):
+    """Where a gate appends one row per decision (see ``SQLiteDecisionLog``)."""
+
+    def append(
+        self,
+        decision: Decision,
+        *,
+        digest: str | None,
+        message_bytes: int,
+        message: bytes | None,
+        decided_at: datetime,
+    ) -> None:
+        """Record one decision durably, or raise (the gate then fails closed)."""
+        ...
+
+
+# -------------------------------------------------------------------------- readback
+
+
+def _fraction(_: Any, __: Any, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ValueError(f"a readback fraction lies in [0, 1], got {value!r}")
+
+
+@attrs.frozen
+class Readback:
+    """How often step (4) reads decisive claims back against resolved evidence.
+
+    ``Readback.OFF`` never, ``Readback.ALWAYS`` for every message, and
+    ``Readback.sampled(0.1)`` for a deterministic 10 % of receipt ids (the same id is
+    always in or out of the sample, so a deterministic receiver stays deterministic).
+    """
+
+    fraction: float = attrs.field(default=0.0, validator=_fraction)
+
+    OFF: ClassVar[Readback]
+    ALWAYS: ClassVar[Readback]
+
+    @classmethod
+    def sampled(cls, fraction: float) -> Readback:
+        """Read back a deterministic ``fraction`` of receipts."""
+        return cls(fraction)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any receipt is read back."""
+        return self.fraction > 0
+
+    def selects(self, receipt_id: str) -> bool:
+        """Whether the receipt with this id is read back."""
+        if self.fraction >= 1:
+            return True
+        if self.fraction <= 0:
+            return False
+        head = hashlib.sha256(receipt_id.encode("utf-8", "surrogatepass")).digest()[:8]
+        return int.from_bytes(head, "big") < self.fraction * 2**64
+
+
+Readback.OFF = Readback(0.0)
+Readback.ALWAYS = Readback(1.0)
+
+
+# ------------------------------------------------------------------ admission results
+
+
+@attrs.frozen(kw_only=True)
+class Admitted:
+    """What steps (1)–(4) established about a message; the input of step (5).
+
+    Attributes:
+        document: the parsed message (pass this on, never the raw bytes).
+        contract: the contract the message was admitted under.
+        receipt: the typed receipt (``None`` for the non-receipt message forms).
+        verified: the verified proofs and grant (``None`` under
+            :class:`UnsafeNoProofs` and for non-receipt forms).
+        evidence: resolved evidence by URI (empty without a resolver).
+        readback: the readback outcome (see :attr:`Decision.readback`).
+    """
+
+    document: Mapping[str, Any]
+    contract: Contract[Any, Any]
+    receipt: Receipt[Any, Any] | None = None
+    verified: VerifiedReceipt | None = None
+    evidence: Mapping[str, ResolvedEvidence] = attrs.field(factory=dict)
+    readback: str | None = None
+
+    @property
+    def authority(self) -> str | None:
+        """The authority the message claims (verified when :attr:`verified` is set)."""
+        if self.receipt is not None:
+            return str(self.receipt.authority.value)
+        value = self.document.get("authority")
+        return value if isinstance(value, str) else None
+
+
+@attrs.frozen(kw_only=True)
+class Ruling:
+    """A receiver rule's answer in step (5).
+
+    Attributes:
+        action: the action value chosen (the fail-closed action when refusing).
+        verdict: ACCEPT, or ESCALATE / REJECT when the receiver refuses.
+        reasons: why, when not a clean ACCEPT.
+        record: receiver-specific facts to record with the decision.
+    """
+
+    action: str
+    verdict: Verdict = Verdict.ACCEPT
+    reasons: tuple[Reason, ...] = ()
+    record: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+ReceiverRule = Callable[[Admitted], Ruling]
+"""Step (5): a receiver contract's rule over an admitted message."""
+
+
+# ----------------------------------------------------------------------------- helpers
+
+_STRUCTURE_ERRORS: Final = (MalformedJSON, UnknownContract, ReceiptValidationError)
+_MAX_REASONS: Final = 16
+
+
+def _parse(message: Any, limits: JSONLimits) -> Mapping[str, Any]:
+    """(1) Parse raw bytes or text strictly; pass a mapping through unchanged."""
+    if isinstance(message, Mapping):
+        return message
+    if isinstance(message, str):
+        doc = loads(message, limits=limits)
+    elif isinstance(message, bytes | bytearray | memoryview):
+        doc = loads(bytes(message), limits=limits)
+    else:
+        raise MalformedJSON(
+            f"expected bytes, text or a JSON object, got {type(message).__name__}",
+            code="not-an-object",
+        )
+    if not isinstance(doc, Mapping):
+        raise MalformedJSON("a message must be a JSON object", code="not-an-object")
+    return doc
+
+
+def _raw(message: Any) -> bytes | None:
+    if isinstance(message, bytes | bytearray | memoryview):
+        return bytes(message)
+    if isinstance(message, str):
+        return message.encode("utf-8", "surrogatepass")
+    return None
+
+
+def _digest(
+    message: Any, document: Mapping[str, Any] | None
+) -> tuple[str | None, int, bytes | None]:
+    """Digest and size of the message as received (canonical form for a mapping)."""
+    raw = _raw(message)
+    if raw is None and document is not None:
+        try:
+            raw = canonical_bytes(document)
+        except HandoffsError:
+            return None, 0, None
+        return "sha256:" + hashlib.sha256(raw).hexdigest(), len(raw), None
+    if raw is None:
+        return None, 0, None
+    return "sha256:" + hashlib.sha256(raw).hexdigest(), len(raw), raw
+
+
+def _reasons(exc: HandoffsError, step: Step) -> tuple[Reason, ...]:
+    """Typed reasons for an error; a schema error gives one reason per violation."""
+    if isinstance(exc, _Refused):
+        return exc.reasons
+    if isinstance(exc, ReceiptValidationError):
+        return tuple(
+            Reason(
+                "missing-field" if v.validator == "required" else "schema-invalid",
+                v.message,
+                step,
+                v.json_path,
+            )
+            for v in exc.violations[:_MAX_REASONS]
+        )
+    return (Reason(exc.code, exc.message, step, exc.json_path),)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+# ---------------------------------------------------------------------------- schema
+
+
+def check_schema(contract: Contract[Any, Any], document: Mapping[str, Any]) -> None:
+    """Validate ``document`` against the contract's schema (step 1).
+
+    The contracts' validator answers the accept path with the compiled validator
+    (jsonschema-rs, built once per contract version) and reports a rejection with
+    every violation and its path.
+
+    Raises:
+        ReceiptValidationError: every violation, best first.
+        MalformedJSON: the object holds values that are not JSON data (``invalid-json``).
+    """
+    try:
+        _validate(contract, document)
+    except HandoffsError:
+        raise
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise MalformedJSON(f"the message is not plain JSON data: {exc}") from exc
+
+
+def _structure(contract: Contract[Any, Any], doc: Mapping[str, Any]) -> Receipt[Any, Any]:
+    """Schema-validate ``doc`` and build the typed receipt (step 1 without proofs)."""
+    try:
+        return structure(contract, doc)
+    except HandoffsError:
+        raise
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise MalformedJSON(f"the message is not plain JSON data: {exc}") from exc
+
+
+def _same(claimed: Any, stated: Any) -> bool:
+    if isinstance(claimed, bool) or isinstance(stated, bool):
+        return isinstance(claimed, bool) and isinstance(stated, bool) and claimed is stated
+    return bool(claimed == stated)
+
+
+# ------------------------------------------------------------------------------ the gate
+
+
+def _identity(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not value or value != value.strip():
+        raise ValueError(f"{attribute.name} must be a non-empty identifier, got {value!r}")
+
+
+def _roles(value: Iterable[str]) -> frozenset[str]:
+    if isinstance(value, str):
+        raise TypeError("roles must be a collection of role names, not one string")
+    roles = frozenset(value)
+    if not all(isinstance(r, str) and r for r in roles):
+        raise TypeError("roles must be non-empty strings")
+    return roles
+
+
+def _trust(_: Any, __: Any, value: KeyRing | UnsafeNoProofs) -> None:
+    if isinstance(value, UnsafeNoProofs):
+        return
+    if not isinstance(value, KeyRing):
+        raise TypeError(f"trust must be a KeyRing or UnsafeNoProofs(), got {type(value).__name__}")
+    if len(value) == 0:
+        raise ProofError(
+            "the trust key ring is empty; nothing could verify (fail closed)",
+            code="empty-trust-store",
+        )
+
+
+def _optional_protocol(protocol: type[Any]) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is not None and not isinstance(value, protocol):
+            raise TypeError(f"{attribute.name} must implement {protocol.__name__}")
+
+    return check
+
+
+def _callable(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not callable(value):
+        raise TypeError(f"{attribute.name} must be callable")
+
+
+class _Run:
+    """Mutable per-decision state (kept off the frozen gate)."""
+
+    __slots__ = ("contract", "named", "readback", "receipt", "receipt_id", "sender", "step",
+                 "trigger")
+
+    def __init__(self) -> None:
+        self.step = Step.PARSE
+        self.contract: Contract[Any, Any] | None = None
+        self.named: str | None = None
+        self.receipt_id: str | None = None
+        self.receipt: Receipt[Any, Any] | None = None
+        self.sender: str | None = None
+        self.trigger: str | None = None
+        self.readback: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Gate:
+    """The runtime gate for decision receipts: five numbered steps, fail closed.
+
+    Build it once; call :meth:`decide` (usually through a receiver contract such as
+    :class:`~handoffs.receivers.StrictContractReceiver`) for every message.
+
+    Attributes:
+        identity: this receiver's identity; a receipt must be addressed to it.
+        trust: the key ring that verifies proofs and grants, or **the unsafe**
+            :class:`UnsafeNoProofs`. An empty key ring is refused.
+        registry: the contract versions this receiver understands.
+        roles: roles this receiver holds (checked against ``RoleHeld`` dependencies).
+        policy_service: resolves policy versions (``PolicyResolvable`` dependencies).
+        evidence: resolves evidence references (steps 3 and 4); without one, step (4)
+            is skipped and ``EvidenceFresh`` dependencies are unmet.
+        replay: the replay store (default: a fresh :class:`MemoryReplayStore`);
+            ``None`` disables replay protection (deterministic replays in the lab).
+        clock: the injectable clock for validity windows and freshness.
+        limits: size and depth bounds for raw input.
+        readback: how often decisive claims are read back (needs ``evidence``).
+        log: an optional decision log; one row per decision.
+    """
+
+    identity: str = attrs.field(validator=_identity)
+    trust: KeyRing | UnsafeNoProofs = attrs.field(validator=_trust)
+    registry: Registry = attrs.field(
+        default=BUILTIN, validator=attrs.validators.instance_of(Registry)
+    )
+    roles: frozenset[str] = attrs.field(default=frozenset(), converter=_roles)
+    policy_service: PolicyService | None = attrs.field(
+        default=None, validator=_optional_protocol(PolicyService)
+    )
+    evidence: EvidenceResolver | None = attrs.field(
+        default=None, validator=_optional_protocol(EvidenceResolver)
+    )
+    replay: ReplayStore | None = attrs.field(
+        factory=MemoryReplayStore, validator=_optional_protocol(ReplayStore)
+    )
+    clock: Clock = attrs.field(default=utc_now, validator=_callable)
+    limits: JSONLimits = attrs.field(
+        default=DEFAULT_LIMITS, validator=attrs.validators.instance_of(JSONLimits)
+    )
+    readback: Readback = attrs.field(
+        default=Readback.OFF, validator=attrs.validators.instance_of(Readback)
+    )
+    log: DecisionLog | None = attrs.field(default=None, validator=_optional_protocol(DecisionLog))
+    _fail_closed: str | None = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        if len(self.registry) == 0:
+            raise UnknownContract("the registry holds no contract", code="empty-registry")
+        if self.readback.enabled and self.evidence is None:
+            raise ValueError("readback needs an evidence resolver (evidence=...)")
+        shared = {c.fail_closed_action.value for c in self.registry}
+        object.__setattr__(self, "_fail_closed", shared.pop() if len(shared) == 1 else None)
+        if isinstance(self.trust, UnsafeNoProofs):
+            warnings.warn(
+                f"gate {self.identity!r} is built with UnsafeNoProofs: proofs, keys and "
+                "authority grants are NOT checked; any sender can claim any authority",
+                UnsafeConfigurationWarning,
+                stacklevel=3,
+            )
+
+    @property
+    def deterministic(self) -> bool:
+        """True without a replay store: the same message always gets the same decision
+        (given a fixed clock and fixed context services).
+        """
+        return self.replay is None
+
+    @property
+    def verifies_proofs(self) -> bool:
+        """False under :class:`UnsafeNoProofs`."""
+        return not isinstance(self.trust, UnsafeNoProofs)
+
+    def decide(
+        self,
+        message: bytes | str | Mapping[str, Any],
+        *,
+        rule: ReceiverRule,
+        receiver: str,
+        record: Mapping[str, Any] | None = None,
+    ) -> Decision:
+        """Run steps (1)–(5) on one message; never raises.
+
+        Args:
+            message: raw bytes or text (parsed with :attr:`limits`) or a parsed object.
+            rule: step (5), the receiver contract's rule.
+            receiver: the receiver contract's name, recorded in the decision.
+            record: facts recorded with every decision of this receiver.
+        """
+        run = _Run()
+        record = {} if record is None else record
+        document: Mapping[str, Any] | None = None
+        try:
+            # (1) parse
+            document = _parse(message, self.limits)
+            admitted = self._admit(document, run)
+            # (5) policy
+            run.step = Step.POLICY
+            ruling = rule(admitted)
+            decision = Decision(
+                verdict=ruling.verdict,
+                action=ruling.action,
+                step=Step.POLICY,
+                reasons=ruling.reasons,
+                receiver=receiver,
+                contract=run.named,
+                receipt_id=run.receipt_id,
+                sender=run.sender,
+                authority=admitted.authority,
+                counterfactual_trigger=run.trigger,
+                record={**record, **ruling.record},
+                readback=admitted.readback,
+            )
+        except HandoffsError as exc:
+            decision = self._refuse(run, exc, receiver, record)
+        except Exception as exc:
+            decision = self._refuse(
+                run,
+                HandoffsError(f"unexpected {type(exc).__name__}: {exc}", code="internal-error"),
+                receiver,
+                record,
+            )
+        if self.log is not None:
+            decision = self._append(decision, message, document)
+        return decision
+
+    # ------------------------------------------------------------------ steps (1)-(4)
+
+    def _admit(self, doc: Mapping[str, Any], run: _Run) -> Admitted:
+        # (1) parse: the contract version the message names, then its schema.
+        run.named = _text(doc.get("contract"))
+        run.receipt_id = _text(doc.get("id"))
+        contract = self.registry.for_document(doc)
+        run.contract = contract
+        unverified = None
+        if isinstance(self.trust, KeyRing):
+            check_schema(contract, doc)  # the typed receipt comes from verification
+        else:
+            unverified = _structure(contract, doc)
+
+        # (2) proofs: sender proof, grant, key validity, purpose, audience, time, replay.
+        run.step = Step.PROOFS
+        now = self.clock()
+        if now.tzinfo is None:
+            raise TypeError("the gate's clock returned a naive datetime")
+        verified: VerifiedReceipt | None = None
+        if isinstance(self.trust, KeyRing):
+            verified = verify_receipt(
+                doc, self.trust, now=now, registry=self.registry, audience=self.identity
+            )
+            receipt = verified.receipt
+            run.sender = verified.signer.controller
+        else:
+            assert unverified is not None  # noqa: S101 - built in step (1)
+            receipt = unverified
+            if receipt.receiver != self.identity:
+                raise ProofError(
+                    f"addressed to {receipt.receiver!r}, this receiver is {self.identity!r}",
+                    code="wrong-audience", json_path="$.receiver",
+                )
+            if receipt.valid_until <= now:
+                raise ProofError(
+                    f"the receipt expired at {format_time(receipt.valid_until)}",
+                    code="receipt-expired", json_path="$.valid_until",
+                )
+            run.sender = receipt.sender
+        run.receipt = receipt
+        run.trigger = receipt.counterfactual_trigger
+        if self.replay is not None and not self.replay.first_seen(
+            receipt.id, expires=receipt.valid_until, now=now
+        ):
+            raise ReplayedReceipt(f"receipt {receipt.id} was seen before", json_path="$.id")
+
+        # (3) context: the contract's declared receiver-context dependencies.
+        run.step = Step.CONTEXT
+        resolved: dict[str, ResolvedEvidence] = {}
+        if contract.context:
+            self._check_context(contract, receipt, now, resolved)
+
+        # (4) evidence: resolve, verify digests, read decisive claims back.
+        run.step = Step.EVIDENCE
+        readback = None
+        if self.evidence is not None:
+            readback = self._check_evidence(receipt, doc, resolved, run)
+        return Admitted(
+            document=doc, contract=contract, receipt=receipt, verified=verified,
+            evidence=resolved, readback=readback,
+        )
+
+    def _check_context(
+        self,
+        contract: Contract[Any, Any],
+        receipt: Receipt[Any, Any],
+        now: datetime,
+        resolved: dict[str, ResolvedEvidence],
+    ) -> None:
+        failures: list[tuple[OnMissing, Reason]] = []
+        for dependency in contract.context:
+            reason = self._unmet(dependency, receipt, now, resolved)
+            if reason is not None:
+                failures.append((dependency.on_missing, reason))
+        if failures:
+            reject = any(on is OnMissing.REJECT for on, _ in failures)
+            raise _Refused(
+                Verdict.REJECT if reject else Verdict.ESCALATE, tuple(r for _, r in failures)
+            )
+
+    def _unmet(  # noqa: PLR0911 - one return per dependency outcome reads best
+        self,
+        dependency: ContextDependency,
+        receipt: Receipt[Any, Any],
+        now: datetime,
+        resolved: dict[str, ResolvedEvidence],
+    ) -> Reason | None:
+        """The reason a declared dependency is not met, or ``None``."""
+        context = Step.CONTEXT
+        if isinstance(dependency, PolicyResolvable):
+            version = receipt.policy_version
+            if dependency.version is not None and version != dependency.version:
+                return Reason(
+                    "policy-version-mismatch",
+                    f"the contract pins policy {dependency.version!r}, the receipt names "
+                    f"{version!r}", context, "$.policy_version",
+                )
+            if self.policy_service is None:
+                return Reason("policy-unresolvable", "this receiver has no policy service",
+                              context, "$.policy_version")
+            try:
+                status = self.policy_service.resolve(version)
+            except Exception as exc:
+                return Reason("policy-unresolvable", f"the policy service failed: {exc}",
+                              context, "$.policy_version")
+            if not status.known:
+                return Reason("policy-unresolvable",
+                              f"the policy service does not know {version!r}",
+                              context, "$.policy_version")
+            if not status.current:
+                return Reason("policy-not-current", f"policy {version!r} is not current",
+                              context, "$.policy_version")
+            return None
+        if isinstance(dependency, RoleHeld):
+            if dependency.role in self.roles:
+                return None
+            return Reason("receiver-role-missing",
+                          f"this receiver does not hold the role {dependency.role!r}",
+                          context, "$.receiver")
+        if isinstance(dependency, EvidenceFresh):
+            return self._fresh(dependency, receipt, now, resolved)
+        return Reason("dependency-unsupported",
+                      f"this gate cannot check the {dependency.kind!r} dependency",
+                      context, "$")
+
+    def _fresh(
+        self,
+        dependency: EvidenceFresh,
+        receipt: Receipt[Any, Any],
+        now: datetime,
+        resolved: dict[str, ResolvedEvidence],
+    ) -> Reason | None:
+        matching = [
+            (i, ref) for i, ref in enumerate(receipt.evidence_refs)
+            if dependency.evidence in ref.uri
+        ]
+        if not matching:
+            return Reason("evidence-missing",
+                          f"no evidence reference names {dependency.evidence!r}",
+                          Step.CONTEXT, "$.evidence_refs")
+        for index, ref in matching:
+            path = f"$.evidence_refs[{index}]"
+            try:
+                found = self._resolve(ref, resolved)
+            except EvidenceError as exc:
+                return Reason(exc.code, exc.message, Step.CONTEXT, path)
+            if found.observed_at is None:
+                return Reason("evidence-stale", f"{ref.uri} has no observation time",
+                              Step.CONTEXT, path)
+            age = now - found.observed_at
+            if age > dependency.max_age or age < -_FUTURE_SKEW:
+                return Reason(
+                    "evidence-stale",
+                    f"{ref.uri} was observed at {format_time(found.observed_at)}; the "
+                    f"contract accepts at most {dependency.max_age} before now "
+                    f"({format_time(now)})",
+                    Step.CONTEXT, path,
+                )
+        return None
+
+    def _resolve(self, ref: EvidenceRef, resolved: dict[str, ResolvedEvidence]) -> ResolvedEvidence:
+        found = resolved.get(ref.uri)
+        if found is not None:
+            return found
+        if self.evidence is None:
+            raise EvidenceError(f"this receiver has no evidence resolver for {ref.uri!r}")
+        try:
+            found = self.evidence.resolve(ref)
+        except EvidenceError:
+            raise
+        except Exception as exc:
+            raise EvidenceError(
+                f"resolving {ref.uri!r} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(found, ResolvedEvidence):
+            raise EvidenceError(f"the resolver returned {type(found).__name__} for {ref.uri!r}")
+        resolved[ref.uri] = found
+        return found
+
+    def _check_evidence(
+        self,
+        receipt: Receipt[Any, Any],
+        doc: Mapping[str, Any],
+        resolved: dict[str, ResolvedEvidence],
+        run: _Run,
+    ) -> str | None:
+        unresolved: list[Reason] = []
+        tampered: list[Reason] = []
+        for index, ref in enumerate(receipt.evidence_refs):
+            path = f"$.evidence_refs[{index}]"
+            try:
+                found = self._resolve(ref, resolved)
+            except EvidenceError as exc:
+                unresolved.append(Reason(exc.code, exc.message, Step.EVIDENCE, path))
+                continue
+            if ref.digest is not None and found.digest != ref.digest:
+                tampered.append(Reason(
+                    "evidence-digest-mismatch",
+                    f"{ref.uri} has digest {found.digest}, the receipt pins {ref.digest}",
+                    Step.EVIDENCE, f"{path}.digest",
+                ))
+        if tampered:
+            raise _Refused(Verdict.REJECT, tuple(tampered + unresolved))
+        if unresolved:
+            raise _Refused(Verdict.ESCALATE, tuple(unresolved))
+        if not self.readback.selects(receipt.id):
+            return None
+        state = doc["decision_state"]
+        compared = False
+        disagreements: list[Reason] = []
+        for ref in receipt.evidence_refs:
+            claims = resolved[ref.uri].claims
+            if not claims:
+                continue
+            for name, claimed in claims.items():
+                if name not in state:
+                    continue
+                compared = True
+                stated = state[name]
+                if claimed is not stated and not _same(claimed, stated):
+                    disagreements.append(Reason(
+                        "readback-mismatch",
+                        f"the receipt says {name} = {stated!r}, but {ref.uri} says "
+                        f"{claimed!r}",
+                        Step.EVIDENCE, f"$.decision_state.{name}",
+                    ))
+        if disagreements:
+            run.readback = "disagree"
+            raise _Refused(Verdict.REJECT, tuple(disagreements))
+        return "agree" if compared else "no-claims"
+
+    # --------------------------------------------------------------------- outcomes
+
+    def _refuse(
+        self, run: _Run, exc: HandoffsError, receiver: str, record: Mapping[str, Any]
+    ) -> Decision:
+        step = Step.PARSE if isinstance(exc, _STRUCTURE_ERRORS) else run.step
+        verdict = exc.verdict if isinstance(exc, _Refused) else Verdict.REJECT
+        contract = run.contract
+        admitted_past_proofs = run.step > Step.PROOFS
+        receipt = run.receipt if admitted_past_proofs else None
+        return Decision(
+            verdict=verdict,
+            action=contract.fail_closed_action.value if contract is not None else self._fail_closed,
+            step=step,
+            reasons=_reasons(exc, step),
+            receiver=receiver,
+            contract=run.named,
+            receipt_id=run.receipt_id,
+            sender=run.sender if admitted_past_proofs else None,
+            authority=str(receipt.authority.value) if receipt is not None else None,
+            counterfactual_trigger=run.trigger if admitted_past_proofs else None,
+            record=dict(record),
+            readback=run.readback,
+        )
+
+    def _append(
+        self, decision: Decision, message: Any, document: Mapping[str, Any] | None
+    ) -> Decision:
+        assert self.log is not None  # noqa: S101 - checked by the caller
+        digest, size, raw = _digest(message, document)
+        try:
+            self.log.append(
+                decision, digest=digest, message_bytes=size, message=raw,
+                decided_at=self.clock(),
+            )
+        except Exception as exc:
+            code = exc.code if isinstance(exc, HandoffsError) else "log-unavailable"
+            reason = Reason(code, f"the decision could not be logged: {exc}", decision.step)
+            return attrs.evolve(
+                decision, verdict=Verdict.REJECT, reasons=(*decision.reasons, reason),
+                action=decision.action if decision.verdict is not Verdict.ACCEPT
+                else self._fail_closed_for(decision),
+            )
+        return decision
+
+    def _fail_closed_for(self, decision: Decision) -> str | None:
+        if decision.contract is not None:
+            try:
+                return str(self.registry.by_id(decision.contract).fail_closed_action.value)
+            except UnknownContract:
+                pass
+        return self._fail_closed
+
+
+_FUTURE_SKEW: Final = timedelta(minutes=5)
+
+
+# ------------------------------------------------------------- governance (non-receipts)
+
+
+def _fields(value: Iterable[str]) -> tuple[str, ...]:
+    fields = tuple(value)
+    if not all(isinstance(f, str) and f for f in fields):
+        raise TypeError("required must hold field names")
+    return fields
+
+
+@attrs.frozen
+class GovernanceChecker:
+    """Admission for the message forms that are not receipts (full record, risk
+    score, action-only): the essay's ``governance_valid`` plus optional audience and
+    expiry checks. It checks **no proof**; use a :class:`Gate` for signed receipts.
+
+    Steps it runs: (1) parse with limits; governance members present and non-empty
+    (``missing-field``), ``authority`` one of ADVISE/DECIDE; (2) audience when
+    ``identity`` is set, expiry when ``clock`` is set; then (5) the receiver's rule.
+
+    Attributes:
+        contract: the contract whose action set and fail-closed action apply.
+        required: members that must be present and non-empty (the essay's seven
+            governance fields by default; ``()`` checks none, as the essay's score,
+            full-record and advisory receivers do).
+        identity: when set, ``receiver`` must equal it (``wrong-audience``).
+        clock: when set, ``valid_until`` must lie after ``clock()``.
+        limits: size and depth bounds for raw input.
+    """
+
+    contract: Contract[Any, Any]
+    required: tuple[str, ...] = attrs.field(
+        default=GOVERNANCE_FIELDS, converter=_fields, kw_only=True
+    )
+    identity: str | None = attrs.field(default=None, kw_only=True)
+    clock: Clock | None = attrs.field(default=None, kw_only=True)
+    limits: JSONLimits = attrs.field(default=DEFAULT_LIMITS, kw_only=True)
+
+    @property
+    def deterministic(self) -> bool:
+        """True unless a clock makes decisions time-dependent."""
+        return self.clock is None
+
+    def decide(
+        self,
+        message: bytes | str | Mapping[str, Any],
+        *,
+        rule: ReceiverRule,
+        receiver: str,
+        record: Mapping[str, Any] | None = None,
+    ) -> Decision:
+        """Check governance, then apply ``rule``; never raises."""
+        record = {} if record is None else record
+        step = Step.PARSE
+        doc: Mapping[str, Any] | None = None
+        fail = str(self.contract.fail_closed_action.value)
+        try:
+            # (1) parse, governance present
+            doc = _parse(message, self.limits)
+            self._check_present(doc)
+            # (2) audience and validity window
+            step = Step.PROOFS
+            self._check_window(doc)
+            # (5) policy
+            step = Step.POLICY
+            admitted = Admitted(document=doc, contract=self.contract)
+            ruling = rule(admitted)
+            return Decision(
+                verdict=ruling.verdict,
+                action=ruling.action,
+                step=Step.POLICY,
+                reasons=ruling.reasons,
+                receiver=receiver,
+                contract=self.contract.id,
+                receipt_id=_text(doc.get("id")),
+                sender=_text(doc.get("sender")),
+                authority=admitted.authority,
+                counterfactual_trigger=_text(doc.get("counterfactual_trigger")),
+                record={**record, **ruling.record},
+            )
+        except HandoffsError as exc:
+            error = exc
+        except Exception as exc:
+            error = HandoffsError(f"unexpected {type(exc).__name__}: {exc}", code="internal-error")
+        if isinstance(error, MalformedJSON):
+            step = Step.PARSE
+        return Decision(
+            verdict=error.verdict if isinstance(error, _Refused) else Verdict.REJECT,
+            action=fail,
+            step=step,
+            reasons=_reasons(error, step),
+            receiver=receiver,
+            contract=self.contract.id,
+            receipt_id=_text(doc.get("id")) if doc is not None else None,
+            record=dict(record),
+        )
+
+    def _check_present(self, doc: Mapping[str, Any]) -> None:
+        missing = tuple(
+            Reason("missing-field", f"required field {name!r} missing", Step.PARSE, f"$.{name}")
+            for name in self.required
+            if (value := doc.get(name)) is None
+            or (isinstance(value, str | list | tuple | dict) and not value)
+        )
+        if missing:
+            raise _Refused(Verdict.REJECT, missing)
+        if "authority" in self.required and doc["authority"] not in ("ADVISE", "DECIDE"):
+            raise _Refused(Verdict.REJECT, (Reason(
+                "schema-invalid",
+                f"expected one of ['ADVISE', 'DECIDE'], got {doc['authority']!r}",
+                Step.PARSE, "$.authority",
+            ),))
+
+    def _check_window(self, doc: Mapping[str, Any]) -> None:
+        if self.identity is not None and doc.get("receiver") != self.identity:
+            raise ProofError(
+                f"addressed to {doc.get('receiver')!r}, this receiver is {self.identity!r}",
+                code="wrong-audience", json_path="$.receiver",
+            )
+        if self.clock is not None:
+            until = parse_time(cast(str, doc.get("valid_until")), json_path="$.valid_until")
+            if until <= self.clock():
+                raise ProofError(f"the message expired at {format_time(until)}",
+                                 code="receipt-expired", json_path="$.valid_until")

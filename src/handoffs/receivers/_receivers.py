@@ -1,0 +1,479 @@
+"""Receiver contracts: plug-ins behind the one :class:`~handoffs.receivers.Receiver` interface.
+
+Each receiver pairs an admission (a :class:`~handoffs.receivers.Gate` for signed
+receipts, or a :class:`~handoffs.receivers.GovernanceChecker` for the non-receipt
+message forms) with its own rule for step (5). On the essay's messages they decide
+exactly as the essay's ``receive_*`` functions do, and fail closed where those would
+crash (a missing or ill-typed member).
+
+=====================================  ==========================================
+receiver                               essay function
+=====================================  ==========================================
+:class:`StrictContractReceiver`        ``receive_contract`` (receipts)
+:class:`AuthoritativeActuator`         ``receive_action_authoritative``
+:class:`ScoreReceiver`                 ``receive_score``
+:class:`AdvisoryActionReceiver`        ``receive_action_advisory``
+:class:`FullRecordReceiver`            ``receive_full``
+:class:`FunctionReceiver`              (a language-model or other user function)
+=====================================  ==========================================
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from handoffs._errors import HandoffsError
+from handoffs.contracts._contract import Authority, Contract
+from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
+from handoffs.receivers._decision import Decision, Reason, Step, Verdict
+from handoffs.receivers._gate import Admitted, Gate, GovernanceChecker, Ruling
+
+__all__ = [
+    "AdvisoryActionReceiver",
+    "AuthoritativeActuator",
+    "FullRecordReceiver",
+    "FunctionReceiver",
+    "ScoreReceiver",
+    "StrictContractReceiver",
+]
+
+Admission = Gate | GovernanceChecker
+
+
+def _fail(admitted: Admitted, verdict: Verdict, *reasons: Reason, **record: Any) -> Ruling:
+    return Ruling(
+        action=str(admitted.contract.fail_closed_action.value),
+        verdict=verdict,
+        reasons=reasons,
+        record=record,
+    )
+
+
+def _is_gate(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, Gate):
+        raise TypeError(f"{attribute.name} must be a Gate, got {type(value).__name__}")
+
+
+def _is_admission(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, Gate | GovernanceChecker):
+        raise TypeError(
+            f"{attribute.name} must be a Gate or a GovernanceChecker, got {type(value).__name__}"
+        )
+
+
+def _is_contract(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, Contract):
+        raise TypeError(f"{attribute.name} must be a Contract, got {type(value).__name__}")
+
+
+def _admission_for(contract: Contract[Any, Any], governance: GovernanceChecker | None) -> Admission:
+    if governance is None:
+        return GovernanceChecker(contract, required=())
+    if governance.contract is not contract:
+        raise ValueError("the governance checker must use the receiver's contract")
+    return governance
+
+
+# ----------------------------------------------------------------- strict contract
+
+
+def _strict_rule(admitted: Admitted) -> Ruling:
+    """Recompute the contract policy from the verified decision state."""
+    receipt = admitted.receipt
+    contract = admitted.contract
+    if receipt is None:  # pragma: no cover - a Gate always admits a typed receipt
+        return _fail(admitted, Verdict.REJECT, Reason(
+            "unsupported-message", "the strict receiver decides receipts only", Step.POLICY))
+    outcome = contract.evaluate(contract.view(receipt.decision_state))
+    if not outcome.determined or outcome.action is None:
+        return _fail(admitted, Verdict.ESCALATE, Reason(
+            "undetermined",
+            f"the decision state leaves rule {outcome.rule!r} undetermined",
+            Step.POLICY, "$.decision_state",
+        ), rule=outcome.rule)
+    action = str(outcome.action.value)
+    proposed = str(receipt.proposed_action.value)
+    return Ruling(action=action, record={
+        "rule": outcome.rule,
+        "proposed_action": proposed,
+        "agrees_with_proposal": action == proposed,
+    })
+
+
+@attrs.frozen
+class StrictContractReceiver:
+    """The accountable receiver of the essay's decision contract.
+
+    It recomputes the contract's policy from the receipt's decision state, under
+    ADVISE and, being strict, under DECIDE too: a sender's proposal never replaces
+    the receiver's own decision. A state that leaves the policy undetermined (an
+    interval straddling a threshold) escalates with ``undetermined``. The decision's
+    ``record`` names the deciding rule and whether it agrees with the proposal.
+
+    Attributes:
+        gate: the gate that admits receipts (steps 1-4).
+        name: the receiver's name in decisions and logs.
+    """
+
+    gate: Gate = attrs.field(validator=_is_gate)
+    name: str = attrs.field(default="strict-contract", kw_only=True)
+
+    @property
+    def deterministic(self) -> bool:
+        """As deterministic as its gate."""
+        return self.gate.deterministic
+
+    def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
+        """Decide one message; never raises."""
+        return self.gate.decide(message, rule=_strict_rule, receiver=self.name)
+
+
+# ---------------------------------------------------------------------- actuator
+
+
+@attrs.frozen
+class AuthoritativeActuator:
+    """The essay's negative control: executes a sender's DECIDE.
+
+    It executes the receipt's ``proposed_action`` (or the ``action`` member of an
+    action-only message) only when the message's authority is DECIDE and the sender
+    is authorised to decide: with a proof-checking gate, the verified grant must allow
+    DECIDE. Anything else fails closed: ``authority-not-decide`` (escalate),
+    ``authority-not-granted``, ``invalid-action`` or ``conflicting-action`` (reject).
+
+    Attributes:
+        gate: a :class:`Gate` (signed receipts) or a :class:`GovernanceChecker`
+            (action-only and other unsigned forms).
+        name: the receiver's name.
+    """
+
+    gate: Admission = attrs.field(validator=_is_admission)
+    name: str = attrs.field(default="authoritative-actuator", kw_only=True)
+
+    @property
+    def deterministic(self) -> bool:
+        """As deterministic as its admission."""
+        return self.gate.deterministic
+
+    def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
+        """Execute or refuse one message; never raises."""
+        return self.gate.decide(message, rule=self._rule, receiver=self.name)
+
+    def _rule(self, admitted: Admitted) -> Ruling:
+        if admitted.authority != Authority.DECIDE.value:
+            return _fail(admitted, Verdict.ESCALATE, Reason(
+                "authority-not-decide",
+                f"authority is {admitted.authority!r}; an actuator executes DECIDE only",
+                Step.POLICY, "$.authority",
+            ))
+        verified = admitted.verified
+        if isinstance(self.gate, Gate) and self.gate.verifies_proofs and (
+            verified is None or verified.grant is None
+            or Authority.DECIDE not in verified.grant.authority
+        ):
+            return _fail(admitted, Verdict.REJECT, Reason(
+                "authority-not-granted", "no verified grant allows this sender to DECIDE",
+                Step.POLICY, "$.grant",
+            ))
+        if admitted.receipt is not None:
+            return Ruling(action=str(admitted.receipt.proposed_action.value),
+                          record={"executed": True})
+        doc = admitted.document
+        action = doc.get("action", doc.get("proposed_action"))
+        other = doc.get("proposed_action", action)
+        if action != other:
+            return _fail(admitted, Verdict.REJECT, Reason(
+                "conflicting-action",
+                f"action {action!r} and proposed_action {other!r} differ", Step.POLICY,
+                "$.action",
+            ))
+        values = {a.value for a in admitted.contract.actions}
+        if not isinstance(action, str) or action not in values:
+            return _fail(admitted, Verdict.REJECT, Reason(
+                "invalid-action", f"{action!r} is not an action of {admitted.contract.id}",
+                Step.POLICY, "$.action",
+            ))
+        return Ruling(action=action, record={"executed": True})
+
+
+# -------------------------------------------------------------------------- score
+
+
+@attrs.frozen
+class ScoreReceiver:
+    """Decides from one scalar risk score: ``below`` under ``threshold``, else
+    ``at_or_above`` (the essay's ``receive_score``).
+
+    A missing score fails closed (``missing-field``); a score that is not a finite
+    number fails closed (``invalid-field``).
+
+    Attributes:
+        contract: the contract whose actions and fail-closed action apply.
+        below: action for ``score < threshold``.
+        at_or_above: action for ``score >= threshold``.
+        threshold: the cut-off (the essay's 20).
+        field: the message member holding the score.
+        governance: optional governance checks (the essay's receiver has none).
+        name: the receiver's name.
+    """
+
+    contract: Contract[Any, Any] = attrs.field(validator=_is_contract)
+    below: enum.Enum = attrs.field(kw_only=True)
+    at_or_above: enum.Enum = attrs.field(kw_only=True)
+    threshold: float = attrs.field(default=20, kw_only=True)
+    field: str = attrs.field(default="risk_score", kw_only=True)
+    governance: GovernanceChecker | None = attrs.field(default=None, kw_only=True)
+    name: str = attrs.field(default="score", kw_only=True)
+    _admission: Admission = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        for action in (self.below, self.at_or_above):
+            if not isinstance(action, self.contract.actions):
+                raise TypeError(f"{action!r} is not an action of {self.contract.id}")
+        object.__setattr__(self, "_admission", _admission_for(self.contract, self.governance))
+
+    @property
+    def deterministic(self) -> bool:
+        """As deterministic as its admission."""
+        return self._admission.deterministic
+
+    def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
+        """Decide one message; never raises."""
+        return self._admission.decide(message, rule=self._rule, receiver=self.name)
+
+    def _rule(self, admitted: Admitted) -> Ruling:
+        path = f"$.{self.field}"
+        if self.field not in admitted.document:
+            return _fail(admitted, Verdict.REJECT, Reason(
+                "missing-field", f"required field {self.field!r} missing", Step.POLICY, path))
+        score = admitted.document[self.field]
+        if isinstance(score, bool) or not isinstance(score, int | float) or (
+            isinstance(score, float) and not math.isfinite(score)
+        ):
+            return _fail(admitted, Verdict.REJECT, Reason(
+                "invalid-field", f"expected a number, got {score!r}", Step.POLICY, path))
+        action = self.below if score < self.threshold else self.at_or_above
+        return Ruling(action=str(action.value), record={"score": score})
+
+
+# ----------------------------------------------------------------- advisory action
+
+
+@attrs.frozen
+class AdvisoryActionReceiver:
+    """The accountable receiver of an action-only advisory message.
+
+    It refuses an unsupported advisory verdict: whatever the message proposes, it
+    escalates with the contract's fail-closed action and reason ``unsupported-verdict``
+    (the essay's ``receive_action_advisory``).
+
+    Attributes:
+        contract: the contract whose fail-closed action applies.
+        governance: optional governance checks (the essay's receiver has none).
+        name: the receiver's name.
+    """
+
+    contract: Contract[Any, Any] = attrs.field(validator=_is_contract)
+    governance: GovernanceChecker | None = attrs.field(default=None, kw_only=True)
+    name: str = attrs.field(default="advisory-action", kw_only=True)
+    _admission: Admission = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_admission", _admission_for(self.contract, self.governance))
+
+    @property
+    def deterministic(self) -> bool:
+        """As deterministic as its admission."""
+        return self._admission.deterministic
+
+    def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
+        """Refuse the verdict (escalate); never raises."""
+        return self._admission.decide(message, rule=self._rule, receiver=self.name)
+
+    @staticmethod
+    def _rule(admitted: Admitted) -> Ruling:
+        proposed = admitted.document.get("action", admitted.document.get("proposed_action"))
+        return _fail(admitted, Verdict.ESCALATE, Reason(
+            "unsupported-verdict",
+            f"the advisory verdict {proposed!r} comes without the decisive state that would "
+            "support it; the accountable receiver refers the case",
+            Step.POLICY, "$.action",
+        ), proposed=proposed if isinstance(proposed, str) else None)
+
+
+# -------------------------------------------------------------------- full record
+
+
+def _typed(spec: FieldSpec, value: Any) -> Any:
+    """The typed value of one decision field in its JSON form, or raise ValueError."""
+    typed: Any = value
+    if spec.kind is FieldKind.ENUM and isinstance(value, str) and spec.enum_type is not None:
+        typed = spec.enum_type(value)
+    elif spec.kind is FieldKind.INTERVAL and isinstance(value, Mapping):
+        if set(value) != {"lo", "hi"}:
+            raise ValueError("an interval has exactly 'lo' and 'hi'")
+        typed = Interval(value["lo"], value["hi"])
+    if not spec.contains(typed):
+        raise ValueError(f"{value!r} is not a valid {spec.kind.value}")
+    return typed
+
+
+@attrs.frozen
+class FullRecordReceiver:
+    """Applies the contract policy to the record's top-level decision-field members
+    (the essay's ``receive_full``).
+
+    Fields are read strictly (a boolean must be a JSON boolean). The policy is
+    evaluated in three-valued logic: a missing field that an earlier rule makes
+    irrelevant does not matter; one that leaves the decision undetermined escalates
+    with ``undetermined`` and a ``missing-field`` reason per absent field.
+
+    Attributes:
+        contract: the contract whose fields and policy apply.
+        governance: optional governance checks (the essay's receiver has none).
+        name: the receiver's name.
+    """
+
+    contract: Contract[Any, Any] = attrs.field(validator=_is_contract)
+    governance: GovernanceChecker | None = attrs.field(default=None, kw_only=True)
+    name: str = attrs.field(default="full-record", kw_only=True)
+    _admission: Admission = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_admission", _admission_for(self.contract, self.governance))
+
+    @property
+    def deterministic(self) -> bool:
+        """As deterministic as its admission."""
+        return self._admission.deterministic
+
+    def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
+        """Decide one full record; never raises."""
+        return self._admission.decide(message, rule=self._rule, receiver=self.name)
+
+    def _rule(self, admitted: Admitted) -> Ruling:
+        doc = admitted.document
+        view: dict[str, Any] = {}
+        invalid: list[Reason] = []
+        for spec in self.contract.fields:
+            if spec.name in doc:
+                try:
+                    view[spec.name] = _typed(spec, doc[spec.name])
+                except (ValueError, TypeError) as exc:
+                    invalid.append(Reason("invalid-field", str(exc), Step.POLICY,
+                                          f"$.{spec.name}"))
+        if invalid:
+            return _fail(admitted, Verdict.REJECT, *invalid)
+        outcome = self.contract.evaluate(view)
+        if not outcome.determined or outcome.action is None:
+            missing = [
+                Reason("missing-field", f"decision field {spec.name!r} missing", Step.POLICY,
+                       f"$.{spec.name}")
+                for spec in self.contract.fields if spec.name not in view
+            ]
+            return _fail(admitted, Verdict.ESCALATE, Reason(
+                "undetermined", f"the record leaves rule {outcome.rule!r} undetermined",
+                Step.POLICY, "$",
+            ), *missing, rule=outcome.rule)
+        return Ruling(action=str(outcome.action.value), record={"rule": outcome.rule})
+
+
+# ------------------------------------------------------------------ user function
+
+
+def _tools(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise TypeError("tools must be a collection of tool names, not one string")
+    tools = tuple(value)
+    if not all(isinstance(t, str) and t for t in tools):
+        raise TypeError("tools must be non-empty strings")
+    return tools
+
+
+def _text_field(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{attribute.name} must be a non-empty string")
+
+
+@attrs.frozen
+class FunctionReceiver:
+    """A receiver whose step (5) is a user function, e.g. a language-model call.
+
+    The function receives the :class:`~handoffs.receivers.Admitted` message (the
+    verified document, never the raw bytes) and returns an action (its value or an
+    enum member) or a :class:`~handoffs.receivers.Ruling`. An action outside the
+    contract's action set is rejected (``invalid-action``); an exception escalates
+    (``receiver-error``).
+
+    As the essay's release experiment (step 1) asks, the receiver is *declared*: the
+    SHA-256 of its frozen prompt, its model route and its tools are recorded in every
+    decision's ``record``, refusals included.
+
+    Attributes:
+        fn: the function, ``fn(admitted) -> action | Ruling``.
+        gate: its admission (:class:`Gate` or :class:`GovernanceChecker`).
+        name: the receiver's name.
+        prompt: the frozen prompt (or policy text) the function uses.
+        model_route: the model route, e.g. ``"provider/model@2026-01-01"``.
+        tools: names of the tools the function may call.
+        deterministic: whether ``fn`` is deterministic (temperature 0, no tools with
+            side effects); the receiver is deterministic only if its gate is too.
+    """
+
+    fn: Callable[[Admitted], Any]
+    gate: Admission = attrs.field(validator=_is_admission, kw_only=True)
+    name: str = attrs.field(validator=_text_field, kw_only=True)
+    prompt: str = attrs.field(validator=_text_field, kw_only=True)
+    model_route: str = attrs.field(validator=_text_field, kw_only=True)
+    tools: tuple[str, ...] = attrs.field(default=(), converter=_tools, kw_only=True)
+    deterministic: bool = attrs.field(default=False, kw_only=True)
+    record: Mapping[str, Any] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if not callable(self.fn):
+            raise TypeError("fn must be callable")
+        object.__setattr__(self, "deterministic", bool(self.deterministic)
+                           and self.gate.deterministic)
+        object.__setattr__(self, "record", {
+            "prompt_sha256": hashlib.sha256(self.prompt.encode("utf-8")).hexdigest(),
+            "model_route": self.model_route,
+            "tools": list(self.tools),
+        })
+
+    def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
+        """Admit, call the function, check its answer; never raises."""
+        return self.gate.decide(message, rule=self._rule, receiver=self.name,
+                                record=self.record)
+
+    def _rule(self, admitted: Admitted) -> Ruling:
+        try:
+            answer = self.fn(admitted)
+        except HandoffsError as exc:
+            return _fail(admitted, Verdict.ESCALATE, Reason(
+                "receiver-error", f"{self.name} failed: {exc}", Step.POLICY))
+        except Exception as exc:
+            return _fail(admitted, Verdict.ESCALATE, Reason(
+                "receiver-error", f"{self.name} failed: {type(exc).__name__}: {exc}",
+                Step.POLICY))
+        ruling = answer if isinstance(answer, Ruling) else None
+        action = ruling.action if ruling is not None else answer
+        if isinstance(action, enum.Enum):
+            action = action.value
+        values = {a.value for a in admitted.contract.actions}
+        if not isinstance(action, str) or action not in values:
+            return _fail(admitted, Verdict.REJECT, Reason(
+                "invalid-action",
+                f"{self.name} answered {action!r}, not an action of {admitted.contract.id}",
+                Step.POLICY,
+            ))
+        if ruling is None:
+            return Ruling(action=action)
+        if ruling.verdict is not Verdict.ACCEPT:  # a refusal always maps to fail closed
+            action = str(admitted.contract.fail_closed_action.value)
+        return attrs.evolve(ruling, action=action)
