@@ -1,0 +1,119 @@
+"""The ablation lab: ablate until the decision changes.
+
+Declare an :class:`Experiment` (a contract, a case source, strategies of encoder ×
+receiver, perturbations and tolerances), :func:`run` it on any
+``concurrent.futures.Executor``, and read the JSON report: agreement, regret and
+hard violations per strategy × perturbation, schema-valid falsehoods, counterfactual
+triggers, minimal sufficient messages, the release gate and the release artefact::
+
+    from handoffs.lab import run
+    from handoffs.lab.payment import payment_experiment
+
+    result = run(payment_experiment())
+    result.report["strategy_results"]   # the essay's table
+    result.exit_code                    # the release gate: 0 pass, 1 fail
+"""
+
+from handoffs.lab._experiment import (
+    CaseSource,
+    Experiment,
+    ExperimentError,
+    GeneratedCase,
+    GeneratedCases,
+    IterableCases,
+    JSONLinesCases,
+    ReferenceReceiver,
+    Strategy,
+    Tolerances,
+    load_experiment,
+)
+from handoffs.lab._minimal import (
+    MinimalMessage,
+    Reference,
+    Trigger,
+    counterfactual_triggers,
+    ddmin,
+    exhaustive_minimum,
+    minimal_message,
+    region_sufficient,
+)
+from handoffs.lab._perturb import (
+    ActionAdded,
+    AuthoritativeSender,
+    ConstantMessage,
+    Falsehood,
+    LossChanged,
+    MergeEnumValues,
+    Mutate,
+    NoMessage,
+    Perturbation,
+    PolicyVersionChanged,
+    Relay,
+    RemoveDecisionField,
+    RemoveGovernanceField,
+    RoundNumeric,
+    ShortenEvidenceRefs,
+    ShuffledMessage,
+    WidenInterval,
+    standard_perturbations,
+)
+from handoffs.lab._release import (
+    evaluate_gate,
+    release_artefact,
+    sign_artefact,
+    verify_artefact,
+)
+from handoffs.lab._report import ReportError, report_schema, validate_report
+from handoffs.lab._runlog import RunLogError
+from handoffs.lab._runner import LabRun, rescore, run
+
+__all__ = [
+    "ActionAdded",
+    "AuthoritativeSender",
+    "CaseSource",
+    "ConstantMessage",
+    "Experiment",
+    "ExperimentError",
+    "Falsehood",
+    "GeneratedCase",
+    "GeneratedCases",
+    "IterableCases",
+    "JSONLinesCases",
+    "LabRun",
+    "LossChanged",
+    "MergeEnumValues",
+    "MinimalMessage",
+    "Mutate",
+    "NoMessage",
+    "Perturbation",
+    "PolicyVersionChanged",
+    "Reference",
+    "ReferenceReceiver",
+    "Relay",
+    "RemoveDecisionField",
+    "RemoveGovernanceField",
+    "ReportError",
+    "RoundNumeric",
+    "RunLogError",
+    "ShortenEvidenceRefs",
+    "ShuffledMessage",
+    "Strategy",
+    "Tolerances",
+    "Trigger",
+    "WidenInterval",
+    "counterfactual_triggers",
+    "ddmin",
+    "evaluate_gate",
+    "exhaustive_minimum",
+    "load_experiment",
+    "minimal_message",
+    "region_sufficient",
+    "release_artefact",
+    "report_schema",
+    "rescore",
+    "run",
+    "sign_artefact",
+    "standard_perturbations",
+    "validate_report",
+    "verify_artefact",
+]

@@ -1,0 +1,277 @@
+"""``handoffs lab``: run experiments and gate releases from the command line.
+
+``handoffs lab run [EXPERIMENT.toml]`` runs an experiment (the built-in payment
+experiment without an argument), prints the essay's table and the gate's verdict,
+and writes ``report.json`` (always), ``report.md`` and ``report.html`` and the
+run log to ``--out``. ``handoffs lab gate REPORT.json`` re-evaluates the release
+gate on a report, optionally under another budget, and writes (and signs) the
+release artefact.
+
+Exit codes: 0 the gate passed; 1 it failed; 2 the command could not run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import click
+
+from handoffs._errors import HandoffsError, MalformedJSON
+from handoffs._json import JSONLimits, dumps, loads
+from handoffs.lab._experiment import ExperimentError, Tolerances, load_experiment
+from handoffs.lab._release import (
+    EXIT_ERROR,
+    evaluate_gate,
+    release_artefact,
+    sign_artefact,
+)
+from handoffs.lab._report import validate_report
+from handoffs.lab._runner import EXECUTORS, run
+
+__all__ = ["lab"]
+
+_REPORT_LIMITS: Final = JSONLimits(max_bytes=1 << 28, max_depth=64)
+_RENDERERS: Final = (("report.md", "render_markdown"), ("report.html", "render_html"))
+
+
+class _CannotRun(click.ClickException):
+    """The command could not run (exit code 2)."""
+
+    exit_code = EXIT_ERROR
+
+
+@click.group("lab")
+def lab() -> None:
+    """Ablate until the decision changes: run experiments and gate releases."""
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(file=sys.stdout, width=max(120, Console(file=sys.stdout).width),
+                   soft_wrap=True)
+
+
+def _num(value: Any, places: int = 4) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:.{places}f}".rstrip("0").rstrip(".") if isinstance(value, float) \
+        else str(value)
+
+
+def print_summary(report: Mapping[str, Any]) -> None:
+    """Print the essay's table, the controls and falsehoods, and the gate's verdict."""
+    from rich.table import Table
+
+    console = _console()
+    experiment = report["experiment"]
+    console.print(f"[bold]{experiment['name']}[/bold]: {experiment['contract']}, "
+                  f"{experiment['cases']} cases, {len(report['results'])} strategy × "
+                  "perturbation rows")
+    table = Table(title="Strategies", title_justify="left")
+    for column in ("strategy", "agreement", "mean regret", "catastrophic", "governance",
+                   "mean bytes"):
+        table.add_column(column, justify="left" if column == "strategy" else "right")
+    for row in report["strategy_results"]:
+        table.add_row(row["strategy"], _num(row["agreement"]), _num(row["mean_regret"]),
+                      _num(row["catastrophic_errors"]), _num(row["governance_pass_rate"]),
+                      _num(row["mean_bytes"], 2))
+    console.print(table)
+    table = Table(title="Decision-field ablation (benign-default receiver; strict receiver)",
+                  title_justify="left")
+    for column in ("removed field", "agreement", "mean regret", "catastrophic",
+                   "strict agreement"):
+        table.add_column(column, justify="left" if column == "removed field" else "right")
+    for row in report["decision_field_ablation"]:
+        table.add_row(row["removed_field"], _num(row["agreement"]), _num(row["mean_regret"]),
+                      _num(row["catastrophic_errors"]),
+                      _num(row.get("strict_receiver_agreement")))
+    console.print(table)
+    table = Table(title="Governance-field ablation", title_justify="left")
+    for column in ("removed field", "semantic", "strict receiver", "governance failures"):
+        table.add_column(column, justify="left" if column == "removed field" else "right")
+    for row in report["governance_field_ablation"]:
+        table.add_row(row["removed_field"], _num(row["semantic_agreement"]),
+                      _num(row["strict_receiver_agreement"]), _num(row["governance_failures"]))
+    console.print(table)
+    injection = report["error_injection"]
+    if injection is not None:
+        console.print(
+            f"Error injection: {injection['case_id']} {injection['field']} = "
+            f"{dumps(injection['value'])}: schema still valid "
+            f"{_num(injection['schema_still_valid'])}, reference "
+            f"{injection['reference_action']}, baseline {injection['baseline_action']}, "
+            f"altered {injection['altered_action']}, loss {_num(injection['synthetic_loss'])}")
+    for strategy in report["falsehoods"]["strategies"]:
+        console.print(
+            f"Falsehoods for {strategy['strategy']}: {strategy['evaluated']} sent, "
+            f"{strategy['caught']} caught, {strategy['survived']} survived "
+            f"({strategy['catastrophic_survived']} catastrophic), "
+            f"{strategy['equivalent']} without effect")
+    minimal = report["minimal_messages"]
+    console.print(f"Minimal messages: {len(minimal['regions'])} regions, mean "
+                  f"{_num(minimal['mean_fields'], 2)} of {len(minimal['contract_fields'])} "
+                  "fields")
+    gate = report["gate"]
+    verdict = "[green]PASS[/green]" if gate["passed"] else "[red]FAIL[/red]"
+    console.print(f"Release gate: {verdict} ({len(gate['checks'])} checks)")
+    for reason in gate["reasons"]:
+        console.print(f"  - {reason}", markup=False)
+    for warning in gate["warnings"]:
+        console.print(f"  warning: {warning}", markup=False)
+
+
+def _write_renderings(report: Mapping[str, Any], out: Path) -> list[str]:
+    notes: list[str] = []
+    try:
+        module = importlib.import_module("handoffs.lab._render")
+    except ModuleNotFoundError as exc:
+        if exc.name != "handoffs.lab._render":
+            raise
+        return ["report.md and report.html skipped: the renderer is not installed"]
+    for filename, function in _RENDERERS:
+        render = getattr(module, function, None)
+        if render is None:
+            notes.append(f"{filename} skipped: the renderer has no {function}()")
+            continue
+        try:
+            text = render(report)
+        except ImportError as exc:  # an optional extra (e.g. matplotlib) is missing
+            notes.append(f"{filename} skipped: {exc}")
+            continue
+        (out / filename).write_text(text, encoding="utf-8")
+    return notes
+
+
+@lab.command("run")
+@click.argument("experiment", required=False,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("handoffs-report"), show_default=True,
+              help="Directory for report.json, report.md, report.html and run.jsonl.")
+@click.option("--executor", type=click.Choice(EXECUTORS), default="threads",
+              show_default=True, help="Where the chunks run.")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Worker count (default: the executor's).")
+@click.option("--chunk-size", type=click.IntRange(min=1), default=256, show_default=True,
+              help="Cases per work unit.")
+@click.option("--resume", is_flag=True, help="Continue the run log in --out after an "
+              "interruption.")
+@click.option("--no-progress", is_flag=True, help="Do not show a progress bar.")
+@click.pass_context
+def run_command(  # noqa: PLR0917 - click passes every option as a parameter
+    ctx: click.Context, experiment: Path | None, out: Path, executor: str,
+    workers: int | None, chunk_size: int, resume: bool, no_progress: bool,
+) -> None:
+    """Run EXPERIMENT (a TOML file; default: the built-in payment experiment)."""
+    try:
+        if experiment is None:
+            from handoffs.lab.payment import payment_experiment
+
+            declared = payment_experiment()
+        else:
+            declared = load_experiment(experiment)
+        out.mkdir(parents=True, exist_ok=True)
+        progress = not no_progress and sys.stderr.isatty()
+        result = run(declared, executor=executor, workers=workers, chunk_size=chunk_size,
+                     run_log=out / "run.jsonl", resume=resume, progress=progress)
+    except HandoffsError as exc:  # a bad declaration, log, extra or encoder: cannot run
+        raise _CannotRun(f"{exc} [{exc.code}]") from exc
+    report = result.report
+    (out / "report.json").write_text(dumps(report, indent=2) + "\n", encoding="utf-8")
+    notes = _write_renderings(report, out)
+    print_summary(report)
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+    click.echo(f"wrote {out / 'report.json'}", err=True)
+    ctx.exit(result.exit_code)
+
+
+def _budget(values: Sequence[str], base: Tolerances) -> Tolerances:
+    merged: dict[str, Any] = base.to_json()
+    for value in values:
+        path = Path(value)
+        if "=" not in value and path.suffix in (".toml", ".json"):
+            if path.suffix == ".toml":
+                import tomllib
+
+                try:
+                    table = tomllib.loads(path.read_text(encoding="utf-8"))
+                except tomllib.TOMLDecodeError as exc:
+                    raise _CannotRun(f"budget {path}: invalid TOML: {exc}") from exc
+                table = table.get("tolerances", table)
+            else:
+                table = loads(path.read_bytes())
+            if not isinstance(table, dict):
+                raise _CannotRun(f"budget {path} is not a table")
+            merged.update(table)
+            continue
+        key, sep, raw = value.partition("=")
+        if not sep:
+            raise _CannotRun(f"--budget {value!r}: use KEY=VALUE or a .toml/.json file")
+        try:
+            merged[key.strip()] = loads(raw) if raw.strip() else None
+        except MalformedJSON:
+            merged[key.strip()] = raw
+    try:
+        return Tolerances.from_json(merged)
+    except ExperimentError as exc:
+        raise _CannotRun(str(exc)) from exc
+
+
+@lab.command("gate")
+@click.argument("report_path", metavar="REPORT.json",
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--budget", "budgets", multiple=True, metavar="KEY=VALUE|FILE",
+              help="Override a tolerance (e.g. regret_delta=0.5, gate_perturbations=\"...\"), "
+                   "or read [tolerances] from a .toml/.json file. Repeatable.")
+@click.option("--artefact", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the release artefact here (default: release.json beside the "
+                   "report).")
+@click.option("--sign-key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="PEM Ed25519 private key: sign the artefact with an "
+                                 "eddsa-jcs-2022 proof.")
+@click.pass_context
+def gate_command(ctx: click.Context, report_path: Path, budgets: tuple[str, ...],
+                 artefact: Path | None, sign_key: Path | None) -> None:
+    """Evaluate the release gate on REPORT.json; exit 0 pass, 1 fail, 2 error."""
+    try:
+        report = loads(report_path.read_bytes(), limits=_REPORT_LIMITS)
+        validate_report(report)
+    except HandoffsError as exc:
+        raise _CannotRun(f"{report_path}: {exc}") from exc
+    tolerances = _budget(budgets, Tolerances.from_json(report["experiment"]["tolerances"]))
+    updated = {**report,
+               "experiment": {**report["experiment"], "tolerances": tolerances.to_json()}}
+    gate = updated["gate"] = evaluate_gate(updated, tolerances)
+    document = release_artefact(updated)
+    if sign_key is not None:
+        from handoffs.contracts._keys import SigningKey
+
+        try:
+            key = SigningKey.from_pem(sign_key.read_bytes())
+        except HandoffsError as exc:
+            raise _CannotRun(f"{sign_key}: {exc}") from exc
+        document = sign_artefact(document, key, created=datetime.now(UTC))
+    target = artefact or report_path.with_name("release.json")
+    target.write_text(dumps(document, indent=2) + "\n", encoding="utf-8")
+    console = _console()
+    verdict = "[green]PASS[/green]" if gate["passed"] else "[red]FAIL[/red]"
+    console.print(f"Release gate: {verdict} ({len(gate['checks'])} checks)")
+    for check in gate["checks"]:
+        mark = "ok  " if check["passed"] else "FAIL"
+        console.print(f"  {mark} {check['reason']}", markup=False)
+    for warning in gate["warnings"]:
+        console.print(f"  warning: {warning}", markup=False)
+    click.echo(f"wrote {target}", err=True)
+    ctx.exit(gate["exit_code"])
+

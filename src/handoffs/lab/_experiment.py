@@ -1,0 +1,898 @@
+"""Experiments: a contract, a case source, a reference, strategies, perturbations, tolerances.
+
+An :class:`Experiment` is the essay's seven-step release experiment written down:
+the receivers are frozen inside :class:`Strategy` objects, the full-evidence
+reference is the contract's policy applied to the true decision state (or a
+declared procedure), the consequence is the contract's loss matrix and hard
+constraints, the candidate encodings are the strategies' encoders, and the
+perturbations ablate, coarsen, mutate, control and change the boundary.
+
+Case sources stream: :class:`IterableCases` (a Python iterable or a factory of one),
+:class:`JSONLinesCases` (one JSON object a line) and :class:`GeneratedCases`
+(Hypothesis-drawn decision states of the contract). Every source can be iterated
+more than once, which is what resuming an interrupted run needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import importlib
+import math
+import tomllib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, Protocol, runtime_checkable
+
+import attrs
+
+from handoffs._errors import HandoffsError, MalformedJSON
+from handoffs._json import loads
+from handoffs.contracts._contract import Authority, Contract
+from handoffs.contracts._encoders import Encoder, GovernanceService, ReceiptEncoder
+from handoffs.contracts._fields import MISSING, FieldKind, FieldSpec, Interval
+from handoffs.contracts._receipt import EvidenceRef
+from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
+
+__all__ = [
+    "CaseSource",
+    "Experiment",
+    "ExperimentError",
+    "GeneratedCase",
+    "GeneratedCases",
+    "IterableCases",
+    "JSONLinesCases",
+    "ReferenceReceiver",
+    "Strategy",
+    "Tolerances",
+    "load_experiment",
+    "wire_value",
+]
+
+
+class ExperimentError(HandoffsError, ValueError):
+    """An experiment declaration is inconsistent or cannot be loaded."""
+
+    code = "bad-experiment"
+
+
+# ------------------------------------------------------------------------- values
+
+
+def wire_value(value: Any) -> Any:
+    """A decision-field value in its JSON form (enums by value, intervals as objects)."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Interval):
+        return {"lo": value.lo, "hi": value.hi}
+    return value
+
+
+def typed_value(spec: FieldSpec, value: Any) -> Any:
+    """Read one decision field's JSON value; raise ``ValueError`` when it is not valid."""
+    if spec.kind is FieldKind.ENUM:
+        assert spec.enum_type is not None  # noqa: S101 - guaranteed by state_fields
+        typed: Any = spec.enum_type(value)
+    elif spec.kind is FieldKind.INTERVAL:
+        if not isinstance(value, Mapping) or set(value) != {"lo", "hi"}:
+            raise ValueError(f"{spec.name}: an interval is an object with lo and hi")
+        typed = Interval(value["lo"], value["hi"])
+    else:
+        typed = value
+    if not spec.contains(typed):
+        raise ValueError(f"{spec.name}: {value!r} is not a valid {spec.kind.value}")
+    return typed
+
+
+# --------------------------------------------------------------- reference receiver
+
+
+_CACHE_LIMIT: Final = 4096
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return ("[", *(_freeze(v) for v in value))
+    # Tag the type: True == 1 in Python, not in JSON.
+    return (type(value).__name__, value)
+
+
+@attrs.frozen
+class ReferenceReceiver:
+    """The contract's reference policy, applied to a message's ``decision_state``.
+
+    With ``defaults=True`` it is the essay's *benign-default receiver*: a field that
+    is missing takes its declared ``if_missing`` value (fields declared without one
+    stay missing). With ``defaults=False`` it is the *three-valued receiver*: a
+    missing field, or an interval straddling a threshold, leaves the decision
+    undetermined, and the receiver fails closed with the contract's
+    ``fail_closed_action``. Either way it ignores governance, authority and proofs:
+    the lab uses it for *semantic* agreement, kept apart from admissibility.
+
+    It never raises: a message without a readable ``decision_state`` is rejected.
+    """
+
+    contract: Contract[Any, Any]
+    defaults: bool = True
+    _cache: dict[Any, Decision] = attrs.field(factory=dict, eq=False, repr=False, init=False)
+
+    @property
+    def name(self) -> str:
+        """``reference-benign-defaults`` or ``reference-three-valued``."""
+        return "reference-benign-defaults" if self.defaults else "reference-three-valued"
+
+    @property
+    def deterministic(self) -> bool:
+        """Always true."""
+        return True
+
+    def memo_key(self, message: Mapping[str, Any]) -> Any:
+        """The part of the message the decision depends on: the decision state."""
+        state = message.get("decision_state")
+        if not isinstance(state, Mapping):
+            return _freeze(state)
+        items = []
+        for name, value in state.items():
+            kind = type(value)
+            if kind is dict or kind is list:
+                return _freeze(state)
+            items.append((name, kind, value))  # the type: True == 1 in Python, not in JSON
+        return tuple(items)
+
+    def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
+        """Decide from the message's decision state alone."""
+        if isinstance(message, bytes | str):
+            try:
+                message = loads(message)
+            except MalformedJSON as exc:
+                return self._reject("invalid-json", exc.message, Step.PARSE)
+        if not isinstance(message, Mapping):
+            return self._reject("not-an-object", "a message is a JSON object", Step.PARSE)
+        state = message.get("decision_state")
+        if not isinstance(state, Mapping):
+            return self._reject("no-decision-state", "the message carries no decision_state",
+                                Step.PARSE, "$.decision_state")
+        key = self.memo_key(message)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        decision = self._decide(state)
+        if len(self._cache) >= _CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[key] = decision
+        return decision
+
+    def _decide(self, state: Mapping[str, Any]) -> Decision:
+        view: dict[str, Any] = {}
+        for spec in self.contract.fields:
+            if spec.name in state:
+                try:
+                    view[spec.name] = typed_value(spec, state[spec.name])
+                except (ValueError, TypeError) as exc:
+                    return self._reject("invalid-value", str(exc), Step.PARSE,
+                                        f"$.decision_state.{spec.name}")
+            elif self.defaults and spec.if_missing is not MISSING:
+                view[spec.name] = spec.if_missing
+        unknown = sorted(set(state) - set(self.contract.field_map))
+        if unknown:
+            return self._reject("unknown-field", f"unknown decision fields {unknown}",
+                                Step.PARSE, f"$.decision_state.{unknown[0]}")
+        outcome = self.contract.policy.evaluate(view)
+        if outcome.action is None:
+            return Decision(
+                verdict=Verdict.ESCALATE,
+                action=self.contract.fail_closed_action.value,
+                step=Step.POLICY,
+                reasons=(Reason("undetermined", f"rule {outcome.rule} is undetermined on "
+                                "this state", Step.POLICY, "$.decision_state"),),
+                receiver=self.name,
+                contract=self.contract.id,
+                record={"rule": outcome.rule},
+            )
+        return Decision(verdict=Verdict.ACCEPT, action=outcome.action.value, step=Step.POLICY,
+                        receiver=self.name, contract=self.contract.id,
+                        record={"rule": outcome.rule})
+
+    def _reject(self, code: str, message: str, step: Step, path: str = "$") -> Decision:
+        return Decision(
+            verdict=Verdict.REJECT,
+            action=self.contract.fail_closed_action.value,
+            step=step,
+            reasons=(Reason(code, message, step, path),),
+            receiver=self.name,
+            contract=self.contract.id,
+        )
+
+
+# --------------------------------------------------------------------- strategies
+
+
+def _check_name(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not value or any(c in value for c in " \t\n/"):
+        raise ExperimentError(f"{attribute.name} {value!r} must be a non-empty name without "
+                              "spaces or slashes")
+
+
+@attrs.frozen(kw_only=True)
+class Strategy:
+    """One handoff strategy: an encoder paired with a frozen receiver.
+
+    Attributes:
+        name: strategy name, unique in the experiment (e.g. ``"decision_contract"``).
+        encoder: writes message content from the sender's evidence.
+        receiver: decides each message (the essay's "strict" receiver for it).
+        authority: the authority the governance service stamps (``DECIDE`` makes the
+            receiver an actuator: the essay's negative control).
+        receipts: whether messages are contract receipts (named contract and receipt
+            id; schema validity is measured). Defaults to true for a
+            :class:`~handoffs.contracts.ReceiptEncoder`.
+        gated: whether the release gate applies to this strategy.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    encoder: Encoder[Any]
+    receiver: Receiver
+    authority: Authority = Authority.ADVISE
+    receipts: bool = attrs.field()
+    gated: bool = False
+
+    @receipts.default
+    def _receipts_default(self) -> bool:
+        return isinstance(self.encoder, ReceiptEncoder)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready description (the report's ``experiment.strategies`` rows)."""
+        record: Mapping[str, Any] = getattr(self.receiver, "record", None) or {}
+        return {
+            "name": self.name,
+            "encoder": str(getattr(self.encoder, "name", type(self.encoder).__name__)),
+            "receiver": str(getattr(self.receiver, "name", type(self.receiver).__name__)),
+            "authority": self.authority.value,
+            "deterministic": bool(self.receiver.deterministic),
+            "receipts": self.receipts,
+            "gated": self.gated,
+            "record": dict(record) if isinstance(record, Mapping) else {},
+        }
+
+
+def _non_negative(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not value >= 0
+                              or (isinstance(value, float) and not math.isfinite(value))):
+        raise ExperimentError(f"tolerance {attribute.name} must be a finite number >= 0, "
+                              f"got {value!r}")
+
+
+def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class Tolerances:
+    """Declared release tolerances: one threshold per metric, never a blended score.
+
+    A gated strategy passes under each of ``gate_perturbations`` when every metric
+    is within its threshold. Hard violations are 0 unless declared otherwise.
+
+    Attributes:
+        agreement_epsilon: ε; pass when ``1 - agreement <= ε``.
+        regret_delta: δ; pass when mean consequence-weighted regret ``<= δ``.
+        max_regret: bound on the largest single regret (``None``: no bound).
+        hard_violations: hard violations allowed (default 0).
+        governance_failures: messages allowed to fail the governance check.
+        max_mean_bytes: bound on mean payload bytes (``None``: no bound).
+        surviving_catastrophic_falsehoods: catastrophic falsehoods a gated receiver
+            may let through (``None``: reported, not gated).
+        controls_must_fail: fail the gate when a falsifying control (no message,
+            shuffled, constant) meets the agreement and regret thresholds.
+        gate_perturbations: perturbation ids the gated strategies must withstand.
+    """
+
+    agreement_epsilon: float = attrs.field(default=0.0, validator=_non_negative)
+    regret_delta: float = attrs.field(default=0.0, validator=_non_negative)
+    max_regret: float | None = attrs.field(default=None, validator=_non_negative)
+    hard_violations: int = attrs.field(default=0, validator=_non_negative)
+    governance_failures: int = attrs.field(default=0, validator=_non_negative)
+    max_mean_bytes: float | None = attrs.field(default=None, validator=_non_negative)
+    surviving_catastrophic_falsehoods: int | None = attrs.field(default=None,
+                                                                validator=_non_negative)
+    controls_must_fail: bool = True
+    gate_perturbations: tuple[str, ...] = attrs.field(default=("none",), converter=_str_tuple)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form (the report's ``tolerances`` and the artefact's regret budget)."""
+        return {
+            "agreement_epsilon": self.agreement_epsilon,
+            "regret_delta": self.regret_delta,
+            "max_regret": self.max_regret,
+            "hard_violations": self.hard_violations,
+            "governance_failures": self.governance_failures,
+            "max_mean_bytes": self.max_mean_bytes,
+            "surviving_catastrophic_falsehoods": self.surviving_catastrophic_falsehoods,
+            "controls_must_fail": self.controls_must_fail,
+            "gate_perturbations": list(self.gate_perturbations),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Tolerances:
+        """Read the JSON (or TOML) form; unknown keys are an error."""
+        known = {a.name for a in attrs.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ExperimentError(f"unknown tolerance {unknown[0]!r}; known: {sorted(known)}",
+                                  json_path=f"$.{unknown[0]}")
+        try:
+            return cls(**dict(data))
+        except TypeError as exc:
+            raise ExperimentError(f"bad tolerances: {exc}") from exc
+
+
+# -------------------------------------------------------------------- case sources
+
+
+@runtime_checkable
+class CaseSource(Protocol):
+    """A re-iterable stream of cases (the sender's evidence), in a fixed order."""
+
+    @property
+    def description(self) -> str:
+        """Where the cases come from (recorded in the report)."""
+        ...
+
+    def __iter__(self) -> Iterator[Any]:
+        """Iterate the cases from the first, every time."""
+        ...
+
+
+@attrs.frozen
+class IterableCases:
+    """Cases from a Python iterable, or from a factory that returns a fresh one.
+
+    A factory (a callable) is what makes a generator re-iterable; a plain iterator
+    given directly can be consumed only once, so resuming needs a factory.
+    """
+
+    source: Iterable[Any] | Callable[[], Iterable[Any]]
+    description: str = "python"
+
+    def __iter__(self) -> Iterator[Any]:
+        """Iterate the cases."""
+        if callable(self.source):
+            return iter(self.source())
+        return iter(self.source)
+
+
+@attrs.frozen
+class JSONLinesCases:
+    """Cases from a JSON Lines file: one JSON object a line, read lazily.
+
+    ``structure`` turns each object into evidence (default: keep the dict). Blank
+    lines are skipped; a bad line is an error naming the line.
+    """
+
+    path: Path = attrs.field(converter=Path)
+    structure: Callable[[dict[str, Any]], Any] | None = None
+
+    @property
+    def description(self) -> str:
+        """``jsonl:<path>``."""
+        return f"jsonl:{self.path}"
+
+    def __iter__(self) -> Iterator[Any]:
+        """Read and structure the cases one line at a time."""
+        with self.path.open("rb") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    value = loads(line)
+                except MalformedJSON as exc:
+                    raise MalformedJSON(f"{self.path} line {number}: {exc.message}",
+                                        code=exc.code, json_path=exc.json_path) from exc
+                if not isinstance(value, dict):
+                    raise MalformedJSON(f"{self.path} line {number} is not a JSON object",
+                                        code="not-an-object")
+                yield value if self.structure is None else self.structure(value)
+
+
+@attrs.frozen
+class GeneratedCase:
+    """A case drawn from a contract: an id, the true decision state and references."""
+
+    case_id: str
+    state: Any
+    evidence_refs: tuple[str, ...]
+
+
+def _field_strategy(spec: FieldSpec, thresholds: Sequence[float]) -> Any:
+    from hypothesis import strategies as st
+
+    if spec.kind is FieldKind.BOOL:
+        return st.booleans()
+    if spec.kind is FieldKind.ENUM:
+        return st.sampled_from(list(spec.domain() or ()))
+    lo = spec.minimum if spec.minimum is not None else -1e9
+    hi = spec.maximum if spec.maximum is not None else 1e9
+    marks = [t for t in thresholds if lo <= t <= hi]
+    if spec.kind is FieldKind.INT:
+        near = [int(v) for t in marks for v in (math.floor(t), math.ceil(t), t + 1, t - 1)
+                if lo <= int(v) <= hi]
+        ints = st.integers(math.ceil(lo), math.floor(hi))
+        return st.one_of(st.sampled_from(near), ints) if near else ints
+    floats = st.floats(lo, hi, allow_nan=False, allow_infinity=False)
+    points = st.one_of(st.sampled_from(marks), floats) if marks else floats
+    if spec.kind is FieldKind.FLOAT:
+        return points
+    return st.tuples(points, points).map(lambda p: Interval(min(p), max(p)))
+
+
+def draw(strategy: Any, count: int, *, seed: int) -> list[Any]:
+    """Draw up to ``count`` examples from a Hypothesis strategy, reproducibly.
+
+    Used outside tests (case generation, falsehood pools); the same seed always
+    gives the same examples. Hypothesis stops early when the space is exhausted.
+    """
+    import hypothesis
+    from hypothesis import HealthCheck, Phase, given, settings
+
+    drawn: list[Any] = []
+
+    @hypothesis.seed(seed)
+    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def collect(value: Any) -> None:
+        drawn.append(value)
+
+    collect()
+    return drawn[:count]
+
+
+@attrs.frozen
+class GeneratedCases:
+    """``count`` cases whose decision states Hypothesis draws from the contract.
+
+    Numeric fields are weighted towards the policy's thresholds. Drawing happens in
+    batches, so memory does not grow with ``count``; the same ``seed`` gives the
+    same cases.
+    """
+
+    contract: Contract[Any, Any]
+    count: int
+    seed: int = 0
+    batch: int = 500
+
+    @property
+    def description(self) -> str:
+        """``hypothesis:<contract>:<count>:<seed>``."""
+        return f"hypothesis:{self.contract.id}:{self.count}:seed={self.seed}"
+
+    def __iter__(self) -> Iterator[GeneratedCase]:
+        """Draw the cases batch by batch."""
+        from hypothesis import strategies as st
+
+        thresholds = self.contract.policy.thresholds()
+        fields = {
+            spec.name: _field_strategy(spec, [t for f, t in thresholds if f == spec.name])
+            for spec in self.contract.fields
+        }
+        strategy = st.fixed_dictionaries(fields).map(lambda d: self.contract.state(**d))
+        produced = 0
+        round_ = 0
+        while produced < self.count:
+            want = min(self.batch, self.count - produced)
+            states = draw(strategy, want, seed=self.seed * 1_000_003 + round_)
+            round_ += 1
+            if not states:  # pragma: no cover - Hypothesis always draws at least one
+                raise ExperimentError("Hypothesis drew no states for this contract")
+            for state in states:
+                if produced >= self.count:
+                    break
+                yield GeneratedCase(
+                    case_id=f"generated-{produced + 1:06d}",
+                    state=state,
+                    evidence_refs=(f"urn:handoffs:generated:{self.seed}:{produced + 1}",),
+                )
+                produced += 1
+
+
+# ---------------------------------------------------------------------- experiment
+
+
+def _attr_or_key(name: str) -> Callable[[Any], Any]:
+    def get(evidence: Any) -> Any:
+        if isinstance(evidence, Mapping):
+            return evidence[name]
+        return getattr(evidence, name)
+
+    get.__name__ = f"get_{name}"
+    return get
+
+
+def default_state_of(evidence: Any) -> Any:
+    """The decision state of a piece of evidence: its ``state`` (called if callable)."""
+    state = evidence["state"] if isinstance(evidence, Mapping) else evidence.state
+    return state() if callable(state) else state
+
+
+def default_case_id(evidence: Any) -> str:
+    """The case id: the evidence's ``case_id`` attribute or key."""
+    return str(_attr_or_key("case_id")(evidence))
+
+
+def default_evidence_refs(evidence: Any) -> tuple[str | EvidenceRef, ...]:
+    """The evidence references: the evidence's ``evidence_refs`` attribute or key."""
+    return tuple(_attr_or_key("evidence_refs")(evidence))
+
+
+def default_case_json(evidence: Any) -> Any:
+    """JSON form of a case for the case-set digest (attrs, dataclasses, mappings)."""
+    return _jsonable(evidence)
+
+
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def _jsonable(value: Any) -> Any:  # noqa: PLR0911 - one return per JSON shape
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is list or kind is tuple:
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Interval):
+        return {"lo": value.lo, "hi": value.hi}
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    if attrs.has(kind):
+        return {a.name: _jsonable(getattr(value, a.name)) for a in attrs.fields(kind)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, frozenset | set):
+        return sorted((_jsonable(v) for v in value), key=repr)
+    return value
+
+
+def _strategies(value: Iterable[Strategy]) -> tuple[Strategy, ...]:
+    return tuple(value)
+
+
+def _tuple(value: Iterable[Any]) -> tuple[Any, ...]:
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class Experiment:
+    """A release experiment: everything a lab run needs, declared before any work.
+
+    Attributes:
+        name: experiment name (kebab-case or snake_case).
+        contract: the contract whose receipts are tested.
+        cases: the case source (evidence, streamed).
+        strategies: encoder × receiver pairs compared on every case.
+        governance: the deterministic service that stamps governance members.
+        state_of: the full-evidence truth: evidence → the contract's decision state.
+        reference: the full-evidence reference procedure (evidence → action); by
+            default the contract's policy on ``state_of(evidence)``.
+        case_id_of / evidence_refs_of: read a case's id and evidence references.
+        subject: the strategy whose message the ablations, coarsenings and
+            falsehoods change (default: the first strategy that sends receipts).
+        perturbations: perturbations to apply (default: the standard set generated
+            from the contract, see :func:`handoffs.lab.standard_perturbations`).
+        injections: declared schema-valid falsehoods in named cases (the essay's
+            error injection); the first is reported under ``error_injection``.
+        tolerances: the release thresholds.
+        semantic_receiver: decides *semantic* agreement (default: the contract's
+            reference policy with declared defaults, the essay's benign-default
+            receiver).
+        confirming_receiver: confirms minimal messages (default: the three-valued
+            reference receiver, which fails closed when a field is missing).
+        epochs: repetitions of sampled (non-deterministic) receivers.
+        tokenizer: counts tokens of a canonical payload (``None``: not measured).
+        description / assumptions: prose for the report.
+        case_json: a case's JSON form for the case-set digest.
+        minimal_method: ``"region"`` (against the reference policy) or ``"ddmin"``
+            (delta debugging on the confirming receiver, for black-box policies);
+            ``"auto"`` picks region unless the policy has opaque predicates.
+        minimal_budget: receiver calls allowed per minimal message.
+        example_limit: bound on per-case examples kept in the report.
+        seed: seed for generated values (falsehood pools, shuffling).
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    contract: Contract[Any, Any]
+    cases: CaseSource
+    strategies: tuple[Strategy, ...] = attrs.field(converter=_strategies)
+    governance: GovernanceService
+    state_of: Callable[[Any], Any] = default_state_of
+    reference: Callable[[Any], Any] | None = None
+    case_id_of: Callable[[Any], str] = default_case_id
+    evidence_refs_of: Callable[[Any], Sequence[str | EvidenceRef]] = default_evidence_refs
+    subject: str | None = None
+    perturbations: tuple[Any, ...] | None = attrs.field(
+        default=None, converter=attrs.converters.optional(_tuple))
+    injections: tuple[Any, ...] = attrs.field(default=(), converter=_tuple)
+    tolerances: Tolerances = attrs.field(factory=Tolerances)
+    semantic_receiver: Receiver | None = None
+    confirming_receiver: Receiver | None = None
+    epochs: int = 1
+    tokenizer: Callable[[str], int] | None = None
+    description: str = ""
+    assumptions: Mapping[str, str] = attrs.field(factory=dict)
+    case_json: Callable[[Any], Any] = default_case_json
+    minimal_method: str = "auto"
+    minimal_budget: int = 64
+    example_limit: int = 100
+    seed: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        if not self.strategies:
+            raise ExperimentError("an experiment needs at least one strategy")
+        names = [s.name for s in self.strategies]
+        if len(set(names)) != len(names):
+            raise ExperimentError(f"strategy names must be unique: {names}")
+        for strategy in self.strategies:
+            if not isinstance(strategy.receiver, Receiver):
+                raise ExperimentError(f"strategy {strategy.name}: the receiver does not "
+                                      "implement the Receiver protocol")
+        if self.subject is not None and self.subject not in names:
+            raise ExperimentError(f"subject {self.subject!r} is not a strategy; "
+                                  f"strategies: {names}")
+        if not isinstance(self.epochs, int) or self.epochs < 1:
+            raise ExperimentError(f"epochs must be a positive integer, got {self.epochs!r}")
+        if self.minimal_method not in ("auto", "region", "ddmin"):
+            raise ExperimentError(f"minimal_method must be auto, region or ddmin, got "
+                                  f"{self.minimal_method!r}")
+        if self.minimal_budget < 1 or self.example_limit < 0:
+            raise ExperimentError("minimal_budget must be >= 1 and example_limit >= 0")
+        for name in self.tolerances.gate_perturbations:
+            if not isinstance(name, str) or not name:
+                raise ExperimentError(f"gate perturbation ids are strings, got {name!r}")
+
+    @property
+    def subject_strategy(self) -> Strategy:
+        """The strategy whose message the field perturbations change."""
+        if self.subject is not None:
+            return next(s for s in self.strategies if s.name == self.subject)
+        return next((s for s in self.strategies if s.receipts), self.strategies[0])
+
+    @property
+    def semantic(self) -> Receiver:
+        """The semantic receiver (declared, or the benign-default reference receiver)."""
+        if self.semantic_receiver is not None:
+            return self.semantic_receiver
+        return ReferenceReceiver(self.contract, defaults=True)
+
+    @property
+    def confirming(self) -> Receiver:
+        """The receiver that confirms minimal messages."""
+        if self.confirming_receiver is not None:
+            return self.confirming_receiver
+        return ReferenceReceiver(self.contract, defaults=False)
+
+    def gated_strategies(self) -> tuple[Strategy, ...]:
+        """Strategies the release gate applies to (declared, else the subject)."""
+        gated = tuple(s for s in self.strategies if s.gated)
+        return gated or (self.subject_strategy,)
+
+
+# ----------------------------------------------------------------------- TOML form
+
+
+def resolve(reference: str, *, what: str) -> Any:
+    """Import ``"package.module:attribute.path"`` and return the attribute."""
+    if not isinstance(reference, str) or ":" not in reference:
+        raise ExperimentError(f"{what} must be 'module:attribute', got {reference!r}")
+    module_name, _, path = reference.partition(":")
+    try:
+        value: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ExperimentError(f"{what}: cannot import {module_name!r}: {exc}") from exc
+    for part in path.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError as exc:
+            raise ExperimentError(f"{what}: {module_name} has no {path!r}") from exc
+    return value
+
+
+def _build(table: Mapping[str, Any], key: str, *, what: str) -> Any:
+    """Resolve ``table[key]`` and call it with ``table[key + '_args']`` when it is a
+    class or a function (a factory); other objects are used as they are.
+    """
+    target = resolve(table[key], what=what)
+    args = table.get(f"{key}_args", {})
+    if not isinstance(args, Mapping):
+        raise ExperimentError(f"{what}: {key}_args must be a table")
+    if isinstance(target, type) or (callable(target) and hasattr(target, "__code__")):
+        try:
+            return target(**args)
+        except TypeError as exc:
+            raise ExperimentError(f"{what}: cannot build {table[key]}: {exc}") from exc
+    if args:
+        raise ExperimentError(f"{what}: {table[key]} is not callable but has arguments")
+    return target
+
+
+def _callable_ref(value: str, *, what: str) -> Callable[[Any], Any]:
+    if ":" in value:
+        fn = resolve(value, what=what)
+        if not callable(fn):
+            raise ExperimentError(f"{what}: {value} is not callable")
+        return fn  # type: ignore[no-any-return]
+    return _attr_or_key(value)
+
+
+_TOP_KEYS: Final = frozenset({
+    "experiment", "cases", "evidence", "governance", "strategy", "tolerances",
+    "perturbations", "injection",
+})
+
+
+def load_experiment(path: Path | str) -> Experiment:
+    """Read an experiment declared in TOML.
+
+    Layout (every import string is ``module:attribute``)::
+
+        [experiment]            # name, contract, description, subject, epochs, seed,
+                                # assumptions, factory (+ factory_args) to start from
+        [cases]                 # source (+ source_args) | jsonl (+ structure) |
+                                # hypothesis = <count>
+        [evidence]              # state, case_id, evidence_refs, reference
+        [governance]            # object (+ object_args)
+        [[strategy]]            # name, encoder (+ encoder_args), receiver
+                                # (+ receiver_args), authority, receipts, gated
+        [tolerances]            # see Tolerances
+        [perturbations]         # standard = true/false, include/exclude id patterns,
+                                # [[perturbations.extra]] kind = ... (see _perturb)
+        [[injection]]           # case_id, field, value
+
+    With ``experiment.factory`` the named Python factory builds the experiment and
+    the other tables override parts of it.
+
+    Raises:
+        ExperimentError: unknown keys, unresolvable imports, inconsistent values.
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ExperimentError(f"{path}: invalid TOML: {exc}", code="invalid-toml") from exc
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise ExperimentError(f"{path}: unknown table [{unknown[0]}]; known: "
+                              f"{sorted(_TOP_KEYS)}", json_path=f"$.{unknown[0]}")
+    base, contract, changes = _head_from_toml(dict(data.get("experiment", {})), path=path)
+    changes.update(_tables_from_toml(data, contract, base, path=path))
+    try:
+        if base is not None:
+            return attrs.evolve(base, **changes)
+        for required in ("name", "cases", "governance", "strategies"):
+            if required not in changes:
+                raise ExperimentError(f"{path}: {required} is required without a factory")
+        return Experiment(**changes)
+    except TypeError as exc:
+        raise ExperimentError(f"{path}: {exc}") from exc
+
+
+def _head_from_toml(head: dict[str, Any], *, path: Path
+                    ) -> tuple[Experiment | None, Contract[Any, Any], dict[str, Any]]:
+    """The ``[experiment]`` table: the factory to start from, the contract, scalars."""
+    from handoffs.contracts._registry import BUILTIN
+
+    changes: dict[str, Any] = {}
+    base: Experiment | None = None
+    if "factory" in head:
+        built = _build(head, "factory", what="experiment.factory")
+        if not isinstance(built, Experiment):
+            raise ExperimentError("experiment.factory must return an Experiment")
+        base = built
+    head.pop("factory", None)
+    head.pop("factory_args", None)
+    contract = base.contract if base is not None else None
+    if "contract" in head:
+        named = head.pop("contract")
+        contract = (resolve(named, what="experiment.contract") if ":" in named
+                    else BUILTIN.by_id(named))
+        changes["contract"] = contract
+    if not isinstance(contract, Contract):
+        raise ExperimentError(f"{path}: experiment.contract must name a contract")
+    for key in ("name", "description", "subject", "epochs", "seed", "minimal_method",
+                "minimal_budget", "example_limit"):
+        if key in head:
+            changes[key] = head.pop(key)
+    if "assumptions" in head:
+        changes["assumptions"] = dict(head.pop("assumptions"))
+    if head:
+        raise ExperimentError(f"{path}: unknown experiment key {sorted(head)[0]!r}")
+    return base, contract, changes
+
+
+def _tables_from_toml(data: Mapping[str, Any], contract: Contract[Any, Any],
+                      base: Experiment | None, *, path: Path) -> dict[str, Any]:
+    """Every table but ``[experiment]``."""
+    from handoffs.lab._perturb import Falsehood, perturbation_from_json, select_perturbations
+
+    changes: dict[str, Any] = {}
+    if "cases" in data:
+        changes["cases"] = _cases_from_toml(data["cases"], contract, base_dir=path.parent)
+    evidence = data.get("evidence", {})
+    for key, attr in (("state", "state_of"), ("case_id", "case_id_of"),
+                      ("evidence_refs", "evidence_refs_of"), ("reference", "reference")):
+        if key in evidence:
+            changes[attr] = _callable_ref(evidence[key], what=f"evidence.{key}")
+    if "governance" in data:
+        changes["governance"] = _build(data["governance"], "object", what="governance")
+    if "strategy" in data:
+        changes["strategies"] = tuple(_strategy_from_toml(s) for s in data["strategy"])
+    if "tolerances" in data:
+        changes["tolerances"] = Tolerances.from_json(data["tolerances"])
+    if "perturbations" in data:
+        table = dict(data["perturbations"])
+        extra = [perturbation_from_json(item, contract=contract)
+                 for item in table.pop("extra", [])]
+        changes["perturbations"] = select_perturbations(
+            contract,
+            standard=bool(table.pop("standard", True)),
+            include=tuple(table.pop("include", ())),
+            exclude=tuple(table.pop("exclude", ())),
+            extra=tuple(extra),
+            base=None if base is None else base.perturbations,
+        )
+        if table:
+            raise ExperimentError(f"{path}: unknown perturbations key {sorted(table)[0]!r}")
+    if "injection" in data:
+        try:
+            changes["injections"] = tuple(
+                Falsehood(case_id=str(i["case_id"]), field=str(i["field"]), value=i["value"])
+                for i in data["injection"]
+            )
+        except KeyError as exc:
+            raise ExperimentError(f"{path}: an injection needs {exc.args[0]}") from exc
+    return changes
+
+
+def _cases_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
+                     base_dir: Path) -> CaseSource:
+    if "jsonl" in table:
+        file = Path(table["jsonl"])
+        structure = (_callable_ref(table["structure"], what="cases.structure")
+                     if "structure" in table else None)
+        return JSONLinesCases(file if file.is_absolute() else base_dir / file, structure)
+    if "hypothesis" in table:
+        return GeneratedCases(contract, int(table["hypothesis"]), seed=int(table.get("seed", 0)))
+    if "source" in table:
+        factory = resolve(table["source"], what="cases.source")
+        args = dict(table.get("source_args", {}))
+        if not callable(factory):
+            return IterableCases(factory, description=f"python:{table['source']}")
+        label = ", ".join(f"{k}={v!r}" for k, v in args.items())
+        return IterableCases(lambda: factory(**args),
+                             description=f"python:{table['source']}({label})")
+    raise ExperimentError("[cases] needs one of source, jsonl or hypothesis")
+
+
+def _strategy_from_toml(table: Mapping[str, Any]) -> Strategy:
+    known = {"name", "encoder", "encoder_args", "receiver", "receiver_args", "authority",
+             "receipts", "gated"}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ExperimentError(f"unknown strategy key {unknown[0]!r}")
+    options: dict[str, Any] = {}
+    if "receipts" in table:
+        options["receipts"] = bool(table["receipts"])
+    return Strategy(
+        name=table["name"],
+        encoder=_build(table, "encoder", what=f"strategy {table.get('name')} encoder"),
+        receiver=_build(table, "receiver", what=f"strategy {table.get('name')} receiver"),
+        authority=Authority(table.get("authority", "ADVISE")),
+        gated=bool(table.get("gated", False)),
+        **options,
+    )

@@ -1,0 +1,485 @@
+"""Metrics, computed from run-log chunk records only.
+
+An :class:`Aggregator` reads chunk records (as the runner writes them, or as
+:func:`handoffs.lab.rescore` reads them back from a finished log) and keeps
+running sums per strategy × perturbation: memory is bounded by the number of
+strategies, perturbations and kept examples, never by the number of cases.
+
+Per strategy × perturbation: agreement, mean and max consequence-weighted regret,
+hard violations (counted apart, never averaged), governance pass rate, schema
+validity, admission kept apart from *semantic* agreement, mean bytes, tokens,
+receiver calls, memo hits and latency. Scoring happens here, not in the runner,
+so the same decisions can be scored under another loss matrix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from handoffs._json import dumps
+from handoffs.lab._perturb import Falsehood, Mutate, Perturbation, Scoring
+
+if TYPE_CHECKING:
+    from handoffs.lab._experiment import Experiment
+    from handoffs.lab._runner import Plan
+
+__all__ = ["Aggregator", "falsehood_class"]
+
+_STATE_LIMIT: Final = 100_000
+_REGION_LIMIT: Final = 10_000
+
+# Row columns (see handoffs.lab._runlog.COLUMNS).
+_CASE, _STRATEGY, _PERTURBATION, _LABEL, _EPOCH, _REF, _ACTION, _VERDICT = range(8)
+_SEMANTIC, _DETERMINED, _BYTES, _TOKENS, _GOVERNANCE, _SCHEMA, _LATENCY, _MEMO = range(8, 16)
+_FALSIFIED, _FALSEHOOD, _REASONS = range(16, 19)
+
+
+def falsehood_class(scoring: Scoring, reference: str, falsified: str) -> str:
+    """``no_effect``, ``changes_action`` or ``catastrophic`` (trusting it breaks a hard
+    constraint), by the reference policy's action on the falsified state.
+    """
+    if falsified == reference:
+        return "no_effect"
+    if scoring.violations(falsified, reference):
+        return "catastrophic"
+    return "changes_action"
+
+
+class _Acc:
+    """Running sums for one strategy × perturbation."""
+
+    __slots__ = (
+        "accepted", "admitted", "agree", "bytes_max", "bytes_sum", "calls", "cases",
+        "decisions", "errors", "gov_fail", "gov_ok", "hard", "hard_by", "hits", "last_case",
+        "latency", "regret_max", "regret_sum", "schema_n", "schema_ok", "sem_agree",
+        "sem_determined", "sem_hard", "sem_n", "sem_regret_max", "sem_regret_sum",
+        "tokens_n", "tokens_sum", "verdicts",
+    )
+
+    def __init__(self) -> None:
+        self.decisions = self.cases = self.agree = self.hard = self.gov_ok = 0
+        self.gov_fail = self.schema_n = self.schema_ok = self.admitted = self.accepted = 0
+        self.sem_n = self.sem_agree = self.sem_hard = self.sem_determined = 0
+        self.bytes_sum = self.bytes_max = self.tokens_n = self.tokens_sum = 0
+        self.calls = self.hits = self.latency = self.errors = 0
+        self.regret_sum = self.regret_max = self.sem_regret_sum = self.sem_regret_max = 0.0
+        self.hard_by: dict[str, int] = {}
+        self.verdicts: dict[str, int] = {"ACCEPT": 0, "ESCALATE": 0, "REJECT": 0}
+        self.last_case: tuple[int, int] = (-1, -1)
+
+    def add(self, row: Sequence[Any], chunk: int, scoring: Scoring) -> None:
+        self.decisions += 1
+        case = (chunk, row[_CASE])
+        if case != self.last_case:
+            self.cases += 1
+            self.last_case = case
+        reference, action = row[_REF], row[_ACTION]
+        self.agree += action == reference
+        regret = scoring.regret(action, reference)
+        self.regret_sum += regret
+        self.regret_max = max(self.regret_max, regret)
+        broken = scoring.violations(action, reference)
+        if broken:
+            self.hard += 1
+            for name in broken:
+                self.hard_by[name] = self.hard_by.get(name, 0) + 1
+        if row[_GOVERNANCE]:
+            self.gov_ok += 1
+        else:
+            self.gov_fail += 1
+        if row[_SCHEMA] is not None:
+            self.schema_n += 1
+            self.schema_ok += bool(row[_SCHEMA])
+        verdict = row[_VERDICT]
+        if verdict == "ERROR":
+            self.errors += 1
+        else:
+            self.verdicts[verdict] = self.verdicts.get(verdict, 0) + 1
+        self.admitted += verdict in ("ACCEPT", "ESCALATE")
+        self.accepted += verdict == "ACCEPT"
+        semantic = row[_SEMANTIC]
+        if semantic is not None:
+            self.sem_n += 1
+            self.sem_agree += semantic == reference
+            sem_regret = scoring.regret(semantic, reference)
+            self.sem_regret_sum += sem_regret
+            self.sem_regret_max = max(self.sem_regret_max, sem_regret)
+            self.sem_hard += bool(scoring.violations(semantic, reference))
+            self.sem_determined += bool(row[_DETERMINED])
+        self.bytes_sum += row[_BYTES]
+        self.bytes_max = max(self.bytes_max, row[_BYTES])
+        if row[_TOKENS] is not None:
+            self.tokens_n += 1
+            self.tokens_sum += row[_TOKENS]
+        if row[_MEMO]:
+            self.hits += 1
+        else:
+            self.calls += 1
+            self.latency += row[_LATENCY]
+
+    def to_json(self) -> dict[str, Any]:
+        n = self.decisions
+        sem = self.sem_n
+        return {
+            "cases": self.cases,
+            "decisions": n,
+            "agreement": self.agree / n,
+            "mean_regret": self.regret_sum / n,
+            "max_regret": self.regret_max,
+            "hard_violations": self.hard,
+            "hard_violations_by_constraint": dict(sorted(self.hard_by.items())),
+            "governance_pass_rate": self.gov_ok / n,
+            "governance_failures": self.gov_fail,
+            "schema_valid_rate": self.schema_ok / self.schema_n if self.schema_n else None,
+            "admitted_rate": self.admitted / n,
+            "accepted_rate": self.accepted / n,
+            "verdicts": dict(self.verdicts),
+            "receiver_errors": self.errors,
+            "semantic_agreement": self.sem_agree / sem if sem else None,
+            "semantic_mean_regret": self.sem_regret_sum / sem if sem else None,
+            "semantic_max_regret": self.sem_regret_max if sem else None,
+            "semantic_hard_violations": self.sem_hard if sem else None,
+            "semantic_determined_rate": self.sem_determined / sem if sem else None,
+            "mean_bytes": self.bytes_sum / n,
+            "max_bytes": self.bytes_max,
+            "mean_tokens": self.tokens_sum / self.tokens_n if self.tokens_n else None,
+            "receiver_calls": self.calls,
+            "memo_hits": self.hits,
+            "mean_latency_ms": (self.latency / self.calls / 1000) if self.calls else 0.0,
+        }
+
+
+class _FalsehoodStats:
+    __slots__ = (
+        "by_class_caught",
+        "by_class_survived",
+        "catastrophic_survived",
+        "caught",
+        "equivalent",
+        "evaluated",
+        "loss_survived",
+        "loss_trusted",
+        "over_reacted",
+        "survived",
+    )
+
+    def __init__(self) -> None:
+        self.evaluated = self.caught = self.survived = self.equivalent = 0
+        self.over_reacted = self.catastrophic_survived = 0
+        self.loss_survived = self.loss_trusted = 0.0
+        self.by_class_caught: dict[str, int] = {}
+        self.by_class_survived: dict[str, int] = {}
+
+
+def _status(kind: str, verdict: str, action: str, reference: str) -> str:
+    if kind == "no_effect":
+        return "equivalent" if action == reference else "over_reacted"
+    if verdict == "ACCEPT" and action != reference:
+        return "survived"
+    return "caught"
+
+
+class Aggregator:
+    """Streaming metrics over run-log chunk records.
+
+    Build it with :meth:`for_experiment` (or directly from a run-log header); feed
+    every chunk record in order with :meth:`feed`; read the sections with
+    :meth:`results`, :meth:`falsehoods`, :meth:`triggers`, :meth:`regions` and
+    :meth:`injections`.
+    """
+
+    def __init__(self, *, strategies: Sequence[str], perturbations: Sequence[Perturbation],
+                 targets: Sequence[Sequence[int]], scoring: Scoring,
+                 example_limit: int = 100) -> None:
+        self.strategies = tuple(strategies)
+        self.perturbations = tuple(perturbations)
+        self.targets = tuple(tuple(t) for t in targets)
+        self.scoring = scoring
+        self.scorings = (scoring, *(p.scoring(scoring) for p in self.perturbations))
+        self.example_limit = example_limit
+        self._accs: dict[tuple[int, int], _Acc] = {}
+        self._digest = hashlib.sha256()
+        self.cases = 0
+        self.calls = 0
+        self.hits = 0
+        # falsehoods
+        self._mutate = {i + 1 for i, p in enumerate(self.perturbations) if isinstance(p, Mutate)}
+        first = [min(self.targets[i - 1]) for i in self._mutate if self.targets[i - 1]]
+        self._count_strategy = min(first) if first else -1
+        self._generated = 0
+        self._by_class: dict[str, int] = {}
+        self._by_field: dict[str, dict[str, int]] = {}
+        self._fstats: dict[int, _FalsehoodStats] = {}
+        self._examples: dict[str, list[dict[str, Any]]] = {
+            "catastrophic": [], "changes_action": [], "no_effect": []}
+        self._examples_truncated = False
+        # injections
+        self._injections = {i + 1: p for i, p in enumerate(self.perturbations)
+                            if isinstance(p, Falsehood)}
+        self._injection_cases = {p.case_id for p in self._injections.values()}
+        self._baselines: dict[tuple[str, int], str] = {}
+        self._injected: dict[tuple[int, int], dict[str, Any]] = {}
+        # triggers and minimal messages
+        self._states: set[str] = set()
+        self._trigger_fields: dict[str, int] = {}
+        self._without_trigger = 0
+        self._trigger_examples: list[dict[str, Any]] = []
+        self._trigger_cases = 0
+        self._regions: dict[str, dict[str, Any]] = {}
+        self._minimal_fields = 0
+        self._minimal_cases = 0
+
+    @classmethod
+    def for_experiment(cls, experiment: Experiment, plan: Plan,
+                       scoring: Scoring | None = None) -> Aggregator:
+        """An aggregator for a compiled experiment (optionally with another scoring)."""
+        return cls(strategies=[s.name for s in plan.strategies],
+                   perturbations=plan.perturbations, targets=plan.targets,
+                   scoring=scoring or Scoring.of(plan.contract),
+                   example_limit=experiment.example_limit)
+
+    # ----------------------------------------------------------------- feeding
+
+    def feed(self, record: Mapping[str, Any]) -> None:
+        """Add one chunk record."""
+        chunk = int(record["chunk"])
+        cases = record["cases"]
+        states = record.get("states", {})
+        self.cases += len(cases)
+        self.calls += int(record.get("calls", 0))
+        self.hits += int(record.get("hits", 0))
+        for case_id, case_digest, state_key, reference in cases:
+            self._digest.update(f"{case_digest}\n".encode())
+            del case_id, reference
+            if len(self._states) < _STATE_LIMIT:
+                self._states.add(state_key)
+        self._feed_analysis(cases, states)
+        examples: dict[tuple[int, str], dict[str, Any]] = {}
+        for row in record["rows"]:
+            si, pi = row[_STRATEGY], row[_PERTURBATION]
+            acc = self._accs.get((si, pi))
+            if acc is None:
+                acc = self._accs[(si, pi)] = _Acc()
+            scoring = self.scorings[pi]
+            acc.add(row, chunk, scoring)
+            if pi == 0:
+                case_id = cases[row[_CASE]][0]
+                if case_id in self._injection_cases:
+                    self._baselines[(case_id, si)] = row[_ACTION]
+            elif pi in self._mutate and row[_FALSIFIED] is not None:
+                self._feed_falsehood(row, cases, scoring, examples)
+            elif pi in self._injections and row[_EPOCH] == 0:
+                self._feed_injection(row, cases, scoring)
+        for example in examples.values():
+            bucket = self._examples[example["class"]]
+            if len(bucket) < self.example_limit:
+                bucket.append(example)
+            else:
+                self._examples_truncated = True
+
+    def _feed_falsehood(self, row: Sequence[Any], cases: Sequence[Any], scoring: Scoring,
+                        examples: dict[tuple[int, str], dict[str, Any]]) -> None:
+        reference, action, verdict = row[_REF], row[_ACTION], row[_VERDICT]
+        falsified = row[_FALSIFIED]
+        field, true_value, value = row[_FALSEHOOD]
+        kind = falsehood_class(scoring, reference, falsified)
+        si = row[_STRATEGY]
+        if si == self._count_strategy and row[_EPOCH] == 0:
+            self._generated += 1
+            self._by_class[kind] = self._by_class.get(kind, 0) + 1
+            per_field = self._by_field.setdefault(field, {})
+            per_field[kind] = per_field.get(kind, 0) + 1
+        stats = self._fstats.get(si)
+        if stats is None:
+            stats = self._fstats[si] = _FalsehoodStats()
+        status = _status(kind, verdict, action, reference)
+        stats.evaluated += 1
+        if status == "caught":
+            stats.caught += 1
+            stats.by_class_caught[kind] = stats.by_class_caught.get(kind, 0) + 1
+        elif status == "survived":
+            stats.survived += 1
+            stats.by_class_survived[kind] = stats.by_class_survived.get(kind, 0) + 1
+            stats.catastrophic_survived += kind == "catastrophic"
+            stats.loss_survived += scoring.regret(action, reference)
+        elif status == "equivalent":
+            stats.equivalent += 1
+        else:
+            stats.over_reacted += 1
+        if kind != "no_effect":
+            stats.loss_trusted += scoring.regret(falsified, reference)
+        key = (row[_CASE], str(row[_LABEL]))
+        example = examples.get(key)
+        if example is None:
+            example = examples[key] = {
+                "case_id": cases[row[_CASE]][0], "field": field, "true_value": true_value,
+                "value": value, "class": kind, "reference_action": reference,
+                "falsified_action": falsified, "outcomes": {},
+            }
+        example["outcomes"][self.strategies[si]] = {"action": action, "verdict": verdict,
+                                                    "status": status}
+
+    def _feed_injection(self, row: Sequence[Any], cases: Sequence[Any],
+                        scoring: Scoring) -> None:
+        pi, si = row[_PERTURBATION], row[_STRATEGY]
+        injection = self._injections[pi]
+        reference, action = row[_REF], row[_ACTION]
+        field, true_value, value = row[_FALSEHOOD]
+        self._injected[(pi, si)] = {
+            "case_id": cases[row[_CASE]][0],
+            "field": field,
+            "value": value,
+            "true_value": true_value,
+            "strategy": self.strategies[si],
+            "schema_still_valid": bool(row[_SCHEMA]) if row[_SCHEMA] is not None
+            else bool(row[_GOVERNANCE]),
+            "reference_action": reference,
+            "baseline_action": self._baselines.get((injection.case_id, si), reference),
+            "altered_action": action,
+            "synthetic_loss": scoring.regret(action, reference),
+            "hard_violations": list(scoring.violations(action, reference)),
+        }
+
+    def _feed_analysis(self, cases: Sequence[Any], states: Mapping[str, Any]) -> None:
+        for case_id, _, state_key, reference in cases:
+            analysis = states.get(state_key)
+            if analysis is None:
+                continue
+            self._trigger_cases += 1
+            triggers = analysis.get("triggers", [])
+            fields = sorted({t["field"] for t in triggers})
+            for name in fields:
+                self._trigger_fields[name] = self._trigger_fields.get(name, 0) + 1
+            if not triggers:
+                self._without_trigger += 1
+            if len(self._trigger_examples) < self.example_limit:
+                self._trigger_examples.append({"case_id": case_id,
+                                               "reference_action": reference,
+                                               "triggers": triggers})
+            minimal = analysis.get("minimal")
+            if minimal is not None:
+                key = dumps([minimal["action"], minimal["message"]])
+                self._minimal_fields += len(minimal["fields"])
+                self._minimal_cases += 1
+            else:
+                key = f"state:{state_key}"
+            region = self._regions.get(key)
+            if region is None:
+                if len(self._regions) >= _REGION_LIMIT:
+                    continue
+                base = minimal or {"action": reference, "fields": [], "message": [],
+                                   "guarantee": "1-minimal", "alternatives": 0,
+                                   "region_checks": 0}
+                region = self._regions[key] = {
+                    "action": base["action"],
+                    "fields": list(base["fields"]),
+                    "message": list(base["message"]),
+                    "cases": 0,
+                    "example_case_id": analysis.get("example_case_id", case_id),
+                    "guarantee": base["guarantee"],
+                    "alternatives": base["alternatives"],
+                    "region_checks": base["region_checks"],
+                    "confirmed": None,
+                    "receiver_calls": 0,
+                    "trigger_fields": fields,
+                    "duality_holds": set(fields) == set(base["fields"]),
+                    "truth": analysis["truth"],
+                    "example": analysis.get("example", {}),
+                }
+            region["cases"] += 1
+
+    # ----------------------------------------------------------------- reading
+
+    def case_set_digest(self) -> str:
+        """SHA-256 over the case digests, one line each, in stream order."""
+        return "sha256:" + self._digest.hexdigest()
+
+    def results(self, perturbation_rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Every strategy × perturbation row, in declaration order.
+
+        Args:
+            perturbation_rows: the JSON descriptions of ``none`` and the perturbations
+                (``id``, ``kind``, ``target``), index-aligned with the log.
+        """
+        out: list[dict[str, Any]] = []
+        for pi, described in enumerate(perturbation_rows):
+            for si, name in enumerate(self.strategies):
+                acc = self._accs.get((si, pi))
+                if acc is None:
+                    continue
+                out.append({
+                    "strategy": name,
+                    "perturbation": described["id"],
+                    "kind": "rescore" if described["kind"] == "boundary"
+                    and str(described["id"]).startswith("loss-changed:") else described["kind"],
+                    "target": described.get("target"),
+                    **acc.to_json(),
+                })
+        return out
+
+    def falsehoods(self, rejected: int) -> dict[str, Any]:
+        """The ``falsehoods`` section of the report."""
+        strategies = []
+        for si in sorted(self._fstats):
+            stats = self._fstats[si]
+            strategies.append({
+                "strategy": self.strategies[si],
+                "evaluated": stats.evaluated,
+                "caught": stats.caught,
+                "survived": stats.survived,
+                "equivalent": stats.equivalent,
+                "over_reacted": stats.over_reacted,
+                "caught_by_class": dict(sorted(stats.by_class_caught.items())),
+                "survived_by_class": dict(sorted(stats.by_class_survived.items())),
+                "catastrophic_survived": stats.catastrophic_survived,
+                "loss_weighted_survival": (stats.loss_survived / stats.loss_trusted
+                                           if stats.loss_trusted else None),
+            })
+        examples = [e for kind in ("catastrophic", "changes_action", "no_effect")
+                    for e in self._examples[kind]][: self.example_limit]
+        total = sum(len(v) for v in self._examples.values())
+        return {
+            "generated": self._generated,
+            "schema_rejected": rejected,
+            "by_class": dict(sorted(self._by_class.items())),
+            "by_field": [{"field": f, "generated": sum(c.values()), "by_class": dict(sorted(
+                c.items()))} for f, c in self._by_field.items()],
+            "strategies": strategies,
+            "examples": examples,
+            "truncated": self._examples_truncated or total > len(examples),
+        }
+
+    def triggers(self) -> dict[str, Any]:
+        """The ``counterfactual_triggers`` section of the report."""
+        return {
+            "cases": self._trigger_cases,
+            "distinct_states": len(self._states),
+            "by_field": dict(self._trigger_fields),
+            "without_trigger": self._without_trigger,
+            "examples": list(self._trigger_examples),
+            "truncated": self._trigger_cases > len(self._trigger_examples),
+        }
+
+    def regions(self) -> list[dict[str, Any]]:
+        """The distinct minimal messages, most frequent first (mutable: the runner
+        adds receiver confirmations).
+        """
+        return sorted(self._regions.values(), key=lambda r: -int(r["cases"]))
+
+    def minimal_summary(self, field_names: Sequence[str]) -> dict[str, Any]:
+        """Field-level summary of the minimal messages."""
+        needed = {f for r in self._regions.values() for f in r["fields"]}
+        cases = sum(int(r["cases"]) for r in self._regions.values())
+        total = sum(len(r["fields"]) * int(r["cases"]) for r in self._regions.values())
+        return {
+            "contract_fields": list(field_names),
+            "fields_ever_needed": [f for f in field_names if f in needed],
+            "fields_never_needed": [f for f in field_names if f not in needed],
+            "mean_fields": total / cases if cases else 0.0,
+        }
+
+    def injections(self) -> list[dict[str, Any]]:
+        """Every injection record, in declaration order."""
+        return [self._injected[k] for k in sorted(self._injected)]

@@ -1,0 +1,497 @@
+"""Counterfactual triggers and minimal sufficient messages.
+
+Two oracles, kept apart (lab anchors §5):
+
+- **R(S), region sufficiency** against the contract's reference policy: every state
+  that agrees with the case on the fields in S (within their coarsened values)
+  gets the same reference action. No receiver calls. It is decided by the policy's
+  three-valued evaluation where that is conclusive, else by enumerating the free
+  fields over finite domains and over the policy's threshold cells (exact for the
+  declarative conditions; a policy with opaque predicates is checked only on its
+  finite fields and otherwise treated conservatively).
+- **T(S), the instance test** on a receiver: given the message cut down to S, the
+  receiver accepts and chooses the reference action. One receiver call.
+
+:func:`minimal_message` finds a minimum-cardinality region-sufficient field set
+(searching by increasing size within a budget, else deletion to a subset-minimal
+one) and then the coarsest representation of each field: merged enum values, or the
+widest interval between the policy's thresholds. :func:`counterfactual_triggers`
+lists the single feasible changes that flip the reference action; minimal
+sufficient sets and triggers are hitting-set duals, and for decision lists the
+minimal set equals the set of trigger fields. :func:`ddmin` is delta debugging
+(Zeller & Hildebrandt 2002) for a black-box receiver, and
+:func:`exhaustive_minimum` checks the search on small contracts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, Final, TypeVar
+
+import attrs
+
+from handoffs.contracts._contract import Contract
+from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
+from handoffs.lab._experiment import wire_value
+from handoffs.lab._perturb import has_predicates
+
+__all__ = [
+    "Constraint",
+    "FieldRepresentation",
+    "MinimalMessage",
+    "Reference",
+    "Trigger",
+    "counterfactual_triggers",
+    "ddmin",
+    "exhaustive_minimum",
+    "minimal_message",
+    "region_sufficient",
+]
+
+T = TypeVar("T")
+
+_ENUMERATION_LIMIT: Final = 50_000
+_DECIDE_CACHE_LIMIT: Final = 65_536
+
+
+def _key(value: Any) -> Hashable:
+    if isinstance(value, Interval):
+        return ("interval", value.lo, value.hi)
+    return (type(value).__name__, value)
+
+
+class Reference:
+    """The contract's reference policy as a memoised function of complete views.
+
+    A view maps every decision field to a typed value; an undetermined outcome
+    (possible with intervals) maps to the contract's fail-closed action.
+    """
+
+    def __init__(self, contract: Contract[Any, Any]) -> None:
+        self.contract = contract
+        self.names = tuple(spec.name for spec in contract.fields)
+        self.specs = contract.fields
+        self.predicates = has_predicates(contract.policy)
+        self.thresholds: dict[str, tuple[float, ...]] = {}
+        for name, t in contract.policy.thresholds():
+            self.thresholds[name] = tuple(sorted({*self.thresholds.get(name, ()), t}))
+        self._cache: dict[Hashable, str] = {}
+
+    def __call__(self, view: Mapping[str, Any]) -> str:
+        """The reference action value for a complete typed view."""
+        key = tuple(_key(view[n]) for n in self.names)
+        found = self._cache.get(key)
+        if found is not None:
+            return found
+        outcome = self.contract.policy.evaluate(view)
+        action = (outcome.action or self.contract.fail_closed_action).value
+        if len(self._cache) >= _DECIDE_CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[key] = action
+        return str(action)
+
+    def representatives(self, spec: FieldSpec, within: Interval | None = None) -> list[Any]:
+        """Values of ``spec`` that cover every threshold cell (optionally inside ``within``)."""
+        domain = spec.domain()
+        if domain is not None:
+            return list(domain)
+        lo = float(spec.minimum if spec.minimum is not None else 0.0)
+        hi = float(spec.maximum if spec.maximum is not None else 0.0)
+        if within is not None:
+            lo, hi = max(lo, within.lo), min(hi, within.hi)
+        points: set[float] = {lo, hi}
+        for t in self.thresholds.get(spec.name, ()):
+            points.update(_near(spec, t))
+        ordered = sorted(p for p in points if lo <= p <= hi)
+        if spec.kind is FieldKind.INT:
+            return sorted({int(p) for p in ordered if math.ceil(lo) <= int(p) <= math.floor(hi)})
+        ordered = sorted({*ordered, *((a + b) / 2 for a, b in itertools.pairwise(ordered))})
+        if spec.kind is FieldKind.FLOAT:
+            return ordered
+        # Intervals: points, and spans between neighbouring representatives.
+        spans = [Interval(p, p) for p in ordered]
+        spans += [Interval(a, b) for a, b in itertools.combinations(ordered, 2)]
+        return spans
+
+
+@attrs.frozen
+class Constraint:
+    """What a (coarsened) message says about one field: an exact value, a set of
+    possible values (merged enum values), or an interval of possible values.
+    """
+
+    exact: Any = None
+    values: tuple[Any, ...] | None = None
+    interval: Interval | None = None
+
+    def kleene(self, spec: FieldSpec, predicates: bool) -> tuple[bool, Any]:
+        """``(True, value)`` when the constraint can sit in a three-valued view."""
+        if self.values is None and self.interval is None:
+            return True, self.exact
+        if self.interval is not None and not predicates:
+            return True, self.interval
+        return False, None
+
+    def candidates(self, spec: FieldSpec, reference: Reference) -> list[Any]:
+        """The values to enumerate for this field."""
+        if self.values is not None:
+            return list(self.values)
+        if self.interval is not None:
+            if spec.kind is FieldKind.INTERVAL:
+                return [self.interval]  # monotone: a determined interval fixes sub-intervals
+            inside = reference.representatives(spec, self.interval)
+            lo, hi = self.interval.lo, self.interval.hi
+            extra = [int(lo), int(hi)] if spec.kind is FieldKind.INT else [lo, hi]
+            return sorted({*inside, *extra})
+        return [self.exact]
+
+
+def region_sufficient(reference: Reference, constraints: Mapping[str, Constraint],
+                      action: str, *, limit: int = _ENUMERATION_LIMIT) -> bool:
+    """R(S): whether every state consistent with ``constraints`` gets ``action``.
+
+    Fields absent from ``constraints`` are free. Conservative: when the answer
+    cannot be established within ``limit`` enumerated states, it is ``False``.
+    """
+    view: dict[str, Any] = {}
+    for name, constraint in constraints.items():
+        fits, value = constraint.kleene(reference.contract.field_map[name], reference.predicates)
+        if not fits:
+            break
+        view[name] = value
+    else:
+        if not reference.predicates or len(view) == len(reference.names):
+            outcome = reference.contract.policy.evaluate(view)
+            if outcome.determined:
+                return bool(outcome.action is not None and outcome.action.value == action)
+    axes: list[list[Any]] = []
+    size = 1
+    for spec in reference.specs:
+        given = constraints.get(spec.name)
+        if given is None:
+            if reference.predicates and spec.domain() is None:
+                return False  # an opaque predicate may split any numeric cell
+            values = reference.representatives(spec)
+        else:
+            values = given.candidates(spec, reference)
+        size *= len(values)
+        if size > limit:
+            return False
+        axes.append(values)
+    names = reference.names
+    for combination in itertools.product(*axes):
+        if reference(dict(zip(names, combination, strict=True))) != action:
+            return False
+    return True
+
+
+# ----------------------------------------------------------------------- triggers
+
+
+@attrs.frozen
+class Trigger:
+    """A single feasible change of a decisive field that flips the reference action.
+
+    Attributes:
+        field: the decision field.
+        from_: its true value (wire form).
+        to: the changed value (wire form).
+        threshold: the numeric threshold crossed, or ``None`` for finite fields.
+        action: the reference action after the change.
+    """
+
+    field: str
+    from_: Any
+    to: Any
+    threshold: float | None
+    action: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The report's trigger object."""
+        return {"field": self.field, "from": self.from_, "to": self.to,
+                "threshold": self.threshold, "action": self.action}
+
+
+def _near(spec: FieldSpec, t: float) -> list[float]:
+    if spec.kind is FieldKind.INT:
+        return [math.floor(t) - 1, math.floor(t), math.ceil(t), math.ceil(t) + 1]
+    return [math.nextafter(t, -math.inf), t, math.nextafter(t, math.inf)]
+
+
+def _in_bounds(spec: FieldSpec, value: float) -> bool:
+    return not ((spec.minimum is not None and value < spec.minimum)
+                or (spec.maximum is not None and value > spec.maximum))
+
+
+def counterfactual_triggers(reference: Reference, truth: Mapping[str, Any]) -> tuple[Trigger, ...]:
+    """Every single feasible change of one field that flips the reference action.
+
+    Finite fields try every other value; numeric fields try the nearest values on
+    each side of each policy threshold (the threshold crossing), keeping the one
+    nearest the true value per threshold.
+    """
+    action = reference(truth)
+    found: list[Trigger] = []
+    for spec in reference.specs:
+        true_value = truth[spec.name]
+        domain = spec.domain()
+        if domain is not None:
+            for value in domain:
+                if value == true_value:
+                    continue
+                flipped = reference({**truth, spec.name: value})
+                if flipped != action:
+                    found.append(Trigger(spec.name, wire_value(true_value), wire_value(value),
+                                         None, flipped))
+            continue
+        centre = (true_value.lo + true_value.hi) / 2 if isinstance(true_value, Interval) \
+            else float(true_value)
+        for t in reference.thresholds.get(spec.name, ()):
+            options = sorted((v for v in _near(spec, t) if _in_bounds(spec, v)),
+                             key=lambda v: abs(v - centre))
+            for v in options:
+                changed: Any = Interval.point(v) if spec.kind is FieldKind.INTERVAL else (
+                    int(v) if spec.kind is FieldKind.INT else float(v))
+                if changed == true_value:
+                    continue
+                flipped = reference({**truth, spec.name: changed})
+                if flipped != action:
+                    found.append(Trigger(spec.name, wire_value(true_value), wire_value(changed),
+                                         t, flipped))
+                    break
+    return tuple(found)
+
+
+# ---------------------------------------------------------------- minimal message
+
+
+@attrs.frozen
+class FieldRepresentation:
+    """One field of a minimal message with its coarsest sufficient representation."""
+
+    field: str
+    representation: str
+    value: Any = None
+    values: tuple[Any, ...] = ()
+    interval: Interval | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The report's field object."""
+        out: dict[str, Any] = {"field": self.field, "representation": self.representation}
+        if self.representation == "exact":
+            out["value"] = wire_value(self.value)
+        elif self.representation == "values":
+            out["values"] = [wire_value(v) for v in self.values]
+        elif self.interval is not None:
+            out["interval"] = {"lo": self.interval.lo, "hi": self.interval.hi}
+        return out
+
+
+@attrs.frozen
+class MinimalMessage:
+    """A region-sufficient minimal message for one decision state.
+
+    Attributes:
+        action: the reference action it fixes.
+        fields: the field names, in contract order.
+        message: each field's coarsest representation.
+        guarantee: ``minimum`` (no smaller sufficient set exists) or
+            ``subset-minimal`` (the search budget ran out; no field can be dropped).
+        alternatives: other sufficient sets of the same size.
+        region_checks: R(S) evaluations spent.
+    """
+
+    action: str
+    fields: tuple[str, ...]
+    message: tuple[FieldRepresentation, ...]
+    guarantee: str
+    alternatives: int
+    region_checks: int
+
+
+def _exact(truth: Mapping[str, Any], fields: Iterable[str]) -> dict[str, Constraint]:
+    return {name: Constraint(exact=truth[name]) for name in fields}
+
+
+def minimal_message(reference: Reference, truth: Mapping[str, Any], *,
+                    budget: int = 4096) -> MinimalMessage:
+    """The smallest region-sufficient field set for ``truth``, coarsest values first.
+
+    Searches sets by increasing size while at most ``budget`` region checks are
+    spent (``guarantee="minimum"``); past the budget it falls back to deletion
+    (``"subset-minimal"``). Then each chosen field is coarsened greedily: enum
+    values merged while the region stays sufficient, numbers widened to the
+    widest interval between thresholds.
+    """
+    action = reference(truth)
+    names = reference.names
+    checks = 0
+    chosen: tuple[str, ...] | None = None
+    alternatives = 0
+    guarantee = "minimum"
+    for size in range(len(names) + 1):
+        combos = list(itertools.combinations(names, size))
+        if checks + len(combos) > budget:
+            break
+        hits = []
+        for combo in combos:
+            checks += 1
+            if region_sufficient(reference, _exact(truth, combo), action):
+                hits.append(combo)
+        if hits:
+            chosen, alternatives = hits[0], len(hits) - 1
+            break
+    if chosen is None:
+        guarantee = "subset-minimal"
+        kept = list(names)
+        for name in names:
+            trial = [n for n in kept if n != name]
+            checks += 1
+            if region_sufficient(reference, _exact(truth, trial), action):
+                kept = trial
+        chosen = tuple(kept)
+    constraints = _exact(truth, chosen)
+    representation: list[FieldRepresentation] = []
+    for name in chosen:
+        spec = reference.contract.field_map[name]
+        coarse, spent = _coarsen(reference, spec, truth[name], constraints, action)
+        checks += spent
+        constraints[name] = coarse
+        if coarse.values is not None:
+            representation.append(FieldRepresentation(name, "values", values=coarse.values))
+        elif coarse.interval is not None:
+            representation.append(FieldRepresentation(name, "interval", interval=coarse.interval))
+        else:
+            representation.append(FieldRepresentation(name, "exact", value=truth[name]))
+    return MinimalMessage(action, chosen, tuple(representation), guarantee, alternatives, checks)
+
+
+def _coarsen(reference: Reference, spec: FieldSpec, value: Any,
+             constraints: dict[str, Constraint], action: str) -> tuple[Constraint, int]:
+    checks = 0
+    domain = spec.domain()
+    if domain is not None:
+        if spec.kind is not FieldKind.ENUM:
+            return Constraint(exact=value), 0
+        merged = [value]
+        for other in domain:
+            if other == value:
+                continue
+            trial = Constraint(values=(*merged, other))
+            checks += 1
+            if region_sufficient(reference, {**constraints, spec.name: trial}, action):
+                merged.append(other)
+        if len(merged) == 1:
+            return Constraint(exact=value), checks
+        order = {v: i for i, v in enumerate(domain)}
+        return Constraint(values=tuple(sorted(merged, key=order.__getitem__))), checks
+    truth = value if isinstance(value, Interval) else Interval.point(float(value))
+    lows, highs = _edges(reference, spec, truth)
+    lo, hi = truth.lo, truth.hi
+    for candidate in lows:  # widest first
+        checks += 1
+        trial = Constraint(interval=Interval(candidate, hi))
+        if region_sufficient(reference, {**constraints, spec.name: trial}, action):
+            lo = candidate
+            break
+    for candidate in highs:
+        checks += 1
+        trial = Constraint(interval=Interval(lo, candidate))
+        if region_sufficient(reference, {**constraints, spec.name: trial}, action):
+            hi = candidate
+            break
+    if (lo, hi) == (truth.lo, truth.hi) and not isinstance(value, Interval):
+        return Constraint(exact=value), checks
+    return Constraint(interval=Interval(lo, hi)), checks
+
+
+def _edges(reference: Reference, spec: FieldSpec, truth: Interval) -> tuple[list[float],
+                                                                              list[float]]:
+    lo_bound = float(spec.minimum if spec.minimum is not None else truth.lo)
+    hi_bound = float(spec.maximum if spec.maximum is not None else truth.hi)
+    points = {lo_bound, hi_bound}
+    for t in reference.thresholds.get(spec.name, ()):
+        points.update(v for v in _near(spec, t) if lo_bound <= v <= hi_bound)
+    lows = sorted(p for p in points if p <= truth.lo)
+    highs = sorted((p for p in points if p >= truth.hi), reverse=True)
+    return lows, highs
+
+
+def exhaustive_minimum(reference: Reference, truth: Mapping[str, Any]
+                       ) -> tuple[int, tuple[tuple[str, ...], ...]]:
+    """Exhaustive search: the minimum size of a region-sufficient set (exact values)
+    and every sufficient set of that size. Exponential; for small contracts.
+    """
+    action = reference(truth)
+    names = reference.names
+    for size in range(len(names) + 1):
+        hits = tuple(combo for combo in itertools.combinations(names, size)
+                     if region_sufficient(reference, _exact(truth, combo), action))
+        if hits:
+            return size, hits
+    return len(names), (names,)  # pragma: no cover - the full set is always sufficient
+
+
+# -------------------------------------------------------------------------- ddmin
+
+
+class _Budget(Exception):
+    pass
+
+
+def ddmin(units: Sequence[T], test: Callable[[Sequence[T]], bool], *,
+          budget: int = 64) -> tuple[tuple[T, ...], int, bool]:
+    """Delta debugging: a 1-minimal subset of ``units`` for which ``test`` holds.
+
+    ``test`` is the black-box instance test (e.g. "the receiver, given only these
+    fields, still chooses the reference action"). Subsets are tested once each.
+
+    Returns:
+        ``(subset, calls, complete)``: ``complete`` is false when ``budget`` calls
+        ran out (the subset then still passes, but may not be 1-minimal) or when
+        even the full set fails (the full set is returned).
+    """
+    calls = 0
+    seen: dict[tuple[int, ...], bool] = {}
+    index = {id(u): i for i, u in enumerate(units)}
+
+    def check(subset: Sequence[T]) -> bool:
+        nonlocal calls
+        key = tuple(sorted(index[id(u)] for u in subset))
+        if key in seen:
+            return seen[key]
+        if calls >= budget:
+            raise _Budget
+        calls += 1
+        seen[key] = result = bool(test(subset))
+        return result
+
+    current = list(units)
+    try:
+        if not check(current):
+            return tuple(current), calls, False
+        if check([]):
+            return (), calls, True
+        granularity = 2
+        while len(current) >= 2:
+            size = math.ceil(len(current) / granularity)
+            chunks = [current[i:i + size] for i in range(0, len(current), size)]
+            for chunk in chunks:
+                if check(chunk):
+                    current, granularity = chunk, 2
+                    break
+            else:
+                for chunk in chunks:
+                    complement = [u for u in current if all(u is not c for c in chunk)]
+                    if check(complement):
+                        current, granularity = complement, max(granularity - 1, 2)
+                        break
+                else:
+                    if granularity >= len(current):
+                        break
+                    granularity = min(len(current), granularity * 2)
+    except _Budget:
+        return tuple(current), calls, False
+    return tuple(current), calls, True

@@ -1,0 +1,1354 @@
+"""Perturbations: generic interventions on the message between sender and receiver.
+
+Every perturbation works for any contract; none knows about payments. The families:
+
+- **ablation**: remove one decision field (a benign-default receiver then assumes the
+  field's declared ``if_missing`` value) or one governance member;
+- **coarsening**: merge enum values, round or widen numbers, shorten evidence
+  references;
+- **falsehood**: schema-valid values that differ from the truth, generated from the
+  contract (finite domains enumerated, numbers drawn with Hypothesis and boundary
+  values), each re-validated with ``jsonschema``; declared injections into named
+  cases;
+- **control**: no message, a message shuffled across cases, a constant message;
+- **boundary**: an action added to the action set, the loss matrix changed, the
+  policy version changed, an authoritative sender, a relay through k hops with
+  re-encoding at each hop.
+
+A perturbation yields :class:`Variant` s of one strategy's message for one case.
+Messages are plain dicts; variants copy only what they change.
+"""
+
+from __future__ import annotations
+
+import enum
+import fnmatch
+import itertools
+import math
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, Final
+
+import attrs
+from jsonschema import Draft202012Validator
+
+from handoffs._json import canonical_bytes, dumps, loads
+from handoffs.contracts._contract import Authority, Contract, Uncertainty
+from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
+from handoffs.contracts._policy import (
+    AllOf,
+    AnyOf,
+    Condition,
+    Is,
+    Not,
+    Over,
+    Policy,
+    Predicate,
+    Rule,
+    Under,
+)
+from handoffs.contracts._receipt import GOVERNANCE_FIELDS
+from handoffs.contracts._schema import to_json_schema
+from handoffs.lab._experiment import ExperimentError, draw, typed_value, wire_value
+
+__all__ = [
+    "SUBJECT",
+    "ActionAdded",
+    "AuthoritativeSender",
+    "CaseContext",
+    "ConstantMessage",
+    "Falsehood",
+    "LossChanged",
+    "MergeEnumValues",
+    "Mutate",
+    "NoMessage",
+    "Perturbation",
+    "PolicyVersionChanged",
+    "Relay",
+    "RemoveDecisionField",
+    "RemoveGovernanceField",
+    "RoundNumeric",
+    "Scoring",
+    "ShortenEvidenceRefs",
+    "ShuffledMessage",
+    "Variant",
+    "WidenInterval",
+    "perturbation_from_json",
+    "select_perturbations",
+    "standard_perturbations",
+]
+
+SUBJECT: Final = "@subject"
+"""Marker in :attr:`Perturbation.strategies`: the experiment's subject strategy."""
+
+_RELAY_NAMESPACE: Final = uuid.UUID("3b0f5f4e-8f55-4d55-a3d5-2f0d0f9a4c21")
+
+
+# ------------------------------------------------------------------- data shapes
+
+
+@attrs.frozen
+class Scoring:
+    """How decisions are scored: the loss per (chosen, reference) action value and the
+    hard constraints as ``(name, chosen, allowed references)``.
+    """
+
+    loss: Mapping[tuple[str, str], float]
+    hard: tuple[tuple[str, str, frozenset[str]], ...]
+    name: str = "contract"
+
+    @classmethod
+    def of(cls, contract: Contract[Any, Any]) -> Scoring:
+        """The contract's own loss matrix and hard constraints."""
+        return cls(
+            loss={(c.value, r.value): float(v) for (c, r), v in contract.loss.entries.items()},
+            hard=tuple((h.name, h.chosen.value, frozenset(a.value for a in h.allowed_references))
+                       for h in contract.hard_constraints),
+        )
+
+    def regret(self, chosen: str, reference: str) -> float:
+        """Loss of ``chosen`` against ``reference`` (a missing pair is an error)."""
+        try:
+            return self.loss[(chosen, reference)]
+        except KeyError:
+            raise ExperimentError(
+                f"loss matrix {self.name!r} has no entry for ({chosen}, {reference})",
+                code="incomplete-loss-matrix") from None
+
+    def violations(self, chosen: str, reference: str) -> tuple[str, ...]:
+        """Names of the hard constraints ``chosen`` breaks against ``reference``."""
+        return tuple(n for n, c, allowed in self.hard if c == chosen and reference not in allowed)
+
+
+@attrs.frozen
+class Variant:
+    """One perturbed message.
+
+    Attributes:
+        message: what the receiver gets.
+        label: distinguishes variants of one perturbation on one case (falsehoods).
+        reference: the reference action when the perturbation changes it (boundary
+            changes); ``None`` keeps the case's reference.
+        falsehood: ``(field, true value, false value)`` in wire form, for falsehoods.
+        falsified: the reference policy's action if the falsehood were true.
+        touched: top-level members changed (``None``: unknown, check everything).
+        full_validation: validate the whole message with ``jsonschema`` (injections).
+    """
+
+    message: Mapping[str, Any]
+    label: str | None = None
+    reference: str | None = None
+    falsehood: tuple[str, Any, Any] | None = None
+    falsified: str | None = None
+    touched: frozenset[str] | None = None
+    full_validation: bool = False
+
+
+@attrs.frozen
+class CaseContext:
+    """What a perturbation may know about the case it perturbs.
+
+    Attributes:
+        index: position of the case in the stream.
+        case_id: the case id.
+        truth: the true decision state as a typed view (field → value).
+        reference: the reference action value from the full evidence.
+        contract: the experiment's contract.
+        decide: the (memoised) reference policy on a complete typed view.
+        neighbour: the unperturbed message of another case for a strategy (shuffle).
+        constant: the constant message for a strategy.
+    """
+
+    index: int
+    case_id: str
+    truth: Mapping[str, Any]
+    reference: str
+    contract: Contract[Any, Any]
+    decide: Callable[[Mapping[str, Any]], str]
+    neighbour: Callable[[str], Mapping[str, Any] | None]
+    constant: Callable[[str], Mapping[str, Any] | None]
+
+
+def _names(value: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    return tuple(value)
+
+
+def _strategies(value: Sequence[str] | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return (value,)
+    return tuple(value)
+
+
+class Perturbation:
+    """Base of perturbations (frozen attrs subclasses).
+
+    Subclasses set ``kind`` and implement :meth:`variants`. ``strategies`` restricts
+    which strategies a perturbation changes: ``None`` for every strategy whose
+    message it applies to, or names (``"@subject"`` for the experiment's subject).
+    """
+
+    kind: ClassVar[str] = "ablation"
+    default_strategies: ClassVar[tuple[str, ...] | None] = None
+
+    @property
+    def id(self) -> str:
+        """Stable identifier, e.g. ``remove-decision-field:policy_current``."""
+        raise NotImplementedError
+
+    @property
+    def target(self) -> str | None:
+        """The field or member the perturbation changes, if one."""
+        return None
+
+    @property
+    def description(self) -> str:
+        """What the perturbation does, in words."""
+        raise NotImplementedError
+
+    @property
+    def applies_to(self) -> tuple[str, ...] | None:
+        """Strategies this perturbation applies to (declared or the kind's default)."""
+        declared: tuple[str, ...] | None = getattr(self, "strategies", None)
+        return declared if declared is not None else self.default_strategies
+
+    def prepare(self, contract: Contract[Any, Any], *, seed: int) -> Perturbation:
+        """Bind to a contract before the run (falsehood pools); default: unchanged."""
+        return self
+
+    def scoring(self, base: Scoring) -> Scoring:
+        """The scoring for this perturbation's decisions (default: the contract's)."""
+        return base
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """The perturbed messages for one case and strategy (none: not applicable)."""
+        raise NotImplementedError
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready description (the report's ``experiment.perturbations`` rows)."""
+        applies = self.applies_to
+        return {"id": self.id, "kind": self.kind, "target": self.target,
+                "description": self.description,
+                "strategies": None if applies is None else list(applies)}
+
+
+def _with_state(message: Mapping[str, Any], state: Mapping[str, Any]) -> dict[str, Any]:
+    new = dict(message)
+    new["decision_state"] = state
+    return new
+
+
+def _state_of(message: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    state = message.get("decision_state")
+    return state if isinstance(state, Mapping) else None
+
+
+_STATE: Final = frozenset({"decision_state"})
+
+
+# ------------------------------------------------------------------------ ablation
+
+
+@attrs.frozen
+class RemoveDecisionField(Perturbation):
+    """Remove one decision field from the message's ``decision_state``."""
+
+    field: str
+    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
+    kind: ClassVar[str] = "ablation"
+    default_strategies: ClassVar[tuple[str, ...] | None] = (SUBJECT,)
+
+    @property
+    def id(self) -> str:
+        """``remove-decision-field:<field>``."""
+        return f"remove-decision-field:{self.field}"
+
+    @property
+    def target(self) -> str:
+        """The removed field."""
+        return self.field
+
+    @property
+    def description(self) -> str:
+        """In words."""
+        return f"Remove decision field {self.field} (a benign-default receiver assumes its " \
+               "declared if_missing value)."
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """The message without the field."""
+        state = _state_of(message)
+        if state is None or self.field not in state:
+            return
+        yield Variant(_with_state(message, {k: v for k, v in state.items() if k != self.field}),
+                      touched=_STATE)
+
+
+@attrs.frozen
+class RemoveGovernanceField(Perturbation):
+    """Remove one governance member (``case_id``, ``sender``, ``authority``, ...)."""
+
+    field: str
+    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
+    kind: ClassVar[str] = "ablation"
+    default_strategies: ClassVar[tuple[str, ...] | None] = (SUBJECT,)
+
+    @property
+    def id(self) -> str:
+        """``remove-governance-field:<member>``."""
+        return f"remove-governance-field:{self.field}"
+
+    @property
+    def target(self) -> str:
+        """The removed member."""
+        return self.field
+
+    @property
+    def description(self) -> str:
+        """In words."""
+        return f"Remove governance member {self.field}."
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """The message without the member."""
+        if self.field in message:
+            yield Variant({k: v for k, v in message.items() if k != self.field},
+                          touched=frozenset({self.field}))
+
+
+# ---------------------------------------------------------------------- coarsening
+
+
+def _split_target(target: str) -> tuple[str | None, str]:
+    if target.startswith("decision_state."):
+        return "decision_state", target.removeprefix("decision_state.")
+    return None, target
+
+
+def _get(message: Mapping[str, Any], target: str) -> tuple[bool, Any]:
+    parent, name = _split_target(target)
+    holder = _state_of(message) if parent else message
+    if holder is None or name not in holder:
+        return False, None
+    return True, holder[name]
+
+
+def _set(message: Mapping[str, Any], target: str, value: Any) -> tuple[dict[str, Any], str]:
+    parent, name = _split_target(target)
+    if parent:
+        state = dict(_state_of(message) or {})
+        state[name] = value
+        return _with_state(message, state), "decision_state"
+    new = dict(message)
+    new[name] = value
+    return new, name
+
+
+def _values(value: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(value)
+
+
+@attrs.frozen
+class MergeEnumValues(Perturbation):
+    """Merge enum values: any of ``values`` is sent as ``into``.
+
+    ``target`` is a decision field (``decision_state.<field>``) or a top-level enum
+    member such as ``uncertainty`` (merging CONFLICT into RESOLVED launders a
+    conflict into smooth prose).
+    """
+
+    target_: str = attrs.field(alias="target")
+    values: tuple[Any, ...] = attrs.field(converter=_values)
+    into: Any
+    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
+    kind: ClassVar[str] = "coarsening"
+    default_strategies: ClassVar[tuple[str, ...] | None] = (SUBJECT,)
+
+    @property
+    def id(self) -> str:
+        """``merge-enum-values:<target>:<a>+<b>-><into>``."""
+        return f"merge-enum-values:{self.target_}:{'+'.join(map(str, self.values))}->{self.into}"
+
+    @property
+    def target(self) -> str:
+        """The field or member."""
+        return self.target_
+
+    @property
+    def description(self) -> str:
+        """In words."""
+        return f"Send {', '.join(map(str, self.values))} of {self.target_} as {self.into}."
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """The message with the value merged (unchanged when it is not merged)."""
+        present, value = _get(message, self.target_)
+        if not present:
+            return
+        if value in self.values and value != self.into:
+            new, member = _set(message, self.target_, self.into)
+            yield Variant(new, touched=frozenset({member}))
+        else:
+            yield Variant(message, touched=frozenset())
+
+
+def _clamp(value: float, spec_min: float | None, spec_max: float | None) -> float:
+    if spec_min is not None:
+        value = max(value, spec_min)
+    if spec_max is not None:
+        value = min(value, spec_max)
+    return value
+
+
+@attrs.frozen
+class RoundNumeric(Perturbation):
+    """Round a numeric decision field to a multiple of ``step`` (within its bounds)."""
+
+    field: str
+    step: float = attrs.field()
+    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
+    minimum: float | None = None
+    maximum: float | None = None
+    integer: bool = False
+    kind: ClassVar[str] = "coarsening"
+    default_strategies: ClassVar[tuple[str, ...] | None] = (SUBJECT,)
+
+    @step.validator
+    def _positive(self, _: Any, value: float) -> None:
+        if not value > 0:
+            raise ExperimentError(f"round step must be > 0, got {value!r}")
+
+    @property
+    def id(self) -> str:
+        """``round-numeric:<field>:<step>``."""
+        return f"round-numeric:{self.field}:{self.step:g}"
+
+    @property
+    def target(self) -> str:
+        """The field."""
+        return self.field
+
+    @property
+    def description(self) -> str:
+        """In words."""
+        return f"Round {self.field} to a multiple of {self.step:g}."
+
+    def prepare(self, contract: Contract[Any, Any], *, seed: int) -> Perturbation:
+        """Take the field's bounds and integer-ness from the contract."""
+        spec = contract.field_map.get(self.field)
+        if spec is None or spec.kind not in (FieldKind.INT, FieldKind.FLOAT):
+            raise ExperimentError(f"round-numeric: {self.field} is not a numeric field")
+        return attrs.evolve(self, minimum=spec.minimum, maximum=spec.maximum,
+                            integer=spec.kind is FieldKind.INT)
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """The message with the value rounded."""
+        present, value = _get(message, f"decision_state.{self.field}")
+        if not present or isinstance(value, bool) or not isinstance(value, int | float):
+            return
+        rounded: float = _clamp(round(value / self.step) * self.step, self.minimum, self.maximum)
+        new_value: int | float = round(rounded) if self.integer else float(rounded)
+        if self.integer:
+            new_value = int(_clamp(new_value, self.minimum, self.maximum))
+        if new_value == value:
+            yield Variant(message, touched=frozenset())
+            return
+        yield Variant(_set(message, f"decision_state.{self.field}", new_value)[0],
+                      touched=_STATE)
+
+
+@attrs.frozen
+class WidenInterval(Perturbation):
+    """Widen an interval field by ``width`` (half on each side, within its bounds)."""
+
+    field: str
+    width: float = attrs.field()
+    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
+    minimum: float | None = None
+    maximum: float | None = None
+    kind: ClassVar[str] = "coarsening"
+    default_strategies: ClassVar[tuple[str, ...] | None] = (SUBJECT,)
+
+    @width.validator
+    def _positive(self, _: Any, value: float) -> None:
+        if not value > 0:
+            raise ExperimentError(f"widen width must be > 0, got {value!r}")
+
+    @property
+    def id(self) -> str:
+        """``widen-interval:<field>:<width>``."""
+        return f"widen-interval:{self.field}:{self.width:g}"
+
+    @property
+    def target(self) -> str:
+        """The field."""
+        return self.field
+
+    @property
+    def description(self) -> str:
+        """In words."""
+        return f"Widen interval {self.field} by {self.width:g}."
+
+    def prepare(self, contract: Contract[Any, Any], *, seed: int) -> Perturbation:
+        """Take the field's bounds from the contract."""
+        spec = contract.field_map.get(self.field)
+        if spec is None or spec.kind is not FieldKind.INTERVAL:
+            raise ExperimentError(f"widen-interval: {self.field} is not an interval field")
+        return attrs.evolve(self, minimum=spec.minimum, maximum=spec.maximum)
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """The message with the interval widened."""
+        present, value = _get(message, f"decision_state.{self.field}")
+        if not present or not isinstance(value, Mapping):
+            return
+        try:
+            lo = _clamp(float(value["lo"]) - self.width / 2, self.minimum, self.maximum)
+            hi = _clamp(float(value["hi"]) + self.width / 2, self.minimum, self.maximum)
+        except (KeyError, TypeError, ValueError):
+            return
+        yield Variant(_set(message, f"decision_state.{self.field}", {"lo": lo, "hi": hi})[0],
+                      touched=_STATE)
+
+
+def _shorten_uri(uri: str, depth: int | None) -> str:
+    if depth is None:
+        return uri
+    scheme, sep, rest = uri.partition(":")
+    if not sep:
+        return uri
+    slashes = len(rest) - len(rest.lstrip("/"))
+    parts = rest[slashes:].split("/")
+    return f"{scheme}:{rest[:slashes]}{'/'.join(parts[:depth])}"
+
+
+@attrs.frozen
+class ShortenEvidenceRefs(Perturbation):
+    """Shorten evidence references: keep the first ``keep``, cut each URI to ``depth``
+    path segments, and drop content digests.
+    """
+
+    keep: int | None = None
+    depth: int | None = None
+    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
+    kind: ClassVar[str] = "coarsening"
+    default_strategies: ClassVar[tuple[str, ...] | None] = (SUBJECT,)
+
+    def __attrs_post_init__(self) -> None:
+        if self.keep is None and self.depth is None:
+            raise ExperimentError("shorten-evidence-refs needs keep or depth")
+        if (self.keep is not None and self.keep < 1) or (self.depth is not None
+                                                         and self.depth < 1):
+            raise ExperimentError("keep and depth must be >= 1 (a receipt needs a reference)")
+
+    @property
+    def id(self) -> str:
+        """``shorten-evidence-refs:keep=<k>`` and/or ``depth=<d>``."""
+        parts = [f"keep={self.keep}" if self.keep else "", f"depth={self.depth}"
+                 if self.depth else ""]
+        return "shorten-evidence-refs:" + ",".join(p for p in parts if p)
+
+    @property
+    def target(self) -> str:
+        """``evidence_refs``."""
+        return "evidence_refs"
+
+    @property
+    def description(self) -> str:
+        """In words."""
+        what = []
+        if self.keep:
+            what.append(f"keep the first {self.keep}")
+        if self.depth:
+            what.append(f"cut URIs to {self.depth} path segment(s) and drop digests")
+        return "Shorten evidence references: " + "; ".join(what) + "."
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """The message with shortened references."""
+        refs = message.get("evidence_refs")
+        if not isinstance(refs, list | tuple):
+            return
+        kept = list(refs[: self.keep] if self.keep else refs)
+        if self.depth:
+            kept = [_shorten_uri(r["uri"] if isinstance(r, Mapping) else str(r), self.depth)
+                    for r in kept]
+        new = dict(message)
+        new["evidence_refs"] = kept
+        yield Variant(new, touched=frozenset({"evidence_refs"}))
+
+
+# ---------------------------------------------------------------------- falsehoods
+
+
+def _field_schema(contract: Contract[Any, Any], name: str) -> dict[str, Any]:
+    schema = to_json_schema(contract)
+    return {"$schema": schema["$schema"],
+            **schema["properties"]["decision_state"]["properties"][name]}
+
+
+def _member_schema(contract: Contract[Any, Any], name: str) -> dict[str, Any]:
+    schema = to_json_schema(contract)
+    return {"$schema": schema["$schema"], **schema["properties"][name]}
+
+
+def _boundary_values(spec: FieldSpec, thresholds: Sequence[float]) -> list[float]:
+    lo = spec.minimum if spec.minimum is not None else 0.0
+    hi = spec.maximum if spec.maximum is not None else 0.0
+    values = [lo, hi]
+    for t in thresholds:
+        if spec.kind is FieldKind.INT:
+            values += [math.floor(t) - 1, math.floor(t), math.ceil(t), math.ceil(t) + 1]
+        else:
+            values += [t, math.nextafter(t, -math.inf), math.nextafter(t, math.inf)]
+    return [v for v in values if lo <= v <= hi]
+
+
+def _numeric_pool(contract: Contract[Any, Any], spec: FieldSpec, samples: int,
+                  seed: int) -> list[Any]:
+    from hypothesis import strategies as st
+
+    thresholds = [t for f, t in contract.policy.thresholds() if f == spec.name]
+    lo = spec.minimum if spec.minimum is not None else 0.0
+    hi = spec.maximum if spec.maximum is not None else 0.0
+    bounds = _boundary_values(spec, thresholds)
+    if spec.kind is FieldKind.INT:
+        drawn = draw(st.integers(math.ceil(lo), math.floor(hi)), samples, seed=seed)
+        points: list[Any] = [int(v) for v in bounds] + drawn
+    elif spec.kind is FieldKind.FLOAT:
+        drawn = draw(st.floats(lo, hi, allow_nan=False, allow_infinity=False), samples,
+                     seed=seed)
+        points = [float(v) for v in bounds] + drawn
+    else:
+        ends = st.one_of(st.sampled_from(bounds), st.floats(lo, hi, allow_nan=False))
+        drawn = draw(st.tuples(ends, ends), samples, seed=seed)
+        cells = sorted(set(bounds))
+        points = [{"lo": a, "hi": b} for a, b in itertools.pairwise(cells)]
+        points += [{"lo": min(a, b), "hi": max(a, b)} for a, b in drawn]
+    unique: list[Any] = []
+    seen: set[str] = set()
+    for value in points:
+        key = dumps(value)
+        if key not in seen:
+            seen.add(key)
+            unique.append(value)
+    return unique
+
+
+@attrs.frozen
+class Mutate(Perturbation):
+    """Schema-valid falsehoods: for every decision field, values that differ from the
+    truth (every other value of a finite domain; boundary values and Hypothesis draws
+    for numbers), and every other value of the top-level enum ``members``.
+
+    Each candidate value is re-validated with ``jsonschema`` against the contract's
+    schema (``schema_rejected`` counts refusals: a generator bug if not 0). Each
+    falsehood is classified by the reference policy: ``no_effect``,
+    ``changes_action`` or ``catastrophic`` (trusting it breaks a hard constraint).
+    """
+
+    fields: tuple[str, ...] | None = attrs.field(default=None,
+                                                 converter=attrs.converters.optional(tuple))
+    members: tuple[str, ...] = attrs.field(default=("proposed_action", "uncertainty"),
+                                           converter=_names)
+    samples: int = 8
+    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
+    pools: Mapping[str, tuple[Any, ...]] | None = attrs.field(default=None, eq=False,
+                                                              repr=False)
+    schema_rejected: int = 0
+    kind: ClassVar[str] = "falsehood"
+    default_strategies: ClassVar[tuple[str, ...] | None] = (SUBJECT,)
+
+    @property
+    def id(self) -> str:
+        """``mutate``."""
+        return "mutate"
+
+    @property
+    def description(self) -> str:
+        """In words."""
+        return ("Schema-valid falsehoods: each decision field (and the enum members "
+                f"{', '.join(self.members)}) set to a valid value that differs from the truth.")
+
+    def prepare(self, contract: Contract[Any, Any], *, seed: int) -> Perturbation:
+        """Generate and validate the candidate pools."""
+        names = self.fields if self.fields is not None else tuple(s.name for s in contract.fields)
+        pools: dict[str, tuple[Any, ...]] = {}
+        rejected = 0
+        for name in names:
+            spec = contract.field_map.get(name)
+            if spec is None:
+                raise ExperimentError(f"mutate: {name} is not a decision field of "
+                                      f"{contract.id}")
+            if spec.domain() is not None:
+                candidates = [wire_value(v) for v in spec.domain() or ()]
+            else:
+                candidates = _numeric_pool(contract, spec, self.samples, seed)
+            validator = Draft202012Validator(_field_schema(contract, name))
+            valid = [v for v in candidates if validator.is_valid(v)]
+            rejected += len(candidates) - len(valid)
+            pools[f"decision_state.{name}"] = tuple(valid)
+        schema = to_json_schema(contract)
+        for member in self.members:
+            enum_values = schema["properties"].get(member, {}).get("enum")
+            if enum_values is None:
+                raise ExperimentError(f"mutate: {member} is not an enum member of the receipt")
+            validator = Draft202012Validator(_member_schema(contract, member))
+            valid = [v for v in enum_values if validator.is_valid(v)]
+            rejected += len(enum_values) - len(valid)
+            pools[member] = tuple(valid)
+        return attrs.evolve(self, pools=pools, schema_rejected=rejected)
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """Every falsehood for this case."""
+        if self.pools is None:
+            raise ExperimentError("mutate was not prepared for a contract")
+        state = _state_of(message)
+        field_map = ctx.contract.field_map
+        for target, pool in self.pools.items():
+            parent, name = _split_target(target)
+            if parent:
+                if state is None or name not in state:
+                    continue
+                truth = state[name]
+                spec = field_map[name]
+                for value in pool:
+                    if value == truth and type(value) is type(truth):
+                        continue
+                    view = dict(ctx.truth)
+                    view[name] = typed_value(spec, value)
+                    falsified = ctx.decide(view)
+                    new_state = dict(state)
+                    new_state[name] = value
+                    yield Variant(_with_state(message, new_state), label=f"{name}={dumps(value)}",
+                                  falsehood=(name, truth, value), falsified=falsified,
+                                  touched=_STATE)
+            else:
+                if name not in message:
+                    continue
+                truth = message[name]
+                for value in pool:
+                    if value == truth:
+                        continue
+                    new = dict(message)
+                    new[name] = value
+                    yield Variant(new, label=f"{name}={dumps(value)}",
+                                  falsehood=(name, truth, value), falsified=ctx.reference,
+                                  touched=frozenset({name}))
+
+
+@attrs.frozen
+class Falsehood(Perturbation):
+    """A declared schema-valid falsehood: in case ``case_id``, decision field ``field``
+    is sent as ``value`` (the essay's error injection).
+    """
+
+    case_id: str
+    field: str
+    value: Any
+    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
+    kind: ClassVar[str] = "falsehood"
+    default_strategies: ClassVar[tuple[str, ...] | None] = (SUBJECT,)
+
+    @property
+    def id(self) -> str:
+        """``inject:<case_id>:<field>=<value>``."""
+        return f"inject:{self.case_id}:{self.field}={dumps(self.value)}"
+
+    @property
+    def target(self) -> str:
+        """The field."""
+        return self.field
+
+    @property
+    def description(self) -> str:
+        """In words."""
+        return f"In case {self.case_id}, send {self.field} = {dumps(self.value)}."
+
+    def prepare(self, contract: Contract[Any, Any], *, seed: int) -> Perturbation:
+        """Check that the value is schema-valid for the field."""
+        if self.field not in contract.field_map:
+            raise ExperimentError(f"injection: {self.field} is not a decision field of "
+                                  f"{contract.id}")
+        if not Draft202012Validator(_field_schema(contract, self.field)).is_valid(self.value):
+            raise ExperimentError(f"injection: {self.value!r} is not schema-valid for "
+                                  f"{self.field}; a falsehood must pass the schema")
+        return self
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """The altered message, in the named case only."""
+        state = _state_of(message)
+        if ctx.case_id != self.case_id or state is None or self.field not in state:
+            return
+        spec = ctx.contract.field_map[self.field]
+        view = dict(ctx.truth)
+        view[self.field] = typed_value(spec, self.value)
+        new_state = dict(state)
+        new_state[self.field] = self.value
+        yield Variant(_with_state(message, new_state), label=self.field,
+                      falsehood=(self.field, state[self.field], self.value),
+                      falsified=ctx.decide(view), touched=_STATE, full_validation=True)
+
+
+# ------------------------------------------------------------------------ controls
+
+
+@attrs.frozen
+class NoMessage(Perturbation):
+    """Control: the receiver gets an empty message (what can it infer alone?)."""
+
+    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
+    kind: ClassVar[str] = "control"
+
+    @property
+    def id(self) -> str:
+        """``no-message``."""
+        return "no-message"
+
+    @property
+    def description(self) -> str:
+        """In words."""
+        return "Control: send an empty message."
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """``{}``."""
+        yield Variant({}, touched=None)
+
+
+@attrs.frozen
+class ShuffledMessage(Perturbation):
+    """Control: each case gets another case's message (does the content matter?).
+
+    Cases are paired within each chunk of the stream (the message of the previous
+    case, the first taking the last), so the pairing does not depend on the executor.
+    """
+
+    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
+    kind: ClassVar[str] = "control"
+
+    @property
+    def id(self) -> str:
+        """``shuffled-message``."""
+        return "shuffled-message"
+
+    @property
+    def description(self) -> str:
+        """In words."""
+        return "Control: send the message of another case."
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """The neighbour's message."""
+        other = ctx.neighbour(strategy)
+        if other is not None:
+            yield Variant(other, touched=None)
+
+
+@attrs.frozen
+class ConstantMessage(Perturbation):
+    """Control: every case gets the first case's message (is the channel ignored?)."""
+
+    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
+    kind: ClassVar[str] = "control"
+
+    @property
+    def id(self) -> str:
+        """``constant-message``."""
+        return "constant-message"
+
+    @property
+    def description(self) -> str:
+        """In words."""
+        return "Control: send the first case's message for every case."
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """The constant message."""
+        constant = ctx.constant(strategy)
+        if constant is not None:
+            yield Variant(constant, touched=None)
+
+
+# ------------------------------------------------------------------------ boundary
+
+
+def _loss_entries(value: Mapping[Any, float] | Sequence[Mapping[str, Any]]
+                  ) -> dict[tuple[str, str], float]:
+    if isinstance(value, Mapping):
+        out: dict[tuple[str, str], float] = {}
+        for key, loss in value.items():
+            chosen, reference = key
+            out[(_action_value(chosen), _action_value(reference))] = float(loss)
+        return out
+    return {(str(row["chosen"]), str(row["reference"])): float(row["loss"]) for row in value}
+
+
+def _action_value(action: Any) -> str:
+    return str(action.value) if isinstance(action, enum.Enum | _AddedAction) else str(action)
+
+
+@attrs.frozen
+class LossChanged(Perturbation):
+    """Boundary: re-score the unperturbed decisions under a changed loss matrix.
+
+    Messages are not changed, so a deterministic receiver is not called again: the
+    decisions come from the memo (and :func:`handoffs.lab.rescore` does the same for
+    a finished run log).
+    """
+
+    name: str
+    entries: Mapping[tuple[str, str], float] = attrs.field(converter=_loss_entries)
+    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
+    kind: ClassVar[str] = "boundary"
+
+    @property
+    def id(self) -> str:
+        """``loss-changed:<name>``."""
+        return f"loss-changed:{self.name}"
+
+    @property
+    def description(self) -> str:
+        """In words."""
+        changed = ", ".join(f"({c}, {r}) = {v:g}" for (c, r), v in sorted(self.entries.items()))
+        return f"Loss matrix {self.name}: {changed}."
+
+    def scoring(self, base: Scoring) -> Scoring:
+        """The base loss with the changed entries."""
+        return attrs.evolve(base, loss={**base.loss, **self.entries}, name=self.name)
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """The unchanged message."""
+        yield Variant(message, touched=frozenset())
+
+
+@attrs.frozen
+class _AddedAction:
+    """An action outside the contract's enum; policies only read its ``value``."""
+
+    value: str
+
+
+def _added_action(value: str) -> Any:
+    return _AddedAction(value)
+
+
+@attrs.frozen
+class ActionAdded(Perturbation):
+    """Boundary: the receiver's action set gains ``action``, chosen when ``when`` holds
+    (a rule inserted before rule ``before``, or last). Messages and receivers stay
+    as they are; the reference changes wherever the new rule now decides.
+
+    ``loss`` gives the new (chosen, reference) entries; pairs it leaves out cost
+    ``default_loss``.
+    """
+
+    action: str
+    when: Condition
+    before: str | None = None
+    loss: Mapping[tuple[str, str], float] = attrs.field(factory=dict, converter=_loss_entries)
+    default_loss: float = 1.0
+    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
+    policy: Policy[Any] | None = attrs.field(default=None, eq=False, repr=False)
+    kind: ClassVar[str] = "boundary"
+
+    @property
+    def id(self) -> str:
+        """``action-added:<action>``."""
+        return f"action-added:{self.action}"
+
+    @property
+    def description(self) -> str:
+        """In words."""
+        where = f"before rule {self.before}" if self.before else "after every rule"
+        return f"Add action {self.action}, chosen when {self.when.describe()} ({where})."
+
+    def prepare(self, contract: Contract[Any, Any], *, seed: int) -> Perturbation:
+        """Build the extended policy."""
+        if self.action in {a.value for a in contract.actions}:
+            raise ExperimentError(f"action-added: {self.action} is already an action")
+        unknown = self.when.reads() - set(contract.field_map)
+        if unknown:
+            raise ExperimentError(f"action-added: the condition reads unknown fields "
+                                  f"{sorted(unknown)}")
+        rules = list(contract.policy.rules)
+        rule: Rule[Any] = Rule(f"added-{self.action.lower()}", self.when,
+                               _added_action(self.action))
+        names = [r.name for r in rules]
+        if self.before is not None and self.before not in names:
+            raise ExperimentError(f"action-added: no rule named {self.before!r}; "
+                                  f"rules: {names}")
+        position = names.index(self.before) if self.before is not None else len(rules)
+        rules.insert(position, rule)
+        policy: Policy[Any] = Policy(rules=tuple(rules), default=contract.policy.default,
+                                     default_name=contract.policy.default_name)
+        return attrs.evolve(self, policy=policy)
+
+    def scoring(self, base: Scoring) -> Scoring:
+        """The base loss extended with the new action's row and column."""
+        actions = {a for pair in base.loss for a in pair}
+        extended = dict(base.loss)
+        extended[(self.action, self.action)] = 0.0
+        for other in actions:
+            for pair in ((self.action, other), (other, self.action)):
+                extended[pair] = self.loss.get(pair, self.default_loss)
+        return attrs.evolve(base, loss=extended, name=f"{base.name}+{self.action}")
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """The unchanged message, scored against the extended policy's action."""
+        if self.policy is None:
+            raise ExperimentError("action-added was not prepared for a contract")
+        outcome = self.policy.evaluate(ctx.truth)
+        reference = ctx.reference if outcome.action is None else _action_value(outcome.action)
+        yield Variant(message, reference=reference, touched=frozenset())
+
+
+@attrs.frozen
+class PolicyVersionChanged(Perturbation):
+    """Boundary: the message names policy version ``version`` (default: the stamped
+    version with ``-superseded`` appended), not the one the receiver holds current.
+    With ``policy``, the reference is that new policy's action.
+    """
+
+    version: str | None = None
+    policy: Policy[Any] | None = attrs.field(default=None, eq=False)
+    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
+    kind: ClassVar[str] = "boundary"
+
+    @property
+    def id(self) -> str:
+        """``policy-version-changed[:<version>]``."""
+        return "policy-version-changed" + (f":{self.version}" if self.version else "")
+
+    @property
+    def target(self) -> str:
+        """``policy_version``."""
+        return "policy_version"
+
+    @property
+    def description(self) -> str:
+        """In words."""
+        named = self.version or "<stamped>-superseded"
+        return f"The message names policy version {named}" + (
+            ", and the reference follows the new policy." if self.policy else ".")
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """The message naming the other version."""
+        current = message.get("policy_version")
+        if not isinstance(current, str):
+            return
+        new = dict(message)
+        new["policy_version"] = self.version or f"{current}-superseded"
+        reference = None
+        if self.policy is not None:
+            outcome = self.policy.evaluate(ctx.truth)
+            reference = None if outcome.action is None else _action_value(outcome.action)
+        yield Variant(new, reference=reference, touched=frozenset({"policy_version"}))
+
+
+@attrs.frozen
+class AuthoritativeSender(Perturbation):
+    """Boundary: the sender claims ``DECIDE`` authority (the receiver becomes an
+    actuator). A negative control: success here moves the decision, it does not
+    show the message is sufficient.
+    """
+
+    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
+    kind: ClassVar[str] = "boundary"
+
+    @property
+    def id(self) -> str:
+        """``authoritative-sender``."""
+        return "authoritative-sender"
+
+    @property
+    def target(self) -> str:
+        """``authority``."""
+        return "authority"
+
+    @property
+    def description(self) -> str:
+        """In words."""
+        return "The sender claims DECIDE authority."
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """The message with ``authority: DECIDE``."""
+        if message.get("authority") == Authority.DECIDE.value or "authority" not in message:
+            yield Variant(message, touched=frozenset())
+            return
+        new = dict(message)
+        new["authority"] = Authority.DECIDE.value
+        yield Variant(new, touched=frozenset({"authority"}))
+
+
+def _collapse(value: Any) -> Any:
+    if isinstance(value, Mapping) and set(value) == {"lo", "hi"}:
+        try:
+            mid = (float(value["lo"]) + float(value["hi"])) / 2
+        except (TypeError, ValueError):
+            return value
+        return {"lo": mid, "hi": mid}
+    return value
+
+
+@attrs.frozen
+class Relay(Perturbation):
+    """Boundary: the message passes through ``hops`` relays, each re-encoding it.
+
+    Every hop round-trips the message through canonical JSON and re-stamps
+    ``sender`` as ``relay-<i>``; ``drop`` lists members the first hop discards
+    (irrelevant to it, decisive downstream); ``soften_uncertainty`` turns CONFLICT
+    into RESOLVED and ``collapse_intervals`` turns intervals into point estimates, at
+    every hop. Each hop issues a new receipt id; proofs and grants do not survive
+    re-encoding.
+    """
+
+    hops: int = attrs.field(default=2)
+    drop: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    soften_uncertainty: bool = False
+    collapse_intervals: bool = False
+    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
+    kind: ClassVar[str] = "boundary"
+
+    @hops.validator
+    def _positive(self, _: Any, value: int) -> None:
+        if not isinstance(value, int) or value < 1:
+            raise ExperimentError(f"relay hops must be a positive integer, got {value!r}")
+
+    @property
+    def id(self) -> str:
+        """``relay:<hops>[:drop=a+b][:soften][:collapse]``."""
+        parts = [f"relay:{self.hops}"]
+        if self.drop:
+            parts.append("drop=" + "+".join(self.drop))
+        if self.soften_uncertainty:
+            parts.append("soften")
+        if self.collapse_intervals:
+            parts.append("collapse")
+        return ":".join(parts)
+
+    @property
+    def description(self) -> str:
+        """In words."""
+        extra = []
+        if self.drop:
+            extra.append(f"the first hop drops {', '.join(self.drop)}")
+        if self.soften_uncertainty:
+            extra.append("conflicts are softened to resolved")
+        if self.collapse_intervals:
+            extra.append("intervals collapse to points")
+        tail = f"; {'; '.join(extra)}" if extra else ""
+        return f"Relay through {self.hops} hop(s), re-encoded and re-stamped at each{tail}."
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """The message as the last hop forwards it."""
+        current: dict[str, Any] = dict(message)
+        for hop in range(1, self.hops + 1):
+            current = loads(canonical_bytes(current))
+            for member in ("proof", "grant"):
+                current.pop(member, None)
+            previous = current.get("id")
+            if isinstance(previous, str):
+                current["id"] = f"urn:uuid:{uuid.uuid5(_RELAY_NAMESPACE, f'{previous}/{hop}')}"
+            if hop == 1:
+                for member in self.drop:
+                    current.pop(member, None)
+            if "sender" in current:
+                current["sender"] = f"relay-{hop}"
+            if self.soften_uncertainty and current.get("uncertainty") == Uncertainty.CONFLICT.value:
+                current["uncertainty"] = Uncertainty.RESOLVED.value
+            state = _state_of(current)
+            if self.collapse_intervals and state is not None:
+                current["decision_state"] = {k: _collapse(v) for k, v in state.items()}
+        yield Variant(current, touched=None)
+
+
+# ------------------------------------------------------------------- standard set
+
+
+def standard_perturbations(
+    contract: Contract[Any, Any], *, hops: int = 2, controls: bool = True,
+    boundary: bool = True, falsehoods: bool = True, coarsening: bool = True,
+) -> tuple[Perturbation, ...]:
+    """The perturbations every contract gets, generated from its declaration.
+
+    In order: remove each decision field; remove each governance member; coarsen
+    (merge each pair of enum values, round numbers and widen intervals to a tenth of
+    their range, launder uncertainty, shorten evidence references); schema-valid
+    falsehoods; the three falsifying controls; and the boundary changes that need no
+    declaration (policy version changed, authoritative sender, relays). Adding an
+    action or changing the loss matrix needs a declaration: see :class:`ActionAdded`
+    and :class:`LossChanged`.
+    """
+    out: list[Perturbation] = [RemoveDecisionField(s.name) for s in contract.fields]
+    out += [RemoveGovernanceField(m) for m in GOVERNANCE_FIELDS]
+    if coarsening:
+        for spec in contract.fields:
+            if spec.kind is FieldKind.ENUM:
+                values = [wire_value(v) for v in spec.domain() or ()]
+                pairs = [(a, b) for i, a in enumerate(values) for b in values[i + 1:]]
+                out += [MergeEnumValues(target=f"decision_state.{spec.name}", values=(b,),
+                                        into=a) for a, b in pairs[:10]]
+            elif spec.kind in (FieldKind.INT, FieldKind.FLOAT):
+                span = float((spec.maximum or 0) - (spec.minimum or 0))
+                step = max(1.0, math.ceil(span / 10)) if spec.kind is FieldKind.INT else span / 10
+                if step > 0:
+                    out.append(RoundNumeric(spec.name, step))
+            elif spec.kind is FieldKind.INTERVAL:
+                span = float((spec.maximum or 0) - (spec.minimum or 0))
+                if span > 0:
+                    out.append(WidenInterval(spec.name, span / 10))
+        out.append(MergeEnumValues(target="uncertainty",
+                                   values=(Uncertainty.CONFLICT.value, Uncertainty.MISSING.value),
+                                   into=Uncertainty.RESOLVED.value))
+        out += [ShortenEvidenceRefs(keep=1), ShortenEvidenceRefs(depth=1)]
+    if falsehoods:
+        out.append(Mutate())
+    if controls:
+        out += [NoMessage(), ShuffledMessage(), ConstantMessage()]
+    if boundary:
+        out += [PolicyVersionChanged(), AuthoritativeSender(), Relay(hops),
+                Relay(hops, soften_uncertainty=True, collapse_intervals=True)]
+    return tuple(out)
+
+
+def select_perturbations(
+    contract: Contract[Any, Any], *, standard: bool = True, include: Sequence[str] = (),
+    exclude: Sequence[str] = (), extra: Sequence[Perturbation] = (),
+    base: Sequence[Perturbation] | None = None,
+) -> tuple[Perturbation, ...]:
+    """Choose perturbations: the standard set (or ``base``) filtered by id patterns
+    (``fnmatch``: ``include`` keeps matches, ``exclude`` drops them), plus ``extra``.
+    """
+    if not standard:
+        pool: list[Perturbation] = []
+    else:
+        pool = list(base) if base is not None else list(standard_perturbations(contract))
+    if include:
+        pool = [p for p in pool if any(fnmatch.fnmatchcase(p.id, pat) for pat in include)]
+    if exclude:
+        pool = [p for p in pool if not any(fnmatch.fnmatchcase(p.id, pat) for pat in exclude)]
+    ids = {p.id for p in pool}
+    pool += [p for p in extra if p.id not in ids]
+    return tuple(pool)
+
+
+# ------------------------------------------------------------------- JSON / TOML
+
+
+def condition_from_json(data: Mapping[str, Any]) -> Condition:
+    """Read a condition: ``{field, is}``, ``{field, over|under[, inclusive]}``,
+    ``{all: [...]}``, ``{any: [...]}`` or ``{not: {...}}``.
+    """
+    if "all" in data:
+        return AllOf(tuple(condition_from_json(c) for c in data["all"]))
+    if "any" in data:
+        return AnyOf(tuple(condition_from_json(c) for c in data["any"]))
+    if "not" in data:
+        return Not(condition_from_json(data["not"]))
+    field = data.get("field")
+    if not isinstance(field, str):
+        raise ExperimentError(f"a condition needs a field: {dict(data)!r}")
+    inclusive = bool(data.get("inclusive", False))
+    if "is" in data:
+        return Is(field, data["is"])
+    if "over" in data:
+        return Over(field, float(data["over"]), inclusive)
+    if "under" in data:
+        return Under(field, float(data["under"]), inclusive)
+    raise ExperimentError(f"a condition needs is, over or under: {dict(data)!r}")
+
+
+def _typed_is(condition: Condition, contract: Contract[Any, Any]) -> Condition:
+    """Turn ``Is(field, "VALUE")`` on enum fields into the enum member."""
+    if isinstance(condition, Is):
+        spec = contract.field_map.get(condition.field)
+        if spec is not None and spec.enum_type is not None and isinstance(condition.value, str):
+            return Is(condition.field, spec.enum_type(condition.value))
+        return condition
+    if isinstance(condition, Not):
+        return Not(_typed_is(condition.operand, contract))
+    if isinstance(condition, AllOf | AnyOf):
+        return type(condition)(tuple(_typed_is(c, contract) for c in condition.operands))
+    return condition
+
+
+_FACTORIES: Final[dict[str, Callable[..., Perturbation]]] = {
+    "remove-decision-field": RemoveDecisionField,
+    "remove-governance-field": RemoveGovernanceField,
+    "merge-enum-values": MergeEnumValues,
+    "round-numeric": RoundNumeric,
+    "widen-interval": WidenInterval,
+    "shorten-evidence-refs": ShortenEvidenceRefs,
+    "mutate": Mutate,
+    "no-message": NoMessage,
+    "shuffled-message": ShuffledMessage,
+    "constant-message": ConstantMessage,
+    "loss-changed": LossChanged,
+    "action-added": ActionAdded,
+    "policy-version-changed": PolicyVersionChanged,
+    "authoritative-sender": AuthoritativeSender,
+    "relay": Relay,
+}
+
+
+def perturbation_from_json(data: Mapping[str, Any], *,
+                           contract: Contract[Any, Any]) -> Perturbation:
+    """Build a perturbation from its JSON/TOML declaration ``{kind = "...", ...}``.
+
+    Raises:
+        ExperimentError: an unknown kind or bad arguments.
+    """
+    options = dict(data)
+    kind = options.pop("kind", None)
+    factory = _FACTORIES.get(str(kind))
+    if factory is None:
+        raise ExperimentError(f"unknown perturbation kind {kind!r}; known: "
+                              f"{sorted(_FACTORIES)}")
+    if "when" in options:
+        options["when"] = _typed_is(condition_from_json(options["when"]), contract)
+    if kind == "loss-changed" and isinstance(options.get("entries"), list):
+        options["entries"] = _loss_entries(options["entries"])
+    if kind == "action-added" and isinstance(options.get("loss"), list):
+        options["loss"] = _loss_entries(options["loss"])
+    try:
+        return factory(**options)
+    except TypeError as exc:
+        raise ExperimentError(f"perturbation {kind}: {exc}") from exc
+
+
+def has_predicates(policy: Policy[Any]) -> bool:
+    """Whether any rule uses an opaque :class:`Predicate` (no exact region search)."""
+
+    def walk(condition: Condition) -> bool:
+        if isinstance(condition, Predicate):
+            return True
+        if isinstance(condition, Not):
+            return walk(condition.operand)
+        if isinstance(condition, AllOf | AnyOf):
+            return any(walk(c) for c in condition.operands)
+        return False
+
+    return any(walk(rule.when) for rule in policy.rules)
+
+
+def interval_of(value: Any) -> Interval | None:
+    """An :class:`Interval` for a wire interval object, or ``None``."""
+    if isinstance(value, Mapping) and set(value) == {"lo", "hi"}:
+        try:
+            return Interval(float(value["lo"]), float(value["hi"]))
+        except (TypeError, ValueError):
+            return None
+    return None

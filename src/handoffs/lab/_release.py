@@ -1,0 +1,220 @@
+"""The release gate and the release artefact.
+
+The gate compares measured metrics with declared thresholds, one threshold per
+metric and never a blended score: agreement (ε), mean regret (δ), the largest
+regret, hard violations (0 unless declared), governance failures and message
+size for each gated strategy under each gate perturbation; surviving catastrophic
+falsehoods when declared; and the falsifying controls, which must *not* meet the
+thresholds (a control that does means the channel is not doing the work). It
+returns every check with its reason. Exit codes: 0 pass, 1 fail (2 is the
+command line's "could not run").
+
+The release artefact bundles what the essay asks a handoff boundary to ship: the
+contract and its version, the schema digest, the case-set digest, the ablation
+record and the declared regret budget, with the gate's outcome. It can be signed
+with the same Data Integrity proofs as receipts (``eddsa-jcs-2022``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from handoffs.contracts._keys import KeyRing, SigningKey
+from handoffs.contracts._proofs import VerifiedProof, sign, verify
+from handoffs.contracts._receipt import format_time
+from handoffs.lab._experiment import Tolerances
+
+__all__ = [
+    "ARTEFACT_FORMAT",
+    "ARTEFACT_PURPOSE",
+    "EXIT_ERROR",
+    "EXIT_FAIL",
+    "EXIT_PASS",
+    "evaluate_gate",
+    "release_artefact",
+    "sign_artefact",
+    "verify_artefact",
+]
+
+EXIT_PASS: Final = 0
+EXIT_FAIL: Final = 1
+EXIT_ERROR: Final = 2
+ARTEFACT_FORMAT: Final = "handoffs-release/1"
+ARTEFACT_PURPOSE: Final = "assertionMethod"
+_CONTROLS: Final = ("no-message", "shuffled-message", "constant-message")
+
+
+def _check(metric: str, strategy: str | None, perturbation: str | None, *, comparison: str,
+           threshold: float, value: float | None, reason: str) -> dict[str, Any]:
+    if value is None:
+        passed = False
+    elif comparison == "<=":
+        passed = value <= threshold
+    elif comparison == ">=":
+        passed = value >= threshold
+    elif comparison == "<":
+        passed = value < threshold
+    else:
+        passed = value > threshold
+    return {"metric": metric, "strategy": strategy, "perturbation": perturbation,
+            "comparison": comparison, "threshold": threshold, "value": value,
+            "passed": passed, "reason": reason}
+
+
+def _fmt(value: float | None) -> str:
+    return "missing" if value is None else f"{value:.6g}"
+
+
+def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = None
+                  ) -> dict[str, Any]:
+    """Evaluate the release gate on a report (its own tolerances unless given).
+
+    Returns:
+        the report's ``gate`` section: ``passed``, ``exit_code``, every check,
+        the reasons of the failed ones and warnings that do not fail the gate.
+    """
+    experiment = report["experiment"]
+    tol = tolerances or Tolerances.from_json(experiment["tolerances"])
+    gated = [s["name"] for s in experiment["strategies"] if s.get("gated")] or \
+        [experiment["subject"]]
+    rows = {(r["strategy"], r["perturbation"]): r for r in report["results"]}
+    checks: list[dict[str, Any]] = []
+    floor = 1 - tol.agreement_epsilon
+    for strategy in gated:
+        for perturbation in tol.gate_perturbations:
+            row = rows.get((strategy, perturbation))
+            where = f"{strategy} under {perturbation}"
+            if row is None:
+                checks.append(_check("decisions", strategy, perturbation, comparison=">",
+                                     threshold=0, value=None,
+                                     reason=f"{where}: no decisions were recorded"))
+                continue
+            limits: list[tuple[str, str, float | None, str]] = [
+                ("agreement", ">=", floor,
+                 f"agreement {_fmt(row['agreement'])} against 1 - ε = {_fmt(floor)}"),
+                ("mean_regret", "<=", tol.regret_delta,
+                 f"mean regret {_fmt(row['mean_regret'])} against δ = "
+                 f"{_fmt(tol.regret_delta)}"),
+                ("max_regret", "<=", tol.max_regret,
+                 f"largest regret {_fmt(row['max_regret'])} against {_fmt(tol.max_regret)}"),
+                ("hard_violations", "<=", tol.hard_violations,
+                 f"{row['hard_violations']} hard violation(s), {tol.hard_violations} allowed"),
+                ("governance_failures", "<=", tol.governance_failures,
+                 f"{row['governance_failures']} governance failure(s), "
+                 f"{tol.governance_failures} allowed"),
+                ("receiver_errors", "<=", 0, f"{row['receiver_errors']} receiver error(s)"),
+                ("mean_bytes", "<=", tol.max_mean_bytes,
+                 f"mean payload {_fmt(row['mean_bytes'])} bytes against "
+                 f"{_fmt(tol.max_mean_bytes)}"),
+            ]
+            for metric, comparison, threshold, text in limits:
+                if threshold is None:
+                    continue
+                checks.append(_check(metric, strategy, perturbation, comparison=comparison,
+                                     threshold=threshold, value=row[metric],
+                                     reason=f"{where}: {text}"))
+        if tol.controls_must_fail:
+            for control in _CONTROLS:
+                row = rows.get((strategy, control))
+                if row is None:
+                    continue
+                meets = row["agreement"] >= floor and row["mean_regret"] <= tol.regret_delta
+                checks.append({
+                    "metric": "control_falsifies", "strategy": strategy,
+                    "perturbation": control, "comparison": "<", "threshold": floor,
+                    "value": row["agreement"], "passed": not meets,
+                    "reason": (f"{strategy} under the {control} control: agreement "
+                               f"{_fmt(row['agreement'])}, mean regret "
+                               f"{_fmt(row['mean_regret'])}; "
+                               + ("the control meets the thresholds, so the message is not "
+                                  "doing the work" if meets else
+                                  "the control does worse, as it must")),
+                })
+    if tol.surviving_catastrophic_falsehoods is not None:
+        survived = {s["strategy"]: s["catastrophic_survived"]
+                    for s in report["falsehoods"]["strategies"]}
+        for strategy in gated:
+            value = survived.get(strategy)
+            checks.append(_check(
+                "surviving_catastrophic_falsehoods", strategy, "mutate", comparison="<=",
+                threshold=tol.surviving_catastrophic_falsehoods, value=value,
+                reason=f"{strategy}: {_fmt(value)} catastrophic schema-valid falsehood(s) "
+                       f"survived, {tol.surviving_catastrophic_falsehoods} allowed"))
+    warnings = _warnings(report, gated, tol)
+    reasons = [c["reason"] for c in checks if not c["passed"]]
+    passed = not reasons
+    return {"passed": passed, "exit_code": EXIT_PASS if passed else EXIT_FAIL,
+            "checks": checks, "reasons": reasons, "warnings": warnings}
+
+
+def _warnings(report: Mapping[str, Any], gated: Sequence[str], tol: Tolerances) -> list[str]:
+    out: list[str] = []
+    subject = report["experiment"]["subject"]
+    floor = 1 - tol.agreement_epsilon
+    for row in report["results"]:
+        if row["strategy"] != subject or not str(row["perturbation"]).startswith(
+                "remove-decision-field:"):
+            continue
+        agreement = row["semantic_agreement"]
+        regret = row["semantic_mean_regret"]
+        if agreement is not None and regret is not None and agreement >= floor \
+                and regret <= tol.regret_delta and not row["semantic_hard_violations"]:
+            out.append(f"removing {row['target']} changes no decision of the benign-default "
+                       "receiver: the field may be unnecessary")
+    never = report["minimal_messages"]["fields_never_needed"]
+    if never:
+        out.append(f"no minimal sufficient message needs {', '.join(never)}")
+    if report["minimal_messages"]["exhaustive_check"]["agrees"] is False:
+        out.append("the minimal-message search disagrees with exhaustive search")
+    del gated
+    return out
+
+
+def release_artefact(report: Mapping[str, Any], *, created: datetime | None = None
+                     ) -> dict[str, Any]:
+    """The release artefact of a report: contract, digests, ablation record, regret
+    budget and the gate's outcome (unsigned).
+    """
+    experiment = report["experiment"]
+    gate = report["gate"]
+    name, _, version = str(experiment["contract"]).partition("/")
+    del name
+    return {
+        "artefact_format": ARTEFACT_FORMAT,
+        "experiment": experiment["name"],
+        "contract": experiment["contract"],
+        "contract_version": version,
+        "schema_id": experiment["schema_id"],
+        "schema_digest": experiment["schema_digest"],
+        "contract_digest": experiment["contract_digest"],
+        "case_set_digest": experiment["case_set_digest"],
+        "cases": experiment["cases"],
+        "regret_budget": dict(experiment["tolerances"]),
+        "ablation_record": [
+            {"strategy": r["strategy"], "perturbation": r["perturbation"],
+             "agreement": r["agreement"], "mean_regret": r["mean_regret"],
+             "hard_violations": r["hard_violations"],
+             "semantic_agreement": r["semantic_agreement"]}
+            for r in report["results"]
+        ],
+        "gate": {"passed": gate["passed"], "reasons": list(gate["reasons"])},
+        "created": format_time(created or datetime.now(UTC)),
+    }
+
+
+def sign_artefact(artefact: Mapping[str, Any], key: SigningKey, *,
+                  created: datetime | None = None) -> dict[str, Any]:
+    """Add an ``eddsa-jcs-2022`` Data Integrity proof to a release artefact."""
+    return sign(artefact, key, purpose=ARTEFACT_PURPOSE, created=created or datetime.now(UTC))
+
+
+def verify_artefact(artefact: Mapping[str, Any], keyring: KeyRing, *,
+                    now: datetime | None = None) -> tuple[VerifiedProof, ...]:
+    """Verify a signed release artefact against a pinned key ring; raise if it fails.
+
+    Raises:
+        ProofError: no proof, an unknown key, a bad signature, ...
+    """
+    return verify(artefact, keyring, purpose=ARTEFACT_PURPOSE, now=now)

@@ -1,0 +1,277 @@
+"""The runner: identical results on every executor, memoisation, epochs, streaming,
+and resuming an interrupted run from its run log.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from handoffs.contracts.payment import synthetic_cases
+from handoffs.lab import (
+    ConstantMessage,
+    ExperimentError,
+    IterableCases,
+    NoMessage,
+    ReferenceReceiver,
+    RunLogError,
+    Strategy,
+    run,
+)
+from handoffs.lab._runlog import COLUMNS, read_run_log
+from handoffs.lab.payment import payment_experiment
+from handoffs.receivers import Decision
+
+CREATED = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def normalise(report: Mapping[str, Any]) -> dict[str, Any]:
+    """A report without what legitimately differs between runs (timing, where, how)."""
+    out = json.loads(json.dumps(report))
+    out.pop("provenance")
+    out["experiment"].pop("case_source")
+    for row in out["results"]:
+        row.pop("mean_latency_ms")
+    return out
+
+
+def essay(**changes: Any) -> Any:
+    return attrs.evolve(payment_experiment(profile="essay"), **changes)
+
+
+class Inline(cf.Executor):
+    """A synchronous executor: any ``concurrent.futures.Executor`` must do."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future[Any]:
+        future: cf.Future[Any] = cf.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # a future carries any failure
+            future.set_exception(exc)
+        return future
+
+
+@pytest.fixture(scope="module")
+def threaded() -> dict[str, Any]:
+    return run(essay(), chunk_size=7, created=CREATED).report
+
+
+def test_processes_give_identical_results(threaded: dict[str, Any]) -> None:
+    report = run(essay(), executor="processes", workers=2, chunk_size=7, created=CREATED).report
+    assert report["provenance"]["executor"] == "processes"
+    assert normalise(report) == normalise(threaded)
+
+
+def test_any_executor_and_any_worker_count(threaded: dict[str, Any]) -> None:
+    inline = run(essay(), executor=Inline(), chunk_size=7, created=CREATED).report
+    assert inline["provenance"]["executor"] == "Inline"
+    assert normalise(inline) == normalise(threaded)
+    many = run(essay(), workers=4, chunk_size=7, created=CREATED).report
+    assert normalise(many) == normalise(threaded)
+
+
+def test_chunk_size_does_not_change_the_figures(threaded: dict[str, Any]) -> None:
+    one = run(essay(), chunk_size=1000, created=CREATED).report
+    for key in ("strategy_results", "decision_field_ablation", "governance_field_ablation",
+                "error_injection"):
+        assert one[key] == threaded[key]
+
+
+def test_run_log_format(tmp_path: Path, threaded: dict[str, Any]) -> None:
+    path = tmp_path / "run.jsonl"
+    report = run(essay(), chunk_size=7, run_log=path, created=CREATED).report
+    header, records = read_run_log(path)
+    assert header["format"] == "handoffs-lab-runlog/1"
+    assert header["columns"] == list(COLUMNS)
+    assert header["perturbations"][0] == "none"
+    lines = list(records)
+    assert [r["chunk"] for r in lines[:-1]] == [0, 1, 2, 3]
+    assert lines[-1]["complete"] is True
+    assert lines[-1]["case_set_digest"] == report["experiment"]["case_set_digest"]
+    assert report["provenance"]["run_log"] == str(path)
+    assert normalise(report) == normalise(threaded)
+
+
+class Boom(Exception):
+    pass
+
+
+def _cases(fail_after: int | None) -> Callable[[], Iterator[Any]]:
+    def factory() -> Iterator[Any]:
+        for i, case in enumerate(synthetic_cases()):
+            if fail_after is not None and i == fail_after:
+                raise Boom
+            yield case
+
+    return factory
+
+
+def test_resume_after_an_interrupted_run(tmp_path: Path, threaded: dict[str, Any]) -> None:
+    path = tmp_path / "run.jsonl"
+    broken = essay(cases=IterableCases(_cases(15), description="payment-28"))
+    with pytest.raises(Boom):
+        run(broken, executor=Inline(), chunk_size=7, run_log=path)
+    _, records = read_run_log(path)
+    assert [r["chunk"] for r in records] == [0, 1]
+    with path.open("ab") as handle:
+        handle.write(b'{"chunk": 2, "torn')  # an interrupted write
+    healthy = essay(cases=IterableCases(_cases(None), description="payment-28"))
+    report = run(healthy, chunk_size=7, run_log=path, resume=True, created=CREATED).report
+    assert report["provenance"]["resumed_chunks"] == 2
+    assert normalise(report) == normalise(threaded)
+    again = run(healthy, chunk_size=7, run_log=path, resume=True, created=CREATED).report
+    assert again["provenance"]["executor"] == "resumed"
+    assert normalise(again) == normalise(threaded)
+
+
+def test_resume_refuses_another_experiment(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    run(essay(), chunk_size=7, run_log=path)
+    with pytest.raises(RunLogError, match="fingerprint"):
+        run(essay(perturbations=()), chunk_size=7, run_log=path, resume=True)
+    with pytest.raises(RunLogError, match="written with another"):
+        run(essay(), chunk_size=14, run_log=path, resume=True)
+
+
+@attrs.define
+class Counting:
+    """A receiver that counts its calls (thread-safe)."""
+
+    inner: Any
+    deterministic: bool
+    name: str = "counting"
+    calls: int = 0
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+
+    def receive(self, message: Any) -> Decision:
+        with self.lock:
+            self.calls += 1
+        return self.inner.receive(message)  # type: ignore[no-any-return]
+
+
+def _counting_experiment(*, deterministic: bool, epochs: int = 1) -> tuple[Any, Counting]:
+    base = payment_experiment(profile="essay")
+    receiver = Counting(ReferenceReceiver(base.contract, defaults=False), deterministic)
+    subject = base.strategies[1]
+    strategy = Strategy(name="counted", encoder=subject.encoder, receiver=receiver)
+    experiment = attrs.evolve(base, strategies=(strategy,), subject="counted",
+                              perturbations=(NoMessage(), ConstantMessage()), injections=(),
+                              epochs=epochs)
+    return experiment, receiver
+
+
+def test_deterministic_receivers_are_memoised_on_the_canonical_message() -> None:
+    experiment, receiver = _counting_experiment(deterministic=True)
+    report = run(experiment, chunk_size=28).report
+    # 28 distinct messages, one empty message for every case, and the constant
+    # message is the first case's: already decided.
+    assert receiver.calls == 28 + 1
+    rows = {r["perturbation"]: r for r in report["results"]}
+    assert (rows["none"]["receiver_calls"], rows["none"]["memo_hits"]) == (28, 0)
+    assert (rows["no-message"]["receiver_calls"], rows["no-message"]["memo_hits"]) == (1, 27)
+    assert rows["constant-message"]["memo_hits"] == 28
+
+
+def test_sampled_receivers_repeat_per_epoch() -> None:
+    experiment, receiver = _counting_experiment(deterministic=False, epochs=3)
+    report = run(experiment, chunk_size=28).report
+    assert receiver.calls == 3 * 3 * 28
+    rows = {r["perturbation"]: r for r in report["results"]}
+    assert rows["none"]["decisions"] == 84
+    assert rows["none"]["cases"] == 28
+    assert rows["none"]["memo_hits"] == 0
+
+
+@attrs.frozen
+class Raising:
+    name: str = "raising"
+    deterministic: bool = True
+
+    def receive(self, message: Any) -> Decision:
+        raise RuntimeError("receiver bug")
+
+
+def test_a_raising_receiver_is_an_error_row_and_fails_the_gate() -> None:
+    base = payment_experiment(profile="essay")
+    strategy = attrs.evolve(base.strategies[1], receiver=Raising())
+    experiment = attrs.evolve(base, strategies=(strategy,), perturbations=(), injections=())
+    report = run(experiment).report
+    [row] = report["results"]
+    assert row["receiver_errors"] == 28
+    assert row["agreement"] == 12 / 28  # errors fail closed (ESCALATE)
+    assert report["gate"]["exit_code"] == 1
+    assert any("receiver error" in reason for reason in report["gate"]["reasons"])
+
+
+def test_cases_stream_in_bounded_chunks(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    chunk = 7
+    window = 2
+
+    def watched() -> Iterator[Any]:
+        for i, case in enumerate(synthetic_cases(20)):
+            if path.exists():
+                written = path.read_bytes().count(b"\n") - 1
+                assert i <= (written + window + 1) * chunk, "the runner read too far ahead"
+            yield case
+
+    experiment = essay(cases=IterableCases(watched, description="watched"))
+    report = run(experiment, executor=Inline(), workers=1, chunk_size=chunk,
+                 run_log=path).report
+    assert report["experiment"]["cases"] == 140
+
+
+def test_bad_arguments_are_refused_before_any_work() -> None:
+    with pytest.raises(ExperimentError, match="chunk_size"):
+        run(essay(), chunk_size=0)
+    with pytest.raises(ExperimentError, match="workers"):
+        run(essay(), workers=0)
+    with pytest.raises(ExperimentError, match="resume needs"):
+        run(essay(), resume=True)
+    with pytest.raises(ExperimentError, match="unknown executor"):
+        run(essay(), executor="fibers")
+    with pytest.raises(ExperimentError, match="no cases"):
+        run(essay(cases=IterableCases(list, description="none")))
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                 max_size=3),
+    max_leaves=8,
+)
+
+
+@given(base=st.dictionaries(st.text(min_size=1, max_size=6), json_values, min_size=2,
+                            max_size=6),
+       member=st.text(min_size=1, max_size=6), value=json_values, remove=st.booleans(),
+       envelope=st.booleans())
+def test_patched_sizes_equal_full_canonicalisation(base: dict[str, Any], member: str,
+                                                   value: Any, remove: bool,
+                                                   envelope: bool) -> None:
+    from handoffs.lab._runner import _Base, _measure, _patch
+
+    if envelope:
+        base = {**base, "id": "urn:uuid:x", "contract": "c/1.0.0"}
+    key, size = _measure(base)
+    measured = _Base(base, key, size, None, True, None)
+    variant = dict(base)
+    if remove:
+        variant.pop(member, None)
+    else:
+        variant[member] = value
+    patched = _patch(variant, measured, frozenset({member}))
+    if patched is None:
+        return
+    assert patched[1] == _measure(variant)[1]
+    assert b"\x00" in patched[0]
