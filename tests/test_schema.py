@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from handoffs.contracts import (
     BUILTIN,
     Contract,
-    ReceiptValidationError,
     iter_violations,
     schema_id,
     to_json_schema,
@@ -158,3 +159,48 @@ def test_validators_are_cached_per_definition_not_per_id() -> None:
     validate(first, document)
     document["decision_state"] = {"b": True}
     validate(second, document)
+
+
+# ------------------------------------------- compiled validator vs python-jsonschema
+
+_MUTATIONS = st.sampled_from(["delete", "retype", "extra", "enum", "pattern", "state"])
+
+
+@given(st.lists(st.tuples(_MUTATIONS, st.integers(0, 20)), min_size=1, max_size=4))
+def test_fast_violations_equal_the_reference_report(edits: list[tuple[str, int]]) -> None:
+    """The compiled validator's violations are worded and ordered exactly like
+    python-jsonschema's, whenever it describes them itself."""
+    from handoffs.contracts._schema import _fast_violations
+
+    doc = _payment_document()
+    for kind, n in edits:
+        keys = sorted(doc)
+        key = keys[n % len(keys)]
+        if kind == "delete":
+            doc.pop(key)
+        elif kind == "retype":
+            doc[key] = [n] if isinstance(doc[key], str) else "text"
+        elif kind == "extra":
+            doc[f"extra_{n}"] = n
+        elif kind == "enum":
+            doc["authority"] = f"MAYBE{n}"
+        elif kind == "pattern":
+            doc["case_id"] = f"bad case {n}"
+        elif isinstance(doc.get("decision_state"), dict):
+            fields = sorted(doc["decision_state"])
+            doc["decision_state"][fields[n % len(fields)]] = "yes" if n % 2 else None
+    fast = _fast_violations(PAYMENT_RELEASE, doc)
+    reference = list(iter_violations(PAYMENT_RELEASE, doc))
+    assert fast is None or fast == reference
+
+
+def _payment_document() -> dict[str, Any]:
+    from handoffs.contracts import compose
+    from handoffs.contracts.payment import GOVERNANCE, decision_contract_encoder, synthetic_cases
+
+    case = next(iter(synthetic_cases()))
+    return compose(
+        decision_contract_encoder().encode(case),
+        GOVERNANCE.stamp(case_id=case.case_id, evidence_refs=case.evidence_refs),
+        contract=PAYMENT_RELEASE,
+    )
