@@ -159,6 +159,11 @@ class GovernanceService:
                                            receipt_id=receipt_id))
 
 
+def _resolved(_: object) -> Uncertainty:
+    """Default uncertainty: resolved (module-level, so encoders pickle)."""
+    return Uncertainty.RESOLVED
+
+
 @attrs.frozen
 class ReceiptEncoder(Generic[E, S, A]):
     """The decision-contract encoder for any contract.
@@ -175,7 +180,7 @@ class ReceiptEncoder(Generic[E, S, A]):
 
     contract: Contract[S, A]
     state_of: Callable[[E], S]
-    uncertainty_of: Callable[[E], Uncertainty] = lambda _: Uncertainty.RESOLVED
+    uncertainty_of: Callable[[E], Uncertainty] = attrs.field(default=_resolved)
     name: str = "decision_contract"
 
     def encode(self, evidence: E) -> dict[str, Any]:
