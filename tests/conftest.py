@@ -13,4 +13,5 @@ settings.register_profile(
     "ci", max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile("thorough", max_examples=1000, deadline=None)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "fast"))
+_DEFAULT = "ci" if os.environ.get("CI") else "fast"
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", _DEFAULT))

@@ -283,7 +283,8 @@ def _is_json_type(value: Any, name: str) -> bool:
 
 def _fast_violations(contract: Contract[Any, Any], document: Any) -> list[Violation] | None:
     """The violations from the compiled validator, ordered and worded exactly as
-    :func:`iter_violations` would; ``None`` when a keyword needs the reference path."""
+    :func:`iter_violations` would; ``None`` when a keyword needs the reference path.
+    """
     schema = to_json_schema_cached(contract)
     rows = []
     for error in _fast_validator(contract).iter_errors(document):
@@ -316,7 +317,9 @@ def _fast_violations(contract: Contract[Any, Any], document: Any) -> list[Violat
     return [violation for _, violation in rows]
 
 
-def _message(keyword: str, got: Any, value: Any, schema: Mapping[str, Any], error: Any) -> str:
+def _message(  # noqa: PLR0911 - one wording per keyword
+    keyword: str, got: Any, value: Any, schema: Mapping[str, Any], error: Any
+) -> str:
     if keyword == "type":
         return f"expected {_article(value)}, got {_short(got)}"
     if keyword == "required":

@@ -14,6 +14,17 @@ triggers, minimal sufficient messages, the release gate and the release artefact
     result.exit_code                    # the release gate: 0 pass, 1 fail
 """
 
+from handoffs.lab._controls import (
+    AUTHORITATIVE_SENDER,
+    CONTROLS,
+    AuthorityReading,
+    Baselines,
+    ControlExpectations,
+    ControlReading,
+    SenderClaimReading,
+    control_expectations,
+    read_baselines,
+)
 from handoffs.lab._experiment import (
     CaseSource,
     Experiment,
@@ -37,6 +48,7 @@ from handoffs.lab._minimal import (
     minimal_message,
     region_sufficient,
 )
+from handoffs.lab._partition import MessagePartition, PartitionCell, message_partition
 from handoffs.lab._perturb import (
     ActionAdded,
     AuthoritativeSender,
@@ -68,10 +80,16 @@ from handoffs.lab._runlog import RunLogError
 from handoffs.lab._runner import LabRun, rescore, run
 
 __all__ = [
+    "AUTHORITATIVE_SENDER",
+    "CONTROLS",
     "ActionAdded",
     "AuthoritativeSender",
+    "AuthorityReading",
+    "Baselines",
     "CaseSource",
     "ConstantMessage",
+    "ControlExpectations",
+    "ControlReading",
     "Experiment",
     "ExperimentError",
     "Falsehood",
@@ -82,9 +100,11 @@ __all__ = [
     "LabRun",
     "LossChanged",
     "MergeEnumValues",
+    "MessagePartition",
     "MinimalMessage",
     "Mutate",
     "NoMessage",
+    "PartitionCell",
     "Perturbation",
     "PolicyVersionChanged",
     "Reference",
@@ -95,18 +115,22 @@ __all__ = [
     "ReportError",
     "RoundNumeric",
     "RunLogError",
+    "SenderClaimReading",
     "ShortenEvidenceRefs",
     "ShuffledMessage",
     "Strategy",
     "Tolerances",
     "Trigger",
     "WidenInterval",
+    "control_expectations",
     "counterfactual_triggers",
     "ddmin",
     "evaluate_gate",
     "exhaustive_minimum",
     "load_experiment",
+    "message_partition",
     "minimal_message",
+    "read_baselines",
     "region_sufficient",
     "release_artefact",
     "report_schema",

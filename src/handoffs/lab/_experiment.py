@@ -33,6 +33,7 @@ from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._encoders import Encoder, GovernanceService, ReceiptEncoder
 from handoffs.contracts._fields import MISSING, FieldKind, FieldSpec, Interval
 from handoffs.contracts._receipt import EvidenceRef
+from handoffs.lab._imports import ensure_importable
 from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
 
 __all__ = [
@@ -765,6 +766,7 @@ def load_experiment(path: Path | str) -> Experiment:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ExperimentError(f"{path}: invalid TOML: {exc}", code="invalid-toml") from exc
+    ensure_importable(path)  # a TOML inside a package may name that package's modules
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
         raise ExperimentError(f"{path}: unknown table [{unknown[0]}]; known: "

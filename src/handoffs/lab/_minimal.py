@@ -139,9 +139,12 @@ class Constraint:
         if self.values is not None:
             return list(self.values)
         if self.interval is not None:
-            if spec.kind is FieldKind.INTERVAL:
-                return [self.interval]  # monotone: a determined interval fixes sub-intervals
             inside = reference.representatives(spec, self.interval)
+            if spec.kind is FieldKind.INTERVAL:
+                # Every sub-interval is a state the message admits; testing the message's
+                # own interval alone would read a straddled threshold as the fail-closed
+                # action and call an interval sufficient for that action's region.
+                return inside
             lo, hi = self.interval.lo, self.interval.hi
             extra = [int(lo), int(hi)] if spec.kind is FieldKind.INT else [lo, hi]
             return sorted({*inside, *extra})
@@ -402,7 +405,9 @@ def _coarsen(reference: Reference, spec: FieldSpec, value: Any,
         if region_sufficient(reference, {**constraints, spec.name: trial}, action):
             hi = candidate
             break
-    if (lo, hi) == (truth.lo, truth.hi) and not isinstance(value, Interval):
+    if (lo, hi) == (truth.lo, truth.hi):
+        # Not widened: the message carries the value itself (for an interval-valued
+        # field, exactly the certified interval, not "some interval inside it").
         return Constraint(exact=value), checks
     return Constraint(interval=Interval(lo, hi)), checks
 

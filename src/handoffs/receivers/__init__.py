@@ -22,6 +22,13 @@ records every decision and doubles as a replay store that holds across processes
 """
 
 from handoffs._json import JSONLimits
+from handoffs.receivers._carried import (
+    CARRY_PIN,
+    CarriedReceiptReceiver,
+    carried_receipt,
+    carry,
+    receipt_pin,
+)
 from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
 from handoffs.receivers._gate import (
     Admitted,
@@ -75,12 +82,14 @@ from handoffs.receivers._receivers import (
 )
 
 __all__ = [
+    "CARRY_PIN",
     "HANDOFF_CHAIN_CONTRACT",
     "HANDOFF_CHAIN_SCHEMA_ID",
     "HOP_PROOF_PURPOSE",
     "Admitted",
     "AdvisoryActionReceiver",
     "AuthoritativeActuator",
+    "CarriedReceiptReceiver",
     "Clock",
     "Decision",
     "DecisionLog",
@@ -123,8 +132,11 @@ __all__ = [
     "Verdict",
     "add_hop",
     "approve",
+    "carried_receipt",
+    "carry",
     "check_schema",
     "handoff_chain_schema",
+    "receipt_pin",
     "start_chain",
     "utc_now",
 ]

@@ -1,0 +1,466 @@
+"""Falsifying baselines: read a lab report's controls the way the essay reads them.
+
+Before a relay is optimised, controls test whether it does useful work at all:
+
+- **no message**: what does the receiver decide from its local context alone?
+- **shuffled message**: does the content matter, or only that another call produced a
+  message?
+- **constant message**: does the receiver read the channel at all?
+- **authority** (the negative control): does an action-only message succeed only
+  because the sender was given the decision?
+
+:func:`read_baselines` turns a report's numbers into those readings, per strategy.
+Each reading states the measured figures next to two comparisons: the strategy's own
+baseline (the message as encoded) and, when :func:`control_expectations` is given,
+the agreement a receiver would reach if it decided correctly for *whatever* message
+it was handed (the fail-closed action for an empty one). A control that meets the
+release thresholds *falsifies* the architecture, exactly as the release gate counts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+
+from handoffs.lab._experiment import Experiment, ExperimentError
+
+__all__ = [
+    "AUTHORITATIVE_SENDER",
+    "CONTROLS",
+    "AuthorityReading",
+    "Baselines",
+    "ControlExpectations",
+    "ControlReading",
+    "SenderClaimReading",
+    "control_expectations",
+    "read_baselines",
+]
+
+CONTROLS: Final = ("no-message", "shuffled-message", "constant-message")
+"""The perturbation ids of the three falsifying controls."""
+AUTHORITATIVE_SENDER: Final = "authoritative-sender"
+"""The perturbation id of the sender claiming DECIDE authority."""
+
+_QUESTIONS: Final = {
+    "no-message": "What does the receiver decide from its local context alone?",
+    "shuffled-message": "Does the content matter, or only that another call produced a "
+                        "message?",
+    "constant-message": "Does the receiver read the channel at all?",
+}
+_EXACT: Final = 1e-12
+
+
+def _pct(value: float) -> str:
+    return f"{value:.1%}"
+
+
+def _num(value: float) -> str:
+    return f"{value:.4g}"
+
+
+# ------------------------------------------------------------------- expectations
+
+
+@attrs.frozen(kw_only=True)
+class ControlExpectations:
+    """The agreement a receiver would reach under each control if it decided correctly
+    for whichever case's message it was handed.
+
+    Attributes:
+        cases: cases in the experiment.
+        no_message: share of cases whose reference is the contract's fail-closed
+            action (an empty message can only fail closed).
+        shuffled: share of shuffled cases whose reference equals that of the case whose
+            message they receive (the previous case in the chunk, the first taking the
+            last; a chunk of one case is not shuffled).
+        constant: share of cases whose reference equals that of the first case, whose
+            message every case receives.
+    """
+
+    cases: int
+    no_message: float
+    shuffled: float | None
+    constant: float
+
+    def for_control(self, control: str) -> float | None:
+        """The expectation for a control id (``None`` for an unknown id)."""
+        return {"no-message": self.no_message, "shuffled-message": self.shuffled,
+                "constant-message": self.constant}.get(control)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"cases": self.cases, "no-message": self.no_message,
+                "shuffled-message": self.shuffled, "constant-message": self.constant}
+
+
+def control_expectations(experiment: Experiment, *, chunk_size: int = 256
+                         ) -> ControlExpectations:
+    """Compute :class:`ControlExpectations` from an experiment's cases, chunked as a
+    run with ``chunk_size`` chunks them (the shuffle pairs cases within a chunk).
+
+    Raises:
+        ExperimentError: a bad chunk size, or no cases.
+    """
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ExperimentError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+    contract = experiment.contract
+    fail = str(contract.fail_closed_action.value)
+    references: list[str] = []
+    for evidence in experiment.cases:
+        if experiment.reference is not None:
+            declared = experiment.reference(evidence)
+            references.append(str(getattr(declared, "value", declared)))
+        else:
+            references.append(str(contract.decide(experiment.state_of(evidence)).value))
+    if not references:
+        raise ExperimentError("the case source yielded no cases", code="no-cases")
+    shuffled_same = shuffled_total = 0
+    for start in range(0, len(references), chunk_size):
+        chunk = references[start:start + chunk_size]
+        if len(chunk) < 2:
+            continue
+        for j, reference in enumerate(chunk):
+            shuffled_total += 1
+            shuffled_same += reference == chunk[(j - 1) % len(chunk)]
+    total = len(references)
+    return ControlExpectations(
+        cases=total,
+        no_message=sum(r == fail for r in references) / total,
+        shuffled=shuffled_same / shuffled_total if shuffled_total else None,
+        constant=sum(r == references[0] for r in references) / total,
+    )
+
+
+# ----------------------------------------------------------------------- readings
+
+
+@attrs.frozen(kw_only=True)
+class ControlReading:
+    """One strategy under one falsifying control.
+
+    Attributes:
+        strategy: the strategy.
+        control: the control's perturbation id.
+        question: what the control asks.
+        agreement / mean_regret / hard_violations: measured under the control.
+        baseline_agreement / baseline_mean_regret: the strategy without perturbation.
+        if_followed: the agreement expected if the receiver decided correctly for
+            whatever message it got (``None`` without expectations).
+        falsifies: the control meets the release thresholds, so the message is not
+            doing the work.
+        unchanged: the control changed neither agreement nor regret: the receiver's
+            decisions do not depend on the message.
+        follows_content: the measured agreement equals ``if_followed`` (``None``
+            without expectations).
+        reading: the answer, in words, from the numbers.
+    """
+
+    strategy: str
+    control: str
+    question: str
+    agreement: float
+    mean_regret: float
+    hard_violations: int
+    baseline_agreement: float
+    baseline_mean_regret: float
+    if_followed: float | None
+    falsifies: bool
+    unchanged: bool
+    follows_content: bool | None
+    reading: str
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return attrs.asdict(self)
+
+
+@attrs.frozen(kw_only=True)
+class AuthorityReading:
+    """The negative control: two strategies with the same encoder, one advising and
+    one deciding.
+
+    Attributes:
+        encoder: the shared encoder.
+        advise / decide: the ADVISE and the DECIDE strategy.
+        advise_agreement / decide_agreement: their agreement without perturbation.
+        advise_bytes / decide_bytes: their mean payload bytes.
+        decide_hard_violations_under_controls: hard violations of the DECIDE strategy
+            under each control (an actuator executes a wrong verdict too).
+        reading: what the comparison shows, in words.
+    """
+
+    encoder: str
+    advise: str
+    decide: str
+    advise_agreement: float
+    decide_agreement: float
+    advise_bytes: float
+    decide_bytes: float
+    decide_hard_violations_under_controls: Mapping[str, int]
+    reading: str
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        out = attrs.asdict(self)
+        out["decide_hard_violations_under_controls"] = dict(
+            self.decide_hard_violations_under_controls)
+        return out
+
+
+@attrs.frozen(kw_only=True)
+class SenderClaimReading:
+    """One strategy when the sender claims DECIDE authority (``authoritative-sender``).
+
+    Attributes:
+        strategy: the strategy.
+        agreement: agreement without perturbation.
+        claimed_agreement: agreement when the sender claims DECIDE.
+        changed: whether the claim changed any decision metric.
+        reading: what it shows, in words.
+    """
+
+    strategy: str
+    agreement: float
+    claimed_agreement: float
+    changed: bool
+    reading: str
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return attrs.asdict(self)
+
+
+def _tuple(value: Iterable[Any]) -> tuple[Any, ...]:
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class Baselines:
+    """Every control reading of one report.
+
+    Attributes:
+        experiment: the experiment name.
+        cases: the number of cases.
+        expectations: the control expectations used, if any.
+        controls: one reading per strategy × control present in the report.
+        authority: one reading per ADVISE/DECIDE pair of strategies sharing an encoder.
+        sender_claims: one reading per strategy run under ``authoritative-sender``.
+    """
+
+    experiment: str
+    cases: int
+    expectations: ControlExpectations | None
+    controls: tuple[ControlReading, ...] = attrs.field(converter=_tuple)
+    authority: tuple[AuthorityReading, ...] = attrs.field(converter=_tuple)
+    sender_claims: tuple[SenderClaimReading, ...] = attrs.field(converter=_tuple)
+
+    def control(self, strategy: str, control: str) -> ControlReading:
+        """The reading of ``strategy`` under ``control``.
+
+        Raises:
+            KeyError: no such reading.
+        """
+        for reading in self.controls:
+            if reading.strategy == strategy and reading.control == control:
+                return reading
+        raise KeyError(f"no reading of {strategy} under {control}")
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "experiment": self.experiment,
+            "cases": self.cases,
+            "expectations": None if self.expectations is None else self.expectations.to_json(),
+            "controls": [r.to_json() for r in self.controls],
+            "authority": [r.to_json() for r in self.authority],
+            "sender_claims": [r.to_json() for r in self.sender_claims],
+        }
+
+
+def _control_text(control: str, *, agreement: float, regret: float, hard: int,
+                  baseline: float, falsifies: bool, unchanged: bool,
+                  expected: float | None) -> str:
+    figures = f"agreement {_pct(agreement)}, mean regret {_num(regret)}, {hard} hard " \
+              f"violation(s), against {_pct(baseline)} with the message"
+    if unchanged:
+        if falsifies:
+            return (f"Unchanged ({figures}): the receiver decides as well without the "
+                    "message's content, so this channel does no work and the "
+                    "architecture is falsified.")
+        return (f"Unchanged ({figures}): this receiver's decisions do not depend on the "
+                "message at all.")
+    if falsifies:
+        return (f"The control meets the release thresholds ({figures}): the message is "
+                "not what makes the decision.")
+    if control == "no-message":
+        text = (f"Without a message: {figures}. Local context alone does not decide "
+                "these cases.")
+        if expected is not None and abs(agreement - expected) < _EXACT:
+            text += (f" The {_pct(agreement)} it keeps is exactly the share of cases whose "
+                     "reference is the fail-closed action: it infers nothing, it refers.")
+        return text
+    if control == "shuffled-message":
+        text = (f"With another case's message: {figures}. The content, not the extra "
+                "call, carries the decision.")
+        if expected is not None and abs(agreement - expected) < _EXACT:
+            text += (f" The {_pct(agreement)} equals the share of cases whose neighbour "
+                     "needs the same action: the receiver follows what it is handed, and "
+                     "the shuffle can reveal no more than the neighbours differ.")
+        elif expected is not None:
+            text += (f" A receiver following the content would agree on {_pct(expected)}; "
+                     "this one treats mismatched messages differently.")
+        return text
+    text = f"With one constant message: {figures}. The receiver reads the channel and acts " \
+           "on it."
+    if expected is not None and abs(agreement - expected) < _EXACT:
+        text += (f" The {_pct(agreement)} is exactly the share of cases that need the "
+                 "constant message's action.")
+    if hard:
+        text += " It acts on the message even where that breaks a hard constraint."
+    return text
+
+
+def _rows(report: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[str, Any]]:
+    return {(r["strategy"], r["perturbation"]): r for r in report["results"]}
+
+
+def _meets(row: Mapping[str, Any], tolerances: Mapping[str, Any]) -> bool:
+    floor = 1 - float(tolerances["agreement_epsilon"])
+    return bool(row["agreement"] >= floor
+                and row["mean_regret"] <= float(tolerances["regret_delta"]))
+
+
+def _control_readings(report: Mapping[str, Any], names: Sequence[str],
+                      expectations: ControlExpectations | None) -> list[ControlReading]:
+    rows = _rows(report)
+    tolerances = report["experiment"]["tolerances"]
+    readings = []
+    for strategy in names:
+        base = rows.get((strategy, "none"))
+        if base is None:
+            continue
+        for control in CONTROLS:
+            row = rows.get((strategy, control))
+            if row is None:
+                continue
+            expected = None if expectations is None else expectations.for_control(control)
+            unchanged = (abs(row["agreement"] - base["agreement"]) < _EXACT
+                         and abs(row["mean_regret"] - base["mean_regret"]) < _EXACT
+                         and row["hard_violations"] == base["hard_violations"])
+            falsifies = _meets(row, tolerances)
+            readings.append(ControlReading(
+                strategy=strategy, control=control, question=_QUESTIONS[control],
+                agreement=row["agreement"], mean_regret=row["mean_regret"],
+                hard_violations=row["hard_violations"],
+                baseline_agreement=base["agreement"],
+                baseline_mean_regret=base["mean_regret"],
+                if_followed=expected, falsifies=falsifies, unchanged=unchanged,
+                follows_content=None if expected is None
+                else abs(row["agreement"] - expected) < _EXACT,
+                reading=_control_text(control, agreement=row["agreement"],
+                                      regret=row["mean_regret"],
+                                      hard=row["hard_violations"],
+                                      baseline=base["agreement"], falsifies=falsifies,
+                                      unchanged=unchanged, expected=expected),
+            ))
+    return readings
+
+
+def _authority_readings(report: Mapping[str, Any], names: Sequence[str]
+                        ) -> list[AuthorityReading]:
+    rows = _rows(report)
+    described = [s for s in report["experiment"]["strategies"] if s["name"] in names]
+    readings = []
+    for advise in described:
+        if advise["authority"] != "ADVISE":
+            continue
+        for decide in described:
+            if decide["authority"] != "DECIDE" or decide["encoder"] != advise["encoder"]:
+                continue
+            a = rows.get((advise["name"], "none"))
+            d = rows.get((decide["name"], "none"))
+            if a is None or d is None:
+                continue
+            under = {c: int(rows[(decide["name"], c)]["hard_violations"])
+                     for c in CONTROLS if (decide["name"], c) in rows}
+            text = (f"The same {advise['encoder']} message (mean {_num(a['mean_bytes'])} "
+                    f"against {_num(d['mean_bytes'])} bytes) agrees on "
+                    f"{_pct(a['agreement'])} when the receiver must decide and on "
+                    f"{_pct(d['agreement'])} when the sender decides and the receiver "
+                    "executes. The message did not improve; the decision moved to the "
+                    "sender, and the receiver's accountable judgement disappeared.")
+            worst = max(under.values(), default=0)
+            if worst:
+                text += (f" An actuator executes a wrong verdict as readily as a right "
+                         f"one: up to {worst} hard violation(s) under the controls.")
+            readings.append(AuthorityReading(
+                encoder=str(advise["encoder"]), advise=str(advise["name"]),
+                decide=str(decide["name"]), advise_agreement=a["agreement"],
+                decide_agreement=d["agreement"], advise_bytes=a["mean_bytes"],
+                decide_bytes=d["mean_bytes"], decide_hard_violations_under_controls=under,
+                reading=text,
+            ))
+    return readings
+
+
+def _claim_readings(report: Mapping[str, Any], names: Sequence[str]
+                    ) -> list[SenderClaimReading]:
+    rows = _rows(report)
+    authority = {s["name"]: s["authority"] for s in report["experiment"]["strategies"]}
+    readings = []
+    for strategy in names:
+        base = rows.get((strategy, "none"))
+        claimed = rows.get((strategy, AUTHORITATIVE_SENDER))
+        if base is None or claimed is None:
+            continue
+        changed = not (abs(base["agreement"] - claimed["agreement"]) < _EXACT
+                       and abs(base["mean_regret"] - claimed["mean_regret"]) < _EXACT
+                       and base["hard_violations"] == claimed["hard_violations"])
+        if authority.get(strategy) == "DECIDE":
+            text = (f"The sender already decides for this strategy (agreement "
+                    f"{_pct(base['agreement'])}); claiming DECIDE again changes nothing.")
+        elif changed:
+            text = (f"Claiming DECIDE moves agreement from {_pct(base['agreement'])} to "
+                    f"{_pct(claimed['agreement'])}: this receiver defers to the sender's "
+                    "claimed authority.")
+        else:
+            text = (f"Claiming DECIDE changes nothing (agreement {_pct(base['agreement'])}): "
+                    "this receiver does not let the sender's claim replace its own rule.")
+        readings.append(SenderClaimReading(strategy=strategy, agreement=base["agreement"],
+                                           claimed_agreement=claimed["agreement"],
+                                           changed=changed, reading=text))
+    return readings
+
+
+def read_baselines(report: Mapping[str, Any], *, strategies: Sequence[str] | None = None,
+                   expectations: ControlExpectations | None = None) -> Baselines:
+    """Read the falsifying controls and the authority negative control of a report.
+
+    Args:
+        report: a lab report (``report.json``).
+        strategies: the strategies to read (default: every strategy of the report).
+        expectations: what each control would give a receiver that follows whatever
+            message it gets (see :func:`control_expectations`); adds the comparison
+            to each reading.
+
+    Raises:
+        ExperimentError: a named strategy is not in the report.
+    """
+    known = [s["name"] for s in report["experiment"]["strategies"]]
+    names = list(known) if strategies is None else list(strategies)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ExperimentError(f"strategies {unknown} are not in the report; known: {known}")
+    if expectations is not None and expectations.cases != report["experiment"]["cases"]:
+        raise ExperimentError(f"the expectations cover {expectations.cases} cases, the report "
+                              f"{report['experiment']['cases']}")
+    return Baselines(
+        experiment=str(report["experiment"]["name"]),
+        cases=int(report["experiment"]["cases"]),
+        expectations=expectations,
+        controls=_control_readings(report, names, expectations),
+        authority=_authority_readings(report, names),
+        sender_claims=_claim_readings(report, names),
+    )

@@ -1,0 +1,296 @@
+"""Carried receipts: one stable signed receipt through a signed handoff chain (essay,
+Part IV, "every hop carries a stable decision receipt and adds a new signed
+transformation"). Refusals assert the reason code and its JSON path.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import warnings
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import attrs
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from handoffs._json import digest
+from handoffs.contracts import (
+    Authority,
+    Contract,
+    GovernanceService,
+    HardConstraint,
+    Interval,
+    KeyRing,
+    LossMatrix,
+    Over,
+    Policy,
+    Registry,
+    Rule,
+    SigningKey,
+    decision_field,
+    issue_grant,
+    sign_receipt,
+)
+from handoffs.receivers import (
+    Gate,
+    IdentityCompositionReceiver,
+    Receiver,
+    Step,
+    StrictContractReceiver,
+    UnsafeConfigurationWarning,
+    UnsafeNoProofs,
+    Verdict,
+    add_hop,
+    start_chain,
+)
+from handoffs.receivers._carried import (
+    CARRY_PIN,
+    CarriedReceiptReceiver,
+    carried_receipt,
+    carry,
+    receipt_pin,
+)
+
+T = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+ORIGIN, RELAY, FINAL, POLICY = "origin", "relay", "final", "policy-service"
+KEYS = {name: SigningKey(Ed25519PrivateKey.from_private_bytes(bytes([i + 7]) * 32))
+        for i, name in enumerate((ORIGIN, RELAY, POLICY, "stranger"))}
+
+
+class Act(enum.Enum):
+    GO = "GO"
+    STOP = "STOP"
+
+
+@attrs.frozen
+class Risk:
+    p: Interval = decision_field("Failure probability.", minimum=0, maximum=1)
+
+
+CONTRACT = Contract(
+    name="risk-check", version="1.0.0", description="Stop above 0.05.",
+    actions=Act, state=Risk,
+    policy=Policy(rules=(Rule("risky", Over("p", 0.05), Act.STOP),), default=Act.GO),
+    loss=LossMatrix({(Act.GO, Act.GO): 0, (Act.STOP, Act.STOP): 0, (Act.STOP, Act.GO): 1,
+                     (Act.GO, Act.STOP): 10}),
+    hard_constraints=(HardConstraint("unsafe-go", chosen=Act.GO,
+                                     allowed_references=frozenset({Act.GO})),),
+    fail_closed_action=Act.STOP, counterfactual_trigger="Recompute when p changes.",
+)
+
+
+def _ring() -> KeyRing:
+    ring = KeyRing()
+    for name, roles, purpose in ((ORIGIN, {"investigator"}, "assertionMethod"),
+                                 (RELAY, {"investigator"}, "assertionMethod"),
+                                 (POLICY, {"policy-service"}, "capabilityDelegation")):
+        ring = ring.enrol(KEYS[name].public_key_multibase, controller=name, roles=roles,
+                          not_before=T - timedelta(days=1), purposes={purpose})
+    return ring
+
+
+RING = _ring()
+
+
+def receipt(lo: float = 0.01, hi: float = 0.04, *, sender: str = ORIGIN,
+            case_id: str = "case-1", granted: bool = True) -> dict[str, Any]:
+    until = T + timedelta(hours=4)
+    service = GovernanceService(sender=sender, receiver=FINAL, policy_version="R-1",
+                                valid_until=until)
+    content = {"proposed_action": "GO", "decision_state": {"p": {"lo": lo, "hi": hi}},
+               "uncertainty": "RESOLVED", "counterfactual_trigger": "Recompute when p changes."}
+    typed = service.receipt(CONTRACT, content, case_id=case_id,
+                            evidence_refs=["evidence://risk/1"])
+    grant = issue_grant(KEYS[POLICY], issuer=POLICY, subject=sender, audience=FINAL,
+                        contract=CONTRACT, case_id=case_id, policy_version="R-1",
+                        authority={Authority.ADVISE}, valid_until=until,
+                        created=T - timedelta(hours=1)) if granted else None
+    return sign_receipt(typed, KEYS[sender], grant=grant,
+                        created=T - timedelta(minutes=50)).to_json()
+
+
+def chain(pins: tuple[dict[str, Any], dict[str, Any]], *, case_id: str = "case-1",
+          last: str = FINAL, notes: tuple[str, str] | None = None) -> dict[str, Any]:
+    texts = notes or (carry("measured p", pins[0]), carry("forwarded unchanged", pins[1]))
+    built = add_hop(start_chain(case_id=case_id), KEYS[ORIGIN], sender=ORIGIN,
+                    role="investigator", receiver=RELAY, authority="ADVISE",
+                    valid_until=T + timedelta(hours=3), transformation=texts[0],
+                    created=T - timedelta(minutes=40))
+    built = add_hop(built, KEYS[RELAY], role="investigator", receiver=last, authority="ADVISE",
+                    valid_until=T + timedelta(hours=2), transformation=texts[1],
+                    created=T - timedelta(minutes=30))
+    return built.to_json()
+
+
+def chain_receiver(**changes: Any) -> IdentityCompositionReceiver:
+    options: dict[str, Any] = {"keyring": RING, "identity": FINAL, "clock": lambda: T,
+                               "required_roles": ()}
+    return IdentityCompositionReceiver(**{**options, **changes})
+
+
+def carrier(**changes: Any) -> CarriedReceiptReceiver:
+    gate = Gate(identity=FINAL, trust=RING, registry=Registry.of(CONTRACT), replay=None,
+                clock=lambda: T)
+    options: dict[str, Any] = {"chain_receiver": chain_receiver(),
+                               "receipt_receiver": StrictContractReceiver(gate),
+                               "fail_closed_action": "STOP"}
+    return CarriedReceiptReceiver(**{**options, **changes})
+
+
+STABLE = receipt()
+
+
+def test_a_stable_receipt_through_signed_hops_is_decided_from_the_receipt() -> None:
+    receiver = carrier()
+    assert isinstance(receiver, Receiver)
+    assert receiver.deterministic
+    decision = receiver.receive(carried_receipt(STABLE, chain((STABLE, STABLE))))
+    assert (decision.verdict, decision.action, decision.reasons) == (Verdict.ACCEPT, "GO", ())
+    assert decision.receiver == "carried-receipt"
+    assert decision.record["receipt_digest"] == digest(STABLE)
+    assert decision.record["carried_by"] == [ORIGIN, RELAY]
+    assert decision.record["chain_digest"].startswith("sha256:")
+    assert decision.record["rule"] == "default"
+
+
+def test_the_decision_is_the_receivers_own() -> None:
+    risky = receipt(0.06, 0.09)
+    decision = carrier().receive(carried_receipt(risky, chain((risky, risky))))
+    assert (decision.verdict, decision.action) == (Verdict.ACCEPT, "STOP")
+
+
+def test_an_undetermined_receipt_escalates() -> None:
+    open_ = receipt(0.03, 0.07)
+    decision = carrier().receive(carried_receipt(open_, chain((open_, open_))))
+    assert (decision.verdict, decision.action) == (Verdict.ESCALATE, "STOP")
+    assert [(r.code, r.json_path) for r in decision.reasons] == [
+        ("undetermined", "$.receipt.decision_state")]
+
+
+def test_bytes_are_parsed_with_limits() -> None:
+    from handoffs._json import canonical_bytes
+
+    message = canonical_bytes(carried_receipt(STABLE, chain((STABLE, STABLE))))
+    assert carrier().receive(message).verdict is Verdict.ACCEPT
+    assert carrier().receive(b'{"receipt": 1, "receipt": 2}').reasons[0].code == "duplicate-key"
+
+
+@pytest.mark.parametrize(("message", "paths"), [
+    ([], ["$"]),
+    ({"receipt": STABLE}, ["$.chain"]),
+    ({"receipt": "x", "chain": []}, ["$.receipt", "$.chain"]),
+])
+def test_shape(message: Any, paths: list[str]) -> None:
+    decision = carrier().receive(message)
+    assert (decision.verdict, decision.action, decision.step) == (
+        Verdict.REJECT, "STOP", Step.PARSE)
+    assert [(r.code, r.json_path) for r in decision.reasons] == [
+        ("carrier-invalid", p) for p in paths]
+
+
+def test_a_re_encoded_receipt_is_not_the_carried_one() -> None:
+    relayed = receipt(0.045, 0.045, sender=RELAY)
+    decision = carrier().receive(carried_receipt(relayed, chain((STABLE, relayed))))
+    assert decision.verdict is Verdict.REJECT
+    assert [(r.code, r.json_path) for r in decision.reasons] == [
+        ("receipt-unattributed", "$.receipt.sender"),
+        ("receipt-not-carried", "$.chain.hops[0].transformation"),
+    ]
+
+
+def test_every_hop_must_pin_the_receipt() -> None:
+    message = carried_receipt(STABLE, chain((STABLE, STABLE),
+                                            notes=(carry("measured p", STABLE), "forwarded")))
+    decision = carrier().receive(message)
+    assert [(r.code, r.json_path) for r in decision.reasons] == [
+        ("receipt-not-carried", "$.chain.hops[1].transformation")]
+    assert "pins no receipt" in decision.reasons[0].message
+
+
+def test_a_changed_receipt_fails_its_proof() -> None:
+    changed = copy.deepcopy(STABLE)
+    changed["decision_state"]["p"] = {"lo": 0.001, "hi": 0.002}
+    decision = carrier().receive(carried_receipt(changed, chain((changed, changed))))
+    assert decision.verdict is Verdict.REJECT
+    assert decision.step is Step.PROOFS
+    assert decision.reasons[0].json_path.startswith("$.receipt")
+
+
+def test_case_mismatch() -> None:
+    other = receipt(case_id="case-2")
+    decision = carrier().receive(carried_receipt(other, chain((other, other))))
+    assert [(r.code, r.json_path) for r in decision.reasons] == [
+        ("case-mismatch", "$.receipt.case_id")]
+
+
+def test_chain_refusals_are_passed_on_at_their_path() -> None:
+    decision = carrier().receive(carried_receipt(STABLE, chain((STABLE, STABLE),
+                                                               last="elsewhere")))
+    assert decision.verdict is Verdict.REJECT
+    assert ("wrong-audience", "$.chain.hops[1].receiver") in [
+        (r.code, r.json_path) for r in decision.reasons]
+
+
+def test_chain_escalation_is_passed_on() -> None:
+    approval = carrier(chain_receiver=chain_receiver(required_roles={"approver"}))
+    decision = approval.receive(carried_receipt(STABLE, chain((STABLE, STABLE))))
+    assert (decision.verdict, decision.action) == (Verdict.ESCALATE, "STOP")
+    assert [(r.code, r.json_path) for r in decision.reasons] == [
+        ("approval-missing", "$.chain.hops")]
+    proposal = carrier(chain_receiver=chain_receiver(required_roles={"proposer"}))
+    decision = proposal.receive(carried_receipt(STABLE, chain((STABLE, STABLE))))
+    assert (decision.verdict, decision.action) == (Verdict.REJECT, "STOP")
+    assert [r.code for r in decision.reasons] == ["role-missing"]
+
+
+def test_a_relay_without_a_grant_cannot_pose_as_the_originator() -> None:
+    own = receipt(0.045, 0.045, sender=RELAY, granted=False)
+    built = add_hop(start_chain(case_id="case-1"), KEYS[RELAY], sender=RELAY,
+                    role="investigator", receiver=FINAL, authority="ADVISE",
+                    valid_until=T + timedelta(hours=1), transformation=carry("mine", own),
+                    created=T - timedelta(minutes=5))
+    decision = carrier().receive(carried_receipt(own, built.to_json()))
+    assert [(r.code, r.json_path) for r in decision.reasons] == [
+        ("grant-missing", "$.receipt.grant")]
+
+
+def test_carry_and_pin() -> None:
+    note = carry("forwarded", STABLE)
+    assert note == f"forwarded [{CARRY_PIN} {receipt_pin(STABLE)}]"
+    assert receipt_pin(STABLE) == digest(STABLE)
+    with pytest.raises(ValueError, match="already pins"):
+        carry(note, STABLE)
+
+
+def test_construction_fails_closed() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnsafeConfigurationWarning)
+        unsafe = Gate(identity=FINAL, trust=UnsafeNoProofs(), registry=Registry.of(CONTRACT))
+    with pytest.raises(ValueError, match="does not verify proofs"):
+        carrier(receipt_receiver=StrictContractReceiver(unsafe))
+    elsewhere = Gate(identity="someone-else", trust=RING, registry=Registry.of(CONTRACT))
+    with pytest.raises(ValueError, match="both must be this receiver"):
+        carrier(receipt_receiver=StrictContractReceiver(elsewhere))
+    with pytest.raises(TypeError, match="IdentityCompositionReceiver"):
+        carrier(chain_receiver=object())
+    with pytest.raises(TypeError, match="Receiver protocol"):
+        carrier(receipt_receiver=object())
+    with pytest.raises(ValueError, match="action identifier"):
+        carrier(fail_closed_action="")
+
+
+def test_an_internal_failure_fails_closed() -> None:
+    @attrs.frozen
+    class Broken:
+        name: str = "broken"
+        deterministic: bool = True
+
+        def receive(self, message: Any) -> Any:
+            raise RuntimeError("boom")
+
+    decision = carrier(receipt_receiver=Broken()).receive(
+        carried_receipt(STABLE, chain((STABLE, STABLE))))
+    assert (decision.verdict, decision.action) == (Verdict.REJECT, "STOP")
+    assert [r.code for r in decision.reasons] == ["receiver-error"]
