@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
 
@@ -114,22 +114,45 @@ def _bounds(value: Any) -> tuple[float, float]:
 
 
 @attrs.frozen
-class Over(Condition):
+class _Threshold(Condition):
+    """Shared shape of :class:`Over` and :class:`Under`."""
+
+    field: str
+    threshold: float
+    inclusive: bool = False
+
+    _symbols: ClassVar[tuple[str, str]] = ("", "")
+
+    def _truth(self, lo: float, hi: float) -> Truth:
+        raise NotImplementedError
+
+    def evaluate(self, view: Mapping[str, Any]) -> Truth:
+        got = view.get(self.field, _ABSENT)
+        if got is _ABSENT:
+            return None
+        return self._truth(*_bounds(got))
+
+    def reads(self) -> frozenset[str]:
+        return frozenset((self.field,))
+
+    def describe(self) -> str:
+        return f"{self.field} {self._symbols[self.inclusive]} {self.threshold}"
+
+    def thresholds(self) -> tuple[tuple[str, float], ...]:
+        return ((self.field, self.threshold),)
+
+
+@attrs.frozen
+class Over(_Threshold):
     """``field > threshold`` (or ``>=`` with ``inclusive=True``).
 
     On an :class:`Interval` the condition is true when the whole interval is over
     the threshold, false when none of it is, and unknown when it straddles.
     """
 
-    field: str
-    threshold: float
-    inclusive: bool = False
+    _symbols: ClassVar[tuple[str, str]] = (">", ">=")
 
-    def evaluate(self, view: Mapping[str, Any]) -> Truth:
-        got = view.get(self.field, _ABSENT)
-        if got is _ABSENT:
-            return None
-        lo, hi = _bounds(got)
+    def _truth(self, lo: float, hi: float) -> Truth:
         t = self.threshold
         if (lo >= t) if self.inclusive else (lo > t):
             return True
@@ -137,44 +160,20 @@ class Over(Condition):
             return False
         return None
 
-    def reads(self) -> frozenset[str]:
-        return frozenset((self.field,))
-
-    def describe(self) -> str:
-        return f"{self.field} {'>=' if self.inclusive else '>'} {self.threshold}"
-
-    def thresholds(self) -> tuple[tuple[str, float], ...]:
-        return ((self.field, self.threshold),)
-
 
 @attrs.frozen
-class Under(Condition):
+class Under(_Threshold):
     """``field < threshold`` (or ``<=`` with ``inclusive=True``); intervals as in :class:`Over`."""
 
-    field: str
-    threshold: float
-    inclusive: bool = False
+    _symbols: ClassVar[tuple[str, str]] = ("<", "<=")
 
-    def evaluate(self, view: Mapping[str, Any]) -> Truth:
-        got = view.get(self.field, _ABSENT)
-        if got is _ABSENT:
-            return None
-        lo, hi = _bounds(got)
+    def _truth(self, lo: float, hi: float) -> Truth:
         t = self.threshold
         if (hi <= t) if self.inclusive else (hi < t):
             return True
         if (lo > t) if self.inclusive else (lo >= t):
             return False
         return None
-
-    def reads(self) -> frozenset[str]:
-        return frozenset((self.field,))
-
-    def describe(self) -> str:
-        return f"{self.field} {'<=' if self.inclusive else '<'} {self.threshold}"
-
-    def thresholds(self) -> tuple[tuple[str, float], ...]:
-        return ((self.field, self.threshold),)
 
 
 @attrs.frozen

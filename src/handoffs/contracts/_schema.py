@@ -213,27 +213,13 @@ def _fast_validator(contract: Contract[Any, Any]) -> Any:
     return _compiled(contract)[1]
 
 
-def _describe(error: jsonschema.exceptions.ValidationError) -> str:  # noqa: PLR0911
-    kind = error.validator
-    got = error.instance
-    if kind == "type":
-        return f"expected {_article(error.validator_value)}, got {_short(got)}"
-    if kind == "required":
-        missing = error.message.split("'")[1] if "'" in error.message else "?"
-        return f"required field {missing!r} missing"
-    if kind == "additionalProperties":
-        schema = error.schema if isinstance(error.schema, dict) else {}
-        allowed = set(schema.get("properties", {}))
-        extra = sorted(set(got) - allowed) if isinstance(got, dict) else []
-        return f"unknown field{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))}"
-    if kind == "enum":
-        return f"expected one of {error.validator_value}, got {_short(got)}"
-    if kind == "const":
-        return f"expected {error.validator_value!r}, got {_short(got)}"
-    if kind in ("minimum", "maximum"):
-        return f"{_short(got)} is {'below' if kind == 'minimum' else 'above'} the {kind} " \
-               f"{error.validator_value}"
-    return str(error.message)
+def _describe(error: jsonschema.exceptions.ValidationError) -> str:
+    keyword = str(error.validator)
+    if keyword not in _FAST_KEYWORDS:
+        return str(error.message)
+    missing = error.message.split("'")[1] if keyword == "required" else None
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    return _message(keyword, error.instance, error.validator_value, schema, missing)
 
 
 def _article(expected: Any) -> str:
@@ -310,7 +296,8 @@ def _fast_violations(contract: Contract[Any, Any], document: Any) -> list[Violat
         key = (-len(path), path, keyword not in jsonschema.exceptions.WEAK_MATCHES, False,
                not matches, order)
         json_path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
-        message = _message(keyword, instance, node, parent, error)
+        missing = error.kind.property if keyword == "required" else None
+        message = _message(keyword, instance, node, parent, missing)
         rows.append((key, Violation(json_path, "/".join(str(s) for s in error.schema_path),
                                     message, keyword)))
     rows.sort(key=lambda row: row[0])
@@ -318,12 +305,13 @@ def _fast_violations(contract: Contract[Any, Any], document: Any) -> list[Violat
 
 
 def _message(  # noqa: PLR0911 - one wording per keyword
-    keyword: str, got: Any, value: Any, schema: Mapping[str, Any], error: Any
+    keyword: str, got: Any, value: Any, schema: Mapping[str, Any], missing: str | None
 ) -> str:
+    """The violation's wording; ``missing`` names the absent property of ``required``."""
     if keyword == "type":
         return f"expected {_article(value)}, got {_short(got)}"
     if keyword == "required":
-        return f"required field {error.kind.property!r} missing"
+        return f"required field {missing!r} missing"
     if keyword == "additionalProperties":
         extra = sorted(set(got) - set(schema.get("properties", {})))
         return f"unknown field{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))}"
