@@ -1,4 +1,5 @@
-"""Every ```python block in docs/**/*.md runs: in order, one namespace per page."""
+"""Every ```python block in README.md and docs/**/*.md runs: in order, one namespace per
+page."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
 # A fence opening with exactly ``python`` (attributes after it are allowed), up to the
 # closing fence at the same indentation.
 _BLOCK = re.compile(r"^(?P<indent>[ \t]*)```python\b[^\n]*\n(?P<code>.*?)^(?P=indent)```[ \t]*$",
                     re.DOTALL | re.MULTILINE)
-PAGES = sorted(DOCS.rglob("*.md"))
+PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 
 
 def python_blocks(text: str) -> list[tuple[int, str]]:
@@ -34,14 +36,14 @@ def test_block_extraction() -> None:
     assert python_blocks(text) == [(3, "a = 1"), (9, "b = 2")]
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(DOCS)))
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     blocks = python_blocks(page.read_text(encoding="utf-8"))
     if not blocks:
         pytest.skip("no python blocks")
     # A real module, so that classes defined on the page resolve their annotations,
     # pickle and repr like ordinary code; files the page writes land in tmp_path.
-    name = "docs_" + re.sub(r"\W", "_", str(page.relative_to(DOCS).with_suffix("")))
+    name = "docs_" + re.sub(r"\W", "_", str(page.relative_to(ROOT).with_suffix("")))
     module = types.ModuleType(name)
     module.__file__ = str(page)
     monkeypatch.setitem(sys.modules, name, module)
