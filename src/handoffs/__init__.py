@@ -7,7 +7,7 @@ and :mod:`handoffs.lab` (ablate until the decision changes).
 
 from importlib.metadata import PackageNotFoundError, version
 
-from handoffs._errors import HandoffsError
+from handoffs._errors import HandoffsError, MissingExtra
 from handoffs.contracts import Contract, Receipt
 from handoffs.receivers import UnsafeConfigurationWarning
 
@@ -16,4 +16,11 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
-__all__ = ["Contract", "HandoffsError", "Receipt", "UnsafeConfigurationWarning", "__version__"]
+__all__ = [
+    "Contract",
+    "HandoffsError",
+    "MissingExtra",
+    "Receipt",
+    "UnsafeConfigurationWarning",
+    "__version__",
+]

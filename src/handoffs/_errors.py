@@ -18,6 +18,7 @@ __all__ = [
     "HandoffsError",
     "KeyRingError",
     "MalformedJSON",
+    "MissingExtra",
     "ProofError",
     "ReceiptValidationError",
     "UnknownContract",
@@ -166,3 +167,23 @@ class UnknownKey(HandoffsError, KeyError):
 
     def __str__(self) -> str:  # KeyError would otherwise repr() the message
         return f"{self.message} @ {self.json_path}"
+
+
+class MissingExtra(HandoffsError, ImportError):
+    """An optional dependency of the requested feature is not installed.
+
+    Attributes:
+        extra: the name of the extra that provides it, e.g. ``"report"``.
+        module: the module that could not be imported.
+    """
+
+    code = "missing-extra"
+
+    def __init__(self, feature: str, *, extra: str, module: str) -> None:
+        self.extra = extra
+        self.module = module
+        super().__init__(
+            f"{feature} needs the optional dependency {module!r}; install it with "
+            f"pip install 'handoffs[{extra}]'",
+            json_path="$",
+        )

@@ -75,6 +75,7 @@ from handoffs.lab._release import (
     sign_artefact,
     verify_artefact,
 )
+from handoffs.lab._render import render_html, render_markdown
 from handoffs.lab._report import ReportError, report_schema, validate_report
 from handoffs.lab._runlog import RunLogError
 from handoffs.lab._runner import LabRun, rescore, run
@@ -133,6 +134,8 @@ __all__ = [
     "read_baselines",
     "region_sufficient",
     "release_artefact",
+    "render_html",
+    "render_markdown",
     "report_schema",
     "rescore",
     "run",

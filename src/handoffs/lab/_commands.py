@@ -12,7 +12,6 @@ Exit codes: 0 the gate passed; 1 it failed; 2 the command could not run.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -21,7 +20,7 @@ from typing import Any, Final
 
 import click
 
-from handoffs._errors import HandoffsError, MalformedJSON
+from handoffs._errors import HandoffsError, MalformedJSON, MissingExtra
 from handoffs._json import JSONLimits, dumps, loads
 from handoffs.lab._experiment import ExperimentError, Tolerances, load_experiment
 from handoffs.lab._release import (
@@ -30,13 +29,14 @@ from handoffs.lab._release import (
     release_artefact,
     sign_artefact,
 )
+from handoffs.lab._render import render_html, render_markdown
 from handoffs.lab._report import validate_report
 from handoffs.lab._runner import EXECUTORS, run
 
 __all__ = ["lab"]
 
 _REPORT_LIMITS: Final = JSONLimits(max_bytes=1 << 28, max_depth=64)
-_RENDERERS: Final = (("report.md", "render_markdown"), ("report.html", "render_html"))
+_RENDERERS: Final = (("report.md", render_markdown), ("report.html", render_html))
 
 
 class _CannotRun(click.ClickException):
@@ -131,22 +131,13 @@ def print_summary(report: Mapping[str, Any]) -> None:
 
 
 def _write_renderings(report: Mapping[str, Any], out: Path) -> list[str]:
+    """Write report.md and report.html; return notes on what an absent extra skipped."""
     notes: list[str] = []
-    try:
-        module = importlib.import_module("handoffs.lab._render")
-    except ModuleNotFoundError as exc:
-        if exc.name != "handoffs.lab._render":
-            raise
-        return ["report.md and report.html skipped: the renderer is not installed"]
-    for filename, function in _RENDERERS:
-        render = getattr(module, function, None)
-        if render is None:
-            notes.append(f"{filename} skipped: the renderer has no {function}()")
-            continue
+    for filename, render in _RENDERERS:
         try:
             text = render(report)
-        except ImportError as exc:  # an optional extra (e.g. matplotlib) is missing
-            notes.append(f"{filename} skipped: {exc}")
+        except MissingExtra as exc:  # the report extra (jinja2, matplotlib) is absent
+            notes.append(f"{filename} skipped: {exc.message}")
             continue
         (out / filename).write_text(text, encoding="utf-8")
     return notes
