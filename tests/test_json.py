@@ -16,9 +16,13 @@ from handoffs._json import (
     MAX_SAFE_INTEGER,
     JSONLimits,
     canonical_bytes,
+    canonical_bytes_plain,
+    canonical_size,
     digest,
     dumps,
+    jcs_plain,
     loads,
+    loads_plain,
 )
 from handoffs.contracts import MalformedJSON
 
@@ -207,3 +211,60 @@ def test_bytes_must_be_utf8_and_a_bom_is_ignored() -> None:
 def test_limits_are_validated() -> None:
     with pytest.raises(ValueError, match="must be > 0"):
         JSONLimits(max_bytes=0)
+
+
+# The canonical size, and the parser's word that a document is plain.
+
+with_surrogates = st.text(st.characters(codec=None, min_codepoint=0xD800, max_codepoint=0xDFFF)
+                          | characters, max_size=6)
+unusual = st.recursive(
+    scalars | st.integers() | with_surrogates | st.sampled_from([float("nan"), 2.0**60]),
+    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+    | st.dictionaries(texts | with_surrogates, inner, max_size=4)
+    | st.dictionaries(st.integers(), inner, min_size=1, max_size=2),
+    max_leaves=12,
+)
+
+
+@given(st.one_of(json_values, unusual))
+@example("x" * 63 + '"')
+@example("x" * 64 + "\x7f")
+@example("y" * 100 + "\\")
+@example({"a" * 70: ["b" * 80, {"\n": 1}]})
+def test_canonical_size_is_the_length_of_the_canonical_bytes(value: Any) -> None:
+    try:
+        expected = len(canonical_bytes(value))
+    except MalformedJSON:
+        with pytest.raises(MalformedJSON):
+            canonical_size(value)
+        return
+    assert canonical_size(value) == expected
+
+
+@given(json_values, st.booleans(), st.sampled_from([None, 2]))
+@example({"é": 1.5}, False, None)
+@example({"\U0001f600": 1, "\ufb33": 2}, True, None)
+def test_a_plain_document_canonicalises_without_checks(value: Any, ascii_only: bool,
+                                                        indent: int | None) -> None:
+    text = json.dumps({"v": value}, ensure_ascii=ascii_only, indent=indent)
+    try:
+        document, plain = loads_plain(text)
+    except MalformedJSON:
+        return  # a float the strict parser refuses
+    assert document == loads(text)
+    assert plain == (text.isascii() and "\\u" not in text and not _has_float(document))
+    if plain:
+        assert jcs_plain(document)
+        assert canonical_bytes_plain(document) == canonical_bytes(document)
+        for part in document["v"].values() if isinstance(document["v"], dict) else ():
+            assert canonical_bytes_plain(part) == canonical_bytes(part)
+
+
+def _has_float(value: Any) -> bool:
+    if isinstance(value, float):
+        return True
+    if isinstance(value, dict):
+        return any(_has_float(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_float(v) for v in value)
+    return False

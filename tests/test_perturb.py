@@ -43,6 +43,7 @@ from handoffs.lab import (
     standard_perturbations,
 )
 from handoffs.lab._perturb import (
+    REMOVED,
     CaseContext,
     Scoring,
     perturbation_from_json,
@@ -308,3 +309,42 @@ def test_select_and_from_json() -> None:
         perturbation_from_json({"kind": "teleport"}, contract=GAUGE)
     with pytest.raises(ExperimentError, match="relay"):
         perturbation_from_json({"kind": "relay", "hopz": 3}, contract=GAUGE)
+
+
+def _shape(variants_: list[Any], message: dict[str, Any]) -> list[Any]:
+    out = []
+    for v in variants_:
+        if v.patch is not None:
+            assert v.base is message
+            out.append(("patch", v.patch, v.label, v.reference, v.falsehood, v.falsified))
+        else:
+            assert v.message is message
+            assert v.touched == frozenset()
+            out.append(("same", v.label, v.reference, v.falsehood, v.falsified))
+    return out
+
+
+@pytest.mark.parametrize("perturbation", [
+    p for p in standard_perturbations(GAUGE) if p.prepare(GAUGE, seed=0).reads is not None
+] + [PolicyVersionChanged("G-2"), AuthoritativeSender()], ids=lambda p: p.id)
+def test_declared_reads_are_all_the_variants_depend_on(perturbation: Any) -> None:
+    prepared = perturbation.prepare(GAUGE, seed=0)
+    declared = prepared.reads | prepared.presence
+    for message in (MESSAGE, {**MESSAGE, "authority": "DECIDE"},
+                    {k: v for k, v in MESSAGE.items() if k != "decision_state"}):
+        # Another message that agrees on the declared members only.
+        twin = {k: f"other-{k}" for k in MESSAGE if k not in declared}
+        twin["extra"] = "member"
+        twin.update({k: v for k, v in message.items() if k in declared})
+        one = list(prepared.variants(message, ctx(), "s"))
+        two = list(prepared.variants(twin, ctx(case_id="other", index=7), "t"))
+        assert [s[1:] for s in _shape(one, message)] == [s[1:] for s in _shape(two, twin)]
+        for v in one:
+            if v.patch is not None:  # the patch builds exactly the message it describes
+                member, value = v.patch
+                built = dict(message)
+                if value is REMOVED:
+                    del built[member]
+                else:
+                    built[member] = value
+                assert v.message == built

@@ -26,6 +26,7 @@ from handoffs.lab import (
     ReferenceReceiver,
     RunLogError,
     Strategy,
+    rescore,
     run,
 )
 from handoffs.lab._runlog import COLUMNS, read_run_log
@@ -275,3 +276,116 @@ def test_patched_sizes_equal_full_canonicalisation(base: dict[str, Any], member:
         return
     assert patched[1] == _measure(variant)[1]
     assert b"\x00" in patched[0]
+
+
+# ------------------------------------------------------------------ fast paths
+
+
+def test_receipt_ids_are_uuid5_in_the_runner_namespace() -> None:
+    import uuid
+
+    from handoffs.lab._runner import _RECEIPT_NAMESPACE, receipt_id
+
+    for name in ("payment-release-essay/decision_contract/policy-01", "x/y/é", "a/b/"):
+        experiment, strategy, case_id = name.split("/")
+        assert receipt_id(experiment, strategy, case_id) == \
+            f"urn:uuid:{uuid.uuid5(_RECEIPT_NAMESPACE, name)}"
+
+
+def test_compact_records_feed_the_metrics_as_their_rows_do() -> None:
+    from handoffs.lab._metrics import Aggregator
+    from handoffs.lab._runlog import expand_rows
+    from handoffs.lab._runner import _constants, compile_plan, run_chunk
+
+    experiment = payment_experiment(variants=3, profile="full")
+    plan = compile_plan(experiment)
+    cases = list(experiment.cases)
+    record = run_chunk(plan, 0, 0, cases, _constants(plan, cases[0]))
+    compact, expanded = (Aggregator.for_experiment(experiment, plan) for _ in range(2))
+    compact.feed(record)
+    expanded.feed({k: v for k, v in record.items() if k not in ("templates", "stats")}
+                  | {"rows": expand_rows(record)})
+    rows = [{"id": p.id, "kind": p.kind, "target": p.target} for p in plan.perturbations]
+    described = [{"id": "none", "kind": "baseline", "target": None}, *rows]
+    assert compact.results(described) == expanded.results(described)
+    assert compact.falsehoods(0) == expanded.falsehoods(0)
+    assert compact.injections() == expanded.injections()
+    assert len(expand_rows(record)) == sum(s[0] for s in record["stats"])
+
+
+def test_the_run_log_holds_one_row_per_decision(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    report = run(essay(), chunk_size=10, run_log=path, created=CREATED).report
+    _, records = read_run_log(path)
+    decisions = sum(len(r["rows"]) for r in records if "rows" in r)
+    assert decisions == sum(row["decisions"] for row in report["results"])
+    rescored = rescore(essay(), path, loss=essay().contract.loss, name="same")
+    for key in ("strategy_results", "decision_field_ablation", "governance_field_ablation"):
+        assert rescored[key] == report[key]
+
+
+@attrs.frozen
+class Opaque:
+    """A receiver without memo_key: memoised on the whole canonical message only."""
+
+    inner: Any
+    name: str = "opaque"
+
+    @property
+    def deterministic(self) -> bool:
+        return bool(self.inner.deterministic)
+
+    def receive(self, message: Any) -> Decision:
+        return self.inner.receive(message)  # type: ignore[no-any-return]
+
+
+def test_memo_keys_change_how_often_receivers_are_called_never_the_figures() -> None:
+    base = payment_experiment(variants=2, profile="full")
+    opaque = attrs.evolve(
+        base, strategies=tuple(attrs.evolve(s, receiver=Opaque(s.receiver))
+                               for s in base.strategies),
+        semantic_receiver=Opaque(ReferenceReceiver(base.contract)))
+    fast = run(base, chunk_size=14, created=CREATED).report
+    slow = run(opaque, chunk_size=14, created=CREATED).report
+    for key in ("strategy_results", "decision_field_ablation", "governance_field_ablation",
+                "error_injection", "falsehoods", "counterfactual_triggers"):
+        assert fast[key] == slow[key], key
+    ignore = {"receiver_calls", "memo_hits", "mean_latency_ms"}
+    assert [{k: v for k, v in r.items() if k not in ignore} for r in fast["results"]] == \
+        [{k: v for k, v in r.items() if k not in ignore} for r in slow["results"]]
+    assert fast["provenance"]["receiver_calls"] < slow["provenance"]["receiver_calls"]
+
+
+def test_the_second_stamp_of_a_case_is_the_services_own() -> None:
+    from handoffs.contracts._contract import Authority
+    from handoffs.lab._runner import _Chunk, compile_plan
+
+    plan = compile_plan(payment_experiment(profile="essay"))
+    chunk = _Chunk(plan, [None] * len(plan.strategies))
+    stamps: dict[Any, Any] = {}
+    refs = ("evidence://policy/1/identity", "evidence://policy/1/screening")
+    for authority in (Authority.ADVISE, Authority.DECIDE):
+        derived = chunk._stamp(stamps, authority, "policy-01", refs, True)
+        own = plan.governance.stamp(case_id="policy-01", evidence_refs=refs,
+                                    authority=authority).to_json()
+        assert derived.members == own
+        assert derived.total == chunk._stamp({}, authority, "policy-01", refs, False).total
+
+
+def test_the_collector_is_unfrozen_after_a_run() -> None:
+    import gc
+
+    from handoffs.lab._runner import _collector_frozen
+
+    assert gc.get_freeze_count() == 0
+    with _collector_frozen():
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+    gc.freeze()  # a process that froze objects itself keeps them frozen
+    try:
+        frozen = gc.get_freeze_count()
+        with _collector_frozen():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

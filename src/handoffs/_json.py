@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -28,9 +29,13 @@ __all__ = [
     "MAX_SAFE_INTEGER",
     "JSONLimits",
     "canonical_bytes",
+    "canonical_bytes_plain",
+    "canonical_size",
     "digest",
     "dumps",
+    "jcs_plain",
     "loads",
+    "loads_plain",
 ]
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
@@ -56,7 +61,11 @@ def _reject_constant(name: str) -> Any:
     raise MalformedJSON(f"non-finite number {name} is not JSON", code="non-finite-number")
 
 
+_FLOATS = threading.local()  # counts floats parsed, per thread (see loads_plain)
+
+
 def _parse_float(text: str) -> float:
+    _FLOATS.count = getattr(_FLOATS, "count", 0) + 1
     value = float(text)
     if not math.isfinite(value):
         raise MalformedJSON(
@@ -129,6 +138,20 @@ def loads(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> Any:
     Raises:
         MalformedJSON: with a specific ``code`` for each kind of bad input.
     """
+    return loads_plain(data, limits=limits)[0]
+
+
+def loads_plain(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> tuple[Any, bool]:
+    """Parse one JSON document strictly (as :func:`loads`), and say whether it is *plain*:
+    every part of it takes :func:`canonical_bytes`' fast path, so that
+    :func:`canonical_bytes_plain` may canonicalise it (and any part of it) without
+    checking it first. Plain means: no floats, and ASCII text without unicode escapes
+    (so no astral-plane keys and no lone surrogates); the strict parser already
+    refuses integers beyond ±(2^53 − 1).
+
+    Raises:
+        MalformedJSON: with a specific ``code`` for each kind of bad input.
+    """
     if isinstance(data, bytes | bytearray | memoryview):
         raw = bytes(data)
         if len(raw) > limits.max_bytes:
@@ -151,8 +174,12 @@ def loads(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> Any:
         raise MalformedJSON(
             f"document nests deeper than {limits.max_depth} levels", code="too-deep"
         )
+    floats = getattr(_FLOATS, "count", 0)
     try:
-        return _DECODER.decode(text.removeprefix("\ufeff") if text[:1] == "\ufeff" else text)
+        value = _DECODER.decode(text.removeprefix("\ufeff") if text[:1] == "\ufeff" else text)
+        # A single-character search first: most documents hold no escape at all.
+        return value, (text.isascii() and ("\\" not in text or "\\u" not in text)
+                       and getattr(_FLOATS, "count", 0) == floats)
     except MalformedJSON:
         raise
     except json.JSONDecodeError as exc:
@@ -201,6 +228,20 @@ def _astral_or_surrogate(text: str) -> bool:
     return any(ord(ch) > 0xFFFF or 0xD800 <= ord(ch) <= 0xDFFF for ch in text)
 
 
+def jcs_plain(value: Any) -> bool:
+    """Whether :func:`canonical_bytes` takes its fast path for ``value``: then
+    :func:`canonical_bytes_plain` gives the same bytes for it and every part of it.
+    """
+    return _fast_path_safe(value)
+
+
+def canonical_bytes_plain(value: Any) -> bytes:
+    """:func:`canonical_bytes` of a value known to be plain (see :func:`jcs_plain` and
+    :func:`loads_plain`), without checking it again. The caller vouches for it.
+    """
+    return _FAST_ENCODER.encode(value).encode("utf-8")
+
+
 def canonical_bytes(value: Any) -> bytes:
     """Return the RFC 8785 (JCS) canonical UTF-8 bytes of a JSON value.
 
@@ -226,6 +267,60 @@ def canonical_bytes(value: Any) -> bytes:
         raise MalformedJSON(str(exc), code="non-finite-number") from exc
     except (rfc8785.CanonicalizationError, UnicodeEncodeError, TypeError) as exc:
         raise MalformedJSON(f"cannot canonicalise: {exc}", code="invalid-json") from exc
+
+
+# Bytes JCS escapes in a string: control characters, quotation mark, reverse solidus.
+_ESCAPED: Final = bytes(range(0x20)) + b'"\\'
+
+
+def _plain_str_size(text: str) -> int:
+    """Canonical size of a string; ``-1`` when it needs escapes or is not ASCII."""
+    if not text.isascii():
+        return -1
+    if len(text) < 64:
+        if text.isprintable() and '"' not in text and "\\" not in text:
+            return len(text) + 2
+        return -1
+    raw = text.encode("ascii")
+    return len(raw) + 2 if len(raw.translate(None, _ESCAPED)) == len(raw) else -1
+
+
+def canonical_size(value: Any) -> int:  # noqa: PLR0911 - one return per JSON shape
+    """``len(canonical_bytes(value))``, without building the bytes where that is exact.
+
+    JCS writes a container as its members' texts in order, so sizes add up; plain
+    ASCII strings, booleans, ``null`` and safe integers are sized directly, anything
+    else (floats, escapes, non-ASCII text, foreign types) by canonicalising that value
+    alone. ``tests/test_json.py`` checks the equality as a Hypothesis property.
+
+    Raises:
+        MalformedJSON: exactly when :func:`canonical_bytes` would.
+    """
+    kind = type(value)
+    if kind is str:
+        size = _plain_str_size(value)
+        return size if size >= 0 else len(canonical_bytes(value))
+    if kind is bool:
+        return 4 if value else 5
+    if value is None:
+        return 4
+    if kind is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        return len(str(value))
+    if kind is dict:
+        if not value:
+            return 2
+        total = 2 * len(value) + 1
+        for key, item in value.items():
+            if type(key) is not str:
+                return len(canonical_bytes(value))  # raises: JCS keys are strings
+            size = _plain_str_size(key)
+            total += (size if size >= 0 else len(canonical_bytes(key))) + canonical_size(item)
+        return total
+    if kind is list or kind is tuple:
+        if not value:
+            return 2
+        return len(value) + 1 + sum(map(canonical_size, value))
+    return len(canonical_bytes(value))
 
 
 def digest(value: Mapping[str, Any] | list[Any] | bytes) -> str:

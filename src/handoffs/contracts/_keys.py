@@ -70,18 +70,23 @@ def b58encode(data: bytes) -> str:
     return "1" * zeros + "".join(reversed(digits))
 
 
+_B58_DIGITS: Final = str.maketrans({ch: chr(i) for i, ch in enumerate(_B58_ALPHABET)})
+_B58_CHUNK: Final = 58**4
+
+
 def _b58decode_or_none(text: str) -> bytes | None:
     """Decode canonical base58btc, or return ``None`` for anything else."""
     if not _B58_CHARS.issuperset(text):
         return None
-    # Ten digits at a time in machine-sized integers: 58**10 < 2**59.
+    # Digit values as bytes, then four digits at a time in machine-sized integers.
+    digits = text.translate(_B58_DIGITS).encode("latin-1")
+    head = len(digits) % 4
     number = 0
-    for start in range(0, len(text), 10):
-        chunk = text[start:start + 10]
-        part = 0
-        for ch in chunk:
-            part = part * 58 + _B58_INDEX[ch]
-        number = number * 58 ** len(chunk) + part
+    for digit in digits[:head]:
+        number = number * 58 + digit
+    for part in [((digits[i] * 58 + digits[i + 1]) * 58 + digits[i + 2]) * 58 + digits[i + 3]
+                 for i in range(head, len(digits), 4)]:
+        number = number * _B58_CHUNK + part
     zeros = len(text) - len(text.lstrip("1"))
     # Leading "1"s are zero bytes and the rest is a number without leading zero
     # digits, so this decoding is a bijection: every string has exactly one byte
@@ -317,10 +322,29 @@ _RFC3339_Z: Final = re.compile(
 )
 
 
+_PARSED: dict[str, datetime] = {}
+_PARSED_LIMIT: Final = 1024
+
+
 def _parse_utc(text: object) -> datetime | None:
-    """Parse an RFC 3339 UTC time (upper-case ``T`` and ``Z``, at most microseconds)."""
-    if not isinstance(text, str):
-        return None
+    """Parse an RFC 3339 UTC time (upper-case ``T`` and ``Z``, at most microseconds).
+
+    Recent results are kept (many proofs in a busy second share their times).
+    """
+    if type(text) is not str:
+        return None if not isinstance(text, str) else _parse_utc_uncached(text)
+    found = _PARSED.get(text)
+    if found is not None:
+        return found
+    parsed = _parse_utc_uncached(text)
+    if parsed is not None:
+        if len(_PARSED) >= _PARSED_LIMIT:
+            _PARSED.clear()
+        _PARSED[text] = parsed
+    return parsed
+
+
+def _parse_utc_uncached(text: str) -> datetime | None:
     match = _RFC3339_Z.fullmatch(text)
     if match is None:
         return None
@@ -353,6 +377,8 @@ def _format_utc(when: datetime) -> str:
 
 
 def _aware_utc(value: object, *, json_path: str) -> datetime:
+    if type(value) is datetime and value.tzinfo is UTC:
+        return value
     if not isinstance(value, datetime):
         raise KeyRingError(
             f"expected a datetime, got {type(value).__name__}",

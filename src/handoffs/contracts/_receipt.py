@@ -59,29 +59,56 @@ _IDENT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}")
 _TIME: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
 
 
+_PARSED: dict[str, datetime] = {}
+_PARSED_LIMIT: Final = 1024
+
+
 def parse_time(text: str, *, json_path: str = "$") -> datetime:
     """Parse an RFC 3339 UTC timestamp written with ``Z`` (the only form receipts use)."""
+    if type(text) is str:
+        found = _PARSED.get(text)  # recent results: receipts of one hour share their times
+        if found is not None:
+            return found
     if not isinstance(text, str) or not _TIME.fullmatch(text):
         raise MalformedJSON(
             f"expected an RFC 3339 UTC time like 2027-01-01T00:00:00Z, got {text!r}",
             code="bad-time", json_path=json_path,
         )
     try:
-        return datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
+        parsed = datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
     except ValueError as exc:
         raise MalformedJSON(f"invalid time {text!r}: {exc}", code="bad-time",
                             json_path=json_path) from exc
+    if type(text) is str:
+        if len(_PARSED) >= _PARSED_LIMIT:
+            _PARSED.clear()
+        _PARSED[text] = parsed
+    return parsed
+
+
+_FORMATTED: dict[datetime, str] = {}
+_FORMATTED_LIMIT: Final = 1024
 
 
 def format_time(moment: datetime) -> str:
     """Format an aware datetime as RFC 3339 UTC with ``Z`` (microseconds only if set)."""
     if moment.tzinfo is None:
         raise ValueError("times must be timezone-aware")
-    moment = moment.astimezone(UTC)
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
-    if moment.microsecond:
-        text += f".{moment.microsecond:06d}".rstrip("0")
-    return text + "Z"
+    cached = moment.tzinfo is UTC  # UTC has no folds: equal values are one instant
+    if cached:
+        found = _FORMATTED.get(moment)
+        if found is not None:
+            return found
+    utc = moment.astimezone(UTC)
+    text = utc.strftime("%Y-%m-%dT%H:%M:%S")
+    if utc.microsecond:
+        text += f".{utc.microsecond:06d}".rstrip("0")
+    text += "Z"
+    if cached:
+        if len(_FORMATTED) >= _FORMATTED_LIMIT:
+            _FORMATTED.clear()
+        _FORMATTED[moment] = text
+    return text
 
 
 def _ident(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
@@ -118,7 +145,8 @@ class EvidenceRef:
 
 
 def _refs(value: Any) -> tuple[EvidenceRef, ...]:
-    return tuple(v if isinstance(v, EvidenceRef) else EvidenceRef.from_json(v) for v in value)
+    return tuple([v if isinstance(v, EvidenceRef) else EvidenceRef(v) if type(v) is str
+                  else EvidenceRef.from_json(v) for v in value])
 
 
 @attrs.frozen
@@ -323,6 +351,28 @@ def structure(contract: Contract[S, A], doc: Mapping[str, Any]) -> Receipt[S, A]
     from handoffs.contracts._schema import validate
 
     validate(contract, doc)
+    return structure_valid(contract, doc)
+
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def enum_member(kind: type[E], value: Any) -> E:
+    """``kind(value)``, looking the value up directly when it is a hashable member value."""
+    try:
+        found = kind._value2member_map_.get(value)
+    except TypeError:  # an unhashable value: let the enum refuse it
+        found = None
+    return found if found is not None else kind(value)  # type: ignore[return-value]
+
+
+def structure_valid(contract: Contract[S, A], doc: Mapping[str, Any]) -> Receipt[S, A]:
+    """:func:`structure` for a document already valid under ``contract``'s schema
+    (the typed checks still run).
+
+    Raises:
+        ReceiptValidationError: a value the schema admits but the typed model refuses.
+    """
     try:
         state = _converter.structure(doc["decision_state"], contract.state)
     except cattrs.BaseValidationError as exc:
@@ -339,13 +389,13 @@ def structure(contract: Contract[S, A], doc: Mapping[str, Any]) -> Receipt[S, A]
             case_id=doc["case_id"],
             sender=doc["sender"],
             receiver=doc["receiver"],
-            authority=Authority(doc["authority"]),
-            proposed_action=contract.actions(doc["proposed_action"]),
+            authority=enum_member(Authority, doc["authority"]),
+            proposed_action=enum_member(contract.actions, doc["proposed_action"]),
             decision_state=state,
             evidence_refs=doc["evidence_refs"],
             policy_version=doc["policy_version"],
             valid_until=parse_time(doc["valid_until"], json_path="$.valid_until"),
-            uncertainty=Uncertainty(doc["uncertainty"]),
+            uncertainty=enum_member(Uncertainty, doc["uncertainty"]),
             counterfactual_trigger=doc["counterfactual_trigger"],
             notes=doc.get("notes"),
             grant=doc.get("grant"),

@@ -17,17 +17,25 @@ or extend validity: those are only ever compared against the signed grant.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any, Final
 
 import attrs
 
 from handoffs._errors import ProofError
+from handoffs._json import canonical_bytes, canonical_bytes_plain, jcs_plain
 from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._keys import KeyRing, SigningKey
-from handoffs.contracts._proofs import VerifiedProof, sign, verify
-from handoffs.contracts._receipt import Receipt, format_time, parse_time, structure
+from handoffs.contracts._proofs import VerifiedProof, _verify, sign
+from handoffs.contracts._receipt import (
+    Receipt,
+    enum_member,
+    format_time,
+    parse_time,
+    structure,
+    structure_valid,
+)
 from handoffs.contracts._registry import BUILTIN, Registry
 
 __all__ = [
@@ -108,8 +116,8 @@ class AuthorityGrant:
         if not isinstance(doc, Mapping):
             raise ProofError("the grant must be an object", code="grant-invalid",
                              json_path="$.grant")
-        unknown = sorted(set(doc) - _GRANT_KEYS)
-        if unknown:
+        if not _GRANT_KEYS.issuperset(doc):
+            unknown = sorted(set(doc) - _GRANT_KEYS)
             raise ProofError(f"unknown grant member {unknown[0]!r}", code="grant-invalid",
                              json_path=f"$.grant.{unknown[0]}")
         if doc.get("type") != "AuthorityGrant":
@@ -124,7 +132,7 @@ class AuthorityGrant:
                                  code="grant-invalid", json_path=f"$.grant.{name}")
             text[name] = value
         try:
-            authority = frozenset(Authority(a) for a in doc.get("authority", ()))
+            authority = frozenset([enum_member(Authority, a) for a in doc.get("authority", ())])
             roles = frozenset(str(r) for r in doc.get("roles", ()))
             valid_until = parse_time(text.pop("valid_until"), json_path="$.grant.valid_until")
         except (ValueError, TypeError) as exc:
@@ -231,13 +239,35 @@ def verify_receipt(
     Raises:
         UnknownContract, ReceiptValidationError, ProofError: with a specific code.
     """
+    # One check that the whole document takes the canonical fast path covers every part
+    # the proofs canonicalise.
+    encode = canonical_bytes_plain if jcs_plain(document) else canonical_bytes
+    return _verify_receipt(document, keyring, now=now, registry=registry, audience=audience,
+                           require_grant=require_grant, encode=encode, valid=False)
+
+
+def _verify_receipt(
+    document: Mapping[str, Any],
+    keyring: KeyRing,
+    *,
+    now: datetime,
+    registry: Registry | None,
+    audience: str | None,
+    require_grant: bool,
+    encode: Callable[[Any], bytes],
+    valid: bool,
+) -> VerifiedReceipt:
+    """:func:`verify_receipt`, canonicalising with ``encode``; ``valid`` says the caller
+    has already checked the document against its contract's schema.
+    """
     contract = (registry or BUILTIN).for_document(document)
-    proofs = verify(document, keyring, purpose=RECEIPT_PURPOSE, now=now)
+    proofs = _verify(document, keyring, purpose=RECEIPT_PURPOSE, now=now, max_proofs=8,
+                     expected_domain=None, expected_challenge=None, encode=encode)
     if len(proofs) != 1:
         raise ProofError(f"a receipt carries exactly one sender proof, found {len(proofs)}",
                          code="proof-duplicated", json_path="$.proof")
     signer = proofs[0]
-    receipt = structure(contract, document)
+    receipt = structure_valid(contract, document) if valid else structure(contract, document)
     if signer.controller != receipt.sender:
         raise ProofError(
             f"signed by {signer.controller!r}, but the receipt names sender {receipt.sender!r}",
@@ -250,7 +280,7 @@ def verify_receipt(
             raise ProofError("the receipt carries no authority grant", code="grant-missing",
                              json_path="$.grant")
     else:
-        grant, grant_proof = _verify_grant(receipt, contract, keyring, now)
+        grant, grant_proof = _verify_grant(receipt, contract, keyring, now, encode)
     if audience is not None and receipt.receiver != audience:
         raise ProofError(f"addressed to {receipt.receiver!r}, this receiver is {audience!r}",
                          code="wrong-audience", json_path="$.receiver")
@@ -261,12 +291,14 @@ def verify_receipt(
 
 
 def _verify_grant(
-    receipt: Receipt[Any, Any], contract: Contract[Any, Any], keyring: KeyRing, now: datetime
+    receipt: Receipt[Any, Any], contract: Contract[Any, Any], keyring: KeyRing, now: datetime,
+    encode: Callable[[Any], bytes],
 ) -> tuple[AuthorityGrant, VerifiedProof]:
     doc = receipt.grant
     assert doc is not None  # noqa: S101 - checked by the caller
     try:
-        proofs = verify(doc, keyring, purpose=GRANT_PURPOSE, now=now)
+        proofs = _verify(doc, keyring, purpose=GRANT_PURPOSE, now=now, max_proofs=8,
+                         expected_domain=None, expected_challenge=None, encode=encode)
     except ProofError as exc:
         raise ProofError(f"authority grant: {exc.message}", code="grant-invalid",
                          json_path="$.grant" + exc.json_path[1:]) from exc

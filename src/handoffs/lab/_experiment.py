@@ -20,7 +20,7 @@ import enum
 import importlib
 import math
 import tomllib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
@@ -34,7 +34,7 @@ from handoffs.contracts._encoders import Encoder, GovernanceService, ReceiptEnco
 from handoffs.contracts._fields import MISSING, FieldKind, FieldSpec, Interval
 from handoffs.contracts._receipt import EvidenceRef
 from handoffs.lab._imports import ensure_importable
-from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
+from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict, memo_value
 
 __all__ = [
     "CaseSource",
@@ -92,13 +92,13 @@ def typed_value(spec: FieldSpec, value: Any) -> Any:
 _CACHE_LIMIT: Final = 4096
 
 
-def _freeze(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
-    if isinstance(value, list | tuple):
-        return ("[", *(_freeze(v) for v in value))
-    # Tag the type: True == 1 in Python, not in JSON.
-    return (type(value).__name__, value)
+class _NoState:
+    """A message without a decision state (its memo key)."""
+
+    __slots__ = ()
+
+
+_NO_STATE: Final = _NoState()
 
 
 @attrs.frozen
@@ -130,18 +130,15 @@ class ReferenceReceiver:
         """Always true."""
         return True
 
-    def memo_key(self, message: Mapping[str, Any]) -> Any:
+    def memo_key(self, message: Mapping[str, Any]) -> Hashable:
         """The part of the message the decision depends on: the decision state."""
-        state = message.get("decision_state")
-        if not isinstance(state, Mapping):
-            return _freeze(state)
-        items = []
-        for name, value in state.items():
-            kind = type(value)
-            if kind is dict or kind is list:
-                return _freeze(state)
-            items.append((name, kind, value))  # the type: True == 1 in Python, not in JSON
-        return tuple(items)
+        return self.memo_member("decision_state", message.get("decision_state", _NO_STATE))
+
+    def memo_member(self, name: str, value: Any) -> Hashable:
+        """The decision state counts (by value and type); other members do not."""
+        if name != "decision_state":
+            return None
+        return _NO_STATE if value is _NO_STATE else memo_value(value)
 
     def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
         """Decide from the message's decision state alone."""
@@ -536,13 +533,19 @@ def default_case_json(evidence: Any) -> Any:
 
 
 _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+_ATTRS_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _jsonable(value: Any) -> Any:  # noqa: PLR0911 - one return per JSON shape
     kind = type(value)
     if kind in _SCALARS:
         return value
+    names = _ATTRS_FIELDS.get(kind)
+    if names is not None:
+        return {name: _jsonable(getattr(value, name)) for name in names}
     if kind is list or kind is tuple:
+        if _SCALARS.issuperset(map(type, value)):
+            return list(value)
         return [_jsonable(v) for v in value]
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
@@ -553,7 +556,8 @@ def _jsonable(value: Any) -> Any:  # noqa: PLR0911 - one return per JSON shape
     if isinstance(value, datetime):
         return value.astimezone(UTC).isoformat()
     if attrs.has(kind):
-        return {a.name: _jsonable(getattr(value, a.name)) for a in attrs.fields(kind)}
+        names = _ATTRS_FIELDS[kind] = tuple(a.name for a in attrs.fields(kind))
+        return {name: _jsonable(getattr(value, name)) for name in names}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, frozenset | set):

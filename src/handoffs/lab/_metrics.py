@@ -15,11 +15,14 @@ so the same decisions can be scored under another loss matrix.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Final
 
 from handoffs._json import dumps
 from handoffs.lab._perturb import Falsehood, Mutate, Perturbation, Scoring
+from handoffs.lab._runlog import expand_rows
 
 if TYPE_CHECKING:
     from handoffs.lab._experiment import Experiment
@@ -47,14 +50,27 @@ def falsehood_class(scoring: Scoring, reference: str, falsified: str) -> str:
     return "changes_action"
 
 
+def _exact_mean(counts: Mapping[float, int], n: int) -> float:
+    """The mean of values given as ``{value: count}``, rounded once (order-free)."""
+    if all(float(v).is_integer() for v in counts):
+        return sum(int(v) * c for v, c in counts.items()) / n
+    if not all(math.isfinite(v) for v in counts):
+        return sum(v * c for v, c in counts.items()) / n
+    return float(sum(Fraction(v) * c for v, c in counts.items()) / n)
+
+
 class _Acc:
-    """Running sums for one strategy × perturbation."""
+    """Running sums for one strategy × perturbation.
+
+    Regrets are kept as counts per value, so that the means do not depend on the
+    order (or grouping) in which decisions arrive.
+    """
 
     __slots__ = (
         "accepted", "admitted", "agree", "bytes_max", "bytes_sum", "calls", "cases",
         "decisions", "errors", "gov_fail", "gov_ok", "hard", "hard_by", "hits", "last_case",
-        "latency", "regret_max", "regret_sum", "schema_n", "schema_ok", "sem_agree",
-        "sem_determined", "sem_hard", "sem_n", "sem_regret_max", "sem_regret_sum",
+        "latency", "regret_max", "regrets", "schema_n", "schema_ok", "sem_agree",
+        "sem_determined", "sem_hard", "sem_n", "sem_regret_max", "sem_regrets",
         "tokens_n", "tokens_sum", "verdicts",
     )
 
@@ -64,52 +80,23 @@ class _Acc:
         self.sem_n = self.sem_agree = self.sem_hard = self.sem_determined = 0
         self.bytes_sum = self.bytes_max = self.tokens_n = self.tokens_sum = 0
         self.calls = self.hits = self.latency = self.errors = 0
-        self.regret_sum = self.regret_max = self.sem_regret_sum = self.sem_regret_max = 0.0
+        self.regret_max = self.sem_regret_max = 0.0
+        self.regrets: dict[float, int] = {}
+        self.sem_regrets: dict[float, int] = {}
         self.hard_by: dict[str, int] = {}
         self.verdicts: dict[str, int] = {"ACCEPT": 0, "ESCALATE": 0, "REJECT": 0}
         self.last_case: tuple[int, int] = (-1, -1)
 
     def add(self, row: Sequence[Any], chunk: int, scoring: Scoring) -> None:
-        self.decisions += 1
+        """One decision row."""
         case = (chunk, row[_CASE])
         if case != self.last_case:
             self.cases += 1
             self.last_case = case
-        reference, action = row[_REF], row[_ACTION]
-        self.agree += action == reference
-        regret = scoring.regret(action, reference)
-        self.regret_sum += regret
-        self.regret_max = max(self.regret_max, regret)
-        broken = scoring.violations(action, reference)
-        if broken:
-            self.hard += 1
-            for name in broken:
-                self.hard_by[name] = self.hard_by.get(name, 0) + 1
-        if row[_GOVERNANCE]:
-            self.gov_ok += 1
-        else:
-            self.gov_fail += 1
-        if row[_SCHEMA] is not None:
-            self.schema_n += 1
-            self.schema_ok += bool(row[_SCHEMA])
-        verdict = row[_VERDICT]
-        if verdict == "ERROR":
-            self.errors += 1
-        else:
-            self.verdicts[verdict] = self.verdicts.get(verdict, 0) + 1
-        self.admitted += verdict in ("ACCEPT", "ESCALATE")
-        self.accepted += verdict == "ACCEPT"
-        semantic = row[_SEMANTIC]
-        if semantic is not None:
-            self.sem_n += 1
-            self.sem_agree += semantic == reference
-            sem_regret = scoring.regret(semantic, reference)
-            self.sem_regret_sum += sem_regret
-            self.sem_regret_max = max(self.sem_regret_max, sem_regret)
-            self.sem_hard += bool(scoring.violations(semantic, reference))
-            self.sem_determined += bool(row[_DETERMINED])
-        self.bytes_sum += row[_BYTES]
-        self.bytes_max = max(self.bytes_max, row[_BYTES])
+        self.add_decisions(row, 1, scoring)
+        size = row[_BYTES]
+        self.bytes_sum += size
+        self.bytes_max = max(self.bytes_max, size)
         if row[_TOKENS] is not None:
             self.tokens_n += 1
             self.tokens_sum += row[_TOKENS]
@@ -119,6 +106,56 @@ class _Acc:
             self.calls += 1
             self.latency += row[_LATENCY]
 
+    def add_decisions(self, row: Sequence[Any], n: int, scoring: Scoring) -> None:
+        """``n`` decisions alike in every column but case, bytes, tokens, latency and memo."""
+        self.decisions += n
+        reference, action = row[_REF], row[_ACTION]
+        self.agree += n * (action == reference)
+        regret = scoring.regret(action, reference)
+        self.regrets[regret] = self.regrets.get(regret, 0) + n
+        self.regret_max = max(self.regret_max, regret)
+        broken = scoring.violations(action, reference)
+        if broken:
+            self.hard += n
+            for name in broken:
+                self.hard_by[name] = self.hard_by.get(name, 0) + n
+        if row[_GOVERNANCE]:
+            self.gov_ok += n
+        else:
+            self.gov_fail += n
+        if row[_SCHEMA] is not None:
+            self.schema_n += n
+            self.schema_ok += n * bool(row[_SCHEMA])
+        verdict = row[_VERDICT]
+        if verdict == "ERROR":
+            self.errors += n
+        else:
+            self.verdicts[verdict] = self.verdicts.get(verdict, 0) + n
+        self.admitted += n * (verdict in ("ACCEPT", "ESCALATE"))
+        self.accepted += n * (verdict == "ACCEPT")
+        semantic = row[_SEMANTIC]
+        if semantic is not None:
+            self.sem_n += n
+            self.sem_agree += n * (semantic == reference)
+            sem_regret = scoring.regret(semantic, reference)
+            self.sem_regrets[sem_regret] = self.sem_regrets.get(sem_regret, 0) + n
+            self.sem_regret_max = max(self.sem_regret_max, sem_regret)
+            self.sem_hard += n * bool(scoring.violations(semantic, reference))
+            self.sem_determined += n * bool(row[_DETERMINED])
+
+    def add_stats(self, stats: Sequence[int]) -> None:
+        """The per-decision sums of a template: ``[count, bytes sum, bytes max, tokens n,
+        tokens sum, calls, hits, latency sum]`` (the count is added by
+        :meth:`add_decisions`).
+        """
+        self.bytes_sum += stats[1]
+        self.bytes_max = max(self.bytes_max, stats[2])
+        self.tokens_n += stats[3]
+        self.tokens_sum += stats[4]
+        self.calls += stats[5]
+        self.hits += stats[6]
+        self.latency += stats[7]
+
     def to_json(self) -> dict[str, Any]:
         n = self.decisions
         sem = self.sem_n
@@ -126,7 +163,7 @@ class _Acc:
             "cases": self.cases,
             "decisions": n,
             "agreement": self.agree / n,
-            "mean_regret": self.regret_sum / n,
+            "mean_regret": _exact_mean(self.regrets, n),
             "max_regret": self.regret_max,
             "hard_violations": self.hard,
             "hard_violations_by_constraint": dict(sorted(self.hard_by.items())),
@@ -138,7 +175,7 @@ class _Acc:
             "verdicts": dict(self.verdicts),
             "receiver_errors": self.errors,
             "semantic_agreement": self.sem_agree / sem if sem else None,
-            "semantic_mean_regret": self.sem_regret_sum / sem if sem else None,
+            "semantic_mean_regret": _exact_mean(self.sem_regrets, sem) if sem else None,
             "semantic_max_regret": self.sem_regret_max if sem else None,
             "semantic_hard_violations": self.sem_hard if sem else None,
             "semantic_determined_rate": self.sem_determined / sem if sem else None,
@@ -256,14 +293,28 @@ class Aggregator:
             if len(self._states) < _STATE_LIMIT:
                 self._states.add(state_key)
         self._feed_analysis(cases, states)
+        templates = record.get("templates")
+        if templates is not None:
+            # Compact (fresh from the runner): sums per distinct row, and the rows that
+            # are read one by one below.
+            self._feed_templates(templates, record["stats"], record["case_counts"])
+            rows: Any = expand_rows(record)
+        else:
+            rows = record["rows"]
+            for row in rows:
+                si, pi = row[_STRATEGY], row[_PERTURBATION]
+                acc = self._accs.get((si, pi))
+                if acc is None:
+                    acc = self._accs[(si, pi)] = _Acc()
+                acc.add(row, chunk, self.scorings[pi])
+        self._feed_rows(rows, cases)
+
+    def _feed_rows(self, rows: Sequence[Sequence[Any]], cases: Sequence[Any]) -> None:
+        """Baselines, falsehoods and injections, row by row."""
         examples: dict[tuple[int, str], dict[str, Any]] = {}
-        for row in record["rows"]:
+        for row in rows:
             si, pi = row[_STRATEGY], row[_PERTURBATION]
-            acc = self._accs.get((si, pi))
-            if acc is None:
-                acc = self._accs[(si, pi)] = _Acc()
             scoring = self.scorings[pi]
-            acc.add(row, chunk, scoring)
             if pi == 0:
                 case_id = cases[row[_CASE]][0]
                 if case_id in self._injection_cases:
@@ -278,6 +329,19 @@ class Aggregator:
                 bucket.append(example)
             else:
                 self._examples_truncated = True
+
+    def _feed_templates(self, templates: Sequence[Sequence[Any]], stats: Sequence[Sequence[int]],
+                        case_counts: Sequence[Sequence[int]]) -> None:
+        """The sums of a compact chunk record: per distinct row, its count and sums."""
+        for template, sums in zip(templates, stats, strict=True):
+            si, pi = template[_STRATEGY], template[_PERTURBATION]
+            acc = self._accs.get((si, pi))
+            if acc is None:
+                acc = self._accs[(si, pi)] = _Acc()
+            acc.add_decisions(template, sums[0], self.scorings[pi])
+            acc.add_stats(sums)
+        for si, pi, count in case_counts:
+            self._accs[(si, pi)].cases += count
 
     def _feed_falsehood(self, row: Sequence[Any], cases: Sequence[Any], scoring: Scoring,
                         examples: dict[tuple[int, str], dict[str, Any]]) -> None:

@@ -52,6 +52,7 @@ from handoffs.contracts._schema import to_json_schema
 from handoffs.lab._experiment import ExperimentError, draw, typed_value, wire_value
 
 __all__ = [
+    "REMOVED",
     "SUBJECT",
     "ActionAdded",
     "AuthoritativeSender",
@@ -120,9 +121,32 @@ class Scoring:
         return tuple(n for n, c, allowed in self.hard if c == chosen and reference not in allowed)
 
 
-@attrs.frozen
+class _Removed:
+    """The value of a member a patch removes."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "REMOVED"
+
+    def __reduce__(self) -> str:
+        return "REMOVED"
+
+
+REMOVED: Final = _Removed()
+"""In :attr:`Variant.patch`: the member is removed."""
+
+_TOUCHED: dict[str, frozenset[str]] = {}
+
+
 class Variant:
     """One perturbed message.
+
+    A variant either carries its whole ``message``, or describes it exactly as a
+    *patch* of the message the perturbation was given (``Variant.patched``): one
+    member set to a new value, or removed. A patched variant builds its message only
+    when something reads :attr:`message`; the lab reads the patch instead, to measure,
+    validate and memoise the variant without building it. Treat variants as immutable.
 
     Attributes:
         message: what the receiver gets.
@@ -133,20 +157,78 @@ class Variant:
         falsified: the reference policy's action if the falsehood were true.
         touched: top-level members changed (``None``: unknown, check everything).
         full_validation: validate the whole message with ``jsonschema`` (injections).
+        base: the message a patch applies to (``None`` for a whole message).
+        patch: ``(member, value)``; ``value`` is :data:`REMOVED` for a removal.
     """
 
-    message: Mapping[str, Any]
-    label: str | None = None
-    reference: str | None = None
-    falsehood: tuple[str, Any, Any] | None = None
-    falsified: str | None = None
-    touched: frozenset[str] | None = None
-    full_validation: bool = False
+    __slots__ = ("_message", "base", "falsehood", "falsified", "full_validation", "label",
+                 "patch", "reference", "touched")
+
+    def __init__(
+        self,
+        message: Mapping[str, Any],
+        *,
+        label: str | None = None,
+        reference: str | None = None,
+        falsehood: tuple[str, Any, Any] | None = None,
+        falsified: str | None = None,
+        touched: frozenset[str] | None = None,
+        full_validation: bool = False,
+    ) -> None:
+        self._message: Mapping[str, Any] | None = message
+        self.label = label
+        self.reference = reference
+        self.falsehood = falsehood
+        self.falsified = falsified
+        self.touched = touched
+        self.full_validation = full_validation
+        self.base: Mapping[str, Any] | None = None
+        self.patch: tuple[str, Any] | None = None
+
+    @classmethod
+    def patched(cls, base: Mapping[str, Any], member: str, value: Any, *,
+                label: str | None = None, reference: str | None = None,
+                falsehood: tuple[str, Any, Any] | None = None, falsified: str | None = None,
+                full_validation: bool = False) -> Variant:
+        """``base`` with ``member`` set to ``value`` (or removed: :data:`REMOVED`)."""
+        variant = cls.__new__(cls)
+        variant._message = None
+        variant.label = label
+        variant.reference = reference
+        variant.falsehood = falsehood
+        variant.falsified = falsified
+        touched = _TOUCHED.get(member)
+        if touched is None:
+            touched = _TOUCHED[member] = frozenset((member,))
+        variant.touched = touched
+        variant.full_validation = full_validation
+        variant.base = base
+        variant.patch = (member, value)
+        return variant
+
+    @property
+    def message(self) -> Mapping[str, Any]:
+        """What the receiver gets (a patched variant builds it on first use)."""
+        message = self._message
+        if message is None:
+            assert self.base is not None  # noqa: S101 - a variant without a message is a patch
+            assert self.patch is not None  # noqa: S101
+            member, value = self.patch
+            built = dict(self.base)
+            if value is REMOVED:
+                built.pop(member, None)
+            else:
+                built[member] = value
+            message = self._message = built
+        return message
+
+    def __repr__(self) -> str:
+        what = f"patch={self.patch!r}" if self.patch is not None else f"message={self.message!r}"
+        return f"Variant({what}, label={self.label!r}, touched={self.touched!r})"
 
 
-@attrs.frozen
 class CaseContext:
-    """What a perturbation may know about the case it perturbs.
+    """What a perturbation may know about the case it perturbs (treat it as immutable).
 
     Attributes:
         index: position of the case in the stream.
@@ -159,14 +241,32 @@ class CaseContext:
         constant: the constant message for a strategy.
     """
 
-    index: int
-    case_id: str
-    truth: Mapping[str, Any]
-    reference: str
-    contract: Contract[Any, Any]
-    decide: Callable[[Mapping[str, Any]], str]
-    neighbour: Callable[[str], Mapping[str, Any] | None]
-    constant: Callable[[str], Mapping[str, Any] | None]
+    __slots__ = ("case_id", "constant", "contract", "decide", "index", "neighbour", "reference",
+                 "truth")
+
+    def __init__(
+        self,
+        *,
+        index: int,
+        case_id: str,
+        truth: Mapping[str, Any],
+        reference: str,
+        contract: Contract[Any, Any],
+        decide: Callable[[Mapping[str, Any]], str],
+        neighbour: Callable[[str], Mapping[str, Any] | None],
+        constant: Callable[[str], Mapping[str, Any] | None],
+    ) -> None:
+        self.index = index
+        self.case_id = case_id
+        self.truth = truth
+        self.reference = reference
+        self.contract = contract
+        self.decide = decide
+        self.neighbour = neighbour
+        self.constant = constant
+
+    def __repr__(self) -> str:
+        return f"CaseContext(index={self.index!r}, case_id={self.case_id!r})"
 
 
 def _names(value: Sequence[str]) -> tuple[str, ...]:
@@ -208,6 +308,26 @@ class Perturbation:
     def description(self) -> str:
         """What the perturbation does, in words."""
         raise NotImplementedError
+
+    @property
+    def reads(self) -> frozenset[str] | None:
+        """The message members the variants are a function of, or ``None``.
+
+        When set, :meth:`variants` depends on nothing but these members of the message
+        (whether present, and their values): not on the case context, the strategy or
+        other members; and every variant is a patch of the message (see
+        :meth:`Variant.patched`) or the message itself. The lab then computes the
+        variants once per distinct value of these members. Members that matter only
+        by being present or absent are declared in :attr:`presence` instead.
+        """
+        return None
+
+    @property
+    def presence(self) -> frozenset[str]:
+        """Members whose presence (not value) the variants also depend on, when
+        :attr:`reads` is set.
+        """
+        return frozenset()
 
     @property
     def applies_to(self) -> tuple[str, ...] | None:
@@ -278,14 +398,19 @@ class RemoveDecisionField(Perturbation):
         return f"Remove decision field {self.field} (a benign-default receiver assumes its " \
                "declared if_missing value)."
 
+    @property
+    def reads(self) -> frozenset[str]:
+        """``decision_state``."""
+        return _STATE
+
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
         """The message without the field."""
         state = _state_of(message)
         if state is None or self.field not in state:
             return
-        yield Variant(_with_state(message, {k: v for k, v in state.items() if k != self.field}),
-                      touched=_STATE)
+        yield Variant.patched(message, "decision_state",
+                              {k: v for k, v in state.items() if k != self.field})
 
 
 @attrs.frozen
@@ -312,12 +437,21 @@ class RemoveGovernanceField(Perturbation):
         """In words."""
         return f"Remove governance member {self.field}."
 
+    @property
+    def reads(self) -> frozenset[str]:
+        """Nothing by value: the variant is the removal of :attr:`field`."""
+        return frozenset()
+
+    @property
+    def presence(self) -> frozenset[str]:
+        """The removed member (nothing is removed when it is absent)."""
+        return frozenset({self.field})
+
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
         """The message without the member."""
         if self.field in message:
-            yield Variant({k: v for k, v in message.items() if k != self.field},
-                          touched=frozenset({self.field}))
+            yield Variant.patched(message, self.field, REMOVED)
 
 
 # ---------------------------------------------------------------------- coarsening
@@ -337,15 +471,14 @@ def _get(message: Mapping[str, Any], target: str) -> tuple[bool, Any]:
     return True, holder[name]
 
 
-def _set(message: Mapping[str, Any], target: str, value: Any) -> tuple[dict[str, Any], str]:
+def _set_patch(message: Mapping[str, Any], target: str, value: Any) -> Variant:
+    """``message`` with ``target`` (a member or ``decision_state.<field>``) set, as a patch."""
     parent, name = _split_target(target)
     if parent:
         state = dict(_state_of(message) or {})
         state[name] = value
-        return _with_state(message, state), "decision_state"
-    new = dict(message)
-    new[name] = value
-    return new, name
+        return Variant.patched(message, "decision_state", state)
+    return Variant.patched(message, name, value)
 
 
 def _values(value: Sequence[Any]) -> tuple[Any, ...]:
@@ -383,6 +516,11 @@ class MergeEnumValues(Perturbation):
         """In words."""
         return f"Send {', '.join(map(str, self.values))} of {self.target_} as {self.into}."
 
+    @property
+    def reads(self) -> frozenset[str]:
+        """The member holding the target."""
+        return frozenset({_split_target(self.target_)[0] or self.target_})
+
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
         """The message with the value merged (unchanged when it is not merged)."""
@@ -390,8 +528,7 @@ class MergeEnumValues(Perturbation):
         if not present:
             return
         if value in self.values and value != self.into:
-            new, member = _set(message, self.target_, self.into)
-            yield Variant(new, touched=frozenset({member}))
+            yield _set_patch(message, self.target_, self.into)
         else:
             yield Variant(message, touched=frozenset())
 
@@ -445,6 +582,11 @@ class RoundNumeric(Perturbation):
         return attrs.evolve(self, minimum=spec.minimum, maximum=spec.maximum,
                             integer=spec.kind is FieldKind.INT)
 
+    @property
+    def reads(self) -> frozenset[str]:
+        """``decision_state``."""
+        return _STATE
+
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
         """The message with the value rounded."""
@@ -458,8 +600,7 @@ class RoundNumeric(Perturbation):
         if new_value == value:
             yield Variant(message, touched=frozenset())
             return
-        yield Variant(_set(message, f"decision_state.{self.field}", new_value)[0],
-                      touched=_STATE)
+        yield _set_patch(message, f"decision_state.{self.field}", new_value)
 
 
 @attrs.frozen
@@ -501,6 +642,11 @@ class WidenInterval(Perturbation):
             raise ExperimentError(f"widen-interval: {self.field} is not an interval field")
         return attrs.evolve(self, minimum=spec.minimum, maximum=spec.maximum)
 
+    @property
+    def reads(self) -> frozenset[str]:
+        """``decision_state``."""
+        return _STATE
+
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
         """The message with the interval widened."""
@@ -512,8 +658,7 @@ class WidenInterval(Perturbation):
             hi = _clamp(float(value["hi"]) + self.width / 2, self.minimum, self.maximum)
         except (KeyError, TypeError, ValueError):
             return
-        yield Variant(_set(message, f"decision_state.{self.field}", {"lo": lo, "hi": hi})[0],
-                      touched=_STATE)
+        yield _set_patch(message, f"decision_state.{self.field}", {"lo": lo, "hi": hi})
 
 
 def _shorten_uri(uri: str, depth: int | None) -> str:
@@ -568,6 +713,11 @@ class ShortenEvidenceRefs(Perturbation):
             what.append(f"cut URIs to {self.depth} path segment(s) and drop digests")
         return "Shorten evidence references: " + "; ".join(what) + "."
 
+    @property
+    def reads(self) -> frozenset[str]:
+        """``evidence_refs``."""
+        return frozenset({"evidence_refs"})
+
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
         """The message with shortened references."""
@@ -578,9 +728,7 @@ class ShortenEvidenceRefs(Perturbation):
         if self.depth:
             kept = [_shorten_uri(r["uri"] if isinstance(r, Mapping) else str(r), self.depth)
                     for r in kept]
-        new = dict(message)
-        new["evidence_refs"] = kept
-        yield Variant(new, touched=frozenset({"evidence_refs"}))
+        yield Variant.patched(message, "evidence_refs", kept)
 
 
 # ---------------------------------------------------------------------- falsehoods
@@ -726,9 +874,9 @@ class Mutate(Perturbation):
                     falsified = ctx.decide(view)
                     new_state = dict(state)
                     new_state[name] = value
-                    yield Variant(_with_state(message, new_state), label=f"{name}={dumps(value)}",
-                                  falsehood=(name, truth, value), falsified=falsified,
-                                  touched=_STATE)
+                    yield Variant.patched(message, "decision_state", new_state,
+                                          label=f"{name}={dumps(value)}",
+                                          falsehood=(name, truth, value), falsified=falsified)
             else:
                 if name not in message:
                     continue
@@ -736,11 +884,9 @@ class Mutate(Perturbation):
                 for value in pool:
                     if value == truth:
                         continue
-                    new = dict(message)
-                    new[name] = value
-                    yield Variant(new, label=f"{name}={dumps(value)}",
-                                  falsehood=(name, truth, value), falsified=ctx.reference,
-                                  touched=frozenset({name}))
+                    yield Variant.patched(message, name, value, label=f"{name}={dumps(value)}",
+                                          falsehood=(name, truth, value),
+                                          falsified=ctx.reference)
 
 
 @attrs.frozen
@@ -792,9 +938,9 @@ class Falsehood(Perturbation):
         view[self.field] = typed_value(spec, self.value)
         new_state = dict(state)
         new_state[self.field] = self.value
-        yield Variant(_with_state(message, new_state), label=self.field,
-                      falsehood=(self.field, state[self.field], self.value),
-                      falsified=ctx.decide(view), touched=_STATE, full_validation=True)
+        yield Variant.patched(message, "decision_state", new_state, label=self.field,
+                              falsehood=(self.field, state[self.field], self.value),
+                              falsified=ctx.decide(view), full_validation=True)
 
 
 # ------------------------------------------------------------------------ controls
@@ -1041,19 +1187,23 @@ class PolicyVersionChanged(Perturbation):
         return f"The message names policy version {named}" + (
             ", and the reference follows the new policy." if self.policy else ".")
 
+    @property
+    def reads(self) -> frozenset[str] | None:
+        """``policy_version`` (``None`` with a new policy: the reference follows the case)."""
+        return frozenset({"policy_version"}) if self.policy is None else None
+
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
         """The message naming the other version."""
         current = message.get("policy_version")
         if not isinstance(current, str):
             return
-        new = dict(message)
-        new["policy_version"] = self.version or f"{current}-superseded"
         reference = None
         if self.policy is not None:
             outcome = self.policy.evaluate(ctx.truth)
             reference = None if outcome.action is None else _action_value(outcome.action)
-        yield Variant(new, reference=reference, touched=frozenset({"policy_version"}))
+        yield Variant.patched(message, "policy_version", self.version or f"{current}-superseded",
+                              reference=reference)
 
 
 @attrs.frozen
@@ -1081,15 +1231,18 @@ class AuthoritativeSender(Perturbation):
         """In words."""
         return "The sender claims DECIDE authority."
 
+    @property
+    def reads(self) -> frozenset[str]:
+        """``authority``."""
+        return frozenset({"authority"})
+
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
         """The message with ``authority: DECIDE``."""
         if message.get("authority") == Authority.DECIDE.value or "authority" not in message:
             yield Variant(message, touched=frozenset())
             return
-        new = dict(message)
-        new["authority"] = Authority.DECIDE.value
-        yield Variant(new, touched=frozenset({"authority"}))
+        yield Variant.patched(message, "authority", Authority.DECIDE.value)
 
 
 def _collapse(value: Any) -> Any:

@@ -28,7 +28,7 @@ import attrs
 from handoffs._errors import HandoffsError, MalformedJSON
 from handoffs._json import JSONLimits, dumps, loads
 
-__all__ = ["COLUMNS", "RUNLOG_FORMAT", "RunLog", "RunLogError", "read_run_log"]
+__all__ = ["COLUMNS", "RUNLOG_FORMAT", "RunLog", "RunLogError", "expand_rows", "read_run_log"]
 
 RUNLOG_FORMAT: Final = "handoffs-lab-runlog/1"
 
@@ -56,6 +56,55 @@ COLUMNS: Final = (
 """Column names of a decision row, in order."""
 
 _LINE_LIMITS: Final = JSONLimits(max_bytes=1 << 30, max_depth=64)
+
+# Columns a compact row carries itself; the others come from its template.
+_CASE, _BYTES, _TOKENS, _LATENCY, _MEMO = 0, 10, 11, 14, 15
+
+
+def expand_rows(record: Mapping[str, Any]) -> list[list[Any]]:
+    """The decision rows of a chunk record, one :data:`COLUMNS` row per decision.
+
+    A record read from a run log already has them under ``rows``; a record fresh
+    from the runner holds them compactly: distinct rows (``templates``) and per
+    decision ``(case, template, bytes, tokens, latency, memo)``.
+    """
+    templates = record.get("templates")
+    if templates is None:
+        return list(record["rows"])
+    out = []
+    for case, template, size, tokens, latency, memo in record["rows"]:
+        row = list(templates[template])
+        row[_CASE], row[_BYTES], row[_TOKENS], row[_LATENCY], row[_MEMO] = (
+            case, size, tokens, latency, memo)
+        out.append(row)
+    return out
+
+
+def _row_formats(templates: list[list[Any]]) -> list[str]:
+    """Per template, the JSON text of its row with ``%d``/``%s`` for the row's own columns."""
+    formats = []
+    for template in templates:
+        cells = [dumps(v).replace("%", "%%") for v in template]
+        cells[_CASE] = cells[_BYTES] = cells[_LATENCY] = cells[_MEMO] = "%d"
+        cells[_TOKENS] = "%s"
+        formats.append("[" + ",".join(cells) + "]")
+    return formats
+
+
+def _encode(record: Mapping[str, Any]) -> bytes:
+    """One chunk record as its run-log line (without the newline)."""
+    templates = record.get("templates")
+    if templates is None:
+        return dumps(record).encode("utf-8")
+    if record.get("complete_rows") is False:
+        raise RunLogError("a chunk record that kept only some of its rows cannot be logged")
+    formats = _row_formats(templates)
+    rows = ",".join([
+        formats[t] % (case, size, "null" if tokens is None else tokens, latency, memo)
+        for case, t, size, tokens, latency, memo in record["rows"]])
+    head = dumps({k: record[k] for k in ("calls", "cases", "chunk", "hits")})
+    tail = dumps({k: record[k] for k in ("start", "states")})
+    return f"{head[:-1]},\"rows\":[{rows}],{tail[1:]}".encode()
 
 
 class RunLogError(HandoffsError, ValueError):
@@ -144,7 +193,7 @@ class RunLog:
     chunks with :meth:`append` in stream order and finish with :meth:`close`.
     """
 
-    def __init__(self, path: Path, handle: IO[bytes], header: dict[str, Any], *,
+    def __init__(self, path: Path | None, handle: IO[bytes] | None, header: dict[str, Any], *,
                  chunks: int, cases: int, complete: bool) -> None:
         self.path = path
         self.header = header
@@ -155,6 +204,12 @@ class RunLog:
         self.complete = complete
         """Whether the log already has its footer."""
         self._handle = handle
+
+    @classmethod
+    def discarding(cls, header: Mapping[str, Any]) -> RunLog:
+        """A log that keeps count of its chunks but writes nothing (no run log asked for)."""
+        full = {"format": RUNLOG_FORMAT, **header, "columns": list(COLUMNS)}
+        return cls(None, None, full, chunks=0, cases=0, complete=False)
 
     @classmethod
     def create(cls, path: Path | str, header: Mapping[str, Any]) -> RunLog:
@@ -197,22 +252,25 @@ class RunLog:
         if record.get("chunk") != self.chunks:
             raise RunLogError(f"chunk {record.get('chunk')!r} written out of order; "
                               f"expected {self.chunks}")
-        self._handle.write(dumps(record).encode("utf-8") + b"\n")
-        self._handle.flush()
+        if self._handle is not None:
+            self._handle.write(_encode(record) + b"\n")
+            self._handle.flush()
         self.chunks += 1
         self.cases += len(record.get("cases", ()))
 
     def finish(self, footer: Mapping[str, Any]) -> None:
         """Write the footer marking the run complete."""
-        self._handle.write(dumps({"complete": True, **footer}).encode("utf-8") + b"\n")
-        self._handle.flush()
-        with contextlib.suppress(OSError, io.UnsupportedOperation):
-            os.fsync(self._handle.fileno())
+        if self._handle is not None:
+            self._handle.write(dumps({"complete": True, **footer}).encode("utf-8") + b"\n")
+            self._handle.flush()
+            with contextlib.suppress(OSError, io.UnsupportedOperation):
+                os.fsync(self._handle.fileno())
         self.complete = True
 
     def close(self) -> None:
         """Close the file."""
-        self._handle.close()
+        if self._handle is not None:
+            self._handle.close()
 
     def __enter__(self) -> RunLog:
         return self

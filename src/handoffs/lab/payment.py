@@ -17,8 +17,9 @@ and a lossy relay.
 
 from __future__ import annotations
 
+import hashlib
 import warnings
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -145,6 +146,18 @@ class SyntheticEvidence:
         if not ref.uri.startswith(self.scheme):
             raise EvidenceError(f"no synthetic evidence for {ref.uri!r}")
         return ResolvedEvidence(content=ref.uri.encode("utf-8"), observed_at=self.observed_at)
+
+    def memo_key(self, ref: EvidenceRef) -> Hashable:
+        """What a gate sees of :meth:`resolve`: whether it resolves, and whether a
+        pinned digest matches the content (the URI itself); the observation time is
+        fixed and there are no claims.
+        """
+        if not ref.uri.startswith(self.scheme):
+            return False
+        if ref.digest is None:
+            return True
+        content = "sha256:" + hashlib.sha256(ref.uri.encode("utf-8")).hexdigest()
+        return ("pinned", ref.digest == content)
 
 
 def payment_gate() -> Gate:

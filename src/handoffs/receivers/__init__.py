@@ -29,7 +29,7 @@ from handoffs.receivers._carried import (
     carry,
     receipt_pin,
 )
-from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
+from handoffs.receivers._decision import Decision, Memoisable, Reason, Receiver, Step, Verdict
 from handoffs.receivers._gate import (
     Admitted,
     Clock,
@@ -110,6 +110,7 @@ __all__ = [
     "InMemoryPolicyService",
     "JSONLimits",
     "LogSummary",
+    "Memoisable",
     "MemoryReplayStore",
     "PolicyService",
     "PolicyStatus",

@@ -29,17 +29,19 @@ import email.utils
 import hashlib
 import heapq
 import http.client
+import json
 import threading
 import urllib.error
 import urllib.parse
 import urllib.request
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any, ClassVar, Final, Protocol, cast, runtime_checkable
 
 import attrs
+import jsonschema_rs
 
 from handoffs._errors import (
     HandoffsError,
@@ -48,7 +50,15 @@ from handoffs._errors import (
     ReceiptValidationError,
     UnknownContract,
 )
-from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, loads
+from handoffs._json import (
+    DEFAULT_LIMITS,
+    JSONLimits,
+    canonical_bytes,
+    canonical_bytes_plain,
+    jcs_plain,
+    loads,
+    loads_plain,
+)
 from handoffs.contracts._contract import (
     ContextDependency,
     Contract,
@@ -68,8 +78,8 @@ from handoffs.contracts._receipt import (
 )
 from handoffs.contracts._registry import BUILTIN, Registry
 from handoffs.contracts._schema import validate as _validate
-from handoffs.contracts._signing import VerifiedReceipt, verify_receipt
-from handoffs.receivers._decision import Decision, Reason, Step, Verdict
+from handoffs.contracts._signing import VerifiedReceipt, _verify_receipt
+from handoffs.receivers._decision import Decision, Reason, Step, Verdict, memo_value
 
 __all__ = [
     "Admitted",
@@ -255,7 +265,15 @@ class ResolvedEvidence:
 
 @runtime_checkable
 class EvidenceResolver(Protocol):
-    """Resolves an evidence reference to its content (step 3 freshness, step 4)."""
+    """Resolves an evidence reference to its content (step 3 freshness, step 4).
+
+    A deterministic resolver may also offer ``memo_key(ref) -> Hashable``: what its
+    answer for ``ref`` depends on, as far as a gate can see it. Equal keys must mean
+    the same outcome: the same error code, or the same ``observed_at`` and ``claims``
+    and the same verdict on ``ref``'s pinned digest. With it, a gate without proofs
+    can be memoised on messages that differ only in their references (see
+    :meth:`Gate.memo_key`).
+    """
 
     def resolve(self, ref: EvidenceRef) -> ResolvedEvidence:
         """The evidence behind ``ref``.
@@ -290,6 +308,10 @@ class InMemoryEvidenceResolver:
         if found is None:
             raise EvidenceError(f"no evidence is known for {ref.uri!r}")
         return found
+
+    def memo_key(self, ref: EvidenceRef) -> Hashable:
+        """The answer depends on the URI; the pinned digest is compared against it."""
+        return (ref.uri, ref.digest)
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -595,12 +617,19 @@ _MAX_REASONS: Final = 16
 
 def _parse(message: Any, limits: JSONLimits) -> Mapping[str, Any]:
     """(1) Parse raw bytes or text strictly; pass a mapping through unchanged."""
+    return _parse_plain(message, limits)[0]
+
+
+def _parse_plain(message: Any, limits: JSONLimits) -> tuple[Mapping[str, Any], bool | None]:
+    """(1) :func:`_parse`, and whether the parsed document is plain (see
+    :func:`handoffs._json.loads_plain`); ``None`` for a mapping passed in.
+    """
     if isinstance(message, Mapping):
-        return message
+        return message, None
     if isinstance(message, str):
-        doc = loads(message, limits=limits)
+        doc, plain = loads_plain(message, limits=limits)
     elif isinstance(message, bytes | bytearray | memoryview):
-        doc = loads(bytes(message), limits=limits)
+        doc, plain = loads_plain(bytes(message), limits=limits)
     else:
         raise MalformedJSON(
             f"expected bytes, text or a JSON object, got {type(message).__name__}",
@@ -608,7 +637,7 @@ def _parse(message: Any, limits: JSONLimits) -> Mapping[str, Any]:
         )
     if not isinstance(doc, Mapping):
         raise MalformedJSON("a message must be a JSON object", code="not-an-object")
-    return doc
+    return doc, plain
 
 
 def _raw(message: Any) -> bytes | None:
@@ -736,6 +765,125 @@ def _callable(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         raise TypeError(f"{attribute.name} must be callable")
 
 
+class _Unmemoisable:
+    """A key part equal only to itself."""
+
+    __slots__ = ()
+
+
+class _Missing:
+    """Stands for an absent member in memo keys."""
+
+    __slots__ = ()
+
+
+_MISSING_MEMBER: Final = _Missing()
+
+
+_PROJECTED: Final = frozenset({"id", "case_id", "evidence_refs"})
+
+
+class _Valid:
+    """Stands for "a value valid under its member's schema" in memo keys."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<valid>"
+
+
+_VALID: Final = _Valid()
+_MEMO_VALIDATORS: dict[str, Any] = {}
+
+
+class _MemberValidator:
+    """``is_valid`` of one member's subschema (compiled once per process; picklable)."""
+
+    __slots__ = ("text", "validator")
+
+    def __init__(self, subschema: Mapping[str, Any]) -> None:
+        self.text = json.dumps(subschema, sort_keys=True)
+        found = _MEMO_VALIDATORS.get(self.text)
+        if found is None:
+            found = _MEMO_VALIDATORS[self.text] = jsonschema_rs.validator_for(
+                {"$schema": "https://json-schema.org/draft/2020-12/schema", **subschema})
+        self.validator = found
+
+    def __call__(self, value: Any) -> bool:
+        try:
+            return bool(self.validator.is_valid(value))
+        except (ValueError, TypeError, OverflowError):
+            return False
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_MemberValidator, (json.loads(self.text),))
+
+
+@attrs.frozen
+class _GateMemo:
+    """What a gate's memo keys need: member validators, freshness names, the resolver."""
+
+    enabled: bool
+    id_ok: Callable[[Any], bool] | None = None
+    case_ok: Callable[[Any], bool] | None = None
+    ref_ok: Callable[[Any], bool] | None = None
+    fresh: tuple[str, ...] = ()
+    resolver: Callable[[EvidenceRef], Hashable] | None = None
+    keep_id: bool = False
+
+    @classmethod
+    def build(cls, gate: Gate) -> _GateMemo:
+        from handoffs.contracts._schema import to_json_schema_cached
+
+        resolver = None
+        if gate.evidence is not None:
+            resolver = getattr(gate.evidence, "memo_key", None)
+            if not callable(resolver):
+                return cls(enabled=False)
+        if not gate.deterministic or gate.verifies_proofs or gate.log is not None:
+            return cls(enabled=False)
+        subschemas = set()
+        fresh: list[str] = []
+        for contract in gate.registry:
+            properties = to_json_schema_cached(contract)["properties"]
+            subschemas.add(canonical_bytes([properties["id"], properties["case_id"],
+                                            properties["evidence_refs"]["items"]]))
+            fresh += [d.evidence for d in contract.context if isinstance(d, EvidenceFresh)]
+        if len(subschemas) != 1:  # contracts that disagree on what a valid id is
+            return cls(enabled=False)
+        properties = to_json_schema_cached(next(iter(gate.registry)))["properties"]
+        sampled = gate.readback.enabled and gate.readback.fraction < 1
+        return cls(
+            enabled=True,
+            id_ok=_MemberValidator(properties["id"]),
+            case_ok=_MemberValidator(properties["case_id"]),
+            ref_ok=_MemberValidator(properties["evidence_refs"]["items"]),
+            fresh=tuple(sorted(set(fresh))),
+            resolver=resolver,
+            keep_id=sampled,
+        )
+
+    def member(self, name: str, value: Any) -> Hashable:
+        """One member's memo contribution (see :meth:`Gate.memo_key`)."""
+        if name == "id":
+            if not self.keep_id and self.id_ok is not None and self.id_ok(value):
+                return _VALID
+        elif name == "case_id":
+            if self.case_ok is not None and self.case_ok(value):
+                return _VALID
+        elif name == "evidence_refs" and type(value) is list:
+            return tuple([self._ref(item) for item in value])
+        return memo_value(value)
+
+    def _ref(self, item: Any) -> Hashable:
+        if self.ref_ok is None or not self.ref_ok(item):
+            return ("invalid", memo_value(item))
+        ref = EvidenceRef(item) if type(item) is str else EvidenceRef.from_json(item)
+        resolved = None if self.resolver is None else self.resolver(ref)
+        uri = ref.uri
+        return (_VALID, resolved, tuple([name in uri for name in self.fresh]))
+
+
 class _Run:
     """Mutable per-decision state (kept off the frozen gate)."""
 
@@ -801,6 +949,7 @@ class Gate:
     )
     log: DecisionLog | None = attrs.field(default=None, validator=_optional_protocol(DecisionLog))
     _fail_closed: str | None = attrs.field(init=False, repr=False, eq=False)
+    _memo: _GateMemo | None = attrs.field(init=False, repr=False, eq=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         if len(self.registry) == 0:
@@ -829,6 +978,48 @@ class Gate:
         """False under :class:`UnsafeNoProofs`."""
         return not isinstance(self.trust, UnsafeNoProofs)
 
+    def memo_key(self, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
+        """A key on which this gate's decisions may be memoised, or ``None``.
+
+        Messages with equal keys get the same verdict, action and reason codes from
+        :meth:`decide` under the same rule, provided the rule reads only the typed
+        receipt's decision state, proposed action and authority (as the strict
+        receiver and the actuator do). The key keeps every member as it is, except
+        three that carry per-case identifiers, whose only effect is this:
+
+        - ``id`` and ``case_id``: whether each is valid under the contract schema
+          (the receipt id is kept as it is when readback samples receipts by id);
+        - ``evidence_refs``: per reference, whether it is valid under the schema,
+          the resolver's own ``memo_key`` for it, and which of the contracts'
+          freshness dependencies it names.
+
+        ``None`` for raw bytes or text, and for a gate whose decisions depend on more
+        than the message: one that checks proofs (a signature covers every byte),
+        keeps a replay store or a decision log, or has an evidence resolver without
+        ``memo_key``. See :class:`~handoffs.receivers.Memoisable`.
+        """
+        memo = self._memo_config()
+        if memo is None or not isinstance(message, Mapping):
+            return None
+        member = memo.member
+        # Most members are strings, which stand for themselves (see memo_value).
+        return frozenset([(name, value if type(value) is str and name not in _PROJECTED
+                           else member(name, value)) for name, value in message.items()])
+
+    def memo_member(self, name: str, value: Any) -> Hashable:
+        """One member's contribution to :meth:`memo_key`."""
+        memo = self._memo_config()
+        if memo is None:
+            return _Unmemoisable()
+        return memo.member(name, value)
+
+    def _memo_config(self) -> _GateMemo | None:
+        memo = self._memo
+        if memo is None:
+            memo = _GateMemo.build(self)
+            object.__setattr__(self, "_memo", memo)
+        return memo if memo.enabled else None
+
     def decide(
         self,
         message: bytes | str | Mapping[str, Any],
@@ -850,8 +1041,8 @@ class Gate:
         document: Mapping[str, Any] | None = None
         try:
             # (1) parse
-            document = _parse(message, self.limits)
-            admitted = self._admit(document, run)
+            document, plain = _parse_plain(message, self.limits)
+            admitted = self._admit(document, run, plain)
             # (5) policy
             run.step = Step.POLICY
             ruling = rule(admitted)
@@ -884,7 +1075,7 @@ class Gate:
 
     # ------------------------------------------------------------------ steps (1)-(4)
 
-    def _admit(self, doc: Mapping[str, Any], run: _Run) -> Admitted:
+    def _admit(self, doc: Mapping[str, Any], run: _Run, plain: bool | None = None) -> Admitted:
         # (1) parse: the contract version the message names, then its schema.
         run.named = _text(doc.get("contract"))
         run.receipt_id = _text(doc.get("id"))
@@ -903,8 +1094,14 @@ class Gate:
             raise TypeError("the gate's clock returned a naive datetime")
         verified: VerifiedReceipt | None = None
         if isinstance(self.trust, KeyRing):
-            verified = verify_receipt(
-                doc, self.trust, now=now, registry=self.registry, audience=self.identity
+            # One check that the whole document takes the canonical fast path (or the
+            # parser's word for it) covers every part the proofs canonicalise.
+            if plain is None:
+                plain = jcs_plain(doc)
+            verified = _verify_receipt(
+                doc, self.trust, now=now, registry=self.registry, audience=self.identity,
+                require_grant=True, encode=canonical_bytes_plain if plain else canonical_bytes,
+                valid=True,
             )
             receipt = verified.receipt
             run.sender = verified.signer.controller
@@ -1208,11 +1405,62 @@ class GovernanceChecker:
     identity: str | None = attrs.field(default=None, kw_only=True)
     clock: Clock | None = attrs.field(default=None, kw_only=True)
     limits: JSONLimits = attrs.field(default=DEFAULT_LIMITS, kw_only=True)
+    _memo: dict[frozenset[str], tuple[tuple[str, ...], frozenset[str]]] = attrs.field(
+        init=False, factory=dict, eq=False, repr=False)
 
     @property
     def deterministic(self) -> bool:
         """True unless a clock makes decisions time-dependent."""
         return self.clock is None
+
+    def memo_key(self, message: bytes | str | Mapping[str, Any], *,
+                 keep: frozenset[str] = frozenset()) -> Hashable | None:
+        """A key on which decisions through this checker may be memoised, or ``None``.
+
+        The checks read a required member only for being present and non-empty (the
+        key keeps that bit), except ``authority`` and, with an ``identity``,
+        ``receiver``, which it keeps as they are; other members it ignores, except
+        ``keep``: the members the receiver's rule reads. ``None`` for raw bytes or
+        text, and with a ``clock`` (time-dependent decisions).
+        """
+        if self.clock is not None or not isinstance(message, Mapping):
+            return None
+        names, raw = self._memo_names(keep)
+        key: list[Hashable] = []
+        for name in names:
+            if name not in message:
+                key.append(_MISSING_MEMBER)
+                continue
+            value = message[name]
+            if name not in raw:
+                key.append(value is None or (isinstance(value, str | list | tuple | dict)
+                                             and not value))
+            elif type(value) is str:  # stands for itself (see memo_value)
+                key.append(value)
+            else:
+                key.append(memo_value(value))
+        return tuple(key)
+
+    def memo_member(self, name: str, value: Any, *,
+                    keep: frozenset[str] = frozenset()) -> Hashable:
+        """One member's contribution to :meth:`memo_key`."""
+        names, raw = self._memo_names(keep)
+        if name in raw:
+            return memo_value(value)
+        if name in names:
+            return value is None or (isinstance(value, str | list | tuple | dict) and not value)
+        return None
+
+    def _memo_names(self, keep: frozenset[str]) -> tuple[tuple[str, ...], frozenset[str]]:
+        """(members the key holds, in order; those it holds by value)."""
+        found = self._memo.get(keep)
+        if found is None:
+            raw = set(keep) | {"authority"}
+            if self.identity is not None:
+                raw.add("receiver")
+            names = tuple(sorted(raw | set(self.required)))
+            found = self._memo[keep] = (names, frozenset(raw))
+        return found
 
     def decide(
         self,

@@ -23,8 +23,8 @@ from __future__ import annotations
 import enum
 import hashlib
 import math
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, Final
 
 import attrs
 
@@ -70,6 +70,23 @@ def _is_admission(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 def _is_contract(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, Contract):
         raise TypeError(f"{attribute.name} must be a Contract, got {type(value).__name__}")
+
+
+_ACTION_MEMBERS: Final = frozenset({"authority", "action", "proposed_action"})
+
+
+def _admission_memo_key(admission: Admission, message: bytes | str | Mapping[str, Any],
+                        keep: frozenset[str]) -> Hashable | None:
+    if isinstance(admission, Gate):  # pragma: no cover - these receivers use a checker
+        return admission.memo_key(message)
+    return admission.memo_key(message, keep=keep)
+
+
+def _admission_memo_member(admission: Admission, name: str, value: Any,
+                           keep: frozenset[str]) -> Hashable:
+    if isinstance(admission, Gate):  # pragma: no cover - these receivers use a checker
+        return admission.memo_member(name, value)
+    return admission.memo_member(name, value, keep=keep)
 
 
 def _admission_for(contract: Contract[Any, Any], governance: GovernanceChecker | None) -> Admission:
@@ -133,6 +150,14 @@ class StrictContractReceiver:
         """Decide one message; never raises."""
         return self.gate.decide(message, rule=_strict_rule, receiver=self.name)
 
+    def memo_key(self, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
+        """The gate's memo key (the rule reads only the typed state and proposal)."""
+        return self.gate.memo_key(message)
+
+    def memo_member(self, name: str, value: Any) -> Hashable:
+        """One member's contribution to :meth:`memo_key`."""
+        return self.gate.memo_member(name, value)
+
 
 # ---------------------------------------------------------------------- actuator
 
@@ -164,6 +189,18 @@ class AuthoritativeActuator:
     def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
         """Execute or refuse one message; never raises."""
         return self.gate.decide(message, rule=self._rule, receiver=self.name)
+
+    def memo_key(self, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
+        """Its admission's memo key, keeping the members the rule reads."""
+        if isinstance(self.gate, Gate):
+            return self.gate.memo_key(message)
+        return self.gate.memo_key(message, keep=_ACTION_MEMBERS)
+
+    def memo_member(self, name: str, value: Any) -> Hashable:
+        """One member's contribution to :meth:`memo_key`."""
+        if isinstance(self.gate, Gate):
+            return self.gate.memo_member(name, value)
+        return self.gate.memo_member(name, value, keep=_ACTION_MEMBERS)
 
     def _rule(self, admitted: Admitted) -> Ruling:
         if admitted.authority != Authority.DECIDE.value:
@@ -247,6 +284,14 @@ class ScoreReceiver:
         """Decide one message; never raises."""
         return self._admission.decide(message, rule=self._rule, receiver=self.name)
 
+    def memo_key(self, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
+        """Its admission's memo key, keeping the score member."""
+        return _admission_memo_key(self._admission, message, frozenset({self.field}))
+
+    def memo_member(self, name: str, value: Any) -> Hashable:
+        """One member's contribution to :meth:`memo_key`."""
+        return _admission_memo_member(self._admission, name, value, frozenset({self.field}))
+
     def _rule(self, admitted: Admitted) -> Ruling:
         path = f"$.{self.field}"
         if self.field not in admitted.document:
@@ -296,6 +341,14 @@ class AdvisoryActionReceiver:
         """Refuse the verdict (escalate); never raises."""
         return self._admission.decide(message, rule=self._rule, receiver=self.name)
 
+    def memo_key(self, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
+        """Its admission's memo key (the verdict it refuses never changes the outcome)."""
+        return _admission_memo_key(self._admission, message, frozenset())
+
+    def memo_member(self, name: str, value: Any) -> Hashable:
+        """One member's contribution to :meth:`memo_key`."""
+        return _admission_memo_member(self._admission, name, value, frozenset())
+
     @staticmethod
     def _rule(admitted: Admitted) -> Ruling:
         proposed = admitted.document.get("action", admitted.document.get("proposed_action"))
@@ -344,9 +397,11 @@ class FullRecordReceiver:
     governance: GovernanceChecker | None = attrs.field(default=None, kw_only=True)
     name: str = attrs.field(default="full-record", kw_only=True)
     _admission: Admission = attrs.field(init=False, repr=False, eq=False)
+    _fields: frozenset[str] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "_admission", _admission_for(self.contract, self.governance))
+        object.__setattr__(self, "_fields", frozenset(self.contract.field_map))
 
     @property
     def deterministic(self) -> bool:
@@ -356,6 +411,14 @@ class FullRecordReceiver:
     def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
         """Decide one full record; never raises."""
         return self._admission.decide(message, rule=self._rule, receiver=self.name)
+
+    def memo_key(self, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
+        """Its admission's memo key, keeping the decision-field members."""
+        return _admission_memo_key(self._admission, message, self._fields)
+
+    def memo_member(self, name: str, value: Any) -> Hashable:
+        """One member's contribution to :meth:`memo_key`."""
+        return _admission_memo_member(self._admission, name, value, self._fields)
 
     def _rule(self, admitted: Admitted) -> Ruling:
         doc = admitted.document
