@@ -97,6 +97,42 @@ def _admission_for(contract: Contract[Any, Any], governance: GovernanceChecker |
     return governance
 
 
+class _ViaAdmission:
+    """Plumbing shared by receivers that decide through a gate or governance checker:
+    each supplies its admission (``_via``), the members its rule reads (``_keep``)
+    and the rule itself.
+    """
+
+    __slots__ = ()
+    name: str
+
+    def _via(self) -> Admission:
+        raise NotImplementedError
+
+    def _keep(self) -> frozenset[str]:
+        return frozenset()
+
+    def _rule(self, admitted: Admitted) -> Ruling:
+        raise NotImplementedError
+
+    @property
+    def deterministic(self) -> bool:
+        """As deterministic as its admission."""
+        return self._via().deterministic
+
+    def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
+        """Decide one message; never raises."""
+        return self._via().decide(message, rule=self._rule, receiver=self.name)
+
+    def memo_key(self, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
+        """The admission's memo key, keeping the members the rule reads."""
+        return _admission_memo_key(self._via(), message, self._keep())
+
+    def memo_member(self, name: str, value: Any) -> Hashable:
+        """One member's contribution to :meth:`memo_key`."""
+        return _admission_memo_member(self._via(), name, value, self._keep())
+
+
 # ----------------------------------------------------------------- strict contract
 
 
@@ -124,7 +160,7 @@ def _strict_rule(admitted: Admitted) -> Ruling:
 
 
 @attrs.frozen
-class StrictContractReceiver:
+class StrictContractReceiver(_ViaAdmission):
     """The accountable receiver of the essay's decision contract.
 
     It recomputes the contract's policy from the receipt's decision state, under
@@ -141,29 +177,18 @@ class StrictContractReceiver:
     gate: Gate = attrs.field(validator=_is_gate)
     name: str = attrs.field(default="strict-contract", kw_only=True)
 
-    @property
-    def deterministic(self) -> bool:
-        """As deterministic as its gate."""
-        return self.gate.deterministic
+    def _via(self) -> Admission:
+        return self.gate
 
-    def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
-        """Decide one message; never raises."""
-        return self.gate.decide(message, rule=_strict_rule, receiver=self.name)
-
-    def memo_key(self, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
-        """The gate's memo key (the rule reads only the typed state and proposal)."""
-        return self.gate.memo_key(message)
-
-    def memo_member(self, name: str, value: Any) -> Hashable:
-        """One member's contribution to :meth:`memo_key`."""
-        return self.gate.memo_member(name, value)
+    def _rule(self, admitted: Admitted) -> Ruling:
+        return _strict_rule(admitted)
 
 
 # ---------------------------------------------------------------------- actuator
 
 
 @attrs.frozen
-class AuthoritativeActuator:
+class AuthoritativeActuator(_ViaAdmission):
     """The essay's negative control: executes a sender's DECIDE.
 
     It executes the receipt's ``proposed_action`` (or the ``action`` member of an
@@ -181,26 +206,11 @@ class AuthoritativeActuator:
     gate: Admission = attrs.field(validator=_is_admission)
     name: str = attrs.field(default="authoritative-actuator", kw_only=True)
 
-    @property
-    def deterministic(self) -> bool:
-        """As deterministic as its admission."""
-        return self.gate.deterministic
+    def _via(self) -> Admission:
+        return self.gate
 
-    def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
-        """Execute or refuse one message; never raises."""
-        return self.gate.decide(message, rule=self._rule, receiver=self.name)
-
-    def memo_key(self, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
-        """Its admission's memo key, keeping the members the rule reads."""
-        if isinstance(self.gate, Gate):
-            return self.gate.memo_key(message)
-        return self.gate.memo_key(message, keep=_ACTION_MEMBERS)
-
-    def memo_member(self, name: str, value: Any) -> Hashable:
-        """One member's contribution to :meth:`memo_key`."""
-        if isinstance(self.gate, Gate):
-            return self.gate.memo_member(name, value)
-        return self.gate.memo_member(name, value, keep=_ACTION_MEMBERS)
+    def _keep(self) -> frozenset[str]:
+        return _ACTION_MEMBERS
 
     def _rule(self, admitted: Admitted) -> Ruling:
         if admitted.authority != Authority.DECIDE.value:
@@ -243,7 +253,7 @@ class AuthoritativeActuator:
 
 
 @attrs.frozen
-class ScoreReceiver:
+class ScoreReceiver(_ViaAdmission):
     """Decides from one scalar risk score: ``below`` under ``threshold``, else
     ``at_or_above`` (the essay's ``receive_score``).
 
@@ -275,22 +285,11 @@ class ScoreReceiver:
                 raise TypeError(f"{action!r} is not an action of {self.contract.id}")
         object.__setattr__(self, "_admission", _admission_for(self.contract, self.governance))
 
-    @property
-    def deterministic(self) -> bool:
-        """As deterministic as its admission."""
-        return self._admission.deterministic
+    def _via(self) -> Admission:
+        return self._admission
 
-    def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
-        """Decide one message; never raises."""
-        return self._admission.decide(message, rule=self._rule, receiver=self.name)
-
-    def memo_key(self, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
-        """Its admission's memo key, keeping the score member."""
-        return _admission_memo_key(self._admission, message, frozenset({self.field}))
-
-    def memo_member(self, name: str, value: Any) -> Hashable:
-        """One member's contribution to :meth:`memo_key`."""
-        return _admission_memo_member(self._admission, name, value, frozenset({self.field}))
+    def _keep(self) -> frozenset[str]:
+        return frozenset({self.field})
 
     def _rule(self, admitted: Admitted) -> Ruling:
         path = f"$.{self.field}"
@@ -311,7 +310,7 @@ class ScoreReceiver:
 
 
 @attrs.frozen
-class AdvisoryActionReceiver:
+class AdvisoryActionReceiver(_ViaAdmission):
     """The accountable receiver of an action-only advisory message.
 
     It refuses an unsupported advisory verdict: whatever the message proposes, it
@@ -332,22 +331,8 @@ class AdvisoryActionReceiver:
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "_admission", _admission_for(self.contract, self.governance))
 
-    @property
-    def deterministic(self) -> bool:
-        """As deterministic as its admission."""
-        return self._admission.deterministic
-
-    def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
-        """Refuse the verdict (escalate); never raises."""
-        return self._admission.decide(message, rule=self._rule, receiver=self.name)
-
-    def memo_key(self, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
-        """Its admission's memo key (the verdict it refuses never changes the outcome)."""
-        return _admission_memo_key(self._admission, message, frozenset())
-
-    def memo_member(self, name: str, value: Any) -> Hashable:
-        """One member's contribution to :meth:`memo_key`."""
-        return _admission_memo_member(self._admission, name, value, frozenset())
+    def _via(self) -> Admission:
+        return self._admission
 
     @staticmethod
     def _rule(admitted: Admitted) -> Ruling:
@@ -378,7 +363,7 @@ def _typed(spec: FieldSpec, value: Any) -> Any:
 
 
 @attrs.frozen
-class FullRecordReceiver:
+class FullRecordReceiver(_ViaAdmission):
     """Applies the contract policy to the record's top-level decision-field members
     (the essay's ``receive_full``).
 
@@ -403,22 +388,11 @@ class FullRecordReceiver:
         object.__setattr__(self, "_admission", _admission_for(self.contract, self.governance))
         object.__setattr__(self, "_fields", frozenset(self.contract.field_map))
 
-    @property
-    def deterministic(self) -> bool:
-        """As deterministic as its admission."""
-        return self._admission.deterministic
+    def _via(self) -> Admission:
+        return self._admission
 
-    def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
-        """Decide one full record; never raises."""
-        return self._admission.decide(message, rule=self._rule, receiver=self.name)
-
-    def memo_key(self, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
-        """Its admission's memo key, keeping the decision-field members."""
-        return _admission_memo_key(self._admission, message, self._fields)
-
-    def memo_member(self, name: str, value: Any) -> Hashable:
-        """One member's contribution to :meth:`memo_key`."""
-        return _admission_memo_member(self._admission, name, value, self._fields)
+    def _keep(self) -> frozenset[str]:
+        return self._fields
 
     def _rule(self, admitted: Admitted) -> Ruling:
         doc = admitted.document
