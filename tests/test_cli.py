@@ -385,3 +385,51 @@ def test_the_installed_script_runs(tmp_path: Path) -> None:
     module = subprocess.run([sys.executable, "-m", "handoffs", "--version"], capture_output=True,
                             text=True, env=env, check=False, timeout=60)
     assert (module.returncode, module.stdout) == (0, f"handoffs, version {handoffs.__version__}\n")
+
+
+def _grant_args(files: Signed, **changes: str) -> list[str | Path]:
+    options = {
+        "--key": str(files.root / "policy.pem"), "--issuer": "policy-service",
+        "--subject": "evidence-specialist", "--audience": "case-owner",
+        "--contract": "payment-release/1.0.0", "--case": "routine-01",
+        "--policy-version": "PAY-7.4", "--valid-until": "2027-01-01T00:00:00Z",
+        "--created": "2026-06-01T00:00:00Z", **changes,
+    }
+    return ["grant", *(item for pair in options.items() for item in pair)]
+
+
+def test_grant_command_issues_what_verify_accepts(files: Signed) -> None:
+    result = run(*_grant_args(files))
+    assert result.exit_code == 0, result.output
+    grant = json.loads(result.stdout)
+    assert (grant["type"], grant["authority"], grant["proof"]["proofPurpose"]) == (
+        "AuthorityGrant", ["ADVISE"], "capabilityDelegation")
+    files.grant.write_text(result.stdout, encoding="utf-8")
+    _sign(files)
+    verified = run("verify", files.signed, "--trust", files.trust, "--as", "case-owner",
+                   "--now", "2026-06-02T00:00:00Z")
+    assert verified.exit_code == 0, verified.output
+
+
+def test_grant_for_another_case_is_refused_at_verify(files: Signed) -> None:
+    files.grant.write_text(run(*_grant_args(files, **{"--case": "routine-02"})).stdout,
+                           encoding="utf-8")
+    _sign(files)
+    result = run("verify", files.signed, "--trust", files.trust,
+                 "--now", "2026-06-02T00:00:00Z")
+    assert result.exit_code == 1
+    assert one_error_line(result) == (
+        "error: grant case_id is 'routine-02', the receipt says 'routine-01' @ $.case_id "
+        "[grant-mismatch]")
+
+
+@pytest.mark.parametrize(
+    ("changes", "code"),
+    [({"--contract": "payment-release/9.9.9"}, "[unknown-contract]"),
+     ({"--authority": "OVERRIDE"}, "[usage]")],
+)
+def test_grant_command_refuses_bad_options(files: Signed, changes: dict[str, str],
+                                           code: str) -> None:
+    result = run(*_grant_args(files, **changes))
+    assert result.exit_code in (1, 2)
+    assert one_error_line(result).endswith(code)

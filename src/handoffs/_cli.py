@@ -395,6 +395,50 @@ def sign_command(*, receipt: str, key_path: Path, grant_path: Path | None,
     click.echo(dumps(signed.to_json(), indent=2))
 
 
+@main.command("grant")
+@click.option("--key", "key_path", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The policy service's private key (PEM; its key-ring entry needs the "
+                   "policy-service role and the capabilityDelegation purpose).")
+@click.option("--issuer", required=True, help="Identity of the policy service.")
+@click.option("--subject", required=True, help="The sender the grant is for.")
+@click.option("--audience", required=True, help="The one receiver the sender may address.")
+@click.option("--contract", "contract_id", required=True, metavar="NAME/VERSION",
+              help="The contract version the grant covers, e.g. payment-release/1.0.0.")
+@click.option("--case", "case_id", required=True, help="The case the grant covers.")
+@click.option("--policy-version", required=True, help="The policy version in force.")
+@click.option("--authority", default="ADVISE", show_default=True,
+              help="Comma-separated authorities the sender may claim (ADVISE, DECIDE).")
+@click.option("--roles", default="", help="Comma-separated roles the subject holds.")
+@click.option("--valid-until", required=True, metavar="RFC3339", callback=_time_option,
+              help="No receipt under this grant may be valid later.")
+@click.option("--passphrase-env", metavar="VAR",
+              help="Decrypt the PEM with the passphrase in environment variable VAR.")
+@click.option("--created", metavar="RFC3339", callback=_time_option,
+              help="Proof creation time (default: now).")
+def grant_command(*, key_path: Path, issuer: str, subject: str, audience: str,
+                  contract_id: str, case_id: str, policy_version: str, authority: str,
+                  roles: str, valid_until: datetime, passphrase_env: str | None,
+                  created: datetime | None) -> None:
+    """Issue a signed authority grant (what the policy service does) and print it."""
+    from handoffs.contracts._contract import Authority
+    from handoffs.contracts._keys import SigningKey
+    from handoffs.contracts._signing import issue_grant
+
+    contract = BUILTIN.by_id(contract_id, json_path="--contract")
+    try:
+        allowed = [Authority(item) for item in _items(authority)]
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--authority") from exc
+    key = SigningKey.from_pem(key_path.read_bytes(), _passphrase(passphrase_env))
+    document = issue_grant(
+        key, issuer=issuer, subject=subject, audience=audience, contract=contract,
+        case_id=case_id, policy_version=policy_version, authority=allowed,
+        roles=_items(roles), valid_until=valid_until, created=created or _now(),
+    )
+    click.echo(dumps(document, indent=2))
+
+
 @main.command("verify")
 @click.argument("receipt", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option("--trust", "trust_path", required=True,
