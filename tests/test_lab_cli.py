@@ -126,3 +126,38 @@ def test_run_on_processes(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "report.json").read_text("utf-8"))
     assert report["provenance"]["executor"] == "processes"
+
+
+def _loss_rows(**changes: float) -> list[dict[str, Any]]:
+    from handoffs.contracts.payment import PAYMENT_RELEASE
+
+    rows = PAYMENT_RELEASE.loss.to_json()
+    for row in rows:
+        key = f"{row['chosen']}_{row['reference']}"
+        row["loss"] = changes.get(key, row["loss"])
+    return rows
+
+
+def test_rescore_changes_regret_without_calling_receivers(out: Path, tmp_path: Path) -> None:
+    loss = tmp_path / "costly-referrals.json"
+    loss.write_text(json.dumps(_loss_rows(ESCALATE_RELEASE=10)), encoding="utf-8")
+    result = invoke("rescore", "--run-log", str(out / "run.jsonl"), "--loss", str(loss),
+                    "--out", str(tmp_path / "rescored"))
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "rescored" / "report.json").read_text("utf-8"))
+    rows = {r["strategy"]: r for r in report["strategy_results"]}
+    # The advisory receiver escalates the four routine releases: 4 × 10 instead of 4 × 2.
+    assert rows["action_only_advisory"]["mean_regret"] == pytest.approx(104 / 28)
+    assert rows["action_only_advisory"]["agreement"] == pytest.approx(12 / 28)
+    assert rows["decision_contract"]["mean_regret"] == 0
+    assert report["provenance"]["rescored_with"] == "costly-referrals"
+    assert (tmp_path / "rescored" / "report.md").is_file()
+
+
+def test_rescore_refuses_a_malformed_loss_file(out: Path, tmp_path: Path) -> None:
+    loss = tmp_path / "loss.json"
+    loss.write_text(json.dumps([{"chosen": "RELEASE"}]), encoding="utf-8")
+    result = CliRunner().invoke(lab, ["rescore", "--run-log", str(out / "run.jsonl"),
+                                      "--loss", str(loss)])
+    assert result.exit_code == 2
+    assert "[bad-loss]" in result.output

@@ -31,7 +31,7 @@ from handoffs.lab._release import (
 )
 from handoffs.lab._render import render_html, render_markdown
 from handoffs.lab._report import validate_report
-from handoffs.lab._runner import EXECUTORS, run
+from handoffs.lab._runner import EXECUTORS, rescore, run
 
 __all__ = ["lab"]
 
@@ -185,6 +185,81 @@ def run_command(  # noqa: PLR0917 - click passes every option as a parameter
         click.echo(f"note: {note}", err=True)
     click.echo(f"wrote {out / 'report.json'}", err=True)
     ctx.exit(result.exit_code)
+
+
+def _loss_entries(path: Path) -> dict[tuple[str, str], float]:
+    """Read a loss matrix file: rows ``{chosen, reference, loss}`` as a JSON list or a
+    TOML ``[[loss]]`` array of tables.
+    """
+    if path.suffix == ".toml":
+        import tomllib
+
+        try:
+            rows: Any = tomllib.loads(path.read_text(encoding="utf-8")).get("loss")
+        except tomllib.TOMLDecodeError as exc:
+            raise _CannotRun(f"loss {path}: invalid TOML: {exc} [invalid-toml]") from exc
+    else:
+        try:
+            rows = loads(path.read_bytes())
+        except HandoffsError as exc:
+            raise _CannotRun(f"loss {path}: {exc} [{exc.code}]") from exc
+    if not isinstance(rows, list) or not rows:
+        raise _CannotRun(f"loss {path}: expected a non-empty list of {{chosen, reference, "
+                         f"loss}} rows [bad-loss]")
+    entries: dict[tuple[str, str], float] = {}
+    for index, row in enumerate(rows):
+        try:
+            key = (str(row["chosen"]), str(row["reference"]))
+            value = row["loss"]
+        except (KeyError, TypeError) as exc:
+            raise _CannotRun(f"loss {path}: row {index} needs chosen, reference and loss "
+                             f"[bad-loss]") from exc
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _CannotRun(f"loss {path}: row {index}: loss must be a number [bad-loss]")
+        entries[key] = float(value)
+    return entries
+
+
+@lab.command("rescore")
+@click.argument("experiment", required=False,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--run-log", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The finished run's run.jsonl.")
+@click.option("--loss", "loss_path", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The new loss matrix: a .json list or a .toml [[loss]] array of "
+                   "{chosen, reference, loss} rows.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("handoffs-rescored"), show_default=True,
+              help="Directory for the re-scored report.json, report.md and report.html.")
+@click.pass_context
+def rescore_command(ctx: click.Context, experiment: Path | None, run_log: Path,
+                    loss_path: Path, out: Path) -> None:
+    """Re-score a finished run under another loss matrix, calling no receiver.
+
+    EXPERIMENT is the TOML the run was made from (default: the built-in payment
+    experiment); the run log must belong to it.
+    """
+    entries = _loss_entries(loss_path)
+    try:
+        if experiment is None:
+            from handoffs.lab.payment import payment_experiment
+
+            declared = payment_experiment()
+        else:
+            declared = load_experiment(experiment)
+        report = rescore(declared, run_log, loss=entries, name=loss_path.stem)
+    except HandoffsError as exc:
+        raise _CannotRun(f"{exc} [{exc.code}]") from exc
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(dumps(report, indent=2) + "\n", encoding="utf-8")
+    notes = _write_renderings(report, out)
+    print_summary(report)
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+    click.echo(f"wrote {out / 'report.json'}", err=True)
+    ctx.exit(int(report["gate"]["exit_code"]))
 
 
 def _budget(values: Sequence[str], base: Tolerances) -> Tolerances:
