@@ -130,6 +130,19 @@ def print_summary(report: Mapping[str, Any]) -> None:
         console.print(f"  warning: {warning}", markup=False)
 
 
+def _write_report(report: Mapping[str, Any], out: Path, *, also: tuple[str, ...] = ()
+                  ) -> None:
+    """Write report.json and its renderings, print the summary and what was written."""
+    (out / "report.json").write_text(dumps(report, indent=2) + "\n", encoding="utf-8")
+    notes = _write_renderings(report, out)
+    print_summary(report)
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+    written = [name for name in ("report.json", "report.md", "report.html", *also)
+               if (out / name).is_file()]
+    click.echo(f"wrote {', '.join(str(out / name) for name in written)}", err=True)
+
+
 def _write_renderings(report: Mapping[str, Any], out: Path) -> list[str]:
     """Write report.md and report.html; return notes on what an absent extra skipped."""
     notes: list[str] = []
@@ -178,12 +191,7 @@ def run_command(  # noqa: PLR0917 - click passes every option as a parameter
     except HandoffsError as exc:  # a bad declaration, log, extra or encoder: cannot run
         raise _CannotRun(f"{exc} [{exc.code}]") from exc
     report = result.report
-    (out / "report.json").write_text(dumps(report, indent=2) + "\n", encoding="utf-8")
-    notes = _write_renderings(report, out)
-    print_summary(report)
-    for note in notes:
-        click.echo(f"note: {note}", err=True)
-    click.echo(f"wrote {out / 'report.json'}", err=True)
+    _write_report(report, out, also=("run.jsonl",))
     ctx.exit(result.exit_code)
 
 
@@ -253,12 +261,7 @@ def rescore_command(ctx: click.Context, experiment: Path | None, run_log: Path,
     except HandoffsError as exc:
         raise _CannotRun(f"{exc} [{exc.code}]") from exc
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(dumps(report, indent=2) + "\n", encoding="utf-8")
-    notes = _write_renderings(report, out)
-    print_summary(report)
-    for note in notes:
-        click.echo(f"note: {note}", err=True)
-    click.echo(f"wrote {out / 'report.json'}", err=True)
+    _write_report(report, out)
     ctx.exit(int(report["gate"]["exit_code"]))
 
 
