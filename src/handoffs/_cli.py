@@ -240,16 +240,13 @@ def _published_schemas() -> list[tuple[str, Path, str]]:
 
     rows = [
         (contract.id, schema_path(Path(), contract), render_schema(contract))
-        for contract in sorted(BUILTIN, key=lambda c: (c.name, _version_key(c.version)))
+        for contract in sorted(BUILTIN, key=lambda c: (c.name, c.version_key))
     ]
     name, version = HANDOFF_CHAIN_CONTRACT.split("/")
     rows.append((HANDOFF_CHAIN_CONTRACT, Path(name) / f"{version}.json",
                  render_json_schema(handoff_chain_schema())))
     return rows
 
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
 
 
 def _operand(text: str, param: str) -> Contract[Any, Any] | dict[str, Any]:

@@ -190,8 +190,10 @@ def loads_plain(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> tu
         raise MalformedJSON("document nests too deeply", code="too-deep") from exc
 
 
-def _fast_path_safe(value: Any) -> bool:
-    """True when ``json.dumps`` output equals RFC 8785 output for ``value``.
+def jcs_plain(value: Any) -> bool:
+    """Whether :func:`canonical_bytes` takes its fast path for ``value`` (``json``'s
+    output equals RFC 8785's): then :func:`canonical_bytes_plain` gives the same bytes
+    for it and every part of it.
 
     Exact types only (``type(x) is``): subclasses such as enums and every float take
     the reference path. Lone surrogates in string *values* are caught later, when the
@@ -202,11 +204,11 @@ def _fast_path_safe(value: Any) -> bool:
         return all(
             type(key) is str
             and (key.isascii() or not _astral_or_surrogate(key))
-            and _fast_path_safe(item)
+            and jcs_plain(item)
             for key, item in value.items()
         )
     if kind is list or kind is tuple:
-        return all(_fast_path_safe(item) for item in value)
+        return all(jcs_plain(item) for item in value)
     if kind is int:
         return bool(-MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER)
     return kind is str or kind is bool or value is None
@@ -228,13 +230,6 @@ def _astral_or_surrogate(text: str) -> bool:
     return any(ord(ch) > 0xFFFF or 0xD800 <= ord(ch) <= 0xDFFF for ch in text)
 
 
-def jcs_plain(value: Any) -> bool:
-    """Whether :func:`canonical_bytes` takes its fast path for ``value``: then
-    :func:`canonical_bytes_plain` gives the same bytes for it and every part of it.
-    """
-    return _fast_path_safe(value)
-
-
 def canonical_bytes_plain(value: Any) -> bytes:
     """:func:`canonical_bytes` of a value known to be plain (see :func:`jcs_plain` and
     :func:`loads_plain`), without checking it again. The caller vouches for it.
@@ -249,7 +244,7 @@ def canonical_bytes(value: Any) -> bytes:
         MalformedJSON: for values JCS cannot represent (NaN, huge integers, lone
             surrogates, non-string keys).
     """
-    if _fast_path_safe(value):
+    if jcs_plain(value):
         try:
             return _FAST_ENCODER.encode(value).encode("utf-8")
         except UnicodeEncodeError:

@@ -300,6 +300,12 @@ class Contract(Generic[S, A]):
         """``"<name>/<version>"``, the value of a receipt's ``contract`` member."""
         return f"{self.name}/{self.version}"
 
+    @property
+    def version_key(self) -> tuple[int, int, int]:
+        """The version as ``(major, minor, patch)``, for ordering versions."""
+        major, minor, patch = (int(part) for part in self.version.split("."))
+        return major, minor, patch
+
     @cached_property
     def fields(self) -> tuple[FieldSpec, ...]:
         """The decision fields, in declaration order."""

@@ -286,10 +286,6 @@ class Receipt(Generic[S, A]):
         """Canonical (RFC 8785) UTF-8 bytes of :meth:`to_json`."""
         return canonical_bytes(self.to_json())
 
-    def unsigned(self) -> Receipt[S, A]:
-        """A copy of the receipt without its proof."""
-        return attrs.evolve(self, proof=None)
-
     @staticmethod
     def from_json(
         data: bytes | str | Mapping[str, Any],

@@ -50,8 +50,8 @@ class Registry:
         try:
             return self.contracts[contract_id]
         except (KeyError, TypeError):
-            name = contract_id.split("/", 1)[0] if isinstance(contract_id, str) else None
-            versions = sorted(c.version for c in self.contracts.values() if c.name == name)
+            name = contract_id.split("/", 1)[0] if isinstance(contract_id, str) else ""
+            versions = self.versions(name)
             hint = f"; known versions: {', '.join(versions)}" if versions else ""
             raise UnknownContract(
                 f"unknown contract {contract_id!r}{hint}", json_path=json_path
@@ -68,8 +68,9 @@ class Registry:
 
     def versions(self, name: str) -> list[str]:
         """Known versions of ``name``, oldest first."""
-        found = [c.version for c in self.contracts.values() if c.name == name]
-        return sorted(found, key=lambda v: tuple(int(p) for p in v.split(".")))
+        found = sorted((c for c in self.contracts.values() if c.name == name),
+                       key=lambda c: c.version_key)
+        return [c.version for c in found]
 
     def __iter__(self) -> Iterator[Contract[Any, Any]]:
         return iter(self.contracts.values())
