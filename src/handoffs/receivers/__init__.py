@@ -16,7 +16,9 @@ a receiver contract applies its rule as step (5). The result is always a typed
 
 Receiver contracts (all implement :class:`Receiver`): :class:`StrictContractReceiver`,
 :class:`AuthoritativeActuator`, :class:`ScoreReceiver`, :class:`AdvisoryActionReceiver`,
-:class:`FullRecordReceiver`, :class:`FunctionReceiver` and, for signed multi-hop
+:class:`FullRecordReceiver`, :class:`FunctionReceiver`, :class:`ModelReceiver` (a
+language model behind an OpenAI-compatible API, through :class:`OpenAICompatibleClient`)
+and, for signed multi-hop
 handoff chains, :class:`IdentityCompositionReceiver`. :class:`SQLiteDecisionLog`
 records every decision and doubles as a replay store that holds across processes.
 """
@@ -28,6 +30,14 @@ from handoffs.receivers._carried import (
     carried_receipt,
     carry,
     receipt_pin,
+)
+from handoffs.receivers._chat import (
+    ChatClient,
+    ChatRequest,
+    Completion,
+    ModelError,
+    ModelTimeout,
+    OpenAICompatibleClient,
 )
 from handoffs.receivers._decision import Decision, Memoisable, Reason, Receiver, Step, Verdict
 from handoffs.receivers._gate import (
@@ -72,6 +82,7 @@ from handoffs.receivers._identity import (
     start_chain,
 )
 from handoffs.receivers._log import DecisionLogError, LogSummary, SQLiteDecisionLog
+from handoffs.receivers._model import ModelReceiver, action_schema
 from handoffs.receivers._receivers import (
     AdvisoryActionReceiver,
     AuthoritativeActuator,
@@ -90,7 +101,10 @@ __all__ = [
     "AdvisoryActionReceiver",
     "AuthoritativeActuator",
     "CarriedReceiptReceiver",
+    "ChatClient",
+    "ChatRequest",
     "Clock",
+    "Completion",
     "Decision",
     "DecisionLog",
     "DecisionLogError",
@@ -112,6 +126,10 @@ __all__ = [
     "LogSummary",
     "Memoisable",
     "MemoryReplayStore",
+    "ModelError",
+    "ModelReceiver",
+    "ModelTimeout",
+    "OpenAICompatibleClient",
     "PolicyService",
     "PolicyStatus",
     "Readback",
@@ -131,6 +149,7 @@ __all__ = [
     "UnsafeConfigurationWarning",
     "UnsafeNoProofs",
     "Verdict",
+    "action_schema",
     "add_hop",
     "approve",
     "carried_receipt",

@@ -31,7 +31,7 @@ import attrs
 from handoffs._errors import HandoffsError
 from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
-from handoffs.receivers._decision import Decision, Reason, Step, Verdict
+from handoffs.receivers._decision import Decision, Reason, Step, Verdict, memo_value
 from handoffs.receivers._gate import Admitted, Gate, GovernanceChecker, Ruling
 
 __all__ = [
@@ -461,6 +461,10 @@ class FunctionReceiver:
         tools: names of the tools the function may call.
         deterministic: whether ``fn`` is deterministic (temperature 0, no tools with
             side effects); the receiver is deterministic only if its gate is too.
+        reads: the message members ``fn`` reads (besides ``authority``), when it
+            declares them: the lab then memoises it run-wide on its admission's key
+            and those members (``None``: no projection is declared, and the lab
+            memoises a deterministic function on the whole canonical message).
     """
 
     fn: Callable[[Admitted], Any]
@@ -470,6 +474,8 @@ class FunctionReceiver:
     model_route: str = attrs.field(validator=_text_field, kw_only=True)
     tools: tuple[str, ...] = attrs.field(default=(), converter=_tools, kw_only=True)
     deterministic: bool = attrs.field(default=False, kw_only=True)
+    reads: tuple[str, ...] | None = attrs.field(
+        default=None, converter=attrs.converters.optional(_tools), kw_only=True)
     record: Mapping[str, Any] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -487,6 +493,27 @@ class FunctionReceiver:
         """Admit, call the function, check its answer; never raises."""
         return self.gate.decide(message, rule=self._rule, receiver=self.name,
                                 record=self.record)
+
+    def memo_key(self, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
+        """With declared ``reads``: the admission's key and those members by value."""
+        if self.reads is None or not isinstance(message, Mapping):
+            return None
+        keep = frozenset(self.reads)
+        if isinstance(self.gate, Gate):
+            admission = self.gate.memo_key(message)
+            if admission is None:
+                return None
+            return (admission, tuple([memo_value(message[n]) if n in message else None
+                                      for n in self.reads]))
+        return self.gate.memo_key(message, keep=keep)
+
+    def memo_member(self, name: str, value: Any) -> Hashable:
+        """One member's contribution to :meth:`memo_key`."""
+        reads = self.reads or ()
+        if isinstance(self.gate, Gate):
+            return (self.gate.memo_member(name, value),
+                    memo_value(value) if name in reads else None)
+        return self.gate.memo_member(name, value, keep=frozenset(reads))
 
     def _rule(self, admitted: Admitted) -> Ruling:
         try:

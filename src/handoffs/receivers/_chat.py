@@ -1,0 +1,378 @@
+"""Chat completions over HTTP: the one client a model receiver needs.
+
+:class:`ChatClient` is the interface (``complete(request) -> Completion``, raising
+:class:`ModelError` or :class:`ModelTimeout`); :class:`OpenAICompatibleClient` is its
+HTTP implementation for every server that speaks OpenAI's ``/v1/chat/completions``:
+OpenAI itself, vLLM, llama.cpp's ``llama_cpp.server`` / ``llama-server`` and Ollama.
+
+Why ``httpx`` and not the ``openai`` package: one light dependency with explicit
+timeouts, a thread-safe connection pool (the lab calls from many threads) and an
+async API should we need it, while *we* decide the retries (the SDK retries on its
+own schedule, hiding each attempt from a rate limiter and a budget) and the body we
+send (the SDK's structured-output helpers send ``{"type": "json_schema", ...}``,
+which llama.cpp's server answers with HTTP 500; it needs ``{"type": "json_object",
+"schema": ...}``). ``httpx`` is imported lazily: install the ``llm`` extra.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import random
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any, Final, Protocol, runtime_checkable
+
+import attrs
+
+from handoffs._errors import HandoffsError
+from handoffs._json import dumps
+
+__all__ = [
+    "ChatClient",
+    "ChatRequest",
+    "Completion",
+    "ModelError",
+    "ModelTimeout",
+    "OpenAICompatibleClient",
+]
+
+
+class ModelError(HandoffsError, RuntimeError):
+    """A model call failed (HTTP error after retries, malformed response body, budget).
+
+    ``code`` is the reason code a model receiver fails closed with:
+    ``"model-error"``, ``"model-timeout"`` or ``"budget-exceeded"``.
+    """
+
+    code = "model-error"
+
+
+class ModelTimeout(ModelError, TimeoutError):
+    """A model call timed out on every attempt."""
+
+    code = "model-timeout"
+
+
+@attrs.frozen(kw_only=True)
+class ChatRequest:
+    """One chat-completions request, everything that determines the answer.
+
+    Attributes:
+        model: the model route sent as ``model`` (e.g. ``"gpt-4o-mini"``, a vLLM or
+            Ollama model name; llama.cpp's server accepts any name).
+        messages: ``(role, content)`` pairs.
+        temperature / seed / max_tokens: sampling parameters (``seed`` omitted if None).
+        response_format: the ``response_format`` member as sent (``None``: omitted).
+        tools: tool definitions as sent (empty: omitted).
+    """
+
+    model: str
+    messages: tuple[tuple[str, str], ...]
+    temperature: float = 0.0
+    seed: int | None = None
+    max_tokens: int = 64
+    response_format: Mapping[str, Any] | None = None
+    tools: tuple[Mapping[str, Any], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The request body."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": role, "content": content} for role, content in self.messages],
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+        if self.seed is not None:
+            body["seed"] = self.seed
+        if self.response_format is not None:
+            body["response_format"] = dict(self.response_format)
+        if self.tools:
+            body["tools"] = [dict(t) for t in self.tools]
+        return body
+
+    def prompt_chars(self) -> int:
+        """Characters of all message contents (for token estimates before a call)."""
+        return sum(len(content) for _, content in self.messages)
+
+
+@attrs.frozen(kw_only=True)
+class Completion:
+    """A model's answer and what it cost.
+
+    Attributes:
+        content: the assistant message's text.
+        tokens_in / tokens_out: prompt and completion tokens (``usage``; 0 if absent).
+        latency_ms: wall time of the call, retries included (0 for a cache hit).
+        cached: whether it came from a call cache rather than the model.
+        finish_reason: the choice's ``finish_reason`` when given.
+    """
+
+    content: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+    latency_ms: float = 0.0
+    cached: bool = False
+    finish_reason: str | None = None
+
+
+@runtime_checkable
+class ChatClient(Protocol):
+    """Sends a :class:`ChatRequest`, returns a :class:`Completion`.
+
+    Raises :class:`ModelError` (or :class:`ModelTimeout`) on failure, never anything else.
+    """
+
+    def complete(self, request: ChatRequest) -> Completion:
+        """One answer for ``request``."""
+        ...
+
+
+# ----------------------------------------------------------------- rate limiting
+
+
+class _Bucket:
+    """A token bucket: ``rate`` units per minute, bursts up to one minute's worth."""
+
+    def __init__(self, per_minute: float) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = float(per_minute)
+        self.level = self.capacity
+        self.stamp = time.monotonic()
+        self.lock = threading.Lock()
+
+    def take(self, amount: float) -> None:
+        """Block until ``amount`` units are available, then take them."""
+        amount = min(amount, self.capacity)
+        while True:
+            with self.lock:
+                now = time.monotonic()
+                self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+                self.stamp = now
+                if self.level >= amount:
+                    self.level -= amount
+                    return
+                wait = (amount - self.level) / self.rate
+            time.sleep(min(wait, 1.0))
+
+    def settle(self, amount: float) -> None:
+        """Return units an estimate took but the call did not use (``amount`` > 0), or
+        take what it used beyond the estimate (``amount`` < 0; the bucket may go into
+        debt, which the next :meth:`take` waits out).
+        """
+        with self.lock:
+            self.level = min(self.capacity, self.level + amount)
+
+
+def retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _positive(_: Any, attribute: attrs.Attribute[Any], value: float | None) -> None:
+    if value is not None and not value > 0:
+        raise ValueError(f"{attribute.name} must be positive, got {value!r}")
+
+
+def _non_negative_int(_: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+    if not isinstance(value, int) or value < 0:
+        raise ValueError(f"{attribute.name} must be a non-negative integer, got {value!r}")
+
+
+_RETRY_STATUS: Final = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+class _Runtime:
+    """The client's live state (connection pool, limiter, semaphore): never pickled."""
+
+    def __init__(self, client: OpenAICompatibleClient) -> None:
+        import httpx
+
+        self.httpx = httpx
+        headers = {"content-type": "application/json", **dict(client.headers)}
+        key = client.resolved_key()
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        limits = httpx.Limits(max_connections=client.max_concurrency,
+                              max_keepalive_connections=client.max_concurrency)
+        self.http = httpx.Client(base_url=client.base_url.rstrip("/") + "/",
+                                 headers=headers, timeout=client.timeout, limits=limits)
+        self.slots = threading.BoundedSemaphore(client.max_concurrency)
+        self.requests = (None if client.requests_per_minute is None
+                         else _Bucket(client.requests_per_minute))
+        self.tokens = (None if client.tokens_per_minute is None
+                       else _Bucket(client.tokens_per_minute))
+
+
+@attrs.frozen(kw_only=True)
+class OpenAICompatibleClient:
+    """A chat-completions client over HTTP (``POST {base_url}/chat/completions``).
+
+    Attributes:
+        base_url: e.g. ``"https://api.openai.com/v1"``, ``"http://127.0.0.1:8000/v1"``
+            (vLLM, llama.cpp's server), ``"http://127.0.0.1:11434/v1"`` (Ollama).
+        api_key: the key sent as ``Authorization: Bearer``; or
+        api_key_env: the environment variable to read it from at first use
+            (keys stay out of experiment files and pickles). Neither: no header.
+        timeout: seconds per attempt (connect, read, write and pool).
+        max_retries: further attempts after a 408/409/425/429/5xx answer, a timeout
+            or a connection error.
+        backoff: base of the exponential backoff in seconds (full jitter, capped at
+            ``backoff_max``); a ``Retry-After`` header, when sent, is honoured instead.
+        requests_per_minute / tokens_per_minute: client-side rate limits (token
+            buckets; tokens are estimated before a call as prompt characters / 4 +
+            ``max_tokens`` and settled from ``usage`` after it).
+        max_concurrency: requests in flight at once (a semaphore; also the pool size).
+        headers: extra headers.
+        seed: seeds the jitter (``None``: random).
+    """
+
+    base_url: str
+    api_key: str | None = attrs.field(default=None, repr=False)
+    api_key_env: str | None = None
+    timeout: float = attrs.field(default=60.0, validator=_positive)
+    max_retries: int = attrs.field(default=4, validator=_non_negative_int)
+    backoff: float = attrs.field(default=0.5, validator=_positive)
+    backoff_max: float = attrs.field(default=30.0, validator=_positive)
+    requests_per_minute: float | None = attrs.field(default=None, validator=_positive)
+    tokens_per_minute: float | None = attrs.field(default=None, validator=_positive)
+    max_concurrency: int = attrs.field(default=8)
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+    seed: int | None = None
+    _runtime: list[_Runtime] = attrs.field(init=False, factory=list, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.base_url, str) or not self.base_url.startswith(
+                ("http://", "https://")):
+            raise ValueError(f"base_url must be an http(s) URL, got {self.base_url!r}")
+        if not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be a positive integer, got "
+                             f"{self.max_concurrency!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The connection pool, locks and buckets are per process: rebuild them there.
+        fields = {a.alias or a.name: getattr(self, a.name)
+                  for a in attrs.fields(type(self)) if a.init}
+        return (_rebuild_client, (type(self), fields))
+
+    def resolved_key(self) -> str | None:
+        """The API key (``api_key``, else the variable ``api_key_env`` names)."""
+        if self.api_key is not None:
+            return self.api_key
+        if self.api_key_env is not None:
+            return os.environ.get(self.api_key_env) or None
+        return None
+
+    def _live(self) -> _Runtime:
+        runtime = self._runtime
+        if not runtime:
+            with _CLIENT_LOCK:
+                if not runtime:
+                    try:
+                        runtime.append(_Runtime(self))
+                    except ImportError as exc:
+                        raise ModelError("the HTTP model client needs httpx: install "
+                                         "handoffs[llm]") from exc
+        return runtime[0]
+
+    def close(self) -> None:
+        """Close the connection pool (a later call opens a new one)."""
+        with _CLIENT_LOCK:
+            while self._runtime:
+                self._runtime.pop().http.close()
+
+    def __enter__(self) -> OpenAICompatibleClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def complete(self, request: ChatRequest) -> Completion:
+        """Send ``request``, retrying as configured.
+
+        Raises:
+            ModelTimeout: every attempt timed out.
+            ModelError: a non-retryable HTTP status, retries exhausted, or a response
+                body that is not a chat completion.
+        """
+        live = self._live()
+        body = dumps(request.to_json()).encode("utf-8")
+        estimate = request.prompt_chars() / 4 + request.max_tokens
+        jitter = random.Random(self.seed)  # noqa: S311 - jitter, not cryptography
+        started = time.perf_counter()
+        attempt = 0
+        while True:
+            if live.requests is not None:
+                live.requests.take(1)
+            if live.tokens is not None:
+                live.tokens.take(estimate)
+            wait: float | None = None
+            try:
+                with live.slots:
+                    response = live.http.post("chat/completions", content=body)
+            except live.httpx.TimeoutException as exc:
+                failure: ModelError = ModelTimeout(
+                    f"{self.base_url}: no answer within {self.timeout} s "
+                    f"(attempt {attempt + 1}): {type(exc).__name__}")
+            except live.httpx.HTTPError as exc:
+                failure = ModelError(f"{self.base_url}: {type(exc).__name__}: {exc}")
+            else:
+                if response.status_code == 200:
+                    completion = self._parse(response, started)
+                    if live.tokens is not None:
+                        used = completion.tokens_in + completion.tokens_out
+                        if used:
+                            live.tokens.settle(estimate - used)
+                    return completion
+                failure = ModelError(f"{self.base_url}: HTTP {response.status_code}: "
+                                     f"{response.text[:200]}")
+                if response.status_code not in _RETRY_STATUS:
+                    raise failure
+                wait = retry_after(response.headers.get("retry-after"))
+            if attempt >= self.max_retries:
+                raise failure
+            if wait is None:
+                wait = jitter.uniform(0, min(self.backoff_max, self.backoff * 2 ** attempt))
+            time.sleep(min(wait, self.backoff_max))
+            attempt += 1
+
+    def _parse(self, response: Any, started: float) -> Completion:
+        try:
+            data = response.json()
+            choice = data["choices"][0]
+            content = choice["message"].get("content")
+            usage = data.get("usage") or {}
+            tokens_in = int(usage.get("prompt_tokens") or 0)
+            tokens_out = int(usage.get("completion_tokens") or 0)
+            finish = choice.get("finish_reason")
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise ModelError(f"{self.base_url}: not a chat completion: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        if content is None:
+            content = ""
+        if not isinstance(content, str):
+            raise ModelError(f"{self.base_url}: the message content is not text")
+        return Completion(content=content, tokens_in=tokens_in, tokens_out=tokens_out,
+                          latency_ms=(time.perf_counter() - started) * 1000,
+                          finish_reason=finish if isinstance(finish, str) else None)
+
+
+_CLIENT_LOCK: Final = threading.Lock()
+
+
+def _rebuild_client(cls: type[OpenAICompatibleClient], fields: dict[str, Any]
+                    ) -> OpenAICompatibleClient:
+    return cls(**fields)
+

@@ -1,0 +1,318 @@
+"""The model receiver: step (5) asks a language model, constrained to the contract's actions.
+
+The essay's release experiment begins "Declare the receiver. Freeze its prompt or
+policy, tools, model route". :class:`ModelReceiver` is that declaration: its prompt
+template (and the template's SHA-256), model route, sampling parameters, response
+format and tools are fixed at construction and recorded in every decision, with the
+call's tokens in and out and its latency.
+
+What the model sees is what the strategy's encoder sent: the message's members other
+than the governance stamp and the envelope (a receipt's decision state and proposal,
+a full record, a bare action), rendered as canonical JSON into the template. The
+answer is constrained by a JSON-schema response format to ``{"action": <one of the
+contract's actions>}`` and checked again on arrival; anything else fails closed with
+a typed reason:
+
+===================  ========  =====================================================
+reason code          verdict   when
+===================  ========  =====================================================
+``malformed-answer``  REJECT   the answer is not a JSON object with a string action
+``invalid-action``    REJECT   the action is not one of the contract's
+``model-timeout``     ESCALATE every attempt timed out
+``model-error``       ESCALATE HTTP error after retries, a body that is not a completion
+``budget-exceeded``   ESCALATE the run's call or token budget is spent
+===================  ========  =====================================================
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import string
+from collections.abc import Hashable, Mapping
+from typing import Any, Final
+
+import attrs
+
+from handoffs._json import dumps
+from handoffs.contracts._contract import Contract
+from handoffs.contracts._receipt import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS
+from handoffs.receivers._chat import ChatClient, ChatRequest, Completion, ModelError
+from handoffs.receivers._decision import Decision, Reason, Step, Verdict, memo_value
+from handoffs.receivers._gate import Admitted, Gate, GovernanceChecker, Ruling
+
+__all__ = ["RESPONSE_FORMATS", "TEMPLATE_FIELDS", "ModelReceiver", "action_schema"]
+
+RESPONSE_FORMATS: Final = ("json_schema", "json_object", "text")
+"""How the answer is constrained: OpenAI's ``json_schema`` (OpenAI, vLLM, Ollama),
+llama.cpp's ``json_object`` + ``schema``, or ``text`` (unconstrained, still validated)."""
+
+TEMPLATE_FIELDS: Final = ("message", "authority", "actions", "contract", "fail_closed_action")
+"""The ``$names`` a prompt template may use (``string.Template`` syntax)."""
+
+_HIDDEN: Final = frozenset(GOVERNANCE_FIELDS) | frozenset(ENVELOPE_MEMBERS)
+
+DEFAULT_SYSTEM: Final = (
+    "You are the receiver of a handoff message. Decide the action the message "
+    "supports. Answer with a JSON object {\"action\": ...} naming exactly one action."
+)
+DEFAULT_TEMPLATE: Final = (
+    "Contract: $contract\nAllowed actions: $actions\n"
+    "If the message does not support a decision, answer $fail_closed_action.\n"
+    "Sender authority: $authority\nMessage:\n$message\n"
+)
+
+
+def action_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
+    """The JSON Schema an answer must meet: ``{"action": <one of the actions>}``."""
+    return {
+        "type": "object",
+        "properties": {"action": {"type": "string",
+                                  "enum": [str(a.value) for a in contract.actions]}},
+        "required": ["action"],
+        "additionalProperties": False,
+    }
+
+
+def _is_admission(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, Gate | GovernanceChecker):
+        raise TypeError(f"{attribute.name} must be a Gate or a GovernanceChecker, got "
+                        f"{type(value).__name__}")
+
+
+def _is_client(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, ChatClient):
+        raise TypeError(f"{attribute.name} must implement ChatClient (complete(request)), "
+                        f"got {type(value).__name__}")
+
+
+def _text(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{attribute.name} must be a non-empty string, got {value!r}")
+
+
+def _template(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{attribute.name} must be a non-empty string")
+    try:
+        string.Template(value).substitute(dict.fromkeys(TEMPLATE_FIELDS, ""))
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"{attribute.name}: unknown or malformed placeholder {exc}; the "
+                         f"template may use {', '.join('$' + n for n in TEMPLATE_FIELDS)}"
+                         ) from exc
+
+
+def _format(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value not in RESPONSE_FORMATS:
+        raise ValueError(f"{attribute.name} must be one of {list(RESPONSE_FORMATS)}, "
+                         f"got {value!r}")
+
+
+def _temperature(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 2:
+        raise ValueError(f"{attribute.name} must be a number in [0, 2], got {value!r}")
+
+
+def _max_tokens(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{attribute.name} must be a positive integer, got {value!r}")
+
+
+def _tools(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise TypeError("tools must be a collection of tool names, not one string")
+    return tuple(str(t) for t in value)
+
+
+@attrs.frozen(kw_only=True)
+class ModelReceiver:
+    """A receiver contract whose step (5) asks a language model.
+
+    Steps (1)-(4) are its admission's (a :class:`Gate` for receipts, a
+    :class:`GovernanceChecker` for the other forms): an inadmissible message never
+    reaches the model. Then the template is rendered with the message, the request
+    sent through ``client`` and the answer validated (see the module's table).
+
+    Attributes:
+        gate: its admission.
+        client: the chat client (:class:`OpenAICompatibleClient`, or any
+            :class:`ChatClient`; the lab wraps it with its call cache).
+        model_route: the model as the server names it (recorded; sent as ``model``).
+        name: the receiver's name.
+        template: the user message, a ``string.Template`` over :data:`TEMPLATE_FIELDS`.
+        system: the system message (empty: none is sent).
+        temperature / seed / max_tokens: sampling parameters.
+        response_format: one of :data:`RESPONSE_FORMATS`.
+        tools: names of the tools the model may call (recorded; none is offered to
+            the model by this receiver).
+        concurrency: calls the lab may have in flight for this receiver (``None``:
+            the client's ``max_concurrency``, else 8).
+    """
+
+    gate: Gate | GovernanceChecker = attrs.field(validator=_is_admission)
+    client: ChatClient = attrs.field(validator=_is_client)
+    model_route: str = attrs.field(validator=_text)
+    name: str = attrs.field(default="model", validator=_text)
+    template: str = attrs.field(default=DEFAULT_TEMPLATE, validator=_template)
+    system: str = DEFAULT_SYSTEM
+    temperature: float = attrs.field(default=0.0, validator=_temperature)
+    seed: int | None = 0
+    max_tokens: int = attrs.field(default=16, validator=_max_tokens)
+    response_format: str = attrs.field(default="json_schema", validator=_format)
+    tools: tuple[str, ...] = attrs.field(default=(), converter=_tools)
+    concurrency: int | None = None
+    record: Mapping[str, Any] = attrs.field(init=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.concurrency is not None and (not isinstance(self.concurrency, int)
+                                             or self.concurrency < 1):
+            raise ValueError(f"concurrency must be a positive integer, got "
+                             f"{self.concurrency!r}")
+        object.__setattr__(self, "record", self.declaration())
+
+    # ------------------------------------------------------------- declaration
+
+    @property
+    def deterministic(self) -> bool:
+        """At temperature 0 with a deterministic admission (the lab memoises it)."""
+        return self.temperature == 0 and self.gate.deterministic
+
+    @property
+    def max_in_flight(self) -> int:
+        """Calls the lab may have in flight for this receiver."""
+        if self.concurrency is not None:
+            return self.concurrency
+        found = getattr(self.client, "max_concurrency", None)
+        return found if isinstance(found, int) and found > 0 else 8
+
+    def parameters(self) -> dict[str, Any]:
+        """The sampling parameters, as recorded."""
+        return {"temperature": self.temperature, "seed": self.seed,
+                "max_tokens": self.max_tokens}
+
+    def declaration(self) -> dict[str, Any]:
+        """What is frozen: template and system digests, route, parameters, format, tools."""
+        return {
+            "prompt_sha256": hashlib.sha256(
+                (self.system + "\x00" + self.template).encode("utf-8")).hexdigest(),
+            "model_route": self.model_route,
+            "parameters": self.parameters(),
+            "response_format": self.response_format,
+            "tools": list(self.tools),
+        }
+
+    def fingerprint(self) -> str:
+        """A digest of the declaration and the receiver's name (keys the call cache)."""
+        return hashlib.sha256(dumps({"name": self.name, **self.declaration()})
+                              .encode("utf-8")).hexdigest()
+
+    # ---------------------------------------------------------------- request
+
+    def render(self, document: Mapping[str, Any], contract: Contract[Any, Any]) -> str:
+        """The user message for one document admitted under ``contract``."""
+        shown = {k: v for k, v in document.items() if k not in _HIDDEN}
+        authority = document.get("authority")
+        return string.Template(self.template).substitute(
+            message=dumps(shown),
+            authority=authority if isinstance(authority, str) else "unknown",
+            actions=", ".join(str(a.value) for a in contract.actions),
+            contract=contract.id,
+            fail_closed_action=str(contract.fail_closed_action.value),
+        )
+
+    def request(self, document: Mapping[str, Any], contract: Contract[Any, Any]
+                ) -> ChatRequest:
+        """The chat request for one document admitted under ``contract``."""
+        schema = action_schema(contract)
+        response_format: dict[str, Any] | None
+        if self.response_format == "json_schema":
+            response_format = {"type": "json_schema", "json_schema": {
+                "name": "decision", "strict": True, "schema": schema}}
+        elif self.response_format == "json_object":
+            response_format = {"type": "json_object", "schema": schema}
+        else:
+            response_format = None
+        messages = (("system", self.system),) if self.system else ()
+        return ChatRequest(model=self.model_route,
+                           messages=(*messages, ("user", self.render(document, contract))),
+                           temperature=float(self.temperature), seed=self.seed,
+                           max_tokens=self.max_tokens, response_format=response_format)
+
+    # ---------------------------------------------------------------- decide
+
+    def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
+        """Admit, ask the model, check its answer; never raises."""
+        return self.gate.decide(message, rule=self._rule, receiver=self.name,
+                                record=self.record)
+
+    def _rule(self, admitted: Admitted) -> Ruling:
+        contract = admitted.contract
+        fail = str(contract.fail_closed_action.value)
+        try:
+            completion = self.client.complete(self.request(admitted.document, contract))
+        except ModelError as exc:
+            return Ruling(action=fail, verdict=Verdict.ESCALATE, reasons=(Reason(
+                exc.code if exc.code in _CALL_CODES else "model-error",
+                f"{self.name}: {exc.message}", Step.POLICY),),
+                record={"tokens_in": 0, "tokens_out": 0, "latency_ms": 0.0, "cached": False})
+        except Exception as exc:  # a client must raise ModelError; fail closed anyway
+            return Ruling(action=fail, verdict=Verdict.ESCALATE, reasons=(Reason(
+                "model-error", f"{self.name}: {type(exc).__name__}: {exc}", Step.POLICY),),
+                record={"tokens_in": 0, "tokens_out": 0, "latency_ms": 0.0, "cached": False})
+        usage = _usage(completion)
+        answer = _answer(completion.content)
+        if answer is None:
+            return Ruling(action=fail, verdict=Verdict.REJECT, reasons=(Reason(
+                "malformed-answer",
+                f"{self.name} answered {completion.content[:80]!r}, not {{\"action\": ...}}",
+                Step.POLICY),), record={**usage, "answer": completion.content[:200]})
+        values = {str(a.value) for a in contract.actions}
+        if answer not in values:
+            return Ruling(action=fail, verdict=Verdict.REJECT, reasons=(Reason(
+                "invalid-action",
+                f"{self.name} answered {answer!r}, not an action of {contract.id}",
+                Step.POLICY, "$.action"),), record={**usage, "answer": answer[:200]})
+        return Ruling(action=answer, record=usage)
+
+    # ---------------------------------------------------------------- memo
+
+    def memo_key(self, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
+        """The admission's key plus every member the prompt shows, by value."""
+        if not isinstance(message, Mapping):
+            return None
+        gate = self.gate
+        admission = (gate.memo_key(message) if isinstance(gate, Gate)
+                     else gate.memo_key(message, keep=frozenset()))
+        if admission is None:
+            return None
+        return (admission, frozenset([(k, memo_value(v)) for k, v in message.items()
+                                      if k not in _HIDDEN]))
+
+    def memo_member(self, name: str, value: Any) -> Hashable:
+        """One member's contribution to :meth:`memo_key`."""
+        gate = self.gate
+        admission = (gate.memo_member(name, value) if isinstance(gate, Gate)
+                     else gate.memo_member(name, value, keep=frozenset()))
+        return (admission, None if name in _HIDDEN else memo_value(value))
+
+
+_CALL_CODES: Final = frozenset({"model-error", "model-timeout", "budget-exceeded"})
+TRANSIENT_CODES: Final = _CALL_CODES
+"""Reason codes of failed calls: never memoised or cached (a retry may succeed)."""
+
+
+def _usage(completion: Completion) -> dict[str, Any]:
+    return {"tokens_in": completion.tokens_in, "tokens_out": completion.tokens_out,
+            "latency_ms": round(completion.latency_ms, 3), "cached": completion.cached}
+
+
+def _answer(content: str) -> str | None:
+    """The action of an ``{"action": "<text>"}`` answer, else ``None``."""
+    try:
+        data = json.loads(content)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or set(data) != {"action"}:
+        return None
+    action = data["action"]
+    return action if isinstance(action, str) else None

@@ -1,0 +1,329 @@
+"""The model receiver and its chat-completions client, over real HTTP on 127.0.0.1.
+
+The server is :mod:`chat_server`, a scripted test double for a remote model
+provider; everything on the client side is the library's real code.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from chat_server import completion, payment_policy, prompt_of, sequence, serving
+from handoffs.contracts.payment import (
+    PAYMENT_RELEASE,
+    ActionOnlyEncoder,
+    FullRecordEncoder,
+    decision_contract_encoder,
+    synthetic_cases,
+)
+from handoffs.lab.payment import payment_gate
+from handoffs.receivers import (
+    ChatRequest,
+    FunctionReceiver,
+    GovernanceChecker,
+    ModelError,
+    ModelReceiver,
+    ModelTimeout,
+    OpenAICompatibleClient,
+    Verdict,
+    action_schema,
+)
+from handoffs.receivers._chat import retry_after
+
+ACTIONS = ["RELEASE", "HOLD", "REJECT_DUPLICATE", "ESCALATE"]
+
+
+def _case(name: str = "routine-01") -> Any:
+    return next(c for c in synthetic_cases(4) if c.case_id == name)
+
+
+def _receipt(name: str = "routine-01") -> dict[str, Any]:
+    from handoffs.contracts.payment import GOVERNANCE
+
+    case = _case(name)
+    stamp = GOVERNANCE.stamp(case_id=case.case_id, evidence_refs=case.evidence_refs).to_json()
+    return {"contract": PAYMENT_RELEASE.id, "id": "urn:uuid:6f1d3c1e-5d0b-4d4e-9d27-6c2f0f6b8a10",
+            **decision_contract_encoder().encode(case), **stamp}
+
+
+_OPEN: list[OpenAICompatibleClient] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Any:
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
+
+
+def _client(url: str, **options: Any) -> OpenAICompatibleClient:
+    options.setdefault("backoff", 0.01)
+    client = OpenAICompatibleClient(base_url=url, **options)
+    _OPEN.append(client)
+    return client
+
+
+def _receiver(url: str, **options: Any) -> ModelReceiver:
+    client = options.pop("client", None) or _client(url)
+    return ModelReceiver(gate=payment_gate(), client=client, model_route="scripted/payment",
+                         **options)
+
+
+def test_the_prompt_shows_what_the_encoder_sent_and_the_answer_is_constrained() -> None:
+    with serving() as server:
+        receiver = _receiver(server.url)
+        decision = receiver.receive(_receipt())
+    assert (decision.verdict, decision.action) == (Verdict.ACCEPT, "RELEASE")
+    (body,) = server.requests
+    prompt = prompt_of(body)
+    shown = json.loads(prompt[prompt.index("{"):])
+    assert set(shown) == {"decision_state", "proposed_action", "uncertainty",
+                          "counterfactual_trigger"}
+    assert "case_id" not in prompt
+    assert "urn:uuid" not in prompt
+    assert "Allowed actions: RELEASE, HOLD, REJECT_DUPLICATE, ESCALATE" in prompt
+    assert body["model"] == "scripted/payment"
+    assert (body["temperature"], body["seed"], body["max_tokens"]) == (0.0, 0, 16)
+    assert body["response_format"] == {"type": "json_schema", "json_schema": {
+        "name": "decision", "strict": True, "schema": action_schema(PAYMENT_RELEASE)}}
+    assert body["messages"][0]["role"] == "system"
+    record = decision.record
+    assert record["model_route"] == "scripted/payment"
+    assert record["parameters"] == {"temperature": 0.0, "seed": 0, "max_tokens": 16}
+    assert record["response_format"] == "json_schema"
+    assert len(record["prompt_sha256"]) == 64
+    assert record["tokens_in"] == len(prompt) // 4
+    assert record["tokens_out"] == 5
+    assert record["latency_ms"] > 0
+    assert record["cached"] is False
+
+
+def test_llama_cpp_form_of_the_response_format() -> None:
+    with serving() as server:
+        _receiver(server.url, response_format="json_object").receive(_receipt())
+    assert server.requests[0]["response_format"] == {
+        "type": "json_object", "schema": action_schema(PAYMENT_RELEASE)}
+    assert action_schema(PAYMENT_RELEASE)["properties"]["action"]["enum"] == ACTIONS
+
+
+def test_every_message_form_is_rendered() -> None:
+    full = {**FullRecordEncoder().encode(_case()), "authority": "ADVISE"}
+    action = {**ActionOnlyEncoder().encode(_case()), "authority": "DECIDE"}
+    with serving() as server:
+        checker = GovernanceChecker(PAYMENT_RELEASE, required=())
+        receiver = ModelReceiver(gate=checker, client=_client(server.url),
+                                 model_route="m", template="$authority|$message")
+        receiver.receive(full)
+        receiver.receive(action)
+    prompts = [prompt_of(b) for b in server.requests]
+    assert prompts[0].startswith("ADVISE|{")
+    assert '"investigation_notes"' in prompts[0]
+    assert prompts[1] == 'DECIDE|{"action":"RELEASE"}'
+
+
+@pytest.mark.parametrize(("content", "code"), [
+    ("RELEASE", "malformed-answer"),
+    ('{"action": "PAY_NOW"}', "invalid-action"),
+    ('{"action": "RELEASE", "why": "x"}', "malformed-answer"),
+    ('{"action": true}', "malformed-answer"),
+    ("[]", "malformed-answer"),
+    ("False", "malformed-answer"),
+])
+def test_answers_outside_the_action_set_fail_closed(content: str, code: str) -> None:
+    with serving(sequence((200, {}, completion(content)))) as server:
+        decision = _receiver(server.url).receive(_receipt())
+    assert decision.verdict is Verdict.REJECT
+    assert decision.action == "ESCALATE"  # the contract's fail-closed action
+    assert [r.code for r in decision.reasons] == [code]
+    assert decision.record["tokens_out"] == 5  # the failed answer still cost tokens
+
+
+def test_a_body_that_is_not_a_completion_is_a_model_error() -> None:
+    with serving(sequence((200, {}, {"choices": []}))) as server:
+        decision = _receiver(server.url).receive(_receipt())
+    assert decision.verdict is Verdict.ESCALATE
+    assert [r.code for r in decision.reasons] == ["model-error"]
+
+
+def test_an_inadmissible_message_never_reaches_the_model() -> None:
+    with serving() as server:
+        message = _receipt()
+        del message["policy_version"]
+        decision = _receiver(server.url).receive(message)
+    assert decision.verdict is Verdict.REJECT
+    assert server.requests == []
+
+
+def test_429_with_retry_after_is_honoured() -> None:
+    script = sequence((429, {"retry-after": "0.3"}, {"error": "slow down"}),
+                      (200, {}, completion('{"action": "HOLD"}')))
+    with serving(script) as server:
+        started = time.perf_counter()
+        answer = _client(server.url).complete(_request())
+        elapsed = time.perf_counter() - started
+    assert answer.content == '{"action": "HOLD"}'
+    assert len(server.requests) == 2
+    assert elapsed >= 0.3  # waited as told, not the 10 ms backoff
+
+
+def test_a_500_then_success_is_retried_with_backoff() -> None:
+    script = sequence((500, {}, {"error": "boom"}), (503, {}, "down"),
+                      (200, {}, completion('{"action": "RELEASE"}')))
+    with serving(script) as server:
+        answer = _client(server.url, seed=1).complete(_request())
+    assert answer.content == '{"action": "RELEASE"}'
+    assert len(server.requests) == 3
+    assert answer.latency_ms > 0
+
+
+def test_retries_are_bounded_and_other_statuses_are_not_retried() -> None:
+    with serving(sequence((500, {}, "boom"))) as server, \
+            pytest.raises(ModelError, match="HTTP 500"):
+        _client(server.url, max_retries=2).complete(_request())
+    assert len(server.requests) == 3
+    with serving(sequence((401, {}, {"error": "bad key"}))) as server, \
+            pytest.raises(ModelError, match="HTTP 401") as caught:
+        _client(server.url).complete(_request())
+    assert caught.value.code == "model-error"
+    assert len(server.requests) == 1
+
+
+def test_timeouts_fail_closed_as_model_timeout() -> None:
+    with serving(delay=0.5) as server:
+        client = _client(server.url, timeout=0.1, max_retries=1)
+        with pytest.raises(ModelTimeout):
+            client.complete(_request())
+        decision = _receiver(server.url, client=client).receive(_receipt())
+    assert decision.verdict is Verdict.ESCALATE
+    assert decision.action == "ESCALATE"
+    assert [r.code for r in decision.reasons] == ["model-timeout"]
+
+
+def test_the_concurrency_limit_holds() -> None:
+    with serving(delay=0.05) as server:
+        client = _client(server.url, max_concurrency=3)
+        threads = [threading.Thread(target=client.complete, args=(_request(),))
+                   for _ in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=10)
+    assert len(server.requests) == 12
+    assert server.max_in_flight == 3
+
+
+def test_the_rate_limits_space_calls() -> None:
+    heavy = sequence((200, {}, completion('{"action": "HOLD"}', tokens_in=600)))
+    with serving(heavy) as server:
+        requests = _client(server.url, requests_per_minute=120)  # bursts up to 120
+        started = time.perf_counter()
+        for _ in range(3):
+            requests.complete(_request())
+        burst = time.perf_counter() - started
+        # 10 tokens a second: the first call is estimated at 51 tokens but used 605, so
+        # the bucket is in debt and the second call (11 tokens) waits about 1.6 s.
+        tokens = _client(server.url, tokens_per_minute=600)
+        started = time.perf_counter()
+        tokens.complete(_request(max_tokens=50))
+        tokens.complete(_request(max_tokens=10))
+        waited = time.perf_counter() - started
+    assert burst < 1.0
+    assert waited >= 1.0
+
+
+def test_the_key_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HANDOFFS_TEST_KEY", "sk-test-123")
+    with serving() as server:
+        client = _client(server.url, api_key_env="HANDOFFS_TEST_KEY")
+        client.complete(_request())
+        copy = pickle.loads(pickle.dumps(client))  # noqa: S301 - our own object
+        _OPEN.append(copy)
+        copy.complete(_request())
+    assert [h.get("authorization") for h in server.headers] == ["Bearer sk-test-123"] * 2
+    assert "sk-test" not in repr(client)
+
+
+def test_bad_configuration_is_refused() -> None:
+    with pytest.raises(ValueError, match="base_url"):
+        OpenAICompatibleClient(base_url="localhost:8000")
+    with pytest.raises(ValueError, match="max_concurrency"):
+        OpenAICompatibleClient(base_url="http://127.0.0.1:1/v1", max_concurrency=0)
+    client = OpenAICompatibleClient(base_url="http://127.0.0.1:1/v1")
+    with pytest.raises(ValueError, match="placeholder"):
+        ModelReceiver(gate=payment_gate(), client=client, model_route="m", template="$case")
+    with pytest.raises(ValueError, match="response_format"):
+        ModelReceiver(gate=payment_gate(), client=client, model_route="m",
+                      response_format="grammar")
+    with pytest.raises(ValueError, match="temperature"):
+        ModelReceiver(gate=payment_gate(), client=client, model_route="m", temperature=3)
+    with pytest.raises(TypeError, match="ChatClient"):
+        ModelReceiver(gate=payment_gate(), client=object(),  # type: ignore[arg-type]
+                      model_route="m")
+
+
+def test_the_declaration_is_frozen_and_fingerprinted() -> None:
+    client = OpenAICompatibleClient(base_url="http://127.0.0.1:1/v1")
+    a = ModelReceiver(gate=payment_gate(), client=client, model_route="m")
+    b = ModelReceiver(gate=payment_gate(), client=client, model_route="m", template="$message")
+    c = ModelReceiver(gate=payment_gate(), client=client, model_route="m", temperature=0.7)
+    assert a.fingerprint() != b.fingerprint() != c.fingerprint()
+    assert a.record["prompt_sha256"] != b.record["prompt_sha256"]
+    assert a.deterministic
+    assert not c.deterministic
+    assert a.max_in_flight == 8
+
+
+def test_memo_keys_follow_the_prompt() -> None:
+    client = OpenAICompatibleClient(base_url="http://127.0.0.1:1/v1")
+    receiver = ModelReceiver(gate=payment_gate(), client=client, model_route="m")
+    one, other = _receipt("routine-01"), _receipt("routine-02")
+    assert receiver.memo_key(one) == receiver.memo_key(other)  # only the ids differ
+    changed = {**one, "decision_state": {**one["decision_state"], "high_value": True}}
+    assert receiver.memo_key(changed) != receiver.memo_key(one)
+    assert receiver.memo_key(b"{}") is None
+    assert receiver.request(one, PAYMENT_RELEASE) == receiver.request(other, PAYMENT_RELEASE)
+
+
+def test_function_receivers_may_declare_what_they_read() -> None:
+    checker = GovernanceChecker(PAYMENT_RELEASE, required=())
+    reading = FunctionReceiver(lambda admitted: "RELEASE", gate=checker, name="f",
+                               prompt="p", model_route="r", deterministic=True,
+                               reads=("decision_state",))
+    blind = FunctionReceiver(lambda admitted: "RELEASE", gate=checker, name="f",
+                             prompt="p", model_route="r", deterministic=True)
+    one, other = _receipt("routine-01"), _receipt("routine-02")
+    assert reading.memo_key(one) == reading.memo_key(other)
+    assert reading.memo_key(one) != reading.memo_key({**one, "decision_state": {}})
+    assert blind.memo_key(one) is None
+    gated = FunctionReceiver(lambda admitted: "RELEASE", gate=payment_gate(), name="f",
+                             prompt="p", model_route="r", deterministic=True,
+                             reads=("case_id",))
+    assert gated.memo_key(one) != gated.memo_key(other)  # it reads the case id itself
+
+
+def test_retry_after_forms() -> None:
+    assert retry_after("2") == 2.0
+    assert retry_after(None) is None
+    assert retry_after("soon") is None
+    assert retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412470.0) == 10.0
+
+
+def _request(**changes: Any) -> ChatRequest:
+    options: dict[str, Any] = {"model": "m", "messages": (("user", "hello"),)}
+    options.update(changes)
+    return ChatRequest(**options)
+
+
+def test_the_payment_policy_double_answers_like_the_contract() -> None:
+    for case in synthetic_cases(1):
+        receipt = _receipt(case.case_id)
+        reply = payment_policy({"messages": [{"role": "user",
+                                              "content": "x " + json.dumps(receipt)}]})
+        answer = json.loads(reply[2]["choices"][0]["message"]["content"])["action"]
+        assert answer == PAYMENT_RELEASE.decide(case.state()).value
