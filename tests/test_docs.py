@@ -1,5 +1,10 @@
 """Every ```python block in README.md and docs/**/*.md runs: in order, one namespace per
-page."""
+page.
+
+A page about an optional extra declares the modules it needs on its first line,
+``<!-- requires: agents, langgraph -->``; without them installed its blocks are skipped
+(CI installs every extra, so they run there).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ DOCS = ROOT / "docs"
 _BLOCK = re.compile(r"^(?P<indent>[ \t]*)```python\b[^\n]*\n(?P<code>.*?)^(?P=indent)```[ \t]*$",
                     re.DOTALL | re.MULTILINE)
 PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+_REQUIRES = re.compile(r"\A<!--\s*requires:\s*(?P<modules>[\w., ]+?)\s*-->")
 
 
 def python_blocks(text: str) -> list[tuple[int, str]]:
@@ -30,6 +36,13 @@ def python_blocks(text: str) -> list[tuple[int, str]]:
     return blocks
 
 
+def test_requires_line() -> None:
+    match = _REQUIRES.match("<!-- requires: agents, langgraph -->\n# Title\n")
+    assert match is not None
+    assert [m.strip() for m in match["modules"].split(",")] == ["agents", "langgraph"]
+    assert _REQUIRES.match("# Title\n<!-- requires: agents -->") is None
+
+
 def test_block_extraction() -> None:
     text = ("x\n```python\na = 1\n```\n```console\n$ no\n```\n"
             "  ```python title='t'\n  b = 2\n  ```\n")
@@ -38,9 +51,13 @@ def test_block_extraction() -> None:
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    blocks = python_blocks(page.read_text(encoding="utf-8"))
+    text = page.read_text(encoding="utf-8")
+    blocks = python_blocks(text)
     if not blocks:
         pytest.skip("no python blocks")
+    requires = _REQUIRES.match(text)
+    for required in requires["modules"].split(",") if requires else ():
+        pytest.importorskip(required.strip())
     # A real module, so that classes defined on the page resolve their annotations,
     # pickle and repr like ordinary code; files the page writes land in tmp_path.
     name = "docs_" + re.sub(r"\W", "_", str(page.relative_to(ROOT).with_suffix("")))

@@ -1,0 +1,43 @@
+"""Adapters: the gate between agents in the frameworks people use.
+
+Each framework has one module and one extra of the same name, imported only when
+you import the module (a missing extra raises :class:`~handoffs.MissingExtra`)::
+
+    pip install 'handoffs[openai-agents]'      # handoffs.adapters.openai_agents
+    pip install 'handoffs[langgraph]'          # handoffs.adapters.langgraph
+    pip install 'handoffs[pydantic-ai]'        # handoffs.adapters.pydantic_ai
+    pip install 'handoffs[a2a]'                # handoffs.adapters.a2a
+    pip install 'handoffs[mcp]'                # handoffs.adapters.mcp
+
+Every adapter does the same three things in its framework's own idiom:
+
+* **sender side** — the model fills only the contract's semantic part, through the
+  strict schema of :meth:`~handoffs.contracts.Contract.content_schema`; code stamps the
+  governance members and signs (:class:`ReceiptSigner`, normally a
+  :class:`handoffs.contracts.Sender`);
+* **receiver side** — the gate decides before the receiving agent runs, and a refusal
+  takes the framework's form of "go elsewhere" (:func:`hand_over` returns the
+  :class:`Handover` every adapter routes on);
+* **channel arms** — what history reaches the receiving agent besides the receipt
+  (full history or the receipt alone), named so the lab can compare them.
+
+This package stands on :mod:`handoffs.receivers` and :mod:`handoffs.contracts` only.
+"""
+
+from handoffs.adapters._handover import (
+    Case,
+    Handover,
+    ReceiptSigner,
+    Transport,
+    case_of,
+    hand_over,
+)
+
+__all__ = [
+    "Case",
+    "Handover",
+    "ReceiptSigner",
+    "Transport",
+    "case_of",
+    "hand_over",
+]

@@ -1,0 +1,194 @@
+"""What every adapter shares: one handoff from model content to the gate's decision.
+
+A framework adapter calls :func:`hand_over` where its framework passes control from
+one agent to the next, then routes on the :class:`Handover` it gets back: to the
+receiving agent when the gate accepted the receipt, elsewhere (an escalation agent,
+a node, an error) when it did not. The model's output is *content* only; the
+governance members come from the signer's configuration, never from the model.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from handoffs._errors import HandoffsError, MalformedJSON, MissingExtra
+from handoffs._json import dumps, loads
+from handoffs.contracts import Contract
+from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
+
+__all__ = [
+    "Case",
+    "Handover",
+    "ReceiptSigner",
+    "Transport",
+    "case_of",
+    "hand_over",
+    "require",
+]
+
+SENDER: str = "sender"
+"""The ``receiver`` name on a decision the sender side made (it refused to sign)."""
+
+Transport = Callable[[bytes], bytes]
+"""What carries the signed bytes from the sender to the gate: the identity in one
+process; a queue, an outbox or an HTTP hop in a deployment (tests use it to tamper or
+replay)."""
+
+
+@runtime_checkable
+class ReceiptSigner(Protocol):
+    """Turns model-written content into signed receipt bytes (a
+    :class:`handoffs.contracts.Sender`): governance is stamped from its configuration.
+    """
+
+    @property
+    def contract(self) -> Contract[Any, Any]:
+        """The contract version whose receipts it signs."""
+        ...
+
+    def sign(self, content: Mapping[str, Any], *, case_id: str,
+             evidence_refs: Sequence[str]) -> bytes:
+        """Signed receipt bytes for ``content``.
+
+        Raises:
+            HandoffsError: the content sets a governance member (``UntrustedGovernance``)
+                or does not satisfy the contract (``ReceiptValidationError``).
+        """
+        ...
+
+
+def _strings(values: Any) -> tuple[str, ...]:
+    return tuple(str(value) for value in values)
+
+
+@attrs.frozen
+class Case:
+    """The case a handoff is about, as the application (not the model) knows it.
+
+    Attributes:
+        case_id: the case identifier stamped on the receipt.
+        evidence_refs: references to the authoritative evidence.
+    """
+
+    case_id: str
+    evidence_refs: tuple[str, ...] = attrs.field(converter=_strings)
+
+
+def case_of(context: Any) -> Case:
+    """The :class:`Case` of a framework's context object: a :class:`Case`, or any object
+    with ``case_id`` and ``evidence_refs`` attributes (or keys, for a mapping).
+
+    Raises:
+        TypeError: the context names no case.
+    """
+    if isinstance(context, Case):
+        return context
+    if isinstance(context, Mapping):
+        case_id, refs = context.get("case_id"), context.get("evidence_refs")
+    else:
+        case_id = getattr(context, "case_id", None)
+        refs = getattr(context, "evidence_refs", None)
+    if not isinstance(case_id, str) or refs is None:
+        raise TypeError(f"the context ({type(context).__name__}) names no case: give it "
+                        "case_id and evidence_refs, or pass case_of=")
+    return Case(case_id=case_id, evidence_refs=refs)
+
+
+@attrs.frozen
+class Handover:
+    """The outcome of one handoff: the decision, and what crossed.
+
+    Attributes:
+        decision: the gate's decision; when the sender refused to sign the model's
+            content, a ``REJECT`` whose ``receiver`` is ``"sender"`` and whose reason
+            says which member and why.
+        message: the signed bytes the gate received (``None`` when nothing was signed).
+        receipt: the admitted receipt document (only when the gate accepted it).
+    """
+
+    decision: Decision
+    message: bytes | None = None
+    receipt: Mapping[str, Any] | None = None
+
+    @property
+    def accepted(self) -> bool:
+        """Whether the receiving agent gets the receipt (the gate's verdict is ACCEPT)."""
+        return self.decision.verdict is Verdict.ACCEPT
+
+    @property
+    def refused_by(self) -> str | None:
+        """``"sender"`` or ``"gate"`` for a refused handoff, ``None`` when accepted."""
+        if self.accepted:
+            return None
+        return SENDER if self.decision.receiver == SENDER else "gate"
+
+    def to_json(self) -> dict[str, Any]:
+        """What the next agent reads: the decision and, when accepted, the receipt."""
+        return {
+            "handoff": "accepted" if self.accepted else "refused",
+            "refused_by": self.refused_by,
+            "decision": self.decision.to_json(),
+            "receipt": None if self.receipt is None else dict(self.receipt),
+        }
+
+    def to_text(self) -> str:
+        """:meth:`to_json` as compact JSON text (a tool output, a message)."""
+        return dumps(self.to_json())
+
+
+def _sender_refusal(contract: Contract[Any, Any], exc: HandoffsError) -> Decision:
+    return Decision(
+        verdict=Verdict.REJECT,
+        action=contract.fail_closed_action.value,
+        step=Step.PARSE,
+        reasons=(Reason(code=exc.code, message=exc.message, step=Step.PARSE,
+                        json_path=exc.json_path),),
+        receiver=SENDER,
+        contract=contract.id,
+    )
+
+
+def hand_over(
+    content: Any,
+    *,
+    signer: ReceiptSigner,
+    receiver: Receiver,
+    case: Case,
+    transport: Transport | None = None,
+) -> Handover:
+    """Sign model-written ``content`` for ``case``, carry it, and gate it.
+
+    The steps: (a) ``content`` must be a JSON object (text is parsed with the gate's
+    limits); (b) the signer stamps governance from its own configuration and signs — a
+    model that wrote a governance member (``authority``, ``valid_until``, …) is refused
+    here (``untrusted-governance``), so nothing it wrote can widen authority or extend
+    validity; (c) ``transport`` carries the bytes; (d) the receiver's gate decides.
+    Never raises on bad content: every refusal is a :class:`Handover` with reasons.
+    """
+    contract = signer.contract
+    try:
+        document = loads(content) if isinstance(content, str | bytes) else content
+        if not isinstance(document, Mapping):
+            raise MalformedJSON("the model's handoff content must be a JSON object",
+                                code="not-an-object")
+        message = signer.sign(document, case_id=case.case_id, evidence_refs=case.evidence_refs)
+    except HandoffsError as exc:
+        return Handover(decision=_sender_refusal(contract, exc))
+    if transport is not None:
+        message = transport(message)
+    decision = receiver.receive(message)
+    receipt = loads(message) if decision.verdict is Verdict.ACCEPT else None
+    return Handover(decision=decision, message=message, receipt=receipt)
+
+
+def require(module: str, *, extra: str, feature: str) -> ModuleType:
+    """Import an adapter's framework, or raise :class:`~handoffs.MissingExtra`."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingExtra(feature, extra=extra, module=module) from exc

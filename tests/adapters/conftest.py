@@ -1,0 +1,43 @@
+"""Fixtures of the adapter tests (the payment world lives in ``adapter_world``).
+
+Each adapter's test module starts with ``pytest.importorskip("<framework>")`` so that
+it is skipped cleanly when its extra is absent; this file imports no framework. The
+only test doubles are for what is remote: the language models (each framework's own
+scripted or fake model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from adapter_world import GrantSigner, Replayer, World, make_world, strict_receiver
+
+from handoffs.receivers import StrictContractReceiver
+
+
+@pytest.fixture(scope="session")
+def world() -> World:
+    return make_world()
+
+
+@pytest.fixture
+def signer(world: World) -> GrantSigner:
+    return GrantSigner(world)
+
+
+@pytest.fixture
+def make_receiver(world: World) -> Callable[..., StrictContractReceiver]:
+    """A strict case-owner receiver; ``at=`` moves its clock (expiry), ``identity=`` its
+    audience. Each call has a fresh replay store."""
+    return lambda **options: strict_receiver(world, **options)
+
+
+@pytest.fixture
+def receiver(world: World) -> StrictContractReceiver:
+    return strict_receiver(world)
+
+
+@pytest.fixture
+def replayer() -> Replayer:
+    return Replayer()

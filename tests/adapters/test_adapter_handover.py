@@ -1,0 +1,114 @@
+"""The handover every adapter routes on, without any framework."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from adapter_world import (
+    EXPIRED,
+    GrantSigner,
+    Replayer,
+    World,
+    case_ref,
+    content_for,
+    tamper,
+    with_governance,
+)
+
+from handoffs import MissingExtra
+from handoffs.adapters import Case, case_of, hand_over
+from handoffs.adapters._handover import require
+from handoffs.receivers import StrictContractReceiver, Verdict
+
+
+def test_a_genuine_receipt_is_accepted_and_carried(signer: GrantSigner,
+                                                   receiver: StrictContractReceiver) -> None:
+    handover = hand_over(content_for("routine-01"), signer=signer, receiver=receiver,
+                         case=case_ref("routine-01"))
+    assert handover.accepted
+    assert handover.refused_by is None
+    assert handover.decision.action == "RELEASE"
+    assert handover.receipt is not None
+    assert handover.receipt["authority"] == "ADVISE"
+    assert handover.receipt["case_id"] == "routine-01"
+    text = json.loads(handover.to_text())
+    assert text["handoff"] == "accepted"
+    assert text["receipt"]["proof"]["proofPurpose"] == "assertionMethod"
+
+
+def test_content_as_json_text_is_parsed(signer: GrantSigner,
+                                        receiver: StrictContractReceiver) -> None:
+    handover = hand_over(json.dumps(content_for("duplicate-02")), signer=signer,
+                         receiver=receiver, case=case_ref("duplicate-02"))
+    assert handover.accepted
+    assert handover.decision.action == "REJECT_DUPLICATE"
+
+
+@pytest.mark.parametrize(("content", "code", "path"), [
+    (with_governance(content_for("routine-01")), "untrusted-governance", "$.authority"),
+    ({**content_for("routine-01"), "receiver": "anyone"}, "untrusted-governance",
+     "$.receiver"),
+    ("[1, 2]", "not-an-object", "$"),
+    ("{not json", "invalid-json", "$"),
+    ({**content_for("routine-01"), "proposed_action": "PAY_TWICE"}, "schema-invalid",
+     "$.proposed_action"),
+])
+def test_the_sender_refuses_what_a_model_may_not_write(
+        signer: GrantSigner, receiver: StrictContractReceiver, content: Any, code: str,
+        path: str | None) -> None:
+    handover = hand_over(content, signer=signer, receiver=receiver, case=case_ref("routine-01"))
+    assert handover.refused_by == "sender"
+    assert handover.message is None
+    assert handover.receipt is None
+    assert handover.decision.verdict is Verdict.REJECT
+    assert handover.decision.action == "ESCALATE"  # the contract's fail-closed action
+    (reason,) = handover.decision.reasons
+    assert reason.code == code
+    if path is not None:
+        assert reason.json_path == path
+
+
+def test_refusals_by_the_gate(world: World, signer: GrantSigner,
+                              make_receiver: Callable[..., StrictContractReceiver],
+                              replayer: Replayer) -> None:
+    content, case = content_for("routine-01"), case_ref("routine-01")
+    tampered = hand_over(content, signer=signer, receiver=make_receiver(), case=case,
+                         transport=tamper)
+    assert (tampered.refused_by, tampered.decision.reasons[0].code) == ("gate", "bad-signature")
+    assert tampered.receipt is None
+
+    receiver = make_receiver()
+    first = hand_over(content, signer=signer, receiver=receiver, case=case, transport=replayer)
+    again = hand_over(content, signer=signer, receiver=receiver, case=case, transport=replayer)
+    assert first.accepted
+    assert again.decision.reasons[0].code == "replayed"
+
+    elsewhere = hand_over(content, signer=GrantSigner(world, receiver="case-owner-2"),
+                          receiver=make_receiver(), case=case)
+    assert elsewhere.decision.reasons[0].code == "wrong-audience"
+
+    late = hand_over(content, signer=signer, receiver=make_receiver(at=EXPIRED), case=case)
+    assert late.decision.reasons[0].code == "receipt-expired"
+
+
+def test_case_of_reads_attributes_keys_or_a_case() -> None:
+    class Context:
+        case_id = "x-1"
+        evidence_refs = ("evidence://x/1",)
+
+    expected = Case("x-1", ("evidence://x/1",))
+    assert case_of(Context()) == expected
+    assert case_of({"case_id": "x-1", "evidence_refs": ["evidence://x/1"]}) == expected
+    assert case_of(expected) is expected
+    with pytest.raises(TypeError, match="names no case"):
+        case_of(object())
+
+
+def test_a_missing_framework_is_a_missing_extra() -> None:
+    with pytest.raises(MissingExtra, match=r"pip install 'handoffs\[demo\]'") as caught:
+        require("no_such_framework_for_handoffs", extra="demo", feature="the demo adapter")
+    assert isinstance(caught.value, ImportError)
+    assert caught.value.module == "no_such_framework_for_handoffs"
