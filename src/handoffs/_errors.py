@@ -19,6 +19,7 @@ __all__ = [
     "KeyRingError",
     "MalformedJSON",
     "MissingExtra",
+    "PolicyError",
     "ProofError",
     "ReceiptValidationError",
     "UnknownContract",
@@ -129,6 +130,19 @@ class ContractDefinitionError(HandoffsError, TypeError):
     """A contract definition in Python is inconsistent (e.g. an incomplete loss matrix)."""
 
     code = "bad-contract-definition"
+
+
+class PolicyError(HandoffsError, ValueError):
+    """A policy condition could not be evaluated, so the decision fails closed.
+
+    Codes: ``predicate-result`` (a :class:`~handoffs.contracts.Predicate` returned
+    something other than ``True``, ``False`` or ``None``), ``predicate-raised`` (it
+    raised), ``not-a-number`` (an arithmetic expression read a value that is not a
+    number or an interval). A gate turns it into a decision with the contract's
+    fail-closed action and this code; it is never read as ``False``.
+    """
+
+    code = "policy-error"
 
 
 class ProofError(HandoffsError, ValueError):

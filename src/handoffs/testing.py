@@ -612,16 +612,17 @@ def _failing_rows(contract: Contract[Any, Any], evidence: Sequence[Any],
                 continue
             reference = str(row[column["reference"]])
             chosen = str(row[column["action"]])
+            case_index = start + int(row[column["case"]])
+            state = contract.view(reader(evidence[case_index]))
             if chosen in actions and reference in actions:
                 regret = contract.loss(actions[chosen], actions[reference])
-                violated = contract.hard_violations(actions[chosen], actions[reference])
+                violated = contract.hard_violations(actions[chosen], actions[reference],
+                                                    truth=state)
             else:
                 regret, violated = math.nan, ()
             if chosen == reference and not violated:
                 continue
-            case_index = start + int(row[column["case"]])
             case_id = str(record["cases"][int(row[column["case"]])][0])
-            state = contract.view(reader(evidence[case_index]))
             failing.append((
                 case_id,
                 reference,

@@ -11,9 +11,9 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
-from handoffs._errors import ContractDefinitionError
-from handoffs.contracts._fields import FieldSpec, state_fields
-from handoffs.contracts._policy import Outcome, Policy
+from handoffs._errors import ContractDefinitionError, PolicyError
+from handoffs.contracts._fields import FieldKind, FieldSpec, state_fields
+from handoffs.contracts._policy import Condition, Outcome, Policy, arithmetic_conditions
 
 __all__ = [
     "Authority",
@@ -130,27 +130,58 @@ class HardConstraint(Generic[A]):
     """A violation counted apart from average regret, never averaged away.
 
     Choosing ``chosen`` is a hard violation whenever the reference action is not in
-    ``allowed_references``. The essay's example: RELEASE when the reference is not
-    RELEASE.
+    ``allowed_references`` and, if ``when`` is given, ``when`` holds on the reference
+    (true) state. The essay's example: RELEASE when the reference is not RELEASE. A
+    condition on the true state says "never CONTINUE when p > 0.3" directly::
+
+        HardConstraint("no-continue-when-likely", chosen=Action.CONTINUE,
+                       when=Field("failure_probability") > 0.3)
+
+    ``when`` is evaluated in the policy's three-valued logic on the true state; if it
+    is undetermined there (a certified interval straddling 0.3) the constraint counts
+    as applying: a hard constraint errs on the side of counting.
     """
 
     name: str
     chosen: A
-    allowed_references: frozenset[A] = attrs.field(converter=_action_set)
+    allowed_references: frozenset[A] = attrs.field(default=frozenset(), converter=_action_set)
     description: str = ""
+    when: Condition | None = attrs.field(default=None, kw_only=True)
 
-    def violated(self, chosen: A, reference: A) -> bool:
-        """True when choosing ``chosen`` against ``reference`` breaks the constraint."""
-        return chosen == self.chosen and reference not in self.allowed_references
+    def violated(self, chosen: A, reference: A, *,
+                 truth: Mapping[str, Any] | None = None) -> bool:
+        """True when choosing ``chosen`` against ``reference`` breaks the constraint.
+
+        Args:
+            chosen: the action taken.
+            reference: the reference action.
+            truth: the true state as a view (``Contract.view``); required when the
+                constraint has a ``when`` condition.
+
+        Raises:
+            PolicyError: ``truth-required`` when ``when`` is set and ``truth`` is not
+                given; or what evaluating ``when`` raises.
+        """
+        if chosen != self.chosen or reference in self.allowed_references:
+            return False
+        if self.when is None:
+            return True
+        if truth is None:
+            raise PolicyError(f"hard constraint {self.name!r} is conditioned on the true "
+                              "state; pass truth=", code="truth-required")
+        return self.when.evaluate(truth) is not False
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {
+        out = {
             "name": self.name,
             "chosen": self.chosen.value,
             "allowed_references": sorted(a.value for a in self.allowed_references),
             "description": self.description,
         }
+        if self.when is not None:
+            out["when"] = self.when.describe()
+        return out
 
 
 class ContextDependency:
@@ -287,6 +318,26 @@ class Contract(Generic[S, A]):
             raise ContractDefinitionError(
                 f"policy reads unknown fields {sorted(unknown)}", code="policy-unknown-field"
             )
+        conditions = [rule.when for rule in self.policy.rules]
+        for constraint in self.hard_constraints:
+            if constraint.when is None:
+                continue
+            unknown = constraint.when.reads() - known
+            if unknown:
+                raise ContractDefinitionError(
+                    f"hard constraint {constraint.name!r} reads unknown fields "
+                    f"{sorted(unknown)}", code="policy-unknown-field",
+                    json_path=f"$.hard_constraints.{constraint.name}")
+            conditions.append(constraint.when)
+        numeric = (FieldKind.INT, FieldKind.FLOAT, FieldKind.INTERVAL)
+        for condition in conditions:
+            for compare in arithmetic_conditions(condition):
+                bad = sorted(n for n in compare.reads() if n in known
+                             and self.field_map[n].kind not in numeric)
+                if bad:
+                    raise ContractDefinitionError(
+                        f"arithmetic in {compare.describe()!r} reads non-numeric fields "
+                        f"{bad}", code="policy-not-numeric")
         for action in (self.fail_closed_action, self.policy.default,
                        *(r.action for r in self.policy.rules),
                        *(h.chosen for h in self.hard_constraints)):
@@ -323,17 +374,23 @@ class Contract(Generic[S, A]):
     def decide(self, state: S) -> A:
         """The reference action for a complete state (always determined)."""
         outcome = self.policy.evaluate(self.view(state))
-        if outcome.action is None:  # only a Predicate that ignores its inputs gets here
-            return self.fail_closed_action
+        if outcome.action is None:  # an interval straddles, a divisor holds 0, or a
+            return self.fail_closed_action  # Predicate returned None
         return outcome.action
 
     def evaluate(self, view: Mapping[str, Any]) -> Outcome[A]:
         """The policy on a partial view (see :meth:`Policy.evaluate`)."""
         return self.policy.evaluate(view)
 
-    def hard_violations(self, chosen: A, reference: A) -> tuple[str, ...]:
-        """Names of the hard constraints that ``chosen`` breaks against ``reference``."""
-        return tuple(h.name for h in self.hard_constraints if h.violated(chosen, reference))
+    def hard_violations(self, chosen: A, reference: A, *,
+                        truth: S | Mapping[str, Any] | None = None) -> tuple[str, ...]:
+        """Names of the hard constraints that ``chosen`` breaks against ``reference``.
+
+        ``truth`` (the true state, or its view) is needed by constraints with ``when``.
+        """
+        view = truth if truth is None or isinstance(truth, Mapping) else self.view(truth)
+        return tuple(h.name for h in self.hard_constraints
+                     if h.violated(chosen, reference, truth=view))
 
     def describe(self) -> dict[str, Any]:
         """The whole contract as JSON-ready data (exported beside the schema)."""

@@ -7,24 +7,38 @@ three-valued (Kleene) logic over a *view* of the state: a field that is absent, 
 an interval that straddles a threshold, makes a condition *unknown*. The first rule
 whose condition is true decides; if an earlier rule is unknown the decision is
 **undetermined**, and a receiver must fail closed rather than guess.
+
+Numeric conditions can be written as arithmetic over fields,
+``Field("failure_probability") * Field("consequence") > 2``, evaluated with exact
+interval arithmetic (see :class:`Expr`): an interval result that straddles the
+comparison leaves the condition unknown, like a straddled :class:`Over`.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar, Generic, TypeVar
+import functools
+import itertools
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from fractions import Fraction
+from typing import Any, ClassVar, Final, Generic, TypeVar
 
 import attrs
 
-from handoffs._errors import ContractDefinitionError
+from handoffs._errors import ContractDefinitionError, PolicyError
 from handoffs.contracts._fields import Interval
 
 __all__ = [
     "AllOf",
     "Always",
     "AnyOf",
+    "Arith",
+    "Compare",
     "Condition",
+    "Const",
+    "Expr",
+    "Field",
     "Is",
     "Not",
     "Outcome",
@@ -59,6 +73,15 @@ class Condition:
     def thresholds(self) -> tuple[tuple[str, float], ...]:
         """Numeric thresholds ``(field, value)`` the condition compares against."""
         return ()
+
+    def cuts(self, view: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
+        """Values ``(field, value)`` at which the truth may change when that field alone
+        varies and every other field keeps its value in ``view`` (an interval at either
+        end). For :class:`Over` and :class:`Under` these are the thresholds; for an
+        arithmetic :class:`Compare` they depend on the other fields (``p * h > 2`` cuts
+        ``p`` at ``2 / h``). The lab searches these cells.
+        """
+        return self.thresholds()
 
     def __invert__(self) -> Condition:
         return Not(self)
@@ -195,6 +218,9 @@ class Not(Condition):
     def thresholds(self) -> tuple[tuple[str, float], ...]:
         return self.operand.thresholds()
 
+    def cuts(self, view: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
+        return self.operand.cuts(view)
+
 
 @attrs.frozen
 class AllOf(Condition):
@@ -220,6 +246,9 @@ class AllOf(Condition):
 
     def thresholds(self) -> tuple[tuple[str, float], ...]:
         return tuple(t for o in self.operands for t in o.thresholds())
+
+    def cuts(self, view: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
+        return tuple(t for o in self.operands for t in o.cuts(view))
 
 
 @attrs.frozen
@@ -247,30 +276,439 @@ class AnyOf(Condition):
     def thresholds(self) -> tuple[tuple[str, float], ...]:
         return tuple(t for o in self.operands for t in o.thresholds())
 
+    def cuts(self, view: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
+        return tuple(t for o in self.operands for t in o.cuts(view))
+
 
 @attrs.frozen
 class Predicate(Condition):
     """An arbitrary Python test, for conditions the built-ins cannot express.
 
     The function sees the view only when every field in ``fields`` is present;
-    otherwise the predicate is unknown. Prefer the declarative conditions: a
-    predicate cannot be diffed beyond its ``description``.
+    otherwise the predicate is unknown. It must return ``True``, ``False`` or ``None``
+    (undetermined, e.g. an interval that straddles its threshold). Anything else,
+    truthy or not (``0``, ``"yes"``, a NumPy bool), and any exception it raises, is a
+    :class:`~handoffs.PolicyError` (``predicate-result``, ``predicate-raised``): a
+    gate fails closed on it, and nothing is ever read as ``False``.
+
+    Prefer the declarative conditions and arithmetic expressions (``Field("p") *
+    Field("h") > 2``): a predicate cannot be diffed beyond its ``description``, and
+    the lab cannot search inside it (it reports which analyses it had to skip).
     """
 
-    fn: Callable[[Mapping[str, Any]], bool] = attrs.field(eq=False)
+    fn: Callable[[Mapping[str, Any]], bool | None] = attrs.field(eq=False)
     fields: frozenset[str] = attrs.field(converter=frozenset)
     description: str
 
     def evaluate(self, view: Mapping[str, Any]) -> Truth:
         if any(name not in view for name in self.fields):
             return None
-        return bool(self.fn(view))
+        try:
+            result = self.fn(view)
+        except Exception as exc:
+            raise PolicyError(
+                f"predicate {self.description!r} raised {type(exc).__name__}: {exc}",
+                code="predicate-raised",
+            ) from exc
+        if result is True or result is False or result is None:
+            return result
+        raise PolicyError(
+            f"predicate {self.description!r} returned {result!r} "
+            f"({type(result).__name__}); expected True, False or None",
+            code="predicate-result",
+        )
 
     def reads(self) -> frozenset[str]:
         return self.fields
 
     def describe(self) -> str:
         return self.description
+
+
+# -------------------------------------------------------------------- arithmetic
+
+Number = int | float | Fraction
+Bounds = tuple[Fraction, Fraction]
+
+_OPS: Final = ("+", "-", "*", "/")
+_PRECEDENCE: Final = {"+": 1, "-": 1, "*": 2, "/": 2}
+_COMPARISONS: Final = (">", ">=", "<", "<=")
+
+
+@functools.lru_cache(maxsize=65_536)
+def _rational(value: float) -> Fraction:
+    """A float as the decimal number its shortest round-trip form spells (0.1 is 1/10)."""
+    return Fraction(repr(value))
+
+
+def _exact(value: Any, name: str) -> Bounds:
+    """The exact bounds of a field's value (a number or an :class:`Interval`)."""
+    if isinstance(value, Interval):
+        return _rational(float(value.lo)), _rational(float(value.hi))
+    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
+        raise PolicyError(
+            f"arithmetic on field {name!r} needs a number or an interval, got "
+            f"{type(value).__name__} {value!r}", code="not-a-number", json_path=f"$.{name}")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise PolicyError(f"field {name!r} is not finite: {value!r}", code="not-a-number",
+                              json_path=f"$.{name}")
+        exact = _rational(value)
+    else:
+        exact = Fraction(value)
+    return exact, exact
+
+
+def _combine(op: str, a: Bounds, b: Bounds) -> Bounds | None:
+    """Exact interval arithmetic; ``None`` when dividing by an interval that holds 0."""
+    if op == "+":
+        return a[0] + b[0], a[1] + b[1]
+    if op == "-":
+        return a[0] - b[1], a[1] - b[0]
+    if op == "/":
+        if b[0] <= 0 <= b[1]:
+            return None
+        b = (1 / b[1], 1 / b[0])
+    products = (a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1])
+    return min(products), max(products)
+
+
+def _operand(value: Expr | Number) -> Expr:
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
+        raise ContractDefinitionError(
+            f"an arithmetic operand must be a Field, a number or an expression, got "
+            f"{type(value).__name__} {value!r}", code="bad-expression")
+    return Const(value)
+
+
+class Expr:
+    """Base of arithmetic expressions over numeric and interval decision fields.
+
+    Build them from :class:`Field` and numbers with ``+ - * /``, and compare them with
+    ``> >= < <=`` to get a :class:`Compare` condition, usable wherever a condition is
+    (rules, hard constraints)::
+
+        Field("failure_probability") * Field("consequence") > 2
+
+    **Interval semantics.** A field holding an :class:`Interval` stands for every
+    value in it; the expression's value is the interval of every result (sound: for
+    any points inside the operand intervals, the point result lies inside). A
+    comparison is true when it holds for the whole result interval, false when it
+    holds nowhere, and unknown when the interval straddles it. Division by an
+    interval that contains 0 (including exactly 0) is unbounded, so every comparison
+    on it is unknown: the decision is undetermined and a receiver fails closed; it
+    is never an error and never a guess.
+
+    **No rounding.** Arithmetic is exact over rationals (:class:`fractions.Fraction`);
+    a float is read as the decimal number its shortest ``repr`` spells, the number the
+    JSON on the wire says (``0.05 * 40 > 2`` is false, as a reader expects; binary
+    floating point would say true). Results are exact; only cut points reported to
+    the lab are rounded to the nearest float.
+
+    Where a field occurs more than once (``p * (1 - p)``) the interval can be wider
+    than the true range, so the condition can be unknown where a finer analysis would
+    decide: the error is always on the fail-closed side.
+    """
+
+    def bounds(self, view: Mapping[str, Any]) -> Bounds | None:
+        """The exact interval of values on ``view``; ``None`` when a field is absent or
+        a divisor interval holds 0.
+        """
+        raise NotImplementedError
+
+    def reads(self) -> frozenset[str]:
+        """Names of the fields the expression reads."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """Human-readable form (``failure_probability * consequence``)."""
+        raise NotImplementedError
+
+    def occurrences(self, name: str) -> int:
+        """How often the expression reads ``name``."""
+        raise NotImplementedError
+
+    def solve(self, name: str, target: Fraction, view: Mapping[str, Fraction]) -> Fraction | None:
+        """The value of ``name`` (read once) making the expression equal ``target`` when
+        every other field has the point value in ``view``; ``None`` if there is none.
+        """
+        raise NotImplementedError
+
+    def _precedence(self) -> int:
+        return 3
+
+    def __add__(self, other: Expr | Number) -> Expr:
+        return Arith("+", self, _operand(other))
+
+    def __radd__(self, other: Expr | Number) -> Expr:
+        return Arith("+", _operand(other), self)
+
+    def __sub__(self, other: Expr | Number) -> Expr:
+        return Arith("-", self, _operand(other))
+
+    def __rsub__(self, other: Expr | Number) -> Expr:
+        return Arith("-", _operand(other), self)
+
+    def __mul__(self, other: Expr | Number) -> Expr:
+        return Arith("*", self, _operand(other))
+
+    def __rmul__(self, other: Expr | Number) -> Expr:
+        return Arith("*", _operand(other), self)
+
+    def __truediv__(self, other: Expr | Number) -> Expr:
+        return Arith("/", self, _operand(other))
+
+    def __rtruediv__(self, other: Expr | Number) -> Expr:
+        return Arith("/", _operand(other), self)
+
+    def __neg__(self) -> Expr:
+        return Arith("-", Const(0), self)
+
+    def __gt__(self, other: Expr | Number) -> Compare:
+        return Compare(self, ">", _operand(other))
+
+    def __ge__(self, other: Expr | Number) -> Compare:
+        return Compare(self, ">=", _operand(other))
+
+    def __lt__(self, other: Expr | Number) -> Compare:
+        return Compare(self, "<", _operand(other))
+
+    def __le__(self, other: Expr | Number) -> Compare:
+        return Compare(self, "<=", _operand(other))
+
+
+@attrs.frozen(order=False)
+class Field(Expr):
+    """A numeric or interval decision field in an arithmetic expression.
+
+    ``==`` on a :class:`Field` is plain equality of the expression objects; test a
+    field's value with :class:`Is`.
+    """
+
+    name: str
+
+    def bounds(self, view: Mapping[str, Any]) -> Bounds | None:
+        got = view.get(self.name, _ABSENT)
+        if got is _ABSENT:
+            return None
+        return _exact(got, self.name)
+
+    def reads(self) -> frozenset[str]:
+        return frozenset((self.name,))
+
+    def describe(self) -> str:
+        return self.name
+
+    def occurrences(self, name: str) -> int:
+        return int(name == self.name)
+
+    def solve(self, name: str, target: Fraction, view: Mapping[str, Fraction]) -> Fraction | None:
+        return target if name == self.name else None
+
+
+def _const_value(value: Number) -> Number:
+    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
+        raise ContractDefinitionError(f"a constant must be a number, got {value!r}",
+                                      code="bad-expression")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ContractDefinitionError(f"a constant must be finite, got {value!r}",
+                                      code="bad-expression")
+    return value
+
+
+@attrs.frozen(order=False)
+class Const(Expr):
+    """A numeric constant (``int``, ``float`` or :class:`fractions.Fraction`)."""
+
+    value: Number = attrs.field(converter=_const_value)
+
+    @property
+    def exact(self) -> Fraction:
+        """The constant as an exact rational."""
+        return _exact(self.value, "constant")[0]
+
+    def bounds(self, view: Mapping[str, Any]) -> Bounds | None:
+        exact = self.exact
+        return exact, exact
+
+    def reads(self) -> frozenset[str]:
+        return frozenset()
+
+    def describe(self) -> str:
+        return str(self.value)
+
+    def occurrences(self, name: str) -> int:
+        return 0
+
+    def solve(self, name: str, target: Fraction, view: Mapping[str, Fraction]) -> Fraction | None:
+        return None
+
+
+def _check_op(_: Any, __: Any, value: str) -> None:
+    if value not in _OPS:
+        raise ContractDefinitionError(f"unknown arithmetic operator {value!r}; use {_OPS}",
+                                      code="bad-expression")
+
+
+def _point(expr: Expr, view: Mapping[str, Fraction]) -> Fraction | None:
+    found = expr.bounds(view)
+    return None if found is None else found[0]
+
+
+@attrs.frozen(order=False)
+class Arith(Expr):
+    """``left op right`` for ``op`` in ``+ - * /``; build it with the operators."""
+
+    op: str = attrs.field(validator=_check_op)
+    left: Expr
+    right: Expr
+
+    def bounds(self, view: Mapping[str, Any]) -> Bounds | None:
+        a = self.left.bounds(view)
+        b = self.right.bounds(view)
+        if a is None or b is None:
+            return None
+        return _combine(self.op, a, b)
+
+    def reads(self) -> frozenset[str]:
+        return self.left.reads() | self.right.reads()
+
+    def _precedence(self) -> int:
+        return _PRECEDENCE[self.op]
+
+    def describe(self) -> str:
+        mine = self._precedence()
+        left = self.left.describe()
+        right = self.right.describe()
+        if self.left._precedence() < mine:
+            left = f"({left})"
+        if self.right._precedence() < mine or (self.right._precedence() == mine
+                                               and self.op in "-/"):
+            right = f"({right})"
+        return f"{left} {self.op} {right}"
+
+    def occurrences(self, name: str) -> int:
+        return self.left.occurrences(name) + self.right.occurrences(name)
+
+    def solve(self, name: str, target: Fraction, view: Mapping[str, Fraction]) -> Fraction | None:
+        in_left = self.left.occurrences(name) > 0
+        inner, other = (self.left, self.right) if in_left else (self.right, self.left)
+        value = _point(other, view)
+        if value is None:
+            return None
+        op = self.op
+        if op == "+":
+            goal = target - value
+        elif op == "-":
+            goal = target + value if in_left else value - target
+        elif op == "*":
+            if value == 0:
+                return None
+            goal = target / value
+        elif in_left:  # inner / value = target
+            if value == 0:
+                return None
+            goal = target * value
+        else:  # value / inner = target
+            if target == 0:
+                return None
+            goal = value / target
+        return inner.solve(name, goal, view)
+
+
+def _check_comparison(_: Any, __: Any, value: str) -> None:
+    if value not in _COMPARISONS:
+        raise ContractDefinitionError(f"unknown comparison {value!r}; use {_COMPARISONS}",
+                                      code="bad-expression")
+
+
+def _corners(names: Iterable[str], view: Mapping[str, Any]) -> Iterator[dict[str, Fraction]]:
+    axes: list[tuple[str, tuple[Fraction, ...]]] = []
+    for name in sorted(names):
+        got = view.get(name, _ABSENT)
+        if got is _ABSENT:
+            return
+        lo, hi = _exact(got, name)
+        axes.append((name, (lo,) if lo == hi else (lo, hi)))
+    for combination in itertools.product(*(values for _, values in axes)):
+        yield dict(zip((name for name, _ in axes), combination, strict=True))
+
+
+@attrs.frozen
+class Compare(Condition):
+    """``left op right`` for ``op`` in ``> >= < <=``, in interval semantics.
+
+    Build it by comparing an :class:`Expr` (``Field("p") * Field("h") > 2``). True when
+    the comparison holds for every value the operands allow, false when it holds for
+    none, unknown when it holds for some (a straddling interval), when a field is
+    absent, or when a divisor interval contains 0. A field that holds neither a
+    number nor an :class:`Interval` raises :class:`~handoffs.PolicyError`
+    (``not-a-number``).
+    """
+
+    left: Expr
+    op: str = attrs.field(validator=_check_comparison)
+    right: Expr
+
+    def evaluate(self, view: Mapping[str, Any]) -> Truth:
+        a = self.left.bounds(view)
+        b = self.right.bounds(view)
+        if a is None or b is None:
+            return None
+        lo, hi = a[0] - b[1], a[1] - b[0]  # the difference, compared with 0
+        if self.op == ">":
+            return True if lo > 0 else False if hi <= 0 else None
+        if self.op == ">=":
+            return True if lo >= 0 else False if hi < 0 else None
+        if self.op == "<":
+            return True if hi < 0 else False if lo >= 0 else None
+        return True if hi <= 0 else False if lo > 0 else None
+
+    def reads(self) -> frozenset[str]:
+        return self.left.reads() | self.right.reads()
+
+    def describe(self) -> str:
+        return f"{self.left.describe()} {self.op} {self.right.describe()}"
+
+    def invertible(self, name: str) -> bool:
+        """Whether the cut points of ``name`` can be solved for (it occurs once)."""
+        return (self.left.occurrences(name) + self.right.occurrences(name)) == 1
+
+    def cuts(self, view: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
+        """For each field read once: the values where ``left = right`` when every other
+        field is at an end of its value in ``view`` (every corner). A field another
+        field's absence leaves unsolvable gets no cut.
+        """
+        difference = Arith("-", self.left, self.right)
+        found: list[tuple[str, float]] = []
+        reads = self.reads()
+        for name in sorted(reads):
+            if not self.invertible(name):
+                continue
+            for corner in _corners(reads - {name}, view):
+                value = difference.solve(name, Fraction(0), corner)
+                if value is not None:
+                    found.append((name, float(value)))
+        return tuple(dict.fromkeys(found))
+
+    def thresholds(self) -> tuple[tuple[str, float], ...]:
+        """The cuts of a field compared with constants alone (``Field("p") * 40 > 2``
+        has ``("p", 0.05)``); cuts that depend on other fields are in :meth:`cuts`.
+        """
+        return tuple((name, t) for name, t in self.cuts({}) if self.reads() == {name})
+
+
+def arithmetic_conditions(condition: Condition) -> Iterator[Compare]:
+    """Every :class:`Compare` inside ``condition`` (through ``Not``/``AllOf``/``AnyOf``)."""
+    if isinstance(condition, Compare):
+        yield condition
+    elif isinstance(condition, Not):
+        yield from arithmetic_conditions(condition.operand)
+    elif isinstance(condition, AllOf | AnyOf):
+        for operand in condition.operands:
+            yield from arithmetic_conditions(operand)
 
 
 class _Absent:
