@@ -31,15 +31,23 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 import attrs
-from a2a.helpers.proto_helpers import get_data_parts, new_data_part, new_task_from_user_message
-from a2a.server.agent_execution import AgentExecutor, RequestContext
-from a2a.server.events import EventQueue
-from a2a.server.tasks import TaskUpdater
-from a2a.types import AgentExtension, Message, Part, Role, Task, TaskState
 
 from handoffs._errors import HandoffsError
 from handoffs._json import dumps, loads
+from handoffs.adapters._handover import require
 from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
+
+require("a2a.server", extra="a2a", feature="the A2A adapter")
+
+from a2a.helpers.proto_helpers import (  # noqa: E402
+    get_data_parts,
+    new_data_part,
+    new_task_from_user_message,
+)
+from a2a.server.agent_execution import AgentExecutor, RequestContext  # noqa: E402
+from a2a.server.events import EventQueue  # noqa: E402
+from a2a.server.tasks import TaskUpdater  # noqa: E402
+from a2a.types import AgentExtension, Message, Part, Role, Task, TaskState  # noqa: E402
 
 __all__ = [
     "DECISION_MEDIA_TYPE",

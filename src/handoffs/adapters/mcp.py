@@ -23,14 +23,18 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
-import mcp_types as types
-from mcp.client.session import ClientSession
-from mcp.server.lowlevel import Server
 
 from handoffs._errors import HandoffsError
 from handoffs._json import dumps, loads
+from handoffs.adapters._handover import require
 from handoffs.contracts import Contract, to_json_schema
 from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
+
+require("mcp.server.lowlevel", extra="mcp", feature="the MCP adapter")
+
+import mcp_types as types  # noqa: E402
+from mcp.client.session import ClientSession  # noqa: E402
+from mcp.server.lowlevel import Server  # noqa: E402
 
 __all__ = ["GatedToolResult", "ReceiptTool", "call_gated", "receipt_server"]
 
