@@ -15,3 +15,35 @@ settings.register_profile(
 settings.register_profile("thorough", max_examples=1000, deadline=None)
 _DEFAULT = "ci" if os.environ.get("CI") else "fast"
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", _DEFAULT))
+
+
+# ------------------------------------------------- stores: SQLite file, real PostgreSQL
+
+import itertools  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from stores import PostgresServer, postgres_server, why_no_postgres  # noqa: E402
+
+_databases = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A throwaway PostgreSQL server for the session (skips when it cannot run here)."""
+    reason = why_no_postgres()
+    if reason is not None:
+        pytest.skip(reason)
+    with postgres_server() as server:
+        yield server
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty store of each backend: a SQLite path or a PostgreSQL database URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "decisions.sqlite")
+    server: PostgresServer = request.getfixturevalue("postgres")
+    return server.create_database(f"t{next(_databases)}")

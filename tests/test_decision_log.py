@@ -6,7 +6,7 @@ import hashlib
 import multiprocessing
 import pickle
 import sqlite3
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from handoffs.receivers import (
     Step,
     Verdict,
 )
+from handoffs.receivers._log import MIGRATIONS, SCHEMA_VERSION
 from test_gate import ALL_EVIDENCE, CONTRACT, NOW, SENDER, T0, WORLD, raw, strict
 
 
@@ -130,14 +131,42 @@ def test_replay_protection_survives_a_restart(db: str) -> None:
     clone.close()
 
 
-def test_expired_ids_are_pruned(db: str) -> None:
-    log = SQLiteDecisionLog(db)
-    assert log.first_seen("old", expires=T0, now=T0 - timedelta(hours=1))
-    log._writes = 1023  # the next write prunes
-    assert log.first_seen("new", expires=T0 + timedelta(days=2), now=T0 + timedelta(days=1))
+def test_expired_ids_are_pruned_by_the_store_clock(db: str) -> None:
+    log = SQLiteDecisionLog(db, prune_every=2)
+    real_now = datetime.now(UTC)
+    # Its own validity ended two hours ago by the store's clock: forgotten.
+    assert log.first_seen("old", expires=real_now - timedelta(hours=2), now=T0)
+    # The writer's clock is irrelevant to pruning (recorded only).
+    assert log.first_seen("new", expires=real_now + timedelta(days=2), now=T0)
     with sqlite3.connect(db) as conn:
         assert [r[0] for r in conn.execute("SELECT receipt_id FROM seen")] == ["new"]
+        stamps = conn.execute("SELECT first_seen, recorded_at FROM seen").fetchone()
+    assert stamps[0].startswith("2026-06-01T12:00")
+    assert abs(datetime.fromisoformat(stamps[1]) - real_now) < timedelta(minutes=5)
     log.close()
+
+
+def test_bad_retention_options_are_refused(db: str) -> None:
+    with pytest.raises(ValueError, match="retain"):
+        SQLiteDecisionLog(db, retain=timedelta(seconds=-1))
+    with pytest.raises(ValueError, match="prune_every"):
+        SQLiteDecisionLog(db, prune_every=0)
+
+
+def test_a_version_1_file_is_migrated(db: str) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.executescript(MIGRATIONS[1])
+        conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        conn.execute("INSERT INTO seen (receipt_id, first_seen, expires, pid) "
+                     "VALUES ('kept', 'x', '2999-01-01T00:00:00.000000Z', 1)")
+    log = SQLiteDecisionLog(db)
+    assert not log.first_seen("kept", expires=T0, now=T0)
+    assert log.first_seen("fresh", expires=T0, now=T0)
+    log.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT value FROM meta").fetchone() == (SCHEMA_VERSION,)
+        assert [r[0] for r in conn.execute(
+            "SELECT recorded_at IS NULL FROM seen ORDER BY receipt_id")] == [0, 1]
 
 
 def test_unusable_files_fail_closed(tmp_path: Path, db: str) -> None:

@@ -20,7 +20,8 @@ Receiver contracts (all implement :class:`Receiver`): :class:`StrictContractRece
 language model behind an OpenAI-compatible API, through :class:`OpenAICompatibleClient`)
 and, for signed multi-hop
 handoff chains, :class:`IdentityCompositionReceiver`. :class:`SQLiteDecisionLog`
-records every decision and doubles as a replay store that holds across processes.
+records every decision and doubles as a replay store that holds across processes
+(a :class:`ReplayLog`: the replay claim and the decision row commit together).
 """
 
 from handoffs._json import JSONLimits
@@ -56,7 +57,9 @@ from handoffs.receivers._gate import (
     PolicyStatus,
     Readback,
     ReceiverRule,
+    ReplayClaim,
     ReplayedReceipt,
+    ReplayLog,
     ReplayStore,
     ReplayStoreError,
     ResolvedEvidence,
@@ -136,6 +139,8 @@ __all__ = [
     "Reason",
     "Receiver",
     "ReceiverRule",
+    "ReplayClaim",
+    "ReplayLog",
     "ReplayStore",
     "ReplayStoreError",
     "ReplayedReceipt",

@@ -97,6 +97,8 @@ __all__ = [
     "PolicyStatus",
     "Readback",
     "ReceiverRule",
+    "ReplayClaim",
+    "ReplayLog",
     "ReplayStore",
     "ReplayStoreError",
     "ReplayedReceipt",
@@ -509,6 +511,62 @@ class DecisionLog(Protocol):
         ...
 
 
+@attrs.frozen(kw_only=True)
+class ReplayClaim:
+    """A receipt id to be recorded as seen together with its decision row.
+
+    Attributes:
+        receipt_id: the receipt's ``id``.
+        expires: the receipt's ``valid_until``; the store keeps the id at least until
+            then, by its own clock.
+        claimed_at: the gate's clock when it checked the receipt (recorded, never
+            used to prune).
+    """
+
+    receipt_id: str
+    expires: datetime
+    claimed_at: datetime
+
+
+@runtime_checkable
+class ReplayLog(ReplayStore, DecisionLog, Protocol):
+    """A decision log that is also the replay store, with one transaction for both.
+
+    When a gate's ``replay`` and ``log`` are the same object of this kind, step (2)
+    only asks :meth:`seen`; the id is claimed by :meth:`record`, which writes the
+    claim and the decision row in one transaction. A process killed in between leaves
+    neither, so no genuine receipt id is ever "seen" without its decision.
+    """
+
+    def seen(self, receipt_id: str) -> bool:
+        """True if ``receipt_id`` was recorded before (a read; it claims nothing).
+
+        Raises:
+            ReplayStoreError: the store cannot answer (the gate then fails closed).
+        """
+        ...
+
+    def record(
+        self,
+        decision: Decision,
+        *,
+        claim: ReplayClaim,
+        digest: str | None,
+        message_bytes: int,
+        message: bytes | None,
+        decided_at: datetime,
+    ) -> bool:
+        """Claim ``claim.receipt_id`` and append ``decision`` in one transaction.
+
+        Returns False, writing nothing, when the id was already claimed (another
+        process admitted the receipt first): the caller then records a replay.
+
+        Raises:
+            DecisionLogError: nothing was written (the gate then fails closed).
+        """
+        ...
+
+
 # -------------------------------------------------------------------------- readback
 
 
@@ -887,8 +945,8 @@ class _GateMemo:
 class _Run:
     """Mutable per-decision state (kept off the frozen gate)."""
 
-    __slots__ = ("contract", "named", "readback", "receipt", "receipt_id", "sender", "step",
-                 "trigger")
+    __slots__ = ("claim", "contract", "named", "readback", "receipt", "receipt_id", "sender",
+                 "step", "trigger")
 
     def __init__(self) -> None:
         self.step = Step.PARSE
@@ -899,6 +957,7 @@ class _Run:
         self.sender: str | None = None
         self.trigger: str | None = None
         self.readback: str | None = None
+        self.claim: ReplayClaim | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -949,6 +1008,7 @@ class Gate:
     )
     log: DecisionLog | None = attrs.field(default=None, validator=_optional_protocol(DecisionLog))
     _fail_closed: str | None = attrs.field(init=False, repr=False, eq=False)
+    _joint: bool = attrs.field(init=False, repr=False, eq=False, default=False)
     _memo: _GateMemo | None = attrs.field(init=False, repr=False, eq=False, default=None)
 
     def __attrs_post_init__(self) -> None:
@@ -958,6 +1018,10 @@ class Gate:
             raise ValueError("readback needs an evidence resolver (evidence=...)")
         shared = {c.fail_closed_action.value for c in self.registry}
         object.__setattr__(self, "_fail_closed", shared.pop() if len(shared) == 1 else None)
+        # One store for both: the replay claim commits with the decision row.
+        object.__setattr__(self, "_joint", self.log is not None
+                           and cast(object, self.replay) is self.log
+                           and isinstance(self.log, ReplayLog))
         if isinstance(self.trust, UnsafeNoProofs):
             warnings.warn(
                 f"gate {self.identity!r} is built with UnsafeNoProofs: proofs, keys and "
@@ -1070,7 +1134,8 @@ class Gate:
                 record,
             )
         if self.log is not None:
-            decision = self._append(decision, message, document)
+            decision = self._append(decision, message, document, run=run, receiver=receiver,
+                                    record=record)
         return decision
 
     # ------------------------------------------------------------------ steps (1)-(4)
@@ -1121,10 +1186,7 @@ class Gate:
             run.sender = receipt.sender
         run.receipt = receipt
         run.trigger = receipt.counterfactual_trigger
-        if self.replay is not None and not self.replay.first_seen(
-            receipt.id, expires=receipt.valid_until, now=now
-        ):
-            raise ReplayedReceipt(f"receipt {receipt.id} was seen before", json_path="$.id")
+        self._check_replay(receipt, now, run)
 
         # (3) context: the contract's declared receiver-context dependencies.
         run.step = Step.CONTEXT
@@ -1336,12 +1398,43 @@ class Gate:
             readback=run.readback,
         )
 
+    def _check_replay(self, receipt: Receipt[Any, Any], now: datetime, run: _Run) -> None:
+        if self._joint:
+            # Checked now, claimed by the log in one transaction with the decision row.
+            if cast(ReplayLog, self.replay).seen(receipt.id):
+                raise ReplayedReceipt(f"receipt {receipt.id} was seen before", json_path="$.id")
+            run.claim = ReplayClaim(receipt_id=receipt.id, expires=receipt.valid_until,
+                                    claimed_at=now)
+        elif self.replay is not None and not self.replay.first_seen(
+            receipt.id, expires=receipt.valid_until, now=now
+        ):
+            raise ReplayedReceipt(f"receipt {receipt.id} was seen before", json_path="$.id")
+
     def _append(
-        self, decision: Decision, message: Any, document: Mapping[str, Any] | None
+        self,
+        decision: Decision,
+        message: Any,
+        document: Mapping[str, Any] | None,
+        *,
+        run: _Run,
+        receiver: str,
+        record: Mapping[str, Any],
     ) -> Decision:
         assert self.log is not None  # noqa: S101 - checked by the caller
         digest, size, raw = _digest(message, document)
         try:
+            claim = run.claim
+            if claim is not None and cast(ReplayLog, self.log).record(
+                decision, claim=claim, digest=digest, message_bytes=size, message=raw,
+                decided_at=self.clock(),
+            ):
+                return decision
+            if claim is not None:
+                # Another process claimed the id between step (2) and now: a replay.
+                run.step, run.readback = Step.PROOFS, None
+                decision = self._refuse(run, ReplayedReceipt(
+                    f"receipt {claim.receipt_id} was seen before", json_path="$.id",
+                ), receiver, record)
             self.log.append(
                 decision, digest=digest, message_bytes=size, message=raw,
                 decided_at=self.clock(),

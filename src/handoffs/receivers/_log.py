@@ -8,6 +8,17 @@ timeout; every write is one short ``BEGIN IMMEDIATE`` transaction, retried while
 another writer holds the lock, so no row is lost when several processes write at
 once.
 
+As a :class:`~handoffs.receivers.ReplayLog`, the claim of a receipt id and its
+decision row are written in **one** transaction (:meth:`SQLiteDecisionLog.record`):
+a writer killed at any instant leaves both or neither, so no genuine id is burned.
+
+Retention uses the store's clock, never a writer's: a ``seen`` row is pruned only
+once its own ``expires`` (the receipt's ``valid_until``) lies more than ``retain``
+in the past by SQLite's ``'now'``, the clock of the host that holds the file. A
+writer whose clock runs ahead (``now`` = 2099) cannot make the store forget an id
+that is still valid. The ``meta`` table holds the schema version; older files are
+migrated forward in one transaction, newer ones are refused.
+
 :meth:`SQLiteDecisionLog.summary` computes the essay's boundary metrics: missing-field
 rejections, expired messages, source-resolution failures, disagreement on sampled
 readback and the distribution of counterfactual triggers.
@@ -28,17 +39,20 @@ import attrs
 
 from handoffs._errors import HandoffsError
 from handoffs.receivers._decision import Decision
-from handoffs.receivers._gate import ReplayStoreError
+from handoffs.receivers._gate import ReplayClaim, ReplayStoreError
 
 __all__ = ["DecisionLogError", "LogSummary", "SQLiteDecisionLog"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION: Final = "1"
-_EXPIRED_CODES: Final = ("receipt-expired", "proof-expired", "grant-expired")
-_PRUNE_MARGIN: Final = timedelta(hours=1)
+SCHEMA_VERSION: Final = "2"
+EXPIRED_CODES: Final = ("receipt-expired", "proof-expired", "grant-expired")
+DEFAULT_RETAIN: Final = timedelta(hours=1)
+DEFAULT_PRUNE_EVERY: Final = 1024
+# SQLite's own clock, in the fixed-width text form the tables hold.
+_STORE_NOW: Final = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 
-_SCHEMA: Final = """
+_SCHEMA_1: Final = """
 CREATE TABLE IF NOT EXISTS meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -78,6 +92,13 @@ CREATE TABLE IF NOT EXISTS seen (
 );
 CREATE INDEX IF NOT EXISTS seen_expires ON seen (expires);
 """
+# Version 2: the store's own clock beside each writer's (``recorded_at``), so that a
+# skewed writer shows in the log; pruning reads only the store's clock.
+_SCHEMA_2: Final = """
+ALTER TABLE decisions ADD COLUMN recorded_at TEXT;
+ALTER TABLE seen ADD COLUMN recorded_at TEXT;
+"""
+MIGRATIONS: Final = {1: _SCHEMA_1, 2: _SCHEMA_2}
 
 
 class DecisionLogError(HandoffsError, OSError):
@@ -96,6 +117,31 @@ def _stamp(moment: datetime) -> str:
 def _busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+def check_retention(retain: timedelta, prune_every: int) -> None:
+    """Reject bad retention options before any work starts."""
+    if not isinstance(retain, timedelta) or retain < timedelta(0):
+        raise ValueError(f"retain must be a non-negative timedelta, got {retain!r}")
+    if isinstance(prune_every, bool) or not isinstance(prune_every, int) or prune_every < 1:
+        raise ValueError(f"prune_every must be a positive integer, got {prune_every!r}")
+
+
+def schema_version(value: str | None, *, where: str) -> int:
+    """The stored schema version as a number (0 for a new store).
+
+    Raises:
+        DecisionLogError: ``log-version``, a version this code does not know.
+    """
+    if value is None:
+        return 0
+    if value.isdigit() and 1 <= int(value) <= int(SCHEMA_VERSION):
+        return int(value)
+    raise DecisionLogError(
+        f"{where} schema version {value!r} is not {SCHEMA_VERSION!r} or older "
+        "(written by a newer handoffs?)",
+        code="log-version",
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -155,6 +201,9 @@ class SQLiteDecisionLog:
         path: the database file (created if missing).
         keep_messages: also store each message's bytes (for audits; grows the file).
         busy_timeout: seconds a writer waits for another writer's lock.
+        retain: how long past its own ``valid_until`` (by the store's clock) an id
+            is kept; it bounds how far behind a writer's clock may run.
+        prune_every: prune expired ids once every this many claims of this process.
 
     Raises:
         DecisionLogError: the file cannot be opened or has an unknown schema version.
@@ -166,14 +215,19 @@ class SQLiteDecisionLog:
         *,
         keep_messages: bool = False,
         busy_timeout: float = 30.0,
+        retain: timedelta = DEFAULT_RETAIN,
+        prune_every: int = DEFAULT_PRUNE_EVERY,
     ) -> None:
         if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float) or (
             busy_timeout <= 0
         ):
             raise ValueError(f"busy_timeout must be a positive number, got {busy_timeout!r}")
+        check_retention(retain, prune_every)
         self.path = os.fspath(path)
         self.keep_messages = bool(keep_messages)
         self.busy_timeout = float(busy_timeout)
+        self.retain = retain
+        self.prune_every = prune_every
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
@@ -185,11 +239,12 @@ class SQLiteDecisionLog:
 
     def __getstate__(self) -> dict[str, Any]:
         return {"path": self.path, "keep_messages": self.keep_messages,
-                "busy_timeout": self.busy_timeout}
+                "busy_timeout": self.busy_timeout, "retain": self.retain,
+                "prune_every": self.prune_every}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["path"], keep_messages=state["keep_messages"],  # type: ignore[misc]
-                      busy_timeout=state["busy_timeout"])
+        self.__init__(state["path"], **{k: v for k, v in state.items()  # type: ignore[misc]
+                                        if k != "path"})
 
     def __enter__(self) -> SQLiteDecisionLog:
         return self
@@ -230,18 +285,17 @@ class SQLiteDecisionLog:
 
     @staticmethod
     def _init_schema(conn: sqlite3.Connection) -> None:
-        for statement in _SCHEMA.split(";"):
-            if statement.strip():
-                conn.execute(statement)
+        """Create or migrate the schema to :data:`SCHEMA_VERSION` (one transaction)."""
+        conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, "
+                     "value TEXT NOT NULL)")
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is None:
-            conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
-                         (SCHEMA_VERSION,))
-        elif row[0] != SCHEMA_VERSION:
-            raise DecisionLogError(
-                f"decision log schema version {row[0]!r} is not {SCHEMA_VERSION!r}",
-                code="log-version",
-            )
+        current = schema_version(None if row is None else row[0], where="decision log")
+        for version in range(current + 1, int(SCHEMA_VERSION) + 1):
+            for statement in MIGRATIONS[version].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (SCHEMA_VERSION,))
 
     def _retry(self, fn: Callable[[], T]) -> T:
         deadline = time.monotonic() + self.busy_timeout
@@ -296,6 +350,47 @@ class SQLiteDecisionLog:
         Raises:
             DecisionLogError: the row could not be written.
         """
+        insert = self._inserter(decision, digest=digest, message_bytes=message_bytes,
+                                message=message, decided_at=decided_at)
+        self._write(insert, what="append a decision")
+
+    def record(
+        self,
+        decision: Decision,
+        *,
+        claim: ReplayClaim,
+        digest: str | None,
+        message_bytes: int,
+        message: bytes | None = None,
+        decided_at: datetime,
+    ) -> bool:
+        """Claim ``claim.receipt_id`` and append ``decision`` in one transaction.
+
+        Returns False and writes nothing when the id was claimed before.
+
+        Raises:
+            DecisionLogError: nothing was written.
+        """
+        insert = self._inserter(decision, digest=digest, message_bytes=message_bytes,
+                                message=message, decided_at=decided_at)
+
+        def body(conn: sqlite3.Connection) -> bool:
+            if not self._claim(conn, claim.receipt_id, claim.expires, claim.claimed_at):
+                return False
+            insert(conn)
+            return True
+
+        return self._write(body, what="record a decision")
+
+    def _inserter(
+        self,
+        decision: Decision,
+        *,
+        digest: str | None,
+        message_bytes: int,
+        message: bytes | None,
+        decided_at: datetime,
+    ) -> Callable[[sqlite3.Connection], None]:
         name, _, version = (decision.contract or "").partition("/")
         row = (
             _stamp(decided_at), decision.receipt_id, digest, name or None, version or None,
@@ -311,8 +406,8 @@ class SQLiteDecisionLog:
             cursor = conn.execute(
                 "INSERT INTO decisions (decided_at, receipt_id, digest, contract, version, "
                 "sender, receiver, step, verdict, action, authority, reasons, readback, "
-                "counterfactual_trigger, message_bytes, message, pid) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "counterfactual_trigger, message_bytes, message, pid, recorded_at) "
+                f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_STORE_NOW})",
                 row,
             )
             if reasons:
@@ -321,34 +416,70 @@ class SQLiteDecisionLog:
                     [(cursor.lastrowid, code, step) for code, step in reasons],
                 )
 
-        self._write(insert, what="append a decision")
+        return insert
 
     # ------------------------------------------------------------ replay store
+
+    def _claim(
+        self, conn: sqlite3.Connection, receipt_id: str, expires: datetime, now: datetime
+    ) -> bool:
+        self._writes += 1
+        if self._writes % self.prune_every == 0:
+            self._prune(conn)
+        cursor = conn.execute(
+            "INSERT OR IGNORE INTO seen (receipt_id, first_seen, expires, pid, recorded_at) "
+            f"VALUES (?, ?, ?, ?, {_STORE_NOW})",
+            (receipt_id, _stamp(now), _stamp(expires), os.getpid()),
+        )
+        return cursor.rowcount == 1
+
+    def _prune(self, conn: sqlite3.Connection) -> int:
+        """Forget ids whose own validity ended ``retain`` ago by the store's clock."""
+        seconds = f"-{self.retain.total_seconds():.6f} seconds"
+        cursor = conn.execute(
+            "DELETE FROM seen WHERE expires < strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)",
+            (seconds,),
+        )
+        return int(cursor.rowcount)
+
+    def prune(self) -> int:
+        """Prune now (see the class notes); returns how many ids were forgotten."""
+        return self._write(self._prune, what="prune expired ids")
 
     def first_seen(self, receipt_id: str, *, expires: datetime, now: datetime) -> bool:
         """Atomically record ``receipt_id``; True the first time in any process.
 
-        Expired ids (with an hour's margin) are pruned every 1024 writes.
+        ``now`` (the writer's clock) is recorded but never used to prune: ids are
+        forgotten by the store's clock, every ``prune_every`` claims.
 
         Raises:
             ReplayStoreError: the database could not answer (fail closed).
         """
-        row = (receipt_id, _stamp(now), _stamp(expires), os.getpid())
-
-        def insert(conn: sqlite3.Connection) -> bool:
-            self._writes += 1
-            if self._writes % 1024 == 0:
-                conn.execute("DELETE FROM seen WHERE expires < ?", (_stamp(now - _PRUNE_MARGIN),))
-            cursor = conn.execute(
-                "INSERT OR IGNORE INTO seen (receipt_id, first_seen, expires, pid) "
-                "VALUES (?, ?, ?, ?)", row,
-            )
-            return cursor.rowcount == 1
-
         try:
-            return self._write(insert, what="record a receipt id")
+            return self._write(lambda conn: self._claim(conn, receipt_id, expires, now),
+                               what="record a receipt id")
         except DecisionLogError as exc:
             raise ReplayStoreError(exc.message) from exc
+
+    def seen(self, receipt_id: str) -> bool:
+        """True if ``receipt_id`` was recorded before (claims nothing).
+
+        Raises:
+            ReplayStoreError: the database could not answer (fail closed).
+        """
+        try:
+            return self._read(lambda conn: conn.execute(
+                "SELECT 1 FROM seen WHERE receipt_id = ?", (receipt_id,)).fetchone() is not None)
+        except DecisionLogError as exc:
+            raise ReplayStoreError(exc.message) from exc
+
+    def ping(self) -> None:
+        """Check that the database answers (readiness).
+
+        Raises:
+            DecisionLogError: it does not.
+        """
+        self._read(lambda conn: conn.execute("SELECT COUNT(*) FROM meta").fetchone())
 
     # ----------------------------------------------------------------- reading
 
@@ -417,7 +548,7 @@ def _summarise(conn: sqlite3.Connection) -> LogSummary:
         by_receiver=_pairs(conn, "SELECT receiver, COUNT(*) FROM decisions GROUP BY receiver "
                                  "ORDER BY receiver"),
         missing_field_rejections=_with_reason(conn, ("missing-field",)),
-        expired=_with_reason(conn, _EXPIRED_CODES),
+        expired=_with_reason(conn, EXPIRED_CODES),
         source_resolution_failures=_with_reason(conn, ("evidence-unresolved",)),
         replays=_with_reason(conn, ("replayed",)),
         readback_sampled=int(sampled),

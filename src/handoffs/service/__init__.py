@@ -1,0 +1,15 @@
+"""The gate as a service: stores shared by replicas, ``handoffs serve``, metrics.
+
+- :func:`open_store` opens a decision log and replay store by URL: a file path for
+  :class:`~handoffs.receivers.SQLiteDecisionLog` (one host), ``postgresql://…`` for
+  :class:`~handoffs.service.postgres.PostgresDecisionLog` (any number of replicas;
+  the ``postgres`` extra).
+- ``handoffs serve`` (the ``serve`` extra: Starlette and uvicorn) runs a gate behind
+  HTTP; see the how-to "Run the gate as a service".
+
+The service depends on :mod:`handoffs.receivers`; the receivers never import it.
+"""
+
+from handoffs.service._store import DecisionStore, open_store
+
+__all__ = ["DecisionStore", "open_store"]

@@ -1,0 +1,520 @@
+"""A PostgreSQL decision log and replay store, shared by every replica of a gate.
+
+:class:`PostgresDecisionLog` has the interface of
+:class:`~handoffs.receivers.SQLiteDecisionLog` (it is a
+:class:`~handoffs.receivers.ReplayLog`): pass it as both ``log=`` and ``replay=`` to a
+:class:`~handoffs.receivers.Gate`, in as many processes and hosts as you like::
+
+    from handoffs.service.postgres import PostgresDecisionLog
+
+    store = PostgresDecisionLog("postgresql://gate@db.internal:5432/handoffs")
+    gate = Gate(identity="case-owner", trust=ring, log=store, replay=store, ...)
+
+Guarantees:
+
+- **One statement, one transaction**: the claim of a receipt id (``INSERT … ON
+  CONFLICT DO NOTHING`` on the ``seen`` primary key) and its decision row are one
+  statement, so a replica killed at any instant leaves both or neither, and two
+  replicas racing on one id admit it at most once.
+- **The store's clock**: an id is pruned only once its own ``expires`` (the receipt's
+  ``valid_until``) lies more than ``retain`` before the server's ``now()``; a writer's
+  clock is recorded, never trusted.
+- **Fail closed**: an unreachable server (or one that restarts under the gate) raises
+  :class:`~handoffs.receivers.DecisionLogError` /
+  :class:`~handoffs.receivers.ReplayStoreError` within ``timeout`` seconds, which the
+  gate turns into a refusal with the reason ``log-unavailable`` or
+  ``replay-store-unavailable``; nothing is claimed.
+- **Versioned schema**: tables live in the ``handoffs`` schema; ``handoffs.meta``
+  holds the schema version, migrations run once under an advisory lock, and a newer
+  version than this code knows is refused (``log-version``).
+
+Needs the ``postgres`` extra (``psycopg`` 3 and ``psycopg-pool``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from handoffs.receivers._decision import Decision
+from handoffs.receivers._gate import ReplayClaim, ReplayStoreError
+from handoffs.receivers._log import (
+    DEFAULT_PRUNE_EVERY,
+    DEFAULT_RETAIN,
+    EXPIRED_CODES,
+    DecisionLogError,
+    LogSummary,
+    check_retention,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+
+__all__ = ["SCHEMA_VERSION", "PostgresDecisionLog"]
+
+T = TypeVar("T")
+
+SCHEMA_VERSION: Final = "1"
+# An arbitrary constant: the advisory lock that serialises migrations across replicas.
+_MIGRATION_LOCK: Final = 0x68616E64
+
+_MIGRATIONS: Final = {
+    1: """
+CREATE TABLE handoffs.decisions (
+    seq BIGSERIAL PRIMARY KEY,
+    decided_at TIMESTAMPTZ NOT NULL,
+    recorded_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    receipt_id TEXT,
+    digest TEXT,
+    contract TEXT,
+    version TEXT,
+    sender TEXT,
+    receiver TEXT NOT NULL,
+    step SMALLINT NOT NULL,
+    verdict TEXT NOT NULL,
+    action TEXT,
+    authority TEXT,
+    reasons JSONB NOT NULL,
+    readback TEXT,
+    counterfactual_trigger TEXT,
+    message_bytes INTEGER NOT NULL,
+    message BYTEA,
+    pid INTEGER NOT NULL
+);
+CREATE INDEX decisions_receipt ON handoffs.decisions (receipt_id);
+CREATE TABLE handoffs.decision_reasons (
+    decision BIGINT NOT NULL REFERENCES handoffs.decisions (seq),
+    code TEXT NOT NULL,
+    step SMALLINT NOT NULL
+);
+CREATE INDEX decision_reasons_code ON handoffs.decision_reasons (code);
+CREATE TABLE handoffs.seen (
+    receipt_id TEXT PRIMARY KEY,
+    first_seen TIMESTAMPTZ NOT NULL,
+    expires TIMESTAMPTZ NOT NULL,
+    recorded_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    pid INTEGER NOT NULL
+);
+CREATE INDEX seen_expires ON handoffs.seen (expires);
+""",
+}
+
+_ROW: Final = """
+    INSERT INTO handoffs.decisions (decided_at, receipt_id, digest, contract, version, sender,
+        receiver, step, verdict, action, authority, reasons, readback, counterfactual_trigger,
+        message_bytes, message, pid)
+    SELECT %(decided_at)s::timestamptz, %(receipt_id)s::text, %(digest)s::text,
+        %(contract)s::text, %(version)s::text, %(sender)s::text, %(receiver)s::text,
+        %(step)s::smallint, %(verdict)s::text, %(action)s::text, %(authority)s::text,
+        %(reasons)s::jsonb, %(readback)s::text, %(trigger)s::text, %(bytes)s::integer,
+        %(message)s::bytea, %(pid)s::integer
+"""
+_REASONS: Final = """
+    reasons AS (
+        INSERT INTO handoffs.decision_reasons (decision, code, step)
+        SELECT drow.seq, r.code, r.step FROM drow,
+            unnest(%(codes)s::text[], %(steps)s::smallint[]) AS r (code, step)
+    )
+"""
+# The claim and the decision row in one statement (one transaction, one round trip).
+_RECORD: Final = f"""
+WITH claim AS (
+    INSERT INTO handoffs.seen (receipt_id, first_seen, expires, pid)
+    VALUES (%(claim)s, %(claimed_at)s, %(expires)s, %(pid)s)
+    ON CONFLICT (receipt_id) DO NOTHING
+    RETURNING receipt_id
+),
+drow AS ({_ROW} WHERE EXISTS (SELECT 1 FROM claim) RETURNING seq),
+{_REASONS}
+SELECT count(*) FROM claim
+"""
+_APPEND: Final = f"""
+WITH drow AS ({_ROW} RETURNING seq),
+{_REASONS}
+SELECT count(*) FROM drow
+"""
+_FIRST_SEEN: Final = """
+INSERT INTO handoffs.seen (receipt_id, first_seen, expires, pid)
+VALUES (%s, %s, %s, %s) ON CONFLICT (receipt_id) DO NOTHING
+"""
+_PRUNE: Final = "DELETE FROM handoffs.seen WHERE expires < now() - %s::interval"
+
+
+def _stamp(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _redact(url: str) -> str:
+    """The URL without its password (for error messages and logs)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parts = conninfo_to_dict(url)
+    except Exception:  # a malformed URL is reported by the driver when used
+        return "<postgresql url>"
+    host, port = str(parts.get("host", "")), str(parts.get("port", ""))
+    user, db = str(parts.get("user", "")), str(parts.get("dbname", ""))
+    return f"postgresql://{user + '@' if user else ''}{host}{':' + port if port else ''}/{db}"
+
+
+class PostgresDecisionLog:
+    """A PostgreSQL decision log and replay store (see the module notes).
+
+    It is safe to share between threads (a connection pool per process) and may be
+    pickled into worker processes (the pool reopens there). Creating it does not
+    connect: a server that is down makes every call fail closed until it is back.
+
+    Args:
+        url: a libpq connection URL, ``postgresql://user:password@host:port/db``.
+        keep_messages: also store each message's bytes (for audits).
+        retain: how long past its own ``valid_until`` (by the server's clock) an id
+            is kept; it bounds how far behind a writer's clock may run.
+        prune_every: prune expired ids once every this many claims of this process.
+        timeout: seconds a call waits for a connection before failing closed.
+        pool_size: the most connections this process opens.
+
+    Raises:
+        DecisionLogError: ``psycopg`` is not installed, or an option is bad.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        keep_messages: bool = False,
+        retain: timedelta = DEFAULT_RETAIN,
+        prune_every: int = DEFAULT_PRUNE_EVERY,
+        timeout: float = 5.0,
+        pool_size: int = 8,
+    ) -> None:
+        if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
+            raise ValueError(f"a PostgreSQL URL starts with postgresql://, got {url!r}")
+        check_retention(retain, prune_every)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise ValueError(f"timeout must be a positive number, got {timeout!r}")
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ValueError(f"pool_size must be a positive integer, got {pool_size!r}")
+        try:
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
+        except ImportError as exc:
+            raise DecisionLogError(
+                "the PostgreSQL store needs the postgres extra: pip install 'handoffs[postgres]'"
+            ) from exc
+        self.url = url
+        self.keep_messages = bool(keep_messages)
+        self.retain = retain
+        self.prune_every = prune_every
+        self.timeout = float(timeout)
+        self.pool_size = pool_size
+        self.where = _redact(url)
+        self._lock = threading.Lock()
+        self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._pid = 0
+        self._migrated = False
+        self._writes = 0
+
+    # ------------------------------------------------------------- connection
+
+    def __repr__(self) -> str:
+        return f"PostgresDecisionLog({self.where!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"url": self.url, "keep_messages": self.keep_messages, "retain": self.retain,
+                "prune_every": self.prune_every, "timeout": self.timeout,
+                "pool_size": self.pool_size}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]
+
+    def __enter__(self) -> PostgresDecisionLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close this process's connections (they reopen on next use)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+            if pool is not None and self._pid == os.getpid():
+                pool.close(timeout=self.timeout)
+
+    def _connections(self) -> psycopg_pool.ConnectionPool[psycopg.Connection[Any]]:
+        with self._lock:
+            if self._pool is None or self._pid != os.getpid():
+                from psycopg_pool import ConnectionPool
+
+                self._pool = ConnectionPool(
+                    self.url, min_size=1, max_size=self.pool_size, open=False,
+                    kwargs={"autocommit": True, "connect_timeout": max(1, int(self.timeout))},
+                    check=ConnectionPool.check_connection, timeout=self.timeout,
+                    reconnect_timeout=max(self.timeout, 30.0), name="handoffs",
+                )
+                self._pool.open(wait=False)
+                self._pid, self._migrated, self._writes = os.getpid(), False, 0
+            return self._pool
+
+    def _run(self, body: Callable[[psycopg.Connection[Any]], T], *, what: str) -> T:
+        import psycopg
+        import psycopg_pool
+
+        try:
+            with self._connections().connection() as conn:
+                if not self._migrated:
+                    self._migrate(conn)
+                return body(conn)
+        except DecisionLogError:
+            raise
+        except (psycopg.Error, psycopg_pool.PoolTimeout, OSError) as exc:
+            raise DecisionLogError(
+                f"cannot {what} in {self.where}: {type(exc).__name__}: {exc}".rstrip()
+            ) from exc
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        """Create or migrate the schema to :data:`SCHEMA_VERSION` (one transaction)."""
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            conn.execute("CREATE SCHEMA IF NOT EXISTS handoffs")
+            conn.execute("CREATE TABLE IF NOT EXISTS handoffs.meta "
+                         "(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            row = conn.execute(
+                "SELECT value FROM handoffs.meta WHERE key = 'schema_version'").fetchone()
+            current = 0 if row is None else _version(row[0], self.where)
+            for version in range(current + 1, int(SCHEMA_VERSION) + 1):
+                for statement in _MIGRATIONS[version].split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+            conn.execute(
+                "INSERT INTO handoffs.meta (key, value) VALUES ('schema_version', %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (SCHEMA_VERSION,))
+        self._migrated = True
+
+    # ---------------------------------------------------------------- the log
+
+    def _params(
+        self,
+        decision: Decision,
+        *,
+        digest: str | None,
+        message_bytes: int,
+        message: bytes | None,
+        decided_at: datetime,
+    ) -> dict[str, Any]:
+        if decided_at.tzinfo is None:
+            raise ValueError("times must be timezone-aware")
+        name, _, version = (decision.contract or "").partition("/")
+        return {
+            "decided_at": decided_at, "receipt_id": decision.receipt_id, "digest": digest,
+            "contract": name or None, "version": version or None, "sender": decision.sender,
+            "receiver": decision.receiver, "step": int(decision.step),
+            "verdict": decision.verdict.value, "action": decision.action,
+            "authority": decision.authority,
+            "reasons": json.dumps([r.to_json() for r in decision.reasons], ensure_ascii=False),
+            "readback": decision.readback, "trigger": decision.counterfactual_trigger,
+            "bytes": int(message_bytes), "message": message if self.keep_messages else None,
+            "pid": os.getpid(),
+            "codes": [r.code for r in decision.reasons],
+            "steps": [int(r.step) for r in decision.reasons],
+        }
+
+    def append(
+        self,
+        decision: Decision,
+        *,
+        digest: str | None,
+        message_bytes: int,
+        message: bytes | None = None,
+        decided_at: datetime,
+    ) -> None:
+        """Record one decision (one row, plus one row per reason code).
+
+        Raises:
+            DecisionLogError: the row could not be written.
+        """
+        params = self._params(decision, digest=digest, message_bytes=message_bytes,
+                              message=message, decided_at=decided_at)
+        self._run(lambda conn: conn.execute(_APPEND, params), what="append a decision")
+
+    def record(
+        self,
+        decision: Decision,
+        *,
+        claim: ReplayClaim,
+        digest: str | None,
+        message_bytes: int,
+        message: bytes | None = None,
+        decided_at: datetime,
+    ) -> bool:
+        """Claim ``claim.receipt_id`` and append ``decision`` in one statement.
+
+        Returns False and writes nothing when the id was claimed before.
+
+        Raises:
+            DecisionLogError: nothing was written (or, if the connection broke during
+                the commit, it cannot be known; a retry then finds the id claimed).
+        """
+        params = self._params(decision, digest=digest, message_bytes=message_bytes,
+                              message=message, decided_at=decided_at)
+        params.update(claim=claim.receipt_id, claimed_at=claim.claimed_at,
+                      expires=claim.expires)
+
+        def body(conn: psycopg.Connection[Any]) -> bool:
+            self._maybe_prune(conn)
+            row = conn.execute(_RECORD, params).fetchone()
+            return bool(row and row[0])
+
+        return self._run(body, what="record a decision")
+
+    # ------------------------------------------------------------ replay store
+
+    def _maybe_prune(self, conn: psycopg.Connection[Any]) -> None:
+        self._writes += 1
+        if self._writes % self.prune_every == 0:
+            conn.execute(_PRUNE, (self.retain,))
+
+    def prune(self) -> int:
+        """Prune now: forget ids whose own validity ended ``retain`` before the
+        server's ``now()``. Returns how many were forgotten.
+        """
+        return self._run(lambda conn: conn.execute(_PRUNE, (self.retain,)).rowcount,
+                         what="prune expired ids")
+
+    def first_seen(self, receipt_id: str, *, expires: datetime, now: datetime) -> bool:
+        """Atomically record ``receipt_id``; True the first time on any replica.
+
+        Raises:
+            ReplayStoreError: the server could not answer (fail closed).
+        """
+
+        def body(conn: psycopg.Connection[Any]) -> bool:
+            self._maybe_prune(conn)
+            cursor = conn.execute(_FIRST_SEEN, (receipt_id, now, expires, os.getpid()))
+            return cursor.rowcount == 1
+
+        try:
+            return self._run(body, what="record a receipt id")
+        except DecisionLogError as exc:
+            raise ReplayStoreError(exc.message) from exc
+
+    def seen(self, receipt_id: str) -> bool:
+        """True if ``receipt_id`` was recorded before (claims nothing).
+
+        Raises:
+            ReplayStoreError: the server could not answer (fail closed).
+        """
+        try:
+            return self._run(lambda conn: conn.execute(
+                "SELECT 1 FROM handoffs.seen WHERE receipt_id = %s", (receipt_id,)
+            ).fetchone() is not None, what="look up a receipt id")
+        except DecisionLogError as exc:
+            raise ReplayStoreError(exc.message) from exc
+
+    def ping(self) -> None:
+        """Check that the server answers and the schema is current (readiness).
+
+        Raises:
+            DecisionLogError: it does not.
+        """
+        self._run(lambda conn: conn.execute("SELECT 1").fetchone(), what="reach the server")
+
+    # ----------------------------------------------------------------- reading
+
+    def count(self) -> int:
+        """Number of decision rows."""
+
+        def query(conn: psycopg.Connection[Any]) -> int:
+            row = conn.execute("SELECT count(*) FROM handoffs.decisions").fetchone()
+            return int(row[0]) if row else 0
+
+        return self._run(query, what="count decisions")
+
+    def rows(self, *, limit: int = 100) -> list[dict[str, Any]]:
+        """The last ``limit`` decision rows as dicts, newest first (without message bytes)."""
+
+        def query(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+            cursor = conn.execute(
+                "SELECT seq, decided_at, receipt_id, digest, contract, version, sender, "
+                "receiver, step, verdict, action, authority, reasons, readback, "
+                "counterfactual_trigger, message_bytes, pid FROM handoffs.decisions "
+                "ORDER BY seq DESC LIMIT %s", (limit,),
+            )
+            names = [d.name for d in cursor.description or ()]
+            result = [dict(zip(names, values, strict=True)) for values in cursor.fetchall()]
+            for item in result:
+                item["decided_at"] = _stamp(item["decided_at"])
+            return result
+
+        return self._run(query, what="read decisions")
+
+    def summary(self) -> LogSummary:
+        """The boundary metrics and totals over every decision in the log."""
+        return self._run(_summarise, what="summarise decisions")
+
+
+def _version(value: str, where: str) -> int:
+    if value.isdigit() and 1 <= int(value) <= int(SCHEMA_VERSION):
+        return int(value)
+    raise DecisionLogError(
+        f"decision log schema version {value!r} in {where} is not {SCHEMA_VERSION!r} or "
+        "older (written by a newer handoffs?)",
+        code="log-version",
+    )
+
+
+def _pairs(conn: psycopg.Connection[Any], sql: str, *args: Any) -> Mapping[str, int]:
+    return {str(key): int(value) for key, value in conn.execute(sql, args).fetchall()}
+
+
+_REFUSED_WITH_REASON: Final = (
+    "SELECT count(DISTINCT r.decision) FROM handoffs.decision_reasons r "
+    "JOIN handoffs.decisions d ON d.seq = r.decision "
+    "WHERE r.code = ANY(%s::text[]) AND d.verdict <> 'ACCEPT'"
+)
+
+
+def _with_reason(conn: psycopg.Connection[Any], codes: tuple[str, ...]) -> int:
+    row = conn.execute(_REFUSED_WITH_REASON, (list(codes),)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _summarise(conn: psycopg.Connection[Any]) -> LogSummary:
+    row = conn.execute(
+        "SELECT count(*), avg(message_bytes), min(decided_at), max(decided_at), "
+        "count(readback), count(*) FILTER (WHERE readback = 'disagree') "
+        "FROM handoffs.decisions"
+    ).fetchone()
+    assert row is not None  # noqa: S101 - an aggregate always returns a row
+    total, mean_bytes, first, last, sampled, disagreed = row
+    return LogSummary(
+        decisions=int(total),
+        by_verdict=_pairs(conn, "SELECT verdict, count(*) FROM handoffs.decisions "
+                                "GROUP BY verdict ORDER BY verdict"),
+        by_step=_pairs(conn, "SELECT step, count(*) FROM handoffs.decisions GROUP BY step "
+                             "ORDER BY step"),
+        by_reason=_pairs(conn, "SELECT code, count(DISTINCT decision) FROM "
+                               "handoffs.decision_reasons GROUP BY code ORDER BY code"),
+        by_receiver=_pairs(conn, "SELECT receiver, count(*) FROM handoffs.decisions "
+                                 "GROUP BY receiver ORDER BY receiver"),
+        missing_field_rejections=_with_reason(conn, ("missing-field",)),
+        expired=_with_reason(conn, EXPIRED_CODES),
+        source_resolution_failures=_with_reason(conn, ("evidence-unresolved",)),
+        replays=_with_reason(conn, ("replayed",)),
+        readback_sampled=int(sampled),
+        readback_disagreements=int(disagreed),
+        readback_disagreement_rate=(int(disagreed) / int(sampled)) if sampled else None,
+        counterfactual_triggers=_pairs(
+            conn, "SELECT counterfactual_trigger, count(*) FROM handoffs.decisions "
+                  "WHERE counterfactual_trigger IS NOT NULL GROUP BY counterfactual_trigger "
+                  "ORDER BY count(*) DESC, counterfactual_trigger"),
+        mean_message_bytes=float(mean_bytes) if mean_bytes is not None else None,
+        first_decided_at=_stamp(first),
+        last_decided_at=_stamp(last),
+    )

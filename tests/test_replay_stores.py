@@ -1,0 +1,263 @@
+"""Both stores (a SQLite file, a real PostgreSQL server): one transaction per admission,
+no burned ids under kill -9, pruning by the store's clock, failing closed.
+
+The PostgreSQL cases run against a throwaway server (``stores.postgres_server``) and
+skip, with the reason, where its binaries are missing; ``.ci/run`` installs them.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from handoffs.receivers import (
+    Decision,
+    DecisionLogError,
+    ReplayClaim,
+    ReplayLog,
+    Step,
+    Verdict,
+)
+from stores import PostgresServer, free_port, open_log
+from test_gate import CASES, NOW, WORLD, codes, raw, strict
+
+HERE = Path(__file__).parent
+
+
+def query(url: str, sql: str) -> list[tuple[Any, ...]]:
+    """Run ``sql`` (tables named ``seen`` and ``decisions``) on either backend."""
+    if url.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(url) as conn:
+            conn.execute("SET search_path TO handoffs")
+            return list(conn.execute(sql).fetchall())
+    with sqlite3.connect(url) as conn:
+        return list(conn.execute(sql).fetchall())
+
+
+BURNED = ("SELECT s.receipt_id FROM seen s WHERE NOT EXISTS "
+          "(SELECT 1 FROM decisions d WHERE d.receipt_id = s.receipt_id)")
+
+
+def test_both_backends_are_replay_logs(store_url: str) -> None:
+    with open_log(store_url) as log:
+        assert isinstance(log, ReplayLog)
+
+
+def test_one_row_per_decision_and_the_summary(store_url: str) -> None:
+    log = open_log(store_url)
+    gate = WORLD.gate(log=log, replay=log)
+    message = raw(WORLD.signed("value-01"))
+    accepted, replayed = strict(gate).receive(message), strict(gate).receive(message)
+    garbage = strict(gate).receive(b"{oops")
+    assert (accepted.verdict, codes(replayed), garbage.verdict) == (
+        Verdict.ACCEPT, ["replayed"], Verdict.REJECT)
+    newest, middle, oldest = log.rows()
+    assert (oldest["receipt_id"], oldest["verdict"], oldest["decided_at"]) == (
+        accepted.receipt_id, "ACCEPT", "2026-06-01T12:01:00.000000Z")
+    assert (middle["verdict"], middle["step"], middle["sender"],
+            [r["code"] for r in middle["reasons"]]) == ("REJECT", 2, None, ["replayed"])
+    assert newest["message_bytes"] == 5
+    summary = log.summary()
+    assert (summary.decisions, summary.replays, summary.by_verdict) == (
+        3, 1, {"ACCEPT": 1, "REJECT": 2})
+    assert query(store_url, BURNED) == []
+    log.close()
+
+
+def _decision(receipt_id: str) -> Decision:
+    return Decision(verdict=Verdict.ACCEPT, action="ESCALATE", step=Step.POLICY, reasons=(),
+                    receiver="r", receipt_id=receipt_id)
+
+
+def test_a_lost_claim_writes_nothing(store_url: str) -> None:
+    log = open_log(store_url)
+    claim = ReplayClaim(receipt_id="urn:x", expires=NOW + timedelta(hours=1), claimed_at=NOW)
+    kwargs: dict[str, Any] = {"digest": None, "message_bytes": 1, "decided_at": NOW}
+    assert log.record(_decision("urn:x"), claim=claim, **kwargs)
+    assert not log.record(_decision("urn:x"), claim=claim, **kwargs)
+    assert log.count() == 1
+    log.close()
+
+
+def test_threads_racing_on_one_id_admit_it_once(store_url: str) -> None:
+    log = open_log(store_url)
+    won: list[str] = []
+    until = datetime.now(UTC) + timedelta(hours=1)
+
+    def race(worker: int) -> None:
+        for i in range(25):
+            claim = ReplayClaim(receipt_id=f"id-{i}", expires=until, claimed_at=NOW)
+            if log.record(_decision(f"id-{i}"), claim=claim, digest=None,
+                          message_bytes=worker, decided_at=NOW):
+                won.append(f"id-{i}")
+
+    threads = [threading.Thread(target=race, args=(w,)) for w in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(won) == sorted(f"id-{i}" for i in range(25))
+    assert log.count() == 25
+    log.close()
+
+
+# ------------------------------------------------------------- the store's own clock
+
+
+def test_a_writer_at_2099_cannot_reopen_a_still_valid_id(store_url: str) -> None:
+    """The outside test's case: 1,100 claims with now = 2099, then the valid id again."""
+    log = open_log(store_url, prune_every=10)
+    real = datetime.now(UTC)
+    assert log.first_seen("valid", expires=real + timedelta(hours=1), now=real)
+    assert log.first_seen("long-gone", expires=real - timedelta(hours=2), now=real)
+    future = datetime(2099, 1, 1, tzinfo=UTC)
+    for i in range(1100):
+        assert log.first_seen(f"skewed-{i}", expires=future + timedelta(hours=1), now=future)
+    assert not log.first_seen("valid", expires=real + timedelta(hours=1), now=future)
+    # Pruning did run (110 times), by the store's clock: only the id past its validity
+    # (and the retention margin) was forgotten.
+    assert log.seen("valid")
+    assert not log.seen("long-gone")
+    assert log.prune() == 0
+    log.close()
+
+
+def test_the_retention_margin_is_measured_from_the_receipt_validity(store_url: str) -> None:
+    log = open_log(store_url, retain=timedelta(hours=3))
+    real = datetime.now(UTC)
+    assert log.first_seen("two-hours-ago", expires=real - timedelta(hours=2), now=real)
+    assert log.first_seen("four-hours-ago", expires=real - timedelta(hours=4), now=real)
+    assert log.prune() == 1
+    assert (log.seen("two-hours-ago"), log.seen("four-hours-ago")) == (True, False)
+    log.close()
+
+
+# ---------------------------------------------------------------------- kill -9
+
+
+def _kill_loop(store_url: str, tmp_path: Path, *, receipts: int, kills: int) -> None:
+    """Gate ``receipts`` genuine receipts in processes SIGKILLed ``kills`` times at
+    random moments; re-send whatever was never acknowledged; then check the store.
+    """
+    ring = tmp_path / "ring.json"
+    ring.write_text(json.dumps(WORLD.keyring.to_json()), "utf-8")
+    names = sorted(CASES)
+    messages = {}
+    for i in range(receipts):
+        doc = WORLD.signed(names[i % len(names)])
+        messages[doc["id"]] = raw(doc)
+    acks: list[tuple[str, str]] = []
+    pending = list(messages)
+    rng = random.Random(11)  # noqa: S311 - when to kill, not a secret
+    for round_ in range(kills + 1):
+        feed = tmp_path / f"round-{round_}.jsonl"
+        feed.write_bytes(b"\n".join(messages[i] for i in pending))
+        proc = subprocess.Popen([sys.executable, str(HERE / "_killable_gate.py"), store_url,
+                                 str(ring), str(feed)], stdout=subprocess.PIPE, cwd=HERE)
+        assert proc.stdout is not None
+        target = rng.randint(1, max(1, len(pending) // (kills - round_ + 1))) \
+            if round_ < kills else len(pending)
+        for _ in range(target):
+            line = proc.stdout.readline().decode().split()
+            if not line:
+                break
+            acks.append((line[0], line[1]))
+        if round_ < kills:
+            proc.kill()  # SIGKILL, mid-stream
+        proc.wait(timeout=120)
+        proc.stdout.close()
+        acked = {receipt for receipt, _ in acks}
+        pending = [i for i in pending if i not in acked]
+        if not pending:
+            break
+    assert pending == []
+    accepted = Counter(r for (r,) in query(
+        store_url, "SELECT receipt_id FROM decisions WHERE verdict = 'ACCEPT'"))
+    assert accepted == Counter(dict.fromkeys(messages, 1))  # each genuine receipt once
+    assert query(store_url, BURNED) == []  # no id seen without its decision
+    for receipt, verdict in acks:  # every acknowledgement has its row
+        assert verdict in {"ACCEPT", "REJECT"}
+        assert receipt in accepted
+
+
+def test_kill_9_burns_no_genuine_id(store_url: str, tmp_path: Path) -> None:
+    _kill_loop(store_url, tmp_path, receipts=30, kills=1)
+
+
+@pytest.mark.slow
+def test_kill_9_burns_no_genuine_id_in_forty_kills(store_url: str, tmp_path: Path) -> None:
+    _kill_loop(store_url, tmp_path, receipts=400, kills=40)
+
+
+# ------------------------------------------------------------------ PostgreSQL only
+
+
+def test_an_unreachable_server_fails_the_gate_closed() -> None:
+    pytest.importorskip("psycopg")
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/none"
+    log = open_log(url, timeout=1)
+    decision = strict(WORLD.gate(log=log, replay=log)).receive(raw(WORLD.signed()))
+    assert (decision.verdict, decision.step, codes(decision)) == (
+        Verdict.REJECT, Step.PROOFS, ["replay-store-unavailable", "log-unavailable"])
+    assert decision.admitted is False
+    with pytest.raises(DecisionLogError, match="cannot reach the server") as info:
+        log.ping()
+    assert info.value.code == "log-unavailable"
+    assert "127.0.0.1" in str(info.value)
+    log.close()
+
+
+@pytest.mark.slow
+def test_a_restart_fails_closed_then_recovers(postgres: PostgresServer) -> None:
+    url = postgres.create_database("restart")
+    log = open_log(url, timeout=2)
+    gate = WORLD.gate(log=log, replay=log)
+    before = strict(gate).receive(raw(WORLD.signed("routine-01")))
+    assert before.verdict is Verdict.ACCEPT
+    postgres.restart("immediate")
+    after = [strict(gate).receive(raw(WORLD.signed("routine-02"))) for _ in range(3)]
+    assert after[-1].verdict is Verdict.ACCEPT  # the pool reconnected
+    for decision in after[:-1]:  # any refusal in between was fail-closed and typed
+        assert decision.verdict is Verdict.ACCEPT or set(codes(decision)) <= {
+            "replay-store-unavailable", "log-unavailable"}
+    assert before.receipt_id in {r["receipt_id"] for r in log.rows()}  # survived the crash
+    log.close()
+
+
+def test_a_newer_schema_is_refused(postgres: PostgresServer) -> None:
+    url = postgres.create_database("newer")
+    with open_log(url) as log:
+        log.ping()
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute("SELECT value FROM handoffs.meta").fetchone() == ("1",)
+        conn.execute("UPDATE handoffs.meta SET value = '99'")
+    with pytest.raises(DecisionLogError, match="schema version '99'") as info, \
+            open_log(url) as log:
+        log.ping()
+    assert info.value.code == "log-version"
+
+
+def test_bad_options_are_refused_before_connecting() -> None:
+    pytest.importorskip("psycopg")
+    from handoffs.service.postgres import PostgresDecisionLog
+
+    with pytest.raises(ValueError, match="postgresql://"):
+        PostgresDecisionLog("mysql://x")
+    with pytest.raises(ValueError, match="timeout"):
+        PostgresDecisionLog("postgresql://x@127.0.0.1/db", timeout=0)
+    with pytest.raises(ValueError, match="pool_size"):
+        PostgresDecisionLog("postgresql://x@127.0.0.1/db", pool_size=0)
