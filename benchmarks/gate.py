@@ -55,7 +55,7 @@ from jwt import PyJWS
 from jwt.exceptions import InvalidSignatureError
 
 from handoffs._json import canonical_bytes, dumps, loads
-from handoffs.contracts import Authority, EvidenceRef, Governance, Receipt, compose, payment
+from handoffs.contracts import Authority, EvidenceRef, Governance, Receipt, payment
 from handoffs.contracts._keys import KeyRing, SigningKey, _b58decode_or_none
 from handoffs.contracts._schema import to_json_schema
 from handoffs.contracts._signing import issue_grant, sign_receipt, verify_receipt
@@ -117,14 +117,14 @@ def build(count: int) -> dict[str, Any]:
             authority=Authority.ADVISE, policy_version="PAY-7.4",
             valid_until=T0 + timedelta(hours=1), evidence_refs=tuple(refs),
         )
-        doc = compose(encoder.encode(case), governance, contract=CONTRACT)
+        doc = Receipt.build(CONTRACT, encoder.encode(case), governance)
         grant = issue_grant(
             service, issuer="policy-service", subject="evidence-specialist",
             audience="case-owner", contract=CONTRACT, case_id=case.case_id,
             policy_version="PAY-7.4", authority=[Authority.ADVISE],
             valid_until=T0 + timedelta(hours=2), created=T0,
         )
-        receipt = sign_receipt(Receipt.from_json(doc), sender, grant=grant, created=T0)
+        receipt = sign_receipt(doc, sender, grant=grant, created=T0)
         messages.append(dumps(receipt.to_json()).encode())
         # The same receipt and grant, secured as the peer secures them.
         grant_claims = {k: v for k, v in grant.items() if k != "proof"}

@@ -49,6 +49,7 @@ from handoffs.contracts import (
     OnMissing,
     Over,
     Policy,
+    Receipt,
     ReceiptEncoder,
     Registry,
     Rule,
@@ -325,8 +326,9 @@ def uncalibrated_experiment(h: float = 40) -> Experiment:
 def decide_one(case: PumpEstimate, encoder: Any, *, h: float = 40) -> Decision:
     """Build one receipt for ``case`` with ``encoder`` and let the controller decide it."""
     contract = contract_for(h)
-    receipt = GOVERNANCE.receipt(contract, encoder.encode(case), case_id=case.case_id,
-                                 evidence_refs=case.evidence_refs)
+    receipt = Receipt.build(contract, encoder.encode(case),
+                            GOVERNANCE.stamp(case_id=case.case_id,
+                                             evidence_refs=case.evidence_refs))
     return controller(h).receive(receipt.to_json())
 
 

@@ -57,6 +57,7 @@ from handoffs.contracts import (
     LossMatrix,
     Over,
     Policy,
+    Receipt,
     ReceiptEncoder,
     Registry,
     Rule,
@@ -395,9 +396,9 @@ def _signed_receipt(case: Analysis, content: dict[str, Any], *, sender: str,
     until = DECISION_TIME + timedelta(hours=4)
     service = GovernanceService(sender=sender, receiver=CONTROLLER, policy_version="LOOP-1",
                                 valid_until=until)
-    receipt = service.receipt(
-        SAFETY, content, case_id=case.case_id, evidence_refs=case.evidence_refs,
-        receipt_id=f"urn:uuid:{uuid.uuid5(_RECEIPTS, f'{sender}/{case.case_id}')}")
+    receipt = Receipt.build(
+        SAFETY, content, service.stamp(case_id=case.case_id, evidence_refs=case.evidence_refs),
+        id=f"urn:uuid:{uuid.uuid5(_RECEIPTS, f'{sender}/{case.case_id}')}")
     grant = issue_grant(
         PARTIES.policy_service, issuer=POLICY, subject=sender, audience=CONTROLLER,
         contract=SAFETY, case_id=case.case_id, policy_version="LOOP-1",

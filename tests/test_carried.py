@@ -26,6 +26,7 @@ from handoffs.contracts import (
     LossMatrix,
     Over,
     Policy,
+    Receipt,
     Registry,
     Rule,
     SigningKey,
@@ -101,8 +102,8 @@ def receipt(lo: float = 0.01, hi: float = 0.04, *, sender: str = ORIGIN,
                                 valid_until=until)
     content = {"proposed_action": "GO", "decision_state": {"p": {"lo": lo, "hi": hi}},
                "uncertainty": "RESOLVED", "counterfactual_trigger": "Recompute when p changes."}
-    typed = service.receipt(CONTRACT, content, case_id=case_id,
-                            evidence_refs=["evidence://risk/1"])
+    typed = Receipt.build(CONTRACT, content, service.stamp(
+        case_id=case_id, evidence_refs=["evidence://risk/1"]))
     grant = issue_grant(KEYS[POLICY], issuer=POLICY, subject=sender, audience=FINAL,
                         contract=CONTRACT, case_id=case_id, policy_version="R-1",
                         authority={Authority.ADVISE}, valid_until=until,

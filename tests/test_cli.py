@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 import handoffs
 from handoffs._cli import main
 from handoffs._json import dumps
-from handoffs.contracts import Authority, to_json_schema
+from handoffs.contracts import Authority, Receipt, to_json_schema
 from handoffs.contracts._keys import SigningKey
 from handoffs.contracts._signing import issue_grant
 from handoffs.contracts.payment import (
@@ -255,8 +255,9 @@ def files(tmp_path: Path) -> Signed:
                      "--not-before", since)
         assert result.exit_code == 0, result.output
     case = next(iter(synthetic_cases()))
-    receipt = GOVERNANCE.receipt(PAYMENT_RELEASE, decision_contract_encoder().encode(case),
-                                 case_id=case.case_id, evidence_refs=case.evidence_refs)
+    receipt = Receipt.build(PAYMENT_RELEASE, decision_contract_encoder().encode(case),
+                            GOVERNANCE.stamp(case_id=case.case_id,
+                                             evidence_refs=case.evidence_refs))
     grant = issue_grant(
         SigningKey.from_pem((tmp_path / "policy.pem").read_bytes()), issuer="policy-service",
         subject=receipt.sender, audience=receipt.receiver, contract=PAYMENT_RELEASE,

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from handoffs.contracts import FindingCode, Interval
+from handoffs.contracts import FindingCode, Interval, Receipt
 from handoffs.lab import run
 from handoffs.lab._commands import lab
 from handoffs.receivers import Step, Verdict
@@ -142,8 +142,9 @@ def test_scout_observation_time_is_checked(ex: SimpleNamespace) -> None:
     s = ex.scout
     old = attrs.evolve(next(s.surveys()), observed_at=s.DECISION_TIME.replace(hour=11,
                                                                              minute=30))
-    receipt = s.GOVERNANCE.receipt(s.SCOUT_V1, s.receipt_encoder_v1().encode(old),
-                                   case_id=old.case_id, evidence_refs=old.evidence_refs)
+    receipt = Receipt.build(s.SCOUT_V1, s.receipt_encoder_v1().encode(old),
+                            s.GOVERNANCE.stamp(case_id=old.case_id,
+                                               evidence_refs=old.evidence_refs))
     gate = s.pilot_gate(s.SCOUT_V1, evidence=s.evidence_store(iter([old])))
     decision = StrictContractReceiver(gate).receive(receipt.to_json())
     assert decision.verdict is Verdict.ESCALATE

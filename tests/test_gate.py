@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from handoffs._errors import ProofError, UnknownContract
 from handoffs._json import dumps
-from handoffs.contracts import Authority, Governance, compose, payment
+from handoffs.contracts import Authority, Governance, Receipt, payment
 from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._proofs import sign
 from handoffs.contracts._signing import issue_grant
@@ -135,7 +135,7 @@ class World:
             policy_version=policy_version, valid_until=valid_until,
             evidence_refs=case.evidence_refs if evidence_refs is None else evidence_refs,
         )
-        doc = compose(ENCODER.encode(case), governance, contract=CONTRACT)
+        doc = Receipt.build(CONTRACT, ENCODER.encode(case), governance).to_json()
         if state:
             doc["decision_state"].update(state)
         if notes is not None:

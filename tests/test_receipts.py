@@ -149,8 +149,9 @@ def test_receipts_with_every_field_kind_round_trip(receipt: Receipt[Any, Any]) -
 def test_the_essays_cases_round_trip_through_the_governance_service() -> None:
     encoder = decision_contract_encoder()
     for case in synthetic_cases():
-        receipt = GOVERNANCE.receipt(PAYMENT_RELEASE, encoder.encode(case), case_id=case.case_id,
-                                     evidence_refs=case.evidence_refs)
+        receipt = Receipt.build(PAYMENT_RELEASE, encoder.encode(case),
+                                GOVERNANCE.stamp(case_id=case.case_id,
+                                                 evidence_refs=case.evidence_refs))
         assert Receipt.from_json(receipt.to_bytes()) == receipt
         assert receipt.proposed_action is PAYMENT_RELEASE.decide(case.state())
 
@@ -160,10 +161,10 @@ def test_the_essays_cases_round_trip_through_the_governance_service() -> None:
 
 def _document() -> dict[str, Any]:
     case = next(iter(synthetic_cases()))
-    receipt = GOVERNANCE.receipt(
-        PAYMENT_RELEASE, decision_contract_encoder().encode(case), case_id=case.case_id,
-        evidence_refs=case.evidence_refs,
-        receipt_id="urn:uuid:00000000-0000-4000-8000-000000000001",
+    receipt = Receipt.build(
+        PAYMENT_RELEASE, decision_contract_encoder().encode(case),
+        GOVERNANCE.stamp(case_id=case.case_id, evidence_refs=case.evidence_refs),
+        id="urn:uuid:00000000-0000-4000-8000-000000000001",
     )
     return receipt.to_json()
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handoffs.contracts import GOVERNANCE_FIELDS, Authority, compose, payment
+from handoffs.contracts import GOVERNANCE_FIELDS, Authority, Receipt, compose, payment
 from handoffs.receivers import (
     Admitted,
     AdvisoryActionReceiver,
@@ -105,8 +105,8 @@ def full_record(case: payment.PaymentCase) -> dict[str, Any]:
 
 
 def decision_contract(case: payment.PaymentCase) -> dict[str, Any]:
-    return compose(payment.decision_contract_encoder().encode(case), stamp(case),
-                   contract=CONTRACT)
+    return Receipt.build(CONTRACT, payment.decision_contract_encoder().encode(case),
+                         stamp(case)).to_json()
 
 
 def risk_score(case: payment.PaymentCase) -> dict[str, Any]:

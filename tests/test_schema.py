@@ -15,6 +15,7 @@ from jsonschema import Draft202012Validator
 from handoffs.contracts import (
     BUILTIN,
     Contract,
+    Receipt,
     iter_violations,
     schema_id,
     to_json_schema,
@@ -100,8 +101,9 @@ def test_write_schema_is_stable(tmp_path: Path) -> None:
 
 def _document() -> dict[str, Any]:
     case = next(iter(synthetic_cases()))
-    receipt = GOVERNANCE.receipt(PAYMENT_RELEASE, decision_contract_encoder().encode(case),
-                                 case_id=case.case_id, evidence_refs=case.evidence_refs)
+    receipt = Receipt.build(PAYMENT_RELEASE, decision_contract_encoder().encode(case),
+                            GOVERNANCE.stamp(case_id=case.case_id,
+                                             evidence_refs=case.evidence_refs))
     return receipt.to_json()
 
 
@@ -195,12 +197,12 @@ def test_fast_violations_equal_the_reference_report(edits: list[tuple[str, int]]
 
 
 def _payment_document() -> dict[str, Any]:
-    from handoffs.contracts import compose
+    from handoffs.contracts import Receipt
     from handoffs.contracts.payment import GOVERNANCE, decision_contract_encoder, synthetic_cases
 
     case = next(iter(synthetic_cases()))
-    return compose(
+    return Receipt.build(
+        PAYMENT_RELEASE,
         decision_contract_encoder().encode(case),
         GOVERNANCE.stamp(case_id=case.case_id, evidence_refs=case.evidence_refs),
-        contract=PAYMENT_RELEASE,
-    )
+    ).to_json()

@@ -24,6 +24,7 @@ __all__ = [
     "ReceiptValidationError",
     "UnknownContract",
     "UnknownKey",
+    "UntrustedGovernance",
     "Violation",
     "WeakKey",
 ]
@@ -160,6 +161,17 @@ class ProofError(HandoffsError, ValueError):
     """
 
     code = "proof-invalid"
+
+
+class UntrustedGovernance(HandoffsError, ValueError):
+    """Encoder or model content tried to set a governance or envelope member.
+
+    Governance (case, sender, receiver, authority, policy version, validity,
+    evidence references) only ever comes from the configured governance service;
+    ``json_path`` names the member the content tried to set.
+    """
+
+    code = "untrusted-governance"
 
 
 class KeyRingError(HandoffsError, ValueError):

@@ -1,9 +1,13 @@
 """Decision-receipt contracts: define, build, validate, sign and diff.
 
-Everything agent code needs to build, sign, validate and decide is importable from
+Everything agent code needs to define, sign, validate and decide is importable from
 here::
 
-    from handoffs.contracts import Contract, Receipt, decision_field, Policy, Rule, Is
+    from handoffs.contracts import Contract, decision_field, Policy, Rule, Is, Sender
+
+A :class:`Sender` turns decision content into signed receipt bytes;
+:meth:`Receipt.build`, :func:`issue_grant` and :func:`sign_receipt` are the low-level
+layer underneath it.
 """
 
 from handoffs._errors import (
@@ -16,6 +20,7 @@ from handoffs._errors import (
     ReceiptValidationError,
     UnknownContract,
     UnknownKey,
+    UntrustedGovernance,
     Violation,
     WeakKey,
 )
@@ -46,7 +51,6 @@ from handoffs.contracts._encoders import (
     Encoder,
     GovernanceService,
     ReceiptEncoder,
-    UntrustedGovernance,
     compose,
 )
 from handoffs.contracts._fields import MISSING, FieldKind, FieldSpec, Interval, decision_field
@@ -87,6 +91,7 @@ from handoffs.contracts._schema import (
     validate,
     write_schema,
 )
+from handoffs.contracts._sender import GrantIssuer, GrantSource, Sender
 from handoffs.contracts._signing import (
     AuthorityGrant,
     VerifiedReceipt,
@@ -125,6 +130,8 @@ __all__ = [
     "FindingCode",
     "Governance",
     "GovernanceService",
+    "GrantIssuer",
+    "GrantSource",
     "HandoffsError",
     "HardConstraint",
     "Interval",
@@ -149,6 +156,7 @@ __all__ = [
     "Registry",
     "RoleHeld",
     "Rule",
+    "Sender",
     "SigningKey",
     "Uncertainty",
     "Under",

@@ -378,9 +378,33 @@ class Contract(Generic[S, A]):
             return self.fail_closed_action  # Predicate returned None
         return outcome.action
 
-    def evaluate(self, view: Mapping[str, Any]) -> Outcome[A]:
-        """The policy on a partial view (see :meth:`Policy.evaluate`)."""
+    def evaluate(self, view: S | Mapping[str, Any]) -> Outcome[A]:
+        """The policy on a full state object or a partial view (a mapping of field
+        names to values; see :meth:`Policy.evaluate`).
+
+        Raises:
+            TypeError: ``view`` is neither an instance of :attr:`state` nor a mapping.
+        """
+        if isinstance(view, self.state):
+            return self.policy.evaluate(self.view(view))
+        if not isinstance(view, Mapping):
+            raise TypeError(f"evaluate takes a {self.state.__name__} or a mapping of field "
+                            f"values, got {type(view).__name__}")
         return self.policy.evaluate(view)
+
+    def content_schema(self) -> dict[str, Any]:
+        """The strict JSON Schema of what an encoder or a model writes for this contract.
+
+        Only the semantic members (``proposed_action``, ``decision_state``,
+        ``uncertainty``, ``counterfactual_trigger``, ``notes``): no governance, grant,
+        proof, id or contract. Every object is closed and lists all its properties as
+        required (optional members are nullable), as OpenAI's strict structured
+        outputs require; pass the model's output to
+        :meth:`~handoffs.contracts.Sender.sign`.
+        """
+        from handoffs.contracts._schema import content_json_schema
+
+        return content_json_schema(self)
 
     def hard_violations(self, chosen: A, reference: A, *,
                         truth: S | Mapping[str, Any] | None = None) -> tuple[str, ...]:

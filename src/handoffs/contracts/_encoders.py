@@ -1,37 +1,33 @@
 """Sender-side encoders: evidence in, message content out.
 
 An encoder (deterministic code or a language model) writes only *content*. The
-governance members come from a trusted, deterministic :class:`GovernanceService`
-and are merged by :func:`compose`, which refuses content that tries to set them.
+governance members come from a trusted, deterministic :class:`GovernanceService`;
+:meth:`~handoffs.contracts.Receipt.build` and :func:`compose` refuse content that
+tries to set them.
 """
 
 from __future__ import annotations
 
 import enum
-import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
-from handoffs._errors import HandoffsError
+from handoffs._errors import UntrustedGovernance
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._receipt import (
-    ENVELOPE_MEMBERS,
-    GOVERNANCE_FIELDS,
+    PROTECTED_MEMBERS,
     EvidenceRef,
     Governance,
-    Receipt,
     _converter,
-    structure,
 )
 
 __all__ = [
     "Encoder",
     "GovernanceService",
     "ReceiptEncoder",
-    "UntrustedGovernance",
     "compose",
 ]
 
@@ -39,15 +35,6 @@ E = TypeVar("E")
 E_contra = TypeVar("E_contra", contravariant=True)
 S = TypeVar("S")
 A = TypeVar("A", bound=enum.Enum)
-
-
-_PROTECTED = frozenset(GOVERNANCE_FIELDS) | frozenset(ENVELOPE_MEMBERS)
-
-
-class UntrustedGovernance(HandoffsError, ValueError):
-    """Encoder content tried to set a governance or envelope member."""
-
-    code = "untrusted-governance"
 
 
 @runtime_checkable
@@ -64,36 +51,38 @@ class Encoder(Protocol[E_contra]):
         ...
 
 
-def compose(
-    content: Mapping[str, Any],
-    governance: Governance,
-    *,
-    contract: Contract[Any, Any] | None = None,
-    receipt_id: str | None = None,
-) -> dict[str, Any]:
-    """Merge encoder content with the governance stamp into one message.
+def compose(content: Mapping[str, Any], governance: Governance) -> dict[str, Any]:
+    """Merge encoder content with the governance stamp into one message that is not a
+    receipt (the essay's baseline encodings: a score, an action alone, a full record).
 
-    With ``contract``, the message also names the contract version and gets a receipt
-    id, so that it is a receipt document ready to validate and sign.
+    A receipt is built with :meth:`~handoffs.contracts.Receipt.build` (unsigned) or
+    :class:`~handoffs.contracts.Sender` (signed).
 
     Raises:
         UntrustedGovernance: the content names a governance or envelope member.
     """
-    clash = sorted(set(content) & _PROTECTED)
+    clash = sorted(PROTECTED_MEMBERS.intersection(content))
     if clash:
         raise UntrustedGovernance(
             f"encoder content may not set {', '.join(clash)}", json_path=f"$.{clash[0]}"
         )
-    message: dict[str, Any] = {}
-    if contract is not None:
-        message["contract"] = contract.id
-        message["id"] = receipt_id or f"urn:uuid:{uuid.uuid4()}"
-    message.update(content)
+    message: dict[str, Any] = dict(content)
     message.update(governance.to_json())
     return message
 
 
-@attrs.frozen
+def _validity(instance: GovernanceService, _: attrs.Attribute[Any], __: Any) -> None:
+    until, span = instance.valid_until, instance.valid_for
+    if (until is None) == (span is None):
+        raise ValueError("give the governance service exactly one of valid_until "
+                         "(a fixed expiry) and valid_for (a span from the signing time)")
+    if until is not None and until.tzinfo is None:
+        raise ValueError("valid_until must be timezone-aware")
+    if span is not None and span <= timedelta(0):
+        raise ValueError(f"valid_for must be positive, got {span}")
+
+
+@attrs.frozen(kw_only=True)
 class GovernanceService:
     """The deterministic identity/policy service that stamps governance members.
 
@@ -105,15 +94,29 @@ class GovernanceService:
         sender: identity of the sending agent.
         receiver: identity of the one receiver (the audience).
         policy_version: the policy version in force.
-        valid_until: expiry stamped on every receipt.
+        valid_until: a fixed expiry stamped on every receipt (reproducible runs, the
+            lab), or ``None`` with ``valid_for``.
+        valid_for: each receipt expires this long after it is stamped, or ``None``
+            with ``valid_until``. Exactly one of the two is given.
         may_decide: whether this sender is authorised to claim ``DECIDE``.
     """
 
     sender: str
     receiver: str
     policy_version: str
-    valid_until: datetime
+    valid_until: datetime | None = attrs.field(default=None, validator=_validity)
+    valid_for: timedelta | None = None
     may_decide: bool = False
+
+    def expiry(self, now: datetime | None = None) -> datetime:
+        """The ``valid_until`` a receipt stamped at ``now`` (default: UTC now) gets."""
+        if self.valid_until is not None:
+            return self.valid_until
+        assert self.valid_for is not None  # noqa: S101 - the validator guarantees one
+        moment = datetime.now(UTC) if now is None else now
+        if moment.tzinfo is None:
+            raise ValueError("now must be timezone-aware")
+        return moment + self.valid_for
 
     def stamp(
         self,
@@ -121,8 +124,10 @@ class GovernanceService:
         case_id: str,
         evidence_refs: Sequence[EvidenceRef | str],
         authority: Authority = Authority.ADVISE,
+        now: datetime | None = None,
     ) -> Governance:
-        """Issue the governance members for one case.
+        """Issue the governance members for one case, stamped at ``now`` (default: UTC
+        now; it matters only with ``valid_for``).
 
         Raises:
             UntrustedGovernance: ``DECIDE`` was asked for a sender not authorised to decide.
@@ -138,25 +143,9 @@ class GovernanceService:
             receiver=self.receiver,
             authority=authority,
             policy_version=self.policy_version,
-            valid_until=self.valid_until,
+            valid_until=self.expiry(now),
             evidence_refs=tuple(evidence_refs),
         )
-
-    def receipt(
-        self,
-        contract: Contract[S, A],
-        content: Mapping[str, Any],
-        *,
-        case_id: str,
-        evidence_refs: Sequence[EvidenceRef | str],
-        authority: Authority = Authority.ADVISE,
-        receipt_id: str | None = None,
-    ) -> Receipt[S, A]:
-        """Stamp ``content`` and return the validated, typed (unsigned) receipt."""
-        governance = self.stamp(case_id=case_id, evidence_refs=evidence_refs,
-                                authority=authority)
-        return structure(contract, compose(content, governance, contract=contract,
-                                           receipt_id=receipt_id))
 
 
 def _resolved(_: object) -> Uncertainty:

@@ -737,13 +737,16 @@ class KeyRing:
         public_key_multibase: str,
         *,
         controller: str,
-        roles: Iterable[str],
         not_before: datetime,
+        roles: Iterable[str] = (),
         not_after: datetime | None = None,
         purposes: Iterable[str] = DEFAULT_PURPOSES,
         verification_method: str | None = None,
     ) -> KeyRing:
         """Return a new ring with the key enrolled (``did:key`` id unless one is given).
+
+        ``roles`` defaults to none: a key holds only the roles it is given (a grant
+        issuer's key needs ``policy-service``).
 
         Raises:
             WeakKey: for a small-order, non-canonical or mixed-order key.

@@ -12,7 +12,12 @@ from typing import Any, Final, Generic, TypeVar
 import attrs
 import cattrs
 
-from handoffs._errors import MalformedJSON, ReceiptValidationError, Violation
+from handoffs._errors import (
+    MalformedJSON,
+    ReceiptValidationError,
+    UntrustedGovernance,
+    Violation,
+)
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, loads
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._fields import Interval
@@ -20,10 +25,12 @@ from handoffs.contracts._fields import Interval
 __all__ = [
     "ENVELOPE_MEMBERS",
     "GOVERNANCE_FIELDS",
+    "PROTECTED_MEMBERS",
     "DecisionContent",
     "EvidenceRef",
     "Governance",
     "Receipt",
+    "content_members",
     "format_time",
     "parse_time",
     "payload_bytes",
@@ -54,6 +61,10 @@ CONTENT_FIELDS: Final = (
 
 ENVELOPE_MEMBERS: Final = ("contract", "id", "grant", "proof")
 """Members that identify, authorise and secure a message rather than carry its payload."""
+
+PROTECTED_MEMBERS: Final = frozenset(GOVERNANCE_FIELDS) | frozenset(ENVELOPE_MEMBERS)
+"""Members content may never set: governance comes from the service, the envelope from
+the signing layer."""
 
 _IDENT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}")
 _TIME: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
@@ -220,38 +231,36 @@ class Receipt(Generic[S, A]):
     def build(
         cls,
         contract: Contract[S, A],
-        content: DecisionContent[S, A],
+        content: DecisionContent[S, A] | Mapping[str, Any],
         governance: Governance,
         *,
         id: str | None = None,
     ) -> Receipt[S, A]:
         """Assemble an unsigned receipt from encoder content and a governance stamp.
 
-        Raises:
-            ReceiptValidationError: when the result does not satisfy the contract.
-        """
-        receipt: Receipt[S, A] = cls(
-            contract=contract.id,
-            id=id or f"urn:uuid:{uuid.uuid4()}",
-            case_id=governance.case_id,
-            sender=governance.sender,
-            receiver=governance.receiver,
-            authority=governance.authority,
-            proposed_action=content.proposed_action,
-            decision_state=content.decision_state,
-            evidence_refs=governance.evidence_refs,
-            policy_version=governance.policy_version,
-            valid_until=governance.valid_until,
-            uncertainty=content.uncertainty,
-            counterfactual_trigger=(
-                content.counterfactual_trigger or contract.counterfactual_trigger
-            ),
-            notes=content.notes,
-        )
-        from handoffs.contracts._schema import validate
+        This is the one way to build an unsigned receipt; :class:`~handoffs.contracts.Sender`
+        builds and signs in one call and is what agent code normally uses.
 
-        validate(contract, receipt.to_json())
-        return receipt
+        Args:
+            contract: the contract version the receipt follows.
+            content: what the encoder (or a model) wrote, as :class:`DecisionContent` or
+                as the JSON content members (``proposed_action``, ``decision_state``,
+                ``uncertainty``, ``counterfactual_trigger``, ``notes``). In a mapping,
+                enum members and the state object are accepted for their JSON values, and
+                ``None`` for ``counterfactual_trigger`` (the contract's) and ``notes``
+                (none).
+            governance: the stamp issued by the trusted governance service.
+            id: the receipt id (default: a fresh ``urn:uuid``).
+
+        Raises:
+            UntrustedGovernance: the content names a governance or envelope member.
+            ReceiptValidationError: the result does not satisfy the contract, every
+                violation with its JSON path.
+        """
+        doc: dict[str, Any] = {"contract": contract.id, "id": id or f"urn:uuid:{uuid.uuid4()}"}
+        doc.update(content_members(contract, content))
+        doc.update(governance.to_json())
+        return structure(contract, doc)
 
     @property
     def governance(self) -> Governance:
@@ -312,6 +321,55 @@ class Receipt(Generic[S, A]):
             raise MalformedJSON("a receipt must be a JSON object", code="not-an-object")
         contract = (registry or BUILTIN).for_document(doc)
         return structure(contract, doc)
+
+
+def content_members(
+    contract: Contract[Any, Any], content: DecisionContent[Any, Any] | Mapping[str, Any]
+) -> dict[str, Any]:
+    """The JSON content members of ``content`` (see :meth:`Receipt.build`), unvalidated.
+
+    Raises:
+        UntrustedGovernance: a mapping names a governance or envelope member.
+        ReceiptValidationError: ``content`` is neither a mapping nor
+            :class:`DecisionContent`, or a mapping has a non-string key.
+    """
+    if isinstance(content, DecisionContent):
+        members: dict[str, Any] = {
+            "proposed_action": content.proposed_action,
+            "decision_state": content.decision_state,
+            "uncertainty": content.uncertainty,
+            "counterfactual_trigger": content.counterfactual_trigger,
+            "notes": content.notes,
+        }
+    elif isinstance(content, Mapping):
+        bad = [key for key in content if not isinstance(key, str)]
+        if bad:
+            raise ReceiptValidationError(
+                [Violation("$", "", f"content member names must be strings, got {bad[0]!r}",
+                           "type")], contract=contract.name, version=contract.version)
+        clash = sorted(PROTECTED_MEMBERS.intersection(content))
+        if clash:
+            raise UntrustedGovernance(
+                f"content may not set {', '.join(clash)}: governance comes only from the "
+                "governance service", json_path=f"$.{clash[0]}",
+            )
+        members = dict(content)
+    else:
+        raise ReceiptValidationError(
+            [Violation("$", "", "content must be a mapping of content members or "
+                       f"DecisionContent, got {type(content).__name__}", "type")],
+            contract=contract.name, version=contract.version)
+    for name in ("proposed_action", "uncertainty"):
+        if isinstance(members.get(name), enum.Enum):
+            members[name] = members[name].value
+    state = members.get("decision_state")
+    if state is not None and attrs.has(type(state)):
+        members["decision_state"] = _converter.unstructure(state)
+    if members.get("counterfactual_trigger") is None:
+        members["counterfactual_trigger"] = contract.counterfactual_trigger
+    if "notes" in members and members["notes"] is None:
+        del members["notes"]
+    return members
 
 
 def payload_bytes(message: Mapping[str, Any]) -> int:

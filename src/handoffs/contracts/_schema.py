@@ -23,6 +23,7 @@ from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._fields import FieldKind, FieldSpec
 
 __all__ = [
+    "content_json_schema",
     "iter_violations",
     "render_json_schema",
     "render_schema",
@@ -181,6 +182,58 @@ def to_json_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
             },
         },
         "$defs": {"proof": _proof_schema()},
+    }
+
+
+_STRICT_DROPPED: Final = frozenset({"minLength", "maxLength"})
+
+
+def _strict(node: Any) -> Any:
+    """A copy of a schema node in the strict subset model providers constrain decoding
+    to: no string length bounds, a ``type`` beside every string ``enum``.
+    """
+    if isinstance(node, list):
+        return [_strict(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _strict(value) for key, value in node.items() if key not in _STRICT_DROPPED}
+    if "enum" in out and "type" not in out and all(isinstance(v, str) for v in out["enum"]):
+        out["type"] = "string"
+    return out
+
+
+def content_json_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
+    """The strict JSON Schema of a receipt's *content*: what an encoder or a model
+    writes, nothing that governs authority, audience or validity.
+
+    Every object is closed (``additionalProperties: false``) and lists all its
+    properties as required; optional members are nullable instead (``null``
+    ``counterfactual_trigger``: the contract's; ``null`` ``notes``: none). The schema
+    is in the subset that OpenAI's strict structured outputs accept. Bounds it cannot
+    express (string lengths) are still enforced when the receipt is built.
+    """
+    props = to_json_schema(contract)["properties"]
+    properties: dict[str, Any] = {
+        name: _strict(props[name]) for name in ("proposed_action", "decision_state",
+                                                "uncertainty")
+    }
+    properties["counterfactual_trigger"] = {
+        "type": ["string", "null"],
+        "description": props["counterfactual_trigger"]["description"]
+        + " null: the contract's own trigger.",
+    }
+    properties["notes"] = {
+        "type": ["string", "null"],
+        "description": props["notes"]["description"].replace("Optional b", "B")
+        + f" At most {contract.max_notes_length} characters; null for none.",
+    }
+    return {
+        "title": f"{contract.name} {contract.version} decision content",
+        "description": contract.description,
+        "type": "object",
+        "additionalProperties": False,
+        "required": list(properties),
+        "properties": properties,
     }
 
 

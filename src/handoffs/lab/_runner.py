@@ -45,9 +45,10 @@ from typing import Any, Final
 import attrs
 import jsonschema_rs
 
+from handoffs._errors import UntrustedGovernance
 from handoffs._json import canonical_bytes, canonical_size, digest, dumps
 from handoffs.contracts._contract import Authority, Contract, LossMatrix
-from handoffs.contracts._encoders import GovernanceService, UntrustedGovernance
+from handoffs.contracts._encoders import GovernanceService
 from handoffs.contracts._receipt import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS, format_time
 from handoffs.contracts._schema import schema_id, to_json_schema
 from handoffs.lab._experiment import (
