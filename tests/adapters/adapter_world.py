@@ -19,6 +19,7 @@ from handoffs.contracts import (
     Authority,
     Contract,
     KeyRing,
+    Receipt,
     SigningKey,
     UntrustedGovernance,
     issue_grant,
@@ -95,8 +96,8 @@ class GrantSigner:
                                       json_path=f"$.{clash[0]}")
         governance = attrs.evolve(payment.GOVERNANCE, receiver=self.receiver,
                                   valid_until=VALID_UNTIL)
-        unsigned = governance.receipt(self.contract, content, case_id=case_id,
-                                      evidence_refs=evidence_refs)
+        unsigned = Receipt.build(self.contract, content,
+                                 governance.stamp(case_id=case_id, evidence_refs=evidence_refs))
         grant = issue_grant(
             self.world.service_key, issuer="policy-service", subject="evidence-specialist",
             audience=self.receiver, contract=self.contract, case_id=case_id,
