@@ -27,6 +27,7 @@ from handoffs.contracts import (
     LossMatrix,
     Policy,
     Predicate,
+    Receipt,
     ReceiptEncoder,
     Registry,
     Rule,
@@ -167,5 +168,5 @@ def encoder(c: Contract[Any, Any]) -> ReceiptEncoder[Case, PumpState, Act]:
 def receipt_json(c: Contract[Any, Any], state: PumpState, case_id: str = "case-x") -> str:
     case = Case(case_id, state)
     content = encoder(c).encode(case)
-    return GOVERNANCE.receipt(c, content, case_id=case_id,
-                              evidence_refs=case.evidence_refs).to_json()
+    return Receipt.build(c, content, GOVERNANCE.stamp(
+        case_id=case_id, evidence_refs=case.evidence_refs)).to_json()

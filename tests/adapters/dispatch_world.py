@@ -26,6 +26,7 @@ from handoffs.contracts import (
     OnMissing,
     Over,
     Policy,
+    Receipt,
     Registry,
     RoleHeld,
     Rule,
@@ -126,8 +127,8 @@ class World:
         """A genuine signed receipt, as the sender's code would produce it."""
         service = GovernanceService(sender=SENDER, receiver=receiver, policy_version=POLICY,
                                     valid_until=valid_until)
-        unsigned = service.receipt(PARCEL_DISPATCH, content or self.content(**state),
-                                   case_id="route-1", evidence_refs=EVIDENCE)
+        unsigned = Receipt.build(PARCEL_DISPATCH, content or self.content(**state),
+                                 service.stamp(case_id="route-1", evidence_refs=EVIDENCE))
         grant = issue_grant(
             self.service_key, issuer=SERVICE, subject=SENDER, audience=receiver,
             contract=PARCEL_DISPATCH, case_id="route-1", policy_version=POLICY,
