@@ -36,16 +36,24 @@ _REGION_LIMIT: Final = 10_000
 # Row columns (see handoffs.lab._runlog.COLUMNS).
 _CASE, _STRATEGY, _PERTURBATION, _LABEL, _EPOCH, _REF, _ACTION, _VERDICT = range(8)
 _SEMANTIC, _DETERMINED, _BYTES, _TOKENS, _GOVERNANCE, _SCHEMA, _LATENCY, _MEMO = range(8, 16)
-_FALSIFIED, _FALSEHOOD, _REASONS = range(16, 19)
+_FALSIFIED, _FALSEHOOD, _REASONS, _HOLDING = range(16, 20)
 
 
-def falsehood_class(scoring: Scoring, reference: str, falsified: str) -> str:
+def _holding(row: Sequence[Any]) -> Sequence[str]:
+    """The state-conditioned hard constraints that hold on the row's truth (none in a
+    run log written before the column existed).
+    """
+    return row[_HOLDING] if len(row) > _HOLDING and row[_HOLDING] else ()
+
+
+def falsehood_class(scoring: Scoring, reference: str, falsified: str,
+                    holding: Sequence[str] = ()) -> str:
     """``no_effect``, ``changes_action`` or ``catastrophic`` (trusting it breaks a hard
     constraint), by the reference policy's action on the falsified state.
     """
     if falsified == reference:
         return "no_effect"
-    if scoring.violations(falsified, reference):
+    if scoring.violations(falsified, reference, holding):
         return "catastrophic"
     return "changes_action"
 
@@ -114,7 +122,7 @@ class _Acc:
         regret = scoring.regret(action, reference)
         self.regrets[regret] = self.regrets.get(regret, 0) + n
         self.regret_max = max(self.regret_max, regret)
-        broken = scoring.violations(action, reference)
+        broken = scoring.violations(action, reference, _holding(row))
         if broken:
             self.hard += n
             for name in broken:
@@ -140,7 +148,7 @@ class _Acc:
             sem_regret = scoring.regret(semantic, reference)
             self.sem_regrets[sem_regret] = self.sem_regrets.get(sem_regret, 0) + n
             self.sem_regret_max = max(self.sem_regret_max, sem_regret)
-            self.sem_hard += n * bool(scoring.violations(semantic, reference))
+            self.sem_hard += n * bool(scoring.violations(semantic, reference, _holding(row)))
             self.sem_determined += n * bool(row[_DETERMINED])
 
     def add_stats(self, stats: Sequence[int]) -> None:
@@ -348,7 +356,7 @@ class Aggregator:
         reference, action, verdict = row[_REF], row[_ACTION], row[_VERDICT]
         falsified = row[_FALSIFIED]
         field, true_value, value = row[_FALSEHOOD]
-        kind = falsehood_class(scoring, reference, falsified)
+        kind = falsehood_class(scoring, reference, falsified, _holding(row))
         si = row[_STRATEGY]
         if si == self._count_strategy and row[_EPOCH] == 0:
             self._generated += 1
@@ -403,7 +411,7 @@ class Aggregator:
             "baseline_action": self._baselines.get((injection.case_id, si), reference),
             "altered_action": action,
             "synthetic_loss": scoring.regret(action, reference),
-            "hard_violations": list(scoring.violations(action, reference)),
+            "hard_violations": list(scoring.violations(action, reference, _holding(row))),
         }
 
     def _feed_analysis(self, cases: Sequence[Any], states: Mapping[str, Any]) -> None:

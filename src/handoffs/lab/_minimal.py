@@ -8,7 +8,12 @@ Two oracles, kept apart (lab anchors §5):
   three-valued evaluation where that is conclusive, else by enumerating the free
   fields over finite domains and over the policy's threshold cells (exact for the
   declarative conditions; a policy with opaque predicates is checked only on its
-  finite fields and otherwise treated conservatively).
+  finite fields and otherwise treated conservatively). A policy with arithmetic
+  comparisons (``Field("p") * Field("h") > 2``) is decided on boxes: the constraints
+  as intervals, free numeric fields over their whole range, evaluated in interval
+  semantics and bisected on number fields until determined (sound: a box is called
+  sufficient only when every state in it is proved to get the action; an exhausted
+  budget answers ``False``).
 - **T(S), the instance test** on a receiver: given the message cut down to S, the
   receiver accepts and chooses the reference action. One receiver call.
 
@@ -25,6 +30,7 @@ minimal set equals the set of trigger fields. :func:`ddmin` is delta debugging
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -35,7 +41,7 @@ import attrs
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
 from handoffs.lab._experiment import wire_value
-from handoffs.lab._perturb import has_predicates
+from handoffs.lab._perturb import has_arithmetic, has_predicates
 
 __all__ = [
     "Constraint",
@@ -53,6 +59,7 @@ __all__ = [
 T = TypeVar("T")
 
 _ENUMERATION_LIMIT: Final = 50_000
+_BOX_LIMIT: Final = 128
 _DECIDE_CACHE_LIMIT: Final = 65_536
 
 
@@ -74,6 +81,7 @@ class Reference:
         self.names = tuple(spec.name for spec in contract.fields)
         self.specs = contract.fields
         self.predicates = has_predicates(contract.policy)
+        self.arithmetic = has_arithmetic(contract.policy)
         self.thresholds: dict[str, tuple[float, ...]] = {}
         for name, t in contract.policy.thresholds():
             self.thresholds[name] = tuple(sorted({*self.thresholds.get(name, ()), t}))
@@ -91,6 +99,19 @@ class Reference:
             self._cache.clear()
         self._cache[key] = action
         return str(action)
+
+    def cut_points(self, name: str, view: Mapping[str, Any]) -> tuple[float, ...]:
+        """The values of ``name`` where the policy may change its answer when the other
+        fields keep their values in ``view``: the static thresholds, plus the cuts of
+        arithmetic comparisons (``p * h > 2`` cuts ``h`` at ``2 / p`` for either end
+        of an interval ``p``).
+        """
+        static = self.thresholds.get(name, ())
+        if not self.arithmetic:
+            return static
+        found = {t for rule in self.contract.policy.rules
+                 for field, t in rule.when.cuts(view) if field == name}
+        return tuple(sorted({*static, *found}))
 
     def representatives(self, spec: FieldSpec, within: Interval | None = None) -> list[Any]:
         """Values of ``spec`` that cover every threshold cell (optionally inside ``within``)."""
@@ -158,6 +179,13 @@ def region_sufficient(reference: Reference, constraints: Mapping[str, Constraint
     Fields absent from ``constraints`` are free. Conservative: when the answer
     cannot be established within ``limit`` enumerated states, it is ``False``.
     """
+    if reference.arithmetic and not reference.predicates:
+        return _box_sufficient(reference, constraints, action, limit=min(limit, _BOX_LIMIT))
+    return _enumerated_sufficient(reference, constraints, action, limit=limit)
+
+
+def _enumerated_sufficient(reference: Reference, constraints: Mapping[str, Constraint],
+                           action: str, *, limit: int) -> bool:
     view: dict[str, Any] = {}
     for name, constraint in constraints.items():
         fits, value = constraint.kleene(reference.contract.field_map[name], reference.predicates)
@@ -187,6 +215,133 @@ def region_sufficient(reference: Reference, constraints: Mapping[str, Constraint
     for combination in itertools.product(*axes):
         if reference(dict(zip(names, combination, strict=True))) != action:
             return False
+    return True
+
+
+def _span(spec: FieldSpec) -> Interval:
+    return Interval(float(spec.minimum or 0.0), float(spec.maximum or 0.0))
+
+
+def _split(box: Mapping[str, Any], names: Sequence[str],
+           specs: Mapping[str, FieldSpec]) -> list[dict[str, Any]] | None:
+    """``box`` bisected on its relatively widest number field, or ``None`` when every
+    number field is a point.
+    """
+    best, widest = None, 0.0
+    for name in names:
+        value = box[name]
+        if isinstance(value, Interval) and value.hi > value.lo:
+            span = _span(specs[name]).width or 1.0
+            if value.width / span > widest:
+                best, widest = name, value.width / span
+    if best is None:
+        return None
+    value = box[best]
+    lo, hi = value.lo, value.hi
+    if specs[best].kind is FieldKind.INT:
+        mid = math.floor((lo + hi) / 2)
+        parts = [(lo, mid), (mid + 1, hi)]
+    else:
+        mid = lo / 2 + hi / 2
+        parts = [(lo, mid), (mid, hi)] if lo < mid < hi else [(lo, lo), (hi, hi)]
+    out = []
+    for a, b in parts:
+        point: Any = (int(a) if specs[best].kind is FieldKind.INT else float(a)) if a == b \
+            else Interval(a, b)
+        out.append({**box, best: point})
+    return out
+
+
+def _box_of(reference: Reference, constraints: Mapping[str, Constraint]
+            ) -> tuple[list[tuple[str, list[Any]]], dict[str, Any], list[str], bool]:
+    """(finite axes, the box of number and interval fields, the number fields, whether
+    every interval field is an exact value).
+    """
+    finite: list[tuple[str, list[Any]]] = []
+    box: dict[str, Any] = {}
+    numbers: list[str] = []
+    exact_intervals = True
+    for spec in reference.specs:
+        given = constraints.get(spec.name)
+        domain = spec.domain()
+        if domain is not None:
+            values = list(domain) if given is None else (
+                list(given.values) if given.values is not None else [given.exact])
+            finite.append((spec.name, values))
+            continue
+        if given is None or given.interval is not None:
+            value: Any = _span(spec) if given is None else given.interval
+            exact_intervals = exact_intervals and spec.kind is not FieldKind.INTERVAL
+        else:
+            value = given.exact
+        if spec.kind is not FieldKind.INTERVAL:
+            numbers.append(spec.name)
+            if isinstance(value, Interval) and value.lo == value.hi:
+                value = int(value.lo) if spec.kind is FieldKind.INT else float(value.lo)
+        box[spec.name] = value
+    return finite, box, numbers, exact_intervals
+
+
+def _corner_disagrees(contract: Contract[Any, Any], view: Mapping[str, Any],
+                      numbers: Sequence[str], action: str) -> bool:
+    """Whether a corner of the box (number fields at an end, interval fields as they
+    are: every corner is a state the box holds) gets another reference action.
+    """
+    wide = [n for n in numbers if isinstance(view[n], Interval) and view[n].hi > view[n].lo]
+    if len(wide) > 4:
+        return False
+    kinds = {n: contract.field_map[n].kind for n in wide}
+    fail_closed = str(contract.fail_closed_action.value)
+    for ends in itertools.product((0, 1), repeat=len(wide)):
+        corner = dict(view)
+        for name, end in zip(wide, ends, strict=True):
+            value = view[name].hi if end else view[name].lo
+            corner[name] = int(value) if kinds[name] is FieldKind.INT else float(value)
+        outcome = contract.policy.evaluate(corner)
+        got = str(outcome.action.value) if outcome.action is not None else fail_closed
+        if got != action:
+            return True
+    return False
+
+
+def _box_sufficient(reference: Reference, constraints: Mapping[str, Constraint], action: str,
+                    *, limit: int) -> bool:
+    """R(S) for policies with arithmetic: evaluate boxes in interval semantics.
+
+    Finite fields are enumerated; number fields are intervals (free ones over their
+    range), bisected while the policy is undetermined on the box; interval fields are
+    the message's interval (every sub-interval is a state it admits, and the policy's
+    answer on the enclosing interval holds for each of them when it is determined).
+    """
+    contract = reference.contract
+    finite, box, numbers, exact_intervals = _box_of(reference, constraints)
+    fail_closed = str(contract.fail_closed_action.value)
+    budget = limit
+    names = [name for name, _ in finite]
+    specs = contract.field_map
+    for combination in itertools.product(*(values for _, values in finite)):
+        fixed = dict(zip(names, combination, strict=True))
+        queue = collections.deque([box])  # breadth first: coarse counterexamples first
+        while queue:
+            current = queue.popleft()
+            budget -= 1
+            if budget < 0:
+                return False
+            outcome = contract.policy.evaluate({**fixed, **current})
+            if outcome.determined:
+                if outcome.action is None or str(outcome.action.value) != action:
+                    return False
+                continue
+            if _corner_disagrees(contract, {**fixed, **current}, numbers, action):
+                return False
+            halves = _split(current, numbers, specs)
+            if halves is None:
+                # One state (every interval field is the message's exact interval): it is
+                # undetermined, so its reference is the fail-closed action.
+                if exact_intervals and fail_closed == action:
+                    continue
+                return False
+            queue.extend(halves)
     return True
 
 
@@ -251,7 +406,7 @@ def counterfactual_triggers(reference: Reference, truth: Mapping[str, Any]) -> t
             continue
         centre = (true_value.lo + true_value.hi) / 2 if isinstance(true_value, Interval) \
             else float(true_value)
-        for t in reference.thresholds.get(spec.name, ()):
+        for t in reference.cut_points(spec.name, truth):
             options = sorted((v for v in _near(spec, t) if _in_bounds(spec, v)),
                              key=lambda v: abs(v - centre))
             for v in options:
@@ -391,7 +546,7 @@ def _coarsen(reference: Reference, spec: FieldSpec, value: Any,
         order = {v: i for i, v in enumerate(domain)}
         return Constraint(values=tuple(sorted(merged, key=order.__getitem__))), checks
     truth = value if isinstance(value, Interval) else Interval.point(float(value))
-    lows, highs = _edges(reference, spec, truth)
+    lows, highs = _edges(reference, spec, truth, _box_view(reference, constraints, spec.name))
     lo, hi = truth.lo, truth.hi
     for candidate in lows:  # widest first
         checks += 1
@@ -412,12 +567,29 @@ def _coarsen(reference: Reference, spec: FieldSpec, value: Any,
     return Constraint(interval=Interval(lo, hi)), checks
 
 
-def _edges(reference: Reference, spec: FieldSpec, truth: Interval) -> tuple[list[float],
-                                                                              list[float]]:
+def _box_view(reference: Reference, constraints: Mapping[str, Constraint],
+              name: str) -> dict[str, Any]:
+    """The other number and interval fields as the message constrains them (free ones
+    over their range), for the cut points of ``name``.
+    """
+    if not reference.arithmetic:
+        return {}
+    view: dict[str, Any] = {}
+    for spec in reference.specs:
+        if spec.name == name or spec.domain() is not None:
+            continue
+        given = constraints.get(spec.name)
+        view[spec.name] = _span(spec) if given is None else (
+            given.interval if given.interval is not None else given.exact)
+    return view
+
+
+def _edges(reference: Reference, spec: FieldSpec, truth: Interval,
+           view: Mapping[str, Any]) -> tuple[list[float], list[float]]:
     lo_bound = float(spec.minimum if spec.minimum is not None else truth.lo)
     hi_bound = float(spec.maximum if spec.maximum is not None else truth.hi)
     points = {lo_bound, hi_bound}
-    for t in reference.thresholds.get(spec.name, ()):
+    for t in reference.cut_points(spec.name, view):
         points.update(v for v in _near(spec, t) if lo_bound <= v <= hi_bound)
     lows = sorted(p for p in points if p <= truth.lo)
     highs = sorted((p for p in points if p >= truth.hi), reverse=True)

@@ -26,7 +26,7 @@ import fnmatch
 import itertools
 import math
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 import attrs
@@ -38,6 +38,7 @@ from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
 from handoffs.contracts._policy import (
     AllOf,
     AnyOf,
+    Compare,
     Condition,
     Is,
     Not,
@@ -97,6 +98,7 @@ class Scoring:
     loss: Mapping[tuple[str, str], float]
     hard: tuple[tuple[str, str, frozenset[str]], ...]
     name: str = "contract"
+    conditioned: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, contract: Contract[Any, Any]) -> Scoring:
@@ -105,6 +107,8 @@ class Scoring:
             loss={(c.value, r.value): float(v) for (c, r), v in contract.loss.entries.items()},
             hard=tuple((h.name, h.chosen.value, frozenset(a.value for a in h.allowed_references))
                        for h in contract.hard_constraints),
+            conditioned=frozenset(h.name for h in contract.hard_constraints
+                                  if h.when is not None),
         )
 
     def regret(self, chosen: str, reference: str) -> float:
@@ -116,9 +120,14 @@ class Scoring:
                 f"loss matrix {self.name!r} has no entry for ({chosen}, {reference})",
                 code="incomplete-loss-matrix") from None
 
-    def violations(self, chosen: str, reference: str) -> tuple[str, ...]:
-        """Names of the hard constraints ``chosen`` breaks against ``reference``."""
-        return tuple(n for n, c, allowed in self.hard if c == chosen and reference not in allowed)
+    def violations(self, chosen: str, reference: str,
+                   holding: Collection[str] = ()) -> tuple[str, ...]:
+        """Names of the hard constraints ``chosen`` breaks against ``reference``;
+        ``holding`` names the state-conditioned ones (``when=``) whose condition holds
+        on the case's true state (the others do not apply).
+        """
+        return tuple(n for n, c, allowed in self.hard if c == chosen and reference not in allowed
+                     and (n not in self.conditioned or n in holding))
 
 
 class _Removed:
@@ -1482,19 +1491,46 @@ def perturbation_from_json(data: Mapping[str, Any], *,
         raise ExperimentError(f"perturbation {kind}: {exc}") from exc
 
 
+def _walk(condition: Condition) -> Iterator[Condition]:
+    yield condition
+    if isinstance(condition, Not):
+        yield from _walk(condition.operand)
+    elif isinstance(condition, AllOf | AnyOf):
+        for operand in condition.operands:
+            yield from _walk(operand)
+
+
 def has_predicates(policy: Policy[Any]) -> bool:
     """Whether any rule uses an opaque :class:`Predicate` (no exact region search)."""
+    return any(isinstance(c, Predicate) for rule in policy.rules for c in _walk(rule.when))
 
-    def walk(condition: Condition) -> bool:
-        if isinstance(condition, Predicate):
-            return True
-        if isinstance(condition, Not):
-            return walk(condition.operand)
-        if isinstance(condition, AllOf | AnyOf):
-            return any(walk(c) for c in condition.operands)
-        return False
 
-    return any(walk(rule.when) for rule in policy.rules)
+def has_arithmetic(policy: Policy[Any]) -> bool:
+    """Whether any rule compares an arithmetic expression (:class:`Compare`)."""
+    return any(isinstance(c, Compare) for rule in policy.rules for c in _walk(rule.when))
+
+
+def opaque_conditions(policy: Policy[Any]) -> list[dict[str, Any]]:
+    """The conditions whose cells the lab cannot derive, with the fields they hide:
+    every :class:`Predicate`, and each :class:`Compare` for the fields it reads more
+    than once (no cut point can be solved for them). The report lists them, so that an
+    analysis that had to fall back is never silent.
+    """
+    found: list[dict[str, Any]] = []
+    for rule in policy.rules:
+        for condition in _walk(rule.when):
+            if isinstance(condition, Predicate):
+                fields = sorted(condition.fields)
+                kind = "predicate"
+            elif isinstance(condition, Compare):
+                fields = sorted(n for n in condition.reads() if not condition.invertible(n))
+                kind = "expression"
+            else:
+                continue
+            if fields:
+                found.append({"rule": rule.name, "kind": kind,
+                              "condition": condition.describe(), "fields": fields})
+    return found
 
 
 def interval_of(value: Any) -> Interval | None:

@@ -219,6 +219,15 @@ def _bound(value: float) -> str:
     return _num(shown) + ("⁺" if value > shown else "⁻")
 
 
+def _opaque_note(opaque: list[dict[str, Any]]) -> str:
+    """Say which conditions the search could not look into (never silently)."""
+    if not opaque:
+        return ""
+    items = "; ".join(f"{o['kind']} {o['condition']!r} in rule {o['rule']} hides "
+                      f"{', '.join(o['fields'])}" for o in opaque)
+    return f" Opaque to the search: {items}."
+
+
 def _message(region: Mapping[str, Any]) -> str:
     parts = []
     for item in region["message"]:
@@ -403,8 +412,10 @@ def _view(report: Mapping[str, Any], *, compact: bool) -> _View:
         ],
         minimal["regions"],
         note=f"Method {minimal['method']}; mean {_num(minimal['mean_fields'], 2)} fields per "
-             f"case; never needed: {', '.join(minimal['fields_never_needed']) or 'none'}.",
-        empty="No minimal messages were computed.",
+             f"case; never needed: {', '.join(minimal['fields_never_needed']) or 'none'}."
+             + _opaque_note(minimal.get("opaque_conditions") or []),
+        empty="No minimal messages were computed."
+              + _opaque_note(minimal.get("opaque_conditions") or []),
     ))
 
     triggers = report["counterfactual_triggers"]

@@ -234,6 +234,7 @@ def build_report(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
             "regions": regions,
             "exhaustive_check": minimal_extra["exhaustive_check"],
             "receiver_calls": minimal_extra["receiver_calls"],
+            "opaque_conditions": minimal_extra.get("opaque_conditions", []),
         },
     }
     report["gate"] = evaluate_gate(report, experiment.tolerances)

@@ -52,6 +52,7 @@ COLUMNS: Final = (
     "falsified",     # falsehoods: the reference policy's action if the falsehood held
     "falsehood",     # falsehoods: [field, true value, false value]
     "reasons",       # the receiver's reason codes
+    "holding",       # state-conditioned hard constraints whose `when` holds on the truth
 )
 """Column names of a decision row, in order."""
 

@@ -76,6 +76,7 @@ from handoffs.lab._perturb import (
     Scoring,
     Variant,
     has_predicates,
+    opaque_conditions,
 )
 from handoffs.lab._runlog import RunLog, RunLogError, read_run_log
 from handoffs.receivers._decision import Receiver, Verdict, memo_value
@@ -694,6 +695,10 @@ class _Chunk:
         self.receipts = [s.receipts for s in plan.strategies]
         self.case_rows: list[list[Any]] = []
         self.truths: list[dict[str, Any]] = []
+        # per case: the state-conditioned hard constraints whose `when` holds on its truth
+        self.conditioned = tuple(h for h in plan.contract.hard_constraints
+                                 if h.when is not None)
+        self.holding: list[tuple[str, ...]] = []
         self.bases: list[list[_Msg]] = []
         self.states: dict[str, dict[str, Any]] = {}
         # memoisation (per chunk, so that counts do not depend on the executor)
@@ -749,6 +754,9 @@ class _Chunk:
             j = len(self.bases)
             self.bases.append(row)
             self.truths.append(truth)
+            self.holding.append(tuple(h.name for h in self.conditioned
+                                      if h.when is not None
+                                      and h.when.evaluate(truth) is not False))
             if case_id in plan.injection_cases:
                 self.special_cases.add(j)
             self.case_rows.append([case_id, _case_digest(plan, evidence), state_key, ref])
@@ -926,7 +934,7 @@ class _Chunk:
 
     def _base_row(self, j: int, si: int, base: _Msg, ref: str, *, replayable: bool) -> None:
         """The unperturbed message's row (replayed from an earlier case when alike)."""
-        block_key = self._block_key(si, base, ref) if replayable else None
+        block_key = self._block_key(si, base, ref, self.holding[j]) if replayable else None
         if block_key is not None:
             block = self.blocks.get(block_key)
             if block is not None:
@@ -948,7 +956,8 @@ class _Chunk:
         j, si = at
         message = base.message
         block_key = self._block_key(
-            si, base, run, case_ref, tuple([base.read(name) for name in run.values]),
+            si, base, run, case_ref, self.holding[j],
+            tuple([base.read(name) for name in run.values]),
             tuple([name in message for name in run.present])) if replayable else None
         if block_key is not None:
             block = self.blocks.get(block_key)
@@ -1274,13 +1283,14 @@ class _Chunk:
     def _template(self, at: tuple[int, int, int], epoch: int, facts: _Facts, oid: int,
                   sid: int) -> int:
         """The id of the distinct row (all but case, bytes, tokens, latency, memo)."""
-        _, si, pi = at
+        j, si, pi = at
         meta = facts.meta
         label = falsified = falsehood = None
         if meta is not None:
             label, falsified, falsehood = meta.label, meta.falsified, meta.falsehood
+        holding = self.holding[j]
         key = (si, pi, label, epoch, facts.ref, oid, sid, facts.governance, facts.schema,
-               falsified, None if falsehood is None else dumps(list(falsehood)))
+               falsified, None if falsehood is None else dumps(list(falsehood)), holding)
         found = self.template_ids.get(key)
         if found is not None:
             return found
@@ -1294,7 +1304,7 @@ class _Chunk:
         self.templates.append([
             None, si, pi, label, epoch, facts.ref, action, verdict, semantic, determined,
             None, None, facts.governance, facts.schema, None, None, falsified,
-            list(falsehood) if falsehood is not None else None, list(reasons),
+            list(falsehood) if falsehood is not None else None, list(reasons), list(holding),
         ])
         self.stats.append([0, 0, 0, 0, 0, 0, 0, 0])
         return found
@@ -1623,6 +1633,7 @@ def finish_minimal(experiment: Experiment, plan: Plan, aggregator: Aggregator, *
                 exhaustive_ok = False
     return {
         "method": method,
+        "opaque_conditions": opaque_conditions(plan.contract.policy),
         "confirming_receiver": str(getattr(receiver, "name", type(receiver).__name__)),
         "receiver_calls": calls,
         "exhaustive_check": {
@@ -1706,7 +1717,7 @@ def rescore(
     scoring = Scoring(
         loss={(getattr(c, "value", c), getattr(r, "value", r)): float(v)
               for (c, r), v in entries.items()},
-        hard=base.hard, name=name)
+        hard=base.hard, name=name, conditioned=base.conditioned)
     aggregator = Aggregator.for_experiment(experiment, plan, scoring)
     complete = False
     for record in records:
