@@ -249,6 +249,8 @@ class Aggregator:
         self.cases = 0
         self.calls = 0
         self.hits = 0
+        # model cost per strategy: [model calls, cache hits, tokens in, tokens out, µs]
+        self._usage: dict[int, list[int]] = {}
         # falsehoods
         self._mutate = {i + 1 for i, p in enumerate(self.perturbations) if isinstance(p, Mutate)}
         first = [min(self.targets[i - 1]) for i in self._mutate if self.targets[i - 1]]
@@ -285,6 +287,21 @@ class Aggregator:
                    scoring=scoring or Scoring.of(plan.contract),
                    example_limit=experiment.example_limit)
 
+    def model_cost(self) -> list[dict[str, Any]]:
+        """Per strategy with a model receiver: calls, cache hits, tokens, latency."""
+        out = []
+        for si, (calls, hits, tokens_in, tokens_out, micros) in sorted(self._usage.items()):
+            out.append({
+                "strategy": self.strategies[si],
+                "model_calls": calls,
+                "cache_hits": hits,
+                "tokens_in": tokens_in,
+                "tokens_out": tokens_out,
+                "latency_ms": round(micros / 1000, 3),
+                "mean_latency_ms": round(micros / 1000 / calls, 3) if calls else 0.0,
+            })
+        return out
+
     # ----------------------------------------------------------------- feeding
 
     def feed(self, record: Mapping[str, Any]) -> None:
@@ -295,6 +312,10 @@ class Aggregator:
         self.cases += len(cases)
         self.calls += int(record.get("calls", 0))
         self.hits += int(record.get("hits", 0))
+        for si, *usage in record.get("model", ()):
+            row = self._usage.setdefault(int(si), [0, 0, 0, 0, 0])
+            for i, value in enumerate(usage):
+                row[i] += int(value)
         for case_id, case_digest, state_key, reference in cases:
             self._digest.update(f"{case_digest}\n".encode())
             del case_id, reference

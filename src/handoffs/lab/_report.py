@@ -176,7 +176,8 @@ def essay_tables(results: Sequence[Mapping[str, Any]], *, strategies: Sequence[s
 
 def build_report(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
                  provenance: Mapping[str, Any], minimal_extra: Mapping[str, Any],
-                 created: datetime | None = None) -> dict[str, Any]:
+                 created: datetime | None = None,
+                 cost: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Assemble ``report.json`` from a fed aggregator, evaluate the gate, attach the
     release artefact, and validate the whole against the report schema.
 
@@ -236,6 +237,17 @@ def build_report(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
             "receiver_calls": minimal_extra["receiver_calls"],
             "opaque_conditions": minimal_extra.get("opaque_conditions", []),
         },
+    }
+    strategies = aggregator.model_cost()
+    totals = {k: sum(row[k] for row in strategies)
+              for k in ("model_calls", "cache_hits", "tokens_in", "tokens_out")}
+    extra = dict(cost or {})
+    report["cost"] = {
+        "strategies": strategies,
+        "totals": {**totals, "latency_ms": round(sum(r["latency_ms"] for r in strategies), 3)},
+        "cache": extra.get("cache"),
+        "budget": extra.get("budget", {"max_calls": None, "max_tokens": None}),
+        "concurrency": extra.get("concurrency"),
     }
     report["gate"] = evaluate_gate(report, experiment.tolerances)
     report["release"] = release_artefact(report, created=created_at)

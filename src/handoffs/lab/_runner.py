@@ -35,6 +35,7 @@ import hashlib
 import itertools
 import os
 import platform
+import threading
 import time
 import uuid
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence, Sized
@@ -51,6 +52,7 @@ from handoffs.contracts._contract import Authority, Contract, LossMatrix
 from handoffs.contracts._encoders import GovernanceService
 from handoffs.contracts._receipt import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS, format_time
 from handoffs.contracts._schema import schema_id, to_json_schema
+from handoffs.lab._cache import Budget, CallCache, LabClient, close_connections
 from handoffs.lab._experiment import (
     Experiment,
     ExperimentError,
@@ -80,6 +82,7 @@ from handoffs.lab._perturb import (
 )
 from handoffs.lab._runlog import RunLog, RunLogError, read_run_log
 from handoffs.receivers._decision import Receiver, Verdict, memo_value
+from handoffs.receivers._model import TRANSIENT_CODES, ModelReceiver
 
 __all__ = ["EXECUTORS", "LabRun", "Plan", "compile_plan", "rescore", "run", "run_chunk"]
 
@@ -121,6 +124,10 @@ class Plan:
         injection_cases: case ids named by injections (their baseline rows are read).
         token: identifies one run's plan, so that a worker process that receives it
             with every chunk keeps using the first copy (and what it compiled for it).
+        concurrency: calls in flight at once for slow receivers (model receivers).
+        prefetch: whether a chunk first collects its slow receivers' distinct messages
+            and hands them to a pool of ``concurrency`` threads, so that their calls
+            overlap across cases instead of following one another.
     """
 
     name: str
@@ -144,6 +151,8 @@ class Plan:
     special: frozenset[int] = frozenset()
     injection_cases: frozenset[str] = frozenset()
     token: str = ""
+    concurrency: int = 8
+    prefetch: bool = False
 
     @property
     def perturbation_ids(self) -> tuple[str, ...]:
@@ -266,6 +275,125 @@ class _Checks:
             return bool(validator.is_valid(value))
         except (ValueError, TypeError, OverflowError):
             return False
+
+
+class _Entry:
+    """One run-wide memo entry: an outcome, or the call that will produce it."""
+
+    __slots__ = ("counted", "done", "future", "latency", "outcome", "usage")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.future: cf.Future[None] | None = None
+        self.outcome: tuple[str, str, tuple[str, ...]] | None = None
+        self.latency = 0
+        self.usage: tuple[int, int, int, float] | None = None
+        self.counted = False
+
+    def set(self, outcome: tuple[str, str, tuple[str, ...]], latency: int,
+            usage: tuple[int, int, int, float] | None) -> None:
+        self.outcome, self.latency, self.usage = outcome, latency, usage
+        self.done.set()
+
+    def wait(self) -> bool:
+        """Wait for the outcome; ``False`` if its scheduled call was cancelled."""
+        while not self.done.wait(0.5):
+            future = self.future
+            if future is not None and future.cancelled():
+                return False
+        return True
+
+
+class _Shared:
+    """What the chunks of one run share in one process: the run-wide memo (each
+    deterministic receiver's decisions by memo key, bounded), the interned memo-key
+    projections, and the pool that keeps slow receivers busy across cases.
+    """
+
+    def __init__(self, plan: Plan) -> None:
+        self.memo: dict[Hashable, _Entry] = {}
+        self.interned: dict[Hashable, int] = {}
+        self.lock = threading.Lock()
+        self.pool: cf.ThreadPoolExecutor | None = None
+        self.concurrency = plan.concurrency
+
+    def intern(self, projected: Hashable) -> int:
+        found = self.interned.get(projected)
+        if found is None:
+            with self.lock:
+                found = self.interned.setdefault(projected, len(self.interned))
+        return found
+
+    def entry(self, key: Hashable) -> tuple[_Entry, bool]:
+        """(the entry for ``key``, whether this caller made it and must fill it)."""
+        found = self.memo.get(key)
+        if found is not None:
+            return found, False
+        with self.lock:
+            found = self.memo.get(key)
+            if found is not None:
+                return found, False
+            if len(self.memo) >= _RUN_MEMO_LIMIT:
+                self.memo.clear()  # bounded memory; the call cache still has the answers
+            made = self.memo[key] = _Entry()
+        return made, True
+
+    def forget(self, key: Hashable, entry: _Entry) -> None:
+        with self.lock:
+            if self.memo.get(key) is entry:
+                del self.memo[key]
+
+    def take(self, entry: _Entry) -> bool:
+        """Whether this caller is the first to count ``entry``'s call."""
+        with self.lock:
+            if entry.counted:
+                return False
+            entry.counted = True
+            return True
+
+    def submit(self, fn: Callable[[], None]) -> cf.Future[None]:
+        pool = self.pool
+        if pool is None:
+            with self.lock:
+                if self.pool is None:
+                    self.pool = cf.ThreadPoolExecutor(max_workers=self.concurrency,
+                                                      thread_name_prefix="handoffs-calls")
+                pool = self.pool
+        return pool.submit(fn)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+
+_RUN_MEMO_LIMIT: Final = 262_144
+_shared: dict[str, _Shared] = {}
+
+
+def _shared_for(plan: Plan) -> _Shared:
+    found = _shared.get(plan.token)
+    if found is None:
+        with _SHARED_LOCK:
+            found = _shared.get(plan.token)
+            if found is None:
+                if len(_shared) >= _PLANS_KEPT:
+                    for stale in _shared.values():
+                        stale.close()
+                    _shared.clear()
+                found = _shared[plan.token] = _Shared(plan)
+    return found
+
+
+def release_shared(token: str) -> None:
+    """Drop one run's shared state in this process (the end of the run)."""
+    with _SHARED_LOCK:
+        found = _shared.pop(token, None)
+    if found is not None:
+        found.close()
+
+
+_SHARED_LOCK: Final = threading.Lock()
 
 
 _SCHEMA_KEYS: Final = frozenset({"$schema", "$id", "title", "description", "type",
@@ -434,7 +562,15 @@ def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
                 _plans.clear()
             known = _plans[plan.token] = plan
         plan = known
-    chunk = _Chunk(plan, constants)
+    shared = _shared_for(plan)
+    if plan.prefetch:
+        # (0) schedule: walk the chunk once without deciding, handing every distinct
+        # message of a slow receiver to the shared pool; the pass below then finds the
+        # answers in flight or done.
+        dry = _Chunk(plan, constants, shared, dry=True)
+        dry.encode(cases)
+        dry.decide(start)
+    chunk = _Chunk(plan, constants, shared)
     chunk.encode(cases)
     chunk.decide(start)
     return {
@@ -449,6 +585,7 @@ def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
         "case_counts": [[si, pi, n] for (si, pi), n in chunk.case_counts.items()],
         "rows": chunk.rows,
         "complete_rows": plan.keep_rows,
+        "model": [[si, *usage] for si, usage in sorted(chunk.usage.items())],
     }
 
 
@@ -474,12 +611,14 @@ def _member_size(name: str) -> int:
 class _Slot:
     """One receiver of the chunk, with its memoisation interface."""
 
-    __slots__ = ("deterministic", "index", "member", "project", "receiver")
+    __slots__ = ("deterministic", "index", "member", "project", "receiver", "slow")
 
     def __init__(self, index: int, receiver: Receiver) -> None:
         self.index = index
         self.receiver = receiver
         self.deterministic = bool(receiver.deterministic)
+        # A receiver that says how many calls it may have in flight is slow (a model).
+        self.slow = isinstance(getattr(receiver, "max_in_flight", None), int)
         project = getattr(receiver, "memo_key", None)
         member = getattr(receiver, "memo_member", None)
         self.project = project if callable(project) else None
@@ -678,8 +817,13 @@ class _Block:
 class _Chunk:
     """The work on one chunk: encode every case once, then decide every message."""
 
-    def __init__(self, plan: Plan, constants: Sequence[Mapping[str, Any] | None]) -> None:
+    def __init__(self, plan: Plan, constants: Sequence[Mapping[str, Any] | None],
+                 shared: _Shared | None = None, *, dry: bool = False) -> None:
         self.plan = plan
+        self.shared = _Shared(plan) if shared is None else shared
+        self.dry = dry
+        # per strategy: [model calls, cache hits, tokens in, tokens out, latency µs]
+        self.usage: dict[int, list[int]] = {}
         self.constants = constants
         self.contract = plan.contract
         self.checks = _checks_for(plan.contract)
@@ -701,10 +845,11 @@ class _Chunk:
         self.holding: list[tuple[str, ...]] = []
         self.bases: list[list[_Msg]] = []
         self.states: dict[str, dict[str, Any]] = {}
-        # memoisation (per chunk, so that counts do not depend on the executor)
-        self.interned: dict[Hashable, int] = {}
+        # memoisation: the chunk's outcome ids by memo key, in front of the run's memo
         self.memo: dict[Hashable, int] = {}
         self.outcomes: list[tuple[str, str, tuple[str, ...]]] = []
+        if dry:  # the scheduling pass decides nothing: one placeholder outcome
+            self.outcomes.append((self.fail, Verdict.ACCEPT.value, ()))
         self.outcome_ids: dict[tuple[str, str, tuple[str, ...]], int] = {}
         self.calls = 0
         self.hits = 0
@@ -1187,8 +1332,7 @@ class _Chunk:
         if found is None:
             projected = slot.project(msg.message) if slot.project is not None else None
             if projected is not None:
-                interned = self.interned.setdefault(projected, len(self.interned))
-                found = ("k", slot.index, interned)
+                found = ("k", slot.index, self.shared.intern(projected))
             else:
                 found = ("c", slot.index, msg.canonical())
             msg.keys[slot.index] = found
@@ -1208,43 +1352,111 @@ class _Chunk:
             assert slot.project is not None  # noqa: S101 - a "k" key needs a projection
             projected = slot.project(variant.message)
             if projected is not None:
-                return ("k", slot.index, self.interned.setdefault(projected,
-                                                                   len(self.interned)))
+                return ("k", slot.index, self.shared.intern(projected))
         patch = _GONE if new is REMOVED else canonical_bytes(new)
         return ("c", slot.index, base.canonical(), member, patch)
 
     # ------------------------------------------------------------------- rows
 
-    def _outcome(self, slot: _Slot, facts: _Facts, *, memoise: bool) -> tuple[int, int, int]:
-        """(outcome id, latency µs, memo flag) of one receiver decision."""
-        memo_key: Hashable = None
-        if memoise:
-            memo_key = facts.key(slot)
-            found = self.memo.get(memo_key)
-            if found is not None:
-                self.hits += 1
-                return found, 0, 1
-        started = time.perf_counter_ns()
-        try:
-            decision = slot.receiver.receive(facts.message())
-            outcome = (
-                str(decision.action) if decision.action is not None else self.fail,
-                decision.verdict.value,
-                tuple(r.code for r in decision.reasons),
-            )
-        except Exception as exc:  # a receiver must not raise; record it as an error
-            outcome = (self.fail, "ERROR", (f"receiver-raised:{type(exc).__name__}",))
-            memoise = False
+    def _outcome(self, slot: _Slot, facts: _Facts, *, memoise: bool, si: int = -1
+                 ) -> tuple[int, int, int]:
+        """(outcome id, latency µs, memo flag) of one receiver decision.
+
+        A deterministic receiver's decision is looked up in the chunk's memo, then in
+        the run's (shared by the chunks of this process, and filled ahead of time for
+        slow receivers by the scheduling pass); only a decision no chunk has asked
+        for yet calls the receiver. Failed calls (a receiver that raised, a model call
+        that failed) are never memoised.
+        """
+        if self.dry:
+            return self._schedule(slot, facts, memoise=memoise)
+        if not memoise:
+            outcome, latency, usage, ok = _decide(slot.receiver, facts.message(), self.fail)
+            self.exact = self.exact and ok
+            self._account(si, usage)
+            self.calls += 1
+            return self._outcome_id(outcome), latency, 0
+        memo_key = facts.key(slot)
+        found = self.memo.get(memo_key)
+        if found is not None:
+            self.hits += 1
+            return found, 0, 1
+        shared = self.shared
+        while True:
+            entry, mine = shared.entry(memo_key)
+            if mine:
+                outcome, latency, usage, ok = _decide(slot.receiver, facts.message(),
+                                                      self.fail)
+                entry.set(outcome, latency, usage)
+                if not ok:
+                    shared.forget(memo_key, entry)
+                counted = shared.take(entry)
+                break
+            if not entry.wait():  # its scheduled call was cancelled: ask again
+                shared.forget(memo_key, entry)
+                continue
+            counted = shared.take(entry)
+            assert entry.outcome is not None  # noqa: S101 - set before done
+            outcome, latency, usage = entry.outcome, entry.latency, entry.usage
+            ok = _memoisable(outcome)
+            if ok or counted:
+                break
+            # another chunk's call failed and was counted there: ask again
+        oid = self._outcome_id(outcome)
+        if ok:
+            self.memo[memo_key] = oid
+        else:
             self.exact = False
-        latency = (time.perf_counter_ns() - started) // 1000
-        self.calls += 1
+        if counted:
+            self.calls += 1
+            self._account(si, usage)
+            return oid, latency, 0
+        self.hits += 1
+        return oid, 0, 1
+
+    def _schedule(self, slot: _Slot, facts: _Facts, *, memoise: bool) -> tuple[int, int, int]:
+        """The scheduling pass: hand a slow receiver's new messages to the pool."""
+        if slot.slow and memoise:
+            key = facts.key(slot)
+            if key not in self.memo:
+                self.memo[key] = 0
+                shared = self.shared
+                entry, mine = shared.entry(key)
+                if mine:
+                    message = facts.message()
+                    receiver, fail = slot.receiver, self.fail
+
+                    def call() -> None:
+                        outcome, latency, usage, ok = _decide(receiver, message, fail)
+                        entry.set(outcome, latency, usage)
+                        if not ok:
+                            shared.forget(key, entry)
+
+                    entry.future = shared.submit(call)
+        return 0, 0, 1
+
+    def _outcome_id(self, outcome: tuple[str, str, tuple[str, ...]]) -> int:
         oid = self.outcome_ids.get(outcome, -1)
         if oid < 0:
             oid = self.outcome_ids[outcome] = len(self.outcomes)
             self.outcomes.append(outcome)
-        if memoise:
-            self.memo[memo_key] = oid
-        return oid, int(latency), 0
+        return oid
+
+    def _account(self, si: int, usage: tuple[int, int, int, float] | None) -> None:
+        """Add one model call's cost to strategy ``si``'s (cache hit or model call)."""
+        if usage is None or si < 0:
+            return
+        row = self.usage.get(si)
+        if row is None:
+            row = self.usage[si] = [0, 0, 0, 0, 0]
+        cached, tokens_in, tokens_out, latency_ms = usage
+        if cached:
+            row[1] += 1
+        else:
+            row[0] += 1
+            row[2] += tokens_in
+            row[3] += tokens_out
+            row[4] += round(latency_ms * 1000)
 
     def _emit(self, at: tuple[int, int, int], facts: _Facts) -> None:
         """Decide one message (every epoch of a sampled receiver) and record the rows."""
@@ -1258,7 +1470,7 @@ class _Chunk:
         semantic = self.semantic
         size, tokens = facts.size, facts.tokens
         for epoch in range(1 if slot.deterministic else plan.epochs):
-            oid, latency, memo = self._outcome(slot, facts, memoise=slot.deterministic)
+            oid, latency, memo = self._outcome(slot, facts, memoise=slot.deterministic, si=si)
             sid = -1
             if facts.has_state:
                 sid = self._outcome(semantic, facts, memoise=semantic.deterministic)[0]
@@ -1308,6 +1520,35 @@ class _Chunk:
         ])
         self.stats.append([0, 0, 0, 0, 0, 0, 0, 0])
         return found
+
+
+def _decide(receiver: Receiver, message: Mapping[str, Any], fail: str
+            ) -> tuple[tuple[str, str, tuple[str, ...]], int, tuple[int, int, int, float] | None,
+                       bool]:
+    """(outcome, latency µs, model usage, memoisable) of one receiver call."""
+    started = time.perf_counter_ns()
+    usage: tuple[int, int, int, float] | None = None
+    try:
+        decision = receiver.receive(message)
+        outcome = (
+            str(decision.action) if decision.action is not None else fail,
+            decision.verdict.value,
+            tuple(r.code for r in decision.reasons),
+        )
+        record = decision.record
+        if "tokens_in" in record and "cached" in record:
+            usage = (1 if record["cached"] else 0, int(record["tokens_in"]),
+                     int(record["tokens_out"]), float(record.get("latency_ms", 0.0)))
+        ok = _memoisable(outcome)
+    except Exception as exc:  # a receiver must not raise; record it as an error
+        outcome = (fail, "ERROR", (f"receiver-raised:{type(exc).__name__}",))
+        ok = False
+    return outcome, (time.perf_counter_ns() - started) // 1000, usage, ok
+
+
+def _memoisable(outcome: tuple[str, str, tuple[str, ...]]) -> bool:
+    """Whether an outcome may be reused: not an error, not a failed model call."""
+    return outcome[1] != "ERROR" and not TRANSIENT_CODES.intersection(outcome[2])
 
 
 def _case_digest(plan: Plan, evidence: Any) -> str:
@@ -1448,6 +1689,11 @@ def run(
     resume: bool = False,
     progress: bool = False,
     created: datetime | None = None,
+    cache: CallCache | Path | str | bool | None = None,
+    refresh: bool = False,
+    max_calls: int | None = None,
+    max_tokens: int | None = None,
+    concurrency: int | None = None,
 ) -> LabRun:
     """Run an experiment and build its report.
 
@@ -1467,6 +1713,17 @@ def run(
         resume: continue the run log at ``run_log`` after its last complete chunk.
         progress: show a rich progress bar on stderr.
         created: timestamp recorded in the report (default: now).
+        cache: the call cache of model receivers (a :class:`CallCache` or its SQLite
+            path); by default the file ``<run_log>.calls.sqlite`` beside the run log,
+            so that a resumed run asks the model nothing twice; without a run log, none
+            (the run-wide memo still asks each distinct request once per process).
+            ``False``: no cache.
+        refresh: ignore answers cached before this run (ask again, and store anew).
+        max_calls: the run's budget of model calls (minimal-message confirmation
+            included); past it a model receiver fails closed with ``budget-exceeded``.
+        max_tokens: the run's budget of model tokens (in + out), likewise.
+        concurrency: model calls in flight at once (default: the largest
+            ``max_in_flight`` of the experiment's model receivers).
 
     Raises:
         ExperimentError: bad arguments or an inconsistent experiment (before any work).
@@ -1478,10 +1735,19 @@ def run(
         raise ExperimentError(f"workers must be a positive integer, got {workers!r}")
     if resume and run_log is None:
         raise ExperimentError("resume needs the run_log path of the interrupted run")
+    for name, value in (("max_calls", max_calls), ("max_tokens", max_tokens),
+                        ("concurrency", concurrency)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or value < 1):
+            raise ExperimentError(f"{name} must be a positive integer, got {value!r}")
     plan = attrs.evolve(compile_plan(experiment), keep_rows=run_log is not None,
                         token=str(uuid.uuid4()))
     started = time.perf_counter()
     log_path = None if run_log is None else Path(run_log)
+    models = any(isinstance(r, ModelReceiver) for r in (
+        *(s.receiver for s in plan.strategies), plan.semantic, experiment.confirming))
+    calls = _call_cache(cache, log_path, refresh=refresh) if models else None
+    budget = Budget(run=plan.token, max_calls=max_calls, max_tokens=max_tokens, cache=calls)
     header = {
         "run_id": f"urn:uuid:{uuid.uuid4()}",
         "experiment": experiment.name,
@@ -1497,6 +1763,7 @@ def run(
         log = RunLog.discarding(header)
     else:
         log = RunLog.resume(log_path, header) if resume else RunLog.create(log_path, header)
+    plan, confirming = _wired(plan, experiment.confirming, calls, budget, concurrency)
     aggregator = Aggregator.for_experiment(experiment, plan)
     resumed = log.chunks
     if resumed and log_path is not None:
@@ -1505,10 +1772,15 @@ def run(
             if record.get("complete") is not True:
                 aggregator.feed(record)
     kind = "resumed"
-    with log, _collector_frozen():
-        if not log.complete:
-            kind = _execute(experiment, plan, log, aggregator, executor=executor,
-                            workers=workers, chunk_size=chunk_size, progress=progress)
+    try:
+        with log, _collector_frozen():
+            if not log.complete:
+                kind = _execute(experiment, plan, log, aggregator, executor=executor,
+                                workers=workers, chunk_size=chunk_size, progress=progress)
+        minimal_extra = finish_minimal(experiment, plan, aggregator, receiver=confirming)
+    finally:
+        release_shared(plan.token)
+        close_connections()
     from handoffs.lab._report import build_report
 
     provenance = {
@@ -1522,10 +1794,58 @@ def run(
         "resumed_chunks": resumed,
         "elapsed_seconds": time.perf_counter() - started,
     }
-    minimal_extra = finish_minimal(experiment, plan, aggregator)
+    cost = {
+        "cache": None if calls is None else {"path": str(calls.path),
+                                            "refresh": bool(refresh)},
+        "budget": {"max_calls": max_calls, "max_tokens": max_tokens},
+        "concurrency": plan.concurrency if plan.prefetch else None,
+    }
     report = build_report(experiment, plan, aggregator, provenance=provenance,
-                          minimal_extra=minimal_extra, created=created)
+                          minimal_extra=minimal_extra, created=created, cost=cost)
     return LabRun(report=report, run_log=log_path)
+
+
+def _call_cache(cache: CallCache | Path | str | bool | None, log_path: Path | None, *,
+                refresh: bool) -> CallCache | None:
+    if cache is False:
+        return None
+    if isinstance(cache, CallCache):
+        return CallCache(cache.path, refresh=True) if refresh and not cache.refresh else cache
+    if cache is None or cache is True:
+        if log_path is None:
+            return None
+        cache = log_path.with_name(log_path.name + ".calls.sqlite")
+    if not isinstance(cache, str | Path):
+        raise ExperimentError(f"cache must be a path, a CallCache or False, got {cache!r}")
+    return CallCache(cache, refresh=refresh)
+
+
+def _wired(plan: Plan, confirming: Receiver, cache: CallCache | None, budget: Budget,
+           concurrency: int | None) -> tuple[Plan, Receiver]:
+    """The plan with every model receiver's client wrapped for this run (call cache,
+    budget), and the scheduling it needs.
+    """
+    wrapped: dict[int, Any] = {}
+
+    def wire(receiver: Any) -> Any:
+        if not isinstance(receiver, ModelReceiver):
+            return receiver
+        found = wrapped.get(id(receiver))
+        if found is None:
+            client = LabClient(inner=receiver.client, fingerprint=receiver.fingerprint(),
+                               receiver=receiver.name, cache=cache,
+                               budget=budget if budget.limited else None)
+            found = wrapped[id(receiver)] = attrs.evolve(receiver, client=client)
+        return found
+
+    strategies = tuple(attrs.evolve(s, receiver=wire(s.receiver)) if
+                       isinstance(s.receiver, ModelReceiver) else s for s in plan.strategies)
+    slow = [s.receiver for s in strategies
+            if isinstance(getattr(s.receiver, "max_in_flight", None), int)]
+    prefetch = any(r.deterministic for r in slow)
+    width = concurrency or max([int(getattr(r, "max_in_flight", 8)) for r in slow], default=8)
+    return (attrs.evolve(plan, strategies=strategies, semantic=wire(plan.semantic),
+                         prefetch=prefetch, concurrency=width), wire(confirming))
 
 
 def _execute(experiment: Experiment, plan: Plan, log: RunLog, aggregator: Aggregator, *,
@@ -1600,7 +1920,8 @@ def _constants(plan: Plan, first: Any) -> list[Mapping[str, Any] | None]:
 
 
 def finish_minimal(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
-                   confirm: bool = True) -> dict[str, Any]:
+                   confirm: bool = True, receiver: Receiver | None = None
+                   ) -> dict[str, Any]:
     """Confirm each region's minimal message on the confirming receiver (one call per
     region; delta debugging when it does not confirm, or when the method is
     ``ddmin``), and check the search against exhaustive search on small contracts.
@@ -1609,7 +1930,8 @@ def finish_minimal(experiment: Experiment, plan: Plan, aggregator: Aggregator, *
     method = experiment.minimal_method
     if method == "auto":
         method = "ddmin" if has_predicates(plan.contract.policy) else "region"
-    receiver = experiment.confirming
+    if receiver is None:
+        receiver = experiment.confirming
     calls = 0
     exhaustive_ok = True
     checked = 0
