@@ -351,14 +351,25 @@ class _Shared:
             entry.counted = True
             return True
 
+    def start(self) -> cf.ThreadPoolExecutor:
+        """The call pool, with all its threads started (so that starting them does not
+        hold back the first calls).
+        """
+        with self.lock:
+            if self.pool is None:
+                pool = cf.ThreadPoolExecutor(max_workers=self.concurrency,
+                                             thread_name_prefix="handoffs-calls")
+                barrier = threading.Barrier(self.concurrency + 1)
+                for _ in range(self.concurrency):
+                    pool.submit(barrier.wait, 60)
+                barrier.wait(60)
+                self.pool = pool
+            return self.pool
+
     def submit(self, fn: Callable[[], None]) -> cf.Future[None]:
         pool = self.pool
         if pool is None:
-            with self.lock:
-                if self.pool is None:
-                    self.pool = cf.ThreadPoolExecutor(max_workers=self.concurrency,
-                                                      thread_name_prefix="handoffs-calls")
-                pool = self.pool
+            pool = self.start()
         return pool.submit(fn)
 
     def close(self) -> None:
@@ -570,6 +581,9 @@ def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
         dry = _Chunk(plan, constants, shared, dry=True)
         dry.encode(cases)
         dry.decide(start)
+        # The engine's own work waits until the chunk's calls are answered, so that it
+        # does not compete with them (for the interpreter lock, on a small machine).
+        cf.wait(dry.scheduled)
     chunk = _Chunk(plan, constants, shared)
     chunk.encode(cases)
     chunk.decide(start)
@@ -822,6 +836,7 @@ class _Chunk:
         self.plan = plan
         self.shared = _Shared(plan) if shared is None else shared
         self.dry = dry
+        self.scheduled: list[cf.Future[None]] = []
         # per strategy: [model calls, cache hits, tokens in, tokens out, latency µs]
         self.usage: dict[int, list[int]] = {}
         self.constants = constants
@@ -887,6 +902,9 @@ class _Chunk:
             contents: dict[int, _Piece] = {}
             row: list[_Msg] = []
             for si, strategy in enumerate(strategies):
+                if self.dry and not self.slots[si].slow:  # not walked by the scheduling pass
+                    row.append(_Msg({}, self.nslots))
+                    continue
                 authority = strategy.authority
                 stamp = stamps.get(authority)
                 if stamp is None:
@@ -904,6 +922,18 @@ class _Chunk:
                                       and h.when.evaluate(truth) is not False))
             if case_id in plan.injection_cases:
                 self.special_cases.add(j)
+            if self.dry:
+                self.case_rows.append([case_id, "", state_key, ref])
+                for si, msg in enumerate(row):  # the unperturbed messages, at once
+                    slot = self.slots[si]
+                    if slot.slow and slot.deterministic:
+                        self._schedule(slot, _Facts(
+                            meta=None, ref=ref, size=0, tokens=None, governance=True,
+                            schema=None, has_state=False,
+                            key=functools.partial(self._key, msg=msg),
+                            message=functools.partial(getattr, msg, "message")),
+                            memoise=True)
+                continue
             self.case_rows.append([case_id, _case_digest(plan, evidence), state_key, ref])
             if plan.analyse and state_key not in self.states:
                 analysis = analyse_state(self.contract, state_key, truth,
@@ -1005,7 +1035,10 @@ class _Chunk:
     def decide(self, start: int) -> None:
         plan = self.plan
         count = len(self.bases)
-        strategies = range(len(plan.strategies))
+        strategies: Sequence[int] = range(len(plan.strategies))
+        if self.dry:  # the scheduling pass walks only the slow receivers' messages
+            strategies = [si for si in strategies
+                          if self.slots[si].slow and self.slots[si].deterministic]
         replayable = [slot.deterministic and self.semantic.deterministic
                       and plan.tokenizer is None for slot in self.slots]
         for j in range(count):
@@ -1028,7 +1061,8 @@ class _Chunk:
 
         for j in range(count):
             case_ref = self.case_rows[j][3]
-            for si, strategy in enumerate(plan.strategies):
+            for si in strategies:
+                strategy = plan.strategies[si]
                 base = self.bases[j][si]
                 for segment in segments[si]:
                     if isinstance(segment, _Run):
@@ -1433,6 +1467,7 @@ class _Chunk:
                             shared.forget(key, entry)
 
                     entry.future = shared.submit(call)
+                    self.scheduled.append(entry.future)
         return 0, 0, 1
 
     def _outcome_id(self, outcome: tuple[str, str, tuple[str, ...]]) -> int:
@@ -1731,12 +1766,10 @@ def run(
     """
     if not isinstance(chunk_size, int) or chunk_size < 1:
         raise ExperimentError(f"chunk_size must be a positive integer, got {chunk_size!r}")
-    if workers is not None and (not isinstance(workers, int) or workers < 1):
-        raise ExperimentError(f"workers must be a positive integer, got {workers!r}")
     if resume and run_log is None:
         raise ExperimentError("resume needs the run_log path of the interrupted run")
-    for name, value in (("max_calls", max_calls), ("max_tokens", max_tokens),
-                        ("concurrency", concurrency)):
+    for name, value in (("workers", workers), ("max_calls", max_calls),
+                        ("max_tokens", max_tokens), ("concurrency", concurrency)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool)
                                   or value < 1):
             raise ExperimentError(f"{name} must be a positive integer, got {value!r}")
@@ -1764,6 +1797,8 @@ def run(
     else:
         log = RunLog.resume(log_path, header) if resume else RunLog.create(log_path, header)
     plan, confirming = _wired(plan, experiment.confirming, calls, budget, concurrency)
+    if plan.prefetch:
+        _shared_for(plan).start()
     aggregator = Aggregator.for_experiment(experiment, plan)
     resumed = log.chunks
     if resumed and log_path is not None:
@@ -1857,6 +1892,8 @@ def _execute(experiment: Experiment, plan: Plan, log: RunLog, aggregator: Aggreg
     except StopIteration:
         raise ExperimentError("the case source yielded no cases", code="no-cases") from None
     constants = _constants(plan, first)
+    if plan.prefetch:
+        _warm(plan, constants)
     stream: Iterator[Any] = itertools.chain([first], source)
     skipped = sum(1 for _ in itertools.islice(stream, log.cases))
     if skipped != log.cases:
@@ -1902,6 +1939,16 @@ def _execute(experiment: Experiment, plan: Plan, log: RunLog, aggregator: Aggreg
         if bar is not None:
             bar.stop()
     return kind
+
+
+def _warm(plan: Plan, constants: Sequence[Mapping[str, Any] | None]) -> None:
+    """Build the receivers' memo projections (compiled validators and the like) once,
+    here, rather than while the first calls of slow receivers wait for them.
+    """
+    for strategy, message in zip(plan.strategies, constants, strict=True):
+        project = getattr(strategy.receiver, "memo_key", None)
+        if message is not None and callable(project):
+            project(message)
 
 
 def _constants(plan: Plan, first: Any) -> list[Mapping[str, Any] | None]:
