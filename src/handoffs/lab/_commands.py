@@ -171,12 +171,28 @@ def _write_renderings(report: Mapping[str, Any], out: Path) -> list[str]:
 @click.option("--resume", is_flag=True, help="Continue the run log in --out after an "
               "interruption.")
 @click.option("--no-progress", is_flag=True, help="Do not show a progress bar.")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="The model call cache (SQLite; default: "
+              "run.jsonl.calls.sqlite in --out, so a resumed run asks nothing twice).")
+@click.option("--no-cache", is_flag=True, help="Do not cache model calls on disk.")
+@click.option("--refresh", is_flag=True, help="Ask the models again (replace cached "
+              "answers).")
+@click.option("--max-calls", type=click.IntRange(min=1), default=None,
+              help="Budget: model calls in this run (then receivers fail closed).")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=None,
+              help="Budget: model tokens (in + out) in this run.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=None,
+              help="Model calls in flight at once (default: the receivers' own).")
 @click.pass_context
 def run_command(  # noqa: PLR0917 - click passes every option as a parameter
     ctx: click.Context, experiment: Path | None, out: Path, executor: str,
     workers: int | None, chunk_size: int, resume: bool, no_progress: bool,
+    cache_path: Path | None, no_cache: bool, refresh: bool, max_calls: int | None,
+    max_tokens: int | None, concurrency: int | None,
 ) -> None:
     """Run EXPERIMENT (a TOML file; default: the built-in payment experiment)."""
+    if no_cache and (cache_path is not None or refresh):
+        raise click.UsageError("--no-cache excludes --cache and --refresh")
     try:
         if experiment is None:
             from handoffs.lab.payment import payment_experiment
@@ -187,7 +203,9 @@ def run_command(  # noqa: PLR0917 - click passes every option as a parameter
         out.mkdir(parents=True, exist_ok=True)
         progress = not no_progress and sys.stderr.isatty()
         result = run(declared, executor=executor, workers=workers, chunk_size=chunk_size,
-                     run_log=out / "run.jsonl", resume=resume, progress=progress)
+                     run_log=out / "run.jsonl", resume=resume, progress=progress,
+                     cache=False if no_cache else cache_path, refresh=refresh,
+                     max_calls=max_calls, max_tokens=max_tokens, concurrency=concurrency)
     except HandoffsError as exc:  # a bad declaration, log, extra or encoder: cannot run
         raise _CannotRun(f"{exc} [{exc.code}]") from exc
     report = result.report

@@ -754,6 +754,9 @@ def load_experiment(path: Path | str) -> Experiment:
         [governance]            # object (+ object_args)
         [[strategy]]            # name, encoder (+ encoder_args), receiver
                                 # (+ receiver_args), authority, receipts, gated
+        [strategy.model]        # instead of receiver: a model receiver (route,
+                                # base_url / base_url_env, api_key_env, template_file,
+                                # parameters; see model_from_toml)
         [tolerances]            # see Tolerances
         [perturbations]         # standard = true/false, include/exclude id patterns,
                                 # [[perturbations.extra]] kind = ... (see _perturb)
@@ -837,7 +840,8 @@ def _tables_from_toml(data: Mapping[str, Any], contract: Contract[Any, Any],
     if "governance" in data:
         changes["governance"] = _build(data["governance"], "object", what="governance")
     if "strategy" in data:
-        changes["strategies"] = tuple(_strategy_from_toml(s) for s in data["strategy"])
+        changes["strategies"] = tuple(_strategy_from_toml(s, contract, base_dir=path.parent)
+                                      for s in data["strategy"])
     if "tolerances" in data:
         changes["tolerances"] = Tolerances.from_json(data["tolerances"])
     if "perturbations" in data:
@@ -885,20 +889,97 @@ def _cases_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
     raise ExperimentError("[cases] needs one of source, jsonl or hypothesis")
 
 
-def _strategy_from_toml(table: Mapping[str, Any]) -> Strategy:
+def _strategy_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
+                        base_dir: Path) -> Strategy:
     known = {"name", "encoder", "encoder_args", "receiver", "receiver_args", "authority",
-             "receipts", "gated"}
+             "receipts", "gated", "model"}
     unknown = sorted(set(table) - known)
     if unknown:
         raise ExperimentError(f"unknown strategy key {unknown[0]!r}")
     options: dict[str, Any] = {}
     if "receipts" in table:
         options["receipts"] = bool(table["receipts"])
+    what = f"strategy {table.get('name')}"
+    if ("model" in table) == ("receiver" in table):
+        raise ExperimentError(f"{what}: declare either receiver or [strategy.model]")
+    receiver = (model_from_toml(table["model"], contract, base_dir=base_dir, what=what)
+                if "model" in table else _build(table, "receiver", what=f"{what} receiver"))
     return Strategy(
         name=table["name"],
-        encoder=_build(table, "encoder", what=f"strategy {table.get('name')} encoder"),
-        receiver=_build(table, "receiver", what=f"strategy {table.get('name')} receiver"),
+        encoder=_build(table, "encoder", what=f"{what} encoder"),
+        receiver=receiver,
         authority=Authority(table.get("authority", "ADVISE")),
         gated=bool(table.get("gated", False)),
         **options,
     )
+
+
+_MODEL_KEYS: Final = frozenset({
+    "route", "name", "base_url", "base_url_env", "api_key_env", "template", "template_file",
+    "system", "system_file", "temperature", "seed", "max_tokens", "response_format", "tools",
+    "timeout", "max_retries", "backoff", "requests_per_minute", "tokens_per_minute",
+    "max_concurrency", "gate", "gate_args", "required",
+})
+
+
+def model_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
+                    base_dir: Path, what: str = "model") -> Any:
+    """A :class:`~handoffs.receivers.ModelReceiver` declared in a ``[strategy.model]``
+    table (see :func:`load_experiment`): route, server, key, template and parameters.
+
+    The server URL is ``base_url``, or the environment variable ``base_url_env``
+    names (when set; ``base_url`` is then its default); the key is read from the
+    variable ``api_key_env`` at the first call, never stored. ``template_file`` and
+    ``system_file`` are read relative to the TOML file. Admission is ``gate`` (an
+    import string of a gate or a factory, with ``gate_args``) or, by default, a
+    governance checker of the contract requiring the members listed in ``required``.
+
+    Raises:
+        ExperimentError: unknown keys, a missing route or server, unreadable files,
+            bad parameters.
+    """
+    from handoffs.receivers._chat import OpenAICompatibleClient
+    from handoffs.receivers._gate import GovernanceChecker
+    from handoffs.receivers._model import ModelReceiver
+
+    unknown = sorted(set(table) - _MODEL_KEYS)
+    if unknown:
+        raise ExperimentError(f"{what}: unknown model key {unknown[0]!r}; known: "
+                              f"{sorted(_MODEL_KEYS)}", json_path=f"$.model.{unknown[0]}")
+    if "route" not in table:
+        raise ExperimentError(f"{what}: the model needs a route", json_path="$.model.route")
+    import os
+
+    url = table.get("base_url")
+    if "base_url_env" in table:
+        url = os.environ.get(str(table["base_url_env"])) or url
+    if not url:
+        raise ExperimentError(f"{what}: the model needs base_url (or base_url_env set)",
+                              json_path="$.model.base_url")
+    texts: dict[str, Any] = {}
+    for key in ("template", "system"):
+        if f"{key}_file" in table:
+            file = Path(table[f"{key}_file"])
+            try:
+                texts[key] = (file if file.is_absolute() else base_dir / file).read_text(
+                    encoding="utf-8")
+            except OSError as exc:
+                raise ExperimentError(f"{what}: cannot read {key}_file {file}: {exc}",
+                                      json_path=f"$.model.{key}_file") from exc
+        elif key in table:
+            texts[key] = str(table[key])
+    client_keys = ("timeout", "max_retries", "backoff", "requests_per_minute",
+                   "tokens_per_minute", "max_concurrency")
+    receiver_keys = ("name", "temperature", "seed", "max_tokens", "response_format", "tools")
+    try:
+        client = OpenAICompatibleClient(
+            base_url=str(url), api_key_env=table.get("api_key_env"),
+            **{k: table[k] for k in client_keys if k in table})
+        if "gate" in table:
+            gate = _build(table, "gate", what=f"{what} gate")
+        else:
+            gate = GovernanceChecker(contract, required=tuple(table.get("required", ())))
+        return ModelReceiver(gate=gate, client=client, model_route=str(table["route"]),
+                             **texts, **{k: table[k] for k in receiver_keys if k in table})
+    except (TypeError, ValueError) as exc:
+        raise ExperimentError(f"{what}: {exc}", json_path="$.model") from exc
