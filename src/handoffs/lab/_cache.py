@@ -289,6 +289,12 @@ class LabClient:
         found = getattr(self.inner, "max_concurrency", None)
         return found if isinstance(found, int) else None
 
+    def close(self) -> None:
+        """Close the inner client's connections, if it has any (it reopens on use)."""
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            close()
+
     def complete(self, request: ChatRequest) -> Completion:
         """The cached answer, or the model's (stored for next time)."""
         cache = self.cache

@@ -277,6 +277,26 @@ def _view(report: Mapping[str, Any], *, compact: bool) -> _View:
         empty="No strategy results.",
     ))
 
+    cost = report.get("cost") or {}
+    if cost.get("strategies"):
+        budget = cost.get("budget") or {}
+        limits = ", ".join(f"{k} {v}" for k, v in budget.items() if v is not None)
+        tables.append(_table(
+            "cost", "Model cost",
+            [
+                ("strategy", False, lambda r: r["strategy"]),
+                ("model calls", True, _get("model_calls")),
+                ("cache hits", True, _get("cache_hits")),
+                ("tokens in", True, _get("tokens_in")),
+                ("tokens out", True, _get("tokens_out")),
+                ("mean latency ms", True, _get("mean_latency_ms", 1)),
+            ],
+            cost["strategies"],
+            note="Strategies whose receiver asks a model: calls made in this run, answers "
+                 "from the call cache, tokens spent and latency per call"
+                 + (f"; budget: {limits}" if limits else "") + ".",
+        ))
+
     ablation = report["decision_field_ablation"]
     spec: list[tuple[str, bool, Callable[[Any], str]]] = [
         ("removed field", False, lambda r: r["removed_field"]),

@@ -1045,7 +1045,7 @@ class _Chunk:
             ref = self.case_rows[j][3]
             for si in strategies:
                 self._base_row(j, si, self.bases[j][si], ref, replayable=replayable[si])
-        segments = [self._segments(si) for si in strategies]
+        segments = {si: self._segments(si) for si in strategies}
         contexts: dict[int, CaseContext] = {}
 
         def context(j: int) -> CaseContext:
@@ -1433,9 +1433,10 @@ class _Chunk:
             assert entry.outcome is not None  # noqa: S101 - set before done
             outcome, latency, usage = entry.outcome, entry.latency, entry.usage
             ok = _memoisable(outcome)
+            if not ok:  # a failed call is reported once, then asked again
+                shared.forget(memo_key, entry)
             if ok or counted:
                 break
-            # another chunk's call failed and was counted there: ask again
         oid = self._outcome_id(outcome)
         if ok:
             self.memo[memo_key] = oid
@@ -1461,10 +1462,7 @@ class _Chunk:
                     receiver, fail = slot.receiver, self.fail
 
                     def call() -> None:
-                        outcome, latency, usage, ok = _decide(receiver, message, fail)
-                        entry.set(outcome, latency, usage)
-                        if not ok:
-                            shared.forget(key, entry)
+                        entry.set(*_decide(receiver, message, fail)[:3])
 
                     entry.future = shared.submit(call)
                     self.scheduled.append(entry.future)
@@ -1756,7 +1754,9 @@ def run(
         refresh: ignore answers cached before this run (ask again, and store anew).
         max_calls: the run's budget of model calls (minimal-message confirmation
             included); past it a model receiver fails closed with ``budget-exceeded``.
-        max_tokens: the run's budget of model tokens (in + out), likewise.
+        max_tokens: the run's budget of model tokens (in + out), likewise: no call
+            starts once it is spent (calls already in flight, at most
+            ``concurrency``, still finish, so a run may overshoot it by those).
         concurrency: model calls in flight at once (default: the largest
             ``max_in_flight`` of the experiment's model receivers).
 
@@ -1816,6 +1816,10 @@ def run(
     finally:
         release_shared(plan.token)
         close_connections()
+        for strategy in (*plan.strategies, confirming):
+            receiver = getattr(strategy, "receiver", strategy)
+            if isinstance(receiver, ModelReceiver) and isinstance(receiver.client, LabClient):
+                receiver.client.close()
     from handoffs.lab._report import build_report
 
     provenance = {

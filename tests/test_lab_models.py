@@ -1,0 +1,271 @@
+"""The lab with model receivers over real HTTP on 127.0.0.1: the call cache (shared by
+processes, persistent across runs and resumes), budgets, token accounting, TOML.
+
+The model server is :mod:`chat_server`, a scripted test double for a remote model
+provider; the lab, the receiver and the HTTP client are the library's real code.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from chat_server import ScriptedServer, completion, payment_policy, prompt_of, serving
+
+from handoffs.contracts.payment import PAYMENT_RELEASE, synthetic_cases
+from handoffs.lab import IterableCases, load_experiment, run
+from handoffs.lab._cache import CallCache
+from handoffs.lab._render import render_markdown
+from handoffs.lab.payment import payment_experiment, payment_gate
+from handoffs.receivers import GovernanceChecker, ModelReceiver, OpenAICompatibleClient
+
+
+class Boom(Exception):
+    pass
+
+
+class Inline(cf.Executor):
+    """A synchronous executor (chunks finish in order before the source fails)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future[Any]:
+        future: cf.Future[Any] = cf.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # a future carries any failure
+            future.set_exception(exc)
+        return future
+
+
+def _cases(fail_after: int | None, variants: int = 2) -> Callable[[], Iterator[Any]]:
+    def factory() -> Iterator[Any]:
+        for i, case in enumerate(synthetic_cases(variants)):
+            if fail_after is not None and i == fail_after:
+                raise Boom
+            yield case
+
+    return factory
+
+
+def _experiment(url: str, *, fail_after: int | None = None, full_record: bool = True,
+                **model: Any) -> Any:
+    """The essay profile on 14 cases; the decision contract's receiver (and, with
+    ``full_record``, the full record's) asks the scripted model."""
+    base = payment_experiment(variants=2, profile="essay")
+    client = OpenAICompatibleClient(base_url=url, backoff=0.01, max_concurrency=4)
+    receivers = {"decision_contract": ModelReceiver(
+        gate=payment_gate(), client=client, model_route="scripted/policy", **model)}
+    if full_record:
+        receivers["full_record"] = ModelReceiver(
+            gate=GovernanceChecker(PAYMENT_RELEASE, required=()), client=client,
+            model_route="scripted/policy", name="model-full-record", **model)
+    strategies = tuple(attrs.evolve(s, receiver=receivers[s.name]) if s.name in receivers
+                       else s for s in base.strategies)
+    cases = IterableCases(_cases(fail_after), description="payment-14")
+    return attrs.evolve(base, strategies=strategies, cases=cases)
+
+
+def _prompts(server: ScriptedServer) -> list[str]:
+    return [json.dumps(body, sort_keys=True) for body in server.requests]
+
+
+def _strategy(report: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(r for r in report["strategy_results"] if r["strategy"] == name)
+
+
+def test_each_distinct_prompt_is_asked_once_and_costs_are_reported(tmp_path: Path) -> None:
+    with serving() as server:
+        report = run(_experiment(server.url), cache=tmp_path / "calls.sqlite",
+                     chunk_size=4).report
+    prompts = _prompts(server)
+    assert len(prompts) == len(set(prompts)) > 14  # one call per distinct request
+    cost = {row["strategy"]: row for row in report["cost"]["strategies"]}
+    assert set(cost) == {"decision_contract", "full_record"}
+    assert sum(row["model_calls"] for row in cost.values()) == len(prompts)
+    assert report["cost"]["totals"]["cache_hits"] == 0
+    # tokens as the server counted them (prompt length // 4, 5 out per answer)
+    assert report["cost"]["totals"]["tokens_in"] == sum(
+        len(prompt_of(body)) // 4 for body in server.requests)
+    assert report["cost"]["totals"]["tokens_out"] == 5 * len(prompts)
+    assert cost["full_record"]["model_calls"] == 14  # one full record per case
+    assert all(row["latency_ms"] > 0 for row in cost.values())
+    # the model applies the policy to the state it is shown: it agrees on the receipts
+    assert _strategy(report, "decision_contract")["agreement"] == 1.0
+    assert report["cost"]["cache"]["path"] == str(tmp_path / "calls.sqlite")
+    markdown = render_markdown(report)
+    assert "| decision_contract |" in markdown
+    assert "tokens in" in markdown
+
+
+def test_a_repeated_run_and_other_processes_ask_nothing_again(tmp_path: Path) -> None:
+    cache = tmp_path / "calls.sqlite"
+    with serving() as server:
+        first = run(_experiment(server.url), cache=cache, chunk_size=4).report
+        asked = len(server.requests)
+        # two worker processes, the same cache file: every answer comes from it
+        again = run(_experiment(server.url), cache=cache, chunk_size=4,
+                    executor="processes", workers=2).report
+        assert len(server.requests) == asked
+        fresh = run(_experiment(server.url), cache=cache, chunk_size=4, refresh=True).report
+    assert again["cost"]["totals"]["model_calls"] == 0
+    assert again["cost"]["totals"]["cache_hits"] >= first["cost"]["totals"]["model_calls"]
+    assert again["strategy_results"] == first["strategy_results"]
+    assert fresh["cost"]["totals"]["model_calls"] == asked  # --refresh asks again, once
+    assert len(server.requests) == 2 * asked
+    assert CallCache(cache).entries() == asked
+
+
+def test_processes_share_one_cache_and_never_ask_twice(tmp_path: Path) -> None:
+    with serving(delay=0.01) as server:
+        report = run(_experiment(server.url), cache=tmp_path / "calls.sqlite", chunk_size=2,
+                     executor="processes", workers=2).report
+    prompts = _prompts(server)
+    assert len(prompts) == len(set(prompts))
+    assert report["cost"]["totals"]["model_calls"] == len(prompts)
+
+
+def test_a_resumed_run_repeats_no_call(tmp_path: Path) -> None:
+    log = tmp_path / "run.jsonl"
+    with serving() as server:
+        with pytest.raises(Boom):
+            run(_experiment(server.url, fail_after=9), chunk_size=4, run_log=log,
+                executor=Inline())
+        first = _prompts(server)
+        assert first
+        report = run(_experiment(server.url), chunk_size=4, run_log=log, resume=True).report
+        second = _prompts(server)[len(first):]
+        complete = run(_experiment(server.url), chunk_size=4).report
+    assert report["provenance"]["resumed_chunks"] == 2
+    assert not set(first) & set(second)  # nothing asked twice
+    assert (tmp_path / "run.jsonl.calls.sqlite").exists()
+    assert report["strategy_results"] == complete["strategy_results"]
+
+
+def test_the_budget_stops_the_model_and_fails_closed(tmp_path: Path) -> None:
+    with serving() as server:
+        report = run(_experiment(server.url, full_record=False), max_calls=3,
+                     cache=tmp_path / "calls.sqlite").report
+    assert len(server.requests) == 3
+    assert report["cost"]["budget"] == {"max_calls": 3, "max_tokens": None}
+    none = next(r for r in report["results"]
+                if r["strategy"] == "decision_contract" and r["perturbation"] == "none")
+    assert none["agreement"] < 1.0  # past the budget the receiver escalates
+    with serving() as server:
+        report = run(_experiment(server.url, full_record=False), max_tokens=1,
+                     cache=False).report
+    # The first answer spends the token budget; calls already in flight (at most the
+    # client's 4) still finish, and no call starts after it.
+    assert 1 <= len(server.requests) <= 4
+
+
+def test_malformed_and_out_of_set_answers_fail_closed(tmp_path: Path) -> None:
+    def script(body: dict[str, Any]) -> Any:
+        state = json.loads(prompt_of(body)[prompt_of(body).index("{"):]).get(
+            "decision_state", {})
+        if state.get("high_value") is True:
+            return 200, {}, completion('{"action": "PAY_NOW"}')  # not an action
+        if state.get("duplicate_signal") is True:
+            return 200, {}, completion("REJECT_DUPLICATE")  # not JSON
+        return payment_policy(body)
+
+    with serving(script) as server:
+        report = run(_experiment(server.url, full_record=False), cache=False).report
+    contract = _strategy(report, "decision_contract")
+    # value-* and duplicate-* cases (4 of 14) fail closed: ESCALATE, right for the
+    # high-value cases and wrong (but not catastrophic) for the duplicates
+    assert contract["catastrophic_errors"] == 0
+    assert contract["agreement"] == pytest.approx(12 / 14)
+
+
+def test_failed_calls_are_asked_again(tmp_path: Path) -> None:
+    failing = [True]
+
+    def script(body: dict[str, Any]) -> Any:
+        if failing[0]:
+            return 503, {}, {"error": "down"}
+        return payment_policy(body)
+
+    cache = tmp_path / "calls.sqlite"
+    with serving(script) as server:
+        experiment = _experiment(server.url, full_record=False)
+        receiver = experiment.strategies[1].receiver
+        quick = attrs.evolve(receiver, client=attrs.evolve(receiver.client, max_retries=0))
+        experiment = attrs.evolve(experiment, strategies=tuple(
+            attrs.evolve(s, receiver=quick) if s.name == "decision_contract" else s
+            for s in experiment.strategies))
+        down = run(experiment, cache=cache).report
+        assert CallCache(cache).entries() == 0  # failures are never cached
+        asked = len(server.requests)
+        failing[0] = False
+        up = run(experiment, cache=cache).report
+    assert _strategy(down, "decision_contract")["agreement"] < 1.0
+    assert down["cost"]["totals"]["model_calls"] == asked
+    assert _strategy(up, "decision_contract")["agreement"] == 1.0
+
+
+def test_a_model_receiver_declared_in_toml(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "prompt.txt").write_text(
+        "Decide for $contract. Allowed: $actions.\n$message\n", encoding="utf-8")
+    (tmp_path / "model.toml").write_text('''
+[experiment]
+factory = "handoffs.lab.payment:payment_experiment"
+factory_args = { variants = 1, profile = "essay" }
+
+[[strategy]]
+name = "decision_contract"
+encoder = "handoffs.contracts.payment:decision_contract_encoder"
+gated = true
+
+[strategy.model]
+route = "scripted/policy"
+base_url = "http://127.0.0.1:9/v1"
+base_url_env = "HANDOFFS_TEST_MODEL_URL"
+api_key_env = "HANDOFFS_TEST_MODEL_KEY"
+template_file = "prompt.txt"
+gate = "handoffs.lab.payment:payment_gate"
+temperature = 0
+seed = 7
+max_tokens = 12
+response_format = "json_object"
+max_concurrency = 2
+''', encoding="utf-8")
+    with serving() as server:
+        monkeypatch.setenv("HANDOFFS_TEST_MODEL_URL", server.url)
+        monkeypatch.setenv("HANDOFFS_TEST_MODEL_KEY", "sk-local")
+        experiment = load_experiment(tmp_path / "model.toml")
+        report = run(experiment, cache=False).report
+    (strategy,) = report["experiment"]["strategies"]
+    assert strategy["record"]["model_route"] == "scripted/policy"
+    assert strategy["record"]["parameters"] == {"temperature": 0, "seed": 7, "max_tokens": 12}
+    assert strategy["record"]["response_format"] == "json_object"
+    body = server.requests[0]
+    assert prompt_of(body).startswith("Decide for payment-release/1.0.0. Allowed: RELEASE")
+    assert body["response_format"]["type"] == "json_object"
+    assert server.headers[0]["authorization"] == "Bearer sk-local"
+    assert report["cost"]["strategies"][0]["model_calls"] == len(server.requests)
+
+
+def test_bad_model_declarations_are_refused(tmp_path: Path) -> None:
+    from handoffs.lab import ExperimentError
+
+    (tmp_path / "bad.toml").write_text('''
+[experiment]
+factory = "handoffs.lab.payment:payment_experiment"
+
+[[strategy]]
+name = "m"
+encoder = "handoffs.contracts.payment:decision_contract_encoder"
+[strategy.model]
+route = "x"
+base_url = "http://127.0.0.1:9/v1"
+temprature = 0
+''', encoding="utf-8")
+    with pytest.raises(ExperimentError, match="unknown model key 'temprature'"):
+        load_experiment(tmp_path / "bad.toml")
+    with pytest.raises(ExperimentError, match="max_calls must be a positive integer"):
+        run(payment_experiment(variants=1), max_calls=0)
