@@ -15,8 +15,8 @@ from typing import Any
 
 import attrs
 import pytest
-from chat_server import ScriptedServer, completion, payment_policy, prompt_of, serving
 
+from chat_server import ScriptedServer, completion, payment_policy, prompt_of, serving
 from handoffs.contracts.payment import PAYMENT_RELEASE, synthetic_cases
 from handoffs.lab import IterableCases, load_experiment, run
 from handoffs.lab._cache import CallCache

@@ -1814,12 +1814,7 @@ def run(
                                 workers=workers, chunk_size=chunk_size, progress=progress)
         minimal_extra = finish_minimal(experiment, plan, aggregator, receiver=confirming)
     finally:
-        release_shared(plan.token)
-        close_connections()
-        for strategy in (*plan.strategies, confirming):
-            receiver = getattr(strategy, "receiver", strategy)
-            if isinstance(receiver, ModelReceiver) and isinstance(receiver.client, LabClient):
-                receiver.client.close()
+        _release(plan, confirming)
     from handoffs.lab._report import build_report
 
     provenance = {
@@ -1842,6 +1837,15 @@ def run(
     report = build_report(experiment, plan, aggregator, provenance=provenance,
                           minimal_extra=minimal_extra, created=created, cost=cost)
     return LabRun(report=report, run_log=log_path)
+
+
+def _release(plan: Plan, confirming: Receiver) -> None:
+    """Drop a finished run's shared state, cache connections and model connections."""
+    release_shared(plan.token)
+    close_connections()
+    for receiver in (*(s.receiver for s in plan.strategies), confirming):
+        if isinstance(receiver, ModelReceiver) and isinstance(receiver.client, LabClient):
+            receiver.client.close()
 
 
 def _call_cache(cache: CallCache | Path | str | bool | None, log_path: Path | None, *,
