@@ -38,6 +38,7 @@ from handoffs.contracts._schema import (
 )
 from handoffs.lab._commands import lab
 from handoffs.receivers._commands import gate, log
+from handoffs.service._commands import serve
 
 __all__ = ["CLIState", "main"]
 
@@ -465,4 +466,5 @@ def verify_command(*, receipt: str, trust_path: Path, receiver: str | None,
 # click errors ending in their [code].
 main.add_command(gate)
 main.add_command(log)
+main.add_command(serve)
 main.add_command(lab)

@@ -1,0 +1,150 @@
+"""``handoffs serve``: the gate as an HTTP service (Starlette and uvicorn, imported lazily)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import signal
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from handoffs._errors import HandoffsError, MissingExtra
+
+__all__ = ["JSONLogFormatter", "serve"]
+
+
+class JSONLogFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, event, and the event's fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render ``record`` (its ``fields`` extra, if any, merged in)."""
+        line: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            line.update(fields)
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+def configure_logging() -> None:
+    """JSON lines on standard error for the service and uvicorn's own loggers."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JSONLogFormatter())
+    for name in ("handoffs.service", "uvicorn", "uvicorn.error"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+@click.command("serve")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="TOML",
+              help="Configuration file (TOML); HANDOFFS_* environment variables override it.")
+@click.option("--host", help="Listen on this address (default 127.0.0.1).")
+@click.option("--port", type=click.IntRange(0, 65535),
+              help="Listen on this port; 0 picks a free one (logged as 'listening').")
+@click.option("--log", "store_url", metavar="URL",
+              help="The decision log and replay store: a SQLite path or postgresql://…")
+def serve(*, config_path: str | None, host: str | None, port: int | None,
+          store_url: str | None) -> None:
+    """Run the gate as an HTTP service: POST /receipts, /healthz, /readyz, /metrics."""
+    from handoffs.receivers._commands import CommandError
+    from handoffs.service._config import load_config
+
+    try:
+        import starlette  # noqa: F401
+        import uvicorn
+    except ImportError as exc:
+        raise CommandError(str(MissingExtra("handoffs serve", extra="serve",
+                                            module=exc.name or "starlette"))) from exc
+    from handoffs.service._app import Service, create_app
+
+    configure_logging()
+    log = logging.getLogger("handoffs.service")
+    try:
+        config = load_config(config_path, overrides={
+            "server.host": host, "server.port": port, "store.url": store_url})
+        service = Service(config)
+    except HandoffsError as exc:
+        raise CommandError(f"{exc} [{exc.code}]") from exc
+    try:
+        sock = _listen(config.host, config.port)
+    except OSError as exc:
+        raise CommandError(f"cannot listen on {config.host}:{config.port}: "
+                           f"{exc.strerror or exc} [io]") from exc
+    app = create_app(service)
+    server = _server_class(uvicorn.Server)(uvicorn.Config(
+        app, log_config=None, access_log=False, lifespan="off",
+        timeout_graceful_shutdown=max(1, round(config.graceful_timeout)), server_header=False,
+    ))
+    bound = sock.getsockname()
+    log.info("listening", extra={"fields": {
+        "host": bound[0], "port": bound[1], "identity": config.identity,
+        "store": getattr(service.store, "where", config.store_url),
+        "contracts": sorted(c.id for c in service.gate.registry)}})
+    started = time.monotonic()
+    server.on_exit = lambda sig: _stopping(service, log, sig)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        service.store.close()
+        sock.close()
+        log.info("stopped", extra={"fields": {"uptime_s": round(time.monotonic() - started, 3)}})
+
+
+def _stopping(service: Any, log: logging.Logger, sig: int) -> None:
+    service.stopping = True  # /readyz answers 503 from now on
+    log.info("stopping", extra={"fields": {"signal": signal.Signals(sig).name}})
+
+
+def _server_class(base: type[Any]) -> type[Any]:
+    """Uvicorn's server, stopping gracefully on SIGTERM or SIGINT and then exiting 0
+    (uvicorn itself re-raises the signal after its shutdown, skipping ours).
+    """
+
+    class Server(base):  # type: ignore[misc]
+        on_exit: Any = None
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            previous = {sig: signal.signal(sig, self.handle_exit)
+                        for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.on_exit is not None and not self.should_exit:
+                self.on_exit(sig)
+            super().handle_exit(sig, frame)
+
+    return Server

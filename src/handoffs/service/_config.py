@@ -1,0 +1,301 @@
+"""The service's configuration: a TOML file, then environment variables over it.
+
+Every setting has one name; the file uses it as a key (tables ``[store]``,
+``[server]``, ``[policy]``, ``[evidence]``), the environment as ``HANDOFFS_<NAME>``
+(see :data:`ENVIRONMENT`). Paths in the file are relative to the file. Errors say
+which key (``$.store.url``) and why, before anything starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+from handoffs._errors import HandoffsError
+from handoffs._json import DEFAULT_LIMITS
+from handoffs.contracts._contract import Contract
+from handoffs.contracts._registry import Registry
+
+__all__ = ["ENVIRONMENT", "ConfigError", "ServiceConfig", "load_config"]
+
+
+class ConfigError(HandoffsError, ValueError):
+    """The service configuration is missing a setting or has a bad one."""
+
+    code = "bad-config"
+
+
+ENVIRONMENT: Final = {
+    "HANDOFFS_IDENTITY": "identity",
+    "HANDOFFS_TRUST": "trust",
+    "HANDOFFS_CONTRACTS": "contracts",
+    "HANDOFFS_ROLES": "roles",
+    "HANDOFFS_READBACK": "readback",
+    "HANDOFFS_POLICY_CURRENT": "policy.current",
+    "HANDOFFS_POLICY_SUPERSEDED": "policy.superseded",
+    "HANDOFFS_EVIDENCE_ROUTES": "evidence.routes",
+    "HANDOFFS_STORE_URL": "store.url",
+    "HANDOFFS_HOST": "server.host",
+    "HANDOFFS_PORT": "server.port",
+    "HANDOFFS_MAX_BODY_BYTES": "server.max_body_bytes",
+}
+"""Environment variable → setting. Lists are comma-separated; routes are
+``PREFIX=URL`` pairs separated by commas."""
+
+_LISTS: Final = {"contracts", "roles", "policy.current", "policy.superseded"}
+
+
+@attrs.frozen(kw_only=True)
+class ServiceConfig:
+    """Everything ``handoffs serve`` needs, validated.
+
+    Attributes:
+        identity: this receiver's identity (receipts must be addressed to it).
+        trust: the key ring file (JSON).
+        contracts: ``module:attribute`` specs of the contracts served.
+        roles: roles held besides those the key ring gives ``identity``.
+        readback: fraction of receipts read back against evidence.
+        policy_current / policy_superseded: policy versions the policy service knows.
+        evidence_routes: URI prefix → base URL for HTTP evidence resolution.
+        evidence_timeout: seconds per evidence request.
+        store_url: a SQLite path or ``postgresql://`` URL (the decision log and
+            replay store).
+        keep_messages: store each message's bytes too.
+        retain: how long an id is kept past its receipt's validity (store clock).
+        store_timeout: seconds a store call waits before failing closed.
+        pool_size: PostgreSQL connections per replica.
+        host / port: where to listen (port 0: any free port, logged at start).
+        max_body_bytes: requests above this are refused with 413 before parsing.
+        graceful_timeout: seconds in-flight requests get at shutdown.
+        otel: emit OpenTelemetry metrics and spans (``None``: when installed).
+    """
+
+    identity: str
+    trust: Path
+    contracts: tuple[str, ...]
+    roles: tuple[str, ...] = ()
+    readback: float = 0.0
+    policy_current: tuple[str, ...] = ()
+    policy_superseded: tuple[str, ...] = ()
+    evidence_routes: Mapping[str, str] = attrs.field(factory=dict)
+    evidence_timeout: float = 5.0
+    store_url: str
+    keep_messages: bool = False
+    retain: timedelta = timedelta(hours=1)
+    store_timeout: float = 5.0
+    pool_size: int = 8
+    host: str = "127.0.0.1"
+    port: int = 8080
+    max_body_bytes: int = DEFAULT_LIMITS.max_bytes
+    graceful_timeout: float = 10.0
+    otel: bool | None = None
+
+    def registry(self) -> Registry:
+        """The contracts named by :attr:`contracts`, loaded.
+
+        Raises:
+            ConfigError: a spec does not import or names no contract.
+        """
+        found: list[Contract[Any, Any]] = []
+        for spec in self.contracts:
+            found.extend(_load_contracts(spec))
+        try:
+            return Registry.of(*found)
+        except HandoffsError as exc:
+            raise ConfigError(f"the contracts do not form a registry: {exc.message}",
+                              json_path="$.contracts") from exc
+
+
+def _load_contracts(spec: str) -> list[Contract[Any, Any]]:
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ConfigError(f"a contract is named MODULE:ATTRIBUTE, got {spec!r}",
+                          json_path="$.contracts")
+    try:
+        value: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            value = getattr(value, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load contract {spec!r}: {exc}",
+                          json_path="$.contracts") from exc
+    if isinstance(value, Contract):
+        return [value]
+    if isinstance(value, Registry):
+        return list(value)
+    if isinstance(value, Iterable) and not isinstance(value, str | bytes):
+        items = list(value)
+        if items and all(isinstance(item, Contract) for item in items):
+            return items
+    raise ConfigError(f"{spec!r} is not a contract, a registry or a list of contracts",
+                      json_path="$.contracts")
+
+
+def _flatten(document: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in document.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and name not in {"evidence.routes"}:
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    for variable, name in ENVIRONMENT.items():
+        text = environ.get(variable)
+        if text is None or text == "":
+            continue
+        if name in _LISTS:
+            settings[name] = [item.strip() for item in text.split(",") if item.strip()]
+        elif name == "evidence.routes":
+            routes = {}
+            for pair in text.split(","):
+                prefix, eq, base = pair.strip().partition("=")
+                if not eq or not prefix or not base:
+                    raise ConfigError(f"{variable} expects PREFIX=URL pairs, got {pair!r}")
+                routes[prefix] = base
+            settings[name] = routes
+        else:
+            settings[name] = text
+    return settings
+
+
+_KEYS: Final = {
+    "identity": "identity", "trust": "trust", "contracts": "contracts", "roles": "roles",
+    "readback": "readback", "policy.current": "policy_current",
+    "policy.superseded": "policy_superseded", "evidence.routes": "evidence_routes",
+    "evidence.timeout": "evidence_timeout", "store.url": "store_url",
+    "store.keep_messages": "keep_messages", "store.retain_seconds": "retain",
+    "store.timeout": "store_timeout", "store.pool_size": "pool_size",
+    "server.host": "host", "server.port": "port", "server.max_body_bytes": "max_body_bytes",
+    "server.graceful_timeout": "graceful_timeout", "otel.enabled": "otel",
+}
+
+
+def _text(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"expected a non-empty string, got {value!r}", json_path=f"$.{name}")
+    return value
+
+
+def _texts(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list):
+        raise ConfigError(f"expected a list of strings, got {value!r}", json_path=f"$.{name}")
+    return tuple(_text(name, item) for item in value)
+
+
+def _number(name: str, value: Any, *, integer: bool = False, low: float = 0,
+            high: float | None = None) -> Any:
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = int(value) if integer else float(value)
+    number: float | None = None
+    if not isinstance(value, bool) and isinstance(value, int | float) and (
+        not integer or isinstance(value, int)
+    ):
+        number = value
+    if number is None or number < low or (high is not None and number > high):
+        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise ConfigError(f"expected a{'n integer' if integer else ' number'} {bound}, "
+                          f"got {value!r}", json_path=f"$.{name}")
+    return value
+
+
+def _flag(name: str, value: Any) -> bool:
+    if isinstance(value, str) and value.lower() in {"true", "false", "1", "0"}:
+        return value.lower() in {"true", "1"}
+    if not isinstance(value, bool):
+        raise ConfigError(f"expected a boolean, got {value!r}", json_path=f"$.{name}")
+    return value
+
+
+def _routes(name: str, value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and k and isinstance(v, str) and v for k, v in value.items()
+    ):
+        raise ConfigError("expected a table of PREFIX = URL strings", json_path=f"$.{name}")
+    return dict(value)
+
+
+def _relative(name: str, value: Any, base: Path) -> Any:
+    """A path in the file is relative to the file (a URL is not a path)."""
+    if name == "trust":
+        return value if value.is_absolute() else base / value
+    if "://" in value or Path(value).is_absolute():
+        return value
+    return str(base / value)
+
+
+_CONVERTERS: Final[dict[str, Callable[[str, Any], Any]]] = {
+    **dict.fromkeys(_LISTS, _texts),
+    "evidence.routes": _routes,
+    "readback": lambda n, v: float(_number(n, v, high=1)),
+    **dict.fromkeys(("evidence.timeout", "store.timeout", "server.graceful_timeout"),
+                    lambda n, v: float(_number(n, v, low=0.001))),
+    "store.retain_seconds": lambda n, v: timedelta(seconds=_number(n, v)),
+    **dict.fromkeys(("store.pool_size", "server.max_body_bytes"),
+                    lambda n, v: int(_number(n, v, integer=True, low=1))),
+    "server.port": lambda n, v: int(_number(n, v, integer=True, high=65535)),
+    **dict.fromkeys(("store.keep_messages", "otel.enabled"), _flag),
+    "trust": lambda n, v: Path(_text(n, v)),
+}
+
+
+def load_config(
+    path: str | os.PathLike[str] | None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> ServiceConfig:
+    """Read ``path`` (TOML, optional), then the environment, then ``overrides``.
+
+    Args:
+        path: the configuration file, or ``None`` for environment only.
+        environ: the environment (default: ``os.environ``).
+        overrides: settings by dotted name (``"store.url"``), e.g. from flags.
+
+    Raises:
+        ConfigError: a file that does not parse, an unknown key, a missing or bad setting.
+    """
+    base = Path.cwd()
+    settings: dict[str, Any] = {}
+    if path is not None:
+        file = Path(path)
+        try:
+            document = tomllib.loads(file.read_text("utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read {file}: {exc.strerror or exc}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{file} is not TOML: {exc}") from exc
+        base = file.resolve().parent
+        settings.update(_flatten(document))
+        unknown = sorted(set(settings) - set(_KEYS))
+        if unknown:
+            raise ConfigError(f"unknown setting {unknown[0]!r} in {file}; known: "
+                              f"{', '.join(sorted(_KEYS))}", json_path=f"$.{unknown[0]}")
+    from_env = _from_environment(os.environ if environ is None else environ)
+    settings.update(from_env)
+    settings.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    for required in ("identity", "trust", "contracts", "store.url"):
+        if required not in settings:
+            variable = next(v for v, n in ENVIRONMENT.items() if n == required)
+            raise ConfigError(f"the setting {required!r} is required (or {variable})",
+                              json_path=f"$.{required}")
+    values: dict[str, Any] = {}
+    for name, value in settings.items():
+        convert: Callable[[str, Any], Any] = _CONVERTERS.get(name, _text)
+        converted = convert(name, value)
+        if name in {"trust", "store.url"} and name not in from_env:
+            converted = _relative(name, converted, base)
+        values[_KEYS[name]] = converted
+    return ServiceConfig(**values)
