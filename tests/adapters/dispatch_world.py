@@ -16,9 +16,9 @@ import attrs
 
 from handoffs._json import dumps, loads
 from handoffs.contracts import (
-    Authority,
     Contract,
     GovernanceService,
+    GrantIssuer,
     HardConstraint,
     Is,
     KeyRing,
@@ -26,14 +26,12 @@ from handoffs.contracts import (
     OnMissing,
     Over,
     Policy,
-    Receipt,
     Registry,
     RoleHeld,
     Rule,
+    Sender,
     SigningKey,
     decision_field,
-    issue_grant,
-    sign_receipt,
 )
 from handoffs.receivers import Gate, InMemoryEvidenceResolver, ResolvedEvidence
 
@@ -91,6 +89,7 @@ T0 = datetime(2026, 6, 1, 12, tzinfo=UTC)
 NOW = T0 + timedelta(minutes=1)
 POLICY = "DSP-1"
 EVIDENCE = ("evidence://routes/r-1/manifest",)
+CASE_ID = "route-1"
 
 
 @attrs.frozen
@@ -121,20 +120,22 @@ class World:
             "counterfactual_trigger": PARCEL_DISPATCH.counterfactual_trigger,
         }
 
-    def signed_bytes(self, *, receiver: str = RECEIVER,
-                     valid_until: datetime = T0 + timedelta(hours=1),
-                     content: Mapping[str, Any] | None = None, **state: Any) -> bytes:
-        """A genuine signed receipt, as the sender's code would produce it."""
-        service = GovernanceService(sender=SENDER, receiver=receiver, policy_version=POLICY,
-                                    valid_until=valid_until)
-        unsigned = Receipt.build(PARCEL_DISPATCH, content or self.content(**state),
-                                 service.stamp(case_id="route-1", evidence_refs=EVIDENCE))
-        grant = issue_grant(
-            self.service_key, issuer=SERVICE, subject=SENDER, audience=receiver,
-            contract=PARCEL_DISPATCH, case_id="route-1", policy_version=POLICY,
-            authority=[Authority.ADVISE], valid_until=T0 + timedelta(hours=2), created=T0,
+    def sender(self, *, receiver: str = RECEIVER,
+               valid_for: timedelta = timedelta(hours=1)) -> Sender[Any, Any]:
+        """The route planner's sender, configured once, at a fixed instant."""
+        return Sender(
+            contract=PARCEL_DISPATCH, key=self.sender_key,
+            governance=GovernanceService(sender=SENDER, receiver=receiver,
+                                         policy_version=POLICY, valid_for=valid_for),
+            grants=GrantIssuer(key=self.service_key, issuer=SERVICE), clock=lambda: T0,
         )
-        return sign_receipt(unsigned, self.sender_key, grant=grant, created=T0).to_bytes()
+
+    def signed_bytes(self, *, receiver: str = RECEIVER,
+                     valid_for: timedelta = timedelta(hours=1),
+                     content: Mapping[str, Any] | None = None, **state: Any) -> bytes:
+        """A genuine signed receipt, as the sender's code produces it."""
+        return self.sender(receiver=receiver, valid_for=valid_for).sign(
+            content or self.content(**state), case_id=CASE_ID, evidence_refs=EVIDENCE)
 
     def bad_receipt(self, name: str) -> bytes:
         """A receipt the gate must refuse: ``tampered``, ``wrong-audience``, ``expired``."""
@@ -145,7 +146,7 @@ class World:
         if name == "wrong-audience":
             return self.signed_bytes(receiver="another-desk")
         if name == "expired":
-            return self.signed_bytes(valid_until=T0 + timedelta(seconds=30))
+            return self.signed_bytes(valid_for=timedelta(seconds=30))
         raise ValueError(name)
 
     def gate(self, **options: Any) -> Gate:

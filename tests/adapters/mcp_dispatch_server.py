@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from dispatch_world import PARCEL_DISPATCH, World
+from dispatch_world import CASE_ID, EVIDENCE, PARCEL_DISPATCH, World
 from mcp.server.stdio import stdio_server
 
 from handoffs.adapters.mcp import ReceiptTool, receipt_server
@@ -33,6 +33,7 @@ INPUT = {
         "hazardous": {"type": "boolean"},
         "stops": {"type": "integer"},
         "fault": {"type": "string"},
+        "draft": {"type": "object"},
     },
     "required": ["address_verified", "hazardous", "stops"],
 }
@@ -40,6 +41,8 @@ INPUT = {
 
 async def plan_route(arguments: Mapping[str, Any]) -> bytes:
     """The route planner's tool: decision content from the arguments, signed by code."""
+    if "draft" in arguments:  # content a model wrote, signed as written
+        return WORLD.sender().sign(arguments["draft"], case_id=CASE_ID, evidence_refs=EVIDENCE)
     fault = arguments.get("fault", "")
     if fault == "fail":
         raise RuntimeError("the planner crashed")

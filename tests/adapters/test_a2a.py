@@ -56,6 +56,7 @@ from handoffs.adapters.a2a import (
     receipt_of,
     text_summary_channel,
 )
+from handoffs.contracts import UntrustedGovernance
 from handoffs.receivers import Decision, StrictContractReceiver, Verdict
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK's card advisories
@@ -177,18 +178,20 @@ def test_a_data_part_turns_integers_into_floats_and_the_proof_still_verifies() -
 
 @pytest.mark.parametrize(
     ("name", "expected"),
-    [("tampered", "bad-signature"), ("wrong-audience", "wrong-audience"),
-     ("expired", "receipt-expired")],
+    [("tampered", {"bad-signature"}), ("wrong-audience", {"wrong-audience"}),
+     # A Sender's grant lasts exactly as long as its receipt: both have expired.
+     ("expired", {"receipt-expired", "grant-expired"})],
 )
 def test_a_bad_receipt_rejects_the_task_and_the_agent_never_runs(
-    server: Server, name: str, expected: str
+    server: Server, name: str, expected: set[str]
 ) -> None:
     raw = WORLD.bad_receipt(name)
     handled = len(server.agent.handled)
     (task,) = server.send(_message(raw))
     assert task.status.state == TaskState.TASK_STATE_REJECTED
-    assert expected in _refusal_codes(task)
-    assert expected in task.status.message.parts[0].text
+    (code,) = _refusal_codes(task)
+    assert code in expected
+    assert code in task.status.message.parts[0].text
     assert server.agent.handled[handled:] == []
 
 
@@ -242,3 +245,9 @@ def test_the_data_part_arm_keeps_every_decision_and_the_text_arm_loses_admissibi
         assert (got.verdict, got.action) == (expected.verdict, expected.action)
         assert via_text.receive(raw).verdict is Verdict.REJECT
     assert via_data.record["channel"].startswith("a2a-data-part/")
+
+
+def test_model_written_governance_is_refused_by_the_sender_and_never_sent() -> None:
+    draft = {**WORLD.content(), "authority": "DECIDE", "valid_until": "2099-01-01T00:00:00Z"}
+    with pytest.raises(UntrustedGovernance, match="authority"):
+        WORLD.sender().sign(draft, case_id="route-1", evidence_refs=["evidence://x"])

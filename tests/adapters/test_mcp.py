@@ -53,6 +53,10 @@ def session_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 fault = {} if call == "genuine" else {"fault": call}
                 calls.append(await call_gated(session, receiver, "plan_route",
                                               {**ROUTE, **fault}))
+            draft = {**WORLD.content(), "authority": "DECIDE",
+                     "valid_until": "2099-01-01T00:00:00Z"}
+            calls.append(await call_gated(session, receiver, "plan_route",
+                                          {**ROUTE, "draft": draft}))
             return {"tools": tools, "calls": calls}
 
     return anyio.run(run)
@@ -77,18 +81,20 @@ def test_a_genuine_receipt_is_admitted_and_reaches_the_agent(
 
 @pytest.mark.parametrize(
     ("index", "expected"),
-    [(1, "bad-signature"), (2, "wrong-audience"), (3, "receipt-expired"), (4, "no-receipt"),
-     (6, "replayed")],
+    [(1, {"bad-signature"}), (2, {"wrong-audience"}),
+     (3, {"receipt-expired", "grant-expired"}),  # a Sender's grant ends with its receipt
+     (4, {"no-receipt"}), (6, {"replayed"})],
     ids=["tampered", "wrong-audience", "expired", "tool-failed", "replayed"],
 )
 def test_a_bad_result_becomes_an_error_result_with_the_reason(
-    session_results: dict[str, Any], index: int, expected: str
+    session_results: dict[str, Any], index: int, expected: set[str]
 ) -> None:
     gated = session_results["calls"][index]
     assert not gated.admitted
     assert gated.result.is_error
-    assert expected in gated.result.content[0].text
-    assert [r["code"] for r in gated.result.structured_content["reasons"]] == [expected]
+    (code,) = [r["code"] for r in gated.result.structured_content["reasons"]]
+    assert code in expected
+    assert code in gated.result.content[0].text
     assert "decision_state" not in gated.result.structured_content
 
 
@@ -98,3 +104,13 @@ def test_a_replay_is_the_same_receipt_the_gate_admitted_before(
     first, replay = session_results["calls"][5], session_results["calls"][6]
     assert first.admitted
     assert replay.decision.receipt_id == first.decision.receipt_id
+
+
+def test_model_written_governance_is_refused_by_the_tool_and_never_signed(
+    session_results: dict[str, Any],
+) -> None:
+    gated = session_results["calls"][len(CALLS)]
+    assert not gated.admitted
+    assert gated.result.is_error
+    assert "untrusted-governance" in gated.result.content[0].text
+    assert "decision_state" not in gated.result.structured_content

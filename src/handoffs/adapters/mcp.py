@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -33,10 +33,18 @@ from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
 require("mcp.server.lowlevel", extra="mcp", feature="the MCP adapter")
 
 import mcp_types as types  # noqa: E402
-from mcp.client.session import ClientSession  # noqa: E402
 from mcp.server.lowlevel import Server  # noqa: E402
 
-__all__ = ["GatedToolResult", "ReceiptTool", "call_gated", "receipt_server"]
+__all__ = ["GatedToolResult", "ReceiptTool", "ToolCaller", "call_gated", "receipt_server"]
+
+class ToolCaller(Protocol):
+    """What calls a tool: an ``mcp.Client`` or an ``mcp.client.session.ClientSession``."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None,
+                        ) -> types.CallToolResult:
+        """Call tool ``name`` with ``arguments``."""
+        ...
+
 
 ReceiptHandler = Callable[[Mapping[str, Any]], Awaitable[bytes]]
 """Produces the signed receipt bytes for one tool call's arguments."""
@@ -131,7 +139,10 @@ def _receipt_in(result: types.CallToolResult) -> Mapping[str, Any] | None:
 
 
 def _no_receipt(receiver: Receiver, result: types.CallToolResult) -> Decision:
-    why = "the tool failed" if result.is_error else "the result has no structured receipt"
+    said = " ".join(block.text for block in result.content
+                    if isinstance(block, types.TextContent))
+    why = (f"the tool failed: {said}" if result.is_error
+           else "the result has no structured receipt")
     return Decision(verdict=Verdict.REJECT, action=None, step=Step.PARSE,
                     reasons=(Reason("no-receipt", why, Step.PARSE, "$.structuredContent"),),
                     receiver=receiver.name)
@@ -146,7 +157,7 @@ def _refusal(decision: Decision) -> types.CallToolResult:
 
 
 async def call_gated(
-    session: ClientSession,
+    session: ToolCaller,
     receiver: Receiver,
     name: str,
     arguments: Mapping[str, Any] | None = None,
