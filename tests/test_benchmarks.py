@@ -24,3 +24,12 @@ def test_gate_benchmark_runs_its_self_checks_and_ends_with_both_ratios() -> None
     last = done.stdout.splitlines()[-2:]
     assert re.fullmatch(r"gate/peer ratio: \d+\.\d\d", last[0]), last
     assert re.fullmatch(r"gate/verify ratio: \d+\.\d\d", last[1]), last
+
+
+def test_imports_benchmark_ends_with_the_ratio() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "imports.py"), "--rounds", "1"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(r"import ratio: \d+\.\d\d", done.stdout.splitlines()[-1])

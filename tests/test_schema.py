@@ -206,3 +206,11 @@ def _payment_document() -> dict[str, Any]:
         decision_contract_encoder().encode(case),
         GOVERNANCE.stamp(case_id=case.case_id, evidence_refs=case.evidence_refs),
     ).to_json()
+
+
+def test_the_fast_ranking_weakens_what_python_jsonschema_weakens() -> None:
+    import jsonschema.exceptions
+
+    from handoffs.contracts._schema import _WEAK_MATCHES
+
+    assert jsonschema.exceptions.WEAK_MATCHES == _WEAK_MATCHES

@@ -3,18 +3,22 @@
 The package has three parts: :mod:`handoffs.contracts` (define, build, validate and
 sign decision receipts), :mod:`handoffs.receivers` (the fail-closed runtime gate)
 and :mod:`handoffs.lab` (ablate until the decision changes).
+
+Importing ``handoffs`` alone loads none of them; the names below are resolved on
+first use.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from handoffs._errors import HandoffsError, MissingExtra
-from handoffs.contracts import Contract, Receipt
-from handoffs.receivers import UnsafeConfigurationWarning
 
-try:
-    __version__ = version("handoffs")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
+if TYPE_CHECKING:
+    from handoffs.contracts import Contract, Receipt
+    from handoffs.receivers import UnsafeConfigurationWarning
+
+    __version__: str
 
 __all__ = [
     "Contract",
@@ -24,3 +28,35 @@ __all__ = [
     "UnsafeConfigurationWarning",
     "__version__",
 ]
+
+_LAZY = {
+    "Contract": "handoffs.contracts",
+    "Receipt": "handoffs.contracts",
+    "UnsafeConfigurationWarning": "handoffs.receivers",
+}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("handoffs")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0.0.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        value: Any = _version()
+    elif name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    else:
+        raise AttributeError(f"module 'handoffs' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

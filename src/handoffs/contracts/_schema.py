@@ -11,16 +11,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import jsonschema
-import jsonschema.exceptions
 import jsonschema_rs
-from jsonschema import Draft202012Validator
 
 from handoffs._errors import ReceiptValidationError, Violation
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._fields import FieldKind, FieldSpec
+
+if TYPE_CHECKING:  # python-jsonschema describes rare violations; imported when it must
+    import jsonschema.exceptions
+    from jsonschema import Draft202012Validator
 
 __all__ = [
     "content_json_schema",
@@ -239,31 +240,49 @@ def content_json_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
 
 def to_json_schema_cached(contract: Contract[Any, Any]) -> dict[str, Any]:
     """The schema the cached validators were compiled from (do not mutate it)."""
-    return _compiled(contract)[2]
+    return _compiled(contract).schema
+
+
+class _Compiled:
+    """One contract version's schema, its compiled validator and, built on first use,
+    python-jsonschema's validator (the reference describer of rare violations).
+    """
+
+    __slots__ = ("_reference", "contract", "fast", "schema")
+
+    def __init__(self, contract: Contract[Any, Any]) -> None:
+        self.contract = contract
+        self.schema = to_json_schema(contract)
+        self.fast: Any = jsonschema_rs.validator_for(self.schema)
+        self._reference: Draft202012Validator | None = None
+
+    def reference(self) -> Draft202012Validator:
+        if self._reference is None:
+            from jsonschema import Draft202012Validator
+
+            self._reference = Draft202012Validator(self.schema)
+        return self._reference
 
 
 # Keyed by the definition's identity, not its id: two definitions may share an id
 # (tests, a redefinition in a notebook). The contract is kept in the value so that
 # its ``id()`` cannot be reused while the entry lives.
-_validators: dict[int, tuple[Contract[Any, Any], Draft202012Validator, Any, dict[str, Any]]] = {}
+_validators: dict[int, _Compiled] = {}
 
 
-def _compiled(contract: Contract[Any, Any]) -> tuple[Draft202012Validator, Any, dict[str, Any]]:
+def _compiled(contract: Contract[Any, Any]) -> _Compiled:
     entry = _validators.get(id(contract))
-    if entry is None or entry[0] is not contract:
-        schema = to_json_schema(contract)
-        entry = (contract, Draft202012Validator(schema), jsonschema_rs.validator_for(schema),
-                 schema)
-        _validators[id(contract)] = entry
-    return entry[1], entry[2], entry[3]
+    if entry is None or entry.contract is not contract:
+        entry = _validators[id(contract)] = _Compiled(contract)
+    return entry
 
 
 def _validator(contract: Contract[Any, Any]) -> Draft202012Validator:
-    return _compiled(contract)[0]
+    return _compiled(contract).reference()
 
 
 def _fast_validator(contract: Contract[Any, Any]) -> Any:
-    return _compiled(contract)[1]
+    return _compiled(contract).fast
 
 
 def _describe(error: jsonschema.exceptions.ValidationError) -> str:
@@ -290,8 +309,9 @@ def _short(value: Any) -> str:
 
 def iter_violations(contract: Contract[Any, Any], document: Any) -> Iterator[Violation]:
     """Every schema violation of ``document``, the most relevant first."""
-    errors = sorted(_validator(contract).iter_errors(document),
-                    key=jsonschema.exceptions.relevance)
+    from jsonschema.exceptions import relevance
+
+    errors = sorted(_validator(contract).iter_errors(document), key=relevance)
     for error in errors:
         yield Violation(
             json_path=error.json_path,
@@ -307,6 +327,8 @@ _FAST_KEYWORDS: Final = frozenset({
     "type", "required", "additionalProperties", "enum", "const", "minimum", "maximum",
     "pattern", "anyOf",
 })
+# python-jsonschema's ``exceptions.WEAK_MATCHES``, which ``relevance`` ranks last.
+_WEAK_MATCHES: Final = frozenset({"anyOf", "oneOf"})
 _JSON_TYPES: Final[dict[str, Any]] = {
     "object": dict, "array": list, "string": str, "boolean": bool, "null": type(None),
 }
@@ -346,7 +368,7 @@ def _fast_violations(contract: Contract[Any, Any], document: Any) -> list[Violat
         matches = expected is not None and any(
             _is_json_type(instance, t) for t in ([expected] if isinstance(expected, str)
                                                  else expected))
-        key = (-len(path), path, keyword not in jsonschema.exceptions.WEAK_MATCHES, False,
+        key = (-len(path), path, keyword not in _WEAK_MATCHES, False,
                not matches, order)
         json_path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
         missing = error.kind.property if keyword == "required" else None

@@ -34,11 +34,9 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-import jsonschema.exceptions
-from jsonschema import Draft202012Validator
 
 from handoffs._errors import (
     HandoffsError,
@@ -62,6 +60,9 @@ from handoffs.contracts._schema import (
     _proof_schema,
 )
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 __all__ = [
     "HANDOFF_CHAIN_CONTRACT",
@@ -463,13 +464,17 @@ _validator_cache: list[Draft202012Validator] = []
 
 
 def _validator() -> Draft202012Validator:
-    if not _validator_cache:
+    if not _validator_cache:  # python-jsonschema, imported on the first chain
+        from jsonschema import Draft202012Validator
+
         _validator_cache.append(Draft202012Validator(handoff_chain_schema()))
     return _validator_cache[0]
 
 
 def _schema_violations(doc: Any) -> list[Violation]:
-    errors = sorted(_validator().iter_errors(doc), key=jsonschema.exceptions.relevance)
+    from jsonschema.exceptions import relevance
+
+    errors = sorted(_validator().iter_errors(doc), key=relevance)
     return [
         Violation(
             json_path=error.json_path,

@@ -1,0 +1,68 @@
+"""What importing the production parts loads: none of the lab, the examples, the test
+helpers or the optional libraries (``benchmarks/imports.py`` measures the cost)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+# Modules (and their submodules) that production imports must not load. jsonschema is
+# python-jsonschema, the error reporter (jsonschema_rs validates).
+HEAVY = ("hypothesis", "jsonschema", "click", "rich", "handoffs.lab", "handoffs.testing",
+         "handoffs.examples", "handoffs.contracts.payment", "importlib.metadata")
+
+
+def loaded_after(code: str) -> list[str]:
+    """The heavy modules a fresh interpreter has loaded after running ``code``."""
+    probe = (f"{code}\nimport json, sys\n"
+             f"heavy = {HEAVY!r}\n"
+             "print(json.dumps(sorted(m for m in sys.modules\n"
+             "                        if any(m == h or m.startswith(h + '.') for h in heavy))))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, check=True)
+    return list(json.loads(done.stdout))
+
+
+@pytest.mark.parametrize("code", [
+    "import handoffs",
+    "import handoffs.contracts",
+    "import handoffs.receivers",
+    "from handoffs.contracts import Sender, Contract, Receipt, verify_receipt",
+    "from handoffs.receivers import Gate, StrictContractReceiver",
+])
+def test_production_imports_load_nothing_heavy(code: str) -> None:
+    assert loaded_after(code) == []
+
+
+def test_the_probe_sees_what_a_module_loads() -> None:
+    assert "hypothesis" in loaded_after("import handoffs.testing")
+
+
+def test_reporting_a_violation_loads_the_reference_reporter_on_demand() -> None:
+    code = ("import attrs, enum\n"
+            "from handoffs.contracts import Contract, LossMatrix, Policy, Rule, Is,"
+            " decision_field, ReceiptValidationError, iter_violations\n"
+            "class A(enum.Enum):\n"
+            "    GO = 'GO'\n"
+            "@attrs.frozen\n"
+            "class S:\n"
+            "    ok: bool = decision_field('ok')\n"
+            "c = Contract(name='c', version='1.0.0', description='d', actions=A, state=S,"
+            " policy=Policy(rules=[], default=A.GO), loss=LossMatrix({(A.GO, A.GO): 0}),"
+            " fail_closed_action=A.GO, counterfactual_trigger='t')\n"
+            "assert list(iter_violations(c, {}))\n")
+    assert loaded_after(code.replace("assert list(iter_violations(c, {}))\n", "")) == []
+    assert "jsonschema" in loaded_after(code)
+
+
+def test_the_version_is_read_on_first_use() -> None:
+    import handoffs
+
+    assert isinstance(handoffs.__version__, str)
+    assert handoffs.__version__
+    assert "importlib.metadata" in loaded_after("import handoffs; handoffs.__version__")
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        handoffs.nope  # noqa: B018 - the attribute access is the test
