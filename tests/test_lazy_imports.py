@@ -12,7 +12,7 @@ import pytest
 # Modules (and their submodules) that production imports must not load. jsonschema is
 # python-jsonschema, the error reporter (jsonschema_rs validates).
 HEAVY = ("hypothesis", "jsonschema", "click", "rich", "handoffs.lab", "handoffs.testing",
-         "handoffs.examples", "handoffs.contracts.payment", "importlib.metadata")
+         "handoffs.examples", "importlib.metadata")
 
 
 def loaded_after(code: str) -> list[str]:

@@ -11,8 +11,10 @@ import re
 from typing import Any
 
 _ROLE = re.compile(r":(?:class|func|mod|meth|attr|data|exc|obj):(?=<code>)")
+# Sphinx's ``~a.b.C`` shows the last component only.
+_TILDE = re.compile(r"<code>~(?:[\w]+\.)*([\w]+)</code>")
 
 
 def on_page_content(html: str, **_: Any) -> str:
-    """Strip ``:role:`` prefixes before inline code."""
-    return _ROLE.sub("", html)
+    """Strip ``:role:`` prefixes before inline code, and ``~`` path prefixes."""
+    return _TILDE.sub(r"<code>\1</code>", _ROLE.sub("", html))

@@ -110,8 +110,8 @@ def _callable(_: object, attribute: attrs.Attribute[Any], value: object) -> None
 class Sender(Generic[S, A]):
     """The sending agent's signer for one contract, configured once.
 
-    Example::
-
+    Example:
+        ```python
         sender = Sender(
             contract=MY_CONTRACT,
             key=sender_key,
@@ -121,6 +121,7 @@ class Sender(Generic[S, A]):
             grants=GrantIssuer(key=service_key, issuer="policy-service"),
         )
         message = sender.sign(content, case_id="case-1842", evidence_refs=[...])
+        ```
 
     ``content`` is what an encoder or a model wrote — the members of
     :meth:`~handoffs.contracts.Contract.content_schema` (``proposed_action``,
