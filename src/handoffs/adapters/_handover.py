@@ -26,10 +26,13 @@ __all__ = [
     "Handover",
     "ReceiptSigner",
     "Transport",
+    "admit",
     "case_of",
     "content_schema",
     "hand_over",
+    "refused",
     "require",
+    "sign_content",
 ]
 
 SENDER: str = "sender"
@@ -154,6 +157,34 @@ def _sender_refusal(contract: Contract[Any, Any], exc: HandoffsError) -> Decisio
     )
 
 
+def sign_content(content: Any, *, signer: ReceiptSigner, case: Case) -> bytes:
+    """The sender side alone: parse the model's ``content`` and have ``signer`` stamp
+    governance and sign it.
+
+    Raises:
+        HandoffsError: not a JSON object (``MalformedJSON``), a governance member set by
+            the model (``UntrustedGovernance``), or content the contract refuses.
+    """
+    document = loads(content) if isinstance(content, str | bytes) else content
+    if not isinstance(document, Mapping):
+        raise MalformedJSON("the model's handoff content must be a JSON object",
+                            code="not-an-object")
+    return signer.sign(document, case_id=case.case_id, evidence_refs=case.evidence_refs)
+
+
+def refused(contract: Contract[Any, Any], exc: HandoffsError) -> Handover:
+    """The handover of content the sender refused to sign (see :func:`sign_content`)."""
+    return Handover(decision=_sender_refusal(contract, exc))
+
+
+def admit(message: bytes | str, *, receiver: Receiver) -> Handover:
+    """The receiver side alone: the gate decides ``message``; never raises."""
+    decision = receiver.receive(message)
+    receipt = loads(message) if decision.verdict is Verdict.ACCEPT else None
+    data = message.encode() if isinstance(message, str) else message
+    return Handover(decision=decision, message=data, receipt=receipt)
+
+
 def hand_over(
     content: Any,
     *,
@@ -171,20 +202,13 @@ def hand_over(
     validity; (c) ``transport`` carries the bytes; (d) the receiver's gate decides.
     Never raises on bad content: every refusal is a :class:`Handover` with reasons.
     """
-    contract = signer.contract
     try:
-        document = loads(content) if isinstance(content, str | bytes) else content
-        if not isinstance(document, Mapping):
-            raise MalformedJSON("the model's handoff content must be a JSON object",
-                                code="not-an-object")
-        message = signer.sign(document, case_id=case.case_id, evidence_refs=case.evidence_refs)
+        message = sign_content(content, signer=signer, case=case)
     except HandoffsError as exc:
-        return Handover(decision=_sender_refusal(contract, exc))
+        return refused(signer.contract, exc)
     if transport is not None:
         message = transport(message)
-    decision = receiver.receive(message)
-    receipt = loads(message) if decision.verdict is Verdict.ACCEPT else None
-    return Handover(decision=decision, message=message, receipt=receipt)
+    return admit(message, receiver=receiver)
 
 
 def content_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
