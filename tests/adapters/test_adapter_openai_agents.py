@@ -3,6 +3,7 @@ the gate, with the SDK's own ScriptedModel standing in for the remote model."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -97,8 +98,9 @@ class Topology:
                               handoffs=[self.handoff])
 
     def run(self, case_id: str) -> Any:
-        return Runner.run_sync(self.evidence, f"Dossier of case {case_id}.",
-                               context=case_ref(case_id), run_config=RUN)
+        # asyncio.run, not Runner.run_sync: run_sync leaves its event loop open on purpose.
+        return asyncio.run(Runner.run(self.evidence, f"Dossier of case {case_id}.",
+                                      context=case_ref(case_id), run_config=RUN))
 
 
 def test_a_genuine_receipt_is_gated_and_delivered(signer: GrantSigner,
