@@ -3,7 +3,9 @@
 A reliability analyst estimates the probability ``p`` that a pump fails in the next
 operating window and hands it to the loop controller, which continues or stops the
 pump for inspection. Stopping costs 2 units; continuing risks ``p × h``, so the
-controller stops when ``p > 2 / h``.
+controller stops when ``p × h > 2``, written as it reads:
+``Field("failure_probability") * h > STOP_COST`` (exact interval arithmetic: a
+certified interval whose risk straddles 2 leaves the decision open).
 
 - ``pump-inspection/1.0.0`` (h = 10): the threshold is 0.20, and the coarse message
   "p < 0.10" is sufficient: every state it stands for is on the continue side.
@@ -42,12 +44,12 @@ import attrs
 from handoffs.contracts import (
     Contract,
     EvidenceFresh,
+    Field,
     GovernanceService,
     HardConstraint,
     Interval,
     LossMatrix,
     OnMissing,
-    Over,
     Policy,
     Receipt,
     ReceiptEncoder,
@@ -93,7 +95,7 @@ class PumpState:
 
 
 def pump_contract(h: float, *, version: str) -> Contract[PumpState, PumpAction]:
-    """The controller's contract when a failure costs ``h``: stop when ``p > 2 / h``."""
+    """The controller's contract when a failure costs ``h``: stop when ``p × h > 2``."""
     c, s = PumpAction.CONTINUE, PumpAction.STOP
     return Contract(
         name="pump-inspection",
@@ -103,8 +105,8 @@ def pump_contract(h: float, *, version: str) -> Contract[PumpState, PumpAction]:
                     f"(stop costs {STOP_COST:g}, a failure {h:g}).",
         actions=PumpAction,
         state=PumpState,
-        policy=Policy(rules=(Rule("risk-above-threshold", Over("failure_probability",
-                                                               STOP_COST / h), s),),
+        policy=Policy(rules=(Rule("risk-above-threshold",
+                                  Field("failure_probability") * h > STOP_COST, s),),
                       default=c, default_name="continue"),
         loss=LossMatrix({(c, c): 0, (s, s): 0, (s, c): STOP_COST, (c, s): h}),
         hard_constraints=(HardConstraint(
@@ -383,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     reports: dict[str, dict[str, Any]] = {}
     print("The pump under two losses: the consequence changes.")
-    print(f"Stopping costs {STOP_COST:g}; continuing risks p x h; stop when p > 2/h.\n")
+    print(f"Stopping costs {STOP_COST:g}; continuing risks p x h; stop when p x h > 2 (p > 2/h).\n")
     for h in (10, 40):
         contract = contract_for(h)
         experiment = pump_experiment(h)

@@ -11,9 +11,17 @@ import pytest
 
 import ph_pump as pump
 from handoffs.contracts import Interval
-from handoffs.lab import Experiment, IterableCases, Strategy, Tolerances, run
-from handoffs.lab._minimal import Reference, counterfactual_triggers, minimal_message
-from handoffs.lab._perturb import WidenInterval
+from handoffs.lab import (
+    Experiment,
+    IterableCases,
+    Reference,
+    Strategy,
+    Tolerances,
+    WidenInterval,
+    counterfactual_triggers,
+    minimal_message,
+    run,
+)
 
 WIDEN = "widen-interval:failure_probability:0.1"
 
