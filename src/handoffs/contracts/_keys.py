@@ -23,7 +23,6 @@ from typing import Any, Final
 
 import attrs
 from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
     Ed25519PublicKey,
@@ -448,6 +447,8 @@ class SigningKey:
                 f"a passphrase must be bytes, got {type(passphrase).__name__}",
                 code="bad-passphrase",
             )
+        from cryptography.hazmat.primitives import serialization  # PEM only, on demand
+
         try:
             key = serialization.load_pem_private_key(data, password=passphrase)
         except TypeError as exc:
@@ -484,6 +485,8 @@ class SigningKey:
             KeyRingError: ``bad-passphrase`` for an empty or non-bytes passphrase.
 
         """
+        from cryptography.hazmat.primitives import serialization  # PEM only, on demand
+
         encryption: serialization.KeySerializationEncryption
         if passphrase is None:
             encryption = serialization.NoEncryption()
@@ -498,9 +501,7 @@ class SigningKey:
     @property
     def public_key_bytes(self) -> bytes:
         """The raw 32-byte public key."""
-        return self.private_key.public_key().public_bytes(
-            serialization.Encoding.Raw, serialization.PublicFormat.Raw
-        )
+        return self.private_key.public_key().public_bytes_raw()
 
     @property
     def public_key_multibase(self) -> str:
