@@ -5,16 +5,24 @@ names, ``NaN``/``Infinity`` and integers outside ±(2^53 − 1) are errors, and 
 nesting depth are capped *before* anything else looks at the document.
 
 Canonical form is RFC 8785 (JCS), computed by the ``rfc8785`` package. A fast path
-uses the standard library's encoder when the two are provably byte-equal (no floats,
-no astral-plane object keys, no lone surrogates); ``tests/test_json.py`` checks the
-equality as a Hypothesis property over every JSON value the contracts allow.
+uses orjson's sorted-key encoder (or, without orjson, the standard library's) when the
+two are provably byte-equal (no floats, no astral-plane object keys, no lone
+surrogates); ``tests/test_json.py`` and ``tests/test_compiled.py`` check the equality
+as Hypothesis properties over every JSON value the contracts allow.
+
+Parsing bytes tries orjson first and keeps its result only when the bytes are exactly
+orjson's own sorted-key serialisation of what it parsed (what a sender that sends
+canonical JSON sends): see :func:`_fast_loads` for why that is exact. Anything else
+is parsed by the hooked standard-library parser, which gives the precise error.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import math
+import re
 import threading
 from collections.abc import Mapping
 from typing import Any, Final
@@ -23,6 +31,11 @@ import attrs
 import rfc8785
 
 from handoffs._errors import MalformedJSON
+
+try:
+    _orjson: Any = importlib.import_module("orjson")
+except ImportError:  # pragma: no cover - a dependency; tests force the fallback
+    _orjson = None
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -132,6 +145,45 @@ def _depth_exceeds(text: str, max_depth: int) -> bool:
     return False
 
 
+# orjson's canonical form: sorted keys, and integers within ±(2^53 − 1) or an error.
+_ORJSON_STRICT: Final = (
+    _orjson.OPT_SORT_KEYS | _orjson.OPT_STRICT_INTEGER if _orjson is not None else 0
+)
+# A number token with a fraction or an exponent after ":", "," or "[" in text without
+# whitespace: the only way a float appears inside orjson's output (it never writes a
+# float as a bare integer); a top-level float is checked by type. Inside strings it
+# may match too; that only costs the fast path, never exactness.
+_FLOAT_TOKEN: Final = re.compile(rb"[:,\[]-?[0-9]+[.eE]")
+
+
+def _fast_loads(raw: bytes, max_depth: int) -> tuple[Any, bool] | None:
+    """The orjson parse of ``raw`` with :func:`loads_plain`'s plain flag, when that is
+    provably what the strict parser gives; ``None`` otherwise (parse it again).
+
+    Exact because ``raw`` must equal orjson's sorted-key, 53-bit-integer serialisation
+    of the value it parsed: then no object repeats a key (the value would hold fewer
+    members than ``raw``), every integer lies within ±(2^53 − 1) (``OPT_STRICT_INTEGER``
+    raises otherwise), every number is finite (orjson refuses an overflow; ``inf``
+    would be written ``null``), no string holds a lone surrogate (orjson refuses to
+    read or write one), and there is no BOM, whitespace or other spelling freedom for
+    two parsers to read differently. Nesting is bounded by counting brackets, strings
+    included, so the count only ever over-estimates the depth. The flag is
+    conservative: a float token's look-alike inside a string clears it, which costs
+    the fast canonical path, never exactness.
+    """
+    if _orjson is None or raw.count(b"[") + raw.count(b"{") > max_depth:
+        return None
+    try:
+        value = _orjson.loads(raw)
+        if _orjson.dumps(value, option=_ORJSON_STRICT) != raw:
+            return None
+    except (_orjson.JSONDecodeError, _orjson.JSONEncodeError):
+        return None
+    plain = (raw.isascii() and b"\\u" not in raw and type(value) is not float
+             and _FLOAT_TOKEN.search(raw) is None)
+    return value, plain
+
+
 def loads(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> Any:
     """Parse one JSON document strictly.
 
@@ -159,6 +211,9 @@ def loads_plain(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> tu
                 f"document is {len(raw)} bytes, the limit is {limits.max_bytes}",
                 code="too-large",
             )
+        fast = _fast_loads(raw, limits.max_depth)
+        if fast is not None:
+            return fast
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -234,6 +289,13 @@ def canonical_bytes_plain(value: Any) -> bytes:
     """:func:`canonical_bytes` of a value known to be plain (see :func:`jcs_plain` and
     :func:`loads_plain`), without checking it again. The caller vouches for it.
     """
+    if _orjson is not None:
+        try:
+            data: bytes = _orjson.dumps(value, option=_orjson.OPT_SORT_KEYS)
+        except _orjson.JSONEncodeError:
+            pass  # nested beyond orjson's limit: the standard library's encoder
+        else:
+            return data
     return _FAST_ENCODER.encode(value).encode("utf-8")
 
 
@@ -245,6 +307,13 @@ def canonical_bytes(value: Any) -> bytes:
             surrogates, non-string keys).
     """
     if jcs_plain(value):
+        if _orjson is not None:
+            try:
+                data: bytes = _orjson.dumps(value, option=_orjson.OPT_SORT_KEYS)
+            except _orjson.JSONEncodeError:
+                pass  # a lone surrogate or deep nesting: the paths below decide
+            else:
+                return data
         try:
             return _FAST_ENCODER.encode(value).encode("utf-8")
         except UnicodeEncodeError:

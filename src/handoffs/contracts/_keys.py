@@ -16,6 +16,7 @@ curve point at all.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -29,6 +30,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 from handoffs._errors import HandoffsError, KeyRingError, ProofError, UnknownKey, WeakKey
+
+try:  # optional: handoffs[fast]
+    _based58: Any = importlib.import_module("based58")
+except ImportError:  # pragma: no cover - tests force the fallback
+    _based58 = None
 
 __all__ = [
     "DEFAULT_PURPOSES",
@@ -60,6 +66,12 @@ _MULTIKEY_MAX_CHARS: Final = 48
 
 def b58encode(data: bytes) -> str:
     """Encode bytes as base58btc (Bitcoin alphabet); each leading zero byte becomes ``1``."""
+    if _based58 is not None:
+        return str(_based58.b58encode(bytes(data)).decode("ascii"))
+    return _b58encode_python(data)
+
+
+def _b58encode_python(data: bytes) -> str:
     zeros = len(data) - len(data.lstrip(b"\0"))
     number = int.from_bytes(data, "big")
     digits: list[str] = []
@@ -74,9 +86,20 @@ _B58_CHUNK: Final = 58**4
 
 
 def _b58decode_or_none(text: str) -> bytes | None:
-    """Decode canonical base58btc, or return ``None`` for anything else."""
+    """Decode canonical base58btc, or return ``None`` for anything else.
+
+    With the optional ``based58`` package (``handoffs[fast]``, Rust) the decoding is
+    its ``b58decode``, which ``tests/test_compiled.py`` checks equal to the pure-Python
+    decoding below on every string of the alphabet.
+    """
     if not _B58_CHARS.issuperset(text):
         return None
+    if _based58 is not None:
+        return bytes(_based58.b58decode(text.encode("ascii")))
+    return _b58decode_python(text)
+
+
+def _b58decode_python(text: str) -> bytes:
     # Digit values as bytes, then four digits at a time in machine-sized integers.
     digits = text.translate(_B58_DIGITS).encode("latin-1")
     head = len(digits) % 4
