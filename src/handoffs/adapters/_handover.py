@@ -18,7 +18,7 @@ import attrs
 
 from handoffs._errors import HandoffsError, MalformedJSON, MissingExtra
 from handoffs._json import dumps, loads
-from handoffs.contracts import Contract, to_json_schema
+from handoffs.contracts import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS, Contract, to_json_schema
 from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
 
 __all__ = [
@@ -34,6 +34,9 @@ __all__ = [
     "require",
     "sign_content",
 ]
+
+PROTECTED_CONTENT: frozenset[str] = frozenset(GOVERNANCE_FIELDS) | frozenset(ENVELOPE_MEMBERS)
+"""Members a model's content may never set (governance and envelope)."""
 
 SENDER: str = "sender"
 """The ``receiver`` name on a decision the sender side made (it refused to sign)."""

@@ -1,0 +1,189 @@
+"""Pydantic AI: a programmatic hand-off (evidence agent → case owner) through the gate,
+with Pydantic AI's FunctionModel standing in for the remote model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pydantic_ai")
+
+from adapter_world import (
+    EXPIRED,
+    VALID_UNTIL,
+    GrantSigner,
+    Replayer,
+    World,
+    case_ref,
+    content_for,
+    tamper,
+    with_governance,
+)
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from handoffs.adapters._handover import content_schema
+from handoffs.adapters.pydantic_ai import (
+    FULL_HISTORY,
+    RECEIPT_ONLY,
+    HandoffRefused,
+    ReceiptGate,
+    content_output,
+    content_validator,
+    hand_off,
+)
+from handoffs.receivers import StrictContractReceiver
+
+
+class Evidence:
+    """The sending model: writes each scripted content in turn, and records what it saw."""
+
+    def __init__(self, *contents: dict[str, Any]) -> None:
+        self.contents = list(contents)
+        self.tools: list[Any] = []
+        self.retries: list[str] = []
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.tools = info.output_tools
+        for part in messages[-1].parts:
+            if part.part_kind == "retry-prompt":
+                self.retries.append(str(part.content))
+        return ModelResponse(parts=[ToolCallPart("hand_off", json.dumps(self.contents.pop(0)),
+                                                 tool_call_id=f"c{len(self.contents)}")])
+
+
+class Owner:
+    """The receiving model: answers the receipt's proposed action; records its input."""
+
+    def __init__(self) -> None:
+        self.seen: list[list[ModelMessage]] = []
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.seen.append(messages)
+        receipt = json.loads(messages[-1].parts[-1].content)
+        return ModelResponse(parts=[TextPart(receipt["proposed_action"])])
+
+
+class Topology:
+    def __init__(self, *contents: dict[str, Any], signer: GrantSigner,
+                 receiver: StrictContractReceiver) -> None:
+        self.signer = signer
+        self.evidence_model, self.owner_model = Evidence(*contents), Owner()
+        self.evidence = Agent(FunctionModel(self.evidence_model),
+                              output_type=content_output(signer))
+        self.evidence.output_validator(content_validator(signer))
+        self.owner = Agent(FunctionModel(self.owner_model),
+                           capabilities=[ReceiptGate(receiver=receiver)])
+
+    def run(self, case_id: str, *, channel: str = FULL_HISTORY,
+            transport: Callable[[bytes], bytes] | None = None) -> Any:
+        async def go() -> Any:
+            drafted = await self.evidence.run(f"Dossier of case {case_id}.")
+            return await hand_off(drafted, self.owner, signer=self.signer,
+                                  case=case_ref(case_id), channel=channel, transport=transport)
+        return asyncio.run(go())
+
+
+def test_a_genuine_receipt_is_gated_and_delivered(signer: GrantSigner,
+                                                  receiver: StrictContractReceiver) -> None:
+    topology = Topology(content_for("conflict-02"), signer=signer, receiver=receiver)
+    decided = topology.run("conflict-02")
+    assert decided.output == "ESCALATE"
+    receipt = json.loads(topology.owner_model.seen[0][-1].parts[-1].content)
+    assert (receipt["case_id"], receipt["authority"]) == ("conflict-02", "ADVISE")
+    assert receipt["proof"]["proofPurpose"] == "assertionMethod"
+
+
+def test_the_model_sees_only_the_strict_content_schema(signer: GrantSigner,
+                                                       receiver: StrictContractReceiver) -> None:
+    topology = Topology(content_for("routine-01"), signer=signer, receiver=receiver)
+    topology.run("routine-01")
+    (tool,) = topology.evidence_model.tools
+    assert (tool.name, tool.strict) == ("hand_off", True)
+    assert tool.parameters_json_schema["properties"] == content_schema(
+        signer.contract)["properties"]
+    assert not {"grant", "proof", "authority"} & set(tool.parameters_json_schema["properties"])
+
+
+@pytest.mark.parametrize(("attack", "code"), [
+    ("tampered", "bad-signature"),
+    ("replayed", "replayed"),
+    ("wrong-audience", "wrong-audience"),
+    ("expired", "receipt-expired"),
+])
+def test_the_gate_capability_refuses_before_the_model_runs(
+        *, world: World, signer: GrantSigner,
+        make_receiver: Callable[..., StrictContractReceiver], replayer: Replayer,
+        attack: str, code: str) -> None:
+    receiver = make_receiver(at=EXPIRED) if attack == "expired" else make_receiver()
+    transport: Callable[[bytes], bytes] | None = None
+    if attack == "tampered":
+        transport = tamper
+    elif attack == "replayed":
+        transport = replayer
+        first = Topology(content_for("routine-01"), signer=signer, receiver=receiver)
+        assert first.run("routine-01", transport=transport).output == "RELEASE"
+    elif attack == "wrong-audience":
+        signer = GrantSigner(world, receiver="case-owner-2")
+    topology = Topology(content_for("routine-01"), signer=signer, receiver=receiver)
+    with pytest.raises(HandoffRefused, match=code) as refused:
+        topology.run("routine-01", transport=transport)
+    assert isinstance(refused.value, PermissionError)
+    handover = refused.value.handover
+    assert (handover.refused_by, handover.decision.action) == ("gate", "ESCALATE")
+    assert handover.decision.reasons[0].code == code
+    assert topology.owner_model.seen == []  # the case owner's model never ran
+
+
+def test_model_written_governance_is_retried_and_changes_nothing(
+        signer: GrantSigner, receiver: StrictContractReceiver) -> None:
+    honest = content_for("routine-01")
+    topology = Topology(with_governance(honest), honest, signer=signer, receiver=receiver)
+    decided = topology.run("routine-01")
+    (retry,) = topology.evidence_model.retries
+    assert "untrusted-governance @ $.authority" in retry
+    assert decided.output == "RELEASE"
+    receipt = json.loads(topology.owner_model.seen[0][-1].parts[-1].content)
+    assert receipt["authority"] == "ADVISE"
+    assert receipt["valid_until"] == VALID_UNTIL.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_content_outside_the_schema_is_retried(signer: GrantSigner,
+                                               receiver: StrictContractReceiver) -> None:
+    honest = content_for("identity-01")
+    topology = Topology({**honest, "proposed_action": "PAY_TWICE"}, honest, signer=signer,
+                        receiver=receiver)
+    assert topology.run("identity-01").output == "HOLD"
+    (retry,) = topology.evidence_model.retries
+    assert retry.startswith("schema-invalid @ $.proposed_action")
+
+
+def test_governance_is_refused_even_without_the_validator(
+        signer: GrantSigner, receiver: StrictContractReceiver) -> None:
+    topology = Topology(with_governance(content_for("routine-01")), signer=signer,
+                        receiver=receiver)
+    topology.evidence = Agent(FunctionModel(topology.evidence_model),
+                              output_type=content_output(signer))
+    with pytest.raises(HandoffRefused, match="untrusted-governance") as refused:
+        topology.run("routine-01")
+    assert refused.value.handover.refused_by == "sender"
+    assert refused.value.handover.message is None
+    assert topology.owner_model.seen == []
+
+
+def test_the_receipt_only_channel(signer: GrantSigner,
+                                  make_receiver: Callable[..., StrictContractReceiver]) -> None:
+    full = Topology(content_for("value-01"), signer=signer, receiver=make_receiver())
+    alone = Topology(content_for("value-01"), signer=signer, receiver=make_receiver())
+    assert full.run("value-01").output == "ESCALATE"
+    assert alone.run("value-01", channel=RECEIPT_ONLY).output == "ESCALATE"
+    (alone_seen,), (full_seen,) = alone.owner_model.seen, full.owner_model.seen
+    assert len(alone_seen) == 1  # one request: the receipt as the prompt
+    assert len(full_seen) > 1  # the evidence agent's request and response came along
+    assert any("Dossier of case value-01." in str(m) for m in full_seen)
+    assert not any("Dossier" in str(m) for m in alone_seen)
