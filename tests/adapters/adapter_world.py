@@ -6,7 +6,7 @@ adapter test modules (``from adapter_world import ...``); it imports no framewor
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,17 +14,14 @@ import attrs
 
 from handoffs.adapters import Case
 from handoffs.contracts import (
-    ENVELOPE_MEMBERS,
-    GOVERNANCE_FIELDS,
-    Authority,
     Contract,
+    Governance,
+    GovernanceService,
     KeyRing,
-    Receipt,
+    Sender,
     SigningKey,
-    UntrustedGovernance,
     issue_grant,
     payment,
-    sign_receipt,
 )
 from handoffs.receivers import (
     Gate,
@@ -42,7 +39,6 @@ GRANT_UNTIL = datetime(2027, 6, 1, tzinfo=UTC)
 """The grants' expiry, later: a receipt expires before its grant."""
 CONTRACT = payment.PAYMENT_RELEASE
 CASES = {case.case_id: case for case in payment.synthetic_cases()}
-_PROTECTED = frozenset(GOVERNANCE_FIELDS) | frozenset(ENVELOPE_MEMBERS)
 
 
 @attrs.frozen
@@ -77,35 +73,28 @@ def make_world() -> World:
 
 
 @attrs.frozen
-class GrantSigner:
-    """The sender side by hand: the policy service's grant, then the sender's proof.
+class CaseGrants:
+    """The policy service, granting authority for the life of the case: its grants
+    outlast any one receipt (so an expired receipt is refused as such)."""
 
-    Governance (sender, receiver, authority, policy version, validity) comes from this
-    object's configuration only.
-    """
+    key: SigningKey
 
-    world: World
-    receiver: str = "case-owner"
-    contract: Contract[Any, Any] = CONTRACT
+    def grant(self, governance: Governance, *, contract: Contract[Any, Any],
+              now: datetime) -> dict[str, Any]:
+        return issue_grant(
+            self.key, issuer="policy-service", subject=governance.sender,
+            audience=governance.receiver, contract=contract, case_id=governance.case_id,
+            policy_version=governance.policy_version, authority=[governance.authority],
+            valid_until=GRANT_UNTIL, created=now)
 
-    def sign(self, content: Mapping[str, Any], *, case_id: str,
-             evidence_refs: Sequence[str]) -> bytes:
-        clash = sorted(_PROTECTED.intersection(content))
-        if clash:
-            raise UntrustedGovernance(f"content may not set {', '.join(clash)}",
-                                      json_path=f"$.{clash[0]}")
-        governance = attrs.evolve(payment.GOVERNANCE, receiver=self.receiver,
-                                  valid_until=VALID_UNTIL)
-        unsigned = Receipt.build(self.contract, content,
-                                 governance.stamp(case_id=case_id, evidence_refs=evidence_refs))
-        grant = issue_grant(
-            self.world.service_key, issuer="policy-service", subject="evidence-specialist",
-            audience=self.receiver, contract=self.contract, case_id=case_id,
-            policy_version="PAY-7.4", authority=[Authority.ADVISE], valid_until=GRANT_UNTIL,
-            created=NOW,
-        )
-        return sign_receipt(unsigned, self.world.sender_key, grant=grant,
-                            created=NOW).to_bytes()
+
+def make_sender(world: World, *, receiver: str = "case-owner") -> Sender[Any, Any]:
+    """The evidence specialist's sender: governance from its configuration only."""
+    return Sender(
+        contract=CONTRACT, key=world.sender_key,
+        governance=GovernanceService(sender="evidence-specialist", receiver=receiver,
+                                     policy_version="PAY-7.4", valid_until=VALID_UNTIL),
+        grants=CaseGrants(world.service_key), clock=lambda: NOW)
 
 
 def strict_receiver(world: World, *, identity: str = "case-owner",
@@ -123,8 +112,9 @@ EXPIRED = VALID_UNTIL + timedelta(seconds=1)
 
 
 def content_for(case_id: str) -> dict[str, Any]:
-    """What a well-behaved evidence model writes for a case: the semantic part only."""
-    return payment.decision_contract_encoder().encode(CASES[case_id])
+    """What a well-behaved evidence model writes for a case: the semantic part only, every
+    member of the strict content schema present (``notes`` null)."""
+    return {**payment.decision_contract_encoder().encode(CASES[case_id]), "notes": None}
 
 
 def reference_action(case_id: str) -> str:

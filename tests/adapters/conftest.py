@@ -9,10 +9,12 @@ scripted or fake model).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
-from adapter_world import GrantSigner, Replayer, World, make_world, strict_receiver
+from adapter_world import Replayer, World, make_sender, make_world, strict_receiver
 
+from handoffs.contracts import Sender
 from handoffs.receivers import StrictContractReceiver
 
 
@@ -22,8 +24,8 @@ def world() -> World:
 
 
 @pytest.fixture
-def signer(world: World) -> GrantSigner:
-    return GrantSigner(world)
+def signer(world: World) -> Sender[Any, Any]:
+    return make_sender(world)
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from adapter_world import (
     EXPIRED,
-    GrantSigner,
     Replayer,
     World,
     case_ref,
     content_for,
+    make_sender,
     tamper,
     with_governance,
 )
@@ -21,10 +21,11 @@ from adapter_world import (
 from handoffs import MissingExtra
 from handoffs.adapters import Case, case_of, hand_over
 from handoffs.adapters._handover import require
+from handoffs.contracts import Sender
 from handoffs.receivers import StrictContractReceiver, Verdict
 
 
-def test_a_genuine_receipt_is_accepted_and_carried(signer: GrantSigner,
+def test_a_genuine_receipt_is_accepted_and_carried(signer: Sender[Any, Any],
                                                    receiver: StrictContractReceiver) -> None:
     handover = hand_over(content_for("routine-01"), signer=signer, receiver=receiver,
                          case=case_ref("routine-01"))
@@ -39,7 +40,7 @@ def test_a_genuine_receipt_is_accepted_and_carried(signer: GrantSigner,
     assert text["receipt"]["proof"]["proofPurpose"] == "assertionMethod"
 
 
-def test_content_as_json_text_is_parsed(signer: GrantSigner,
+def test_content_as_json_text_is_parsed(signer: Sender[Any, Any],
                                         receiver: StrictContractReceiver) -> None:
     handover = hand_over(json.dumps(content_for("duplicate-02")), signer=signer,
                          receiver=receiver, case=case_ref("duplicate-02"))
@@ -57,7 +58,7 @@ def test_content_as_json_text_is_parsed(signer: GrantSigner,
      "$.proposed_action"),
 ])
 def test_the_sender_refuses_what_a_model_may_not_write(
-        signer: GrantSigner, receiver: StrictContractReceiver, content: Any, code: str,
+        signer: Sender[Any, Any], receiver: StrictContractReceiver, content: Any, code: str,
         path: str | None) -> None:
     handover = hand_over(content, signer=signer, receiver=receiver, case=case_ref("routine-01"))
     assert handover.refused_by == "sender"
@@ -71,7 +72,7 @@ def test_the_sender_refuses_what_a_model_may_not_write(
         assert reason.json_path == path
 
 
-def test_refusals_by_the_gate(world: World, signer: GrantSigner,
+def test_refusals_by_the_gate(world: World, signer: Sender[Any, Any],
                               make_receiver: Callable[..., StrictContractReceiver],
                               replayer: Replayer) -> None:
     content, case = content_for("routine-01"), case_ref("routine-01")
@@ -86,7 +87,7 @@ def test_refusals_by_the_gate(world: World, signer: GrantSigner,
     assert first.accepted
     assert again.decision.reasons[0].code == "replayed"
 
-    elsewhere = hand_over(content, signer=GrantSigner(world, receiver="case-owner-2"),
+    elsewhere = hand_over(content, signer=make_sender(world, receiver="case-owner-2"),
                           receiver=make_receiver(), case=case)
     assert elsewhere.decision.reasons[0].code == "wrong-audience"
 

@@ -15,11 +15,11 @@ pytest.importorskip("pydantic_ai")
 from adapter_world import (
     EXPIRED,
     VALID_UNTIL,
-    GrantSigner,
     Replayer,
     World,
     case_ref,
     content_for,
+    make_sender,
     tamper,
     with_governance,
 )
@@ -37,6 +37,7 @@ from handoffs.adapters.pydantic_ai import (
     content_validator,
     hand_off,
 )
+from handoffs.contracts import Sender
 from handoffs.receivers import StrictContractReceiver
 
 
@@ -51,7 +52,9 @@ class Evidence:
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         self.tools = info.output_tools
         for part in messages[-1].parts:
-            if part.part_kind == "retry-prompt":
+            # A ModelRetry from an output validator comes back as the output tool's
+            # return, marked retried.
+            if part.part_kind == "retry-prompt" or getattr(part, "outcome", None) == "retried":
                 self.retries.append(str(part.content))
         return ModelResponse(parts=[ToolCallPart("hand_off", json.dumps(self.contents.pop(0)),
                                                  tool_call_id=f"c{len(self.contents)}")])
@@ -70,7 +73,7 @@ class Owner:
 
 
 class Topology:
-    def __init__(self, *contents: dict[str, Any], signer: GrantSigner,
+    def __init__(self, *contents: dict[str, Any], signer: Sender[Any, Any],
                  receiver: StrictContractReceiver) -> None:
         self.signer = signer
         self.evidence_model, self.owner_model = Evidence(*contents), Owner()
@@ -89,7 +92,7 @@ class Topology:
         return asyncio.run(go())
 
 
-def test_a_genuine_receipt_is_gated_and_delivered(signer: GrantSigner,
+def test_a_genuine_receipt_is_gated_and_delivered(signer: Sender[Any, Any],
                                                   receiver: StrictContractReceiver) -> None:
     topology = Topology(content_for("conflict-02"), signer=signer, receiver=receiver)
     decided = topology.run("conflict-02")
@@ -99,7 +102,7 @@ def test_a_genuine_receipt_is_gated_and_delivered(signer: GrantSigner,
     assert receipt["proof"]["proofPurpose"] == "assertionMethod"
 
 
-def test_the_model_sees_only_the_strict_content_schema(signer: GrantSigner,
+def test_the_model_sees_only_the_strict_content_schema(signer: Sender[Any, Any],
                                                        receiver: StrictContractReceiver) -> None:
     topology = Topology(content_for("routine-01"), signer=signer, receiver=receiver)
     topology.run("routine-01")
@@ -117,7 +120,7 @@ def test_the_model_sees_only_the_strict_content_schema(signer: GrantSigner,
     ("expired", "receipt-expired"),
 ])
 def test_the_gate_capability_refuses_before_the_model_runs(
-        *, world: World, signer: GrantSigner,
+        *, world: World, signer: Sender[Any, Any],
         make_receiver: Callable[..., StrictContractReceiver], replayer: Replayer,
         attack: str, code: str) -> None:
     receiver = make_receiver(at=EXPIRED) if attack == "expired" else make_receiver()
@@ -129,7 +132,7 @@ def test_the_gate_capability_refuses_before_the_model_runs(
         first = Topology(content_for("routine-01"), signer=signer, receiver=receiver)
         assert first.run("routine-01", transport=transport).output == "RELEASE"
     elif attack == "wrong-audience":
-        signer = GrantSigner(world, receiver="case-owner-2")
+        signer = make_sender(world, receiver="case-owner-2")
     topology = Topology(content_for("routine-01"), signer=signer, receiver=receiver)
     with pytest.raises(HandoffRefused, match=code) as refused:
         topology.run("routine-01", transport=transport)
@@ -141,7 +144,7 @@ def test_the_gate_capability_refuses_before_the_model_runs(
 
 
 def test_model_written_governance_is_retried_and_changes_nothing(
-        signer: GrantSigner, receiver: StrictContractReceiver) -> None:
+        signer: Sender[Any, Any], receiver: StrictContractReceiver) -> None:
     honest = content_for("routine-01")
     topology = Topology(with_governance(honest), honest, signer=signer, receiver=receiver)
     decided = topology.run("routine-01")
@@ -153,7 +156,7 @@ def test_model_written_governance_is_retried_and_changes_nothing(
     assert receipt["valid_until"] == VALID_UNTIL.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def test_content_outside_the_schema_is_retried(signer: GrantSigner,
+def test_content_outside_the_schema_is_retried(signer: Sender[Any, Any],
                                                receiver: StrictContractReceiver) -> None:
     honest = content_for("identity-01")
     topology = Topology({**honest, "proposed_action": "PAY_TWICE"}, honest, signer=signer,
@@ -164,7 +167,7 @@ def test_content_outside_the_schema_is_retried(signer: GrantSigner,
 
 
 def test_governance_is_refused_even_without_the_validator(
-        signer: GrantSigner, receiver: StrictContractReceiver) -> None:
+        signer: Sender[Any, Any], receiver: StrictContractReceiver) -> None:
     topology = Topology(with_governance(content_for("routine-01")), signer=signer,
                         receiver=receiver)
     topology.evidence = Agent(FunctionModel(topology.evidence_model),
@@ -176,7 +179,7 @@ def test_governance_is_refused_even_without_the_validator(
     assert topology.owner_model.seen == []
 
 
-def test_the_receipt_only_channel(signer: GrantSigner,
+def test_the_receipt_only_channel(signer: Sender[Any, Any],
                                   make_receiver: Callable[..., StrictContractReceiver]) -> None:
     full = Topology(content_for("value-01"), signer=signer, receiver=make_receiver())
     alone = Topology(content_for("value-01"), signer=signer, receiver=make_receiver())

@@ -18,7 +18,7 @@ import attrs
 
 from handoffs._errors import HandoffsError, MalformedJSON, MissingExtra
 from handoffs._json import dumps, loads
-from handoffs.contracts import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS, Contract, to_json_schema
+from handoffs.contracts import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS, Contract
 from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
 
 __all__ = [
@@ -218,19 +218,7 @@ def content_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
     """The strict JSON Schema of what a model may write for ``contract`` (its semantic
     part only: no governance, grant, proof, id or contract member).
     """
-    own = getattr(contract, "content_schema", None)
-    if own is not None:
-        return dict(own())
-    # Until Contract.content_schema() lands: the receipt schema's semantic members.
-    full = to_json_schema(contract)
-    names = ("proposed_action", "decision_state", "uncertainty", "counterfactual_trigger")
-    return {
-        "type": "object",
-        "title": f"{contract.name} {contract.version} decision content",
-        "additionalProperties": False,
-        "required": list(names),
-        "properties": {name: full["properties"][name] for name in names},
-    }
+    return contract.content_schema()
 
 
 def require(module: str, *, extra: str, feature: str) -> ModuleType:

@@ -96,7 +96,8 @@ class HandoffRefused(HandoffsError, PermissionError):
 
 def content_output(signer: ReceiptSigner, *, name: str = "hand_off") -> ToolOutput[Any]:
     """The sending agent's ``output_type``: a strict tool whose parameters are the
-    contract's content schema (no governance, grant or proof)."""
+    contract's content schema (no governance, grant or proof).
+    """
     contract = signer.contract
     return ToolOutput(
         StructuredDict(content_schema(contract), name=name,
@@ -108,7 +109,8 @@ def content_output(signer: ReceiptSigner, *, name: str = "hand_off") -> ToolOutp
 def content_validator(signer: ReceiptSigner) -> Any:
     """An output validator for the sending agent: ``ModelRetry`` on content that sets a
     governance member (``untrusted-governance``) or breaks the content schema, naming
-    where; valid content is returned unchanged."""
+    where; valid content is returned unchanged.
+    """
     validator = jsonschema.Draft202012Validator(content_schema(signer.contract))
 
     def validate(output: Mapping[str, Any]) -> Mapping[str, Any]:
