@@ -269,3 +269,16 @@ temprature = 0
         load_experiment(tmp_path / "bad.toml")
     with pytest.raises(ExperimentError, match="max_calls must be a positive integer"):
         run(payment_experiment(variants=1), max_calls=0)
+
+
+def test_the_release_gate_may_hold_a_token_budget() -> None:
+    from handoffs.lab import Tolerances, evaluate_gate
+
+    with serving() as server:
+        report = run(_experiment(server.url, full_record=False), cache=False).report
+    spent = report["cost"]["totals"]["tokens_in"] + report["cost"]["totals"]["tokens_out"]
+    assert report["gate"]["passed"]  # the scripted model decides as the policy does
+    tight = evaluate_gate(report, Tolerances(max_tokens=spent - 1))
+    assert not tight["passed"]
+    assert tight["reasons"] == [f"the run spent {spent} model token(s), {spent - 1} allowed"]
+    assert evaluate_gate(report, Tolerances(max_tokens=spent))["passed"]

@@ -285,6 +285,8 @@ class Tolerances:
         max_mean_bytes: bound on mean payload bytes (``None``: no bound).
         surviving_catastrophic_falsehoods: catastrophic falsehoods a gated receiver
             may let through (``None``: reported, not gated).
+        max_tokens: model tokens (in + out, every strategy) the run may spend
+            (``None``: no bound); the report's ``cost`` totals are checked.
         controls_must_fail: fail the gate when a falsifying control (no message,
             shuffled, constant) meets the agreement and regret thresholds.
         gate_perturbations: perturbation ids the gated strategies must withstand.
@@ -300,6 +302,7 @@ class Tolerances:
                                                                 validator=_non_negative)
     controls_must_fail: bool = True
     gate_perturbations: tuple[str, ...] = attrs.field(default=("none",), converter=_str_tuple)
+    max_tokens: int | None = attrs.field(default=None, validator=_non_negative)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form (the report's ``tolerances`` and the artefact's regret budget)."""
@@ -313,6 +316,7 @@ class Tolerances:
             "surviving_catastrophic_falsehoods": self.surviving_catastrophic_falsehoods,
             "controls_must_fail": self.controls_must_fail,
             "gate_perturbations": list(self.gate_perturbations),
+            "max_tokens": self.max_tokens,
         }
 
     @classmethod

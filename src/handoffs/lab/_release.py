@@ -142,6 +142,13 @@ def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = Non
                 threshold=tol.surviving_catastrophic_falsehoods, value=value,
                 reason=f"{strategy}: {_fmt(value)} catastrophic schema-valid falsehood(s) "
                        f"survived, {tol.surviving_catastrophic_falsehoods} allowed"))
+    if tol.max_tokens is not None:
+        totals = (report.get("cost") or {}).get("totals") or {}
+        spent = int(totals.get("tokens_in", 0)) + int(totals.get("tokens_out", 0))
+        checks.append(_check(
+            "model_tokens", None, None, comparison="<=", threshold=tol.max_tokens,
+            value=spent, reason=f"the run spent {spent} model token(s), "
+                                f"{tol.max_tokens} allowed"))
     warnings = _warnings(report, gated, tol)
     reasons = [c["reason"] for c in checks if not c["passed"]]
     passed = not reasons
