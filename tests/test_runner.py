@@ -263,7 +263,8 @@ json_values = st.recursive(
 def test_patched_sizes_equal_full_canonicalisation(base: dict[str, Any], member: str,
                                                    value: Any, remove: bool,
                                                    envelope: bool) -> None:
-    from handoffs.lab._runner import _Base, _measure, _patch
+    from handoffs.lab._chunk import _Base, _patch
+    from handoffs.lab._plan import _measure
 
     if envelope:
         base = {**base, "id": "urn:uuid:x", "contract": "c/1.0.0"}
@@ -287,7 +288,7 @@ def test_patched_sizes_equal_full_canonicalisation(base: dict[str, Any], member:
 def test_receipt_ids_are_uuid5_in_the_runner_namespace() -> None:
     import uuid
 
-    from handoffs.lab._runner import _RECEIPT_NAMESPACE, receipt_id
+    from handoffs.lab._plan import _RECEIPT_NAMESPACE, receipt_id
 
     for name in ("payment-release-essay/decision_contract/policy-01", "x/y/é", "a/b/"):
         experiment, strategy, case_id = name.split("/")
@@ -296,9 +297,11 @@ def test_receipt_ids_are_uuid5_in_the_runner_namespace() -> None:
 
 
 def test_compact_records_feed_the_metrics_as_their_rows_do() -> None:
+    from handoffs.lab._chunk import run_chunk
     from handoffs.lab._metrics import Aggregator
+    from handoffs.lab._plan import compile_plan
     from handoffs.lab._runlog import expand_rows
-    from handoffs.lab._runner import _constants, compile_plan, run_chunk
+    from handoffs.lab._runner import _constants
 
     experiment = payment_experiment(variants=3, profile="full")
     plan = compile_plan(experiment)
@@ -361,7 +364,8 @@ def test_memo_keys_change_how_often_receivers_are_called_never_the_figures() -> 
 
 def test_the_second_stamp_of_a_case_is_the_services_own() -> None:
     from handoffs.contracts._contract import Authority
-    from handoffs.lab._runner import _Chunk, compile_plan
+    from handoffs.lab._chunk import _Chunk
+    from handoffs.lab._plan import compile_plan
 
     plan = compile_plan(payment_experiment(profile="essay"))
     chunk = _Chunk(plan, [None] * len(plan.strategies))

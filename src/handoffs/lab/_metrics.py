@@ -26,7 +26,7 @@ from handoffs.lab._runlog import expand_rows
 
 if TYPE_CHECKING:
     from handoffs.lab._experiment import Experiment
-    from handoffs.lab._runner import Plan
+    from handoffs.lab._plan import Plan
 
 __all__ = ["Aggregator", "falsehood_class"]
 

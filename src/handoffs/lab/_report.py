@@ -35,7 +35,7 @@ from handoffs.lab._release import evaluate_gate, release_artefact
 if TYPE_CHECKING:
     from handoffs.lab._experiment import Experiment
     from handoffs.lab._metrics import Aggregator
-    from handoffs.lab._runner import Plan
+    from handoffs.lab._plan import Plan
 
 __all__ = ["REPORT_FORMAT", "ReportError", "build_report", "report_schema", "validate_report"]
 

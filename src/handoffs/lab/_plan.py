@@ -1,0 +1,361 @@
+"""The lab's plan: what every worker needs to run chunks of an experiment.
+
+:func:`compile_plan` prepares the perturbations and resolves which strategies each
+applies to; the result, :class:`Plan`, is picklable (process and Dask executors get a
+copy with every chunk). Also here: what a worker compiles once per contract and keeps
+(the schema checks, the reference policy, the per-state analysis of triggers and
+minimal messages), the deterministic receipt ids, and the run's fingerprint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+import jsonschema_rs
+
+from handoffs._errors import UntrustedGovernance
+from handoffs._json import canonical_bytes, digest
+from handoffs.contracts._contract import Contract
+from handoffs.contracts._receipt import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS
+from handoffs.contracts._schema import schema_id, to_json_schema
+from handoffs.lab._experiment import (
+    Experiment,
+    ExperimentError,
+    Strategy,
+    wire_value,
+)
+from handoffs.lab._minimal import (
+    Reference,
+    counterfactual_triggers,
+    minimal_message,
+)
+from handoffs.lab._perturb import (
+    SUBJECT,
+    Falsehood,
+    Mutate,
+    Perturbation,
+)
+from handoffs.receivers._decision import Receiver
+
+__all__ = ["Plan", "analyse_state", "compile_plan", "fingerprint", "receipt_id"]
+
+
+_ENVELOPE: Final = frozenset(ENVELOPE_MEMBERS)
+
+
+_FORBIDDEN: Final = frozenset(GOVERNANCE_FIELDS) | _ENVELOPE
+
+
+_GOVERNANCE: Final = frozenset(GOVERNANCE_FIELDS)
+
+
+_RECEIPT_NAMESPACE: Final = uuid.UUID("6f1d3c1e-5d0b-4d4e-9d27-6c2f0f6b8a10")
+
+
+_ANALYSIS_CACHE_LIMIT: Final = 4096
+
+
+@attrs.frozen(kw_only=True)
+class Plan:
+    """Everything a worker needs for a chunk (picklable for process executors).
+
+    Attributes:
+        name: experiment name (used in deterministic receipt ids).
+        contract: the contract.
+        strategies: the strategies, in order.
+        perturbations: prepared perturbations; index 0 of the log is ``none``.
+        targets: per perturbation, the indices of the strategies it applies to.
+        semantic: the semantic receiver.
+        governance: the governance service.
+        state_of / reference / case_id_of / evidence_refs_of / case_json: readers.
+        tokenizer: optional token counter.
+        epochs: repetitions for sampled receivers.
+        subject: index of the subject strategy.
+        region_budget: region checks allowed per state for the minimum-size search.
+        analyse: whether to compute triggers and minimal messages.
+        keep_rows: whether chunk records keep every decision row (a run log is
+            written), or only those the metrics read one by one.
+        special: perturbation indices whose rows the metrics read one by one
+            (falsehoods and injections).
+        injection_cases: case ids named by injections (their baseline rows are read).
+        token: identifies one run's plan, so that a worker process that receives it
+            with every chunk keeps using the first copy (and what it compiled for it).
+        concurrency: calls in flight at once for slow receivers (model receivers).
+        prefetch: whether a chunk first collects its slow receivers' distinct messages
+            and hands them to a pool of ``concurrency`` threads, so that their calls
+            overlap across cases instead of following one another.
+    """
+
+    name: str
+    contract: Contract[Any, Any]
+    strategies: tuple[Strategy, ...]
+    perturbations: tuple[Perturbation, ...]
+    targets: tuple[tuple[int, ...], ...]
+    semantic: Receiver
+    governance: Any
+    state_of: Callable[[Any], Any]
+    reference: Callable[[Any], Any] | None
+    case_id_of: Callable[[Any], str]
+    evidence_refs_of: Callable[[Any], Sequence[Any]]
+    case_json: Callable[[Any], Any]
+    tokenizer: Callable[[str], int] | None
+    epochs: int
+    subject: int
+    region_budget: int = 4096
+    analyse: bool = True
+    keep_rows: bool = True
+    special: frozenset[int] = frozenset()
+    injection_cases: frozenset[str] = frozenset()
+    token: str = ""
+    concurrency: int = 8
+    prefetch: bool = False
+
+    @property
+    def perturbation_ids(self) -> tuple[str, ...]:
+        """``("none", <perturbation ids>...)``: the log's perturbation index."""
+        return ("none", *(p.id for p in self.perturbations))
+
+
+def compile_plan(experiment: Experiment) -> Plan:
+    """Prepare the perturbations and resolve which strategies each applies to.
+
+    Raises:
+        ExperimentError: duplicate perturbation ids, unknown strategy names, or a
+            perturbation that cannot be prepared for the contract.
+    """
+    from handoffs.lab._perturb import standard_perturbations
+
+    contract = experiment.contract
+    declared = experiment.perturbations
+    if declared is None:
+        declared = standard_perturbations(contract)
+    pool = [*declared, *experiment.injections]
+    prepared = [p.prepare(contract, seed=experiment.seed) for p in pool]
+    ids = [p.id for p in prepared]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates or "none" in ids:
+        raise ExperimentError(f"perturbation ids must be unique and not 'none': "
+                              f"{duplicates or ['none']}")
+    names = [s.name for s in experiment.strategies]
+    subject = names.index(experiment.subject_strategy.name)
+    targets: list[tuple[int, ...]] = []
+    for p in prepared:
+        applies = p.applies_to
+        if applies is None:
+            targets.append(tuple(range(len(names))))
+            continue
+        indices: list[int] = []
+        for name in applies:
+            if name == SUBJECT:
+                indices.append(subject)
+            elif name in names:
+                indices.append(names.index(name))
+            else:
+                raise ExperimentError(f"perturbation {p.id} names unknown strategy {name!r}")
+        targets.append(tuple(sorted(set(indices))))
+    return Plan(
+        name=experiment.name,
+        contract=contract,
+        strategies=experiment.strategies,
+        perturbations=tuple(prepared),
+        targets=tuple(targets),
+        semantic=experiment.semantic,
+        governance=experiment.governance,
+        state_of=experiment.state_of,
+        reference=experiment.reference,
+        case_id_of=experiment.case_id_of,
+        evidence_refs_of=experiment.evidence_refs_of,
+        case_json=experiment.case_json,
+        tokenizer=experiment.tokenizer,
+        epochs=experiment.epochs,
+        subject=subject,
+        special=frozenset(i for i, p in enumerate(prepared, start=1)
+                          if isinstance(p, Mutate | Falsehood)),
+        injection_cases=frozenset(p.case_id for p in prepared if isinstance(p, Falsehood)),
+    )
+
+
+class _Checks:
+    """Compiled schema checks for one contract (jsonschema-rs, built once).
+
+    Besides whole-message checks it holds one validator per receipt member, so that
+    a message that differs from a checked one in one member is checked by that
+    member alone: the receipt schema is closed (``additionalProperties: false``) and
+    constrains nothing across members, so a message is valid exactly when its
+    required members are present, it has no other members, and each member is
+    valid on its own. The governance check is the same with the governance members.
+    """
+
+    def __init__(self, contract: Contract[Any, Any]) -> None:
+        self.contract = contract
+        schema = to_json_schema(contract)
+        self.receipt = jsonschema_rs.validator_for(schema)
+        properties = schema["properties"]
+        governance = {
+            "$schema": schema["$schema"],
+            "type": "object",
+            "required": list(GOVERNANCE_FIELDS),
+            "properties": {m: properties[m] for m in GOVERNANCE_FIELDS},
+        }
+        self.governance = jsonschema_rs.validator_for(governance)
+        self.memberwise = (set(schema) <= _SCHEMA_KEYS and schema.get("type") == "object"
+                           and schema.get("additionalProperties") is False)
+        self.required = frozenset(schema.get("required", ()))
+        defs = schema.get("$defs", {})
+        self.members = {
+            name: jsonschema_rs.validator_for({"$schema": schema["$schema"], "$defs": defs, **sub})
+            for name, sub in properties.items()
+        }
+
+    def schema_valid(self, message: Mapping[str, Any]) -> bool:
+        try:
+            return bool(self.receipt.is_valid(message))
+        except (ValueError, TypeError, OverflowError):
+            return False
+
+    def governance_valid(self, message: Mapping[str, Any]) -> bool:
+        try:
+            return bool(self.governance.is_valid(message))
+        except (ValueError, TypeError, OverflowError):
+            return False
+
+    def member_valid(self, name: str, value: Any) -> bool:
+        """Whether ``value`` is valid for receipt member ``name`` (False if unknown)."""
+        validator = self.members.get(name)
+        if validator is None:
+            return False
+        try:
+            return bool(validator.is_valid(value))
+        except (ValueError, TypeError, OverflowError):
+            return False
+
+
+_SCHEMA_KEYS: Final = frozenset({"$schema", "$id", "title", "description", "type",
+                                 "additionalProperties", "required", "properties", "$defs"})
+
+
+_checks: dict[str, _Checks] = {}
+
+
+_references: dict[str, Reference] = {}
+
+
+_analysis: dict[tuple[str, str], dict[str, Any]] = {}
+
+
+def _checks_for(contract: Contract[Any, Any]) -> _Checks:
+    found = _checks.get(contract.id)
+    if found is None or found.contract is not contract:
+        found = _checks[contract.id] = _Checks(contract)
+    return found
+
+
+def _reference_for(contract: Contract[Any, Any]) -> Reference:
+    found = _references.get(contract.id)
+    if found is None or found.contract is not contract:
+        found = _references[contract.id] = Reference(contract)
+    return found
+
+
+def analyse_state(contract: Contract[Any, Any], key: str, truth: Mapping[str, Any],
+                  *, budget: int) -> dict[str, Any]:
+    """Triggers and the minimal message for one state (memoised per process)."""
+    cache_key = (contract.id, key)
+    found = _analysis.get(cache_key)
+    if found is not None:
+        return found
+    reference = _reference_for(contract)
+    triggers = counterfactual_triggers(reference, truth)
+    result: dict[str, Any] = {
+        "truth": {name: wire_value(value) for name, value in truth.items()},
+        "triggers": [t.to_json() for t in triggers],
+    }
+    if not reference.predicates:
+        minimal = minimal_message(reference, truth, budget=budget)
+        result["minimal"] = {
+            "action": minimal.action,
+            "fields": list(minimal.fields),
+            "message": [f.to_json() for f in minimal.message],
+            "guarantee": minimal.guarantee,
+            "alternatives": minimal.alternatives,
+            "region_checks": minimal.region_checks,
+        }
+    if len(_analysis) >= _ANALYSIS_CACHE_LIMIT:
+        _analysis.clear()
+    _analysis[cache_key] = result
+    return result
+
+
+def _measure(message: Mapping[str, Any]) -> tuple[bytes, int]:
+    """(memo key, payload bytes): canonical payload, envelope members apart."""
+    envelope = [k for k in ENVELOPE_MEMBERS if k in message]
+    if not envelope:
+        body = canonical_bytes(message)
+        return body, len(body)
+    body = canonical_bytes({k: v for k, v in message.items() if k not in _ENVELOPE})
+    head = canonical_bytes({k: message[k] for k in envelope})
+    return head + b"\n" + body, len(body)
+
+
+_RECEIPT_NAMESPACE_BYTES: Final = _RECEIPT_NAMESPACE.bytes
+
+
+def receipt_id(experiment: str, strategy: str, case_id: str) -> str:
+    """The deterministic receipt id of one strategy's message for one case
+    (``uuid.uuid5`` in the runner's namespace, computed without the ``UUID`` object).
+    """
+    name = f"{experiment}/{strategy}/{case_id}".encode()
+    raw = bytearray(hashlib.sha1(_RECEIPT_NAMESPACE_BYTES + name).digest()[:16])  # noqa: S324
+    raw[6] = (raw[6] & 0x0F) | 0x50  # version 5 (name-based, SHA-1), as RFC 4122 says
+    raw[8] = (raw[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    text = raw.hex()
+    return f"urn:uuid:{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
+def _tokens(plan: Plan, key: bytes, size: int) -> int | None:
+    if plan.tokenizer is None:
+        return None
+    return int(plan.tokenizer(key[-size:].decode("utf-8")))
+
+
+def _compose(plan: Plan, strategy: Strategy, content: Mapping[str, Any],
+             stamp: Mapping[str, Any], case_id: str) -> dict[str, Any]:
+    clash = _FORBIDDEN.intersection(content)
+    if clash:
+        first = sorted(clash)
+        raise UntrustedGovernance(f"encoder {strategy.name} content may not set "
+                                  f"{', '.join(first)}", json_path=f"$.{first[0]}")
+    message: dict[str, Any] = {}
+    if strategy.receipts:
+        message["contract"] = plan.contract.id
+        message["id"] = receipt_id(plan.name, strategy.name, case_id)
+    message.update(content)
+    message.update(stamp)
+    return message
+
+
+def _strategy_index(plan: Plan, name: str) -> int:
+    for i, strategy in enumerate(plan.strategies):
+        if strategy.name == name:
+            return i
+    raise ExperimentError(f"unknown strategy {name!r}")
+
+
+def fingerprint(experiment: Experiment, plan: Plan, *, chunk_size: int) -> str:
+    """Digest of everything that determines the decisions (not the tolerances)."""
+    return digest({
+        "experiment": experiment.name,
+        "contract": plan.contract.describe(),
+        "schema": schema_id(plan.contract),
+        "strategies": [s.to_json() for s in plan.strategies],
+        "perturbations": [p.to_json() for p in plan.perturbations],
+        "targets": [list(t) for t in plan.targets],
+        "cases": experiment.cases.description,
+        "epochs": plan.epochs,
+        "seed": experiment.seed,
+        "chunk_size": chunk_size,
+    })
