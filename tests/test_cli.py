@@ -357,7 +357,7 @@ def test_internal_errors_exit_2_in_one_line(monkeypatch: pytest.MonkeyPatch) -> 
     def broken(*_: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("handoffs._cli.diff", broken)
+    monkeypatch.setattr("handoffs.contracts._diff.diff", broken)
     result = run("schema", "diff", "payment-release/1.0.0", "payment-release/1.0.0")
     assert result.exit_code == 2
     assert one_error_line(result) == ("error: internal error: RuntimeError: boom [internal] "
@@ -434,3 +434,18 @@ def test_grant_command_refuses_bad_options(files: Signed, changes: dict[str, str
     result = run(*_grant_args(files, **changes))
     assert result.exit_code in (1, 2)
     assert one_error_line(result).endswith(code)
+
+
+def test_the_version_and_the_key_commands_load_neither_lab_nor_service() -> None:
+    probe = ("import sys\n"
+             "from click.testing import CliRunner\n"
+             "from handoffs._cli import main\n"
+             "assert CliRunner().invoke(main, ['--version']).output.startswith('handoffs, ')\n"
+             "print(sorted(m for m in sys.modules if m.startswith(('handoffs.lab',"
+             " 'handoffs.service', 'handoffs.receivers', 'rich', 'hypothesis'))))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
+    listed = run("--help").output
+    for name in ("gate", "lab", "log", "serve", "keys", "schema"):
+        assert f"  {name} " in listed

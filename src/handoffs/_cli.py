@@ -12,6 +12,7 @@ unreadable file, an internal error). Every error is one line on stderr,
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import re
 import sys
@@ -19,26 +20,18 @@ import traceback
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import click
 
-from handoffs import __version__
 from handoffs._errors import HandoffsError, MalformedJSON
 from handoffs._json import dumps, loads
-from handoffs.contracts._contract import Contract
-from handoffs.contracts._diff import ContractDiff, diff, diff_schemas
 from handoffs.contracts._registry import BUILTIN
-from handoffs.contracts._schema import (
-    render_json_schema,
-    render_schema,
-    schema_path,
-    to_json_schema,
-)
-from handoffs.lab._commands import lab
-from handoffs.receivers._commands import gate, log
-from handoffs.service._commands import serve
+
+if TYPE_CHECKING:
+    from handoffs.contracts._contract import Contract
+    from handoffs.contracts._diff import ContractDiff
 
 __all__ = ["CLIState", "main"]
 
@@ -63,8 +56,35 @@ def _error_line(message: str) -> None:
     click.echo(f"error: {message}", err=True)
 
 
+# Command groups that live with the part they drive, imported when they are invoked or
+# listed (``handoffs --version`` and ``handoffs keys`` never load the lab). Each follows
+# the rules of this module: thin, errors raised as HandoffsError or one-line click
+# errors ending in their [code].
+_LAZY_COMMANDS: Final = {
+    "gate": "handoffs.receivers._commands:gate",
+    "log": "handoffs.receivers._commands:log",
+    "serve": "handoffs.service._commands:serve",
+    "lab": "handoffs.lab._commands:lab",
+}
+
+
 class _HandoffsGroup(click.Group):
-    """A click group that reports every error as one line and maps it to an exit code."""
+    """A click group that reports every error as one line and maps it to an exit code,
+    and imports the command groups of :data:`_LAZY_COMMANDS` on first use.
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command, the lazy ones included."""
+        return sorted({*super().list_commands(ctx), *_LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command ``cmd_name``, importing a lazy one on first use."""
+        spec = _LAZY_COMMANDS.get(cmd_name)
+        if spec is not None and cmd_name not in self.commands:
+            module, _, attribute = spec.partition(":")
+            command = getattr(importlib.import_module(module), attribute)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def main(
         self,
@@ -125,7 +145,7 @@ def _report(exc: Exception, state: CLIState) -> int:
 
 
 @click.group(cls=_HandoffsGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="handoffs")
+@click.version_option(None, "--version", package_name="handoffs", prog_name="handoffs")
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks with errors.")
 @click.pass_context
 def main(ctx: click.Context, verbose: bool) -> None:
@@ -237,6 +257,7 @@ def schema_export(*, directory: Path, check: bool) -> None:
 
 def _published_schemas() -> list[tuple[str, Path, str]]:
     """(label, path under the schema directory, exact text) of every published schema."""
+    from handoffs.contracts._schema import render_json_schema, render_schema, schema_path
     from handoffs.receivers._identity import HANDOFF_CHAIN_CONTRACT, handoff_chain_schema
 
     rows = [
@@ -291,6 +312,10 @@ def schema_diff(*, old: str, new: str, output: str, check_version: bool) -> None
     findings only. Exits 1 on a breaking change (or, with --check-version, on an
     insufficient version bump).
     """
+    from handoffs.contracts._contract import Contract
+    from handoffs.contracts._diff import diff, diff_schemas
+    from handoffs.contracts._schema import to_json_schema
+
     before, after = _operand(old, "OLD"), _operand(new, "NEW")
     if isinstance(before, Contract) and isinstance(after, Contract):
         result = diff(before, after)
@@ -460,11 +485,3 @@ def verify_command(*, receipt: str, trust_path: Path, receiver: str | None,
     click.echo(f"valid: {got.id} ({got.contract}) from {got.sender} to {got.receiver}, "
                f"signed by {verified.signer.controller}")
 
-
-# ------------------------------------------------------- commands from other modules
-# Each follows the rules above: thin, errors raised as HandoffsError or one-line
-# click errors ending in their [code].
-main.add_command(gate)
-main.add_command(log)
-main.add_command(serve)
-main.add_command(lab)
