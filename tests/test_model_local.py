@@ -4,9 +4,9 @@ contract and of the full record (``examples/model_receiver.py``).
 
 Nothing here is a test double: the model, its server and the HTTP client are real. The
 test checks what the run must show whatever the model answers (every call accounted
-for, the report's cost figures, a second run served from the cache) and what this
-model is known to do here: it releases cases that must not be released, so the release
-gate fails on hard violations.
+for, the report's cost figures, a second run served from the cache) and what a 135M
+model is bound to do: disagree with the reference on some cases, so that the release
+gate (ε = δ = 0 on the decision contract) fails. It prints the figures.
 """
 
 from __future__ import annotations
@@ -43,11 +43,10 @@ def test_a_real_small_model_is_caught_by_the_release_gate(tmp_path: Path) -> Non
         assert row["tokens_in"] > row["tokens_out"] > 0
         assert row["mean_latency_ms"] > 0
     results = {r["strategy"]: r for r in report["strategy_results"]}
-    model_rows = [results["full_record"], results["decision_contract"]]
-    assert sum(r["catastrophic_errors"] for r in model_rows) > 0  # unsafe releases
+    assert results["decision_contract"]["agreement"] < 1.0
     gate = report["gate"]
     assert gate["exit_code"] == 1
-    assert any("hard violation" in reason for reason in gate["reasons"])
+    assert any(reason.startswith("decision_contract under none") for reason in gate["reasons"])
     # the answers are in the call cache: a second run asks the model nothing
     again = run_example(tmp_path / "again", cache=tmp_path / "run.jsonl.calls.sqlite")
     assert again["cost"]["totals"]["model_calls"] == 0
