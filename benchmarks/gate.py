@@ -55,7 +55,8 @@ from jwt import PyJWS
 from jwt.exceptions import InvalidSignatureError
 
 from handoffs._json import canonical_bytes, dumps, loads
-from handoffs.contracts import Authority, EvidenceRef, Governance, Receipt, payment
+from handoffs.contracts import Authority, EvidenceRef, Governance, Receipt
+from handoffs.examples import payment
 from handoffs.contracts._keys import KeyRing, SigningKey, _b58decode_or_none
 from handoffs.contracts._schema import to_json_schema
 from handoffs.contracts._signing import issue_grant, sign_receipt, verify_receipt
@@ -283,6 +284,7 @@ def gate_for(world: dict[str, Any], **options: Any) -> Gate:
     config: dict[str, Any] = {
         "identity": "case-owner",
         "trust": world["ring"],
+        "registry": CONTRACT,
         "roles": {"case-owner"},
         "policy_service": InMemoryPolicyService({"PAY-7.4": True}),
         "evidence": InMemoryEvidenceResolver(world["evidence"]),
@@ -343,7 +345,8 @@ def operations(world: dict[str, Any], tmp: Path) -> dict[str, Callable[[], float
 
         def loop() -> None:
             for message in messages:
-                verify_receipt(loads(message), ring, now=NOW, audience="case-owner")
+                verify_receipt(loads(message), ring, now=NOW, registry=CONTRACT,
+                               audience="case-owner")
         return loop
 
     def peer() -> Callable[[], None]:

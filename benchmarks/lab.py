@@ -46,7 +46,7 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
-from handoffs.contracts.payment import synthetic_cases
+from handoffs.examples.payment import synthetic_cases
 
 SPEED_TARGET = 20.0
 MEMORY_TARGET = 0.10
@@ -316,8 +316,8 @@ def plain_run(evidence):
 def engine_experiment(cases: Sequence[Any] | None, variants: int) -> Any:
     import attrs
 
+    from handoffs.examples.payment_lab import payment_experiment
     from handoffs.lab import IterableCases
-    from handoffs.lab.payment import payment_experiment
 
     experiment = payment_experiment(variants=variants, profile="essay")
     if cases is None:

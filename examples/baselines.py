@@ -27,6 +27,7 @@ from typing import Any, Final
 
 import attrs
 
+from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import (
     AUTHORITATIVE_SENDER,
     CONTROLS,
@@ -36,7 +37,6 @@ from handoffs.lab import (
     read_baselines,
     run,
 )
-from handoffs.lab.payment import payment_experiment
 
 SUBJECT: Final = "decision_contract"
 _TITLES: Final = {"no-message": "No message", "shuffled-message": "Shuffled message",

@@ -58,8 +58,8 @@ from handoffs.contracts import (
     Uncertainty,
     decision_field,
 )
+from handoffs.examples.payment_lab import FixedClock
 from handoffs.lab import Experiment, IterableCases, Strategy, Tolerances, message_partition, run
-from handoffs.lab.payment import FixedClock
 from handoffs.receivers import (
     Decision,
     Gate,

@@ -67,8 +67,8 @@ from handoffs.contracts import (
     issue_grant,
     sign_receipt,
 )
+from handoffs.examples.payment_lab import FixedClock
 from handoffs.lab import Experiment, IterableCases, Strategy, Tolerances, run
-from handoffs.lab.payment import FixedClock
 from handoffs.receivers import (
     CarriedReceiptReceiver,
     Decision,

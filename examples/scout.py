@@ -57,21 +57,21 @@ from handoffs.contracts import (
     decision_field,
     diff,
 )
+from handoffs.examples.payment_lab import FixedClock
 from handoffs.lab import (
     ActionAdded,
+    AdvisoryActionReceiver,
     Experiment,
+    GovernanceChecker,
     IterableCases,
     Strategy,
     Tolerances,
     run,
     standard_perturbations,
 )
-from handoffs.lab.payment import FixedClock
 from handoffs.receivers import (
-    AdvisoryActionReceiver,
     AuthoritativeActuator,
     Gate,
-    GovernanceChecker,
     InMemoryEvidenceResolver,
     ResolvedEvidence,
     StrictContractReceiver,

@@ -22,7 +22,7 @@ from handoffs._json import dumps
 from handoffs.contracts import Authority, Receipt, to_json_schema
 from handoffs.contracts._keys import SigningKey
 from handoffs.contracts._signing import issue_grant
-from handoffs.contracts.payment import (
+from handoffs.examples.payment import (
     GOVERNANCE,
     PAYMENT_RELEASE,
     decision_contract_encoder,

@@ -29,7 +29,7 @@ from handoffs.contracts import (
     Under,
     decision_field,
 )
-from handoffs.contracts.payment import (
+from handoffs.examples.payment import (
     DECISION_FIELDS,
     PAYMENT_RELEASE,
     PaymentAction,

@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 import pytest
 
+from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import ExperimentError, IterableCases, run
 from handoffs.lab._controls import (
     AUTHORITATIVE_SENDER,
@@ -16,7 +17,6 @@ from handoffs.lab._controls import (
     control_expectations,
     read_baselines,
 )
-from handoffs.lab.payment import payment_experiment
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
+from handoffs.examples.payment_lab import payment_experiment  # noqa: E402
 from handoffs.lab import run  # noqa: E402 - after the skip guard
 from handoffs.lab.dask import dask_executor  # noqa: E402
-from handoffs.lab.payment import payment_experiment  # noqa: E402
 
 CREATED = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -233,7 +233,8 @@ def _gate_worker(db: str, messages: list[bytes], ring: dict[str, Any]) -> list[s
     from handoffs.receivers import Gate, InMemoryPolicyService, StrictContractReceiver
 
     log = SQLiteDecisionLog(db)
-    gate = Gate(identity="case-owner", trust=KeyRing.from_json(ring), roles={"case-owner"},
+    gate = Gate(identity="case-owner", trust=KeyRing.from_json(ring), registry=CONTRACT,
+                roles={"case-owner"},
                 policy_service=InMemoryPolicyService({"PAY-7.4": True}),
                 evidence=InMemoryEvidenceResolver(ALL_EVIDENCE), clock=lambda: NOW,
                 replay=log, log=log)

@@ -43,7 +43,7 @@ from handoffs.contracts._diff import (
     diff,
     diff_schemas,
 )
-from handoffs.contracts.payment import PAYMENT_RELEASE, PaymentAction
+from handoffs.examples.payment import PAYMENT_RELEASE, PaymentAction
 from test_receipts import receipts
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from handoffs._errors import ProofError, UnknownContract
 from handoffs._json import dumps
-from handoffs.contracts import Authority, Governance, Receipt, payment
+from handoffs.contracts import Authority, Governance, Receipt
+from handoffs.examples import payment
 from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._proofs import sign
 from handoffs.contracts._signing import issue_grant
@@ -170,6 +171,7 @@ class World:
         config: dict[str, Any] = {
             "identity": RECEIVER,
             "trust": self.keyring,
+            "registry": CONTRACT,
             "roles": {"case-owner"},
             "policy_service": InMemoryPolicyService({"PAY-7.4": True, "PAY-7.3": False}),
             "evidence": InMemoryEvidenceResolver(ALL_EVIDENCE),
@@ -263,13 +265,13 @@ def _no_context_registry() -> Any:
 
 def test_empty_trust_store_is_refused_at_construction() -> None:
     with pytest.raises(ProofError, match="empty") as info:
-        Gate(identity=RECEIVER, trust=KeyRing())
+        Gate(identity=RECEIVER, trust=KeyRing(), registry=CONTRACT)
     assert info.value.code == "empty-trust-store"
 
 
 def test_unsafe_no_proofs_warns() -> None:
     with pytest.warns(UnsafeConfigurationWarning, match="NOT checked"):
-        gate = Gate(identity=RECEIVER, trust=UnsafeNoProofs())
+        gate = Gate(identity=RECEIVER, trust=UnsafeNoProofs(), registry=CONTRACT)
     assert gate.verifies_proofs is False
 
 

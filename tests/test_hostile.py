@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 
 from handoffs._errors import WeakKey
 from handoffs._json import dumps, loads
-from handoffs.contracts import Authority, UntrustedGovernance, compose, payment
+from handoffs.contracts import Authority, UntrustedGovernance, compose
 from handoffs.contracts._keys import KeyRing, SigningKey, b58encode
 from handoffs.contracts._proofs import sign
+from handoffs.examples import payment
 from handoffs.receivers import (
     AuthoritativeActuator,
     Decision,
@@ -37,6 +38,7 @@ from handoffs.receivers import (
 from test_gate import (
     ALL_EVIDENCE,
     CASES,
+    CONTRACT,
     NOW,
     RECEIVER,
     SENDER,
@@ -257,7 +259,8 @@ def _gate_in_another_process(db: str, message: bytes, ring: dict[str, Any]) -> d
     from handoffs.receivers import StrictContractReceiver as Strict
 
     log = SQLiteDecisionLog(db)
-    gate = Gate(identity=RECEIVER, trust=KeyRing.from_json(ring), roles={"case-owner"},
+    gate = Gate(identity=RECEIVER, trust=KeyRing.from_json(ring), registry=CONTRACT,
+                roles={"case-owner"},
                 policy_service=InMemoryPolicyService({"PAY-7.4": True}),
                 evidence=Resolver(ALL_EVIDENCE), clock=lambda: NOW, replay=log, log=log)
     return Strict(gate).receive(message).to_json()

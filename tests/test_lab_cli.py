@@ -129,7 +129,7 @@ def test_run_on_processes(tmp_path: Path) -> None:
 
 
 def _loss_rows(**changes: float) -> list[dict[str, Any]]:
-    from handoffs.contracts.payment import PAYMENT_RELEASE
+    from handoffs.examples.payment import PAYMENT_RELEASE
 
     rows = PAYMENT_RELEASE.loss.to_json()
     for row in rows:

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import pytest
 
-from handoffs._errors import MalformedJSON, ProofError
+from handoffs._errors import MalformedJSON, ProofError, UnknownContract
 from handoffs.contracts import (
     Contract,
     GovernanceService,
@@ -30,8 +30,10 @@ from handoffs.contracts import (
     decision_field,
 )
 from handoffs.contracts._keys import KeyRing, SigningKey
-from handoffs.contracts.payment import PaymentCase, synthetic_cases
+from handoffs.examples.payment import PAYMENT_RELEASE, PaymentCase, synthetic_cases
+from handoffs.examples.payment_lab import FixedClock, payment_experiment
 from handoffs.lab import (
+    AdvisoryActionReceiver,
     Experiment,
     ExperimentError,
     GeneratedCases,
@@ -52,9 +54,7 @@ from handoffs.lab import (
 )
 from handoffs.lab._metrics import falsehood_class
 from handoffs.lab._perturb import Scoring
-from handoffs.lab.payment import FixedClock, payment_experiment
 from handoffs.receivers import (
-    AdvisoryActionReceiver,
     Gate,
     StrictContractReceiver,
     UnsafeConfigurationWarning,
@@ -361,7 +361,7 @@ def _write(tmp_path: Path, text: str) -> Path:
 def test_toml_factory_with_overrides(tmp_path: Path) -> None:
     path = _write(tmp_path, """
 [experiment]
-factory = "handoffs.lab.payment:payment_experiment"
+factory = "handoffs.examples.payment_lab:payment_experiment"
 factory_args = { profile = "essay" }
 name = "payment-override"
 
@@ -392,22 +392,30 @@ value = false
     ("[nonsense]\n", "unknown table"),
     ("[experiment\n", "invalid TOML"),
     ('[experiment]\ncontract = "no-such/1.0.0"\n', "unknown contract"),
-    ('[experiment]\nfactory = "handoffs.lab.payment:nope"\n', "has no"),
+    ('[experiment]\nfactory = "handoffs.examples.payment_lab:nope"\n', "has no"),
     ('[experiment]\nfactory = "not.a.module:x"\n', "cannot import"),
     ('[experiment]\ncontract = "payment-release/1.0.0"\ncolour = 1\n', "unknown experiment key"),
     ('[experiment]\ncontract = "payment-release/1.0.0"\n', "required without a factory"),
-    ('[experiment]\nfactory = "handoffs.lab.payment:payment_experiment"\n'
+    ('[experiment]\nfactory = "handoffs.examples.payment_lab:payment_experiment"\n'
      '[[injection]]\ncase_id = "x"\n', "injection needs"),
-    ('[experiment]\nfactory = "handoffs.lab.payment:payment_experiment"\n'
+    ('[experiment]\nfactory = "handoffs.examples.payment_lab:payment_experiment"\n'
      '[cases]\nnothing = 1\n', "needs one of"),
-    ('[experiment]\nfactory = "handoffs.lab.payment:payment_experiment"\n'
+    ('[experiment]\nfactory = "handoffs.examples.payment_lab:payment_experiment"\n'
      '[[strategy]]\nname = "x"\nencoder = "a:b"\nreceiver = "a:b"\ncolour = 1\n',
      "unknown strategy key"),
 ])
 def test_toml_errors_explain_themselves(tmp_path: Path, text: str, match: str) -> None:
     with pytest.raises(Exception, match=match) as info:
-        load_experiment(_write(tmp_path, text))
+        load_experiment(_write(tmp_path, text), registry=PAYMENT_RELEASE)
     assert isinstance(info.value, ExperimentError | LookupError)
+
+
+def test_a_toml_contract_id_needs_a_registry_that_holds_it(tmp_path: Path) -> None:
+    path = _write(tmp_path, '[experiment]\ncontract = "payment-release/1.0.0"\n')
+    with pytest.raises(UnknownContract, match=r"unknown contract 'payment-release/1\.0\.0'"):
+        load_experiment(path)
+    with pytest.raises(ExperimentError, match="required without a factory"):
+        load_experiment(path, registry=PAYMENT_RELEASE)
 
 
 def test_tokens_progress_and_a_declared_reference(capsys: pytest.CaptureFixture[str]) -> None:
@@ -429,7 +437,7 @@ def test_tokens_progress_and_a_declared_reference(capsys: pytest.CaptureFixture[
 def test_hypothesis_cases_from_toml(tmp_path: Path) -> None:
     path = _write(tmp_path, """
 [experiment]
-factory = "handoffs.lab.payment:payment_experiment"
+factory = "handoffs.examples.payment_lab:payment_experiment"
 factory_args = { profile = "essay" }
 
 [cases]

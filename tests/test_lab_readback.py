@@ -11,14 +11,14 @@ from typing import Any
 import attrs
 
 from handoffs.contracts import EvidenceRef
-from handoffs.contracts.payment import synthetic_cases
-from handoffs.lab import Experiment, Mutate, Strategy, run
-from handoffs.lab.payment import (
+from handoffs.examples.payment import PAYMENT_RELEASE, synthetic_cases
+from handoffs.examples.payment_lab import (
     DECISION_TIME,
     CurrentPolicies,
     FixedClock,
     payment_experiment,
 )
+from handoffs.lab import Experiment, Mutate, Strategy, run
 from handoffs.receivers import (
     EvidenceError,
     Gate,
@@ -63,8 +63,9 @@ def _reading_receiver() -> StrictContractReceiver:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnsafeConfigurationWarning)
         gate = Gate(
-            identity="case-owner", trust=UnsafeNoProofs(), roles={"case-owner"},
-            policy_service=CurrentPolicies({"PAY-7.4"}), evidence=AuthoritativeRecords(),
+            identity="case-owner", trust=UnsafeNoProofs(), registry=PAYMENT_RELEASE,
+            roles={"case-owner"}, policy_service=CurrentPolicies({"PAY-7.4"}),
+            evidence=AuthoritativeRecords(),
             replay=None, clock=FixedClock(), readback=Readback.ALWAYS,
         )
     return StrictContractReceiver(gate, name="reads-back")

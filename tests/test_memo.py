@@ -19,9 +19,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handoffs.contracts import payment
-from handoffs.lab import ReferenceReceiver
-from handoffs.lab.payment import (
+from handoffs.examples import payment
+from handoffs.examples.payment_lab import (
     DECISION_TIME,
     CurrentPolicies,
     FixedClock,
@@ -32,11 +31,11 @@ from handoffs.lab.payment import (
     score_receiver,
     strict_receiver,
 )
+from handoffs.lab import GovernanceChecker, ReferenceReceiver
 from handoffs.receivers import (
     AuthoritativeActuator,
     Decision,
     Gate,
-    GovernanceChecker,
     HTTPEvidenceResolver,
     MemoryReplayStore,
     Readback,
@@ -53,7 +52,8 @@ BASES = [WORLD.unsigned(case_id) for case_id in ("policy-01", "routine-02", "val
 
 def unsafe_gate(**options: Any) -> Gate:
     config: dict[str, Any] = {
-        "identity": "case-owner", "trust": UnsafeNoProofs(), "roles": {"case-owner"},
+        "identity": "case-owner", "trust": UnsafeNoProofs(), "registry": CONTRACT,
+        "roles": {"case-owner"},
         "policy_service": CurrentPolicies({"PAY-7.4"}), "evidence": SyntheticEvidence(),
         "replay": None, "clock": FixedClock(),
     }

@@ -30,7 +30,7 @@ from handoffs.contracts import (
     Rule,
     decision_field,
 )
-from handoffs.contracts.payment import PAYMENT_RELEASE, synthetic_cases
+from handoffs.examples.payment import PAYMENT_RELEASE, synthetic_cases
 from handoffs.lab import (
     Reference,
     counterfactual_triggers,

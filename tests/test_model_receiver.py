@@ -15,18 +15,18 @@ from typing import Any
 import pytest
 
 from chat_server import completion, payment_policy, prompt_of, sequence, serving
-from handoffs.contracts.payment import (
+from handoffs.examples.payment import (
     PAYMENT_RELEASE,
     ActionOnlyEncoder,
     FullRecordEncoder,
     decision_contract_encoder,
     synthetic_cases,
 )
-from handoffs.lab.payment import payment_gate
+from handoffs.examples.payment_lab import payment_gate
+from handoffs.lab import GovernanceChecker
 from handoffs.receivers import (
     ChatRequest,
     FunctionReceiver,
-    GovernanceChecker,
     ModelError,
     ModelReceiver,
     ModelTimeout,
@@ -44,7 +44,7 @@ def _case(name: str = "routine-01") -> Any:
 
 
 def _receipt(name: str = "routine-01") -> dict[str, Any]:
-    from handoffs.contracts.payment import GOVERNANCE
+    from handoffs.examples.payment import GOVERNANCE
 
     case = _case(name)
     stamp = GOVERNANCE.stamp(case_id=case.case_id, evidence_refs=case.evidence_refs).to_json()

@@ -23,9 +23,14 @@ from handoffs.contracts import (
     Rule,
     decision_field,
 )
-from handoffs.lab import Experiment, ExperimentError, IterableCases, Strategy
+from handoffs.lab import (
+    AdvisoryActionReceiver,
+    Experiment,
+    ExperimentError,
+    IterableCases,
+    Strategy,
+)
 from handoffs.lab._partition import MessagePartition, message_partition
-from handoffs.receivers import AdvisoryActionReceiver
 
 
 class Act(enum.Enum):

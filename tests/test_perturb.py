@@ -20,7 +20,7 @@ from handoffs.contracts import (
     decision_field,
     to_json_schema,
 )
-from handoffs.contracts.payment import PAYMENT_RELEASE
+from handoffs.examples.payment import PAYMENT_RELEASE
 from handoffs.lab import (
     ActionAdded,
     AuthoritativeSender,

@@ -35,7 +35,7 @@ from handoffs.contracts import (
     UnknownContract,
     decision_field,
 )
-from handoffs.contracts.payment import (
+from handoffs.examples.payment import (
     GOVERNANCE,
     PAYMENT_RELEASE,
     decision_contract_encoder,
@@ -134,7 +134,7 @@ def receipts(draw: st.DrawFn, contract: Contract[Any, Any]) -> Receipt[Any, Any]
 
 @given(receipts(PAYMENT_RELEASE))
 def test_payment_receipts_round_trip(receipt: Receipt[Any, Any]) -> None:
-    assert Receipt.from_json(receipt.to_bytes()) == receipt
+    assert Receipt.from_json(receipt.to_bytes(), registry=PAYMENT_RELEASE) == receipt
     assert Receipt.from_json(dumps(receipt.to_json(), indent=2), registry=REGISTRY) == receipt
 
 
@@ -152,7 +152,7 @@ def test_the_essays_cases_round_trip_through_the_governance_service() -> None:
         receipt = Receipt.build(PAYMENT_RELEASE, encoder.encode(case),
                                 GOVERNANCE.stamp(case_id=case.case_id,
                                                  evidence_refs=case.evidence_refs))
-        assert Receipt.from_json(receipt.to_bytes()) == receipt
+        assert Receipt.from_json(receipt.to_bytes(), registry=PAYMENT_RELEASE) == receipt
         assert receipt.proposed_action is PAYMENT_RELEASE.decide(case.state())
 
 
@@ -174,7 +174,7 @@ DOC = _document()
 
 def _load_error(doc: dict[str, Any]) -> ReceiptValidationError:
     with pytest.raises(ReceiptValidationError) as info:
-        Receipt.from_json(json.dumps(doc))
+        Receipt.from_json(json.dumps(doc), registry=PAYMENT_RELEASE)
     assert info.value.code == "schema-invalid"
     assert (info.value.contract, info.value.version) == ("payment-release", "1.0.0")
     return info.value
@@ -271,7 +271,7 @@ def _raw(extra_member: str) -> str:
 )
 def test_malformed_bytes_are_refused(text: str | bytes, code: str, match: str) -> None:
     with pytest.raises(MalformedJSON, match=match) as info:
-        Receipt.from_json(text)
+        Receipt.from_json(text, registry=PAYMENT_RELEASE)
     assert (info.value.code, info.value.json_path) == (code, "$")
 
 
@@ -283,17 +283,18 @@ def test_largest_safe_integer_parses_and_then_fails_the_schema() -> None:
 
 def _load_error_raw(text: str) -> ReceiptValidationError:
     with pytest.raises(ReceiptValidationError) as info:
-        Receipt.from_json(text)
+        Receipt.from_json(text, registry=PAYMENT_RELEASE)
     return info.value
 
 
 def test_too_large_is_refused_before_parsing() -> None:
     text = json.dumps(DOC)
     with pytest.raises(MalformedJSON, match="exceeds the limit of 100 bytes") as info:
-        Receipt.from_json(text, limits=JSONLimits(max_bytes=100))
+        Receipt.from_json(text, limits=JSONLimits(max_bytes=100), registry=PAYMENT_RELEASE)
     assert info.value.code == "too-large"
     with pytest.raises(MalformedJSON, match=f"is {len(text)} bytes, the limit is 100") as info:
-        Receipt.from_json(text.encode(), limits=JSONLimits(max_bytes=100))
+        Receipt.from_json(text.encode(), limits=JSONLimits(max_bytes=100),
+                          registry=PAYMENT_RELEASE)
     assert info.value.code == "too-large"
 
 
@@ -311,19 +312,19 @@ def test_too_large_is_refused_before_parsing() -> None:
 def test_wrong_contract_or_unknown_version_is_refused(contract: Any, code: str, message: str
                                                       ) -> None:
     with pytest.raises(UnknownContract) as info:
-        Receipt.from_json(json.dumps(_with(contract=contract)))
+        Receipt.from_json(json.dumps(_with(contract=contract)), registry=PAYMENT_RELEASE)
     assert (info.value.code, info.value.json_path, str(info.value)) == (code, "$.contract",
                                                                          message)
 
 
-def test_a_receipt_for_another_registry_is_unknown_to_the_builtins() -> None:
+def test_a_receipt_for_a_contract_the_registry_lacks_is_unknown() -> None:
     receipt = Receipt.build(
         PUMP,
         DecisionContent(Step.STOP, PumpState(Mode.AUTO, 3, 80.5, Interval(0.1, 0.2), True)),
         GOVERNANCE.stamp(case_id="pump-1", evidence_refs=["evidence://pump/1"]),
     )
     with pytest.raises(UnknownContract, match=r"'pump-receipts/1\.0\.0'"):
-        Receipt.from_json(receipt.to_bytes())
+        Receipt.from_json(receipt.to_bytes(), registry=PAYMENT_RELEASE)
     assert Receipt.from_json(receipt.to_bytes(), registry=REGISTRY) == receipt
 
 

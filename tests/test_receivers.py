@@ -12,23 +12,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handoffs.contracts import GOVERNANCE_FIELDS, Authority, Receipt, compose, payment
+from handoffs.contracts import GOVERNANCE_FIELDS, Authority, Receipt, compose
+
+from handoffs.examples import payment
 from handoffs.receivers import (
     Admitted,
-    AdvisoryActionReceiver,
     AuthoritativeActuator,
     Decision,
-    FullRecordReceiver,
     FunctionReceiver,
-    GovernanceChecker,
     Readback,
     Receiver,
     Ruling,
-    ScoreReceiver,
     Step,
     StrictContractReceiver,
     Verdict,
 )
+from handoffs.lab import AdvisoryActionReceiver, FullRecordReceiver, GovernanceChecker, ScoreReceiver
 from test_gate import CASES, CONTRACT, NOW, T0, WORLD, codes, raw
 
 A = payment.PaymentAction

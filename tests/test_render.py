@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from handoffs import HandoffsError, MissingExtra
+from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import ReportError, render_html, render_markdown, run
 from handoffs.lab import _render as render_module
-from handoffs.lab.payment import payment_experiment
 
 SAMPLE = Path(__file__).parent / "vectors" / "lab-report-sample.json"
 CREATED = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

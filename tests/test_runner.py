@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handoffs.contracts.payment import synthetic_cases
+from handoffs.examples.payment import synthetic_cases
+from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import (
     ConstantMessage,
     ExperimentError,
@@ -30,7 +31,6 @@ from handoffs.lab import (
     run,
 )
 from handoffs.lab._runlog import COLUMNS, read_run_log
-from handoffs.lab.payment import payment_experiment
 from handoffs.receivers import Decision
 
 CREATED = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

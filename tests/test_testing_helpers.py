@@ -28,9 +28,9 @@ from handoffs.contracts import (
     decision_field,
     to_json_schema,
 )
-from handoffs.contracts import payment as pay
+from handoffs.examples import payment as pay
+from handoffs.examples.payment_lab import payment_experiment, strict_receiver
 from handoffs.lab import GeneratedCase, ReferenceReceiver
-from handoffs.lab.payment import payment_experiment, strict_receiver
 from handoffs.receivers import Decision, Receiver, Step, Verdict
 from handoffs.testing import (
     assert_sufficient,
@@ -140,9 +140,9 @@ def test_receipts_round_trip_json_and_bytes(receipt: Receipt[Any, Any]) -> None:
 
 
 @given(receipts(pay.PAYMENT_RELEASE))
-def test_payment_receipts_round_trip_with_the_builtin_registry(
+def test_payment_receipts_round_trip_with_the_examples_contract(
         receipt: Receipt[Any, Any]) -> None:
-    assert Receipt.from_json(receipt.to_bytes()) == receipt
+    assert Receipt.from_json(receipt.to_bytes(), registry=pay.PAYMENT_RELEASE) == receipt
     assert receipt.proposed_action == pay.PAYMENT_RELEASE.decide(receipt.decision_state)
 
 

@@ -27,10 +27,11 @@ import click
 
 from handoffs._errors import HandoffsError, MalformedJSON
 from handoffs._json import dumps, loads
-from handoffs.contracts._registry import BUILTIN
 
 if TYPE_CHECKING:
+    from handoffs._discovery import Discovered
     from handoffs.contracts._contract import Contract
+    from handoffs.contracts._registry import Registry
     from handoffs.contracts._diff import ContractDiff
 
 __all__ = ["CLIState", "main"]
@@ -47,9 +48,11 @@ class CLIState:
 
     Attributes:
         verbose: show tracebacks with errors (``-v``).
+        discovered: the contracts the command uses (found on first use).
     """
 
     verbose: bool = False
+    discovered: Discovered | None = None
 
 
 def _error_line(message: str) -> None:
@@ -157,6 +160,13 @@ def main(ctx: click.Context, verbose: bool) -> None:
 # ------------------------------------------------------------------------ helpers
 
 
+def _registry() -> Registry:
+    """The contracts this command uses (see ``handoffs._discovery``)."""
+    from handoffs._discovery import cli_registry
+
+    return cli_registry()
+
+
 def _read_json(path: Path | str, *, what: str) -> Any:
     """Parse a JSON file strictly; errors name the file."""
     raw = sys.stdin.buffer.read() if str(path) == "-" else Path(path).read_bytes()
@@ -227,7 +237,7 @@ def schema() -> None:
 @click.option("--check", is_flag=True,
               help="Write nothing; exit 1 listing files that are missing or drifted.")
 def schema_export(*, directory: Path, check: bool) -> None:
-    """Write schemas/<name>/<version>.json for every built-in contract."""
+    """Write schemas/<name>/<version>.json for every contract the command uses."""
     problems: list[str] = []
     published = _published_schemas()
     for label, relative, expected in published:
@@ -262,7 +272,7 @@ def _published_schemas() -> list[tuple[str, Path, str]]:
 
     rows = [
         (contract.id, schema_path(Path(), contract), render_schema(contract))
-        for contract in sorted(BUILTIN, key=lambda c: (c.name, c.version_key))
+        for contract in sorted(_registry(), key=lambda c: (c.name, c.version_key))
     ]
     name, version = HANDOFF_CHAIN_CONTRACT.split("/")
     rows.append((HANDOFF_CHAIN_CONTRACT, Path(name) / f"{version}.json",
@@ -272,15 +282,16 @@ def _published_schemas() -> list[tuple[str, Path, str]]:
 
 
 def _operand(text: str, param: str) -> Contract[Any, Any] | dict[str, Any]:
-    """A schema file path or a built-in contract id (``name/version``)."""
+    """A schema file path or the id (``name/version``) of a contract the command uses."""
     path = Path(text)
     if path.is_file() or text == "-":
         return _read_object(text, what="schema")
     if "/" in text and not text.endswith(".json"):
-        known = BUILTIN.contracts.get(text)
+        registry = _registry()
+        known = registry.contracts.get(text)
         if known is not None:
             return known
-        known_ids = ", ".join(sorted(BUILTIN.contracts))
+        known_ids = ", ".join(sorted(registry.contracts))
         raise click.BadParameter(f"unknown contract {text!r}; known: {known_ids}",
                                  param_hint=param)
     raise click.BadParameter(f"{text!r} is neither a schema file nor a contract id "
@@ -412,7 +423,7 @@ def sign_command(*, receipt: str, key_path: Path, grant_path: Path | None,
     from handoffs.contracts._signing import sign_receipt
 
     key = SigningKey.from_pem(key_path.read_bytes(), _passphrase(passphrase_env))
-    loaded = Receipt.from_json(_read_object(receipt, what="receipt"), registry=BUILTIN)
+    loaded = Receipt.from_json(_read_object(receipt, what="receipt"), registry=_registry())
     grant = _read_object(grant_path, what="grant") if grant_path is not None else None
     signed = sign_receipt(loaded, key, grant=grant, created=created or _now())
     click.echo(dumps(signed.to_json(), indent=2))
@@ -448,7 +459,7 @@ def grant_command(*, key_path: Path, issuer: str, subject: str, audience: str,
     from handoffs.contracts._keys import SigningKey
     from handoffs.contracts._signing import issue_grant
 
-    contract = BUILTIN.by_id(contract_id, json_path="--contract")
+    contract = _registry().by_id(contract_id, json_path="--contract")
     try:
         allowed = [Authority(item) for item in _items(authority)]
     except ValueError as exc:
@@ -479,7 +490,7 @@ def verify_command(*, receipt: str, trust_path: Path, receiver: str | None,
 
     ring = KeyRing.from_json(_read_object(trust_path, what="trust file"))
     document = _read_object(receipt, what="receipt")
-    verified = verify_receipt(document, ring, registry=BUILTIN, now=now or _now(),
+    verified = verify_receipt(document, ring, registry=_registry(), now=now or _now(),
                               audience=receiver)
     got = verified.receipt
     click.echo(f"valid: {got.id} ({got.contract}) from {got.sender} to {got.receiver}, "

@@ -21,8 +21,8 @@ from handoffs.contracts import (
     Sender,
     SigningKey,
     issue_grant,
-    payment,
 )
+from handoffs.examples import payment
 from handoffs.receivers import (
     Gate,
     InMemoryEvidenceResolver,
@@ -101,8 +101,8 @@ def strict_receiver(world: World, *, identity: str = "case-owner",
                     at: datetime = NOW + timedelta(minutes=1)) -> StrictContractReceiver:
     """The case owner's strict receiver behind a fresh gate (and replay store)."""
     return StrictContractReceiver(Gate(
-        identity=identity, trust=world.trust, roles={identity},
-        policy_service=InMemoryPolicyService({"PAY-7.4": True}),
+        identity=identity, trust=world.trust, registry=payment.PAYMENT_RELEASE,
+        roles={identity}, policy_service=InMemoryPolicyService({"PAY-7.4": True}),
         evidence=world.evidence, readback=Readback.ALWAYS, clock=lambda: at,
     ))
 

@@ -24,7 +24,6 @@ from handoffs._errors import (
     Violation,
     WeakKey,
 )
-from handoffs.contracts import payment
 from handoffs.contracts._contract import (
     Authority,
     ContextDependency,
@@ -82,7 +81,7 @@ from handoffs.contracts._receipt import (
     Receipt,
     payload_bytes,
 )
-from handoffs.contracts._registry import BUILTIN, Registry
+from handoffs.contracts._registry import Registry
 from handoffs.contracts._schema import (
     iter_violations,
     render_schema,
@@ -101,7 +100,6 @@ from handoffs.contracts._signing import (
 )
 
 __all__ = [
-    "BUILTIN",
     "ENVELOPE_MEMBERS",
     "GOVERNANCE_FIELDS",
     "MISSING",
@@ -175,7 +173,6 @@ __all__ = [
     "issue_grant",
     "iter_violations",
     "payload_bytes",
-    "payment",
     "render_schema",
     "schema_id",
     "sign",

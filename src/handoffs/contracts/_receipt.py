@@ -299,14 +299,16 @@ class Receipt(Generic[S, A]):
     def from_json(
         data: bytes | str | Mapping[str, Any],
         *,
-        registry: Any = None,
+        registry: Any,
         limits: JSONLimits = DEFAULT_LIMITS,
     ) -> Receipt[Any, Any]:
         """Load a receipt strictly, under the contract version it names.
 
         Args:
             data: raw bytes/text (parsed with limits) or an already parsed object.
-            registry: where to look the contract up (default: the built-ins).
+            registry: the contract versions to accept: a
+                :class:`~handoffs.contracts.Registry`, one contract or an iterable of
+                contracts (required; nothing is trusted by default).
             limits: size and depth bounds for raw input.
 
         Raises:
@@ -314,12 +316,12 @@ class Receipt(Generic[S, A]):
             UnknownContract: the named contract or version is unknown.
             ReceiptValidationError: every schema violation, best first, with paths.
         """
-        from handoffs.contracts._registry import BUILTIN
+        from handoffs.contracts._registry import as_registry
 
         doc = loads(data, limits=limits) if isinstance(data, bytes | str) else data
         if not isinstance(doc, Mapping):
             raise MalformedJSON("a receipt must be a JSON object", code="not-an-object")
-        contract = (registry or BUILTIN).for_document(doc)
+        contract = as_registry(registry).for_document(doc)
         return structure(contract, doc)
 
 

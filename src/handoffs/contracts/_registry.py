@@ -7,10 +7,10 @@ from typing import Any
 
 import attrs
 
-from handoffs._errors import UnknownContract
+from handoffs._errors import ContractDefinitionError, UnknownContract
 from handoffs.contracts._contract import Contract
 
-__all__ = ["BUILTIN", "Registry"]
+__all__ = ["Registry", "as_registry"]
 
 
 @attrs.frozen
@@ -79,11 +79,22 @@ class Registry:
         return len(self.contracts)
 
 
-def _builtin() -> Registry:
-    from handoffs.contracts.payment import PAYMENT_RELEASE
+def as_registry(value: Registry | Contract[Any, Any] | Iterable[Contract[Any, Any]], *,
+                what: str = "registry") -> Registry:
+    """``value`` as a :class:`Registry`: a registry itself, one contract, or an
+    iterable of contracts. Nothing else is accepted: there is no default registry.
 
-    return Registry.of(PAYMENT_RELEASE)
-
-
-BUILTIN: Registry = _builtin()
-"""The contracts that ship with ``handoffs``."""
+    Raises:
+        ContractDefinitionError: ``value`` is none of those (``not-a-registry``).
+    """
+    if isinstance(value, Registry):
+        return value
+    if isinstance(value, Contract):
+        return Registry.of(value)
+    if not isinstance(value, str | bytes | Mapping) and isinstance(value, Iterable):
+        contracts = tuple(value)
+        if all(isinstance(c, Contract) for c in contracts):
+            return Registry.of(*contracts)
+    raise ContractDefinitionError(
+        f"{what} must be a Registry, a Contract or an iterable of contracts, "
+        f"got {type(value).__name__}", code="not-a-registry")

@@ -36,7 +36,7 @@ from handoffs.contracts._receipt import (
     structure,
     structure_valid,
 )
-from handoffs.contracts._registry import BUILTIN, Registry
+from handoffs.contracts._registry import Registry, as_registry
 
 __all__ = [
     "GRANT_PURPOSE",
@@ -224,7 +224,7 @@ def verify_receipt(
     keyring: KeyRing,
     *,
     now: datetime,
-    registry: Registry | None = None,
+    registry: Registry | Contract[Any, Any] | Iterable[Contract[Any, Any]],
     audience: str | None = None,
     require_grant: bool = True,
 ) -> VerifiedReceipt:
@@ -235,6 +235,10 @@ def verify_receipt(
     signer is the sender → the grant's proof (issuer holds ``policy-service``) → the
     grant binds sender, receiver, case, contract, policy version, authority and
     validity → audience → expiry.
+
+    ``registry`` holds the contract versions to accept: a
+    :class:`~handoffs.contracts.Registry`, one contract or an iterable of contracts.
+    It is required: no contract is trusted by default.
 
     Raises:
         UnknownContract, ReceiptValidationError, ProofError: with a specific code.
@@ -251,7 +255,7 @@ def _verify_receipt(
     keyring: KeyRing,
     *,
     now: datetime,
-    registry: Registry | None,
+    registry: Registry | Contract[Any, Any] | Iterable[Contract[Any, Any]],
     audience: str | None,
     require_grant: bool,
     encode: Callable[[Any], bytes],
@@ -260,7 +264,7 @@ def _verify_receipt(
     """:func:`verify_receipt`, canonicalising with ``encode``; ``valid`` says the caller
     has already checked the document against its contract's schema.
     """
-    contract = (registry or BUILTIN).for_document(document)
+    contract = as_registry(registry).for_document(document)
     proofs = _verify(document, keyring, purpose=RECEIPT_PURPOSE, now=now, max_proofs=8,
                      expected_domain=None, expected_challenge=None, encode=encode)
     if len(proofs) != 1:

@@ -7,13 +7,23 @@ hard violations per strategy × perturbation, schema-valid falsehoods, counterfa
 triggers, minimal sufficient messages, the release gate and the release artefact::
 
     from handoffs.lab import run
-    from handoffs.lab.payment import payment_experiment
+    from handoffs.examples.payment_lab import payment_experiment
 
     result = run(payment_experiment())
     result.report["strategy_results"]   # the essay's table
     result.exit_code                    # the release gate: 0 pass, 1 fail
+
+The essay's baseline receivers (:class:`ScoreReceiver`, :class:`AdvisoryActionReceiver`,
+:class:`FullRecordReceiver`) and the :class:`GovernanceChecker` that admits their
+unsigned messages are lab instruments: they are here, not in :mod:`handoffs.receivers`.
 """
 
+from handoffs.lab._baselines import (
+    AdvisoryActionReceiver,
+    FullRecordReceiver,
+    GovernanceChecker,
+    ScoreReceiver,
+)
 from handoffs.lab._controls import (
     AUTHORITATIVE_SENDER,
     CONTROLS,
@@ -84,6 +94,7 @@ __all__ = [
     "AUTHORITATIVE_SENDER",
     "CONTROLS",
     "ActionAdded",
+    "AdvisoryActionReceiver",
     "AuthoritativeSender",
     "AuthorityReading",
     "Baselines",
@@ -94,8 +105,10 @@ __all__ = [
     "Experiment",
     "ExperimentError",
     "Falsehood",
+    "FullRecordReceiver",
     "GeneratedCase",
     "GeneratedCases",
+    "GovernanceChecker",
     "IterableCases",
     "JSONLinesCases",
     "LabRun",
@@ -116,6 +129,7 @@ __all__ = [
     "ReportError",
     "RoundNumeric",
     "RunLogError",
+    "ScoreReceiver",
     "SenderClaimReading",
     "ShortenEvidenceRefs",
     "ShuffledMessage",

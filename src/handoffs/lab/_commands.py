@@ -12,6 +12,7 @@ Exit codes: 0 the gate passed; 1 it failed; 2 the command could not run.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -20,9 +21,10 @@ from typing import Any, Final
 
 import click
 
+from handoffs._discovery import cli_registry
 from handoffs._errors import HandoffsError, MalformedJSON, MissingExtra
 from handoffs._json import JSONLimits, dumps, loads
-from handoffs.lab._experiment import ExperimentError, Tolerances, load_experiment
+from handoffs.lab._experiment import Experiment, ExperimentError, Tolerances, load_experiment
 from handoffs.lab._release import (
     EXIT_ERROR,
     evaluate_gate,
@@ -35,6 +37,7 @@ from handoffs.lab._runner import EXECUTORS, rescore, run
 
 __all__ = ["lab"]
 
+_ESSAY_EXPERIMENT: Final = ("handoffs.examples.payment_lab", "payment_experiment")
 _REPORT_LIMITS: Final = JSONLimits(max_bytes=1 << 28, max_depth=64)
 _RENDERERS: Final = (("report.md", render_markdown), ("report.html", render_html))
 
@@ -194,12 +197,7 @@ def run_command(  # noqa: PLR0917 - click passes every option as a parameter
     if no_cache and (cache_path is not None or refresh):
         raise click.UsageError("--no-cache excludes --cache and --refresh")
     try:
-        if experiment is None:
-            from handoffs.lab.payment import payment_experiment
-
-            declared = payment_experiment()
-        else:
-            declared = load_experiment(experiment)
+        declared = _declared(experiment)
         out.mkdir(parents=True, exist_ok=True)
         progress = not no_progress and sys.stderr.isatty()
         result = run(declared, executor=executor, workers=workers, chunk_size=chunk_size,
@@ -246,6 +244,17 @@ def _loss_entries(path: Path) -> dict[tuple[str, str], float]:
     return entries
 
 
+def _declared(experiment: Path | None) -> Experiment:
+    """The experiment a command runs: EXPERIMENT, or the essay's (loaded by name)."""
+    if experiment is None:
+        module = importlib.import_module(_ESSAY_EXPERIMENT[0])
+        built = getattr(module, _ESSAY_EXPERIMENT[1])()
+        if not isinstance(built, Experiment):  # pragma: no cover - the shipped example
+            raise ExperimentError(f"{':'.join(_ESSAY_EXPERIMENT)} built no Experiment")
+        return built
+    return load_experiment(experiment, registry=cli_registry())
+
+
 @lab.command("rescore")
 @click.argument("experiment", required=False,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -269,12 +278,7 @@ def rescore_command(ctx: click.Context, experiment: Path | None, run_log: Path,
     """
     entries = _loss_entries(loss_path)
     try:
-        if experiment is None:
-            from handoffs.lab.payment import payment_experiment
-
-            declared = payment_experiment()
-        else:
-            declared = load_experiment(experiment)
+        declared = _declared(experiment)
         report = rescore(declared, run_log, loss=entries, name=loss_path.stem)
     except HandoffsError as exc:
         raise _CannotRun(f"{exc} [{exc.code}]") from exc

@@ -33,6 +33,7 @@ from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._encoders import Encoder, GovernanceService, ReceiptEncoder
 from handoffs.contracts._fields import MISSING, FieldKind, FieldSpec, Interval
 from handoffs.contracts._receipt import EvidenceRef
+from handoffs.contracts._registry import Registry, as_registry
 from handoffs.lab._imports import ensure_importable
 from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict, memo_value
 
@@ -745,8 +746,14 @@ _TOP_KEYS: Final = frozenset({
 })
 
 
-def load_experiment(path: Path | str) -> Experiment:
+def load_experiment(path: Path | str, *,
+                    registry: Registry | Contract[Any, Any] | Iterable[Contract[Any, Any]] = (),
+                    ) -> Experiment:
     """Read an experiment declared in TOML.
+
+    ``experiment.contract`` names the contract as ``module:attribute`` or as a
+    ``name/version`` id looked up in ``registry`` (empty by default: no contract is
+    known unless given).
 
     Layout (every import string is ``module:attribute``)::
 
@@ -782,7 +789,9 @@ def load_experiment(path: Path | str) -> Experiment:
     if unknown:
         raise ExperimentError(f"{path}: unknown table [{unknown[0]}]; known: "
                               f"{sorted(_TOP_KEYS)}", json_path=f"$.{unknown[0]}")
-    base, contract, changes = _head_from_toml(dict(data.get("experiment", {})), path=path)
+    known = as_registry(registry)
+    base, contract, changes = _head_from_toml(dict(data.get("experiment", {})), path=path,
+                                              registry=known)
     changes.update(_tables_from_toml(data, contract, base, path=path))
     try:
         if base is not None:
@@ -795,11 +804,9 @@ def load_experiment(path: Path | str) -> Experiment:
         raise ExperimentError(f"{path}: {exc}") from exc
 
 
-def _head_from_toml(head: dict[str, Any], *, path: Path
+def _head_from_toml(head: dict[str, Any], *, path: Path, registry: Registry
                     ) -> tuple[Experiment | None, Contract[Any, Any], dict[str, Any]]:
     """The ``[experiment]`` table: the factory to start from, the contract, scalars."""
-    from handoffs.contracts._registry import BUILTIN
-
     changes: dict[str, Any] = {}
     base: Experiment | None = None
     if "factory" in head:
@@ -813,7 +820,7 @@ def _head_from_toml(head: dict[str, Any], *, path: Path
     if "contract" in head:
         named = head.pop("contract")
         contract = (resolve(named, what="experiment.contract") if ":" in named
-                    else BUILTIN.by_id(named))
+                    else registry.by_id(named, json_path="$.experiment.contract"))
         changes["contract"] = contract
     if not isinstance(contract, Contract):
         raise ExperimentError(f"{path}: experiment.contract must name a contract")

@@ -130,7 +130,7 @@ def _process_worker() -> None:
     its full passes do not walk the interpreter's and the libraries' objects again
     and again. The process is the runner's, and ends with the pool.
     """
-    import handoffs.lab.payment  # noqa: F401 - the engine and the built-in experiment
+    import handoffs.lab  # noqa: F401 - the engine
 
     gc.freeze()
 

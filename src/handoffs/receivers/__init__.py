@@ -15,13 +15,14 @@ a receiver contract applies its rule as step (5). The result is always a typed
     decision.verdict, decision.action, decision.reasons
 
 Receiver contracts (all implement :class:`Receiver`): :class:`StrictContractReceiver`,
-:class:`AuthoritativeActuator`, :class:`ScoreReceiver`, :class:`AdvisoryActionReceiver`,
-:class:`FullRecordReceiver`, :class:`FunctionReceiver`, :class:`ModelReceiver` (a
+:class:`AuthoritativeActuator`, :class:`FunctionReceiver`, :class:`ModelReceiver` (a
 language model behind an OpenAI-compatible API, through :class:`OpenAICompatibleClient`)
-and, for signed multi-hop
-handoff chains, :class:`IdentityCompositionReceiver`. :class:`SQLiteDecisionLog`
-records every decision and doubles as a replay store that holds across processes
-(a :class:`ReplayLog`: the replay claim and the decision row commit together).
+and, for signed multi-hop handoff chains, :class:`IdentityCompositionReceiver`; each
+stands behind an :class:`Admission` (a :class:`Gate` for signed receipts). The essay's
+baseline receivers are lab instruments and live in :mod:`handoffs.lab`.
+:class:`SQLiteDecisionLog` records every decision and doubles as a replay store that
+holds across processes (a :class:`ReplayLog`: the replay claim and the decision row
+commit together).
 """
 
 from handoffs._json import JSONLimits
@@ -48,7 +49,6 @@ from handoffs.receivers._gate import (
     EvidenceError,
     EvidenceResolver,
     Gate,
-    GovernanceChecker,
     HTTPEvidenceResolver,
     InMemoryEvidenceResolver,
     InMemoryPolicyService,
@@ -87,11 +87,9 @@ from handoffs.receivers._identity import (
 from handoffs.receivers._log import DecisionLogError, LogSummary, SQLiteDecisionLog
 from handoffs.receivers._model import ModelReceiver, action_schema
 from handoffs.receivers._receivers import (
-    AdvisoryActionReceiver,
+    Admission,
     AuthoritativeActuator,
-    FullRecordReceiver,
     FunctionReceiver,
-    ScoreReceiver,
     StrictContractReceiver,
 )
 
@@ -100,8 +98,8 @@ __all__ = [
     "HANDOFF_CHAIN_CONTRACT",
     "HANDOFF_CHAIN_SCHEMA_ID",
     "HOP_PROOF_PURPOSE",
+    "Admission",
     "Admitted",
-    "AdvisoryActionReceiver",
     "AuthoritativeActuator",
     "CarriedReceiptReceiver",
     "ChatClient",
@@ -114,10 +112,8 @@ __all__ = [
     "DerivedFrom",
     "EvidenceError",
     "EvidenceResolver",
-    "FullRecordReceiver",
     "FunctionReceiver",
     "Gate",
-    "GovernanceChecker",
     "HTTPEvidenceResolver",
     "HandoffChain",
     "Hop",
@@ -147,7 +143,6 @@ __all__ = [
     "ResolvedEvidence",
     "Ruling",
     "SQLiteDecisionLog",
-    "ScoreReceiver",
     "SeparationOfDuties",
     "Step",
     "StrictContractReceiver",

@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 
+from handoffs._discovery import cli_registry
 from handoffs._errors import HandoffsError
 from handoffs._json import DEFAULT_LIMITS, dumps, loads
 from handoffs.contracts._keys import KeyRing
@@ -151,7 +152,8 @@ def gate(
         if routes:
             options["evidence"] = HTTPEvidenceResolver(routes=_routes(routes))
         options["readback"] = Readback(readback)
-        the_gate = Gate(identity=who, trust=keyring, roles=held, **options)
+        the_gate = Gate(identity=who, trust=keyring, registry=cli_registry(), roles=held,
+                        **options)
     try:
         decision = StrictContractReceiver(the_gate).receive(raw)
     finally:

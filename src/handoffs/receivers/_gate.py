@@ -38,7 +38,7 @@ import warnings
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
-from typing import Any, ClassVar, Final, Protocol, cast, runtime_checkable
+from typing import Any, ClassVar, Final, Protocol, runtime_checkable
 
 import attrs
 import jsonschema_rs
@@ -69,14 +69,12 @@ from handoffs.contracts._contract import (
 )
 from handoffs.contracts._keys import KeyRing
 from handoffs.contracts._receipt import (
-    GOVERNANCE_FIELDS,
     EvidenceRef,
     Receipt,
     format_time,
-    parse_time,
     structure,
 )
-from handoffs.contracts._registry import BUILTIN, Registry
+from handoffs.contracts._registry import Registry, as_registry
 from handoffs.contracts._schema import validate as _validate
 from handoffs.contracts._signing import VerifiedReceipt, _verify_receipt
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict, memo_value
@@ -88,7 +86,6 @@ __all__ = [
     "EvidenceError",
     "EvidenceResolver",
     "Gate",
-    "GovernanceChecker",
     "HTTPEvidenceResolver",
     "InMemoryEvidenceResolver",
     "InMemoryPolicyService",
@@ -971,7 +968,9 @@ class Gate:
         identity: this receiver's identity; a receipt must be addressed to it.
         trust: the key ring that verifies proofs and grants, or **the unsafe**
             :class:`UnsafeNoProofs`. An empty key ring is refused.
-        registry: the contract versions this receiver understands.
+        registry: the contract versions this receiver understands: a
+            :class:`~handoffs.contracts.Registry`, one contract or an iterable of
+            contracts (required; no contract is trusted by default).
         roles: roles this receiver holds (checked against ``RoleHeld`` dependencies).
         policy_service: resolves policy versions (``PolicyResolvable`` dependencies).
         evidence: resolves evidence references (steps 3 and 4); without one, step (4)
@@ -986,9 +985,7 @@ class Gate:
 
     identity: str = attrs.field(validator=_identity)
     trust: KeyRing | UnsafeNoProofs = attrs.field(validator=_trust)
-    registry: Registry = attrs.field(
-        default=BUILTIN, validator=attrs.validators.instance_of(Registry)
-    )
+    registry: Registry = attrs.field(converter=as_registry)
     roles: frozenset[str] = attrs.field(default=frozenset(), converter=_roles)
     policy_service: PolicyService | None = attrs.field(
         default=None, validator=_optional_protocol(PolicyService)
@@ -1459,180 +1456,3 @@ class Gate:
 
 
 _FUTURE_SKEW: Final = timedelta(minutes=5)
-
-
-# ------------------------------------------------------------- governance (non-receipts)
-
-
-def _fields(value: Iterable[str]) -> tuple[str, ...]:
-    fields = tuple(value)
-    if not all(isinstance(f, str) and f for f in fields):
-        raise TypeError("required must hold field names")
-    return fields
-
-
-@attrs.frozen
-class GovernanceChecker:
-    """Admission for the message forms that are not receipts (full record, risk
-    score, action-only): the essay's ``governance_valid`` plus optional audience and
-    expiry checks. It checks **no proof**; use a :class:`Gate` for signed receipts.
-
-    Steps it runs: (1) parse with limits; governance members present and non-empty
-    (``missing-field``), ``authority`` one of ADVISE/DECIDE; (2) audience when
-    ``identity`` is set, expiry when ``clock`` is set; then (5) the receiver's rule.
-
-    Attributes:
-        contract: the contract whose action set and fail-closed action apply.
-        required: members that must be present and non-empty (the essay's seven
-            governance fields by default; ``()`` checks none, as the essay's score,
-            full-record and advisory receivers do).
-        identity: when set, ``receiver`` must equal it (``wrong-audience``).
-        clock: when set, ``valid_until`` must lie after ``clock()``.
-        limits: size and depth bounds for raw input.
-    """
-
-    contract: Contract[Any, Any]
-    required: tuple[str, ...] = attrs.field(
-        default=GOVERNANCE_FIELDS, converter=_fields, kw_only=True
-    )
-    identity: str | None = attrs.field(default=None, kw_only=True)
-    clock: Clock | None = attrs.field(default=None, kw_only=True)
-    limits: JSONLimits = attrs.field(default=DEFAULT_LIMITS, kw_only=True)
-    _memo: dict[frozenset[str], tuple[tuple[str, ...], frozenset[str]]] = attrs.field(
-        init=False, factory=dict, eq=False, repr=False)
-
-    @property
-    def deterministic(self) -> bool:
-        """True unless a clock makes decisions time-dependent."""
-        return self.clock is None
-
-    def memo_key(self, message: bytes | str | Mapping[str, Any], *,
-                 keep: frozenset[str] = frozenset()) -> Hashable | None:
-        """A key on which decisions through this checker may be memoised, or ``None``.
-
-        The checks read a required member only for being present and non-empty (the
-        key keeps that bit), except ``authority`` and, with an ``identity``,
-        ``receiver``, which it keeps as they are; other members it ignores, except
-        ``keep``: the members the receiver's rule reads. ``None`` for raw bytes or
-        text, and with a ``clock`` (time-dependent decisions).
-        """
-        if self.clock is not None or not isinstance(message, Mapping):
-            return None
-        names, raw = self._memo_names(keep)
-        key: list[Hashable] = []
-        for name in names:
-            if name not in message:
-                key.append(_MISSING_MEMBER)
-                continue
-            value = message[name]
-            if name not in raw:
-                key.append(value is None or (isinstance(value, str | list | tuple | dict)
-                                             and not value))
-            elif type(value) is str:  # stands for itself (see memo_value)
-                key.append(value)
-            else:
-                key.append(memo_value(value))
-        return tuple(key)
-
-    def memo_member(self, name: str, value: Any, *,
-                    keep: frozenset[str] = frozenset()) -> Hashable:
-        """One member's contribution to :meth:`memo_key`."""
-        names, raw = self._memo_names(keep)
-        if name in raw:
-            return memo_value(value)
-        if name in names:
-            return value is None or (isinstance(value, str | list | tuple | dict) and not value)
-        return None
-
-    def _memo_names(self, keep: frozenset[str]) -> tuple[tuple[str, ...], frozenset[str]]:
-        """(members the key holds, in order; those it holds by value)."""
-        found = self._memo.get(keep)
-        if found is None:
-            raw = set(keep) | {"authority"}
-            if self.identity is not None:
-                raw.add("receiver")
-            names = tuple(sorted(raw | set(self.required)))
-            found = self._memo[keep] = (names, frozenset(raw))
-        return found
-
-    def decide(
-        self,
-        message: bytes | str | Mapping[str, Any],
-        *,
-        rule: ReceiverRule,
-        receiver: str,
-        record: Mapping[str, Any] | None = None,
-    ) -> Decision:
-        """Check governance, then apply ``rule``; never raises."""
-        record = {} if record is None else record
-        step = Step.PARSE
-        doc: Mapping[str, Any] | None = None
-        fail = str(self.contract.fail_closed_action.value)
-        try:
-            # (1) parse, governance present
-            doc = _parse(message, self.limits)
-            self._check_present(doc)
-            # (2) audience and validity window
-            step = Step.PROOFS
-            self._check_window(doc)
-            # (5) policy
-            step = Step.POLICY
-            admitted = Admitted(document=doc, contract=self.contract)
-            ruling = rule(admitted)
-            return Decision(
-                verdict=ruling.verdict,
-                action=ruling.action,
-                step=Step.POLICY,
-                reasons=ruling.reasons,
-                receiver=receiver,
-                contract=self.contract.id,
-                receipt_id=_text(doc.get("id")),
-                sender=_text(doc.get("sender")),
-                authority=admitted.authority,
-                counterfactual_trigger=_text(doc.get("counterfactual_trigger")),
-                record={**record, **ruling.record},
-            )
-        except HandoffsError as exc:
-            error = exc
-        except Exception as exc:
-            error = HandoffsError(f"unexpected {type(exc).__name__}: {exc}", code="internal-error")
-        if isinstance(error, MalformedJSON):
-            step = Step.PARSE
-        return Decision(
-            verdict=error.verdict if isinstance(error, _Refused) else Verdict.REJECT,
-            action=fail,
-            step=step,
-            reasons=_reasons(error, step),
-            receiver=receiver,
-            contract=self.contract.id,
-            receipt_id=_text(doc.get("id")) if doc is not None else None,
-            record=dict(record),
-        )
-
-    def _check_present(self, doc: Mapping[str, Any]) -> None:
-        missing = tuple(
-            Reason("missing-field", f"required field {name!r} missing", Step.PARSE, f"$.{name}")
-            for name in self.required
-            if (value := doc.get(name)) is None
-            or (isinstance(value, str | list | tuple | dict) and not value)
-        )
-        if missing:
-            raise _Refused(Verdict.REJECT, missing)
-        if "authority" in self.required and doc["authority"] not in ("ADVISE", "DECIDE"):
-            raise _Refused(Verdict.REJECT, (Reason(
-                "schema-invalid",
-                f"expected one of ['ADVISE', 'DECIDE'], got {doc['authority']!r}",
-                Step.PARSE, "$.authority",
-            ),))
-
-    def _check_window(self, doc: Mapping[str, Any]) -> None:
-        if self.identity is not None and doc.get("receiver") != self.identity:
-            raise ProofError(
-                f"addressed to {doc.get('receiver')!r}, this receiver is {self.identity!r}",
-                code="wrong-audience", json_path="$.receiver",
-            )
-        if self.clock is not None:
-            until = parse_time(cast(str, doc.get("valid_until")), json_path="$.valid_until")
-            if until <= self.clock():
-                raise ProofError(f"the message expired at {format_time(until)}",
-                                 code="receipt-expired", json_path="$.valid_until")

@@ -39,7 +39,8 @@ from handoffs.contracts._contract import Contract
 from handoffs.contracts._receipt import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS
 from handoffs.receivers._chat import ChatClient, ChatRequest, Completion, ModelError
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict, memo_value
-from handoffs.receivers._gate import Admitted, Gate, GovernanceChecker, Ruling
+from handoffs.receivers._gate import Admitted, Gate, Ruling
+from handoffs.receivers._receivers import Admission
 
 __all__ = ["RESPONSE_FORMATS", "TEMPLATE_FIELDS", "ModelReceiver", "action_schema"]
 
@@ -75,8 +76,8 @@ def action_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
 
 
 def _is_admission(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, Gate | GovernanceChecker):
-        raise TypeError(f"{attribute.name} must be a Gate or a GovernanceChecker, got "
+    if not isinstance(value, Gate | Admission):
+        raise TypeError(f"{attribute.name} must be a Gate or another Admission, got "
                         f"{type(value).__name__}")
 
 
@@ -129,7 +130,7 @@ class ModelReceiver:
     """A receiver contract whose step (5) asks a language model.
 
     Steps (1)-(4) are its admission's (a :class:`Gate` for receipts, a
-    :class:`GovernanceChecker` for the other forms): an inadmissible message never
+    lab's :class:`~handoffs.lab.GovernanceChecker` for the other forms): an inadmissible message never
     reaches the model. Then the template is rendered with the message, the request
     sent through ``client`` and the answer validated (see the module's table).
 
@@ -149,7 +150,7 @@ class ModelReceiver:
             the client's ``max_concurrency``, else 8).
     """
 
-    gate: Gate | GovernanceChecker = attrs.field(validator=_is_admission)
+    gate: Gate | Admission = attrs.field(validator=_is_admission)
     client: ChatClient = attrs.field(validator=_is_client)
     model_route: str = attrs.field(validator=_text)
     name: str = attrs.field(default="model", validator=_text)

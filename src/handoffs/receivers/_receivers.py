@@ -1,49 +1,72 @@
 """Receiver contracts: plug-ins behind the one :class:`~handoffs.receivers.Receiver` interface.
 
 Each receiver pairs an admission (a :class:`~handoffs.receivers.Gate` for signed
-receipts, or a :class:`~handoffs.receivers.GovernanceChecker` for the non-receipt
-message forms) with its own rule for step (5). On the essay's messages they decide
-exactly as the essay's ``receive_*`` functions do, and fail closed where those would
-crash (a missing or ill-typed member).
+receipts, or any other :class:`~handoffs.receivers.Admission`) with its own rule for
+step (5). On the essay's messages they decide exactly as the essay's ``receive_*``
+functions do, and fail closed where those would crash (a missing or ill-typed member).
 
 =====================================  ==========================================
 receiver                               essay function
 =====================================  ==========================================
 :class:`StrictContractReceiver`        ``receive_contract`` (receipts)
 :class:`AuthoritativeActuator`         ``receive_action_authoritative``
-:class:`ScoreReceiver`                 ``receive_score``
-:class:`AdvisoryActionReceiver`        ``receive_action_advisory``
-:class:`FullRecordReceiver`            ``receive_full``
 :class:`FunctionReceiver`              (a language-model or other user function)
 =====================================  ==========================================
+
+The essay's baselines (score, advisory action-only, full record) are lab receivers:
+see :mod:`handoffs.lab`.
 """
 
 from __future__ import annotations
 
 import enum
 import hashlib
-import math
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
 from handoffs._errors import HandoffsError
 from handoffs.contracts._contract import Authority, Contract
-from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict, memo_value
-from handoffs.receivers._gate import Admitted, Gate, GovernanceChecker, Ruling
+from handoffs.receivers._gate import Admitted, Gate, ReceiverRule, Ruling
 
 __all__ = [
-    "AdvisoryActionReceiver",
+    "Admission",
     "AuthoritativeActuator",
-    "FullRecordReceiver",
     "FunctionReceiver",
-    "ScoreReceiver",
     "StrictContractReceiver",
 ]
 
-Admission = Gate | GovernanceChecker
+
+@runtime_checkable
+class Admission(Protocol):
+    """What admits a message before a receiver's rule (steps 1-4), then applies it.
+
+    A :class:`~handoffs.receivers.Gate` is the admission for signed receipts; the
+    lab's :class:`~handoffs.lab.GovernanceChecker` admits the essay's unsigned
+    message forms. ``memo_key`` and ``memo_member`` take ``keep``: the members the
+    receiver's rule reads besides those the admission checks.
+    """
+
+    @property
+    def deterministic(self) -> bool:
+        """Whether the same message always gets the same decision."""
+        ...
+
+    def decide(self, message: bytes | str | Mapping[str, Any], *, rule: ReceiverRule,
+               receiver: str, record: Mapping[str, Any] | None = None) -> Decision:
+        """Admit ``message`` and apply ``rule``; never raises."""
+        ...
+
+    def memo_key(self, message: bytes | str | Mapping[str, Any], *,
+                 keep: frozenset[str] = ...) -> Hashable | None:
+        """A key on which decisions may be memoised, or ``None``."""
+        ...
+
+    def memo_member(self, name: str, value: Any, *, keep: frozenset[str] = ...) -> Hashable:
+        """One member's contribution to :meth:`memo_key`."""
+        ...
 
 
 def _fail(admitted: Admitted, verdict: Verdict, *reasons: Reason, **record: Any) -> Ruling:
@@ -61,9 +84,9 @@ def _is_gate(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 
 
 def _is_admission(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, Gate | GovernanceChecker):
+    if not isinstance(value, Gate | Admission):
         raise TypeError(
-            f"{attribute.name} must be a Gate or a GovernanceChecker, got {type(value).__name__}"
+            f"{attribute.name} must be a Gate or another Admission, got {type(value).__name__}"
         )
 
 
@@ -75,26 +98,18 @@ def _is_contract(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 _ACTION_MEMBERS: Final = frozenset({"authority", "action", "proposed_action"})
 
 
-def _admission_memo_key(admission: Admission, message: bytes | str | Mapping[str, Any],
+def _admission_memo_key(admission: Gate | Admission, message: bytes | str | Mapping[str, Any],
                         keep: frozenset[str]) -> Hashable | None:
-    if isinstance(admission, Gate):  # pragma: no cover - these receivers use a checker
+    if isinstance(admission, Gate):  # a gate keeps what its contracts' schemas name
         return admission.memo_key(message)
     return admission.memo_key(message, keep=keep)
 
 
-def _admission_memo_member(admission: Admission, name: str, value: Any,
+def _admission_memo_member(admission: Gate | Admission, name: str, value: Any,
                            keep: frozenset[str]) -> Hashable:
-    if isinstance(admission, Gate):  # pragma: no cover - these receivers use a checker
+    if isinstance(admission, Gate):
         return admission.memo_member(name, value)
     return admission.memo_member(name, value, keep=keep)
-
-
-def _admission_for(contract: Contract[Any, Any], governance: GovernanceChecker | None) -> Admission:
-    if governance is None:
-        return GovernanceChecker(contract, required=())
-    if governance.contract is not contract:
-        raise ValueError("the governance checker must use the receiver's contract")
-    return governance
 
 
 class _ViaAdmission:
@@ -106,7 +121,7 @@ class _ViaAdmission:
     __slots__ = ()
     name: str
 
-    def _via(self) -> Admission:
+    def _via(self) -> Gate | Admission:
         raise NotImplementedError
 
     def _keep(self) -> frozenset[str]:
@@ -177,7 +192,7 @@ class StrictContractReceiver(_ViaAdmission):
     gate: Gate = attrs.field(validator=_is_gate)
     name: str = attrs.field(default="strict-contract", kw_only=True)
 
-    def _via(self) -> Admission:
+    def _via(self) -> Gate | Admission:
         return self.gate
 
     def _rule(self, admitted: Admitted) -> Ruling:
@@ -198,15 +213,15 @@ class AuthoritativeActuator(_ViaAdmission):
     ``authority-not-granted``, ``invalid-action`` or ``conflicting-action`` (reject).
 
     Attributes:
-        gate: a :class:`Gate` (signed receipts) or a :class:`GovernanceChecker`
-            (action-only and other unsigned forms).
+        gate: a :class:`Gate` (signed receipts) or another :class:`Admission`
+            (the lab's ``GovernanceChecker`` for action-only and other unsigned forms).
         name: the receiver's name.
     """
 
-    gate: Admission = attrs.field(validator=_is_admission)
+    gate: Gate | Admission = attrs.field(validator=_is_admission)
     name: str = attrs.field(default="authoritative-actuator", kw_only=True)
 
-    def _via(self) -> Admission:
+    def _via(self) -> Gate | Admission:
         return self.gate
 
     def _keep(self) -> frozenset[str]:
@@ -249,178 +264,6 @@ class AuthoritativeActuator(_ViaAdmission):
         return Ruling(action=action, record={"executed": True})
 
 
-# -------------------------------------------------------------------------- score
-
-
-@attrs.frozen
-class ScoreReceiver(_ViaAdmission):
-    """Decides from one scalar risk score: ``below`` under ``threshold``, else
-    ``at_or_above`` (the essay's ``receive_score``).
-
-    A missing score fails closed (``missing-field``); a score that is not a finite
-    number fails closed (``invalid-field``).
-
-    Attributes:
-        contract: the contract whose actions and fail-closed action apply.
-        below: action for ``score < threshold``.
-        at_or_above: action for ``score >= threshold``.
-        threshold: the cut-off (the essay's 20).
-        field: the message member holding the score.
-        governance: optional governance checks (the essay's receiver has none).
-        name: the receiver's name.
-    """
-
-    contract: Contract[Any, Any] = attrs.field(validator=_is_contract)
-    below: enum.Enum = attrs.field(kw_only=True)
-    at_or_above: enum.Enum = attrs.field(kw_only=True)
-    threshold: float = attrs.field(default=20, kw_only=True)
-    field: str = attrs.field(default="risk_score", kw_only=True)
-    governance: GovernanceChecker | None = attrs.field(default=None, kw_only=True)
-    name: str = attrs.field(default="score", kw_only=True)
-    _admission: Admission = attrs.field(init=False, repr=False, eq=False)
-
-    def __attrs_post_init__(self) -> None:
-        for action in (self.below, self.at_or_above):
-            if not isinstance(action, self.contract.actions):
-                raise TypeError(f"{action!r} is not an action of {self.contract.id}")
-        object.__setattr__(self, "_admission", _admission_for(self.contract, self.governance))
-
-    def _via(self) -> Admission:
-        return self._admission
-
-    def _keep(self) -> frozenset[str]:
-        return frozenset({self.field})
-
-    def _rule(self, admitted: Admitted) -> Ruling:
-        path = f"$.{self.field}"
-        if self.field not in admitted.document:
-            return _fail(admitted, Verdict.REJECT, Reason(
-                "missing-field", f"required field {self.field!r} missing", Step.POLICY, path))
-        score = admitted.document[self.field]
-        if isinstance(score, bool) or not isinstance(score, int | float) or (
-            isinstance(score, float) and not math.isfinite(score)
-        ):
-            return _fail(admitted, Verdict.REJECT, Reason(
-                "invalid-field", f"expected a number, got {score!r}", Step.POLICY, path))
-        action = self.below if score < self.threshold else self.at_or_above
-        return Ruling(action=str(action.value), record={"score": score})
-
-
-# ----------------------------------------------------------------- advisory action
-
-
-@attrs.frozen
-class AdvisoryActionReceiver(_ViaAdmission):
-    """The accountable receiver of an action-only advisory message.
-
-    It refuses an unsupported advisory verdict: whatever the message proposes, it
-    escalates with the contract's fail-closed action and reason ``unsupported-verdict``
-    (the essay's ``receive_action_advisory``).
-
-    Attributes:
-        contract: the contract whose fail-closed action applies.
-        governance: optional governance checks (the essay's receiver has none).
-        name: the receiver's name.
-    """
-
-    contract: Contract[Any, Any] = attrs.field(validator=_is_contract)
-    governance: GovernanceChecker | None = attrs.field(default=None, kw_only=True)
-    name: str = attrs.field(default="advisory-action", kw_only=True)
-    _admission: Admission = attrs.field(init=False, repr=False, eq=False)
-
-    def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "_admission", _admission_for(self.contract, self.governance))
-
-    def _via(self) -> Admission:
-        return self._admission
-
-    @staticmethod
-    def _rule(admitted: Admitted) -> Ruling:
-        proposed = admitted.document.get("action", admitted.document.get("proposed_action"))
-        return _fail(admitted, Verdict.ESCALATE, Reason(
-            "unsupported-verdict",
-            f"the advisory verdict {proposed!r} comes without the decisive state that would "
-            "support it; the accountable receiver refers the case",
-            Step.POLICY, "$.action",
-        ), proposed=proposed if isinstance(proposed, str) else None)
-
-
-# -------------------------------------------------------------------- full record
-
-
-def _typed(spec: FieldSpec, value: Any) -> Any:
-    """The typed value of one decision field in its JSON form, or raise ValueError."""
-    typed: Any = value
-    if spec.kind is FieldKind.ENUM and isinstance(value, str) and spec.enum_type is not None:
-        typed = spec.enum_type(value)
-    elif spec.kind is FieldKind.INTERVAL and isinstance(value, Mapping):
-        if set(value) != {"lo", "hi"}:
-            raise ValueError("an interval has exactly 'lo' and 'hi'")
-        typed = Interval(value["lo"], value["hi"])
-    if not spec.contains(typed):
-        raise ValueError(f"{value!r} is not a valid {spec.kind.value}")
-    return typed
-
-
-@attrs.frozen
-class FullRecordReceiver(_ViaAdmission):
-    """Applies the contract policy to the record's top-level decision-field members
-    (the essay's ``receive_full``).
-
-    Fields are read strictly (a boolean must be a JSON boolean). The policy is
-    evaluated in three-valued logic: a missing field that an earlier rule makes
-    irrelevant does not matter; one that leaves the decision undetermined escalates
-    with ``undetermined`` and a ``missing-field`` reason per absent field.
-
-    Attributes:
-        contract: the contract whose fields and policy apply.
-        governance: optional governance checks (the essay's receiver has none).
-        name: the receiver's name.
-    """
-
-    contract: Contract[Any, Any] = attrs.field(validator=_is_contract)
-    governance: GovernanceChecker | None = attrs.field(default=None, kw_only=True)
-    name: str = attrs.field(default="full-record", kw_only=True)
-    _admission: Admission = attrs.field(init=False, repr=False, eq=False)
-    _fields: frozenset[str] = attrs.field(init=False, repr=False, eq=False)
-
-    def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "_admission", _admission_for(self.contract, self.governance))
-        object.__setattr__(self, "_fields", frozenset(self.contract.field_map))
-
-    def _via(self) -> Admission:
-        return self._admission
-
-    def _keep(self) -> frozenset[str]:
-        return self._fields
-
-    def _rule(self, admitted: Admitted) -> Ruling:
-        doc = admitted.document
-        view: dict[str, Any] = {}
-        invalid: list[Reason] = []
-        for spec in self.contract.fields:
-            if spec.name in doc:
-                try:
-                    view[spec.name] = _typed(spec, doc[spec.name])
-                except (ValueError, TypeError) as exc:
-                    invalid.append(Reason("invalid-field", str(exc), Step.POLICY,
-                                          f"$.{spec.name}"))
-        if invalid:
-            return _fail(admitted, Verdict.REJECT, *invalid)
-        outcome = self.contract.evaluate(view)
-        if not outcome.determined or outcome.action is None:
-            missing = [
-                Reason("missing-field", f"decision field {spec.name!r} missing", Step.POLICY,
-                       f"$.{spec.name}")
-                for spec in self.contract.fields if spec.name not in view
-            ]
-            return _fail(admitted, Verdict.ESCALATE, Reason(
-                "undetermined", f"the record leaves rule {outcome.rule!r} undetermined",
-                Step.POLICY, "$",
-            ), *missing, rule=outcome.rule)
-        return Ruling(action=str(outcome.action.value), record={"rule": outcome.rule})
-
-
 # ------------------------------------------------------------------ user function
 
 
@@ -454,7 +297,7 @@ class FunctionReceiver:
 
     Attributes:
         fn: the function, ``fn(admitted) -> action | Ruling``.
-        gate: its admission (:class:`Gate` or :class:`GovernanceChecker`).
+        gate: its admission (a :class:`Gate` or another :class:`Admission`).
         name: the receiver's name.
         prompt: the frozen prompt (or policy text) the function uses.
         model_route: the model route, e.g. ``"provider/model@2026-01-01"``.
@@ -468,7 +311,7 @@ class FunctionReceiver:
     """
 
     fn: Callable[[Admitted], Any]
-    gate: Admission = attrs.field(validator=_is_admission, kw_only=True)
+    gate: Gate | Admission = attrs.field(validator=_is_admission, kw_only=True)
     name: str = attrs.field(validator=_text_field, kw_only=True)
     prompt: str = attrs.field(validator=_text_field, kw_only=True)
     model_route: str = attrs.field(validator=_text_field, kw_only=True)

@@ -28,7 +28,8 @@ import attrs
 from handoffs.contracts._contract import Authority
 from handoffs.contracts._policy import Is
 from handoffs.contracts._receipt import GOVERNANCE_FIELDS, EvidenceRef
-from handoffs.contracts.payment import (
+from handoffs.contracts._registry import Registry
+from handoffs.examples.payment import (
     GOVERNANCE,
     PAYMENT_RELEASE,
     ActionOnlyEncoder,
@@ -38,6 +39,12 @@ from handoffs.contracts.payment import (
     RiskScoreEncoder,
     decision_contract_encoder,
     synthetic_cases,
+)
+from handoffs.lab._baselines import (
+    AdvisoryActionReceiver,
+    FullRecordReceiver,
+    GovernanceChecker,
+    ScoreReceiver,
 )
 from handoffs.lab._experiment import Experiment, IterableCases, Strategy, Tolerances
 from handoffs.lab._perturb import (
@@ -54,19 +61,12 @@ from handoffs.receivers._decision import Receiver
 from handoffs.receivers._gate import (
     EvidenceError,
     Gate,
-    GovernanceChecker,
     PolicyStatus,
     ResolvedEvidence,
     UnsafeConfigurationWarning,
     UnsafeNoProofs,
 )
-from handoffs.receivers._receivers import (
-    AdvisoryActionReceiver,
-    AuthoritativeActuator,
-    FullRecordReceiver,
-    ScoreReceiver,
-    StrictContractReceiver,
-)
+from handoffs.receivers._receivers import AuthoritativeActuator, StrictContractReceiver
 
 __all__ = [
     "ASSUMPTIONS",
@@ -173,6 +173,7 @@ def payment_gate() -> Gate:
         warnings.simplefilter("ignore", UnsafeConfigurationWarning)
         return Gate(
             identity="case-owner",
+            registry=Registry.of(PAYMENT_RELEASE),
             trust=UnsafeNoProofs(),
             roles={"case-owner"},
             policy_service=CurrentPolicies({"PAY-7.4"}),

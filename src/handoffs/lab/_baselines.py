@@ -1,0 +1,417 @@
+"""The essay's baseline receivers and the governance checker they stand behind.
+
+These are the receivers the essay compares the decision contract against: a risk
+score (``receive_score``), an advisory action-only message
+(``receive_action_advisory``) and the full record (``receive_full``). They exist to
+be measured in the lab, not to run in production, so they live here and not in
+:mod:`handoffs.receivers`. The :class:`GovernanceChecker` admits the message forms
+that are not receipts (full record, risk score, action-only); it checks **no
+proof**, so a production receiver of signed receipts uses a
+:class:`~handoffs.receivers.Gate`.
+
+=====================================  ==========================================
+receiver                               essay function
+=====================================  ==========================================
+:class:`ScoreReceiver`                 ``receive_score``
+:class:`AdvisoryActionReceiver`        ``receive_action_advisory``
+:class:`FullRecordReceiver`            ``receive_full``
+=====================================  ==========================================
+
+The essay's ``receive_action_authoritative`` is
+:class:`~handoffs.receivers.AuthoritativeActuator` behind a :class:`GovernanceChecker`.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any, cast
+
+import attrs
+
+from handoffs._errors import HandoffsError, MalformedJSON, ProofError
+from handoffs._json import DEFAULT_LIMITS, JSONLimits
+from handoffs.contracts._contract import Contract
+from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
+from handoffs.contracts._receipt import GOVERNANCE_FIELDS, format_time, parse_time
+from handoffs.receivers._decision import Decision, Reason, Step, Verdict, memo_value
+from handoffs.receivers._gate import (
+    _MISSING_MEMBER,
+    Admitted,
+    Clock,
+    ReceiverRule,
+    Ruling,
+    _parse,
+    _reasons,
+    _Refused,
+    _text,
+)
+from handoffs.receivers._receivers import _fail, _is_contract, _ViaAdmission
+
+__all__ = [
+    "AdvisoryActionReceiver",
+    "FullRecordReceiver",
+    "GovernanceChecker",
+    "ScoreReceiver",
+]
+
+
+# ------------------------------------------------------------- governance checker
+
+
+def _fields(value: Iterable[str]) -> tuple[str, ...]:
+    fields = tuple(value)
+    if not all(isinstance(f, str) and f for f in fields):
+        raise TypeError("required must hold field names")
+    return fields
+
+
+@attrs.frozen
+class GovernanceChecker:
+    """Admission for the message forms that are not receipts (full record, risk
+    score, action-only): the essay's ``governance_valid`` plus optional audience and
+    expiry checks. It checks **no proof**; use a :class:`Gate` for signed receipts.
+
+    Steps it runs: (1) parse with limits; governance members present and non-empty
+    (``missing-field``), ``authority`` one of ADVISE/DECIDE; (2) audience when
+    ``identity`` is set, expiry when ``clock`` is set; then (5) the receiver's rule.
+
+    Attributes:
+        contract: the contract whose action set and fail-closed action apply.
+        required: members that must be present and non-empty (the essay's seven
+            governance fields by default; ``()`` checks none, as the essay's score,
+            full-record and advisory receivers do).
+        identity: when set, ``receiver`` must equal it (``wrong-audience``).
+        clock: when set, ``valid_until`` must lie after ``clock()``.
+        limits: size and depth bounds for raw input.
+    """
+
+    contract: Contract[Any, Any]
+    required: tuple[str, ...] = attrs.field(
+        default=GOVERNANCE_FIELDS, converter=_fields, kw_only=True
+    )
+    identity: str | None = attrs.field(default=None, kw_only=True)
+    clock: Clock | None = attrs.field(default=None, kw_only=True)
+    limits: JSONLimits = attrs.field(default=DEFAULT_LIMITS, kw_only=True)
+    _memo: dict[frozenset[str], tuple[tuple[str, ...], frozenset[str]]] = attrs.field(
+        init=False, factory=dict, eq=False, repr=False)
+
+    @property
+    def deterministic(self) -> bool:
+        """True unless a clock makes decisions time-dependent."""
+        return self.clock is None
+
+    def memo_key(self, message: bytes | str | Mapping[str, Any], *,
+                 keep: frozenset[str] = frozenset()) -> Hashable | None:
+        """A key on which decisions through this checker may be memoised, or ``None``.
+
+        The checks read a required member only for being present and non-empty (the
+        key keeps that bit), except ``authority`` and, with an ``identity``,
+        ``receiver``, which it keeps as they are; other members it ignores, except
+        ``keep``: the members the receiver's rule reads. ``None`` for raw bytes or
+        text, and with a ``clock`` (time-dependent decisions).
+        """
+        if self.clock is not None or not isinstance(message, Mapping):
+            return None
+        names, raw = self._memo_names(keep)
+        key: list[Hashable] = []
+        for name in names:
+            if name not in message:
+                key.append(_MISSING_MEMBER)
+                continue
+            value = message[name]
+            if name not in raw:
+                key.append(value is None or (isinstance(value, str | list | tuple | dict)
+                                             and not value))
+            elif type(value) is str:  # stands for itself (see memo_value)
+                key.append(value)
+            else:
+                key.append(memo_value(value))
+        return tuple(key)
+
+    def memo_member(self, name: str, value: Any, *,
+                    keep: frozenset[str] = frozenset()) -> Hashable:
+        """One member's contribution to :meth:`memo_key`."""
+        names, raw = self._memo_names(keep)
+        if name in raw:
+            return memo_value(value)
+        if name in names:
+            return value is None or (isinstance(value, str | list | tuple | dict) and not value)
+        return None
+
+    def _memo_names(self, keep: frozenset[str]) -> tuple[tuple[str, ...], frozenset[str]]:
+        """(members the key holds, in order; those it holds by value)."""
+        found = self._memo.get(keep)
+        if found is None:
+            raw = set(keep) | {"authority"}
+            if self.identity is not None:
+                raw.add("receiver")
+            names = tuple(sorted(raw | set(self.required)))
+            found = self._memo[keep] = (names, frozenset(raw))
+        return found
+
+    def decide(
+        self,
+        message: bytes | str | Mapping[str, Any],
+        *,
+        rule: ReceiverRule,
+        receiver: str,
+        record: Mapping[str, Any] | None = None,
+    ) -> Decision:
+        """Check governance, then apply ``rule``; never raises."""
+        record = {} if record is None else record
+        step = Step.PARSE
+        doc: Mapping[str, Any] | None = None
+        fail = str(self.contract.fail_closed_action.value)
+        try:
+            # (1) parse, governance present
+            doc = _parse(message, self.limits)
+            self._check_present(doc)
+            # (2) audience and validity window
+            step = Step.PROOFS
+            self._check_window(doc)
+            # (5) policy
+            step = Step.POLICY
+            admitted = Admitted(document=doc, contract=self.contract)
+            ruling = rule(admitted)
+            return Decision(
+                verdict=ruling.verdict,
+                action=ruling.action,
+                step=Step.POLICY,
+                reasons=ruling.reasons,
+                receiver=receiver,
+                contract=self.contract.id,
+                receipt_id=_text(doc.get("id")),
+                sender=_text(doc.get("sender")),
+                authority=admitted.authority,
+                counterfactual_trigger=_text(doc.get("counterfactual_trigger")),
+                record={**record, **ruling.record},
+            )
+        except HandoffsError as exc:
+            error = exc
+        except Exception as exc:
+            error = HandoffsError(f"unexpected {type(exc).__name__}: {exc}", code="internal-error")
+        if isinstance(error, MalformedJSON):
+            step = Step.PARSE
+        return Decision(
+            verdict=error.verdict if isinstance(error, _Refused) else Verdict.REJECT,
+            action=fail,
+            step=step,
+            reasons=_reasons(error, step),
+            receiver=receiver,
+            contract=self.contract.id,
+            receipt_id=_text(doc.get("id")) if doc is not None else None,
+            record=dict(record),
+        )
+
+    def _check_present(self, doc: Mapping[str, Any]) -> None:
+        missing = tuple(
+            Reason("missing-field", f"required field {name!r} missing", Step.PARSE, f"$.{name}")
+            for name in self.required
+            if (value := doc.get(name)) is None
+            or (isinstance(value, str | list | tuple | dict) and not value)
+        )
+        if missing:
+            raise _Refused(Verdict.REJECT, missing)
+        if "authority" in self.required and doc["authority"] not in ("ADVISE", "DECIDE"):
+            raise _Refused(Verdict.REJECT, (Reason(
+                "schema-invalid",
+                f"expected one of ['ADVISE', 'DECIDE'], got {doc['authority']!r}",
+                Step.PARSE, "$.authority",
+            ),))
+
+    def _check_window(self, doc: Mapping[str, Any]) -> None:
+        if self.identity is not None and doc.get("receiver") != self.identity:
+            raise ProofError(
+                f"addressed to {doc.get('receiver')!r}, this receiver is {self.identity!r}",
+                code="wrong-audience", json_path="$.receiver",
+            )
+        if self.clock is not None:
+            until = parse_time(cast(str, doc.get("valid_until")), json_path="$.valid_until")
+            if until <= self.clock():
+                raise ProofError(f"the message expired at {format_time(until)}",
+                                 code="receipt-expired", json_path="$.valid_until")
+
+
+def _admission_for(contract: Contract[Any, Any],
+                   governance: GovernanceChecker | None) -> GovernanceChecker:
+    if governance is None:
+        return GovernanceChecker(contract, required=())
+    if governance.contract is not contract:
+        raise ValueError("the governance checker must use the receiver's contract")
+    return governance
+
+
+# -------------------------------------------------------------------------- score
+
+
+@attrs.frozen
+class ScoreReceiver(_ViaAdmission):
+    """Decides from one scalar risk score: ``below`` under ``threshold``, else
+    ``at_or_above`` (the essay's ``receive_score``).
+
+    A missing score fails closed (``missing-field``); a score that is not a finite
+    number fails closed (``invalid-field``).
+
+    Attributes:
+        contract: the contract whose actions and fail-closed action apply.
+        below: action for ``score < threshold``.
+        at_or_above: action for ``score >= threshold``.
+        threshold: the cut-off (the essay's 20).
+        field: the message member holding the score.
+        governance: optional governance checks (the essay's receiver has none).
+        name: the receiver's name.
+    """
+
+    contract: Contract[Any, Any] = attrs.field(validator=_is_contract)
+    below: enum.Enum = attrs.field(kw_only=True)
+    at_or_above: enum.Enum = attrs.field(kw_only=True)
+    threshold: float = attrs.field(default=20, kw_only=True)
+    field: str = attrs.field(default="risk_score", kw_only=True)
+    governance: GovernanceChecker | None = attrs.field(default=None, kw_only=True)
+    name: str = attrs.field(default="score", kw_only=True)
+    _admission: GovernanceChecker = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        for action in (self.below, self.at_or_above):
+            if not isinstance(action, self.contract.actions):
+                raise TypeError(f"{action!r} is not an action of {self.contract.id}")
+        object.__setattr__(self, "_admission", _admission_for(self.contract, self.governance))
+
+    def _via(self) -> GovernanceChecker:
+        return self._admission
+
+    def _keep(self) -> frozenset[str]:
+        return frozenset({self.field})
+
+    def _rule(self, admitted: Admitted) -> Ruling:
+        path = f"$.{self.field}"
+        if self.field not in admitted.document:
+            return _fail(admitted, Verdict.REJECT, Reason(
+                "missing-field", f"required field {self.field!r} missing", Step.POLICY, path))
+        score = admitted.document[self.field]
+        if isinstance(score, bool) or not isinstance(score, int | float) or (
+            isinstance(score, float) and not math.isfinite(score)
+        ):
+            return _fail(admitted, Verdict.REJECT, Reason(
+                "invalid-field", f"expected a number, got {score!r}", Step.POLICY, path))
+        action = self.below if score < self.threshold else self.at_or_above
+        return Ruling(action=str(action.value), record={"score": score})
+
+
+# ----------------------------------------------------------------- advisory action
+
+
+@attrs.frozen
+class AdvisoryActionReceiver(_ViaAdmission):
+    """The accountable receiver of an action-only advisory message.
+
+    It refuses an unsupported advisory verdict: whatever the message proposes, it
+    escalates with the contract's fail-closed action and reason ``unsupported-verdict``
+    (the essay's ``receive_action_advisory``).
+
+    Attributes:
+        contract: the contract whose fail-closed action applies.
+        governance: optional governance checks (the essay's receiver has none).
+        name: the receiver's name.
+    """
+
+    contract: Contract[Any, Any] = attrs.field(validator=_is_contract)
+    governance: GovernanceChecker | None = attrs.field(default=None, kw_only=True)
+    name: str = attrs.field(default="advisory-action", kw_only=True)
+    _admission: GovernanceChecker = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_admission", _admission_for(self.contract, self.governance))
+
+    def _via(self) -> GovernanceChecker:
+        return self._admission
+
+    @staticmethod
+    def _rule(admitted: Admitted) -> Ruling:
+        proposed = admitted.document.get("action", admitted.document.get("proposed_action"))
+        return _fail(admitted, Verdict.ESCALATE, Reason(
+            "unsupported-verdict",
+            f"the advisory verdict {proposed!r} comes without the decisive state that would "
+            "support it; the accountable receiver refers the case",
+            Step.POLICY, "$.action",
+        ), proposed=proposed if isinstance(proposed, str) else None)
+
+
+# -------------------------------------------------------------------- full record
+
+
+def _typed(spec: FieldSpec, value: Any) -> Any:
+    """The typed value of one decision field in its JSON form, or raise ValueError."""
+    typed: Any = value
+    if spec.kind is FieldKind.ENUM and isinstance(value, str) and spec.enum_type is not None:
+        typed = spec.enum_type(value)
+    elif spec.kind is FieldKind.INTERVAL and isinstance(value, Mapping):
+        if set(value) != {"lo", "hi"}:
+            raise ValueError("an interval has exactly 'lo' and 'hi'")
+        typed = Interval(value["lo"], value["hi"])
+    if not spec.contains(typed):
+        raise ValueError(f"{value!r} is not a valid {spec.kind.value}")
+    return typed
+
+
+@attrs.frozen
+class FullRecordReceiver(_ViaAdmission):
+    """Applies the contract policy to the record's top-level decision-field members
+    (the essay's ``receive_full``).
+
+    Fields are read strictly (a boolean must be a JSON boolean). The policy is
+    evaluated in three-valued logic: a missing field that an earlier rule makes
+    irrelevant does not matter; one that leaves the decision undetermined escalates
+    with ``undetermined`` and a ``missing-field`` reason per absent field.
+
+    Attributes:
+        contract: the contract whose fields and policy apply.
+        governance: optional governance checks (the essay's receiver has none).
+        name: the receiver's name.
+    """
+
+    contract: Contract[Any, Any] = attrs.field(validator=_is_contract)
+    governance: GovernanceChecker | None = attrs.field(default=None, kw_only=True)
+    name: str = attrs.field(default="full-record", kw_only=True)
+    _admission: GovernanceChecker = attrs.field(init=False, repr=False, eq=False)
+    _fields: frozenset[str] = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_admission", _admission_for(self.contract, self.governance))
+        object.__setattr__(self, "_fields", frozenset(self.contract.field_map))
+
+    def _via(self) -> GovernanceChecker:
+        return self._admission
+
+    def _keep(self) -> frozenset[str]:
+        return self._fields
+
+    def _rule(self, admitted: Admitted) -> Ruling:
+        doc = admitted.document
+        view: dict[str, Any] = {}
+        invalid: list[Reason] = []
+        for spec in self.contract.fields:
+            if spec.name in doc:
+                try:
+                    view[spec.name] = _typed(spec, doc[spec.name])
+                except (ValueError, TypeError) as exc:
+                    invalid.append(Reason("invalid-field", str(exc), Step.POLICY,
+                                          f"$.{spec.name}"))
+        if invalid:
+            return _fail(admitted, Verdict.REJECT, *invalid)
+        outcome = self.contract.evaluate(view)
+        if not outcome.determined or outcome.action is None:
+            missing = [
+                Reason("missing-field", f"decision field {spec.name!r} missing", Step.POLICY,
+                       f"$.{spec.name}")
+                for spec in self.contract.fields if spec.name not in view
+            ]
+            return _fail(admitted, Verdict.ESCALATE, Reason(
+                "undetermined", f"the record leaves rule {outcome.rule!r} undetermined",
+                Step.POLICY, "$",
+            ), *missing, rule=outcome.rule)
+        return Ruling(action=str(outcome.action.value), record={"rule": outcome.rule})
+
+
