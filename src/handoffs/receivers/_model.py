@@ -129,9 +129,9 @@ def _tools(value: Any) -> tuple[str, ...]:
 class ModelReceiver:
     """A receiver contract whose step (5) asks a language model.
 
-    Steps (1)-(4) are its admission's (a :class:`Gate` for receipts, a
-    lab's :class:`~handoffs.lab.GovernanceChecker` for the other forms): an inadmissible message never
-    reaches the model. Then the template is rendered with the message, the request
+    Steps (1)-(4) are its admission's (a :class:`Gate` for receipts, the lab's
+    :class:`~handoffs.lab.GovernanceChecker` for the other forms): an inadmissible
+    message never reaches the model. Then the template is rendered with the message, the request
     sent through ``client`` and the answer validated (see the module's table).
 
     Attributes:
