@@ -25,11 +25,11 @@ NOW = datetime(2026, 6, 1, 12, 1, tzinfo=UTC)
 
 def main(store_url: str, ring_path: str, messages_path: str) -> None:
     from stores import open_log
-    from test_gate import ALL_EVIDENCE
+    from test_gate import ALL_EVIDENCE, CONTRACT
 
     log = open_log(store_url)
     gate = Gate(identity="case-owner", trust=KeyRing.from_json(json.loads(
-        Path(ring_path).read_text("utf-8"))), roles={"case-owner"},
+        Path(ring_path).read_text("utf-8"))), registry=CONTRACT, roles={"case-owner"},
         policy_service=InMemoryPolicyService({"PAY-7.4": True}), clock=lambda: NOW,
         evidence=InMemoryEvidenceResolver(ALL_EVIDENCE), replay=log, log=log)
     receiver = StrictContractReceiver(gate)

@@ -38,7 +38,7 @@ import warnings
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
-from typing import Any, ClassVar, Final, Protocol, runtime_checkable
+from typing import Any, ClassVar, Final, Protocol, cast, runtime_checkable
 
 import attrs
 import jsonschema_rs

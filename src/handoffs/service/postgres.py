@@ -8,7 +8,8 @@
     from handoffs.service.postgres import PostgresDecisionLog
 
     store = PostgresDecisionLog("postgresql://gate@db.internal:5432/handoffs")
-    gate = Gate(identity="case-owner", trust=ring, log=store, replay=store, ...)
+    gate = Gate(identity="case-owner", trust=ring, registry=contracts, log=store,
+                replay=store, ...)
 
 Guarantees:
 
