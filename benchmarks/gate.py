@@ -56,10 +56,10 @@ from jwt.exceptions import InvalidSignatureError
 
 from handoffs._json import canonical_bytes, dumps, loads
 from handoffs.contracts import Authority, EvidenceRef, Governance, Receipt
-from handoffs.examples import payment
 from handoffs.contracts._keys import KeyRing, SigningKey, _b58decode_or_none
 from handoffs.contracts._schema import to_json_schema
 from handoffs.contracts._signing import issue_grant, sign_receipt, verify_receipt
+from handoffs.examples import payment
 from handoffs.receivers import (
     Gate,
     InMemoryEvidenceResolver,

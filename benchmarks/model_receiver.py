@@ -45,10 +45,10 @@ from typing import Any
 
 import attrs
 
-from handoffs.contracts.payment import PAYMENT_RELEASE
-from handoffs.lab import run
-from handoffs.lab.payment import payment_experiment, payment_gate
-from handoffs.receivers import ChatRequest, Completion, GovernanceChecker, ModelReceiver
+from handoffs.examples.payment import PAYMENT_RELEASE
+from handoffs.examples.payment_lab import payment_experiment, payment_gate
+from handoffs.lab import GovernanceChecker, run
+from handoffs.receivers import ChatRequest, Completion, ModelReceiver
 
 LATENCY = 0.020
 WIDTH = 16

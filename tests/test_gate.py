@@ -24,10 +24,10 @@ from hypothesis import strategies as st
 from handoffs._errors import ProofError, UnknownContract
 from handoffs._json import dumps
 from handoffs.contracts import Authority, Governance, Receipt
-from handoffs.examples import payment
 from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._proofs import sign
 from handoffs.contracts._signing import issue_grant
+from handoffs.examples import payment
 from handoffs.receivers import (
     Admitted,
     Decision,

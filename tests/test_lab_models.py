@@ -17,12 +17,12 @@ import attrs
 import pytest
 
 from chat_server import ScriptedServer, completion, payment_policy, prompt_of, serving
-from handoffs.contracts.payment import PAYMENT_RELEASE, synthetic_cases
-from handoffs.lab import IterableCases, load_experiment, run
+from handoffs.examples.payment import PAYMENT_RELEASE, synthetic_cases
+from handoffs.examples.payment_lab import payment_experiment, payment_gate
+from handoffs.lab import GovernanceChecker, IterableCases, load_experiment, run
 from handoffs.lab._cache import CallCache
 from handoffs.lab._render import render_markdown
-from handoffs.lab.payment import payment_experiment, payment_gate
-from handoffs.receivers import GovernanceChecker, ModelReceiver, OpenAICompatibleClient
+from handoffs.receivers import ModelReceiver, OpenAICompatibleClient
 
 
 class Boom(Exception):
@@ -213,12 +213,12 @@ def test_a_model_receiver_declared_in_toml(tmp_path: Path,
         "Decide for $contract. Allowed: $actions.\n$message\n", encoding="utf-8")
     (tmp_path / "model.toml").write_text('''
 [experiment]
-factory = "handoffs.lab.payment:payment_experiment"
+factory = "handoffs.examples.payment_lab:payment_experiment"
 factory_args = { variants = 1, profile = "essay" }
 
 [[strategy]]
 name = "decision_contract"
-encoder = "handoffs.contracts.payment:decision_contract_encoder"
+encoder = "handoffs.examples.payment:decision_contract_encoder"
 gated = true
 
 [strategy.model]
@@ -227,7 +227,7 @@ base_url = "http://127.0.0.1:9/v1"
 base_url_env = "HANDOFFS_TEST_MODEL_URL"
 api_key_env = "HANDOFFS_TEST_MODEL_KEY"
 template_file = "prompt.txt"
-gate = "handoffs.lab.payment:payment_gate"
+gate = "handoffs.examples.payment_lab:payment_gate"
 temperature = 0
 seed = 7
 max_tokens = 12
@@ -255,11 +255,11 @@ def test_bad_model_declarations_are_refused(tmp_path: Path) -> None:
 
     (tmp_path / "bad.toml").write_text('''
 [experiment]
-factory = "handoffs.lab.payment:payment_experiment"
+factory = "handoffs.examples.payment_lab:payment_experiment"
 
 [[strategy]]
 name = "m"
-encoder = "handoffs.contracts.payment:decision_contract_encoder"
+encoder = "handoffs.examples.payment:decision_contract_encoder"
 [strategy.model]
 route = "x"
 base_url = "http://127.0.0.1:9/v1"

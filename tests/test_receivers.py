@@ -13,8 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from handoffs.contracts import GOVERNANCE_FIELDS, Authority, Receipt, compose
-
 from handoffs.examples import payment
+from handoffs.lab import (
+    AdvisoryActionReceiver,
+    FullRecordReceiver,
+    GovernanceChecker,
+    ScoreReceiver,
+)
 from handoffs.receivers import (
     Admitted,
     AuthoritativeActuator,
@@ -27,7 +32,6 @@ from handoffs.receivers import (
     StrictContractReceiver,
     Verdict,
 )
-from handoffs.lab import AdvisoryActionReceiver, FullRecordReceiver, GovernanceChecker, ScoreReceiver
 from test_gate import CASES, CONTRACT, NOW, T0, WORLD, codes, raw
 
 A = payment.PaymentAction

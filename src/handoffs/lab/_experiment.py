@@ -949,8 +949,8 @@ def model_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
         ExperimentError: unknown keys, a missing route or server, unreadable files,
             bad parameters.
     """
+    from handoffs.lab._baselines import GovernanceChecker
     from handoffs.receivers._chat import OpenAICompatibleClient
-    from handoffs.receivers._gate import GovernanceChecker
     from handoffs.receivers._model import ModelReceiver
 
     unknown = sorted(set(table) - _MODEL_KEYS)
