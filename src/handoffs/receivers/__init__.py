@@ -9,8 +9,8 @@ a receiver contract applies its rule as step (5). The result is always a typed
 
     from handoffs.receivers import Gate, StrictContractReceiver
 
-    gate = Gate(identity="case-owner", trust=keyring, roles={"case-owner"},
-                policy_service=policies, evidence=resolver)
+    gate = Gate(identity="case-owner", trust=keyring, registry=MY_CONTRACT,
+                roles={"case-owner"}, policy_service=policies, evidence=resolver)
     decision = StrictContractReceiver(gate).receive(raw_bytes)
     decision.verdict, decision.action, decision.reasons
 
