@@ -31,8 +31,8 @@ from handoffs._json import dumps, loads
 if TYPE_CHECKING:
     from handoffs._discovery import Discovered
     from handoffs.contracts._contract import Contract
-    from handoffs.contracts._registry import Registry
     from handoffs.contracts._diff import ContractDiff
+    from handoffs.contracts._registry import Registry
 
 __all__ = ["CLIState", "main"]
 
