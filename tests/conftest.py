@@ -1,7 +1,7 @@
 """Shared test configuration: Hypothesis profiles.
 
 ``HYPOTHESIS_PROFILE=thorough`` for a long local or nightly run; CI uses ``ci``;
-the default ``fast`` keeps the suite quick.
+the default ``fast`` keeps the suite quick; ``mutation`` is for ``tools/mutate.py``.
 """
 
 import os
@@ -13,6 +13,17 @@ settings.register_profile(
     "ci", max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile("thorough", max_examples=1000, deadline=None)
+# CI's slow step: tests/test_fuzz.py's 3 tests × 35,000 generated inputs each.
+settings.register_profile(
+    "fuzz", max_examples=35_000, deadline=None, database=None,
+    suppress_health_check=list(HealthCheck),
+)
+# tools/mutate.py: few examples, derandomised and without a database, so that a
+# mutant's verdict is the same on every run.
+settings.register_profile(
+    "mutation", max_examples=20, deadline=None, derandomize=True, database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 _DEFAULT = "ci" if os.environ.get("CI") else "fast"
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", _DEFAULT))
 
