@@ -261,3 +261,32 @@ def test_bad_options_are_refused_before_connecting() -> None:
         PostgresDecisionLog("postgresql://x@127.0.0.1/db", timeout=0)
     with pytest.raises(ValueError, match="pool_size"):
         PostgresDecisionLog("postgresql://x@127.0.0.1/db", pool_size=0)
+
+
+def test_gate_and_log_summary_take_a_postgresql_url(postgres: PostgresServer,
+                                                     tmp_path: Path) -> None:
+    from serve_world import HANDOFFS, receipt
+
+    url = postgres.create_database("cli")
+    (tmp_path / "trust.json").write_text(json.dumps(WORLD.keyring.to_json()), "utf-8")
+    (tmp_path / "receipt.json").write_bytes(receipt("routine-01"))
+    gate = [HANDOFFS, "gate", "receipt.json", "--trust", "trust.json", "--as", "case-owner",
+            "--role", "case-owner", "--policy", "PAY-7.4", "--log", url]
+    first = subprocess.run(gate, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                           check=False)
+    again = subprocess.run(gate, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                           check=False)
+    assert (first.returncode, again.returncode) == (0, 1), first.stderr + again.stderr
+    assert json.loads(again.stdout)["reasons"][0]["code"] == "replayed"
+    summary = subprocess.run([HANDOFFS, "log", "summary", url], capture_output=True,
+                             text=True, timeout=60, check=True)
+    counts = json.loads(summary.stdout)
+    assert (counts["decisions"], counts["replays"], counts["by_verdict"]) == (
+        2, 1, {"ESCALATE": 1, "REJECT": 1})
+
+
+def test_an_unknown_scheme_is_a_typed_error() -> None:
+    from handoffs.receivers._log import open_log as open_by_url
+
+    with pytest.raises(DecisionLogError, match=r"no decision log is installed for mysql://"):
+        open_by_url("mysql://u@h/db")

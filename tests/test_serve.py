@@ -217,3 +217,40 @@ def test_serve_refuses_a_bad_configuration(tmp_path: Path) -> None:
                             text=True, timeout=60, check=False)
     assert result.returncode == 2
     assert result.stderr.startswith("error: bad trust file")
+
+
+def test_opentelemetry_metrics_and_one_span_per_decision() -> None:
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from handoffs.service._metrics import BoundaryMetrics
+    from test_gate import WORLD, raw, strict
+
+    reader, exporter = InMemoryMetricReader(), InMemorySpanExporter()
+    tracers = TracerProvider()
+    tracers.add_span_processor(SimpleSpanProcessor(exporter))
+    metrics = BoundaryMetrics(otel=True, meter_provider=MeterProvider(metric_readers=[reader]),
+                              tracer_provider=tracers)
+    receiver = strict(WORLD.gate())
+    genuine = raw(WORLD.signed("routine-01"))
+    for message in (genuine, genuine, b"{oops"):
+        with metrics.span(receiver.name) as attributes:
+            decision = receiver.receive(message)
+            attributes.update(metrics.observe(decision, message_bytes=len(message),
+                                              seconds=0.001))
+    spans = exporter.get_finished_spans()
+    assert [span.name for span in spans] == ["handoffs.decide"] * 3
+    assert [span.attributes["handoffs.verdict"] for span in spans] == [
+        "ACCEPT", "REJECT", "REJECT"]
+    assert spans[1].attributes["handoffs.reasons"] == "replayed"
+    points = {metric.name: metric.data.data_points
+              for resource in reader.get_metrics_data().resource_metrics
+              for scope in resource.scope_metrics for metric in scope.metrics}
+    assert sum(p.value for p in points["handoffs.decisions"]) == 3
+    assert sum(p.value for p in points["handoffs.replays"]) == 1
+    assert next(iter(points["handoffs.message_bytes"])).sum == 2 * len(genuine) + 5
+    assert metric(metrics.exposition().decode(), "handoffs_decisions_total") == 3

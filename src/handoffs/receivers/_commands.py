@@ -29,7 +29,7 @@ from handoffs.receivers._gate import (
     InMemoryPolicyService,
     Readback,
 )
-from handoffs.receivers._log import SQLiteDecisionLog
+from handoffs.receivers._log import open_log
 from handoffs.receivers._receivers import StrictContractReceiver
 
 __all__ = ["gate", "log"]
@@ -107,8 +107,9 @@ def _default_identity(raw: bytes) -> str:
 @click.option("--as", "identity", metavar="RECEIVER",
               help="This receiver's identity; the receipt must be addressed to it. "
                    "Default: the receipt's own receiver (the audience is then not checked).")
-@click.option("--log", "log_path", type=click.Path(dir_okay=False), metavar="DB",
-              help="SQLite decision log; also the replay store, across runs and processes.")
+@click.option("--log", "log_path", metavar="DB|URL",
+              help="Decision log, also the replay store across runs and processes: a SQLite "
+                   "file, or postgresql://… (extra postgres) shared by every replica.")
 @click.option("--role", "roles", multiple=True, metavar="ROLE",
               help="A role this receiver holds, besides those the trust file gives it.")
 @click.option("--policy", "policies", multiple=True, metavar="VERSION",
@@ -141,7 +142,7 @@ def gate(
         if now_text is not None:
             moment: datetime = parse_time(now_text, json_path="--now")
             clock = lambda: moment  # noqa: E731 - a fixed clock
-        log = SQLiteDecisionLog(log_path) if log_path is not None else None
+        log = open_log(log_path) if log_path is not None else None
         options: dict[str, Any] = {}
         if log is not None:
             options.update(log=log, replay=log)
@@ -172,8 +173,8 @@ def log() -> None:
 @click.argument("db", type=click.Path(dir_okay=False))
 def summary(db: str) -> None:
     """Print the boundary metrics and totals of decision log DB as JSON."""
-    if not Path(db).is_file():
+    if "://" not in db and not Path(db).is_file():
         raise CommandError(f"no decision log at {db} [io]")
-    with _errors(), SQLiteDecisionLog(db) as store:
+    with _errors(), open_log(db) as store:
         result = store.summary()
     click.echo(dumps(result.to_json(), indent=2))

@@ -41,7 +41,8 @@ from handoffs._errors import HandoffsError
 from handoffs.receivers._decision import Decision
 from handoffs.receivers._gate import ReplayClaim, ReplayStoreError
 
-__all__ = ["DecisionLogError", "LogSummary", "SQLiteDecisionLog"]
+__all__ = ["STORE_ENTRY_POINTS", "DecisionLogError", "LogSummary", "SQLiteDecisionLog",
+           "open_log"]
 
 T = TypeVar("T")
 
@@ -51,6 +52,10 @@ DEFAULT_RETAIN: Final = timedelta(hours=1)
 DEFAULT_PRUNE_EVERY: Final = 1024
 # SQLite's own clock, in the fixed-width text form the tables hold.
 _STORE_NOW: Final = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+
+STORE_ENTRY_POINTS: Final = "handoffs.stores"
+"""Entry-point group naming a store class per URL scheme (``postgresql`` → the
+PostgreSQL store of ``handoffs.service``), so that the receivers never import it."""
 
 _SCHEMA_1: Final = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -117,6 +122,32 @@ def _stamp(moment: datetime) -> str:
 def _busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+def open_log(url: str | os.PathLike[str], **options: Any) -> Any:
+    """The decision log and replay store at ``url``: a SQLite file path (or
+    ``sqlite:///path``), or ``scheme://…`` served by the store registered for that
+    scheme in the :data:`STORE_ENTRY_POINTS` group (``postgresql://`` with the
+    ``postgres`` extra).
+
+    Raises:
+        DecisionLogError: no store is installed for the scheme, or it cannot be opened.
+    """
+    text = os.fspath(url)
+    scheme, sep, _ = text.partition("://")
+    if not sep or scheme == "sqlite":
+        return SQLiteDecisionLog(text.removeprefix("sqlite://"), **options)
+    from importlib.metadata import entry_points
+
+    found = entry_points(group=STORE_ENTRY_POINTS).select(name=scheme)
+    if not found:
+        hint = " (pip install 'handoffs[postgres]')" if scheme.startswith("postgres") else ""
+        raise DecisionLogError(f"no decision log is installed for {scheme}:// URLs{hint}")
+    try:
+        factory = next(iter(found)).load()
+    except ImportError as exc:
+        raise DecisionLogError(f"the {scheme}:// store cannot be loaded: {exc}") from exc
+    return factory(text, **options)
 
 
 def check_retention(retain: timedelta, prune_every: int) -> None:

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
 from handoffs.receivers._gate import ReplayLog
-from handoffs.receivers._log import DEFAULT_RETAIN, LogSummary, SQLiteDecisionLog
+from handoffs.receivers._log import DEFAULT_RETAIN, LogSummary, open_log
 
 __all__ = ["DecisionStore", "open_store"]
 
@@ -47,7 +47,8 @@ def open_store(
 
     Args:
         url: ``postgresql://user@host:port/db`` for PostgreSQL, else a SQLite file path
-            (``sqlite:///path`` is accepted too).
+            (``sqlite:///path`` is accepted too); other schemes through the
+            ``handoffs.stores`` entry points.
         keep_messages: also store each message's bytes.
         retain: how long an id is kept past its own ``valid_until`` (store clock).
         options: passed to the backend (``timeout``, ``pool_size``, ``busy_timeout``,
@@ -56,11 +57,5 @@ def open_store(
     Raises:
         DecisionLogError: the store cannot be opened (SQLite) or its driver is missing.
     """
-    text = os.fspath(url)
-    if is_postgres(text):
-        from handoffs.service.postgres import PostgresDecisionLog
-
-        return PostgresDecisionLog(text, keep_messages=keep_messages, retain=retain, **options)
-    if text.startswith("sqlite:///"):
-        text = text.removeprefix("sqlite://")
-    return SQLiteDecisionLog(text, keep_messages=keep_messages, retain=retain, **options)
+    store: DecisionStore = open_log(url, keep_messages=keep_messages, retain=retain, **options)
+    return store
