@@ -132,22 +132,27 @@ def create_app(service: Service) -> Starlette:
     """The Starlette application serving ``service``."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
-    from starlette.responses import JSONResponse, Response
+    from starlette.responses import Response
     from starlette.routing import Route
+
+    def json_response(content: Any, status_code: int = 200) -> Response:
+        """JSON with a final newline (for curl and line-oriented clients)."""
+        return Response(dumps(content) + "\n", status_code=status_code,
+                        media_type="application/json")
 
     limit = service.config.max_body_bytes
 
     def too_large(size: int | None) -> Response:
         service.metrics.oversize.inc()
         _event("refused-before-parsing", reason="too-large", limit=limit, bytes=size)
-        return JSONResponse({"error": "too-large", "limit": limit,
+        return json_response({"error": "too-large", "limit": limit,
                              "message": f"the body exceeds {limit} bytes"}, status_code=413)
 
     async def receipts(request: Request) -> Response:
         declared = request.headers.get("content-length")
         if declared is not None:
             if not declared.isdigit():
-                return JSONResponse({"error": "bad-content-length"}, status_code=400)
+                return json_response({"error": "bad-content-length"}, status_code=400)
             if int(declared) > limit:
                 return too_large(int(declared))
         body = bytearray()
@@ -158,17 +163,17 @@ def create_app(service: Service) -> Starlette:
         decision = await run_in_threadpool(service.decide, bytes(body))
         status = status_of(decision)
         headers = {"Retry-After": "1"} if status == 503 else None
-        return Response(dumps(decision.to_json()), status_code=status, headers=headers,
+        return Response(dumps(decision.to_json()) + "\n", status_code=status, headers=headers,
                         media_type="application/json")
 
     async def healthz(_: Request) -> Response:
-        return JSONResponse({"status": "ok"})
+        return json_response({"status": "ok"})
 
     async def readyz(_: Request) -> Response:
         why = await run_in_threadpool(service.ready)
         if why is None:
-            return JSONResponse({"status": "ready"})
-        return JSONResponse({"status": "unavailable", "reason": why}, status_code=503)
+            return json_response({"status": "ready"})
+        return json_response({"status": "unavailable", "reason": why}, status_code=503)
 
     async def metrics(_: Request) -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST

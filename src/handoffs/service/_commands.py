@@ -40,13 +40,14 @@ class JSONLogFormatter(logging.Formatter):
 
 
 def configure_logging() -> None:
-    """JSON lines on standard error for the service and uvicorn's own loggers."""
+    """JSON lines on standard error for the service, uvicorn and the database driver."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JSONLogFormatter())
-    for name in ("handoffs.service", "uvicorn", "uvicorn.error"):
+    for name, level in (("handoffs.service", logging.INFO), ("uvicorn", logging.INFO),
+                        ("uvicorn.error", logging.INFO), ("psycopg", logging.WARNING)):
         logger = logging.getLogger(name)
         logger.handlers[:] = [handler]
-        logger.setLevel(logging.INFO)
+        logger.setLevel(level)
         logger.propagate = False
 
 
