@@ -254,3 +254,18 @@ def test_opentelemetry_metrics_and_one_span_per_decision() -> None:
     assert sum(p.value for p in points["handoffs.replays"]) == 1
     assert next(iter(points["handoffs.message_bytes"])).sum == 2 * len(genuine) + 5
     assert metric(metrics.exposition().decode(), "handoffs_decisions_total") == 3
+
+
+def test_importing_the_service_loads_no_optional_library() -> None:
+    import json as json_module
+    import subprocess
+    import sys
+
+    probe = ("import handoffs.service, handoffs.service.postgres, handoffs._cli, sys, json\n"
+             "heavy = ('starlette', 'uvicorn', 'prometheus_client', 'psycopg', 'psycopg_pool',"
+             " 'opentelemetry', 'httpx')\n"
+             "print(json.dumps(sorted(m for m in sys.modules"
+             " if m.split('.')[0] in heavy)))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert json_module.loads(done.stdout) == []
