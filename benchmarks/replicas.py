@@ -61,11 +61,7 @@ from handoffs._json import dumps
 from handoffs.contracts import Authority, Governance, Receipt
 from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._signing import issue_grant, sign_receipt
-
-try:
-    from handoffs.examples import payment  # type: ignore[attr-defined, unused-ignore]
-except ImportError:
-    from handoffs.contracts import payment  # type: ignore[no-redef, attr-defined, unused-ignore]
+from handoffs.examples import payment
 
 HANDOFFS = str(Path(sys.executable).with_name("handoffs"))
 PG_USER = "pgtest"
