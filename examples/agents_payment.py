@@ -43,10 +43,11 @@ from handoffs.contracts import (
     GovernanceService,
     GrantIssuer,
     KeyRing,
+    Registry,
     Sender,
     SigningKey,
-    payment,
 )
+from handoffs.examples import payment
 from handoffs.receivers import (
     Gate,
     InMemoryEvidenceResolver,
@@ -179,7 +180,8 @@ async def run_experiment() -> list[Outcome]:
     outcomes = []
     for arm in ARMS:
         receiver = StrictContractReceiver(Gate(
-            identity="case-owner", trust=trust, roles={"case-owner"},
+            identity="case-owner", trust=trust, registry=Registry.of(CONTRACT),
+            roles={"case-owner"},
             policy_service=InMemoryPolicyService({"PAY-7.4": True}), evidence=evidence,
             readback=Readback.ALWAYS, clock=lambda: NOW + timedelta(minutes=1)))
         for case in payment.synthetic_cases():
