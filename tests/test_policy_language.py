@@ -285,3 +285,20 @@ def test_a_constraint_condition_must_read_declared_fields() -> None:
                  fail_closed_action=base.fail_closed_action,
                  counterfactual_trigger=base.counterfactual_trigger, hard_constraints=(bad,))
     assert caught.value.code == "policy-unknown-field"
+
+
+# ------------------------------------------------------------------------- diffs
+
+
+def test_contract_diffs_compare_expressions_by_structure_and_exact_value() -> None:
+    from handoffs.contracts import FindingCode, diff
+
+    same = pump.contract(lambda t: float(t) < pump.RISK, version="1.0.1")  # 2 and 2.0
+    assert [f.code for f in diff(pump.EXPRESSION, same).findings] == []
+    moved = pump.contract(lambda t: t * 1.5 < pump.RISK, version="2.0.0")
+    assert [(f.code, f.json_path) for f in diff(pump.EXPRESSION, moved).findings] == [
+        (FindingCode.POLICY_RULE_CHANGED, "$.policy.rules.stop"),
+        (FindingCode.POLICY_RULE_CHANGED, "$.policy.rules.reduce-load"),
+    ]
+    opaque = diff(pump.EXPRESSION, pump.PREDICATE).findings  # same text, not the same rule
+    assert {f.code for f in opaque} == {FindingCode.POLICY_RULE_CHANGED}

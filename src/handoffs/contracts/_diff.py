@@ -96,7 +96,12 @@ from handoffs.contracts._policy import (
     AllOf,
     Always,
     AnyOf,
+    Arith,
+    Compare,
     Condition,
+    Const,
+    Expr,
+    Field,
     Is,
     Not,
     Over,
@@ -916,7 +921,20 @@ def _condition_key(condition: Condition) -> Hashable:  # noqa: PLR0911
         return (type(condition).__name__, tuple(_condition_key(o) for o in condition.operands))
     if isinstance(condition, Predicate):
         return ("predicate", tuple(sorted(condition.fields)), condition.description)
+    if isinstance(condition, Compare):
+        return ("compare", condition.op, _expr_key(condition.left), _expr_key(condition.right))
     return ("custom", type(condition).__qualname__, condition.describe())
+
+
+def _expr_key(expr: Expr) -> Hashable:
+    """Structural key of an arithmetic expression; constants by exact value (2 == 2.0)."""
+    if isinstance(expr, Field):
+        return ("field", expr.name)
+    if isinstance(expr, Const):
+        return ("const", expr.exact)
+    if isinstance(expr, Arith):
+        return (expr.op, _expr_key(expr.left), _expr_key(expr.right))
+    return ("custom", type(expr).__qualname__, expr.describe())
 
 
 def _shown(value: Any) -> str:
