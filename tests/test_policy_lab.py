@@ -151,3 +151,19 @@ def test_the_lab_counts_hard_constraints_on_the_true_state() -> None:
     assert clean["hard_violations"] == 3
     assert clean["hard_violations_by_constraint"] == {"no-continue-when-likely": 3}
     assert report["gate"]["passed"] is False
+
+
+def test_arithmetic_beside_an_opaque_predicate_is_searched_conservatively() -> None:
+    from handoffs.lab import region_sufficient
+    from handoffs.lab._minimal import Constraint
+
+    mixed = pump.contract(lambda t: pump.expression(t) if t == 2 else pump.predicate(t))
+    reference = Reference(mixed)
+    assert reference.arithmetic
+    assert reference.predicates
+    truth = mixed.view(pump.PumpState(Interval(0.04, 0.05), 60.0, True))
+    exact = {name: Constraint(exact=value) for name, value in truth.items()}
+    assert region_sufficient(reference, exact, "STOP")
+    # without h the expression cannot be proved; the answer is the conservative one
+    partial = {name: c for name, c in exact.items() if name != "consequence"}
+    assert not region_sufficient(reference, partial, "STOP")

@@ -181,6 +181,12 @@ def region_sufficient(reference: Reference, constraints: Mapping[str, Constraint
     """
     if reference.arithmetic and not reference.predicates:
         return _box_sufficient(reference, constraints, action, limit=min(limit, _BOX_LIMIT))
+    if reference.arithmetic:
+        # Opaque predicates beside arithmetic: the threshold grid misses the expression's
+        # cuts and a predicate cannot read a box, so only a complete exact state decides.
+        exact = {n: c.exact for n, c in constraints.items()
+                 if c.values is None and c.interval is None}
+        return len(exact) == len(reference.names) and reference(exact) == action
     return _enumerated_sufficient(reference, constraints, action, limit=limit)
 
 
