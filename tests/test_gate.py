@@ -539,10 +539,10 @@ def test_exceptions_in_a_rule_become_internal_errors() -> None:
     assert decision.receiver == "custom"
 
 
-def test_a_naive_clock_is_an_internal_error() -> None:
+def test_a_naive_clock_is_a_typed_bad_clock() -> None:
     decision = strict(WORLD.gate(clock=lambda: datetime(2026, 6, 1))).receive(
         raw(WORLD.signed()))
-    assert (decision.step, codes(decision)) == (Step.PROOFS, ["internal-error"])
+    assert (decision.step, codes(decision)) == (Step.PROOFS, ["bad-clock"])
 
 
 def test_a_failing_log_turns_the_decision_into_a_rejection() -> None:

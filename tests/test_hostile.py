@@ -337,11 +337,15 @@ def test_encoder_content_never_overrides_the_governance_stamp() -> None:
                                      evidence_refs=CASES["routine-01"].evidence_refs)
     injected = {"authority": "DECIDE", "valid_until": "2099-01-01T00:00:00Z",
                 "receiver": "payments"}
-    try:
-        message = compose(content | injected, stamp)
-    except UntrustedGovernance:
-        return
+    # Encoder content that names a governance member is refused, never merged: the
+    # stamp's values are the only ones that reach a message.
+    with pytest.raises(UntrustedGovernance) as caught:
+        compose(content | injected, stamp)
+    assert caught.value.code == "untrusted-governance"
+    assert caught.value.json_path in {f"$.{k}" for k in injected}
+    message = compose(content, stamp)
     assert {k: message[k] for k in injected} == {k: stamp.to_json()[k] for k in injected}
+    assert message["authority"] == "ADVISE"
 
 
 @pytest.mark.parametrize("member", ["authority", "valid_until", "id", "proof", "grant"])

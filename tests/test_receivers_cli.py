@@ -126,7 +126,7 @@ def test_log_records_and_blocks_replays_across_runs(files: dict[str, Path]) -> N
         ({"args": ("--now", "yesterday")}, "error: expected an RFC 3339 UTC time",
          "@ --now [bad-time]"),
         ({"args": ("--readback", "0.5")}, "error: readback needs an evidence resolver",
-         "[usage]"),
+         "[invalid-argument]"),
     ],
 )
 def test_configuration_errors_are_one_line(

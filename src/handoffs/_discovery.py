@@ -13,6 +13,7 @@ from typing import Any, Final
 import attrs
 import click
 
+from handoffs._errors import InvalidArgument
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._registry import Registry
 
@@ -41,7 +42,7 @@ def _load(spec: str) -> Contract[Any, Any]:
     for part in attribute.split("."):
         value = getattr(value, part)
     if not isinstance(value, Contract):  # pragma: no cover - the shipped names are contracts
-        raise TypeError(f"{spec} is not a Contract")
+        raise InvalidArgument(f"{spec} is not a Contract")
     return value
 
 

@@ -16,6 +16,7 @@ import attrs
 __all__ = [
     "ContractDefinitionError",
     "HandoffsError",
+    "InvalidArgument",
     "KeyRingError",
     "MalformedJSON",
     "MissingExtra",
@@ -65,11 +66,25 @@ def _rebuild(
     return err
 
 
+class InvalidArgument(HandoffsError, ValueError, TypeError):
+    """A function or class was called with an unusable argument (a wrong type, an
+    out-of-range number, a naive datetime, an empty collection where one is needed).
+
+    It is raised before any work starts. It inherits both ``ValueError`` and
+    ``TypeError`` so that callers catching either builtin keep working.
+    """
+
+    code = "invalid-argument"
+
+
 class MalformedJSON(HandoffsError, ValueError):
     """The bytes are not acceptable JSON for a handoff.
 
-    Codes: ``invalid-json``, ``invalid-utf8``, ``duplicate-key``, ``non-finite-number``,
-    ``integer-out-of-range``, ``too-large``, ``too-deep``, ``not-an-object``.
+    Codes: ``invalid-json``, ``invalid-utf8``, ``lone-surrogate``, ``duplicate-key``,
+    ``non-finite-number``, ``integer-out-of-range``, ``too-large``, ``too-deep``,
+    ``not-an-object``. Parsed input (a Python mapping) gets the same limits and codes,
+    and ``invalid-json`` for what JSON cannot hold (a set, a non-string key, any other
+    Python object).
     """
 
     code = "invalid-json"
@@ -105,7 +120,7 @@ class ReceiptValidationError(HandoffsError, ValueError):
         version: str | None = None,
     ) -> None:
         if not violations:
-            raise ValueError("a validation error needs at least one violation")
+            raise InvalidArgument("a validation error needs at least one violation")
         self.violations = tuple(violations)
         self.contract = contract
         self.version = version

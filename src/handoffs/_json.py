@@ -44,6 +44,7 @@ __all__ = [
     "canonical_bytes",
     "canonical_bytes_plain",
     "canonical_size",
+    "check_value",
     "digest",
     "dumps",
     "jcs_plain",
@@ -229,11 +230,17 @@ def loads_plain(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> tu
         raise MalformedJSON(
             f"document nests deeper than {limits.max_depth} levels", code="too-deep"
         )
+    if not text.isascii() and _SURROGATE.search(text):
+        raise MalformedJSON("the text holds a lone surrogate, which I-JSON forbids",
+                            code="lone-surrogate")
     floats = getattr(_FLOATS, "count", 0)
     try:
         value = _DECODER.decode(text.removeprefix("\ufeff") if text[:1] == "\ufeff" else text)
         # A single-character search first: most documents hold no escape at all.
-        return value, (text.isascii() and ("\\" not in text or "\\u" not in text)
+        escaped = "\\" in text and "\\u" in text
+        if escaped:
+            _refuse_surrogates(value)
+        return value, (text.isascii() and not escaped
                        and getattr(_FLOATS, "count", 0) == floats)
     except MalformedJSON:
         raise
@@ -243,6 +250,31 @@ def loads_plain(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> tu
         ) from exc
     except RecursionError as exc:  # pragma: no cover - guarded by the depth scan
         raise MalformedJSON("document nests too deeply", code="too-deep") from exc
+
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _refuse_surrogates(value: Any) -> None:
+    """Raise ``lone-surrogate`` if a string of ``value`` (a parsed document, whose depth
+    the parser has bounded) holds a lone surrogate: I-JSON (RFC 7493 §2.1) forbids
+    them, and no UTF-8 encoder can write them.
+    """
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            for key, item in node.items():
+                where = f"{path}.{key}"
+                if _SURROGATE.search(key):
+                    raise MalformedJSON("an object key holds a lone surrogate, which I-JSON "
+                                        "forbids", code="lone-surrogate", json_path=path)
+                stack.append((item, where))
+        elif isinstance(node, list):
+            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(node))
+        elif isinstance(node, str) and _SURROGATE.search(node):
+            raise MalformedJSON("a string holds a lone surrogate, which I-JSON forbids",
+                                code="lone-surrogate", json_path=path)
 
 
 def jcs_plain(value: Any) -> bool:
@@ -400,3 +432,96 @@ def dumps(value: Any, *, indent: int | None = None) -> str:
         value, ensure_ascii=False, sort_keys=True, indent=indent, separators=separators,
         allow_nan=False,
     )
+
+
+def _path(parent: str, key: object) -> str:
+    return f"{parent}[{key}]" if isinstance(key, int) else f"{parent}.{key}"
+
+
+def check_value(value: Any, *, limits: JSONLimits = DEFAULT_LIMITS) -> bool:  # noqa: PLR0912, PLR0915
+    """Check an already parsed value as :func:`loads` checks text, and say whether it
+    is plain (:func:`jcs_plain`).
+
+    The same limits and codes as for bytes: the canonical size (``too-large``), the
+    nesting depth (``too-deep``; a value that contains itself nests without end), lone
+    surrogates (``lone-surrogate``), non-finite numbers (``non-finite-number``),
+    integers outside ±(2^53 − 1) (``integer-out-of-range``), and ``invalid-json`` for
+    what JSON cannot hold: a non-string key, a set, bytes, any other Python object.
+    The walk is iterative and stops as soon as the size budget is spent, so neither a
+    cycle nor a shared sub-object repeated many times costs more than ``max_bytes``.
+
+    Raises:
+        MalformedJSON: with the code above and the JSON path of the offending value.
+    """
+    budget = limits.max_bytes
+    max_depth = limits.max_depth
+    size = 0
+    plain = True
+    stack: list[tuple[Any, int, str]] = [(value, 0, "$")]
+    while stack:
+        node, depth, path = stack.pop()
+        kind = type(node)
+        if kind is str or isinstance(node, str):
+            if node.isascii():
+                size += len(node) + 2
+            else:
+                if _SURROGATE.search(node):
+                    raise MalformedJSON("a string holds a lone surrogate, which I-JSON "
+                                        "forbids", code="lone-surrogate", json_path=path)
+                size += len(node.encode("utf-8")) + 2
+            plain = plain and kind is str
+        elif node is None or kind is bool:
+            size += 5
+        elif kind is int or (isinstance(node, int) and not isinstance(node, bool)):
+            if not -MAX_SAFE_INTEGER <= node <= MAX_SAFE_INTEGER:
+                raise MalformedJSON(f"integer {str(node)[:24]} is outside ±(2^53 − 1)",
+                                    code="integer-out-of-range", json_path=path)
+            size += 17
+            plain = plain and kind is int
+        elif isinstance(node, float):
+            if not math.isfinite(node):
+                raise MalformedJSON(f"non-finite number {node!r} is not JSON",
+                                    code="non-finite-number", json_path=path)
+            if MAX_SAFE_INTEGER < abs(node) < 1e21:
+                raise MalformedJSON(
+                    f"the whole number {node!r} lies beyond ±(2^53 − 1)",
+                    code="integer-out-of-range", json_path=path)
+            size += 24
+            plain = False
+        elif isinstance(node, Mapping):
+            if depth >= max_depth:
+                raise MalformedJSON(
+                    f"the object nests deeper than {max_depth} levels (or contains itself)",
+                    code="too-deep", json_path=path)
+            size += 2 + len(node)
+            plain = plain and kind is dict
+            for key, item in node.items():
+                if type(key) is not str:
+                    if not isinstance(key, str):
+                        raise MalformedJSON(
+                            f"object keys are strings in JSON, got {type(key).__name__} "
+                            f"{key!r}", json_path=path)
+                    plain = False
+                if not key.isascii():
+                    if _SURROGATE.search(key):
+                        raise MalformedJSON("an object key holds a lone surrogate, which "
+                                            "I-JSON forbids", code="lone-surrogate",
+                                            json_path=path)
+                    plain = plain and not _astral_or_surrogate(key)
+                size += len(key) + 3
+                stack.append((item, depth + 1, _path(path, key)))
+        elif kind is list or kind is tuple or isinstance(node, list):
+            if depth >= max_depth:
+                raise MalformedJSON(
+                    f"the array nests deeper than {max_depth} levels (or contains itself)",
+                    code="too-deep", json_path=path)
+            size += 2 + len(node)
+            plain = plain and (kind is list or kind is tuple)
+            stack.extend((item, depth + 1, _path(path, i)) for i, item in enumerate(node))
+        else:
+            raise MalformedJSON(f"{type(node).__name__} is not JSON data", json_path=path)
+        if size > budget:
+            raise MalformedJSON(
+                f"the object's canonical form exceeds the limit of {budget} bytes",
+                code="too-large")
+    return plain

@@ -43,6 +43,7 @@ import attrs
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from handoffs._errors import InvalidArgument
 from handoffs._json import MAX_SAFE_INTEGER
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._encoders import Encoder, GovernanceService, ReceiptEncoder
@@ -94,7 +95,7 @@ def identifiers(*, max_size: int = 128) -> st.SearchStrategy[str]:
         max_size: longest identifier drawn (at most 128, the schema's bound).
     """
     if not 1 <= max_size <= 128:
-        raise ValueError(f"max_size must be between 1 and 128, got {max_size}")
+        raise InvalidArgument(f"max_size must be between 1 and 128, got {max_size}")
     return st.builds(
         str.__add__,
         st.sampled_from(_IDENT_FIRST),
@@ -124,7 +125,7 @@ def evidence_refs(*, max_size: int = 4) -> st.SearchStrategy[tuple[EvidenceRef, 
         max_size: most references drawn (the schema allows up to 32).
     """
     if not 1 <= max_size <= 32:
-        raise ValueError(f"max_size must be between 1 and 32, got {max_size}")
+        raise InvalidArgument(f"max_size must be between 1 and 32, got {max_size}")
     digest = st.text(alphabet="0123456789abcdef", min_size=64, max_size=64).map(
         lambda h: f"sha256:{h}"
     )
@@ -187,7 +188,7 @@ def _boundaries(contract: Contract[Any, Any], spec: FieldSpec) -> list[float]:
 
 def _bounds(spec: FieldSpec) -> tuple[float, float]:
     if spec.minimum is None or spec.maximum is None:  # pragma: no cover - checked by FieldSpec
-        raise ValueError(f"numeric field {spec.name} has no bounds")
+        raise InvalidArgument(f"numeric field {spec.name} has no bounds")
     return spec.minimum, spec.maximum
 
 
@@ -224,7 +225,7 @@ def states(contract: Contract[S, Any]) -> st.SearchStrategy[S]:
 
 def _check_contract(contract: object) -> None:
     if not isinstance(contract, Contract):
-        raise TypeError(f"expected a handoffs Contract, got {type(contract).__name__}")
+        raise InvalidArgument(f"expected a handoffs Contract, got {type(contract).__name__}")
 
 
 # --------------------------------------------------------------------------- receipts
@@ -265,7 +266,7 @@ def receipts(
             identifiers(), evidence_refs(), st.sampled_from(allowed),
         )
     else:
-        raise TypeError(
+        raise InvalidArgument(
             "governance must be a Governance, a GovernanceService or None, got "
             f"{type(governance).__name__}"
         )
@@ -351,13 +352,15 @@ def falsehoods(
     """
     _check_contract(contract)
     if not isinstance(state, contract.state):
-        raise TypeError(f"state must be a {contract.state.__name__}, got {type(state).__name__}")
+        raise InvalidArgument(
+            f"state must be a {contract.state.__name__}, got {type(state).__name__}"
+        )
     names = list(fields) if fields is not None else [spec.name for spec in contract.fields]
     unknown = sorted(set(names) - set(contract.field_map))
     if unknown:
-        raise ValueError(f"{contract.id} has no decision fields {unknown}")
+        raise InvalidArgument(f"{contract.id} has no decision fields {unknown}")
     if max_changed < 1:
-        raise ValueError(f"max_changed must be at least 1, got {max_changed}")
+        raise InvalidArgument(f"max_changed must be at least 1, got {max_changed}")
     specs = [contract.field_map[name] for name in names]
     choices: dict[str, st.SearchStrategy[Any]] = {}
     for spec in specs:
@@ -370,7 +373,7 @@ def falsehoods(
         else:
             choices[spec.name] = (st.sampled_from(listed) | drawn) if listed else drawn
     if not choices:
-        raise ValueError(f"no field of {names} can take a value other than the truth")
+        raise InvalidArgument(f"no field of {names} can take a value other than the truth")
     validator = _state_validator(contract)
 
     def falsify(changes: dict[str, Any]) -> S:
@@ -416,10 +419,10 @@ def cases(
 
     if isinstance(source, Experiment):
         if limit < 1:
-            raise ValueError(f"limit must be at least 1, got {limit}")
+            raise InvalidArgument(f"limit must be at least 1, got {limit}")
         pool = list(itertools.islice(iter(source.cases), limit))
         if not pool:
-            raise ValueError(f"experiment {source.name} has no cases")
+            raise InvalidArgument(f"experiment {source.name} has no cases")
         return st.sampled_from(pool)
     _check_contract(source)
     refs = st.lists(_uris(), min_size=1, max_size=3).map(tuple)
@@ -542,11 +545,11 @@ def assert_sufficient(
 
     _check_contract(contract)
     if not isinstance(receiver, Receiver):
-        raise TypeError(f"receiver must implement handoffs.receivers.Receiver, got "
+        raise InvalidArgument(f"receiver must implement handoffs.receivers.Receiver, got "
                         f"{type(receiver).__name__}")
     evidence = _as_evidence(contract, cases)
     if not evidence:
-        raise ValueError("assert_sufficient needs at least one case")
+        raise InvalidArgument("assert_sufficient needs at least one case")
     tolerances = Tolerances(agreement_epsilon=epsilon, regret_delta=delta,
                             hard_violations=hard_violations)
     reader = state_of or default_state_of

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-from handoffs._errors import HandoffsError, MalformedJSON, MissingExtra
+from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON, MissingExtra
 from handoffs._json import dumps, loads
 from handoffs.contracts import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS, Contract
 from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
@@ -101,7 +101,7 @@ def case_of(context: Any) -> Case:
         case_id = getattr(context, "case_id", None)
         refs = getattr(context, "evidence_refs", None)
     if not isinstance(case_id, str) or refs is None:
-        raise TypeError(f"the context ({type(context).__name__}) names no case: give it "
+        raise InvalidArgument(f"the context ({type(context).__name__}) names no case: give it "
                         "case_id and evidence_refs, or pass case_of=")
     return Case(case_id=case_id, evidence_refs=refs)
 

@@ -29,6 +29,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, Final
 
+from handoffs._errors import InvalidArgument
 from handoffs.adapters._handover import (
     Case,
     Handover,
@@ -94,7 +95,7 @@ def strict_content_schema(signer: ReceiptSigner) -> dict[str, Any]:
     try:
         return ensure_strict_json_schema(content_schema(signer.contract))
     except UserError as exc:
-        raise ValueError(f"the content schema of {signer.contract.id} fails the OpenAI "
+        raise InvalidArgument(f"the content schema of {signer.contract.id} fails the OpenAI "
                          f"strict-schema rules: {exc}") from exc
 
 
@@ -142,7 +143,7 @@ def gated_handoff(
         ValueError: unknown ``channel``, or a content schema the SDK's strict mode refuses.
     """
     if channel not in CHANNELS:
-        raise ValueError(f"unknown channel {channel!r}; expected one of {sorted(CHANNELS)}")
+        raise InvalidArgument(f"unknown channel {channel!r}; expected one of {sorted(CHANNELS)}")
     schema = strict_content_schema(signer)
     handoff: _GatedHandoff
 

@@ -31,7 +31,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Final
 
-from handoffs._errors import HandoffsError
+from handoffs._errors import HandoffsError, InvalidArgument
 from handoffs.adapters._handover import (
     PROTECTED_CONTENT,
     Case,
@@ -163,7 +163,7 @@ async def hand_off(
         ValueError: unknown ``channel``.
     """
     if channel not in CHANNELS:
-        raise ValueError(f"unknown channel {channel!r}; expected one of {list(CHANNELS)}")
+        raise InvalidArgument(f"unknown channel {channel!r}; expected one of {list(CHANNELS)}")
     try:
         message = sign_content(drafted.output, signer=signer, case=case)
     except HandoffsError as exc:

@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
-from handoffs._errors import ContractDefinitionError, PolicyError
+from handoffs._errors import ContractDefinitionError, InvalidArgument, PolicyError
 from handoffs.contracts._fields import FieldKind, FieldSpec, state_fields
 from handoffs.contracts._policy import Condition, Outcome, Policy, arithmetic_conditions
 
@@ -388,7 +388,7 @@ class Contract(Generic[S, A]):
         if isinstance(view, self.state):
             return self.policy.evaluate(self.view(view))
         if not isinstance(view, Mapping):
-            raise TypeError(f"evaluate takes a {self.state.__name__} or a mapping of field "
+            raise InvalidArgument(f"evaluate takes a {self.state.__name__} or a mapping of field "
                             f"values, got {type(view).__name__}")
         return self.policy.evaluate(view)
 

@@ -15,7 +15,7 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
-from handoffs._errors import UntrustedGovernance
+from handoffs._errors import InvalidArgument, UntrustedGovernance
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._receipt import (
     PROTECTED_MEMBERS,
@@ -74,12 +74,12 @@ def compose(content: Mapping[str, Any], governance: Governance) -> dict[str, Any
 def _validity(instance: GovernanceService, _: attrs.Attribute[Any], __: Any) -> None:
     until, span = instance.valid_until, instance.valid_for
     if (until is None) == (span is None):
-        raise ValueError("give the governance service exactly one of valid_until "
+        raise InvalidArgument("give the governance service exactly one of valid_until "
                          "(a fixed expiry) and valid_for (a span from the signing time)")
     if until is not None and until.tzinfo is None:
-        raise ValueError("valid_until must be timezone-aware")
+        raise InvalidArgument("valid_until must be timezone-aware")
     if span is not None and span <= timedelta(0):
-        raise ValueError(f"valid_for must be positive, got {span}")
+        raise InvalidArgument(f"valid_for must be positive, got {span}")
 
 
 @attrs.frozen(kw_only=True)
@@ -115,7 +115,7 @@ class GovernanceService:
         assert self.valid_for is not None  # noqa: S101 - the validator guarantees one
         moment = datetime.now(UTC) if now is None else now
         if moment.tzinfo is None:
-            raise ValueError("now must be timezone-aware")
+            raise InvalidArgument("now must be timezone-aware")
         return moment + self.valid_for
 
     def stamp(

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import ContractDefinitionError
+from handoffs._errors import ContractDefinitionError, InvalidArgument
 
 __all__ = ["MISSING", "FieldKind", "FieldSpec", "Interval", "decision_field", "state_fields"]
 
@@ -53,11 +53,11 @@ class Interval:
     @lo.validator
     def _check(self, _: attrs.Attribute[float], lo: float) -> None:
         if isinstance(lo, bool) or isinstance(self.hi, bool):
-            raise TypeError("interval bounds must be numbers, not booleans")
+            raise InvalidArgument("interval bounds must be numbers, not booleans")
         if not (math.isfinite(lo) and math.isfinite(self.hi)):
-            raise ValueError("interval bounds must be finite")
+            raise InvalidArgument("interval bounds must be finite")
         if lo > self.hi:
-            raise ValueError(f"interval lower bound {lo} exceeds upper bound {self.hi}")
+            raise InvalidArgument(f"interval lower bound {lo} exceeds upper bound {self.hi}")
 
     @classmethod
     def point(cls, value: float) -> Interval:

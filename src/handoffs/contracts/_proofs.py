@@ -42,8 +42,8 @@ import attrs
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from handoffs._errors import KeyRingError, MalformedJSON, ProofError, UnknownKey
-from handoffs._json import canonical_bytes, canonical_bytes_plain, jcs_plain
+from handoffs._errors import InvalidArgument, KeyRingError, MalformedJSON, ProofError, UnknownKey
+from handoffs._json import canonical_bytes, canonical_bytes_plain, check_value
 from handoffs.contracts._keys import (
     KeyEntry,
     KeyRing,
@@ -550,9 +550,15 @@ def verify(
         MalformedJSON: the document cannot be canonicalised.
 
     """
-    # One check that the whole document takes the canonical fast path covers every part
-    # a proof canonicalises.
-    encode = canonical_bytes_plain if jcs_plain(document) else canonical_bytes
+    # The document is checked as JSON data (limits, lone surrogates, non-JSON values);
+    # the same walk says whether it takes the canonical fast path, which then covers
+    # every part a proof canonicalises.
+    if not isinstance(document, Mapping):
+        raise MalformedJSON(
+            f"a signed document is a JSON object, got {type(document).__name__}",
+            code="not-an-object",
+        )
+    encode = canonical_bytes_plain if check_value(document) else canonical_bytes
     return _verify(document, keyring, purpose=purpose, now=now, max_proofs=max_proofs,
                    expected_domain=expected_domain, expected_challenge=expected_challenge,
                    encode=encode)
@@ -574,20 +580,20 @@ def _verify(
     """
     # (0) arguments, before any work.
     if not isinstance(keyring, KeyRing):
-        raise TypeError(f"keyring must be a KeyRing, got {type(keyring).__name__}")
+        raise InvalidArgument(f"keyring must be a KeyRing, got {type(keyring).__name__}")
     if len(keyring) == 0:
         raise ProofError(
             "the key ring is empty; nothing can verify (fail closed)",
             code="empty-trust-store",
         )
     if not isinstance(purpose, str) or not purpose:
-        raise TypeError(f"purpose must be a non-empty string, got {purpose!r}")
+        raise InvalidArgument(f"purpose must be a non-empty string, got {purpose!r}")
     if isinstance(max_proofs, bool) or not isinstance(max_proofs, int) or max_proofs < 1:
-        raise TypeError(f"max_proofs must be a positive integer, got {max_proofs!r}")
+        raise InvalidArgument(f"max_proofs must be a positive integer, got {max_proofs!r}")
     try:
         now = datetime.now(UTC) if now is None else _aware_utc(now, json_path="$")
     except KeyRingError as exc:
-        raise TypeError(f"now must be a timezone-aware datetime: {exc.message}") from exc
+        raise InvalidArgument(f"now must be a timezone-aware datetime: {exc.message}") from exc
     if not isinstance(document, Mapping):
         raise MalformedJSON(
             f"a signed document is a JSON object, got {type(document).__name__}",
@@ -706,7 +712,7 @@ def _verify_one(
 
 def _optional_text(value: object, name: str) -> None:
     if value is not None and (not isinstance(value, str) or not value):
-        raise TypeError(f"{name} must be a non-empty string or None, got {value!r}")
+        raise InvalidArgument(f"{name} must be a non-empty string or None, got {value!r}")
 
 
 def _sign_times(created: datetime, expires: datetime | None) -> tuple[datetime, datetime | None]:
@@ -714,7 +720,8 @@ def _sign_times(created: datetime, expires: datetime | None) -> tuple[datetime, 
         created = _aware_utc(created, json_path="$")
         expires = None if expires is None else _aware_utc(expires, json_path="$")
     except KeyRingError as exc:
-        raise TypeError(f"created and expires must be aware datetimes: {exc.message}") from exc
+        raise InvalidArgument(
+            f"created and expires must be aware datetimes: {exc.message}") from exc
     if expires is not None and expires <= created:
         raise ProofError(
             f"expires ({_format_utc(expires)}) must be later than created ({_format_utc(created)})",
@@ -729,11 +736,11 @@ def _sign_previous(previous_proof: str | Sequence[str] | None) -> tuple[str, ...
         return ()
     previous = (previous_proof,) if isinstance(previous_proof, str) else tuple(previous_proof)
     if not previous or not all(isinstance(ref, str) and ref for ref in previous):
-        raise TypeError(
+        raise InvalidArgument(
             f"previous_proof must be a proof id or a non-empty list of ids, got {previous_proof!r}"
         )
     if len(set(previous)) != len(previous):
-        raise TypeError(f"previous_proof names a proof twice: {previous_proof!r}")
+        raise InvalidArgument(f"previous_proof names a proof twice: {previous_proof!r}")
     return previous
 
 
@@ -788,9 +795,9 @@ def sign(
     """
     # Arguments first, before any work.
     if not isinstance(key, SigningKey):
-        raise TypeError(f"key must be a SigningKey, got {type(key).__name__}")
+        raise InvalidArgument(f"key must be a SigningKey, got {type(key).__name__}")
     if not isinstance(purpose, str) or not purpose:
-        raise TypeError(f"purpose must be a non-empty string, got {purpose!r}")
+        raise InvalidArgument(f"purpose must be a non-empty string, got {purpose!r}")
     for value, name in ((proof_id, "proof_id"), (domain, "domain"), (challenge, "challenge")):
         _optional_text(value, name)
     created, expires = _sign_times(created, expires)

@@ -13,12 +13,14 @@ import attrs
 import cattrs
 
 from handoffs._errors import (
+    HandoffsError,
+    InvalidArgument,
     MalformedJSON,
     ReceiptValidationError,
     UntrustedGovernance,
     Violation,
 )
-from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, loads
+from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, check_value, loads
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._fields import Interval
 
@@ -104,7 +106,7 @@ _FORMATTED_LIMIT: Final = 1024
 def format_time(moment: datetime) -> str:
     """Format an aware datetime as RFC 3339 UTC with ``Z`` (microseconds only if set)."""
     if moment.tzinfo is None:
-        raise ValueError("times must be timezone-aware")
+        raise InvalidArgument("times must be timezone-aware")
     cached = moment.tzinfo is UTC  # UTC has no folds: equal values are one instant
     if cached:
         found = _FORMATTED.get(moment)
@@ -124,12 +126,12 @@ def format_time(moment: datetime) -> str:
 
 def _ident(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
     if not isinstance(value, str) or not _IDENT.fullmatch(value):
-        raise ValueError(f"{attribute.name} {value!r} is not a valid identifier")
+        raise InvalidArgument(f"{attribute.name} {value!r} is not a valid identifier")
 
 
 def _aware(_: Any, attribute: attrs.Attribute[datetime], value: datetime) -> None:
     if value.tzinfo is None:
-        raise ValueError(f"{attribute.name} must be timezone-aware")
+        raise InvalidArgument(f"{attribute.name} must be timezone-aware")
 
 
 @attrs.frozen
@@ -318,7 +320,15 @@ class Receipt(Generic[S, A]):
         """
         from handoffs.contracts._registry import as_registry
 
-        doc = loads(data, limits=limits) if isinstance(data, bytes | str) else data
+        if isinstance(data, bytes | bytearray | memoryview | str):
+            doc = loads(data, limits=limits)
+        elif isinstance(data, Mapping):
+            check_value(data, limits=limits)
+            doc = data
+        else:
+            raise MalformedJSON(
+                f"a receipt is bytes, text or a JSON object, got {type(data).__name__}",
+                code="not-an-object")
         if not isinstance(doc, Mapping):
             raise MalformedJSON("a receipt must be a JSON object", code="not-an-object")
         contract = as_registry(registry).for_document(doc)
@@ -404,9 +414,9 @@ def structure(contract: Contract[S, A], doc: Mapping[str, Any]) -> Receipt[S, A]
     Raises:
         ReceiptValidationError: every violation with its JSON path, best first.
     """
-    from handoffs.contracts._schema import validate
+    from handoffs.contracts._schema import validate_checked
 
-    validate(contract, doc)
+    validate_checked(contract, doc)
     return structure_valid(contract, doc)
 
 
@@ -466,13 +476,17 @@ def structure_valid(contract: Contract[S, A], doc: Mapping[str, Any]) -> Receipt
         # A typed check the schema cannot express (e.g. an identifier ending in a
         # newline, which Python's ``re.search`` lets a ``$``-anchored pattern accept).
         raise ReceiptValidationError(
-            [Violation("$", "", f"value rejected by the typed model: {exc}", "typed")],
+            [Violation("$", "", f"value rejected by the typed model: {_why(exc)}", "typed")],
             contract=contract.name, version=contract.version,
         ) from exc
 
 
+def _why(exc: BaseException) -> str:
+    return exc.message if isinstance(exc, HandoffsError) else str(exc)
+
+
 def _format_typed(exc: BaseException, _: type | None) -> str:
-    return str(exc) if isinstance(exc, ValueError | TypeError) else "invalid value"
+    return _why(exc) if isinstance(exc, ValueError | TypeError) else "invalid value"
 
 
 def _typed_violation(line: str) -> Violation:

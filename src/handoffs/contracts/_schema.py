@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import jsonschema_rs
 
-from handoffs._errors import ReceiptValidationError, Violation
+from handoffs._errors import MalformedJSON, ReceiptValidationError, Violation
+from handoffs._json import DEFAULT_LIMITS, JSONLimits, check_value
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._fields import FieldKind, FieldSpec
 
@@ -402,16 +403,39 @@ def _message(  # noqa: PLR0911 - one wording per keyword
     return f"{got!r} is not valid under any of the given schemas"
 
 
-def validate(contract: Contract[Any, Any], document: Any) -> None:
+def validate(
+    contract: Contract[Any, Any], document: Any, *, limits: JSONLimits = DEFAULT_LIMITS
+) -> None:
     """Raise :class:`ReceiptValidationError` listing every violation, best first.
 
+    The document is first checked as parsed JSON (:func:`handoffs._json.check_value`:
+    size and depth within ``limits``, no lone surrogates, nothing JSON cannot hold).
     The compiled validator (``jsonschema-rs``) decides, and describes the common
     violations itself; rarer keywords are described by ``jsonschema``.
+
+    Raises:
+        ReceiptValidationError: every violation, best first.
+        MalformedJSON: the document is not JSON data, or exceeds ``limits``.
     """
-    if _fast_validator(contract).is_valid(document):
-        return
-    fast = _fast_violations(contract, document)
-    violations = fast if fast is not None else list(iter_violations(contract, document))
+    check_value(document, limits=limits)
+    validate_checked(contract, document)
+
+
+def validate_checked(contract: Contract[Any, Any], document: Any) -> None:
+    """:func:`validate` for a document already checked as JSON data (parsed by the
+    strict parser, or passed through :func:`~handoffs._json.check_value`).
+
+    Raises:
+        ReceiptValidationError: every violation, best first.
+        MalformedJSON: the validators refused a value that is not JSON data.
+    """
+    try:
+        if _fast_validator(contract).is_valid(document):
+            return
+        fast = _fast_violations(contract, document)
+        violations = fast if fast is not None else list(iter_violations(contract, document))
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        raise MalformedJSON(f"the document is not plain JSON data: {exc}") from exc
     if not violations:
         # The compiled validator anchors patterns strictly (``$`` never matches before a
         # trailing newline); python-jsonschema is laxer there.

@@ -19,6 +19,7 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
+from handoffs._errors import InvalidArgument
 from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._encoders import GovernanceService
 from handoffs.contracts._keys import SigningKey
@@ -48,7 +49,7 @@ class GrantSource(Protocol):
 
 def _roles(value: Iterable[str]) -> frozenset[str]:
     if isinstance(value, str):
-        raise TypeError("roles must be an iterable of role names, not one string")
+        raise InvalidArgument("roles must be an iterable of role names, not one string")
     return frozenset(value)
 
 
@@ -97,13 +98,13 @@ def utc_now() -> datetime:
 
 def _optional_grants(_: object, __: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and not isinstance(value, GrantSource):
-        raise TypeError(f"grants must be a GrantSource (e.g. GrantIssuer) or None, "
+        raise InvalidArgument(f"grants must be a GrantSource (e.g. GrantIssuer) or None, "
                         f"got {type(value).__name__}")
 
 
 def _callable(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not callable(value):
-        raise TypeError(f"{attribute.name} must be callable, got {type(value).__name__}")
+        raise InvalidArgument(f"{attribute.name} must be callable, got {type(value).__name__}")
 
 
 @attrs.frozen(kw_only=True)

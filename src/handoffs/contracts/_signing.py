@@ -23,8 +23,8 @@ from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import ProofError
-from handoffs._json import canonical_bytes, canonical_bytes_plain, jcs_plain
+from handoffs._errors import MalformedJSON, ProofError
+from handoffs._json import canonical_bytes, canonical_bytes_plain, check_value
 from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._proofs import VerifiedProof, _verify, sign
@@ -243,9 +243,14 @@ def verify_receipt(
     Raises:
         UnknownContract, ReceiptValidationError, ProofError: with a specific code.
     """
-    # One check that the whole document takes the canonical fast path covers every part
-    # the proofs canonicalise.
-    encode = canonical_bytes_plain if jcs_plain(document) else canonical_bytes
+    # The document is checked as JSON data (limits, lone surrogates, non-JSON values);
+    # the same walk says whether it takes the canonical fast path, which then covers
+    # every part the proofs canonicalise.
+    if not isinstance(document, Mapping):
+        raise MalformedJSON(
+            f"a signed receipt is a JSON object, got {type(document).__name__}",
+            code="not-an-object")
+    encode = canonical_bytes_plain if check_value(document) else canonical_bytes
     return _verify_receipt(document, keyring, now=now, registry=registry, audience=audience,
                            require_grant=require_grant, encode=encode, valid=False)
 

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 import attrs
 
+from handoffs._errors import InvalidArgument
 from handoffs.contracts._contract import Authority
 from handoffs.contracts._policy import Is
 from handoffs.contracts._receipt import GOVERNANCE_FIELDS, EvidenceRef
@@ -239,7 +240,7 @@ def payment_perturbations(profile: str = "full") -> tuple[Perturbation, ...]:
         return (*(RemoveDecisionField(s.name) for s in PAYMENT_RELEASE.fields),
                 *(RemoveGovernanceField(m) for m in GOVERNANCE_FIELDS))
     if profile != "full":
-        raise ValueError(f"profile must be 'full' or 'essay', got {profile!r}")
+        raise InvalidArgument(f"profile must be 'full' or 'essay', got {profile!r}")
     r, h, d, e = ("RELEASE", "HOLD", "REJECT_DUPLICATE", "ESCALATE")
     extra: Iterable[Perturbation] = (
         ActionAdded(action="HUMAN_REVIEW", when=Is("high_value", True), before="high-value",
@@ -263,7 +264,7 @@ def payment_experiment(*, variants: int = 4, profile: str = "full",
             the decision contract without perturbation).
     """
     if not isinstance(variants, int) or variants < 1:
-        raise ValueError(f"variants must be a positive integer, got {variants!r}")
+        raise InvalidArgument(f"variants must be a positive integer, got {variants!r}")
     cases: Any = IterableCases(lambda: synthetic_cases(variants),
                                description=f"python:synthetic_cases(variants={variants})")
     return Experiment(

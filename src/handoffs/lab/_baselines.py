@@ -30,7 +30,7 @@ from typing import Any, cast
 
 import attrs
 
-from handoffs._errors import HandoffsError, MalformedJSON, ProofError
+from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON, ProofError
 from handoffs._json import DEFAULT_LIMITS, JSONLimits
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
@@ -63,7 +63,7 @@ __all__ = [
 def _fields(value: Iterable[str]) -> tuple[str, ...]:
     fields = tuple(value)
     if not all(isinstance(f, str) and f for f in fields):
-        raise TypeError("required must hold field names")
+        raise InvalidArgument("required must hold field names")
     return fields
 
 
@@ -239,7 +239,7 @@ def _admission_for(contract: Contract[Any, Any],
     if governance is None:
         return GovernanceChecker(contract, required=())
     if governance.contract is not contract:
-        raise ValueError("the governance checker must use the receiver's contract")
+        raise InvalidArgument("the governance checker must use the receiver's contract")
     return governance
 
 
@@ -276,7 +276,7 @@ class ScoreReceiver(_ViaAdmission):
     def __attrs_post_init__(self) -> None:
         for action in (self.below, self.at_or_above):
             if not isinstance(action, self.contract.actions):
-                raise TypeError(f"{action!r} is not an action of {self.contract.id}")
+                raise InvalidArgument(f"{action!r} is not an action of {self.contract.id}")
         object.__setattr__(self, "_admission", _admission_for(self.contract, self.governance))
 
     def _via(self) -> GovernanceChecker:
@@ -349,10 +349,10 @@ def _typed(spec: FieldSpec, value: Any) -> Any:
         typed = spec.enum_type(value)
     elif spec.kind is FieldKind.INTERVAL and isinstance(value, Mapping):
         if set(value) != {"lo", "hi"}:
-            raise ValueError("an interval has exactly 'lo' and 'hi'")
+            raise InvalidArgument("an interval has exactly 'lo' and 'hi'")
         typed = Interval(value["lo"], value["hi"])
     if not spec.contains(typed):
-        raise ValueError(f"{value!r} is not a valid {spec.kind.value}")
+        raise InvalidArgument(f"{value!r} is not a valid {spec.kind.value}")
     return typed
 
 

@@ -27,7 +27,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
-from handoffs._errors import HandoffsError, MalformedJSON
+from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON
 from handoffs._json import loads
 from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._encoders import Encoder, GovernanceService, ReceiptEncoder
@@ -78,12 +78,12 @@ def typed_value(spec: FieldSpec, value: Any) -> Any:
         typed: Any = spec.enum_type(value)
     elif spec.kind is FieldKind.INTERVAL:
         if not isinstance(value, Mapping) or set(value) != {"lo", "hi"}:
-            raise ValueError(f"{spec.name}: an interval is an object with lo and hi")
+            raise InvalidArgument(f"{spec.name}: an interval is an object with lo and hi")
         typed = Interval(value["lo"], value["hi"])
     else:
         typed = value
     if not spec.contains(typed):
-        raise ValueError(f"{spec.name}: {value!r} is not a valid {spec.kind.value}")
+        raise InvalidArgument(f"{spec.name}: {value!r} is not a valid {spec.kind.value}")
     return typed
 
 

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
-from handoffs._errors import MissingExtra
+from handoffs._errors import InvalidArgument, MissingExtra
 
 __all__ = ["dask_executor"]
 
@@ -72,9 +72,9 @@ def dask_executor(
         ValueError: ``n_workers`` or ``threads_per_worker`` below 1.
     """
     if not isinstance(n_workers, int) or n_workers < 1:
-        raise ValueError(f"n_workers must be a positive integer, got {n_workers!r}")
+        raise InvalidArgument(f"n_workers must be a positive integer, got {n_workers!r}")
     if not isinstance(threads_per_worker, int) or threads_per_worker < 1:
-        raise ValueError(
+        raise InvalidArgument(
             f"threads_per_worker must be a positive integer, got {threads_per_worker!r}")
     distributed = _distributed()
     cluster: Any = None

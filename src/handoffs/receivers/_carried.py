@@ -40,8 +40,8 @@ from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import HandoffsError
-from handoffs._json import DEFAULT_LIMITS, JSONLimits, digest, loads
+from handoffs._errors import HandoffsError, InvalidArgument
+from handoffs._json import DEFAULT_LIMITS, JSONLimits, check_value, digest, loads
 from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
 from handoffs.receivers._identity import IdentityCompositionReceiver
 
@@ -71,7 +71,7 @@ def carry(note: str, receipt: Mapping[str, Any]) -> str:
         ValueError: ``note`` already contains a receipt pin.
     """
     if _PIN.search(note):
-        raise ValueError("the note already pins a receipt")
+        raise InvalidArgument("the note already pins a receipt")
     return f"{note} [{CARRY_PIN} {receipt_pin(receipt)}]"
 
 
@@ -84,23 +84,23 @@ def carried_receipt(receipt: Mapping[str, Any], chain: Mapping[str, Any]) -> dic
 
 def _is_chain_receiver(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, IdentityCompositionReceiver):
-        raise TypeError(f"{attribute.name} must be an IdentityCompositionReceiver, got "
+        raise InvalidArgument(f"{attribute.name} must be an IdentityCompositionReceiver, got "
                         f"{type(value).__name__}")
 
 
 def _is_receipt_receiver(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, Receiver):
-        raise TypeError(f"{attribute.name} must implement the Receiver protocol")
+        raise InvalidArgument(f"{attribute.name} must implement the Receiver protocol")
     gate = getattr(value, "gate", None)
     if gate is not None and getattr(gate, "verifies_proofs", True) is False:
-        raise ValueError(
+        raise InvalidArgument(
             f"{attribute.name} does not verify proofs; a carried receipt is only as good as "
             "its proof (fail closed)")
 
 
 def _is_action(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str) or not _IDENT.fullmatch(value):
-        raise ValueError(f"{attribute.name} must be an action identifier, got {value!r}")
+        raise InvalidArgument(f"{attribute.name} must be an action identifier, got {value!r}")
 
 
 class _Refused(Exception):
@@ -137,7 +137,7 @@ class CarriedReceiptReceiver:
         gate = getattr(self.receipt_receiver, "gate", None)
         identity = getattr(gate, "identity", None)
         if identity is not None and identity != self.chain_receiver.identity:
-            raise ValueError(f"the receipt gate is {identity!r} but the chain receiver is "
+            raise InvalidArgument(f"the receipt gate is {identity!r} but the chain receiver is "
                              f"{self.chain_receiver.identity!r}; both must be this receiver")
 
     @property
@@ -165,8 +165,13 @@ class CarriedReceiptReceiver:
                ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
         # (1) parse: strict JSON within limits, then the two signed members.
         try:
-            doc = loads(message, limits=self.limits) if isinstance(message, bytes | str) \
-                else message
+            if isinstance(message, bytes | bytearray | memoryview | str):
+                doc = loads(message, limits=self.limits)
+            elif isinstance(message, Mapping):
+                check_value(message, limits=self.limits)
+                doc = message
+            else:
+                doc = message  # not an object: refused as carrier-invalid below
         except HandoffsError as exc:
             raise self._refuse(Verdict.REJECT, Step.PARSE, (Reason(
                 exc.code, exc.message, Step.PARSE, exc.json_path),)) from exc

@@ -26,7 +26,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
-from handoffs._errors import HandoffsError
+from handoffs._errors import HandoffsError, InvalidArgument
 from handoffs._json import dumps
 
 __all__ = [
@@ -183,12 +183,12 @@ def retry_after(value: str | None, *, now: float | None = None) -> float | None:
 
 def _positive(_: Any, attribute: attrs.Attribute[Any], value: float | None) -> None:
     if value is not None and not value > 0:
-        raise ValueError(f"{attribute.name} must be positive, got {value!r}")
+        raise InvalidArgument(f"{attribute.name} must be positive, got {value!r}")
 
 
 def _non_negative_int(_: Any, attribute: attrs.Attribute[Any], value: int) -> None:
     if not isinstance(value, int) or value < 0:
-        raise ValueError(f"{attribute.name} must be a non-negative integer, got {value!r}")
+        raise InvalidArgument(f"{attribute.name} must be a non-negative integer, got {value!r}")
 
 
 _RETRY_STATUS: Final = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -256,9 +256,9 @@ class OpenAICompatibleClient:
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.base_url, str) or not self.base_url.startswith(
                 ("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL, got {self.base_url!r}")
+            raise InvalidArgument(f"base_url must be an http(s) URL, got {self.base_url!r}")
         if not isinstance(self.max_concurrency, int) or self.max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be a positive integer, got "
+            raise InvalidArgument(f"max_concurrency must be a positive integer, got "
                              f"{self.max_concurrency!r}")
 
     def __reduce__(self) -> tuple[Any, ...]:

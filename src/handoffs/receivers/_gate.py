@@ -45,6 +45,7 @@ import jsonschema_rs
 
 from handoffs._errors import (
     HandoffsError,
+    InvalidArgument,
     MalformedJSON,
     ProofError,
     ReceiptValidationError,
@@ -55,6 +56,7 @@ from handoffs._json import (
     JSONLimits,
     canonical_bytes,
     canonical_bytes_plain,
+    check_value,
     jcs_plain,
     loads,
     loads_plain,
@@ -194,7 +196,7 @@ def _versions(value: Mapping[str, bool]) -> Mapping[str, bool]:
     if not isinstance(value, Mapping) or not all(
         isinstance(k, str) and isinstance(v, bool) for k, v in value.items()
     ):
-        raise TypeError("versions must map policy version strings to booleans (current?)")
+        raise InvalidArgument("versions must map policy version strings to booleans (current?)")
     return MappingProxyType(dict(value))
 
 
@@ -219,7 +221,7 @@ class InMemoryPolicyService:
 
 def _content(value: bytes) -> bytes:
     if not isinstance(value, bytes | bytearray | memoryview):
-        raise TypeError(f"evidence content must be bytes, got {type(value).__name__}")
+        raise InvalidArgument(f"evidence content must be bytes, got {type(value).__name__}")
     return bytes(value)
 
 
@@ -227,7 +229,7 @@ def _observed(value: datetime | None) -> datetime | None:
     if value is None:
         return None
     if not isinstance(value, datetime) or value.tzinfo is None:
-        raise TypeError("observed_at must be a timezone-aware datetime or None")
+        raise InvalidArgument("observed_at must be a timezone-aware datetime or None")
     return value.astimezone(UTC)
 
 
@@ -235,7 +237,7 @@ def _claims(value: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     if value is None:
         return None
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise TypeError("claims must be a mapping with string keys, or None")
+        raise InvalidArgument("claims must be a mapping with string keys, or None")
     return MappingProxyType(dict(value))
 
 
@@ -287,7 +289,7 @@ def _documents(value: Mapping[str, ResolvedEvidence]) -> Mapping[str, ResolvedEv
     if not isinstance(value, Mapping) or not all(
         isinstance(k, str) and isinstance(v, ResolvedEvidence) for k, v in value.items()
     ):
-        raise TypeError("documents must map URIs to ResolvedEvidence")
+        raise InvalidArgument("documents must map URIs to ResolvedEvidence")
     return MappingProxyType(dict(value))
 
 
@@ -323,26 +325,26 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 def _routes(value: Mapping[str, str]) -> Mapping[str, str]:
     if not isinstance(value, Mapping) or not value:
-        raise TypeError("routes must be a non-empty mapping of URI prefix to base URL")
+        raise InvalidArgument("routes must be a non-empty mapping of URI prefix to base URL")
     for prefix, base in value.items():
         if not isinstance(prefix, str) or not prefix or not isinstance(base, str):
-            raise TypeError("routes must map non-empty URI prefixes to base URLs")
+            raise InvalidArgument("routes must map non-empty URI prefixes to base URLs")
         parts = urllib.parse.urlsplit(base)
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"route base {base!r} must be an absolute http(s) URL")
+            raise InvalidArgument(f"route base {base!r} must be an absolute http(s) URL")
     return MappingProxyType(dict(value))
 
 
 def _positive(_: Any, attribute: attrs.Attribute[Any], value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"{attribute.name} must be a positive number, got {value!r}")
+        raise InvalidArgument(f"{attribute.name} must be a positive number, got {value!r}")
 
 
 def _headers(value: Mapping[str, str]) -> Mapping[str, str]:
     if not isinstance(value, Mapping) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
-        raise TypeError("headers must map header names to string values")
+        raise InvalidArgument("headers must map header names to string values")
     return MappingProxyType(dict(value))
 
 
@@ -461,7 +463,7 @@ class MemoryReplayStore:
 
     def __init__(self, *, max_entries: int = 1_000_000) -> None:
         if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
-            raise ValueError(f"max_entries must be a positive integer, got {max_entries!r}")
+            raise InvalidArgument(f"max_entries must be a positive integer, got {max_entries!r}")
         self.max_entries = max_entries
         self._seen: dict[str, datetime] = {}
         self._expiry: list[tuple[datetime, str]] = []
@@ -569,7 +571,7 @@ class ReplayLog(ReplayStore, DecisionLog, Protocol):
 
 def _fraction(_: Any, __: Any, value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise ValueError(f"a readback fraction lies in [0, 1], got {value!r}")
+        raise InvalidArgument(f"a readback fraction lies in [0, 1], got {value!r}")
 
 
 @attrs.frozen
@@ -680,7 +682,9 @@ def _parse_plain(message: Any, limits: JSONLimits) -> tuple[Mapping[str, Any], b
     :func:`handoffs._json.loads_plain`); ``None`` for a mapping passed in.
     """
     if isinstance(message, Mapping):
-        return message, None
+        # A parsed object gets the limits and codes raw input gets (size, depth,
+        # cycles, lone surrogates, non-JSON values), before anything reads it.
+        return message, check_value(message, limits=limits)
     if isinstance(message, str):
         doc, plain = loads_plain(message, limits=limits)
     elif isinstance(message, bytes | bytearray | memoryview):
@@ -783,15 +787,15 @@ def _same(claimed: Any, stated: Any) -> bool:
 
 def _identity(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
     if not isinstance(value, str) or not value or value != value.strip():
-        raise ValueError(f"{attribute.name} must be a non-empty identifier, got {value!r}")
+        raise InvalidArgument(f"{attribute.name} must be a non-empty identifier, got {value!r}")
 
 
 def _roles(value: Iterable[str]) -> frozenset[str]:
     if isinstance(value, str):
-        raise TypeError("roles must be a collection of role names, not one string")
+        raise InvalidArgument("roles must be a collection of role names, not one string")
     roles = frozenset(value)
     if not all(isinstance(r, str) and r for r in roles):
-        raise TypeError("roles must be non-empty strings")
+        raise InvalidArgument("roles must be non-empty strings")
     return roles
 
 
@@ -799,7 +803,9 @@ def _trust(_: Any, __: Any, value: KeyRing | UnsafeNoProofs) -> None:
     if isinstance(value, UnsafeNoProofs):
         return
     if not isinstance(value, KeyRing):
-        raise TypeError(f"trust must be a KeyRing or UnsafeNoProofs(), got {type(value).__name__}")
+        raise InvalidArgument(
+            f"trust must be a KeyRing or UnsafeNoProofs(), got {type(value).__name__}"
+        )
     if len(value) == 0:
         raise ProofError(
             "the trust key ring is empty; nothing could verify (fail closed)",
@@ -810,14 +816,14 @@ def _trust(_: Any, __: Any, value: KeyRing | UnsafeNoProofs) -> None:
 def _optional_protocol(protocol: type[Any]) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
     def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value is not None and not isinstance(value, protocol):
-            raise TypeError(f"{attribute.name} must implement {protocol.__name__}")
+            raise InvalidArgument(f"{attribute.name} must implement {protocol.__name__}")
 
     return check
 
 
 def _callable(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not callable(value):
-        raise TypeError(f"{attribute.name} must be callable")
+        raise InvalidArgument(f"{attribute.name} must be callable")
 
 
 class _Unmemoisable:
@@ -1012,7 +1018,7 @@ class Gate:
         if len(self.registry) == 0:
             raise UnknownContract("the registry holds no contract", code="empty-registry")
         if self.readback.enabled and self.evidence is None:
-            raise ValueError("readback needs an evidence resolver (evidence=...)")
+            raise InvalidArgument("readback needs an evidence resolver (evidence=...)")
         shared = {c.fail_closed_action.value for c in self.registry}
         object.__setattr__(self, "_fail_closed", shared.pop() if len(shared) == 1 else None)
         # One store for both: the replay claim commits with the decision row.
@@ -1153,7 +1159,7 @@ class Gate:
         run.step = Step.PROOFS
         now = self.clock()
         if now.tzinfo is None:
-            raise TypeError("the gate's clock returned a naive datetime")
+            raise InvalidArgument("the gate's clock returned a naive datetime", code="bad-clock")
         verified: VerifiedReceipt | None = None
         if isinstance(self.trust, KeyRing):
             # One check that the whole document takes the canonical fast path (or the
@@ -1418,8 +1424,8 @@ class Gate:
         record: Mapping[str, Any],
     ) -> Decision:
         assert self.log is not None  # noqa: S101 - checked by the caller
-        digest, size, raw = _digest(message, document)
         try:
+            digest, size, raw = _digest(message, document)
             claim = run.claim
             if claim is not None and cast(ReplayLog, self.log).record(
                 decision, claim=claim, digest=digest, message_bytes=size, message=raw,

@@ -40,13 +40,21 @@ import attrs
 
 from handoffs._errors import (
     HandoffsError,
+    InvalidArgument,
     MalformedJSON,
     ProofError,
     ReceiptValidationError,
     UnknownContract,
     Violation,
 )
-from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, digest, loads
+from handoffs._json import (
+    DEFAULT_LIMITS,
+    JSONLimits,
+    canonical_bytes,
+    check_value,
+    digest,
+    loads,
+)
 from handoffs.contracts._contract import Authority
 from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._proofs import VerifiedProof, sign, verify
@@ -124,7 +132,7 @@ _RANK: Final = {role: index for index, role in enumerate(HopRole)}
 
 def _check_ident(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, str) or not _IDENT.fullmatch(value):
-        raise ValueError(f"{attribute.name} {value!r} is not a valid identifier")
+        raise InvalidArgument(f"{attribute.name} {value!r} is not a valid identifier")
 
 
 def _check_optional_ident(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -134,34 +142,36 @@ def _check_optional_ident(instance: object, attribute: attrs.Attribute[Any], val
 
 def _check_aware(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError(f"{attribute.name} must be a timezone-aware datetime, got {value!r}")
+        raise InvalidArgument(f"{attribute.name} must be a timezone-aware datetime, got {value!r}")
 
 
 def _check_hop_index(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _MAX_WIRE_HOPS:
-        raise ValueError(f"hop must be an integer in [0, {_MAX_WIRE_HOPS}), got {value!r}")
+        raise InvalidArgument(f"hop must be an integer in [0, {_MAX_WIRE_HOPS}), got {value!r}")
 
 
 def _check_transformation(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, str) or not 1 <= len(value) <= _MAX_TRANSFORMATION:
-        raise ValueError(
+        raise InvalidArgument(
             f"transformation must be a string of 1 to {_MAX_TRANSFORMATION} characters"
         )
 
 
 def _check_contract(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value != HANDOFF_CHAIN_CONTRACT:
-        raise ValueError(f"contract must be {HANDOFF_CHAIN_CONTRACT!r}, got {value!r}")
+        raise InvalidArgument(f"contract must be {HANDOFF_CHAIN_CONTRACT!r}, got {value!r}")
 
 
 def _check_digest(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, str) or not _DIGEST.fullmatch(value):
-        raise ValueError(f"digest must be 'sha256:' and 64 lower-case hex digits, got {value!r}")
+        raise InvalidArgument(
+            f"digest must be 'sha256:' and 64 lower-case hex digits, got {value!r}"
+        )
 
 
 def _check_chain_id(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, str) or not _CHAIN_ID.fullmatch(value):
-        raise ValueError(f"id must be a urn:uuid, got {value!r}")
+        raise InvalidArgument(f"id must be a urn:uuid, got {value!r}")
 
 
 @attrs.frozen
@@ -220,7 +230,7 @@ class Hop:
         if self.action is None and (
             self.authority is Authority.DECIDE or self.role is HopRole.PROPOSER
         ):
-            raise ValueError("a DECIDE hop and a proposer hop must name an action")
+            raise InvalidArgument("a DECIDE hop and a proposer hop must name an action")
 
     @property
     def proofs(self) -> tuple[Mapping[str, Any], ...]:
@@ -311,7 +321,15 @@ class HandoffChain:
                 e.g. ``"required field 'receiver' missing @ $.hops[1]"``.
 
         """
-        doc = loads(data, limits=limits) if isinstance(data, bytes | str) else data
+        if isinstance(data, bytes | bytearray | memoryview | str):
+            doc = loads(data, limits=limits)
+        elif isinstance(data, Mapping):
+            check_value(data, limits=limits)
+            doc = data
+        else:
+            raise MalformedJSON(
+                f"a handoff chain is bytes, text or a JSON object, got {type(data).__name__}",
+                code="not-an-object")
         if not isinstance(doc, Mapping):
             raise MalformedJSON("a handoff chain must be a JSON object", code="not-an-object")
         _check_contract_member(doc)
@@ -336,12 +354,20 @@ def _check_contract_member(doc: Mapping[str, Any]) -> None:
         )
 
 
+def _integer(value: Any) -> Any:
+    """An integral float as the integer it stands for: JSON Schema counts ``1.0`` as an
+    integer and RFC 8785 writes it as ``1`` (so the signature covers it either way), and
+    an A2A data part (a protobuf ``Value``) delivers every integer as a float.
+    """
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
 def _structure(doc: Mapping[str, Any]) -> HandoffChain:
     """Build the typed chain from a schema-valid, typed-valid document."""
     hops = [
         Hop(
             contract=raw["contract"],
-            hop=raw["hop"],
+            hop=_integer(raw["hop"]),
             case_id=raw["case_id"],
             role=raw["role"],
             sender=raw["sender"],
@@ -528,7 +554,7 @@ def start_chain(*, case_id: str, id: str | None = None) -> HandoffChain:
 
 def _aware(value: object, name: str) -> datetime:
     if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
-        raise TypeError(f"{name} must be a timezone-aware datetime, got {value!r}")
+        raise InvalidArgument(f"{name} must be a timezone-aware datetime, got {value!r}")
     return value
 
 
@@ -572,19 +598,19 @@ def add_hop(
 
     """
     if not isinstance(chain, HandoffChain):
-        raise TypeError(f"chain must be a HandoffChain, got {type(chain).__name__}")
+        raise InvalidArgument(f"chain must be a HandoffChain, got {type(chain).__name__}")
     if not isinstance(key, SigningKey):
-        raise TypeError(f"key must be a SigningKey, got {type(key).__name__}")
+        raise InvalidArgument(f"key must be a SigningKey, got {type(key).__name__}")
     _aware(valid_until, "valid_until")
     _aware(created, "created")
     if expires is not None:
         _aware(expires, "expires")
     if len(chain.hops) >= _MAX_WIRE_HOPS:
-        raise ValueError(f"a chain holds at most {_MAX_WIRE_HOPS} hops")
+        raise InvalidArgument(f"a chain holds at most {_MAX_WIRE_HOPS} hops")
     parent = chain.hops[-1] if chain.hops else None
     if sender is None:
         if parent is None:
-            raise TypeError("the first hop needs sender=")
+            raise InvalidArgument("the first hop needs sender=")
         sender = parent.receiver
     unsigned = Hop(
         hop=len(chain.hops),
@@ -630,19 +656,23 @@ def approve(
 
     """
     if not isinstance(chain, HandoffChain):
-        raise TypeError(f"chain must be a HandoffChain, got {type(chain).__name__}")
+        raise InvalidArgument(f"chain must be a HandoffChain, got {type(chain).__name__}")
     if not isinstance(approver_key, SigningKey):
-        raise TypeError(f"approver_key must be a SigningKey, got {type(approver_key).__name__}")
+        raise InvalidArgument(
+            f"approver_key must be a SigningKey, got {type(approver_key).__name__}"
+        )
     _aware(created, "created")
     if expires is not None:
         _aware(expires, "expires")
     if not chain.hops or chain.hops[-1].role is not HopRole.PROPOSER:
-        raise ValueError("only a proposal (a proposer hop) at the end of the chain is approved")
+        raise InvalidArgument(
+            "only a proposal (a proposer hop) at the end of the chain is approved"
+        )
     proposal = chain.hops[-1]
     proofs = proposal.proofs
     primary_id = proofs[0].get("id") if proofs else None
     if not isinstance(primary_id, str):
-        raise ValueError("the proposal's proof has no id to chain an approval to")
+        raise InvalidArgument("the proposal's proof has no id to chain an approval to")
     signed = sign(
         proposal.to_json(),
         approver_key,
@@ -668,17 +698,19 @@ _DEFAULT_DISTINCT: Final = (
 
 def _role_pairs(value: Iterable[Iterable[HopRole | str]]) -> frozenset[frozenset[HopRole]]:
     if isinstance(value, str) or not isinstance(value, Iterable):
-        raise TypeError(f"distinct must be pairs of roles, got {value!r}")
+        raise InvalidArgument(f"distinct must be pairs of roles, got {value!r}")
     pairs: set[frozenset[HopRole]] = set()
     for item in value:
         if isinstance(item, str) or not isinstance(item, Iterable):
-            raise TypeError(f"each entry of distinct is a pair of roles, got {item!r}")
+            raise InvalidArgument(f"each entry of distinct is a pair of roles, got {item!r}")
         roles = [HopRole(role) for role in item]
         if len(roles) != 2 or roles[0] is roles[1]:
-            raise ValueError(f"a separation-of-duties pair names two different roles: {item!r}")
+            raise InvalidArgument(
+                f"a separation-of-duties pair names two different roles: {item!r}"
+            )
         pairs.add(frozenset(roles))
     if not pairs:
-        raise ValueError(
+        raise InvalidArgument(
             "an empty separation-of-duties policy would allow any identity to hold every "
             "role; name the pairs that must differ (fail closed)"
         )
@@ -721,7 +753,7 @@ class SeparationOfDuties:
         unknown = drop - self.distinct
         if unknown:
             names = sorted(sorted(role.value for role in pair) for pair in unknown)
-            raise ValueError(f"not in this policy: {names}")
+            raise InvalidArgument(f"not in this policy: {names}")
         return SeparationOfDuties(distinct=self.distinct - drop)
 
     def violations(
@@ -750,13 +782,13 @@ _DEFAULT_REQUIRED: Final = frozenset({HopRole.PROPOSER, HopRole.APPROVER})
 
 def _required_roles(value: Iterable[HopRole | str]) -> frozenset[HopRole]:
     if isinstance(value, str) or not isinstance(value, Iterable):
-        raise TypeError(f"required_roles must be a set of roles, got {value!r}")
+        raise InvalidArgument(f"required_roles must be a set of roles, got {value!r}")
     return frozenset(HopRole(role) for role in value)
 
 
 def _check_keyring(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, KeyRing):
-        raise TypeError(f"keyring must be a KeyRing, got {type(value).__name__}")
+        raise InvalidArgument(f"keyring must be a KeyRing, got {type(value).__name__}")
     if len(value) == 0:
         raise ProofError(
             "the key ring is empty; nothing can verify (fail closed)", code="empty-trust-store"
@@ -765,24 +797,28 @@ def _check_keyring(instance: object, attribute: attrs.Attribute[Any], value: obj
 
 def _check_clock(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not callable(value):
-        raise TypeError(f"clock must be a callable returning an aware datetime, got {value!r}")
+        raise InvalidArgument(
+            f"clock must be a callable returning an aware datetime, got {value!r}"
+        )
 
 
 def _check_max_hops(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_WIRE_HOPS:
-        raise ValueError(f"max_hops must be an integer in [1, {_MAX_WIRE_HOPS}], got {value!r}")
+        raise InvalidArgument(
+            f"max_hops must be an integer in [1, {_MAX_WIRE_HOPS}], got {value!r}"
+        )
 
 
 def _check_sod(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, SeparationOfDuties):
-        raise TypeError(
+        raise InvalidArgument(
             f"separation_of_duties must be a SeparationOfDuties, got {type(value).__name__}"
         )
 
 
 def _check_limits(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, JSONLimits):
-        raise TypeError(f"limits must be JSONLimits, got {type(value).__name__}")
+        raise InvalidArgument(f"limits must be JSONLimits, got {type(value).__name__}")
 
 
 class _Refused(Exception):
@@ -891,9 +927,10 @@ class IdentityCompositionReceiver:
     ) -> tuple[Mapping[str, Any], HandoffChain]:
         # (1) limits and strict JSON; a parsed object is re-read under the same limits.
         try:
-            if isinstance(message, bytes | str):
+            if isinstance(message, bytes | bytearray | memoryview | str):
                 doc = loads(message, limits=self.limits)
             elif isinstance(message, Mapping):
+                check_value(message, limits=self.limits)
                 doc = loads(canonical_bytes(message), limits=self.limits)
             else:
                 raise MalformedJSON(

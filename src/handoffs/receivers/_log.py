@@ -37,7 +37,7 @@ from typing import Any, Final, TypeVar
 
 import attrs
 
-from handoffs._errors import HandoffsError
+from handoffs._errors import HandoffsError, InvalidArgument
 from handoffs.receivers._decision import Decision
 from handoffs.receivers._gate import ReplayClaim, ReplayStoreError
 
@@ -115,7 +115,7 @@ class DecisionLogError(HandoffsError, OSError):
 def _stamp(moment: datetime) -> str:
     """Fixed-width RFC 3339 UTC, so that text order is time order."""
     if moment.tzinfo is None:
-        raise ValueError("times must be timezone-aware")
+        raise InvalidArgument("times must be timezone-aware")
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -153,9 +153,9 @@ def open_log(url: str | os.PathLike[str], **options: Any) -> Any:
 def check_retention(retain: timedelta, prune_every: int) -> None:
     """Reject bad retention options before any work starts."""
     if not isinstance(retain, timedelta) or retain < timedelta(0):
-        raise ValueError(f"retain must be a non-negative timedelta, got {retain!r}")
+        raise InvalidArgument(f"retain must be a non-negative timedelta, got {retain!r}")
     if isinstance(prune_every, bool) or not isinstance(prune_every, int) or prune_every < 1:
-        raise ValueError(f"prune_every must be a positive integer, got {prune_every!r}")
+        raise InvalidArgument(f"prune_every must be a positive integer, got {prune_every!r}")
 
 
 def schema_version(value: str | None, *, where: str) -> int:
@@ -252,7 +252,7 @@ class SQLiteDecisionLog:
         if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float) or (
             busy_timeout <= 0
         ):
-            raise ValueError(f"busy_timeout must be a positive number, got {busy_timeout!r}")
+            raise InvalidArgument(f"busy_timeout must be a positive number, got {busy_timeout!r}")
         check_retention(retain, prune_every)
         self.path = os.fspath(path)
         self.keep_messages = bool(keep_messages)

@@ -34,6 +34,7 @@ from typing import Any, Final
 
 import attrs
 
+from handoffs._errors import InvalidArgument
 from handoffs._json import dumps
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._receipt import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS
@@ -77,51 +78,51 @@ def action_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
 
 def _is_admission(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, Gate | Admission):
-        raise TypeError(f"{attribute.name} must be a Gate or another Admission, got "
+        raise InvalidArgument(f"{attribute.name} must be a Gate or another Admission, got "
                         f"{type(value).__name__}")
 
 
 def _is_client(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, ChatClient):
-        raise TypeError(f"{attribute.name} must implement ChatClient (complete(request)), "
+        raise InvalidArgument(f"{attribute.name} must implement ChatClient (complete(request)), "
                         f"got {type(value).__name__}")
 
 
 def _text(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{attribute.name} must be a non-empty string, got {value!r}")
+        raise InvalidArgument(f"{attribute.name} must be a non-empty string, got {value!r}")
 
 
 def _template(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{attribute.name} must be a non-empty string")
+        raise InvalidArgument(f"{attribute.name} must be a non-empty string")
     try:
         string.Template(value).substitute(dict.fromkeys(TEMPLATE_FIELDS, ""))
     except (KeyError, ValueError) as exc:
-        raise ValueError(f"{attribute.name}: unknown or malformed placeholder {exc}; the "
+        raise InvalidArgument(f"{attribute.name}: unknown or malformed placeholder {exc}; the "
                          f"template may use {', '.join('$' + n for n in TEMPLATE_FIELDS)}"
                          ) from exc
 
 
 def _format(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value not in RESPONSE_FORMATS:
-        raise ValueError(f"{attribute.name} must be one of {list(RESPONSE_FORMATS)}, "
+        raise InvalidArgument(f"{attribute.name} must be one of {list(RESPONSE_FORMATS)}, "
                          f"got {value!r}")
 
 
 def _temperature(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 2:
-        raise ValueError(f"{attribute.name} must be a number in [0, 2], got {value!r}")
+        raise InvalidArgument(f"{attribute.name} must be a number in [0, 2], got {value!r}")
 
 
 def _max_tokens(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{attribute.name} must be a positive integer, got {value!r}")
+        raise InvalidArgument(f"{attribute.name} must be a positive integer, got {value!r}")
 
 
 def _tools(value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
-        raise TypeError("tools must be a collection of tool names, not one string")
+        raise InvalidArgument("tools must be a collection of tool names, not one string")
     return tuple(str(t) for t in value)
 
 
@@ -167,7 +168,7 @@ class ModelReceiver:
     def __attrs_post_init__(self) -> None:
         if self.concurrency is not None and (not isinstance(self.concurrency, int)
                                              or self.concurrency < 1):
-            raise ValueError(f"concurrency must be a positive integer, got "
+            raise InvalidArgument(f"concurrency must be a positive integer, got "
                              f"{self.concurrency!r}")
         object.__setattr__(self, "record", self.declaration())
 

@@ -26,7 +26,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
-from handoffs._errors import HandoffsError
+from handoffs._errors import HandoffsError, InvalidArgument
 from handoffs.contracts._contract import Authority, Contract
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict, memo_value
 from handoffs.receivers._gate import Admitted, Gate, ReceiverRule, Ruling
@@ -80,19 +80,19 @@ def _fail(admitted: Admitted, verdict: Verdict, *reasons: Reason, **record: Any)
 
 def _is_gate(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, Gate):
-        raise TypeError(f"{attribute.name} must be a Gate, got {type(value).__name__}")
+        raise InvalidArgument(f"{attribute.name} must be a Gate, got {type(value).__name__}")
 
 
 def _is_admission(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, Gate | Admission):
-        raise TypeError(
+        raise InvalidArgument(
             f"{attribute.name} must be a Gate or another Admission, got {type(value).__name__}"
         )
 
 
 def _is_contract(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, Contract):
-        raise TypeError(f"{attribute.name} must be a Contract, got {type(value).__name__}")
+        raise InvalidArgument(f"{attribute.name} must be a Contract, got {type(value).__name__}")
 
 
 _ACTION_MEMBERS: Final = frozenset({"authority", "action", "proposed_action"})
@@ -269,16 +269,16 @@ class AuthoritativeActuator(_ViaAdmission):
 
 def _tools(value: Iterable[str]) -> tuple[str, ...]:
     if isinstance(value, str):
-        raise TypeError("tools must be a collection of tool names, not one string")
+        raise InvalidArgument("tools must be a collection of tool names, not one string")
     tools = tuple(value)
     if not all(isinstance(t, str) and t for t in tools):
-        raise TypeError("tools must be non-empty strings")
+        raise InvalidArgument("tools must be non-empty strings")
     return tools
 
 
 def _text_field(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
     if not isinstance(value, str) or not value:
-        raise ValueError(f"{attribute.name} must be a non-empty string")
+        raise InvalidArgument(f"{attribute.name} must be a non-empty string")
 
 
 @attrs.frozen
@@ -323,7 +323,7 @@ class FunctionReceiver:
 
     def __attrs_post_init__(self) -> None:
         if not callable(self.fn):
-            raise TypeError("fn must be callable")
+            raise InvalidArgument("fn must be callable")
         object.__setattr__(self, "deterministic", bool(self.deterministic)
                            and self.gate.deterministic)
         object.__setattr__(self, "record", {

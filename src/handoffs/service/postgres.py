@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from handoffs._errors import InvalidArgument
 from handoffs.receivers._decision import Decision
 from handoffs.receivers._gate import ReplayClaim, ReplayStoreError
 from handoffs.receivers._log import (
@@ -196,12 +197,12 @@ class PostgresDecisionLog:
         pool_size: int = 8,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
-            raise ValueError(f"a PostgreSQL URL starts with postgresql://, got {url!r}")
+            raise InvalidArgument(f"a PostgreSQL URL starts with postgresql://, got {url!r}")
         check_retention(retain, prune_every)
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise ValueError(f"timeout must be a positive number, got {timeout!r}")
+            raise InvalidArgument(f"timeout must be a positive number, got {timeout!r}")
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
-            raise ValueError(f"pool_size must be a positive integer, got {pool_size!r}")
+            raise InvalidArgument(f"pool_size must be a positive integer, got {pool_size!r}")
         try:
             import psycopg  # noqa: F401
             import psycopg_pool  # noqa: F401
@@ -310,7 +311,7 @@ class PostgresDecisionLog:
         decided_at: datetime,
     ) -> dict[str, Any]:
         if decided_at.tzinfo is None:
-            raise ValueError("times must be timezone-aware")
+            raise InvalidArgument("times must be timezone-aware")
         name, _, version = (decision.contract or "").partition("/")
         return {
             "decided_at": decided_at, "receipt_id": decision.receipt_id, "digest": digest,
