@@ -210,8 +210,9 @@ def test_bad_arguments_raise_invalid_argument_which_is_both_builtins() -> None:
 
     with pytest.raises(InvalidArgument) as caught:
         MemoryReplayStore(max_entries=0)
-    assert isinstance(caught.value, ValueError | TypeError | HandoffsError)
-    assert isinstance(caught.value, TypeError) and isinstance(caught.value, ValueError)
+    assert isinstance(caught.value, HandoffsError)
+    assert isinstance(caught.value, TypeError)
+    assert isinstance(caught.value, ValueError)
     assert caught.value.code == "invalid-argument"
 
 
@@ -298,3 +299,15 @@ def test_a_non_integral_hop_number_is_a_typed_error(value: Any) -> None:
     assert decision.verdict is R
     assert codes(decision)[0] in ("schema-invalid", "non-finite-number")
     assert "receiver-error" not in codes(decision)
+
+
+def test_the_library_raises_no_bare_builtin_errors() -> None:
+    """Every error the library raises is a HandoffsError (the errors page says so)."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent / "src" / "handoffs"
+    bare = re.compile(r"raise (ValueError|TypeError)\(")
+    found = [f"{path.relative_to(root)}:{n}" for path in sorted(root.rglob("*.py"))
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if bare.search(line)]
+    assert found == []

@@ -164,14 +164,12 @@ class CarriedReceiptReceiver:
     def _parse(self, message: bytes | str | Mapping[str, Any]
                ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
         # (1) parse: strict JSON within limits, then the two signed members.
+        doc: Any = message  # anything but bytes, text or an object: carrier-invalid below
         try:
             if isinstance(message, bytes | bytearray | memoryview | str):
                 doc = loads(message, limits=self.limits)
             elif isinstance(message, Mapping):
                 check_value(message, limits=self.limits)
-                doc = message
-            else:
-                doc = message  # not an object: refused as carrier-invalid below
         except HandoffsError as exc:
             raise self._refuse(Verdict.REJECT, Step.PARSE, (Reason(
                 exc.code, exc.message, Step.PARSE, exc.json_path),)) from exc
