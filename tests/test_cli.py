@@ -284,7 +284,7 @@ def test_sign_then_verify(files: Signed) -> None:
     assert signed["proof"]["proofPurpose"] == "assertionMethod"
     assert signed["grant"]["type"] == "AuthorityGrant"
     result = run("verify", files.signed, "--trust", files.trust, "--as", "case-owner",
-                 "--now", "2026-06-02T00:00:00Z")
+                 "--now", "2026-06-01T00:30:00Z")
     assert result.exit_code == 0, result.output
     assert result.stdout == (
         f"valid: {signed['id']} (payment-release/1.0.0) from evidence-specialist to "
@@ -315,8 +315,8 @@ def test_verify_refuses_with_one_line(files: Signed, edit: dict[str, Any] | None
         else:
             signed[key] = value
     files.signed.write_text(json.dumps(signed), encoding="utf-8")
-    result = run("verify", files.signed, "--trust", files.trust, "--now",
-                 "2026-06-02T00:00:00Z", *options)
+    result = run("verify", files.signed, "--trust", files.trust, "--as", "case-owner",
+                 "--now", "2026-06-01T00:30:00Z", *options)
     assert result.exit_code == 1
     line = one_error_line(result)
     assert line == expected or line.endswith(expected)
@@ -329,6 +329,14 @@ def test_verify_usage_errors_exit_2(files: Signed) -> None:
     no_trust = run("verify", files.receipt, "--trust", files.root / "none.json")
     assert no_trust.exit_code == 2
     assert "does not exist" in one_error_line(no_trust)
+    _sign(files)
+    for audience in ((), ("--as", "case-owner", "--any-audience")):
+        unchosen = run("verify", files.signed, "--trust", files.trust, *audience)
+        assert unchosen.exit_code == 2
+        assert "--any-audience explicitly" in one_error_line(unchosen)
+    chosen = run("verify", files.signed, "--trust", files.trust, "--any-audience",
+                 "--now", "2026-06-01T00:30:00Z")
+    assert chosen.exit_code == 0, chosen.output
 
 
 def test_sign_refuses_an_invalid_receipt(files: Signed) -> None:
@@ -344,10 +352,10 @@ def test_sign_refuses_an_invalid_receipt(files: Signed) -> None:
 
 def test_verbose_adds_the_traceback(files: Signed) -> None:
     files.signed.write_text("[]", encoding="utf-8")
-    quiet = run("verify", files.signed, "--trust", files.trust)
+    quiet = run("verify", files.signed, "--trust", files.trust, "--any-audience")
     assert one_error_line(quiet) == "error: receipt " + str(files.signed) + \
         " is not a JSON object @ $ [not-an-object]"
-    loud = run("-v", "verify", files.signed, "--trust", files.trust)
+    loud = run("-v", "verify", files.signed, "--trust", files.trust, "--any-audience")
     assert loud.exit_code == 1
     assert "Traceback (most recent call last)" in loud.stderr
     assert loud.stderr.splitlines()[-1] == quiet.stderr.strip()
@@ -408,7 +416,7 @@ def test_grant_command_issues_what_verify_accepts(files: Signed) -> None:
     files.grant.write_text(result.stdout, encoding="utf-8")
     _sign(files)
     verified = run("verify", files.signed, "--trust", files.trust, "--as", "case-owner",
-                   "--now", "2026-06-02T00:00:00Z")
+                   "--now", "2026-06-01T00:30:00Z")
     assert verified.exit_code == 0, verified.output
 
 
@@ -416,8 +424,8 @@ def test_grant_for_another_case_is_refused_at_verify(files: Signed) -> None:
     files.grant.write_text(run(*_grant_args(files, **{"--case": "routine-02"})).stdout,
                            encoding="utf-8")
     _sign(files)
-    result = run("verify", files.signed, "--trust", files.trust,
-                 "--now", "2026-06-02T00:00:00Z")
+    result = run("verify", files.signed, "--trust", files.trust, "--as", "case-owner",
+                 "--now", "2026-06-01T00:30:00Z")
     assert result.exit_code == 1
     assert one_error_line(result) == (
         "error: grant case_id is 'routine-02', the receipt says 'routine-01' @ $.case_id "

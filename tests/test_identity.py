@@ -877,8 +877,10 @@ def test_expired_chain() -> None:
         chain.to_bytes())
     assert codes(decision) == ["chain-expired"]
     assert decision.reasons[0].json_path == "$.hops[3].valid_until"
-    # Exactly at the instant it is still valid.
-    assert receiver(clock=lambda: T + timedelta(hours=1)).receive(
+    # Exactly at the instant it is expired (the one rule); just before it, valid.
+    assert codes(receiver(clock=lambda: T + timedelta(hours=1)).receive(
+        chain.to_bytes())) == ["chain-expired"]
+    assert receiver(clock=lambda: T + timedelta(hours=1, microseconds=-1)).receive(
         chain.to_bytes()).verdict is Verdict.ACCEPT
 
 

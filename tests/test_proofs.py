@@ -595,8 +595,8 @@ def test_key_rotation() -> None:
 
 def test_expiry() -> None:
     document = signed(expires=NOW)
-    check(document, now=NOW)  # expires == now is still acceptable
-    fails(document, "proof-expired", "$.proof.expires", now=NOW + timedelta(microseconds=1))
+    check(document, now=NOW - timedelta(microseconds=1))  # valid until the very instant
+    fails(document, "proof-expired", "$.proof.expires", now=NOW)  # expired at it
 
 
 def test_created_in_the_future_beyond_the_skew() -> None:

@@ -26,8 +26,24 @@ def files(tmp_path: Path) -> dict[str, Path]:
             "dir": tmp_path}
 
 
-def run(*args: Any, stdin: bytes | None = None) -> Result:
-    return CliRunner().invoke(gate, [str(a) for a in args], input=stdin)
+def run(*args: Any, stdin: bytes | None = None, env: dict[str, str] | None = None) -> Result:
+    """Invoke ``handoffs gate``; as ``case-owner`` unless the arguments say otherwise."""
+    argv = [str(a) for a in args]
+    if "--as" not in argv and env is None:
+        argv += ["--as", "case-owner"]
+    return CliRunner().invoke(gate, argv, input=stdin, env=env)
+
+
+def test_the_gate_needs_an_identity(files: dict[str, Path]) -> None:
+    argv = [str(files["receipt"]), "--trust", str(files["trust"]), "--now", NOW]
+    bare = CliRunner().invoke(gate, argv, env={"HANDOFFS_IDENTITY": ""})
+    assert bare.exit_code == 2
+    assert "--as" in bare.output
+    configured = run(*argv, env={"HANDOFFS_IDENTITY": "case-owner"})
+    assert decision(configured)["step"] == 3  # past the audience check (step 2)
+    elsewhere = run(*argv, env={"HANDOFFS_IDENTITY": "auditor"})
+    assert elsewhere.exit_code == 1
+    assert [r["code"] for r in decision(elsewhere)["reasons"]] == ["wrong-audience"]
 
 
 def decision(result: Result) -> dict[str, Any]:

@@ -480,18 +480,24 @@ def grant_command(*, key_path: Path, issuer: str, subject: str, audience: str,
               help="The key ring (trust file) to verify against.")
 @click.option("--as", "receiver", metavar="RECEIVER",
               help="Verify as this receiver: the receipt must be addressed to it.")
+@click.option("--any-audience", is_flag=True,
+              help="Do not check the audience (an auditor's or a relay's choice); "
+                   "either this or --as is required.")
 @click.option("--now", metavar="RFC3339", callback=_time_option,
               help="Verification time (default: now).")
 def verify_command(*, receipt: str, trust_path: Path, receiver: str | None,
-                   now: datetime | None) -> None:
+                   any_audience: bool, now: datetime | None) -> None:
     """Verify a signed RECEIPT: exit 0 when valid, 1 with the reason when not."""
     from handoffs.contracts._keys import KeyRing
-    from handoffs.contracts._signing import verify_receipt
+    from handoffs.contracts._signing import ANY_AUDIENCE, verify_receipt
 
+    if (receiver is None) == (not any_audience):
+        raise click.UsageError("name the receiver with --as RECEIVER, or choose "
+                               "--any-audience explicitly (exactly one of them)")
     ring = KeyRing.from_json(_read_object(trust_path, what="trust file"))
     document = _read_object(receipt, what="receipt")
     verified = verify_receipt(document, ring, registry=_registry(), now=now or _now(),
-                              audience=receiver)
+                              audience=ANY_AUDIENCE if receiver is None else receiver)
     got = verified.receipt
     click.echo(f"valid: {got.id} ({got.contract}) from {got.sender} to {got.receiver}, "
                f"signed by {verified.signer.controller}")

@@ -92,6 +92,7 @@ from handoffs.contracts._schema import (
 )
 from handoffs.contracts._sender import GrantIssuer, GrantSource, Sender
 from handoffs.contracts._signing import (
+    ANY_AUDIENCE,
     AuthorityGrant,
     VerifiedReceipt,
     issue_grant,
@@ -100,6 +101,7 @@ from handoffs.contracts._signing import (
 )
 
 __all__ = [
+    "ANY_AUDIENCE",
     "ENVELOPE_MEMBERS",
     "GOVERNANCE_FIELDS",
     "MISSING",

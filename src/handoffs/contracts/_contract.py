@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from functools import cached_property
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import attrs
 
@@ -269,6 +269,10 @@ def _check_version(_: Any, __: Any, value: str) -> None:
         )
 
 
+DEFAULT_MAX_PROOF_AGE: Final = timedelta(hours=1)
+"""The default bound on the age of a receipt's proof (see :attr:`Contract.max_proof_age`)."""
+
+
 @attrs.frozen
 class Contract(Generic[S, A]):
     """One versioned decision-receipt contract: everything needed to build, sign,
@@ -288,6 +292,11 @@ class Contract(Generic[S, A]):
         counterfactual_trigger: the change that invalidates reuse of a receipt.
         policy_versions: the policy versions a receipt may name (pattern-free list).
         max_notes_length: bound on the free-text ``notes`` member.
+        max_proof_age: how old the sender's proof may be when a receiver checks it
+            (``now - created``; one hour by default). A receipt whose proof is that old
+            or older is refused as ``proof-stale`` even if it has not expired, so a
+            key rotated out of the ring cannot back-date proofs for longer than this.
+            A gate's ``max_proof_age`` option overrides it.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -304,8 +313,13 @@ class Contract(Generic[S, A]):
     )
     context: tuple[ContextDependency, ...] = attrs.field(default=(), converter=_dependencies)
     max_notes_length: int = 2000
+    max_proof_age: timedelta = attrs.field(default=DEFAULT_MAX_PROOF_AGE, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
+        if not isinstance(self.max_proof_age, timedelta) or self.max_proof_age <= timedelta(0):
+            raise ContractDefinitionError(
+                f"max_proof_age must be a positive timedelta, got {self.max_proof_age!r}",
+                code="bad-contract-definition")
         if not (isinstance(self.actions, type) and issubclass(self.actions, enum.Enum)):
             raise ContractDefinitionError("actions must be an Enum class", code="bad-actions")
         if not all(isinstance(a.value, str) for a in self.actions):

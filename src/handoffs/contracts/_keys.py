@@ -30,6 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 from handoffs._errors import HandoffsError, KeyRingError, ProofError, UnknownKey, WeakKey
+from handoffs._time import expired
 
 try:  # optional: handoffs[fast]
     _based58: Any = importlib.import_module("based58")
@@ -582,6 +583,15 @@ def _not_after(value: datetime | None) -> datetime | None:
     return None if value is None else _aware_utc(value, json_path="$.not_after")
 
 
+def _revoked_at(value: datetime | None) -> datetime | None:
+    return None if value is None else _aware_utc(value, json_path="$.revoked_at")
+
+
+def revoked(entry: KeyEntry, now: datetime) -> bool:
+    """Whether ``entry``'s proofs no longer verify at ``now`` (revoked at or before it)."""
+    return entry.revoked_at is not None and expired(entry.revoked_at, now)
+
+
 def _non_empty_str(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, str) or not value or value != value.strip():
         raise KeyRingError(
@@ -606,8 +616,13 @@ class KeyEntry:
             ``"evidence-specialist"``.
         roles: roles the controller holds, e.g. ``{"proposer", "approver"}``.
         not_before: first instant (UTC) at which the key may sign.
-        not_after: first instant at which it may no longer sign, or ``None``.
+        not_after: first instant at which it may no longer sign, or ``None``. This is
+            *rotation*: a proof the key made before ``not_after`` still verifies.
         purposes: proof purposes the key may serve (default ``{"assertionMethod"}``).
+        revoked_at: first instant at which *none* of the key's proofs verifies any more,
+            whatever its ``created`` says (``key-revoked``), or ``None``. This is
+            *revocation*, for a key that is compromised or must not be trusted: unlike
+            rotation, a back-dated proof cannot escape it.
 
     """
 
@@ -618,6 +633,7 @@ class KeyEntry:
     not_before: datetime = attrs.field(converter=_not_before)
     not_after: datetime | None = attrs.field(default=None, converter=_not_after)
     purposes: frozenset[str] = attrs.field(default=DEFAULT_PURPOSES, converter=_purposes)
+    revoked_at: datetime | None = attrs.field(default=None, converter=_revoked_at)
 
     _public_key: Ed25519PublicKey = attrs.field(init=False, eq=False, repr=False)
 
@@ -664,7 +680,8 @@ class KeyEntry:
     def valid_at(self, when: datetime) -> bool:
         """Whether the key may sign at ``when``: ``not_before <= when < not_after``."""
         when = _aware_utc(when, json_path="$")
-        return self.not_before <= when and (self.not_after is None or when < self.not_after)
+        return self.not_before <= when and (
+            self.not_after is None or not expired(self.not_after, when))
 
     def to_json(self) -> dict[str, Any]:
         """Return this entry as a trust-file JSON object (sorted sets, RFC 3339 ``Z``)."""
@@ -676,6 +693,7 @@ class KeyEntry:
             "not_before": _format_utc(self.not_before),
             "not_after": None if self.not_after is None else _format_utc(self.not_after),
             "purposes": sorted(self.purposes),
+            **({} if self.revoked_at is None else {"revoked_at": _format_utc(self.revoked_at)}),
         }
 
 
@@ -685,7 +703,7 @@ _KEY_RING_TYPE: Final = "KeyRing"
 _ENTRY_REQUIRED: Final = frozenset(
     {"verification_method", "public_key_multibase", "controller", "roles", "not_before"}
 )
-_ENTRY_KEYS: Final = _ENTRY_REQUIRED | {"not_after", "purposes"}
+_ENTRY_KEYS: Final = _ENTRY_REQUIRED | {"not_after", "purposes", "revoked_at"}
 
 
 def _check_unique(instance: object, attribute: object, entries: tuple[KeyEntry, ...]) -> None:
@@ -789,6 +807,21 @@ class KeyRing:
             purposes=purposes,
         )
         return self.with_key(entry)
+
+    def revoke(self, verification_method: str, *, at: datetime) -> KeyRing:
+        """Return a new ring in which the key is revoked from ``at`` on: from that
+        instant no proof of it verifies, whatever its ``created`` (see
+        :attr:`KeyEntry.revoked_at`; rotation is ``not_after``).
+
+        Raises:
+            UnknownKey: the ring holds no such key.
+            KeyRingError: ``at`` is not a timezone-aware datetime.
+
+        """
+        entry = self.lookup(verification_method)
+        when = _aware_utc(at, json_path="$.revoked_at")
+        return KeyRing(tuple(attrs.evolve(e, revoked_at=when) if e is entry else e
+                             for e in self.entries))
 
     def lookup(self, verification_method: str) -> KeyEntry:
         """Return the entry enrolled under ``verification_method``.
@@ -943,6 +976,9 @@ def _entry_from_json(item: object, *, path: str) -> KeyEntry:
     not_after = item.get("not_after")
     if not_after is not None:
         not_after = _time(not_after, path=f"{path}.not_after")
+    revoked_at = item.get("revoked_at")
+    if revoked_at is not None:
+        revoked_at = _time(revoked_at, path=f"{path}.revoked_at")
     try:
         return KeyEntry(
             verification_method=item["verification_method"],
@@ -952,6 +988,7 @@ def _entry_from_json(item: object, *, path: str) -> KeyEntry:
             not_before=not_before,
             not_after=not_after,
             purposes=purposes,
+            revoked_at=revoked_at,
         )
     except HandoffsError as exc:
         # Entry errors name a path inside the entry ("$.roles"); anchor it in the file.

@@ -36,7 +36,7 @@ import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import attrs
 from cryptography.exceptions import InvalidSignature
@@ -44,6 +44,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from handoffs._errors import InvalidArgument, KeyRingError, MalformedJSON, ProofError, UnknownKey
 from handoffs._json import canonical_bytes, canonical_bytes_plain, check_value
+from handoffs._time import expired
 from handoffs.contracts._keys import (
     KeyEntry,
     KeyRing,
@@ -54,6 +55,7 @@ from handoffs.contracts._keys import (
     _parse_utc,
     b58encode,
     check_public_key,
+    revoked,
 )
 
 __all__ = [
@@ -534,16 +536,19 @@ def verify(
        ``created``/``expires`` are RFC 3339 ``Z`` times (all ``proof-malformed``);
     3. no duplicate proof ``id`` or ``proofValue`` (``proof-duplicated``);
     4. every ``previousProof`` names an earlier proof (``proof-chain-broken``);
-    5. per proof: the key is in the ring (``unknown-key``; never fetched), was valid at
+    5. per proof: the key is in the ring (``unknown-key``; never fetched), is not
+       revoked at ``now`` (``key-revoked``, whatever ``created`` says), was valid at
        ``created`` (``key-not-valid``), may serve ``purpose`` (``purpose-not-allowed``),
        ``domain``/``challenge`` match what is expected (``domain-mismatch``,
        ``challenge-mismatch``; a bound proof needs an expected value), the signature
-       verifies (``bad-signature``), ``expires`` is not before ``now``
-       (``proof-expired``), ``created`` is at most :data:`CLOCK_SKEW` after ``now``
-       (``proof-not-yet-valid``).
+       verifies (``bad-signature``), ``now`` is before ``expires`` (``proof-expired``
+       from that very instant on, the one rule of :func:`handoffs._time.expired`),
+       ``created`` is at most :data:`CLOCK_SKEW` after ``now`` (``proof-not-yet-valid``).
 
-    ``created`` is the signer's claim: a key that has left its window can still
-    back-date. Pair this with replay and freshness checks on the document itself.
+    ``created`` is the signer's claim: a key rotated out of its window (``not_after``)
+    can still back-date. Revocation (``revoked_at``) stops every proof of a key; a
+    receiver also bounds the age of ``created`` (``max_proof_age`` of
+    :func:`~handoffs.contracts.verify_receipt` and the gate) and keeps a replay store.
 
     Raises:
         ProofError: with the ``code`` above and the JSON path of the offending value.
@@ -658,6 +663,12 @@ def _verify_one(
     proof, path = item.proof, item.path
     vm: str = proof["verificationMethod"]
     try:
+        if revoked(found := keyring.lookup(vm), now):
+            raise ProofError(
+                f"key {vm!r} of {found.controller!r} was revoked at "
+                f"{_format_utc(cast(datetime, found.revoked_at))}; none of its proofs "
+                "verifies any more, whatever its created time", code="key-revoked",
+                json_path=f"{path}.verificationMethod")
         entry = keyring.entry_valid_at(vm, item.created)
     except UnknownKey as exc:
         raise ProofError(
@@ -666,6 +677,8 @@ def _verify_one(
             json_path=f"{path}.verificationMethod",
         ) from exc
     except ProofError as exc:
+        if exc.code == "key-revoked":
+            raise
         raise ProofError(exc.message, code=exc.code, json_path=f"{path}.created") from exc
     if purpose not in entry.purposes:
         raise ProofError(
@@ -684,7 +697,7 @@ def _verify_one(
     message = _hash_data(encode(config), encode(input_document))
     _ed25519_verify(entry.public_key, item.signature, message, path=path, who=f"key {vm!r}")
 
-    if item.expires is not None and item.expires < now:
+    if item.expires is not None and expired(item.expires, now):
         raise ProofError(
             f"the proof expired at {proof['expires']} (now {_format_utc(now)})",
             code="proof-expired",

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import MalformedJSON, ProofError
+from handoffs._errors import InvalidArgument, MalformedJSON, ProofError
 from handoffs._json import canonical_bytes, canonical_bytes_plain, check_value
+from handoffs._time import expired, stale
 from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._proofs import VerifiedProof, _verify, sign
@@ -39,6 +40,7 @@ from handoffs.contracts._receipt import (
 from handoffs.contracts._registry import Registry, as_registry
 
 __all__ = [
+    "ANY_AUDIENCE",
     "GRANT_PURPOSE",
     "POLICY_SERVICE_ROLE",
     "RECEIPT_PURPOSE",
@@ -55,6 +57,30 @@ RECEIPT_PURPOSE: Final = "assertionMethod"
 """Proof purpose of a sender's receipt proof."""
 POLICY_SERVICE_ROLE: Final = "policy-service"
 """The key-ring role a grant issuer's key must hold."""
+
+class AnyAudience:
+    """The type of :data:`ANY_AUDIENCE` (a singleton)."""
+
+    __slots__ = ()
+    _instance: AnyAudience | None = None
+
+    def __new__(cls) -> AnyAudience:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "ANY_AUDIENCE"
+
+    def __reduce__(self) -> str:
+        return "ANY_AUDIENCE"
+
+
+ANY_AUDIENCE: Final = AnyAudience()
+"""The explicit choice not to check a receipt's audience (``audience=ANY_AUDIENCE``):
+for an auditor or a relay that verifies on someone else's behalf. A receiver always
+names itself instead; there is no silent default.
+"""
 
 _GRANT_KEYS: Final = frozenset({
     "type", "id", "issuer", "subject", "audience", "contract", "case_id", "policy_version",
@@ -225,16 +251,28 @@ def verify_receipt(
     *,
     now: datetime,
     registry: Registry | Contract[Any, Any] | Iterable[Contract[Any, Any]],
-    audience: str | None = None,
+    audience: str | AnyAudience,
     require_grant: bool = True,
+    max_proof_age: timedelta | None = None,
 ) -> VerifiedReceipt:
     """Verify a signed receipt, fail closed, in a fixed order.
 
     Order: contract version named (unknown → ``UnknownContract``) → the sender's proof
-    (profile, key ring, key validity at signing, signature; exactly one) → schema →
-    signer is the sender → the grant's proof (issuer holds ``policy-service``) → the
-    grant binds sender, receiver, case, contract, policy version, authority and
-    validity → audience → expiry.
+    (profile, key ring, key not revoked, key validity at signing, signature; exactly
+    one) → schema → signer is the sender → the grant's proof (issuer holds
+    ``policy-service``) → the grant binds sender, receiver, case, contract, policy
+    version, authority and validity → audience → expiry → freshness of the proof.
+
+    Args:
+        document: the parsed receipt.
+        keyring: the pinned trust store.
+        now: the verification instant (aware).
+        audience: the receiver the receipt must be addressed to, or
+            :data:`ANY_AUDIENCE` to choose, explicitly, not to check it.
+        registry: the contract versions to verify under.
+        require_grant: refuse a receipt without an authority grant.
+        max_proof_age: how old the sender's proof may be (``proof-stale`` from that
+            age on); ``None``: the contract's :attr:`~Contract.max_proof_age`.
 
     ``registry`` holds the contract versions to accept: a
     :class:`~handoffs.contracts.Registry`, one contract or an iterable of contracts.
@@ -242,6 +280,8 @@ def verify_receipt(
 
     Raises:
         UnknownContract, ReceiptValidationError, ProofError: with a specific code.
+        MalformedJSON: the document is not JSON data, or exceeds the default limits.
+        InvalidArgument: ``audience`` is neither a receiver name nor ``ANY_AUDIENCE``.
     """
     # The document is checked as JSON data (limits, lone surrogates, non-JSON values);
     # the same walk says whether it takes the canonical fast path, which then covers
@@ -252,7 +292,8 @@ def verify_receipt(
             code="not-an-object")
     encode = canonical_bytes_plain if check_value(document) else canonical_bytes
     return _verify_receipt(document, keyring, now=now, registry=registry, audience=audience,
-                           require_grant=require_grant, encode=encode, valid=False)
+                           require_grant=require_grant, encode=encode, valid=False,
+                           max_proof_age=max_proof_age)
 
 
 def _verify_receipt(
@@ -261,14 +302,23 @@ def _verify_receipt(
     *,
     now: datetime,
     registry: Registry | Contract[Any, Any] | Iterable[Contract[Any, Any]],
-    audience: str | None,
+    audience: str | AnyAudience,
     require_grant: bool,
     encode: Callable[[Any], bytes],
     valid: bool,
+    max_proof_age: timedelta | None = None,
 ) -> VerifiedReceipt:
     """:func:`verify_receipt`, canonicalising with ``encode``; ``valid`` says the caller
     has already checked the document against its contract's schema.
     """
+    if not isinstance(audience, str | AnyAudience) or not audience:
+        raise InvalidArgument(
+            f"audience must name the receiver, or be ANY_AUDIENCE, got {audience!r}")
+    if max_proof_age is not None and (
+        not isinstance(max_proof_age, timedelta) or max_proof_age <= timedelta(0)
+    ):
+        raise InvalidArgument(
+            f"max_proof_age must be a positive timedelta or None, got {max_proof_age!r}")
     contract = as_registry(registry).for_document(document)
     proofs = _verify(document, keyring, purpose=RECEIPT_PURPOSE, now=now, max_proofs=8,
                      expected_domain=None, expected_challenge=None, encode=encode)
@@ -290,12 +340,18 @@ def _verify_receipt(
                              json_path="$.grant")
     else:
         grant, grant_proof = _verify_grant(receipt, contract, keyring, now, encode)
-    if audience is not None and receipt.receiver != audience:
+    if audience is not ANY_AUDIENCE and receipt.receiver != audience:
         raise ProofError(f"addressed to {receipt.receiver!r}, this receiver is {audience!r}",
                          code="wrong-audience", json_path="$.receiver")
-    if receipt.valid_until <= now:
+    if expired(receipt.valid_until, now):
         raise ProofError(f"the receipt expired at {format_time(receipt.valid_until)}",
                          code="receipt-expired", json_path="$.valid_until")
+    max_age = contract.max_proof_age if max_proof_age is None else max_proof_age
+    if stale(signer.created, max_age, now):
+        raise ProofError(
+            f"the proof was created at {format_time(signer.created)}, {now - signer.created} "
+            f"before now ({format_time(now)}); at most {max_age} is accepted",
+            code="proof-stale", json_path="$.proof.created")
     return VerifiedReceipt(receipt=receipt, signer=signer, grant=grant, grant_proof=grant_proof)
 
 
@@ -343,7 +399,7 @@ def _verify_grant(
             f"{format_time(grant.valid_until)}", code="validity-exceeds-grant",
             json_path="$.valid_until",
         )
-    if grant.valid_until <= now:
+    if expired(grant.valid_until, now):
         raise ProofError("the authority grant has expired", code="grant-expired",
                          json_path="$.grant.valid_until")
     return grant, issuer_proof

@@ -32,6 +32,7 @@ import attrs
 
 from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON, ProofError
 from handoffs._json import DEFAULT_LIMITS, JSONLimits
+from handoffs._time import expired
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
 from handoffs.contracts._receipt import GOVERNANCE_FIELDS, format_time, parse_time
@@ -229,7 +230,7 @@ class GovernanceChecker:
             )
         if self.clock is not None:
             until = parse_time(cast(str, doc.get("valid_until")), json_path="$.valid_until")
-            if until <= self.clock():
+            if expired(until, self.clock()):
                 raise ProofError(f"the message expired at {format_time(until)}",
                                  code="receipt-expired", json_path="$.valid_until")
 

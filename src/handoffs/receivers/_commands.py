@@ -1,6 +1,6 @@
 """Command-line front ends of the gate: ``handoffs gate`` and ``handoffs log summary``.
 
-``handoffs gate RECEIPT --trust TRUST [--as RECEIVER] [--log DB]`` runs the strict
+``handoffs gate RECEIPT --trust TRUST --as RECEIVER [--log DB]`` runs the strict
 contract receiver's gate on one receipt file (``-`` for standard input), prints the
 :class:`~handoffs.receivers.Decision` as JSON and exits 0 when the receipt was
 admitted (any action, escalations included), 1 when it was rejected. Configuration
@@ -89,24 +89,14 @@ def _routes(values: Sequence[str]) -> dict[str, str]:
     return routes
 
 
-def _default_identity(raw: bytes) -> str:
-    """The receipt's own ``receiver`` (so that only the audience check is vacuous)."""
-    try:
-        doc = loads(raw)
-    except HandoffsError:
-        return "unknown-receiver"
-    receiver = doc.get("receiver") if isinstance(doc, dict) else None
-    return receiver if isinstance(receiver, str) and receiver.strip() == receiver != "" else (
-        "unknown-receiver")
-
-
 @click.command("gate")
 @click.argument("receipt", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--trust", "trust_path", required=True, type=click.Path(dir_okay=False),
               help="Trust file: the key ring JSON (keys, controllers, roles, validity).")
-@click.option("--as", "identity", metavar="RECEIVER",
-              help="This receiver's identity; the receipt must be addressed to it. "
-                   "Default: the receipt's own receiver (the audience is then not checked).")
+@click.option("--as", "identity", metavar="RECEIVER", envvar="HANDOFFS_IDENTITY",
+              required=True,
+              help="This receiver's identity; the receipt must be addressed to it "
+                   "(or set HANDOFFS_IDENTITY). Required: the audience is always checked.")
 @click.option("--log", "log_path", metavar="DB|URL",
               help="Decision log, also the replay store across runs and processes: a SQLite "
                    "file, or postgresql://… (extra postgres) shared by every replica.")
@@ -124,7 +114,7 @@ def gate(
     *,
     receipt: str,
     trust_path: str,
-    identity: str | None,
+    identity: str,
     log_path: str | None,
     roles: tuple[str, ...],
     policies: tuple[str, ...],
@@ -135,7 +125,7 @@ def gate(
     """Gate one RECEIPT: print the decision as JSON; exit 0 if admitted, 1 if rejected."""
     raw = _read(receipt, "receipt", DEFAULT_LIMITS.max_bytes)
     keyring = _keyring(trust_path)
-    who = identity if identity is not None else _default_identity(raw)
+    who = identity
     held = set(roles).union(*(entry.roles for entry in keyring.for_controller(who)))
     with _errors():
         clock = None

@@ -61,6 +61,7 @@ from handoffs._json import (
     loads,
     loads_plain,
 )
+from handoffs._time import expired
 from handoffs.contracts._contract import (
     ContextDependency,
     Contract,
@@ -478,7 +479,7 @@ class MemoryReplayStore:
             if receipt_id in self._seen:
                 return False
             expiry = self._expiry
-            while expiry and expiry[0][0] < now:
+            while expiry and expired(expiry[0][0], now):
                 _, old = heapq.heappop(expiry)
                 self._seen.pop(old, None)
             if len(self._seen) >= self.max_entries:
@@ -821,6 +822,12 @@ def _optional_protocol(protocol: type[Any]) -> Callable[[Any, attrs.Attribute[An
     return check
 
 
+def _optional_age(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and (not isinstance(value, timedelta) or value <= timedelta(0)):
+        raise InvalidArgument(f"{attribute.name} must be a positive timedelta or None, "
+                              f"got {value!r}")
+
+
 def _callable(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not callable(value):
         raise InvalidArgument(f"{attribute.name} must be callable")
@@ -987,6 +994,10 @@ class Gate:
         limits: size and depth bounds for raw input.
         readback: how often decisive claims are read back (needs ``evidence``).
         log: an optional decision log; one row per decision.
+        max_proof_age: how old the sender's proof may be at step (2) (``proof-stale``
+            from that age on); ``None`` (the default) uses each contract's
+            :attr:`~handoffs.contracts.Contract.max_proof_age` (one hour unless the
+            contract says otherwise). The bound is always on.
     """
 
     identity: str = attrs.field(validator=_identity)
@@ -1010,6 +1021,7 @@ class Gate:
         default=Readback.OFF, validator=attrs.validators.instance_of(Readback)
     )
     log: DecisionLog | None = attrs.field(default=None, validator=_optional_protocol(DecisionLog))
+    max_proof_age: timedelta | None = attrs.field(default=None, validator=_optional_age)
     _fail_closed: str | None = attrs.field(init=False, repr=False, eq=False)
     _joint: bool = attrs.field(init=False, repr=False, eq=False, default=False)
     _memo: _GateMemo | None = attrs.field(init=False, repr=False, eq=False, default=None)
@@ -1169,7 +1181,7 @@ class Gate:
             verified = _verify_receipt(
                 doc, self.trust, now=now, registry=self.registry, audience=self.identity,
                 require_grant=True, encode=canonical_bytes_plain if plain else canonical_bytes,
-                valid=True,
+                valid=True, max_proof_age=self.max_proof_age,
             )
             receipt = verified.receipt
             run.sender = verified.signer.controller
@@ -1181,7 +1193,7 @@ class Gate:
                     f"addressed to {receipt.receiver!r}, this receiver is {self.identity!r}",
                     code="wrong-audience", json_path="$.receiver",
                 )
-            if receipt.valid_until <= now:
+            if expired(receipt.valid_until, now):
                 raise ProofError(
                     f"the receipt expired at {format_time(receipt.valid_until)}",
                     code="receipt-expired", json_path="$.valid_until",

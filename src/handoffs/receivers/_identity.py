@@ -55,6 +55,7 @@ from handoffs._json import (
     digest,
     loads,
 )
+from handoffs._time import expired
 from handoffs.contracts._contract import Authority
 from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._proofs import VerifiedProof, sign, verify
@@ -1041,7 +1042,7 @@ class IdentityCompositionReceiver:
                 if proof.expires is not None:
                     candidates.append((proof.expires, f"{item.proof_path(position)}.expires"))
         earliest, where = min(candidates, key=lambda pair: pair[0])
-        if now > earliest:
+        if expired(earliest, now):
             raise self._refuse(Step.PROOFS, [Reason(
                 "chain-expired",
                 f"the chain expired at {format_time(earliest)} (now {format_time(now)})",
