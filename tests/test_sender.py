@@ -355,7 +355,7 @@ def test_tampering_after_signing_fails_verification() -> None:
     doc = json.loads(sender().sign(content(), case_id="pump-7", evidence_refs=REFS))
     doc["valid_until"] = "2026-06-01T15:00:00Z"
     with pytest.raises(ProofError) as info:
-        verify_receipt(doc, TRUST, now=NOW, registry=REGISTRY)
+        verify_receipt(doc, TRUST, now=NOW, registry=REGISTRY, audience="plant-controller")
     assert info.value.code == "bad-signature"
 
 
