@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import email.utils
 import hashlib
-import heapq
 import http.client
 import json
-import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -78,30 +76,31 @@ from handoffs.contracts._receipt import (
     structure,
 )
 from handoffs.contracts._registry import Registry, as_registry
-from handoffs.contracts._schema import validate as _validate
+from handoffs.contracts._schema import validate_checked as _validate
 from handoffs.contracts._signing import VerifiedReceipt, _verify_receipt
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict, memo_value
+from handoffs.receivers._replay import (
+    DecisionLog,
+    MemoryReplayStore,
+    ReplayClaim,
+    ReplayedReceipt,
+    ReplayLog,
+    ReplayStore,
+)
 
 __all__ = [
     "Admitted",
     "Clock",
-    "DecisionLog",
     "EvidenceError",
     "EvidenceResolver",
     "Gate",
     "HTTPEvidenceResolver",
     "InMemoryEvidenceResolver",
     "InMemoryPolicyService",
-    "MemoryReplayStore",
     "PolicyService",
     "PolicyStatus",
     "Readback",
     "ReceiverRule",
-    "ReplayClaim",
-    "ReplayLog",
-    "ReplayStore",
-    "ReplayStoreError",
-    "ReplayedReceipt",
     "ResolvedEvidence",
     "Ruling",
     "UnsafeConfigurationWarning",
@@ -145,18 +144,6 @@ class EvidenceError(HandoffsError, LookupError):
     """An evidence reference could not be resolved (source-resolution failure)."""
 
     code = "evidence-unresolved"
-
-
-class ReplayedReceipt(HandoffsError, ValueError):
-    """A receipt id was seen before: the message is a replay."""
-
-    code = "replayed"
-
-
-class ReplayStoreError(HandoffsError, RuntimeError):
-    """The replay store cannot answer (full, or its database failed): fail closed."""
-
-    code = "replay-store-unavailable"
 
 
 class _Refused(HandoffsError):
@@ -433,138 +420,6 @@ class HTTPEvidenceResolver:
             if isinstance(parsed, Mapping) and isinstance(parsed.get("claims"), Mapping):
                 claims = parsed["claims"]
         return ResolvedEvidence(content=body, observed_at=observed_at, claims=claims)
-
-
-# --------------------------------------------------------------------- replay stores
-
-
-@runtime_checkable
-class ReplayStore(Protocol):
-    """Remembers receipt ids until they expire (step 2's replay check)."""
-
-    def first_seen(self, receipt_id: str, *, expires: datetime, now: datetime) -> bool:
-        """Atomically record ``receipt_id``; True the first time, False for a replay.
-
-        ``expires`` is the receipt's ``valid_until``: after it the receipt is refused
-        as expired anyway, so the id may be forgotten.
-
-        Raises:
-            ReplayStoreError: the store cannot answer (the gate then fails closed).
-        """
-        ...
-
-
-class MemoryReplayStore:
-    """An in-process replay store with expiry (thread-safe).
-
-    It forgets an id once its receipt has expired. When ``max_entries`` unexpired ids
-    are held, a new id is refused with :class:`ReplayStoreError` (fail closed) rather
-    than forgetting one early. Use the SQLite store to hold across processes.
-    """
-
-    def __init__(self, *, max_entries: int = 1_000_000) -> None:
-        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
-            raise InvalidArgument(f"max_entries must be a positive integer, got {max_entries!r}")
-        self.max_entries = max_entries
-        self._seen: dict[str, datetime] = {}
-        self._expiry: list[tuple[datetime, str]] = []
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._seen)
-
-    def first_seen(self, receipt_id: str, *, expires: datetime, now: datetime) -> bool:
-        """See :meth:`ReplayStore.first_seen`."""
-        with self._lock:
-            if receipt_id in self._seen:
-                return False
-            expiry = self._expiry
-            while expiry and expired(expiry[0][0], now):
-                _, old = heapq.heappop(expiry)
-                self._seen.pop(old, None)
-            if len(self._seen) >= self.max_entries:
-                raise ReplayStoreError(
-                    f"the in-memory replay store holds {self.max_entries} unexpired ids"
-                )
-            self._seen[receipt_id] = expires
-            heapq.heappush(expiry, (expires, receipt_id))
-            return True
-
-
-# ------------------------------------------------------------------------ decision log
-
-
-@runtime_checkable
-class DecisionLog(Protocol):
-    """Where a gate appends one row per decision (see ``SQLiteDecisionLog``)."""
-
-    def append(
-        self,
-        decision: Decision,
-        *,
-        digest: str | None,
-        message_bytes: int,
-        message: bytes | None,
-        decided_at: datetime,
-    ) -> None:
-        """Record one decision durably, or raise (the gate then fails closed)."""
-        ...
-
-
-@attrs.frozen(kw_only=True)
-class ReplayClaim:
-    """A receipt id to be recorded as seen together with its decision row.
-
-    Attributes:
-        receipt_id: the receipt's ``id``.
-        expires: the receipt's ``valid_until``; the store keeps the id at least until
-            then, by its own clock.
-        claimed_at: the gate's clock when it checked the receipt (recorded, never
-            used to prune).
-    """
-
-    receipt_id: str
-    expires: datetime
-    claimed_at: datetime
-
-
-@runtime_checkable
-class ReplayLog(ReplayStore, DecisionLog, Protocol):
-    """A decision log that is also the replay store, with one transaction for both.
-
-    When a gate's ``replay`` and ``log`` are the same object of this kind, step (2)
-    only asks :meth:`seen`; the id is claimed by :meth:`record`, which writes the
-    claim and the decision row in one transaction. A process killed in between leaves
-    neither, so no genuine receipt id is ever "seen" without its decision.
-    """
-
-    def seen(self, receipt_id: str) -> bool:
-        """True if ``receipt_id`` was recorded before (a read; it claims nothing).
-
-        Raises:
-            ReplayStoreError: the store cannot answer (the gate then fails closed).
-        """
-        ...
-
-    def record(
-        self,
-        decision: Decision,
-        *,
-        claim: ReplayClaim,
-        digest: str | None,
-        message_bytes: int,
-        message: bytes | None,
-        decided_at: datetime,
-    ) -> bool:
-        """Claim ``claim.receipt_id`` and append ``decision`` in one transaction.
-
-        Returns False, writing nothing, when the id was already claimed (another
-        process admitted the receipt first): the caller then records a replay.
-
-        Raises:
-            DecisionLogError: nothing was written (the gate then fails closed).
-        """
-        ...
 
 
 # -------------------------------------------------------------------------- readback

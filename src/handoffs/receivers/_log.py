@@ -39,7 +39,7 @@ import attrs
 
 from handoffs._errors import HandoffsError, InvalidArgument
 from handoffs.receivers._decision import Decision
-from handoffs.receivers._gate import ReplayClaim, ReplayStoreError
+from handoffs.receivers._replay import ReplayClaim, ReplayStoreError
 
 __all__ = ["STORE_ENTRY_POINTS", "DecisionLogError", "LogSummary", "SQLiteDecisionLog",
            "open_log"]

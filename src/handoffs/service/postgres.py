@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from handoffs._errors import InvalidArgument
 from handoffs.receivers._decision import Decision
-from handoffs.receivers._gate import ReplayClaim, ReplayStoreError
 from handoffs.receivers._log import (
     DEFAULT_PRUNE_EVERY,
     DEFAULT_RETAIN,
@@ -52,6 +51,7 @@ from handoffs.receivers._log import (
     LogSummary,
     check_retention,
 )
+from handoffs.receivers._replay import ReplayClaim, ReplayStoreError
 
 if TYPE_CHECKING:
     import psycopg
