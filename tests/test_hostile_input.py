@@ -20,7 +20,8 @@ from click.testing import CliRunner
 
 from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON
 from handoffs._json import canonical_bytes, check_value, dumps, loads
-from handoffs.contracts import Receipt, payment, validate
+from handoffs.contracts import Receipt, validate
+from handoffs.examples import payment
 from handoffs.receivers import (
     Decision,
     SQLiteDecisionLog,
@@ -182,7 +183,7 @@ def test_receipt_from_json_and_validate_raise_only_typed_errors(
 ) -> None:
     doc = build()
     with pytest.raises(MalformedJSON) as loaded:
-        Receipt.from_json(doc)
+        Receipt.from_json(doc, registry=payment.PAYMENT_RELEASE)
     assert loaded.value.code == expected[0]
     with pytest.raises(MalformedJSON) as validated:
         validate(payment.PAYMENT_RELEASE, doc)
@@ -195,13 +196,13 @@ def test_receipt_from_json_and_validate_raise_only_typed_errors(
 def test_receipt_from_json_refuses_lone_surrogates_in_bytes() -> None:
     text = dumps(WORLD.signed("policy-01")).replace('"case-owner"', '"case-\\ud800owner"', 1)
     with pytest.raises(MalformedJSON, match="lone surrogate") as caught:
-        Receipt.from_json(text.encode())
+        Receipt.from_json(text.encode(), registry=payment.PAYMENT_RELEASE)
     assert caught.value.code == "lone-surrogate"
 
 
 def test_receipt_from_json_refuses_a_non_object_argument() -> None:
     with pytest.raises(MalformedJSON) as caught:
-        Receipt.from_json(42)  # type: ignore[arg-type]
+        Receipt.from_json(42, registry=payment.PAYMENT_RELEASE)  # type: ignore[arg-type]
     assert caught.value.code == "not-an-object"
 
 

@@ -33,6 +33,7 @@ US = timedelta(microseconds=1)
 def _verify(doc: dict[str, Any], now: datetime, *, keyring: KeyRing | None = None,
             **options: Any) -> None:
     options.setdefault("audience", RECEIVER)
+    options.setdefault("registry", CONTRACT)
     verify_receipt(doc, keyring or WORLD.keyring, now=now, **options)
 
 
@@ -257,13 +258,14 @@ def test_verify_receipt_needs_an_explicit_audience() -> None:
     doc = WORLD.signed("policy-01")
     now = T0 + timedelta(minutes=1)
     with pytest.raises(TypeError):
-        verify_receipt(doc, WORLD.keyring, now=now)  # type: ignore[call-arg]
+        verify_receipt(doc, WORLD.keyring, now=now, registry=CONTRACT)  # type: ignore[call-arg]
     for bad in (None, "", 42):
         with pytest.raises(InvalidArgument):
-            verify_receipt(doc, WORLD.keyring, now=now, audience=bad)  # type: ignore[arg-type]
-    verify_receipt(doc, WORLD.keyring, now=now, audience=ANY_AUDIENCE)
+            verify_receipt(doc, WORLD.keyring, now=now, audience=bad,  # type: ignore[arg-type]
+                           registry=CONTRACT)
+    verify_receipt(doc, WORLD.keyring, now=now, audience=ANY_AUDIENCE, registry=CONTRACT)
     with pytest.raises(ProofError) as caught:
-        verify_receipt(doc, WORLD.keyring, now=now, audience="auditor")
+        verify_receipt(doc, WORLD.keyring, now=now, audience="auditor", registry=CONTRACT)
     assert caught.value.code == "wrong-audience"
     assert repr(ANY_AUDIENCE) == "ANY_AUDIENCE"
     import pickle
