@@ -967,16 +967,34 @@ class _Chunk:
         if self.dry:
             return self._schedule(slot, facts, memoise=memoise)
         if not memoise:
-            outcome, latency, usage, ok = _decide(slot.receiver, facts.message(), self.fail)
-            self.exact = self.exact and ok
-            self._account(si, usage)
-            self.calls += 1
-            return self._outcome_id(outcome), latency, 0
+            return self._call(slot, facts, si, None)
         memo_key = facts.key(slot)
         found = self.memo.get(memo_key)
         if found is not None:
             self.hits += 1
             return found, 0, 1
+        if not slot.slow and memo_key[0] == "c":  # type: ignore[index]
+            # A fast receiver keyed on the whole message: such keys are mostly one per
+            # case, so the run-wide memo would hold them all for little reuse.
+            return self._call(slot, facts, si, memo_key)
+        return self._shared_outcome(slot, facts, si, memo_key)
+
+    def _call(self, slot: _Slot, facts: _Facts, si: int, memo_key: Hashable
+              ) -> tuple[int, int, int]:
+        """Call the receiver; memoise the outcome in the chunk under ``memo_key``."""
+        outcome, latency, usage, ok = _decide(slot.receiver, facts.message(), self.fail)
+        oid = self._outcome_id(outcome)
+        if not ok:
+            self.exact = False
+        elif memo_key is not None:
+            self.memo[memo_key] = oid
+        self.calls += 1
+        self._account(si, usage)
+        return oid, latency, 0
+
+    def _shared_outcome(self, slot: _Slot, facts: _Facts, si: int, memo_key: Hashable
+                        ) -> tuple[int, int, int]:
+        """The outcome from the run-wide memo, calling the receiver if no chunk has."""
         shared = self.shared
         while True:
             entry, mine = shared.entry(memo_key)

@@ -15,6 +15,7 @@ Across processes and runs, a model receiver's answers are kept by the call cache
 from __future__ import annotations
 
 import concurrent.futures as cf
+import itertools
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping
@@ -63,15 +64,23 @@ class _Shared:
     def __init__(self, plan: Plan) -> None:
         self.memo: dict[Hashable, _Entry] = {}
         self.interned: dict[Hashable, int] = {}
+        self.ids = itertools.count()
         self.lock = threading.Lock()
         self.pool: cf.ThreadPoolExecutor | None = None
         self.concurrency = plan.concurrency
 
     def intern(self, projected: Hashable) -> int:
+        """A small id for a memo-key projection. Ids are never reused, so bounding the
+        table (clearing it) loses reuse, never soundness.
+        """
         found = self.interned.get(projected)
         if found is None:
             with self.lock:
-                found = self.interned.setdefault(projected, len(self.interned))
+                found = self.interned.get(projected)
+                if found is None:
+                    if len(self.interned) >= _RUN_MEMO_LIMIT:
+                        self.interned.clear()
+                    found = self.interned[projected] = next(self.ids)
         return found
 
     def entry(self, key: Hashable) -> tuple[_Entry, bool]:
@@ -128,7 +137,7 @@ class _Shared:
             self.pool = None
 
 
-_RUN_MEMO_LIMIT: Final = 262_144
+_RUN_MEMO_LIMIT: Final = 65_536
 _RUNS_KEPT: Final = 8
 
 
