@@ -177,7 +177,12 @@ def test_equal_memo_keys_mean_equal_decisions(name: str,
     receiver = RECEIVERS[name]()
     first, second = pair
     key = receiver.memo_key(first)
-    assert key is not None
+    if key is None:  # only a message refused at parse as not JSON data has no key
+        decision = receiver.receive(first)
+        assert (decision.step, decision.reasons[0].code) in {
+            (1, code) for code in ("integer-out-of-range", "non-finite-number", "invalid-json",
+                                   "too-deep", "too-large", "lone-surrogate")}
+        return
     if key == receiver.memo_key(second):
         assert outcome(receiver.receive(first)) == outcome(receiver.receive(second))
 

@@ -31,7 +31,7 @@ from typing import Any, cast
 import attrs
 
 from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON, ProofError
-from handoffs._json import DEFAULT_LIMITS, JSONLimits
+from handoffs._json import DEFAULT_LIMITS, JSONLimits, check_value
 from handoffs._time import expired
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
@@ -111,9 +111,15 @@ class GovernanceChecker:
         key keeps that bit), except ``authority`` and, with an ``identity``,
         ``receiver``, which it keeps as they are; other members it ignores, except
         ``keep``: the members the receiver's rule reads. ``None`` for raw bytes or
-        text, and with a ``clock`` (time-dependent decisions).
+        text, with a ``clock`` (time-dependent decisions), and for a message the
+        checker refuses at parse whatever its members say (not JSON data, or beyond
+        the limits: see :func:`handoffs._json.check_value`).
         """
         if self.clock is not None or not isinstance(message, Mapping):
+            return None
+        try:
+            check_value(message, limits=self.limits)
+        except MalformedJSON:
             return None
         names, raw = self._memo_names(keep)
         key: list[Hashable] = []
@@ -133,7 +139,14 @@ class GovernanceChecker:
 
     def memo_member(self, name: str, value: Any, *,
                     keep: frozenset[str] = frozenset()) -> Hashable:
-        """One member's contribution to :meth:`memo_key`."""
+        """One member's contribution to :meth:`memo_key` (a value that is not JSON data
+        within the limits contributes a part equal to nothing else: the message it
+        joins is refused at parse).
+        """
+        try:
+            check_value(value, limits=self.limits)
+        except MalformedJSON:
+            return object()
         names, raw = self._memo_names(keep)
         if name in raw:
             return memo_value(value)
