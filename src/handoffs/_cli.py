@@ -48,10 +48,12 @@ class CLIState:
 
     Attributes:
         verbose: show tracebacks with errors (``-v``).
+        contract_flags: the ``--contracts`` values.
         discovered: the contracts the command uses (found on first use).
     """
 
     verbose: bool = False
+    contract_flags: tuple[str, ...] = ()
     discovered: Discovered | None = None
 
 
@@ -134,7 +136,9 @@ def _report(exc: Exception, state: CLIState) -> int:
     elif isinstance(exc, click.Abort):
         line, code = "aborted [interrupted]", EXIT_INTERRUPTED
     elif isinstance(exc, HandoffsError):
-        line, code = f"{exc} [{exc.code}]", EXIT_FAILED
+        line, code = f"{exc}{_hint(exc, state)} [{exc.code}]", EXIT_FAILED
+        if exc.code == "bad-contract-source":
+            code = EXIT_USAGE  # the command could not run: its configuration is bad
     elif isinstance(exc, OSError):
         where = f": {exc.filename}" if exc.filename else ""
         line = f"{exc.strerror or exc}{where} [io]"
@@ -147,14 +151,56 @@ def _report(exc: Exception, state: CLIState) -> int:
     return code
 
 
+def _hint(exc: HandoffsError, state: CLIState) -> str:
+    """After ``unknown contract``: which contracts the command uses, and how to add yours."""
+    if exc.code != "unknown-contract" or state.discovered is None:
+        return ""
+    from handoffs._discovery import unknown_hint
+
+    return unknown_hint(state.discovered)
+
+
 @click.group(cls=_HandoffsGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(None, "--version", package_name="handoffs", prog_name="handoffs")
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks with errors.")
+@click.option("--contracts", "contract_flags", multiple=True, metavar="MODULE:ATTR",
+              help="Use the contracts of MODULE:ATTR (a Contract, a Registry or an iterable "
+                   "of contracts; imported from the working directory). Repeatable; "
+                   "overrides HANDOFFS_CONTRACTS and [tool.handoffs] contracts in "
+                   "pyproject.toml. See 'handoffs contracts'.")
 @click.pass_context
-def main(ctx: click.Context, verbose: bool) -> None:
-    """Typed, signed, decision-sufficient messages between AI agents."""
+def main(ctx: click.Context, verbose: bool, contract_flags: tuple[str, ...]) -> None:
+    """Typed, signed, decision-sufficient messages between AI agents.
+
+    Commands that name a contract use the configured ones: --contracts, else
+    HANDOFFS_CONTRACTS (comma-separated MODULE:ATTR), else [tool.handoffs] contracts
+    in ./pyproject.toml, plus installed packages' 'handoffs.contracts' entry points;
+    with none configured, the shipped example. 'handoffs contracts' lists them.
+    """
     state = ctx.ensure_object(CLIState)
     state.verbose = verbose
+    state.contract_flags = contract_flags
+
+
+@main.command("contracts")
+@click.option("--format", "output", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Output format.")
+def contracts_command(*, output: str) -> None:
+    """List the contracts the commands use, and where each came from."""
+    from handoffs._discovery import cli_discovered
+
+    found = cli_discovered()
+    rows = [{"contract": c.id, "source": s.spec, "origin": s.origin}
+            for s in found.sources for c in s.contracts]
+    if output == "json":
+        click.echo(dumps({"examples": found.examples, "contracts": rows}, indent=2))
+        return
+    for row in rows:
+        click.echo(f"{row['contract']}  {row['source']}  ({row['origin']})")
+    if found.examples:
+        click.echo("no contracts configured: using the shipped example; configure yours "
+                   "with --contracts MODULE:ATTR, HANDOFFS_CONTRACTS or [tool.handoffs] "
+                   "contracts in pyproject.toml", err=True)
 
 
 # ------------------------------------------------------------------------ helpers
@@ -266,14 +312,21 @@ def schema_export(*, directory: Path, check: bool) -> None:
 
 
 def _published_schemas() -> list[tuple[str, Path, str]]:
-    """(label, path under the schema directory, exact text) of every published schema."""
+    """(label, path under the schema directory, exact text) of every published schema:
+    the configured contracts', or with none configured the shipped example's and the
+    handoff chain's (the schemas this project publishes).
+    """
+    from handoffs._discovery import cli_discovered
     from handoffs.contracts._schema import render_json_schema, render_schema, schema_path
     from handoffs.receivers._identity import HANDOFF_CHAIN_CONTRACT, handoff_chain_schema
 
+    found = cli_discovered()
     rows = [
         (contract.id, schema_path(Path(), contract), render_schema(contract))
-        for contract in sorted(_registry(), key=lambda c: (c.name, c.version_key))
+        for contract in sorted(found.registry, key=lambda c: (c.name, c.version_key))
     ]
+    if not found.examples:
+        return rows
     name, version = HANDOFF_CHAIN_CONTRACT.split("/")
     rows.append((HANDOFF_CHAIN_CONTRACT, Path(name) / f"{version}.json",
                  render_json_schema(handoff_chain_schema())))
@@ -291,8 +344,9 @@ def _operand(text: str, param: str) -> Contract[Any, Any] | dict[str, Any]:
         known = registry.contracts.get(text)
         if known is not None:
             return known
-        known_ids = ", ".join(sorted(registry.contracts))
-        raise click.BadParameter(f"unknown contract {text!r}; known: {known_ids}",
+        from handoffs._discovery import cli_discovered, unknown_hint
+
+        raise click.BadParameter(f"unknown contract {text!r}{unknown_hint(cli_discovered())}",
                                  param_hint=param)
     raise click.BadParameter(f"{text!r} is neither a schema file nor a contract id "
                              "like payment-release/1.0.0", param_hint=param)

@@ -1,65 +1,246 @@
-"""Which contracts a ``handoffs`` command uses, and where each came from.
+"""Contract discovery: which contracts a ``handoffs`` command uses, and where each came from.
 
-The library never trusts a contract it was not given; the command line needs a
-registry, and this module builds it. Every command reads it through
-:func:`cli_registry`.
+The library never trusts a contract it was not given (every loader, verifier and gate
+takes ``registry=``); the command line builds its registry here, the way other tools
+find a user's code (``uvicorn module:app``, pytest plugins). Sources, each a list of
+``MODULE:ATTR`` references:
+
+1. ``handoffs --contracts MODULE:ATTR`` (repeatable), else
+2. the environment variable ``HANDOFFS_CONTRACTS`` (comma-separated), else
+3. ``contracts = [...]`` under ``[tool.handoffs]`` in ``pyproject.toml`` in the
+   working directory;
+
+the first of those that names anything wins (a flag overrides the environment, which
+overrides the project file). Installed packages add theirs through the entry-point
+group ``handoffs.contracts`` (each entry point is a ``MODULE:ATTR`` reference),
+always. ``ATTR`` may be a :class:`~handoffs.contracts.Contract`, a
+:class:`~handoffs.contracts.Registry` or an iterable of contracts, and may be dotted
+(``module:Class.attr``). Modules import from the working directory, which is put on
+``sys.path`` as ``uvicorn`` does.
+
+When nothing is configured, the command line uses the shipped examples
+(:mod:`handoffs.examples`), and says so on stderr once. A configured source never
+mixes with them: list ``handoffs.examples.payment:PAYMENT_RELEASE`` to use both.
+
+A source that cannot be loaded is one line naming it: :class:`ContractSourceError`
+(``bad-contract-source``); two sources defining the same ``name/version`` differently
+are ``duplicate-contract``.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import sys
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, Final
 
 import attrs
-import click
 
-from handoffs._errors import InvalidArgument
+from handoffs._errors import ContractSourceError, UnknownContract
 from handoffs.contracts._contract import Contract
-from handoffs.contracts._registry import Registry
+from handoffs.contracts._registry import Registry, as_registry
 
-__all__ = ["SHIPPED_EXAMPLES", "Discovered", "cli_registry", "discover"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ENV_VAR",
+    "SHIPPED_EXAMPLES",
+    "ContractSource",
+    "Discovered",
+    "cli_discovered",
+    "cli_registry",
+    "discover",
+    "load_source",
+    "unknown_hint",
+]
+
+ENV_VAR: Final = "HANDOFFS_CONTRACTS"
+"""The environment variable listing contract sources, comma-separated."""
+
+ENTRY_POINT_GROUP: Final = "handoffs.contracts"
+"""The entry-point group through which installed packages offer their contracts."""
 
 SHIPPED_EXAMPLES: Final = ("handoffs.examples.payment:PAYMENT_RELEASE",)
-"""The shipped example contracts the command line knows, loaded by name."""
+"""The shipped example contracts, used when nothing is configured."""
+
+FLAG: Final = "--contracts"
+PYPROJECT: Final = "pyproject.toml [tool.handoffs] contracts"
+EXAMPLE: Final = "shipped example"
+
+
+@attrs.frozen
+class ContractSource:
+    """One ``MODULE:ATTR`` reference and the contracts it gave.
+
+    Attributes:
+        spec: the reference as written, e.g. ``"mymodule:MY_CONTRACT"``.
+        origin: where it was configured: ``"--contracts"``, ``"HANDOFFS_CONTRACTS"``,
+            ``"pyproject.toml [tool.handoffs] contracts"``, ``"entry point NAME
+            (DISTRIBUTION)"`` or ``"shipped example"``.
+        contracts: the contracts it names, in order.
+    """
+
+    spec: str
+    origin: str
+    contracts: tuple[Contract[Any, Any], ...]
 
 
 @attrs.frozen
 class Discovered:
-    """The registry a command uses and, per contract id, where it came from.
+    """The contracts a command uses.
 
     Attributes:
-        registry: every contract the command knows.
-        origins: ``contract id -> source`` (e.g. ``"shipped example"``).
+        sources: every source, in the order they were read.
+        registry: all their contracts.
+        examples: whether these are the shipped examples (nothing was configured).
     """
 
+    sources: tuple[ContractSource, ...]
     registry: Registry
-    origins: dict[str, str] = attrs.field(factory=dict)
+    examples: bool
 
 
-def _load(spec: str) -> Contract[Any, Any]:
-    module_name, _, attribute = spec.partition(":")
-    value: Any = importlib.import_module(module_name)
+def _fail(spec: str, origin: str, why: str) -> ContractSourceError:
+    return ContractSourceError(f"contract source {spec!r} ({origin}): {why}",
+                               json_path=origin if origin.startswith("--") else "$")
+
+
+def load_source(spec: str, *, origin: str, cwd: Path | None = None) -> ContractSource:
+    """Import ``spec`` (``MODULE:ATTR``) with ``cwd`` (default: the working directory)
+    on ``sys.path``, and read its contracts.
+
+    Raises:
+        ContractSourceError: not ``MODULE:ATTR``, the module cannot be imported, it has
+            no such attribute, or the attribute is no contract, registry or iterable
+            of contracts.
+    """
+    module_name, sep, attribute = spec.strip().partition(":")
+    if not sep or not module_name or not attribute:
+        raise _fail(spec, origin, "expected MODULE:ATTR, e.g. mymodule:MY_CONTRACT")
+    root = str((cwd or Path.cwd()).resolve())
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    try:
+        value: Any = importlib.import_module(module_name)
+    except Exception as exc:  # the user's module may raise anything while importing
+        raise _fail(spec, origin, f"cannot import {module_name!r}: "
+                    f"{type(exc).__name__}: {exc}") from exc
     for part in attribute.split("."):
-        value = getattr(value, part)
-    if not isinstance(value, Contract):  # pragma: no cover - the shipped names are contracts
-        raise InvalidArgument(f"{spec} is not a Contract")
-    return value
+        try:
+            value = getattr(value, part)
+        except AttributeError as exc:
+            raise _fail(spec, origin, f"{module_name} has no attribute {attribute!r}") from exc
+    try:
+        registry = as_registry(value)
+    except Exception as exc:
+        raise _fail(spec, origin, f"{attribute} is a {type(value).__name__}, not a "
+                    "Contract, a Registry or an iterable of contracts") from exc
+    if len(registry) == 0:
+        raise _fail(spec, origin, f"{attribute} holds no contract")
+    return ContractSource(spec=spec.strip(), origin=origin, contracts=tuple(registry))
 
 
-def discover() -> Discovered:
-    """The contracts the command line uses: the shipped examples."""
-    contracts = [_load(spec) for spec in SHIPPED_EXAMPLES]
-    return Discovered(Registry.of(*contracts),
-                      {c.id: "shipped example" for c in contracts})
+def _pyproject_specs(cwd: Path) -> list[str]:
+    path = cwd / "pyproject.toml"
+    if not path.is_file():
+        return []
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ContractSourceError(f"{path}: invalid TOML: {exc}") from exc
+    table = data.get("tool", {}).get("handoffs", {})
+    if not isinstance(table, Mapping) or "contracts" not in table:
+        return []
+    specs = table["contracts"]
+    if not isinstance(specs, list) or not all(isinstance(s, str) for s in specs):
+        raise ContractSourceError(f"{path}: [tool.handoffs] contracts must be a list of "
+                                  "\"MODULE:ATTR\" strings")
+    return list(specs)
+
+
+def _split(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def discover(flags: Sequence[str] = (), *, environ: Mapping[str, str] | None = None,
+             cwd: Path | None = None, plugins: bool = True) -> Discovered:
+    """The contracts a command uses (see the module docs for the order of sources).
+
+    Args:
+        flags: the ``--contracts`` values.
+        environ: the environment (default: ``os.environ``).
+        cwd: the working directory (default: the current one).
+        plugins: whether to read the ``handoffs.contracts`` entry points.
+
+    Raises:
+        ContractSourceError: a source cannot be loaded (the message names it).
+        UnknownContract: two sources define one ``name/version`` differently
+            (``duplicate-contract``).
+    """
+    environ = os.environ if environ is None else environ
+    cwd = cwd or Path.cwd()
+    configured: list[tuple[str, str]] = []
+    for spec in flags:
+        configured += [(item, FLAG) for item in _split(spec)]
+    if not configured:
+        configured = [(item, ENV_VAR) for item in _split(environ.get(ENV_VAR, ""))]
+    if not configured:
+        configured = [(item, PYPROJECT) for item in _pyproject_specs(cwd)]
+    sources = [load_source(spec, origin=origin, cwd=cwd) for spec, origin in configured]
+    if plugins:
+        for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+            dist = point.dist.name if point.dist is not None else "unknown distribution"
+            sources.append(load_source(point.value, origin=f"entry point {point.name} ({dist})",
+                                       cwd=cwd))
+    examples = not sources
+    if examples:
+        sources = [load_source(spec, origin=EXAMPLE, cwd=cwd) for spec in SHIPPED_EXAMPLES]
+    return Discovered(sources=tuple(sources), registry=_merge(sources), examples=examples)
+
+
+def _merge(sources: Iterable[ContractSource]) -> Registry:
+    registry = Registry()
+    seen: dict[str, ContractSource] = {}
+    for source in sources:
+        for contract in source.contracts:
+            first = seen.setdefault(contract.id, source)
+            if first is not source and registry.contracts[contract.id] is not contract:
+                raise UnknownContract(
+                    f"{contract.id} is defined by {first.spec!r} ({first.origin}) and, "
+                    f"differently, by {source.spec!r} ({source.origin})",
+                    code="duplicate-contract")
+            registry = registry.with_contracts((contract,))
+    return registry
+
+
+def cli_discovered() -> Discovered:
+    """The contracts of the running ``handoffs`` command, discovered once per run from
+    its ``--contracts`` flags (kept in the root context's state) and the environment.
+    """
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    state = ctx.find_root().obj if ctx is not None else None
+    found = getattr(state, "discovered", None)
+    if isinstance(found, Discovered):
+        return found
+    found = discover(tuple(getattr(state, "contract_flags", ()) or ()))
+    if state is not None and hasattr(state, "discovered"):
+        state.discovered = found
+    return found
 
 
 def cli_registry() -> Registry:
-    """The registry of the running ``handoffs`` command (discovered once per run)."""
-    ctx = click.get_current_context(silent=True)
-    root = ctx.find_root() if ctx is not None else None
-    found = getattr(root.obj, "discovered", None) if root is not None else None
-    if not isinstance(found, Discovered):
-        found = discover()
-        if root is not None and root.obj is not None and hasattr(root.obj, "discovered"):
-            root.obj.discovered = found
-    return found.registry
+    """The registry of the running ``handoffs`` command (see :func:`cli_discovered`)."""
+    return cli_discovered().registry
+
+
+def unknown_hint(discovered: Discovered) -> str:
+    """What to say after ``unknown contract``: what is configured, and how to add yours."""
+    known = ", ".join(sorted(discovered.registry.contracts)) or "none"
+    where = " (the shipped example: nothing is configured)" if discovered.examples else ""
+    return (f"; known: {known}{where}; add yours with --contracts MODULE:ATTR, "
+            f"{ENV_VAR} or [tool.handoffs] contracts (see 'handoffs contracts')")

@@ -15,6 +15,7 @@ import attrs
 
 __all__ = [
     "ContractDefinitionError",
+    "ContractSourceError",
     "HandoffsError",
     "InvalidArgument",
     "KeyRingError",
@@ -208,6 +209,15 @@ class UnknownKey(HandoffsError, KeyError):
 
     def __str__(self) -> str:  # KeyError would otherwise repr() the message
         return f"{self.message} @ {self.json_path}"
+
+
+class ContractSourceError(HandoffsError, ImportError):
+    """A configured contract source (``MODULE:ATTR``) cannot be loaded; the message names
+    the source and where it was configured (``--contracts``, ``HANDOFFS_CONTRACTS``,
+    ``pyproject.toml`` or an entry point).
+    """
+
+    code = "bad-contract-source"
 
 
 class MissingExtra(HandoffsError, ImportError):

@@ -689,8 +689,13 @@ class Compare(Condition):
                 continue
             for corner in _corners(reads - {name}, view):
                 value = difference.solve(name, Fraction(0), corner)
-                if value is not None:
-                    found.append((name, float(value)))
+                if value is None:
+                    continue
+                try:
+                    cut = float(value)
+                except OverflowError:  # beyond every float (p near 0 in h = 2 / p)
+                    continue
+                found.append((name, cut))
         return tuple(dict.fromkeys(found))
 
     def thresholds(self) -> tuple[tuple[str, float], ...]:

@@ -46,7 +46,6 @@ from handoffs.lab._experiment import (
     ReferenceReceiver,
     Strategy,
     Tolerances,
-    load_experiment,
 )
 from handoffs.lab._minimal import (
     MinimalMessage,
@@ -89,6 +88,7 @@ from handoffs.lab._render import render_html, render_markdown
 from handoffs.lab._report import ReportError, report_schema, validate_report
 from handoffs.lab._runlog import RunLogError
 from handoffs.lab._runner import LabRun, rescore, run
+from handoffs.lab._toml import load_experiment
 
 __all__ = [
     "AUTHORITATIVE_SENDER",

@@ -24,7 +24,7 @@ import click
 from handoffs._discovery import cli_registry
 from handoffs._errors import HandoffsError, MalformedJSON, MissingExtra
 from handoffs._json import JSONLimits, dumps, loads
-from handoffs.lab._experiment import Experiment, ExperimentError, Tolerances, load_experiment
+from handoffs.lab._experiment import Experiment, ExperimentError, Tolerances
 from handoffs.lab._release import (
     EXIT_ERROR,
     evaluate_gate,
@@ -34,6 +34,7 @@ from handoffs.lab._release import (
 from handoffs.lab._render import render_html, render_markdown
 from handoffs.lab._report import validate_report
 from handoffs.lab._runner import EXECUTORS, rescore, run
+from handoffs.lab._toml import load_experiment
 
 __all__ = ["lab"]
 

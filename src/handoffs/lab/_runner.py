@@ -125,13 +125,12 @@ def _collector_frozen() -> Iterator[None]:
 
 
 def _process_worker() -> None:
-    """Start a worker process of the runner's own pool: import the engine, then move
-    everything loaded so far out of the collector's sight (``gc.freeze``), so that
-    its full passes do not walk the interpreter's and the libraries' objects again
-    and again. The process is the runner's, and ends with the pool.
+    """Start a worker process of the runner's own pool: move everything loaded so far
+    (the engine came with this module: unpickling it imports the lab) out of the
+    collector's sight (``gc.freeze``), so that its full passes do not walk the
+    interpreter's and the libraries' objects again and again. The process is the
+    runner's, and ends with the pool.
     """
-    import handoffs.lab  # noqa: F401 - the engine
-
     gc.freeze()
 
 

@@ -1,0 +1,336 @@
+"""The TOML form of an experiment: ``load_experiment`` and the ``module:attribute``
+references it resolves (see ``docs/reference/experiment-toml.md``).
+
+It sits above the experiment model and the perturbations, which it builds from their
+JSON forms; neither imports it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+from handoffs.contracts._contract import Authority, Contract
+from handoffs.contracts._registry import Registry, as_registry
+from handoffs.lab._experiment import (
+    CaseSource,
+    Experiment,
+    ExperimentError,
+    GeneratedCases,
+    IterableCases,
+    JSONLinesCases,
+    Strategy,
+    Tolerances,
+    _attr_or_key,
+)
+from handoffs.lab._imports import ensure_importable
+
+__all__ = ["load_experiment", "model_from_toml", "resolve"]
+
+
+# ----------------------------------------------------------------------- TOML form
+
+
+def resolve(reference: str, *, what: str) -> Any:
+    """Import ``"package.module:attribute.path"`` and return the attribute."""
+    if not isinstance(reference, str) or ":" not in reference:
+        raise ExperimentError(f"{what} must be 'module:attribute', got {reference!r}")
+    module_name, _, path = reference.partition(":")
+    try:
+        value: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ExperimentError(f"{what}: cannot import {module_name!r}: {exc}") from exc
+    for part in path.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError as exc:
+            raise ExperimentError(f"{what}: {module_name} has no {path!r}") from exc
+    return value
+
+
+def _build(table: Mapping[str, Any], key: str, *, what: str) -> Any:
+    """Resolve ``table[key]`` and call it with ``table[key + '_args']`` when it is a
+    class or a function (a factory); other objects are used as they are.
+    """
+    target = resolve(table[key], what=what)
+    args = table.get(f"{key}_args", {})
+    if not isinstance(args, Mapping):
+        raise ExperimentError(f"{what}: {key}_args must be a table")
+    if isinstance(target, type) or (callable(target) and hasattr(target, "__code__")):
+        try:
+            return target(**args)
+        except TypeError as exc:
+            raise ExperimentError(f"{what}: cannot build {table[key]}: {exc}") from exc
+    if args:
+        raise ExperimentError(f"{what}: {table[key]} is not callable but has arguments")
+    return target
+
+
+def _callable_ref(value: str, *, what: str) -> Callable[[Any], Any]:
+    if ":" in value:
+        fn = resolve(value, what=what)
+        if not callable(fn):
+            raise ExperimentError(f"{what}: {value} is not callable")
+        return fn  # type: ignore[no-any-return]
+    return _attr_or_key(value)
+
+
+_TOP_KEYS: Final = frozenset({
+    "experiment", "cases", "evidence", "governance", "strategy", "tolerances",
+    "perturbations", "injection",
+})
+
+
+def load_experiment(path: Path | str, *,
+                    registry: Registry | Contract[Any, Any] | Iterable[Contract[Any, Any]] = (),
+                    ) -> Experiment:
+    """Read an experiment declared in TOML.
+
+    ``experiment.contract`` names the contract as ``module:attribute`` or as a
+    ``name/version`` id looked up in ``registry`` (empty by default: no contract is
+    known unless given).
+
+    Layout (every import string is ``module:attribute``)::
+
+        [experiment]            # name, contract, description, subject, epochs, seed,
+                                # assumptions, factory (+ factory_args) to start from
+        [cases]                 # source (+ source_args) | jsonl (+ structure) |
+                                # hypothesis = <count>
+        [evidence]              # state, case_id, evidence_refs, reference
+        [governance]            # object (+ object_args)
+        [[strategy]]            # name, encoder (+ encoder_args), receiver
+                                # (+ receiver_args), authority, receipts, gated
+        [strategy.model]        # instead of receiver: a model receiver (route,
+                                # base_url / base_url_env, api_key_env, template_file,
+                                # parameters; see model_from_toml)
+        [tolerances]            # see Tolerances
+        [perturbations]         # standard = true/false, include/exclude id patterns,
+                                # [[perturbations.extra]] kind = ... (see _perturb)
+        [[injection]]           # case_id, field, value
+
+    With ``experiment.factory`` the named Python factory builds the experiment and
+    the other tables override parts of it.
+
+    Raises:
+        ExperimentError: unknown keys, unresolvable imports, inconsistent values.
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ExperimentError(f"{path}: invalid TOML: {exc}", code="invalid-toml") from exc
+    ensure_importable(path)  # a TOML inside a package may name that package's modules
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise ExperimentError(f"{path}: unknown table [{unknown[0]}]; known: "
+                              f"{sorted(_TOP_KEYS)}", json_path=f"$.{unknown[0]}")
+    known = as_registry(registry)
+    base, contract, changes = _head_from_toml(dict(data.get("experiment", {})), path=path,
+                                              registry=known)
+    changes.update(_tables_from_toml(data, contract, base, path=path))
+    try:
+        if base is not None:
+            return attrs.evolve(base, **changes)
+        for required in ("name", "cases", "governance", "strategies"):
+            if required not in changes:
+                raise ExperimentError(f"{path}: {required} is required without a factory")
+        return Experiment(**changes)
+    except TypeError as exc:
+        raise ExperimentError(f"{path}: {exc}") from exc
+
+
+def _head_from_toml(head: dict[str, Any], *, path: Path, registry: Registry
+                    ) -> tuple[Experiment | None, Contract[Any, Any], dict[str, Any]]:
+    """The ``[experiment]`` table: the factory to start from, the contract, scalars."""
+    changes: dict[str, Any] = {}
+    base: Experiment | None = None
+    if "factory" in head:
+        built = _build(head, "factory", what="experiment.factory")
+        if not isinstance(built, Experiment):
+            raise ExperimentError("experiment.factory must return an Experiment")
+        base = built
+    head.pop("factory", None)
+    head.pop("factory_args", None)
+    contract = base.contract if base is not None else None
+    if "contract" in head:
+        named = head.pop("contract")
+        contract = (resolve(named, what="experiment.contract") if ":" in named
+                    else registry.by_id(named, json_path="$.experiment.contract"))
+        changes["contract"] = contract
+    if not isinstance(contract, Contract):
+        raise ExperimentError(f"{path}: experiment.contract must name a contract")
+    for key in ("name", "description", "subject", "epochs", "seed", "minimal_method",
+                "minimal_budget", "example_limit"):
+        if key in head:
+            changes[key] = head.pop(key)
+    if "assumptions" in head:
+        changes["assumptions"] = dict(head.pop("assumptions"))
+    if head:
+        raise ExperimentError(f"{path}: unknown experiment key {sorted(head)[0]!r}")
+    return base, contract, changes
+
+
+def _tables_from_toml(data: Mapping[str, Any], contract: Contract[Any, Any],
+                      base: Experiment | None, *, path: Path) -> dict[str, Any]:
+    """Every table but ``[experiment]``."""
+    from handoffs.lab._perturb import Falsehood, perturbation_from_json, select_perturbations
+
+    changes: dict[str, Any] = {}
+    if "cases" in data:
+        changes["cases"] = _cases_from_toml(data["cases"], contract, base_dir=path.parent)
+    evidence = data.get("evidence", {})
+    for key, attr in (("state", "state_of"), ("case_id", "case_id_of"),
+                      ("evidence_refs", "evidence_refs_of"), ("reference", "reference")):
+        if key in evidence:
+            changes[attr] = _callable_ref(evidence[key], what=f"evidence.{key}")
+    if "governance" in data:
+        changes["governance"] = _build(data["governance"], "object", what="governance")
+    if "strategy" in data:
+        changes["strategies"] = tuple(_strategy_from_toml(s, contract, base_dir=path.parent)
+                                      for s in data["strategy"])
+    if "tolerances" in data:
+        changes["tolerances"] = Tolerances.from_json(data["tolerances"])
+    if "perturbations" in data:
+        table = dict(data["perturbations"])
+        extra = [perturbation_from_json(item, contract=contract)
+                 for item in table.pop("extra", [])]
+        changes["perturbations"] = select_perturbations(
+            contract,
+            standard=bool(table.pop("standard", True)),
+            include=tuple(table.pop("include", ())),
+            exclude=tuple(table.pop("exclude", ())),
+            extra=tuple(extra),
+            base=None if base is None else base.perturbations,
+        )
+        if table:
+            raise ExperimentError(f"{path}: unknown perturbations key {sorted(table)[0]!r}")
+    if "injection" in data:
+        try:
+            changes["injections"] = tuple(
+                Falsehood(case_id=str(i["case_id"]), field=str(i["field"]), value=i["value"])
+                for i in data["injection"]
+            )
+        except KeyError as exc:
+            raise ExperimentError(f"{path}: an injection needs {exc.args[0]}") from exc
+    return changes
+
+
+def _cases_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
+                     base_dir: Path) -> CaseSource:
+    if "jsonl" in table:
+        file = Path(table["jsonl"])
+        structure = (_callable_ref(table["structure"], what="cases.structure")
+                     if "structure" in table else None)
+        return JSONLinesCases(file if file.is_absolute() else base_dir / file, structure)
+    if "hypothesis" in table:
+        return GeneratedCases(contract, int(table["hypothesis"]), seed=int(table.get("seed", 0)))
+    if "source" in table:
+        factory = resolve(table["source"], what="cases.source")
+        args = dict(table.get("source_args", {}))
+        if not callable(factory):
+            return IterableCases(factory, description=f"python:{table['source']}")
+        label = ", ".join(f"{k}={v!r}" for k, v in args.items())
+        return IterableCases(lambda: factory(**args),
+                             description=f"python:{table['source']}({label})")
+    raise ExperimentError("[cases] needs one of source, jsonl or hypothesis")
+
+
+def _strategy_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
+                        base_dir: Path) -> Strategy:
+    known = {"name", "encoder", "encoder_args", "receiver", "receiver_args", "authority",
+             "receipts", "gated", "model"}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ExperimentError(f"unknown strategy key {unknown[0]!r}")
+    options: dict[str, Any] = {}
+    if "receipts" in table:
+        options["receipts"] = bool(table["receipts"])
+    what = f"strategy {table.get('name')}"
+    if ("model" in table) == ("receiver" in table):
+        raise ExperimentError(f"{what}: declare either receiver or [strategy.model]")
+    receiver = (model_from_toml(table["model"], contract, base_dir=base_dir, what=what)
+                if "model" in table else _build(table, "receiver", what=f"{what} receiver"))
+    return Strategy(
+        name=table["name"],
+        encoder=_build(table, "encoder", what=f"{what} encoder"),
+        receiver=receiver,
+        authority=Authority(table.get("authority", "ADVISE")),
+        gated=bool(table.get("gated", False)),
+        **options,
+    )
+
+
+_MODEL_KEYS: Final = frozenset({
+    "route", "name", "base_url", "base_url_env", "api_key_env", "template", "template_file",
+    "system", "system_file", "temperature", "seed", "max_tokens", "response_format", "tools",
+    "timeout", "max_retries", "backoff", "requests_per_minute", "tokens_per_minute",
+    "max_concurrency", "gate", "gate_args", "required",
+})
+
+
+def model_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
+                    base_dir: Path, what: str = "model") -> Any:
+    """A :class:`~handoffs.receivers.ModelReceiver` declared in a ``[strategy.model]``
+    table (see :func:`load_experiment`): route, server, key, template and parameters.
+
+    The server URL is ``base_url``, or the environment variable ``base_url_env``
+    names (when set; ``base_url`` is then its default); the key is read from the
+    variable ``api_key_env`` at the first call, never stored. ``template_file`` and
+    ``system_file`` are read relative to the TOML file. Admission is ``gate`` (an
+    import string of a gate or a factory, with ``gate_args``) or, by default, a
+    governance checker of the contract requiring the members listed in ``required``.
+
+    Raises:
+        ExperimentError: unknown keys, a missing route or server, unreadable files,
+            bad parameters.
+    """
+    from handoffs.lab._baselines import GovernanceChecker
+    from handoffs.receivers._chat import OpenAICompatibleClient
+    from handoffs.receivers._model import ModelReceiver
+
+    unknown = sorted(set(table) - _MODEL_KEYS)
+    if unknown:
+        raise ExperimentError(f"{what}: unknown model key {unknown[0]!r}; known: "
+                              f"{sorted(_MODEL_KEYS)}", json_path=f"$.model.{unknown[0]}")
+    if "route" not in table:
+        raise ExperimentError(f"{what}: the model needs a route", json_path="$.model.route")
+    import os
+
+    url = table.get("base_url")
+    if "base_url_env" in table:
+        url = os.environ.get(str(table["base_url_env"])) or url
+    if not url:
+        raise ExperimentError(f"{what}: the model needs base_url (or base_url_env set)",
+                              json_path="$.model.base_url")
+    texts: dict[str, Any] = {}
+    for key in ("template", "system"):
+        if f"{key}_file" in table:
+            file = Path(table[f"{key}_file"])
+            try:
+                texts[key] = (file if file.is_absolute() else base_dir / file).read_text(
+                    encoding="utf-8")
+            except OSError as exc:
+                raise ExperimentError(f"{what}: cannot read {key}_file {file}: {exc}",
+                                      json_path=f"$.model.{key}_file") from exc
+        elif key in table:
+            texts[key] = str(table[key])
+    client_keys = ("timeout", "max_retries", "backoff", "requests_per_minute",
+                   "tokens_per_minute", "max_concurrency")
+    receiver_keys = ("name", "temperature", "seed", "max_tokens", "response_format", "tools")
+    try:
+        client = OpenAICompatibleClient(
+            base_url=str(url), api_key_env=table.get("api_key_env"),
+            **{k: table[k] for k in client_keys if k in table})
+        if "gate" in table:
+            gate = _build(table, "gate", what=f"{what} gate")
+        else:
+            gate = GovernanceChecker(contract, required=tuple(table.get("required", ())))
+        return ModelReceiver(gate=gate, client=client, model_route=str(table["route"]),
+                             **texts, **{k: table[k] for k in receiver_keys if k in table})
+    except (TypeError, ValueError) as exc:
+        raise ExperimentError(f"{what}: {exc}", json_path="$.model") from exc

@@ -1,0 +1,193 @@
+"""The package's import graph: no circles, and only the arrows the architecture allows.
+
+Every ``import`` in ``src/handoffs`` counts, wherever it sits (module level, inside a
+function, under ``TYPE_CHECKING``): a lazy import still says the module needs the
+other one. The parts and their allowed arrows are the house style's (``contracts`` ←
+``receivers`` ← ``lab``; ``examples`` → ``contracts`` and the lab; ``adapters`` →
+``receivers``, ``contracts``; the service → ``receivers``; the CLI → everything).
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "handoffs"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(SRC.rglob("*.py"))}
+
+
+def _imports(name: str, path: Path) -> Iterator[tuple[str, int]]:
+    """``(imported handoffs module, line)`` for every import in the module."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                module = node.module or ""
+            # ``from package import submodule`` imports the submodule
+            targets = [f"{module}.{a.name}" if f"{module}.{a.name}" in MODULES else module
+                       for a in node.names]
+        else:
+            continue
+        for target in targets:
+            if target in MODULES and target != name:
+                yield target, node.lineno
+
+
+GRAPH = {name: sorted(set(_imports(name, path))) for name, path in MODULES.items()}
+
+
+def part(module: str) -> str:
+    """The architectural part a module belongs to."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "root"
+    if parts[1] in ("_cli", "__main__"):
+        return "cli"
+    if parts[1] in ("contracts", "receivers", "lab", "examples", "adapters", "service"):
+        return parts[1]
+    return parts[1]  # a root-level module: _errors, _json, _discovery, testing
+
+
+# (from part, to part): why it is forbidden.
+FORBIDDEN = {
+    ("contracts", "receivers"): "the core does not know its receivers",
+    ("contracts", "lab"): "the core does not know the lab",
+    ("contracts", "examples"): "the core does not know its examples",
+    ("contracts", "adapters"): "the core does not know the adapters",
+    ("contracts", "service"): "the core does not know the service",
+    ("contracts", "_discovery"): "the core does not know how the CLI finds contracts",
+    ("receivers", "lab"): "receivers do not know the lab",
+    ("receivers", "examples"): "receivers do not know the examples",
+    ("receivers", "service"): "receivers do not know the service",
+    ("receivers", "adapters"): "receivers do not know the adapters",
+    ("lab", "adapters"): "the lab does not know the adapters",
+    ("lab", "examples"): "the lab does not know the examples (it loads the essay by name)",
+    ("lab", "service"): "the lab does not know the service",
+    ("examples", "adapters"): "examples stand on contracts and the lab",
+    ("examples", "service"): "examples stand on contracts and the lab",
+    ("_json", "contracts"): "the JSON layer is below the contracts",
+    ("_errors", "contracts"): "the errors are below everything",
+}
+
+
+def arrows() -> list[tuple[str, str, int]]:
+    return [(name, target, line) for name, targets in GRAPH.items()
+            for target, line in targets]
+
+
+def cycles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in graph.get(node, ()):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_the_walk_sees_the_package() -> None:
+    assert {"handoffs.contracts._receipt", "handoffs.receivers._gate", "handoffs.lab._runner",
+            "handoffs.examples.payment", "handoffs._cli"} <= set(MODULES)
+    assert any(t == "handoffs.contracts._contract"
+               for t, _ in GRAPH["handoffs.contracts._receipt"])
+    # a lazy import inside a function counts: the CLI's commands import lazily
+    assert any(t == "handoffs.contracts._signing" for t, _ in GRAPH["handoffs._cli"])
+
+
+# Known circles, each with its reason; the test fails when one goes away too (strict).
+KNOWN_CIRCLES = {
+    # Contract.content_schema (the sender's structured-output schema) delegates to the
+    # schema module, which builds on the contract: a method one level too high.
+    ("handoffs.contracts._contract", "handoffs.contracts._schema"),
+}
+
+
+def test_no_import_circles() -> None:
+    found = cycles({name: [t for t, _ in targets] for name, targets in GRAPH.items()})
+    assert {tuple(c) for c in found} == KNOWN_CIRCLES
+
+
+def test_the_cycle_finder_finds_a_circle() -> None:
+    assert cycles({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"]]
+    assert cycles({"a": ["b"], "b": []}) == []
+
+
+def test_only_the_allowed_arrows() -> None:
+    bad = [f"{source}:{line} imports {target} ({FORBIDDEN[part(source), part(target)]})"
+           for source, target, line in arrows()
+           if (part(source), part(target)) in FORBIDDEN]
+    assert bad == []
+
+
+def test_nothing_imports_the_cli() -> None:
+    bad = [f"{source}:{line}" for source, target, line in arrows()
+           if part(target) == "cli" and part(source) != "cli"]
+    assert bad == []
+
+
+def test_the_parts_are_named() -> None:
+    assert part("handoffs.contracts._receipt") == "contracts"
+    assert part("handoffs._cli") == part("handoffs.__main__") == "cli"
+    assert part("handoffs.examples.payment_lab") == "examples"
+    assert part("handoffs") == "root"
+
+
+@pytest.mark.parametrize("module", ["handoffs", "handoffs.contracts", "handoffs.receivers",
+                                    "handoffs.lab"])
+def test_importing_the_library_loads_no_example(module: str) -> None:
+    loaded = _loaded_after(f"import {module}")
+    assert module in loaded
+    assert [m for m in loaded if m.startswith("handoffs.examples")] == []
+
+
+def test_the_example_check_can_fail() -> None:
+    assert "handoffs.examples.payment" in _loaded_after("import handoffs.examples.payment")
+
+
+def _loaded_after(statement: str) -> list[str]:
+    code = f"import sys\n{statement}\nprint('\\n'.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    return done.stdout.split()
