@@ -160,7 +160,9 @@ def test_schema_diff_check_version(tmp_path: Path) -> None:
     [
         (("nope/1.0.0", CHECKED_IN),
          "error: Invalid value for OLD: unknown contract 'nope/1.0.0'; known: "
-         "payment-release/1.0.0 (see 'handoffs schema diff --help') [usage]"),
+         "payment-release/1.0.0 (the shipped example: nothing is configured); add yours "
+         "with --contracts MODULE:ATTR, HANDOFFS_CONTRACTS or [tool.handoffs] contracts "
+         "(see 'handoffs contracts') (see 'handoffs schema diff --help') [usage]"),
         ((CHECKED_IN, "missing.json"),
          "error: Invalid value for NEW: 'missing.json' is neither a schema file nor a "
          "contract id like payment-release/1.0.0 (see 'handoffs schema diff --help') [usage]"),

@@ -12,10 +12,13 @@ from handoffs.lab._imports import ensure_importable, import_root
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_a_file_outside_a_package_changes_nothing(tmp_path: Path) -> None:
+def test_a_file_outside_a_package_imports_the_modules_beside_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "plain.toml").write_text("", "utf-8")
-    assert import_root(tmp_path / "plain.toml") is None
-    assert ensure_importable(tmp_path / "plain.toml") is None
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert import_root(tmp_path / "plain.toml") == tmp_path.resolve()
+    assert ensure_importable(tmp_path / "plain.toml") == tmp_path.resolve()
+    assert sys.path[0] == str(tmp_path.resolve())
 
 
 def test_the_root_is_above_the_topmost_package(tmp_path: Path) -> None:

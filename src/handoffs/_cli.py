@@ -153,7 +153,8 @@ def _report(exc: Exception, state: CLIState) -> int:
 
 def _hint(exc: HandoffsError, state: CLIState) -> str:
     """After ``unknown contract``: which contracts the command uses, and how to add yours."""
-    if exc.code != "unknown-contract" or state.discovered is None:
+    if (exc.code != "unknown-contract" or state.discovered is None
+            or "known versions" in exc.message):  # the name is known; the version is not
         return ""
     from handoffs._discovery import unknown_hint
 
