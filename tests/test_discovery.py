@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 MODULE = HERE / "user_contract" / "mymodule.py"
 HANDOFFS = str(Path(sys.executable).with_name("handoffs"))
 T = "2026-06-01T09:00:00Z"
-LATER = "2026-06-01T10:00:00Z"
+LATER = "2026-06-01T09:05:00Z"
 
 EXPERIMENT = """\
 [experiment]
@@ -138,7 +138,8 @@ def test_a_user_contract_works_through_every_command(user_dir: Path) -> None:
                          "regret_delta=0.5").stdout
     assert (user_dir / "report" / "release.json").is_file()
     # without the variable, the same commands know only the shipped example
-    plain = handoffs(user_dir, "verify", "receipt.json", "--trust", "trust.json", status=1)
+    plain = handoffs(user_dir, "verify", "receipt.json", "--trust", "trust.json", "--as",
+                     "maintenance-planner", "--now", LATER, status=1)
     assert "unknown contract 'pump-maintenance/1.0.0'" in plain.stderr
     assert "HANDOFFS_CONTRACTS" in plain.stderr
 
