@@ -141,8 +141,8 @@ def test_log_records_and_blocks_replays_across_runs(files: dict[str, Path]) -> N
          "[usage]"),
         ({"args": ("--now", "yesterday")}, "error: expected an RFC 3339 UTC time",
          "@ --now [bad-time]"),
-        ({"args": ("--readback", "0.5")}, "error: readback needs an evidence resolver",
-         "[invalid-argument]"),
+        ({"args": ("--readback", "0.5")}, "error: --readback needs --evidence PREFIX=URL",
+         "[usage]"),
     ],
 )
 def test_configuration_errors_are_one_line(
@@ -164,3 +164,4 @@ def test_log_summary_of_a_missing_database(files: dict[str, Path]) -> None:
     result = CliRunner().invoke(log, ["summary", str(files["db"])])
     assert result.exit_code == 2
     assert result.stderr.startswith("error: no decision log at")
+

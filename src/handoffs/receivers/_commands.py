@@ -123,6 +123,9 @@ def gate(
     now_text: str | None,
 ) -> None:
     """Gate one RECEIPT: print the decision as JSON; exit 0 if admitted, 1 if rejected."""
+    if readback > 0 and not routes:
+        raise CommandError("--readback needs --evidence PREFIX=URL: claims are read back "
+                           "from resolved evidence [usage]")
     raw = _read(receipt, "receipt", DEFAULT_LIMITS.max_bytes)
     keyring = _keyring(trust_path)
     who = identity
