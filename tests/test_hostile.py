@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from handoffs._errors import WeakKey
 from handoffs._json import dumps, loads
-from handoffs.contracts import Authority, UntrustedGovernance, compose
+from handoffs.contracts import Authority, UntrustedGovernance
+from handoffs.contracts._encoders import compose
 from handoffs.contracts._keys import KeyRing, SigningKey, b58encode
 from handoffs.contracts._proofs import sign
 from handoffs.examples import payment

@@ -12,7 +12,8 @@ import pytest
 # Modules (and their submodules) that production imports must not load. jsonschema is
 # python-jsonschema, the error reporter (jsonschema_rs validates).
 HEAVY = ("hypothesis", "jsonschema", "click", "rich", "handoffs.lab", "handoffs.testing",
-         "handoffs.examples", "importlib.metadata")
+         "handoffs.examples", "handoffs.contracts.payment", "importlib.metadata",
+         "http.client", "urllib.request", "handoffs.contracts._diff")
 
 
 def loaded_after(code: str) -> list[str]:
@@ -66,3 +67,16 @@ def test_the_version_is_read_on_first_use() -> None:
     assert "importlib.metadata" in loaded_after("import handoffs; handoffs.__version__")
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         handoffs.nope  # noqa: B018 - the attribute access is the test
+
+
+@pytest.mark.parametrize("package", ["handoffs", "handoffs.contracts", "handoffs.receivers",
+                                     "handoffs.lab"])
+def test_every_public_name_resolves_and_is_listed(package: str) -> None:
+    import importlib
+
+    module = importlib.import_module(package)
+    for name in module.__all__:
+        assert getattr(module, name) is not None, name
+    assert set(module.__all__) <= set(dir(module))
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        module.no_such_name  # noqa: B018 - the attribute access is the test

@@ -31,15 +31,8 @@ from handoffs.contracts import (
     decision_field,
 )
 from handoffs.examples.payment import PAYMENT_RELEASE, synthetic_cases
-from handoffs.lab import (
-    Reference,
-    counterfactual_triggers,
-    ddmin,
-    exhaustive_minimum,
-    minimal_message,
-    region_sufficient,
-)
-from handoffs.lab._minimal import Constraint
+from handoffs.lab import Reference, counterfactual_triggers, minimal_message
+from handoffs.lab._minimal import Constraint, ddmin, exhaustive_minimum, region_sufficient
 
 
 class Act(enum.Enum):

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handoffs.contracts import GOVERNANCE_FIELDS, Authority, Receipt, compose
+from handoffs.contracts import GOVERNANCE_FIELDS, Authority, Receipt
+from handoffs.contracts._encoders import compose
 from handoffs.examples import payment
 from handoffs.lab import (
     AdvisoryActionReceiver,

@@ -16,10 +16,9 @@ from handoffs.contracts import (
     Contract,
     Receipt,
     iter_violations,
-    schema_id,
     to_json_schema,
 )
-from handoffs.contracts._schema import render_schema, schema_path, write_schema
+from handoffs.contracts._schema import render_schema, schema_id, schema_path, write_schema
 from handoffs.examples.payment import (
     GOVERNANCE,
     PAYMENT_RELEASE,

@@ -10,6 +10,8 @@ A :class:`Sender` turns decision content into signed receipt bytes;
 layer underneath it.
 """
 
+from typing import TYPE_CHECKING
+
 from handoffs._errors import (
     ContractDefinitionError,
     HandoffsError,
@@ -24,6 +26,7 @@ from handoffs._errors import (
     Violation,
     WeakKey,
 )
+from handoffs._lazy import attach
 from handoffs.contracts._contract import (
     Authority,
     ContextDependency,
@@ -36,22 +39,7 @@ from handoffs.contracts._contract import (
     RoleHeld,
     Uncertainty,
 )
-from handoffs.contracts._diff import (
-    Category,
-    ContractDiff,
-    Direction,
-    Finding,
-    FindingCode,
-    VersionBumpError,
-    diff,
-    diff_schemas,
-)
-from handoffs.contracts._encoders import (
-    Encoder,
-    GovernanceService,
-    ReceiptEncoder,
-    compose,
-)
+from handoffs.contracts._encoders import Encoder, GovernanceService, ReceiptEncoder
 from handoffs.contracts._fields import MISSING, FieldKind, FieldSpec, Interval, decision_field
 from handoffs.contracts._keys import KeyEntry, KeyRing, SigningKey
 from handoffs.contracts._policy import (
@@ -71,7 +59,7 @@ from handoffs.contracts._policy import (
     Rule,
     Under,
 )
-from handoffs.contracts._proofs import VerifiedProof, sign, verify
+from handoffs.contracts._proofs import VerifiedProof
 from handoffs.contracts._receipt import (
     ENVELOPE_MEMBERS,
     GOVERNANCE_FIELDS,
@@ -79,17 +67,9 @@ from handoffs.contracts._receipt import (
     EvidenceRef,
     Governance,
     Receipt,
-    payload_bytes,
 )
 from handoffs.contracts._registry import Registry
-from handoffs.contracts._schema import (
-    iter_violations,
-    render_schema,
-    schema_id,
-    to_json_schema,
-    validate,
-    write_schema,
-)
+from handoffs.contracts._schema import iter_violations, to_json_schema, validate, write_schema
 from handoffs.contracts._sender import GrantIssuer, GrantSource, Sender
 from handoffs.contracts._signing import (
     ANY_AUDIENCE,
@@ -99,6 +79,32 @@ from handoffs.contracts._signing import (
     sign_receipt,
     verify_receipt,
 )
+
+if TYPE_CHECKING:
+    from handoffs.contracts._diff import (
+        Category,
+        ContractDiff,
+        Direction,
+        Finding,
+        FindingCode,
+        VersionBumpError,
+        diff,
+        diff_schemas,
+    )
+
+# Imported on first use: importing the package costs only what its eager names
+# need (benchmarks/imports.py).
+_LAZY = {
+    "Category": "handoffs.contracts._diff",
+    "ContractDiff": "handoffs.contracts._diff",
+    "Direction": "handoffs.contracts._diff",
+    "Finding": "handoffs.contracts._diff",
+    "FindingCode": "handoffs.contracts._diff",
+    "VersionBumpError": "handoffs.contracts._diff",
+    "diff": "handoffs.contracts._diff",
+    "diff_schemas": "handoffs.contracts._diff",
+}
+__getattr__, __dir__ = attach(__name__, _LAZY)
 
 __all__ = [
     "ANY_AUDIENCE",
@@ -168,20 +174,14 @@ __all__ = [
     "VersionBumpError",
     "Violation",
     "WeakKey",
-    "compose",
     "decision_field",
     "diff",
     "diff_schemas",
     "issue_grant",
     "iter_violations",
-    "payload_bytes",
-    "render_schema",
-    "schema_id",
-    "sign",
     "sign_receipt",
     "to_json_schema",
     "validate",
-    "verify",
     "verify_receipt",
     "write_schema",
 ]

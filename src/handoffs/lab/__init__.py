@@ -52,15 +52,16 @@ from handoffs.lab._minimal import (
     Reference,
     Trigger,
     counterfactual_triggers,
-    ddmin,
-    exhaustive_minimum,
     minimal_message,
     region_sufficient,
 )
 from handoffs.lab._partition import MessagePartition, PartitionCell, message_partition
 from handoffs.lab._perturb import (
+    REMOVED,
+    SUBJECT,
     ActionAdded,
     AuthoritativeSender,
+    CaseContext,
     ConstantMessage,
     Falsehood,
     LossChanged,
@@ -73,19 +74,16 @@ from handoffs.lab._perturb import (
     RemoveDecisionField,
     RemoveGovernanceField,
     RoundNumeric,
+    Scoring,
     ShortenEvidenceRefs,
     ShuffledMessage,
+    Variant,
     WidenInterval,
     standard_perturbations,
 )
-from handoffs.lab._release import (
-    evaluate_gate,
-    release_artefact,
-    sign_artefact,
-    verify_artefact,
-)
+from handoffs.lab._release import evaluate_gate, release_artefact, sign_artefact, verify_artefact
 from handoffs.lab._render import render_html, render_markdown
-from handoffs.lab._report import ReportError, report_schema, validate_report
+from handoffs.lab._report import ReportError, validate_report
 from handoffs.lab._runlog import RunLogError
 from handoffs.lab._runner import LabRun, rescore, run
 from handoffs.lab._toml import load_experiment
@@ -93,11 +91,14 @@ from handoffs.lab._toml import load_experiment
 __all__ = [
     "AUTHORITATIVE_SENDER",
     "CONTROLS",
+    "REMOVED",
+    "SUBJECT",
     "ActionAdded",
     "AdvisoryActionReceiver",
     "AuthoritativeSender",
     "AuthorityReading",
     "Baselines",
+    "CaseContext",
     "CaseSource",
     "ConstantMessage",
     "ControlExpectations",
@@ -130,18 +131,18 @@ __all__ = [
     "RoundNumeric",
     "RunLogError",
     "ScoreReceiver",
+    "Scoring",
     "SenderClaimReading",
     "ShortenEvidenceRefs",
     "ShuffledMessage",
     "Strategy",
     "Tolerances",
     "Trigger",
+    "Variant",
     "WidenInterval",
     "control_expectations",
     "counterfactual_triggers",
-    "ddmin",
     "evaluate_gate",
-    "exhaustive_minimum",
     "load_experiment",
     "message_partition",
     "minimal_message",
@@ -150,7 +151,6 @@ __all__ = [
     "release_artefact",
     "render_html",
     "render_markdown",
-    "report_schema",
     "rescore",
     "run",
     "sign_artefact",

@@ -25,22 +25,10 @@ holds across processes (a :class:`ReplayLog`: the replay claim and the decision 
 commit together).
 """
 
+from typing import TYPE_CHECKING
+
 from handoffs._json import JSONLimits
-from handoffs.receivers._carried import (
-    CARRY_PIN,
-    CarriedReceiptReceiver,
-    carried_receipt,
-    carry,
-    receipt_pin,
-)
-from handoffs.receivers._chat import (
-    ChatClient,
-    ChatRequest,
-    Completion,
-    ModelError,
-    ModelTimeout,
-    OpenAICompatibleClient,
-)
+from handoffs._lazy import attach
 from handoffs.receivers._decision import Decision, Memoisable, Reason, Receiver, Step, Verdict
 from handoffs.receivers._gate import (
     Admitted,
@@ -59,26 +47,7 @@ from handoffs.receivers._gate import (
     Ruling,
     UnsafeConfigurationWarning,
     UnsafeNoProofs,
-    check_schema,
-    utc_now,
 )
-from handoffs.receivers._identity import (
-    HANDOFF_CHAIN_CONTRACT,
-    HANDOFF_CHAIN_SCHEMA_ID,
-    HOP_PROOF_PURPOSE,
-    DerivedFrom,
-    HandoffChain,
-    Hop,
-    HopRole,
-    IdentityCompositionReceiver,
-    SeparationOfDuties,
-    add_hop,
-    approve,
-    handoff_chain_schema,
-    start_chain,
-)
-from handoffs.receivers._log import DecisionLogError, LogSummary, SQLiteDecisionLog
-from handoffs.receivers._model import ModelReceiver, action_schema
 from handoffs.receivers._receivers import (
     Admission,
     AuthoritativeActuator,
@@ -95,11 +64,62 @@ from handoffs.receivers._replay import (
     ReplayStoreError,
 )
 
+if TYPE_CHECKING:
+    from handoffs.receivers._carried import CarriedReceiptReceiver, carried_receipt, carry
+    from handoffs.receivers._chat import (
+        ChatClient,
+        ChatRequest,
+        Completion,
+        ModelError,
+        ModelTimeout,
+        OpenAICompatibleClient,
+    )
+    from handoffs.receivers._identity import (
+        DerivedFrom,
+        HandoffChain,
+        Hop,
+        HopRole,
+        IdentityCompositionReceiver,
+        SeparationOfDuties,
+        add_hop,
+        approve,
+        handoff_chain_schema,
+        start_chain,
+    )
+    from handoffs.receivers._log import DecisionLogError, LogSummary, SQLiteDecisionLog
+    from handoffs.receivers._model import ModelReceiver, action_schema
+
+# Imported on first use: importing the package costs only what its eager names
+# need (benchmarks/imports.py).
+_LAZY = {
+    "CarriedReceiptReceiver": "handoffs.receivers._carried",
+    "carried_receipt": "handoffs.receivers._carried",
+    "carry": "handoffs.receivers._carried",
+    "ChatClient": "handoffs.receivers._chat",
+    "ChatRequest": "handoffs.receivers._chat",
+    "Completion": "handoffs.receivers._chat",
+    "ModelError": "handoffs.receivers._chat",
+    "ModelTimeout": "handoffs.receivers._chat",
+    "OpenAICompatibleClient": "handoffs.receivers._chat",
+    "DerivedFrom": "handoffs.receivers._identity",
+    "HandoffChain": "handoffs.receivers._identity",
+    "Hop": "handoffs.receivers._identity",
+    "HopRole": "handoffs.receivers._identity",
+    "IdentityCompositionReceiver": "handoffs.receivers._identity",
+    "SeparationOfDuties": "handoffs.receivers._identity",
+    "add_hop": "handoffs.receivers._identity",
+    "approve": "handoffs.receivers._identity",
+    "handoff_chain_schema": "handoffs.receivers._identity",
+    "start_chain": "handoffs.receivers._identity",
+    "DecisionLogError": "handoffs.receivers._log",
+    "LogSummary": "handoffs.receivers._log",
+    "SQLiteDecisionLog": "handoffs.receivers._log",
+    "ModelReceiver": "handoffs.receivers._model",
+    "action_schema": "handoffs.receivers._model",
+}
+__getattr__, __dir__ = attach(__name__, _LAZY)
+
 __all__ = [
-    "CARRY_PIN",
-    "HANDOFF_CHAIN_CONTRACT",
-    "HANDOFF_CHAIN_SCHEMA_ID",
-    "HOP_PROOF_PURPOSE",
     "Admission",
     "Admitted",
     "AuthoritativeActuator",
@@ -156,9 +176,6 @@ __all__ = [
     "approve",
     "carried_receipt",
     "carry",
-    "check_schema",
     "handoff_chain_schema",
-    "receipt_pin",
     "start_chain",
-    "utc_now",
 ]

@@ -25,18 +25,14 @@ and a typed :class:`~handoffs.receivers.Reason`.
 
 from __future__ import annotations
 
-import email.utils
 import hashlib
-import http.client
 import json
-import urllib.error
 import urllib.parse
-import urllib.request
 import warnings
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
-from typing import Any, ClassVar, Final, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, cast, runtime_checkable
 
 import attrs
 import jsonschema_rs
@@ -87,6 +83,10 @@ from handoffs.receivers._replay import (
     ReplayLog,
     ReplayStore,
 )
+
+if TYPE_CHECKING:  # HTTP evidence resolution imports urllib.request when it is built
+    import urllib.request
+
 
 __all__ = [
     "Admitted",
@@ -303,12 +303,17 @@ class InMemoryEvidenceResolver:
         return (ref.uri, ref.digest)
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Refuse redirects: evidence is fetched from the configured location only."""
+def _no_redirect_opener() -> urllib.request.OpenerDirector:
+    """An opener that uses no environment proxy and follows no redirect (the opener
+    then raises an HTTP error): evidence is fetched from the configured location only.
+    """
+    import urllib.request
 
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        """Follow no redirect (the opener then raises an HTTP error)."""
-        return
+    class _NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return
+
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
 
 
 def _routes(value: Mapping[str, str]) -> Mapping[str, str]:
@@ -364,8 +369,7 @@ class HTTPEvidenceResolver:
     _opener: urllib.request.OpenerDirector = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
-        object.__setattr__(self, "_opener", opener)
+        object.__setattr__(self, "_opener", _no_redirect_opener())
 
     def url_for(self, uri: str) -> str:
         """The URL a reference is fetched from.
@@ -387,6 +391,11 @@ class HTTPEvidenceResolver:
             EvidenceError: no route, an HTTP error status, a redirect, a network
                 error or timeout, an oversize body, or a malformed JSON body.
         """
+        import email.utils
+        import http.client
+        import urllib.error
+        import urllib.request
+
         url = self.url_for(ref.uri)
         request = urllib.request.Request(  # noqa: S310 - the scheme is checked per route
             url, headers={"Accept": "application/json, */*;q=0.5", **self.headers}
