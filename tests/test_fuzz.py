@@ -27,7 +27,7 @@ from handoffs import HandoffsError
 from handoffs._json import dumps, loads
 from handoffs.contracts import Receipt
 from handoffs.receivers import Decision, MemoryReplayStore, SQLiteDecisionLog, Verdict
-from test_gate import WORLD, strict
+from test_gate import CONTRACT, WORLD, strict
 
 ERRORS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "errors.md"
 # Every code in the first column of the errors page's tables.
@@ -197,7 +197,7 @@ def test_the_loader_raises_only_typed_errors(message: Any) -> None:
     code = "accepted"
     try:
         doc = loads(message) if isinstance(message, bytes | str) else message
-        Receipt.from_json(doc)
+        Receipt.from_json(doc, registry=CONTRACT)
     except HandoffsError as exc:
         code = exc.code
     assert code == "accepted" or code in DOCUMENTED, code
