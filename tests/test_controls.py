@@ -122,3 +122,20 @@ def test_read_errors(small: tuple[Any, dict[str, Any]]) -> None:
         read_baselines(report, strategies=["nope"])
     with pytest.raises(ExperimentError, match="expectations cover 28 cases"):
         read_baselines(report, expectations=control_expectations(payment_experiment()))
+
+
+def test_an_unknown_gate_perturbation_is_refused_before_any_work() -> None:
+    experiment = payment_experiment(variants=1)
+    tolerances = attrs.evolve(experiment.tolerances,
+                              gate_perturbations=("none", "remove-decision-field:typo"))
+    calls: list[object] = []
+
+    def cases() -> list[object]:
+        calls.append(None)
+        return list(experiment.cases)
+
+    bad = attrs.evolve(experiment, tolerances=tolerances,
+                       cases=IterableCases(cases, description="counted"))
+    with pytest.raises(ExperimentError, match=r"does not run: \['remove-decision-field:typo'\]"):
+        run(bad)
+    assert calls == []

@@ -124,8 +124,9 @@ def compile_plan(experiment: Experiment) -> Plan:
     """Prepare the perturbations and resolve which strategies each applies to.
 
     Raises:
-        ExperimentError: duplicate perturbation ids, unknown strategy names, or a
-            perturbation that cannot be prepared for the contract.
+        ExperimentError: duplicate perturbation ids, unknown strategy names, a
+            gate perturbation the experiment does not run, or a perturbation that
+            cannot be prepared for the contract.
     """
     from handoffs.lab._perturb import standard_perturbations
 
@@ -140,6 +141,11 @@ def compile_plan(experiment: Experiment) -> Plan:
     if duplicates or "none" in ids:
         raise ExperimentError(f"perturbation ids must be unique and not 'none': "
                               f"{duplicates or ['none']}")
+    unknown = [g for g in experiment.tolerances.gate_perturbations
+               if g != "none" and g not in ids]
+    if unknown:
+        raise ExperimentError(f"gate_perturbations names perturbations the experiment does "
+                              f"not run: {unknown}; it runs 'none' and {sorted(ids)}")
     names = [s.name for s in experiment.strategies]
     subject = names.index(experiment.subject_strategy.name)
     targets: list[tuple[int, ...]] = []
