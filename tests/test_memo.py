@@ -19,6 +19,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from handoffs._errors import MalformedJSON
+from handoffs._json import check_value
 from handoffs.examples import payment
 from handoffs.examples.payment_lab import (
     DECISION_TIME,
@@ -210,8 +212,18 @@ def test_memo_keys_are_member_wise(name: str, pair: tuple[dict[str, Any], dict[s
     if remove and (member in first) != (member in second):
         return  # the keys differ only where the messages do
     assert receiver.memo_key(patched[0]) == receiver.memo_key(patched[1])
-    if not remove:
+    if not remove and _json_data(value):
+        # (A value that is not JSON data within the limits, e.g. an integer past 2**53,
+        # makes any message it joins refused at parse; its part may be equal to nothing.)
         assert receiver.memo_member(member, value) == receiver.memo_member(member, value)
+
+
+def _json_data(value: Any) -> bool:
+    try:
+        check_value(value)
+    except MalformedJSON:
+        return False
+    return True
 
 
 def test_messages_differing_only_in_valid_identifiers_share_a_key() -> None:
