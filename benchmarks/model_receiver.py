@@ -54,20 +54,10 @@ LATENCY = 0.020
 WIDTH = 16
 
 
-def _policy(state: dict[str, Any]) -> str:  # noqa: PLR0911 - the contract's decision list
-    if state.get("identity_verified") is not True:
-        return "HOLD"
-    if state.get("screening_clear") is not True:
-        return "HOLD"
-    if state.get("duplicate_signal") is not False:
-        return "REJECT_DUPLICATE"
-    if state.get("policy_current") is not True:
-        return "ESCALATE"
-    if state.get("evidence_conflict") is not False:
-        return "ESCALATE"
-    if state.get("high_value") is not False:
-        return "ESCALATE"
-    return "RELEASE"
+def _policy(state: dict[str, Any]) -> str:
+    """The contract's own policy on what the message states; undetermined fails closed."""
+    action = PAYMENT_RELEASE.evaluate(state).action
+    return PAYMENT_RELEASE.fail_closed_action.value if action is None else action.value
 
 
 @attrs.frozen
