@@ -10,7 +10,9 @@ Method: every sample is a fresh interpreter (``python -c CODE``) whose code meas
 process CPU time (``time.process_time``) around the import statement alone, so that
 interpreter start-up, which both sides share, does not dilute the ratio. Targets are
 interleaved round-robin (one discarded warm-up round, then ROUNDS rounds) so that a
-busy machine slows all of them alike. Reported: the median per target, and the
+busy machine slows all of them alike. The samples run without
+``PYTHONDONTWRITEBYTECODE``, so the warm-up round writes the byte-code caches that
+users' installs have and every measured round reads them. Reported: the median per target, and the
 *paired* ratio (the median over rounds of the per-round ratio). ``handoffs --version``
 is timed as a whole process (wall time), beside an empty interpreter.
 
@@ -21,6 +23,7 @@ Run: ``python benchmarks/imports.py [--rounds R]``. The last line is the headlin
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -37,12 +40,13 @@ _TIMED = ("import time\n"
           "_t = time.process_time()\n"
           "{code}\n"
           "print(time.process_time() - _t)\n")
+_ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
 
 
 def cpu_import(code: str) -> float:
     """CPU seconds that ``code`` takes in a fresh interpreter."""
     done = subprocess.run([sys.executable, "-c", _TIMED.format(code=code)],  # noqa: S603
-                          capture_output=True, text=True, timeout=60, check=True)
+                          capture_output=True, text=True, timeout=60, check=True, env=_ENV)
     return float(done.stdout.strip().splitlines()[-1])
 
 
@@ -50,7 +54,7 @@ def wall_process(args: list[str]) -> float:
     """Wall seconds of a whole process."""
     start = time.perf_counter()
     subprocess.run([sys.executable, *args], capture_output=True, timeout=60,  # noqa: S603
-                   check=True)
+                   check=True, env=_ENV)
     return time.perf_counter() - start
 
 
@@ -66,7 +70,7 @@ def main() -> int:
         sample = {name: cpu_import(code) for name, code in TARGETS.items()}
         empty = wall_process(["-c", "pass"])
         version = wall_process(["-m", "handoffs", "--version"])
-        if index == 0:  # warm-up: file-system caches, byte-code compilation
+        if index == 0:  # warm-up: file-system caches, byte-code caches written
             continue
         for name, value in sample.items():
             cpu[name].append(value)
