@@ -19,50 +19,16 @@ from pathlib import Path
 
 import pytest
 
+from console_pages import blocks, matches
 from serve_world import evidence_server, receipt
 from stores import PostgresServer, free_port
 from test_gate import WORLD
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "how-to" / "run-as-a-service.md"
-_CONSOLE = re.compile(r"^```console\n(.*?)^```", re.S | re.M)
 _CONFIG = re.compile(r'^```toml title="serve.toml"\n(.*?)^```', re.S | re.M)
 
 pytest.importorskip("starlette")
-
-
-def blocks(text: str) -> list[tuple[list[str], list[str]]]:
-    """``(commands, expected output lines)`` per console block; continuations joined."""
-    result = []
-    for match in _CONSOLE.finditer(text):
-        commands: list[str] = []
-        expected: list[str] = []
-        continued = False
-        for line in match[1].splitlines():
-            if continued:
-                commands[-1] += "\n" + line
-            elif line.startswith("$ "):
-                commands.append(line[2:])
-            else:
-                expected.append(line)
-            continued = line.endswith("\\")
-        result.append((commands, expected))
-    return result
-
-
-def matches(expected: list[str], printed: str) -> list[str]:
-    """The expected lines missing from ``printed`` (empty when all are there)."""
-    lines = printed.splitlines()
-    missing = []
-    for want in expected:
-        if want == "...":
-            continue
-        if want.endswith("..."):
-            if not any(line.startswith(want[:-3]) for line in lines):
-                missing.append(want)
-        elif want not in lines:
-            missing.append(want)
-    return missing
 
 
 def test_block_parsing() -> None:
