@@ -59,15 +59,9 @@ from handoffs.lab._perturb import (
     select_perturbations,
 )
 from handoffs.receivers._decision import Receiver
-from handoffs.receivers._gate import (
-    EvidenceError,
-    Gate,
-    PolicyStatus,
-    ResolvedEvidence,
-    UnsafeConfigurationWarning,
-    UnsafeNoProofs,
-)
+from handoffs.receivers._gate import Gate, UnsafeConfigurationWarning, UnsafeNoProofs
 from handoffs.receivers._receivers import AuthoritativeActuator, StrictContractReceiver
+from handoffs.receivers._services import EvidenceError, PolicyStatus, ResolvedEvidence
 
 __all__ = [
     "ASSUMPTIONS",

@@ -44,10 +44,9 @@ from handoffs.receivers._gate import (
     ReceiverRule,
     Ruling,
     _parse,
-    _reasons,
-    _Refused,
     _text,
 )
+from handoffs.receivers._pipeline import Refusal
 from handoffs.receivers._receivers import _fail, _is_contract, _ViaAdmission
 
 __all__ = [
@@ -208,11 +207,12 @@ class GovernanceChecker:
             error = HandoffsError(f"unexpected {type(exc).__name__}: {exc}", code="internal-error")
         if isinstance(error, MalformedJSON):
             step = Step.PARSE
+        refusal = Refusal.of(error, step)
         return Decision(
-            verdict=error.verdict if isinstance(error, _Refused) else Verdict.REJECT,
+            verdict=refusal.verdict,
             action=fail,
             step=step,
-            reasons=_reasons(error, step),
+            reasons=refusal.reasons,
             receiver=receiver,
             contract=self.contract.id,
             receipt_id=_text(doc.get("id")) if doc is not None else None,
@@ -227,9 +227,9 @@ class GovernanceChecker:
             or (isinstance(value, str | list | tuple | dict) and not value)
         )
         if missing:
-            raise _Refused(Verdict.REJECT, missing)
+            raise Refusal(Verdict.REJECT, missing)
         if "authority" in self.required and doc["authority"] not in ("ADVISE", "DECIDE"):
-            raise _Refused(Verdict.REJECT, (Reason(
+            raise Refusal(Verdict.REJECT, (Reason(
                 "schema-invalid",
                 f"expected one of ['ADVISE', 'DECIDE'], got {doc['authority']!r}",
                 Step.PARSE, "$.authority",

@@ -33,17 +33,8 @@ from handoffs.receivers._decision import Decision, Memoisable, Reason, Receiver,
 from handoffs.receivers._gate import (
     Admitted,
     Clock,
-    EvidenceError,
-    EvidenceResolver,
     Gate,
-    HTTPEvidenceResolver,
-    InMemoryEvidenceResolver,
-    InMemoryPolicyService,
-    PolicyService,
-    PolicyStatus,
-    Readback,
     ReceiverRule,
-    ResolvedEvidence,
     Ruling,
     UnsafeConfigurationWarning,
     UnsafeNoProofs,
@@ -62,6 +53,17 @@ from handoffs.receivers._replay import (
     ReplayLog,
     ReplayStore,
     ReplayStoreError,
+)
+from handoffs.receivers._services import (
+    EvidenceError,
+    EvidenceResolver,
+    HTTPEvidenceResolver,
+    InMemoryEvidenceResolver,
+    InMemoryPolicyService,
+    PolicyService,
+    PolicyStatus,
+    Readback,
+    ResolvedEvidence,
 )
 
 if TYPE_CHECKING:

@@ -23,14 +23,10 @@ from handoffs._errors import HandoffsError
 from handoffs._json import DEFAULT_LIMITS, dumps, loads
 from handoffs.contracts._keys import KeyRing
 from handoffs.contracts._receipt import parse_time
-from handoffs.receivers._gate import (
-    Gate,
-    HTTPEvidenceResolver,
-    InMemoryPolicyService,
-    Readback,
-)
+from handoffs.receivers._gate import Gate
 from handoffs.receivers._log import open_log
 from handoffs.receivers._receivers import StrictContractReceiver
+from handoffs.receivers._services import HTTPEvidenceResolver, InMemoryPolicyService, Readback
 
 __all__ = ["gate", "log"]
 

@@ -1,7 +1,8 @@
-"""The runtime gate: one fail-closed pipeline in five numbered steps.
+"""The runtime gate for signed decision receipts: five numbered steps, fail closed.
 
 A :class:`Gate` is built once, with keyword-only configuration, and then decides
-message after message. The steps are numbered here as in the docs
+message after message. Its steps are stages of the one admission pipeline
+(:mod:`handoffs.receivers._pipeline`), numbered as in the docs
 (``docs/how-to/validate-at-runtime.md``) and in :class:`~handoffs.receivers.Step`:
 
 1. **parse** with limits (size, depth, duplicate keys, non-finite numbers), pick the
@@ -17,22 +18,22 @@ message after message. The steps are numbered here as in the docs
    when configured, read the decisive claims back against the resolved evidence;
 5. **policy**: the receiver contract's own rule (see ``handoffs.receivers``).
 
-No step raises out of the gate: every :class:`~handoffs.HandoffsError` (and any
-unexpected exception, as ``internal-error``) becomes a fail-closed
-:class:`~handoffs.receivers.Decision` carrying the contract's ``fail_closed_action``
-and a typed :class:`~handoffs.receivers.Reason`.
+No step raises out of the gate: the pipeline turns every
+:class:`~handoffs.HandoffsError` (and any unexpected exception, as ``internal-error``)
+into a fail-closed :class:`~handoffs.receivers.Decision` carrying the contract's
+``fail_closed_action`` and a typed :class:`~handoffs.receivers.Reason`. The services the
+steps ask (policy service, evidence resolvers, readback) live in
+:mod:`handoffs.receivers._services`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import urllib.parse
 import warnings
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, cast, runtime_checkable
+from typing import Any, Final, cast
 
 import attrs
 import jsonschema_rs
@@ -42,7 +43,6 @@ from handoffs._errors import (
     InvalidArgument,
     MalformedJSON,
     ProofError,
-    ReceiptValidationError,
     UnknownContract,
 )
 from handoffs._json import (
@@ -52,7 +52,6 @@ from handoffs._json import (
     canonical_bytes_plain,
     check_value,
     jcs_plain,
-    loads,
     loads_plain,
 )
 from handoffs._time import expired
@@ -75,6 +74,7 @@ from handoffs.contracts._registry import Registry, as_registry
 from handoffs.contracts._schema import validate_checked as _validate
 from handoffs.contracts._signing import VerifiedReceipt, _verify_receipt
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict, memo_value
+from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers._replay import (
     DecisionLog,
     MemoryReplayStore,
@@ -83,25 +83,19 @@ from handoffs.receivers._replay import (
     ReplayLog,
     ReplayStore,
 )
-
-if TYPE_CHECKING:  # HTTP evidence resolution imports urllib.request when it is built
-    import urllib.request
-
+from handoffs.receivers._services import (
+    EvidenceError,
+    EvidenceResolver,
+    PolicyService,
+    Readback,
+    ResolvedEvidence,
+)
 
 __all__ = [
     "Admitted",
     "Clock",
-    "EvidenceError",
-    "EvidenceResolver",
     "Gate",
-    "HTTPEvidenceResolver",
-    "InMemoryEvidenceResolver",
-    "InMemoryPolicyService",
-    "PolicyService",
-    "PolicyStatus",
-    "Readback",
     "ReceiverRule",
-    "ResolvedEvidence",
     "Ruling",
     "UnsafeConfigurationWarning",
     "UnsafeNoProofs",
@@ -136,345 +130,6 @@ class UnsafeNoProofs:
     :class:`UnsafeConfigurationWarning`.
     """
 
-
-# --------------------------------------------------------------------- errors (data)
-
-
-class EvidenceError(HandoffsError, LookupError):
-    """An evidence reference could not be resolved (source-resolution failure)."""
-
-    code = "evidence-unresolved"
-
-
-class _Refused(HandoffsError):
-    """Internal: a step refuses with a verdict and one or more reasons."""
-
-    def __init__(self, verdict: Verdict, reasons: tuple[Reason, ...]) -> None:
-        self.verdict = verdict
-        self.reasons = reasons
-        super().__init__(reasons[0].message, code=reasons[0].code, json_path=reasons[0].json_path)
-
-
-# -------------------------------------------------------------------- policy service
-
-
-@attrs.frozen
-class PolicyStatus:
-    """What the receiver's policy service says about one policy version.
-
-    Attributes:
-        known: the service can resolve the version.
-        current: the version is the one in force now.
-    """
-
-    known: bool
-    current: bool
-
-
-@runtime_checkable
-class PolicyService(Protocol):
-    """The receiver's authenticated policy service (step 3)."""
-
-    def resolve(self, version: str) -> PolicyStatus:
-        """Whether ``version`` is known, and whether it is current."""
-        ...
-
-
-def _versions(value: Mapping[str, bool]) -> Mapping[str, bool]:
-    if not isinstance(value, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, bool) for k, v in value.items()
-    ):
-        raise InvalidArgument("versions must map policy version strings to booleans (current?)")
-    return MappingProxyType(dict(value))
-
-
-@attrs.frozen
-class InMemoryPolicyService:
-    """A policy service backed by a mapping ``{version: is_current}``.
-
-    Example: ``InMemoryPolicyService({"PAY-7.4": True, "PAY-7.3": False})`` knows
-    two versions, of which PAY-7.4 is current.
-    """
-
-    versions: Mapping[str, bool] = attrs.field(converter=_versions)
-
-    def resolve(self, version: str) -> PolicyStatus:
-        """Known if listed; current if listed as current."""
-        current = self.versions.get(version)
-        return PolicyStatus(known=current is not None, current=bool(current))
-
-
-# ------------------------------------------------------------------ evidence resolvers
-
-
-def _content(value: bytes) -> bytes:
-    if not isinstance(value, bytes | bytearray | memoryview):
-        raise InvalidArgument(f"evidence content must be bytes, got {type(value).__name__}")
-    return bytes(value)
-
-
-def _observed(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    if not isinstance(value, datetime) or value.tzinfo is None:
-        raise InvalidArgument("observed_at must be a timezone-aware datetime or None")
-    return value.astimezone(UTC)
-
-
-def _claims(value: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    if value is None:
-        return None
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise InvalidArgument("claims must be a mapping with string keys, or None")
-    return MappingProxyType(dict(value))
-
-
-@attrs.frozen
-class ResolvedEvidence:
-    """What an evidence resolver returns for one reference.
-
-    Attributes:
-        content: the evidence bytes (a pinned reference's digest covers exactly these).
-        observed_at: when the source observed the evidence, or ``None`` if unknown
-            (unknown age never satisfies a freshness dependency).
-        claims: decisive facts the source asserts, keyed by decision-field name in
-            their JSON form (``{"policy_current": false}``), or ``None``. Step (4)
-            reads a receipt's decision state back against them.
-    """
-
-    content: bytes = attrs.field(converter=_content)
-    observed_at: datetime | None = attrs.field(default=None, converter=_observed)
-    claims: Mapping[str, Any] | None = attrs.field(default=None, converter=_claims)
-    digest: str = attrs.field(init=False, repr=False, eq=False)
-    """``"sha256:<hex>"`` of :attr:`content` (computed once)."""
-
-    def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "digest", "sha256:" + hashlib.sha256(self.content).hexdigest())
-
-
-@runtime_checkable
-class EvidenceResolver(Protocol):
-    """Resolves an evidence reference to its content (step 3 freshness, step 4).
-
-    A deterministic resolver may also offer ``memo_key(ref) -> Hashable``: what its
-    answer for ``ref`` depends on, as far as a gate can see it. Equal keys must mean
-    the same outcome: the same error code, or the same ``observed_at`` and ``claims``
-    and the same verdict on ``ref``'s pinned digest. With it, a gate without proofs
-    can be memoised on messages that differ only in their references (see
-    :meth:`Gate.memo_key`).
-    """
-
-    def resolve(self, ref: EvidenceRef) -> ResolvedEvidence:
-        """The evidence behind ``ref``.
-
-        Raises:
-            EvidenceError: the reference cannot be resolved.
-        """
-        ...
-
-
-def _documents(value: Mapping[str, ResolvedEvidence]) -> Mapping[str, ResolvedEvidence]:
-    if not isinstance(value, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, ResolvedEvidence) for k, v in value.items()
-    ):
-        raise InvalidArgument("documents must map URIs to ResolvedEvidence")
-    return MappingProxyType(dict(value))
-
-
-@attrs.frozen
-class InMemoryEvidenceResolver:
-    """Resolves references from a mapping ``{uri: ResolvedEvidence}`` (tests, the lab)."""
-
-    documents: Mapping[str, ResolvedEvidence] = attrs.field(converter=_documents)
-
-    def resolve(self, ref: EvidenceRef) -> ResolvedEvidence:
-        """The evidence stored under ``ref.uri``.
-
-        Raises:
-            EvidenceError: no evidence is stored under that URI.
-        """
-        found = self.documents.get(ref.uri)
-        if found is None:
-            raise EvidenceError(f"no evidence is known for {ref.uri!r}")
-        return found
-
-    def memo_key(self, ref: EvidenceRef) -> Hashable:
-        """The answer depends on the URI; the pinned digest is compared against it."""
-        return (ref.uri, ref.digest)
-
-
-def _no_redirect_opener() -> urllib.request.OpenerDirector:
-    """An opener that uses no environment proxy and follows no redirect (the opener
-    then raises an HTTP error): evidence is fetched from the configured location only.
-    """
-    import urllib.request
-
-    class _NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-            return
-
-    return urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
-
-
-def _routes(value: Mapping[str, str]) -> Mapping[str, str]:
-    if not isinstance(value, Mapping) or not value:
-        raise InvalidArgument("routes must be a non-empty mapping of URI prefix to base URL")
-    for prefix, base in value.items():
-        if not isinstance(prefix, str) or not prefix or not isinstance(base, str):
-            raise InvalidArgument("routes must map non-empty URI prefixes to base URLs")
-        parts = urllib.parse.urlsplit(base)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise InvalidArgument(f"route base {base!r} must be an absolute http(s) URL")
-    return MappingProxyType(dict(value))
-
-
-def _positive(_: Any, attribute: attrs.Attribute[Any], value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise InvalidArgument(f"{attribute.name} must be a positive number, got {value!r}")
-
-
-def _headers(value: Mapping[str, str]) -> Mapping[str, str]:
-    if not isinstance(value, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    ):
-        raise InvalidArgument("headers must map header names to string values")
-    return MappingProxyType(dict(value))
-
-
-@attrs.frozen(kw_only=True)
-class HTTPEvidenceResolver:
-    """Resolves references over HTTP(S) with ``urllib``, through configured routes only.
-
-    A reference is fetched only when its URI starts with a configured prefix: the
-    rest of the URI is appended to that prefix's base URL. A URI that matches no
-    route is never fetched (a signed receipt cannot make the receiver call an
-    arbitrary host). Redirects and environment proxies are not followed.
-
-    The response body is the evidence content. ``observed_at`` is read from the
-    ``Last-Modified`` header; ``claims`` from the ``"claims"`` member when the body is
-    a JSON object served as ``application/json``.
-
-    Attributes:
-        routes: URI prefix → base URL, e.g. ``{"evidence://": "https://ev.example/"}``;
-            the longest matching prefix wins.
-        timeout: seconds per request.
-        max_bytes: largest accepted body.
-        headers: extra request headers (e.g. an authorisation token).
-    """
-
-    routes: Mapping[str, str] = attrs.field(converter=_routes)
-    timeout: float = attrs.field(default=5.0, validator=_positive)
-    max_bytes: int = attrs.field(default=1_048_576, validator=_positive)
-    headers: Mapping[str, str] = attrs.field(factory=dict, converter=_headers)
-    _opener: urllib.request.OpenerDirector = attrs.field(init=False, repr=False, eq=False)
-
-    def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "_opener", _no_redirect_opener())
-
-    def url_for(self, uri: str) -> str:
-        """The URL a reference is fetched from.
-
-        Raises:
-            EvidenceError: no route matches ``uri``.
-        """
-        matches = [p for p in self.routes if uri.startswith(p)]
-        if not matches:
-            raise EvidenceError(f"no evidence route matches {uri!r}; it is not fetched")
-        prefix = max(matches, key=len)
-        rest = uri[len(prefix):].lstrip("/")
-        return self.routes[prefix].rstrip("/") + "/" + urllib.parse.quote(rest, safe="/")
-
-    def resolve(self, ref: EvidenceRef) -> ResolvedEvidence:
-        """Fetch ``ref`` and return its content, observation time and claims.
-
-        Raises:
-            EvidenceError: no route, an HTTP error status, a redirect, a network
-                error or timeout, an oversize body, or a malformed JSON body.
-        """
-        import email.utils
-        import http.client
-        import urllib.error
-        import urllib.request
-
-        url = self.url_for(ref.uri)
-        request = urllib.request.Request(  # noqa: S310 - the scheme is checked per route
-            url, headers={"Accept": "application/json, */*;q=0.5", **self.headers}
-        )
-        try:
-            with self._opener.open(request, timeout=self.timeout) as response:
-                body = response.read(self.max_bytes + 1)
-                last_modified = response.headers.get("Last-Modified")
-                content_type = response.headers.get_content_type()
-        except urllib.error.HTTPError as exc:
-            exc.close()  # release the connection the error response holds
-            raise EvidenceError(f"GET {url} answered HTTP {exc.code}") from exc
-        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
-            raise EvidenceError(f"GET {url} failed: {exc}") from exc
-        if len(body) > self.max_bytes:
-            raise EvidenceError(f"GET {url} returned more than {self.max_bytes} bytes")
-        observed_at = None
-        if last_modified:
-            try:
-                observed_at = email.utils.parsedate_to_datetime(last_modified)
-            except (TypeError, ValueError) as exc:
-                raise EvidenceError(f"bad Last-Modified {last_modified!r} from {url}") from exc
-            if observed_at.tzinfo is None:
-                observed_at = observed_at.replace(tzinfo=UTC)
-        claims = None
-        if content_type == "application/json":
-            try:
-                parsed = loads(body)
-            except MalformedJSON as exc:
-                raise EvidenceError(f"GET {url} returned malformed JSON: {exc}") from exc
-            if isinstance(parsed, Mapping) and isinstance(parsed.get("claims"), Mapping):
-                claims = parsed["claims"]
-        return ResolvedEvidence(content=body, observed_at=observed_at, claims=claims)
-
-
-# -------------------------------------------------------------------------- readback
-
-
-def _fraction(_: Any, __: Any, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise InvalidArgument(f"a readback fraction lies in [0, 1], got {value!r}")
-
-
-@attrs.frozen
-class Readback:
-    """How often step (4) reads decisive claims back against resolved evidence.
-
-    ``Readback.OFF`` never, ``Readback.ALWAYS`` for every message, and
-    ``Readback.sampled(0.1)`` for a deterministic 10 % of receipt ids (the same id is
-    always in or out of the sample, so a deterministic receiver stays deterministic).
-    """
-
-    fraction: float = attrs.field(default=0.0, validator=_fraction)
-
-    OFF: ClassVar[Readback]
-    ALWAYS: ClassVar[Readback]
-
-    @classmethod
-    def sampled(cls, fraction: float) -> Readback:
-        """Read back a deterministic ``fraction`` of receipts."""
-        return cls(fraction)
-
-    @property
-    def enabled(self) -> bool:
-        """Whether any receipt is read back."""
-        return self.fraction > 0
-
-    def selects(self, receipt_id: str) -> bool:
-        """Whether the receipt with this id is read back."""
-        if self.fraction >= 1:
-            return True
-        if self.fraction <= 0:
-            return False
-        head = hashlib.sha256(receipt_id.encode("utf-8", "surrogatepass")).digest()[:8]
-        return int.from_bytes(head, "big") < self.fraction * 2**64
-
-
-Readback.OFF = Readback(0.0)
-Readback.ALWAYS = Readback(1.0)
 
 
 # ------------------------------------------------------------------ admission results
@@ -533,10 +188,6 @@ ReceiverRule = Callable[[Admitted], Ruling]
 
 # ----------------------------------------------------------------------------- helpers
 
-_STRUCTURE_ERRORS: Final = (MalformedJSON, UnknownContract, ReceiptValidationError)
-_MAX_REASONS: Final = 16
-
-
 def _parse(message: Any, limits: JSONLimits) -> Mapping[str, Any]:
     """(1) Parse raw bytes or text strictly; pass a mapping through unchanged."""
     return _parse_plain(message, limits)[0]
@@ -586,23 +237,6 @@ def _digest(
     if raw is None:
         return None, 0, None
     return "sha256:" + hashlib.sha256(raw).hexdigest(), len(raw), raw
-
-
-def _reasons(exc: HandoffsError, step: Step) -> tuple[Reason, ...]:
-    """Typed reasons for an error; a schema error gives one reason per violation."""
-    if isinstance(exc, _Refused):
-        return exc.reasons
-    if isinstance(exc, ReceiptValidationError):
-        return tuple(
-            Reason(
-                "missing-field" if v.validator == "required" else "schema-invalid",
-                v.message,
-                step,
-                v.json_path,
-            )
-            for v in exc.violations[:_MAX_REASONS]
-        )
-    return (Reason(exc.code, exc.message, step, exc.json_path),)
 
 
 def _text(value: Any) -> str | None:
@@ -816,21 +450,24 @@ class _GateMemo:
         return (_VALID, resolved, tuple([name in uri for name in self.fresh]))
 
 
-class _Run:
-    """Mutable per-decision state (kept off the frozen gate)."""
+class _Run(Run):
+    """Per-decision state of the gate (kept off the frozen gate)."""
 
-    __slots__ = ("claim", "contract", "named", "readback", "receipt", "receipt_id", "sender",
-                 "step", "trigger")
+    __slots__ = ("claim", "definition", "document", "message", "now", "plain", "receipt",
+                 "resolved", "rule", "verified")
 
-    def __init__(self) -> None:
-        self.step = Step.PARSE
-        self.contract: Contract[Any, Any] | None = None
-        self.named: str | None = None
-        self.receipt_id: str | None = None
+    def __init__(self, message: Any, rule: ReceiverRule, receiver: str,
+                 fail_closed: str | None, record: Mapping[str, Any]) -> None:
+        super().__init__(receiver, fail_closed, record)
+        self.message = message
+        self.rule = rule
+        self.document: Mapping[str, Any] | None = None
+        self.plain: bool | None = None
+        self.definition: Contract[Any, Any] | None = None
         self.receipt: Receipt[Any, Any] | None = None
-        self.sender: str | None = None
-        self.trigger: str | None = None
-        self.readback: str | None = None
+        self.verified: VerifiedReceipt | None = None
+        self.now: datetime | None = None
+        self.resolved: dict[str, ResolvedEvidence] = {}
         self.claim: ReplayClaim | None = None
 
 
@@ -979,79 +616,48 @@ class Gate:
             receiver: the receiver contract's name, recorded in the decision.
             record: facts recorded with every decision of this receiver.
         """
-        run = _Run()
-        record = {} if record is None else record
-        document: Mapping[str, Any] | None = None
-        try:
-            # (1) parse
-            document, plain = _parse_plain(message, self.limits)
-            admitted = self._admit(document, run, plain)
-            # (5) policy
-            run.step = Step.POLICY
-            ruling = rule(admitted)
-            decision = Decision(
-                verdict=ruling.verdict,
-                action=ruling.action,
-                step=Step.POLICY,
-                reasons=ruling.reasons,
-                receiver=receiver,
-                contract=run.named,
-                receipt_id=run.receipt_id,
-                sender=run.sender,
-                authority=admitted.authority,
-                counterfactual_trigger=run.trigger,
-                record={**record, **ruling.record},
-                readback=admitted.readback,
-            )
-        except HandoffsError as exc:
-            decision = self._refuse(run, exc, receiver, record)
-        except Exception as exc:
-            decision = self._refuse(
-                run,
-                HandoffsError(f"unexpected {type(exc).__name__}: {exc}", code="internal-error"),
-                receiver,
-                record,
-            )
+        run = _Run(message, rule, receiver, self._fail_closed, {} if record is None else record)
+        decision = _PIPELINE.run(self, run)
         if self.log is not None:
-            decision = self._append(decision, message, document, run=run, receiver=receiver,
-                                    record=record)
+            decision = self._append(decision, message, run.document, run=run)
         return decision
 
-    # ------------------------------------------------------------------ steps (1)-(4)
+    # ------------------------------------------------------------------ steps (1)-(5)
 
-    def _admit(self, doc: Mapping[str, Any], run: _Run, plain: bool | None = None) -> Admitted:
-        # (1) parse: the contract version the message names, then its schema.
-        run.named = _text(doc.get("contract"))
-        run.receipt_id = _text(doc.get("id"))
-        contract = self.registry.for_document(doc)
-        run.contract = contract
-        unverified = None
+    def _parse_step(self, run: _Run) -> None:
+        """(1) parse: limits, the contract version the message names, then its schema."""
+        document, run.plain = _parse_plain(run.message, self.limits)
+        run.document = document
+        run.contract = _text(document.get("contract"))
+        run.receipt_id = _text(document.get("id"))
+        contract = run.definition = self.registry.for_document(document)
+        run.fail_closed = contract.fail_closed_action.value
         if isinstance(self.trust, KeyRing):
-            check_schema(contract, doc)  # the typed receipt comes from verification
+            check_schema(contract, document)  # the typed receipt comes from verification
         else:
-            unverified = _structure(contract, doc)
+            run.receipt = _structure(contract, document)
 
-        # (2) proofs: sender proof, grant, key validity, purpose, audience, time, replay.
-        run.step = Step.PROOFS
-        now = self.clock()
+    def _proofs_step(self, run: _Run) -> None:
+        """(2) proofs: sender proof, grant, key validity, purpose, audience, time, replay."""
+        now = run.now = self.clock()
         if now.tzinfo is None:
             raise InvalidArgument("the gate's clock returned a naive datetime", code="bad-clock")
-        verified: VerifiedReceipt | None = None
+        doc = cast(Mapping[str, Any], run.document)
         if isinstance(self.trust, KeyRing):
             # One check that the whole document takes the canonical fast path (or the
             # parser's word for it) covers every part the proofs canonicalise.
+            plain = run.plain
             if plain is None:
                 plain = jcs_plain(doc)
-            verified = _verify_receipt(
+            verified = run.verified = _verify_receipt(
                 doc, self.trust, now=now, registry=self.registry, audience=self.identity,
                 require_grant=True, encode=canonical_bytes_plain if plain else canonical_bytes,
                 valid=True, max_proof_age=self.max_proof_age,
             )
-            receipt = verified.receipt
+            receipt = run.receipt = verified.receipt
             run.sender = verified.signer.controller
         else:
-            assert unverified is not None  # noqa: S101 - built in step (1)
-            receipt = unverified
+            receipt = cast(Receipt[Any, Any], run.receipt)  # built in step (1)
             if receipt.receiver != self.identity:
                 raise ProofError(
                     f"addressed to {receipt.receiver!r}, this receiver is {self.identity!r}",
@@ -1063,25 +669,35 @@ class Gate:
                     code="receipt-expired", json_path="$.valid_until",
                 )
             run.sender = receipt.sender
-        run.receipt = receipt
+        run.authority = str(receipt.authority.value)
         run.trigger = receipt.counterfactual_trigger
         self._check_replay(receipt, now, run)
 
-        # (3) context: the contract's declared receiver-context dependencies.
-        run.step = Step.CONTEXT
-        resolved: dict[str, ResolvedEvidence] = {}
+    def _context_step(self, run: _Run) -> None:
+        """(3) context: the contract's declared receiver-context dependencies."""
+        contract = cast(Contract[Any, Any], run.definition)
         if contract.context:
-            self._check_context(contract, receipt, now, resolved)
+            self._check_context(contract, cast(Receipt[Any, Any], run.receipt),
+                                cast(datetime, run.now), run.resolved)
 
-        # (4) evidence: resolve, verify digests, read decisive claims back.
-        run.step = Step.EVIDENCE
-        readback = None
+    def _evidence_step(self, run: _Run) -> None:
+        """(4) evidence: resolve, verify digests, read decisive claims back."""
         if self.evidence is not None:
-            readback = self._check_evidence(receipt, doc, resolved, run)
-        return Admitted(
-            document=doc, contract=contract, receipt=receipt, verified=verified,
-            evidence=resolved, readback=readback,
-        )
+            run.readback = self._check_evidence(
+                cast(Receipt[Any, Any], run.receipt), cast(Mapping[str, Any], run.document),
+                run.resolved, run)
+
+    def _policy_step(self, run: _Run) -> None:
+        """(5) policy: the receiver contract's rule over the admitted message."""
+        ruling = run.rule(Admitted(
+            document=cast(Mapping[str, Any], run.document),
+            contract=cast(Contract[Any, Any], run.definition),
+            receipt=run.receipt, verified=run.verified, evidence=run.resolved,
+            readback=run.readback,
+        ))
+        run.settle(ruling.verdict, ruling.action, ruling.reasons, ruling.record)
+
+    # ---------------------------------------------------------------- step details
 
     def _check_context(
         self,
@@ -1097,7 +713,7 @@ class Gate:
                 failures.append((dependency.on_missing, reason))
         if failures:
             reject = any(on is OnMissing.REJECT for on, _ in failures)
-            raise _Refused(
+            raise Refusal(
                 Verdict.REJECT if reject else Verdict.ESCALATE, tuple(r for _, r in failures)
             )
 
@@ -1223,9 +839,9 @@ class Gate:
                     Step.EVIDENCE, f"{path}.digest",
                 ))
         if tampered:
-            raise _Refused(Verdict.REJECT, tuple(tampered + unresolved))
+            raise Refusal(Verdict.REJECT, tuple(tampered + unresolved))
         if unresolved:
-            raise _Refused(Verdict.ESCALATE, tuple(unresolved))
+            raise Refusal(Verdict.ESCALATE, tuple(unresolved))
         if not self.readback.selects(receipt.id):
             return None
         state = doc["decision_state"]
@@ -1249,33 +865,11 @@ class Gate:
                     ))
         if disagreements:
             run.readback = "disagree"
-            raise _Refused(Verdict.REJECT, tuple(disagreements))
+            raise Refusal(Verdict.REJECT, tuple(disagreements))
         return "agree" if compared else "no-claims"
 
     # --------------------------------------------------------------------- outcomes
-
-    def _refuse(
-        self, run: _Run, exc: HandoffsError, receiver: str, record: Mapping[str, Any]
-    ) -> Decision:
-        step = Step.PARSE if isinstance(exc, _STRUCTURE_ERRORS) else run.step
-        verdict = exc.verdict if isinstance(exc, _Refused) else Verdict.REJECT
-        contract = run.contract
-        admitted_past_proofs = run.step > Step.PROOFS
-        receipt = run.receipt if admitted_past_proofs else None
-        return Decision(
-            verdict=verdict,
-            action=contract.fail_closed_action.value if contract is not None else self._fail_closed,
-            step=step,
-            reasons=_reasons(exc, step),
-            receiver=receiver,
-            contract=run.named,
-            receipt_id=run.receipt_id,
-            sender=run.sender if admitted_past_proofs else None,
-            authority=str(receipt.authority.value) if receipt is not None else None,
-            counterfactual_trigger=run.trigger if admitted_past_proofs else None,
-            record=dict(record),
-            readback=run.readback,
-        )
+    # --------------------------------------------------------------------- outcomes
 
     def _check_replay(self, receipt: Receipt[Any, Any], now: datetime, run: _Run) -> None:
         if self._joint:
@@ -1296,8 +890,6 @@ class Gate:
         document: Mapping[str, Any] | None,
         *,
         run: _Run,
-        receiver: str,
-        record: Mapping[str, Any],
     ) -> Decision:
         assert self.log is not None  # noqa: S101 - checked by the caller
         try:
@@ -1311,9 +903,9 @@ class Gate:
             if claim is not None:
                 # Another process claimed the id between step (2) and now: a replay.
                 run.step, run.readback = Step.PROOFS, None
-                decision = self._refuse(run, ReplayedReceipt(
+                decision = run.refused(Refusal.of(ReplayedReceipt(
                     f"receipt {claim.receipt_id} was seen before", json_path="$.id",
-                ), receiver, record)
+                ), Step.PROOFS))
             self.log.append(
                 decision, digest=digest, message_bytes=size, message=raw,
                 decided_at=self.clock(),
@@ -1338,3 +930,12 @@ class Gate:
 
 
 _FUTURE_SKEW: Final = timedelta(minutes=5)
+
+_PIPELINE: Final[Pipeline[Gate, _Run]] = Pipeline((
+    Stage(Step.PARSE, "parse", Gate._parse_step),
+    Stage(Step.PROOFS, "proofs", Gate._proofs_step),
+    Stage(Step.CONTEXT, "context", Gate._context_step),
+    Stage(Step.EVIDENCE, "evidence", Gate._evidence_step),
+    Stage(Step.POLICY, "policy", Gate._policy_step),
+), crash="internal-error")
+"""The gate's five steps, run in order by the one engine."""

@@ -25,13 +25,9 @@ from typing import TYPE_CHECKING, Any, Final
 from handoffs._json import JSONLimits, dumps
 from handoffs.contracts._keys import KeyRing
 from handoffs.receivers._decision import Decision
-from handoffs.receivers._gate import (
-    Gate,
-    HTTPEvidenceResolver,
-    InMemoryPolicyService,
-    Readback,
-)
+from handoffs.receivers._gate import Gate
 from handoffs.receivers._receivers import StrictContractReceiver
+from handoffs.receivers._services import HTTPEvidenceResolver, InMemoryPolicyService, Readback
 from handoffs.service._config import ConfigError, ServiceConfig
 from handoffs.service._metrics import STORE_DOWN_CODES, BoundaryMetrics
 from handoffs.service._store import DecisionStore, open_store
