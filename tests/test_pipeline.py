@@ -12,8 +12,9 @@ from typing import Any
 import attrs
 import pytest
 
-from handoffs.receivers import Decision, Reason, Step, Verdict, _gate
+from handoffs.receivers import Decision, Reason, Step, Verdict, _carried, _gate, carried_receipt
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
+from test_carried import STABLE, carrier, chain
 from test_gate import WORLD, raw, strict
 
 # Each receiver: its module (holding its _PIPELINE), a way to decide one good message,
@@ -21,6 +22,8 @@ from test_gate import WORLD, raw, strict
 RECEIVERS: dict[str, tuple[Any, Callable[[], Decision], str, str]] = {
     "gate": (_gate, lambda: strict(WORLD.gate()).receive(raw(WORLD.signed())),
              "ESCALATE", "internal-error"),
+    "carried": (_carried, lambda: carrier().receive(
+        carried_receipt(STABLE, chain((STABLE, STABLE)))), "STOP", "receiver-error"),
 }
 
 

@@ -14,18 +14,20 @@ receipt* message is a JSON object with two members::
   pins the receipt it carried in its signed ``transformation`` (:func:`carry` writes
   the pin), so no hop can swap in a receipt of its own.
 
-:class:`CarriedReceiptReceiver` decides such a message in numbered steps:
+:class:`CarriedReceiptReceiver` decides such a message in the stages of the one
+admission pipeline (:mod:`handoffs.receivers._pipeline`), numbered as
+:class:`~handoffs.receivers.Step`:
 
 (1) parse: limits, strict JSON, an object with object members ``receipt`` and
     ``chain`` (other members are not signed and are ignored);
 (2) chain: the identity-composition receiver must accept the chain (proofs, roles
     held at signing time, lineage, audience, validity, authority, separation of
     duties); an escalation is passed on;
-(3) binding: the receipt names the chain's case, was sent by the chain's first sender,
+(2) binding: the receipt names the chain's case, was sent by the chain's first sender,
     and every hop pins exactly its digest;
-(4) receipt: the receipt receiver (a gate that verifies proofs, with a receiver
+(1)-(5) receipt: the receipt receiver (a gate that verifies proofs, with a receiver
     contract such as :class:`~handoffs.receivers.StrictContractReceiver`) admits and
-    decides the receipt.
+    decides the receipt; the decision reports the receipt receiver's step.
 
 The decision is the receipt receiver's: the final receiver recomputes from the
 originator's decisive state, never from a relayed summary. Refusals carry the
@@ -40,10 +42,11 @@ from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import HandoffsError, InvalidArgument
+from handoffs._errors import InvalidArgument
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, check_value, digest, loads
 from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
 from handoffs.receivers._identity import IdentityCompositionReceiver
+from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 
 __all__ = ["CARRY_PIN", "CarriedReceiptReceiver", "carried_receipt", "carry", "receipt_pin"]
 
@@ -103,12 +106,6 @@ def _is_action(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         raise InvalidArgument(f"{attribute.name} must be an action identifier, got {value!r}")
 
 
-class _Refused(Exception):
-    def __init__(self, decision: Decision) -> None:
-        super().__init__(decision.verdict.value)
-        self.decision = decision
-
-
 def _nested(reasons: Sequence[Reason], member: str) -> tuple[Reason, ...]:
     return tuple(attrs.evolve(r, json_path=f"$.{member}" + r.json_path.removeprefix("$"))
                  for r in reasons)
@@ -147,54 +144,42 @@ class CarriedReceiptReceiver:
 
     def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
         """Decide one carried-receipt message; never raises."""
-        try:
-            receipt, chain = self._parse(message)  # (1)
-            chain_decision = self._chain(chain)  # (2)
-            pin = self._binding(receipt, chain)  # (3)
-            return self._decide(receipt, chain, chain_decision, pin)  # (4)
-        except _Refused as refused:
-            return refused.decision
-        except Exception as exc:  # fail closed: a bug must never admit a message
-            return self._refuse(Verdict.REJECT, Step.PARSE, (Reason(
-                "receiver-error", f"the receiver failed: {type(exc).__name__}: {exc}",
-                Step.PARSE),)).decision
+        run = _Run(message, self.name, self.fail_closed_action)
+        return _PIPELINE.run(self, run)
 
     # ---------------------------------------------------------------- steps
 
-    def _parse(self, message: bytes | str | Mapping[str, Any]
-               ) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
-        # (1) parse: strict JSON within limits, then the two signed members.
+    def _parse_step(self, run: _Run) -> None:
+        """(1) parse: strict JSON within limits, then the two signed members."""
+        message = run.message
         doc: Any = message  # anything but bytes, text or an object: carrier-invalid below
-        try:
-            if isinstance(message, bytes | bytearray | memoryview | str):
-                doc = loads(message, limits=self.limits)
-            elif isinstance(message, Mapping):
-                check_value(message, limits=self.limits)
-        except HandoffsError as exc:
-            raise self._refuse(Verdict.REJECT, Step.PARSE, (Reason(
-                exc.code, exc.message, Step.PARSE, exc.json_path),)) from exc
+        if isinstance(message, bytes | bytearray | memoryview | str):
+            doc = loads(message, limits=self.limits)
+        elif isinstance(message, Mapping):
+            check_value(message, limits=self.limits)
         if not isinstance(doc, Mapping):
-            raise self._refuse(Verdict.REJECT, Step.PARSE, (Reason(
+            raise Refusal(Verdict.REJECT, (Reason(
                 "carrier-invalid", "a carried receipt is a JSON object", Step.PARSE),))
         reasons = tuple(
             Reason("carrier-invalid", f"member {member!r} must be a JSON object",
                    Step.PARSE, f"$.{member}")
             for member in ("receipt", "chain") if not isinstance(doc.get(member), Mapping))
         if reasons:
-            raise self._refuse(Verdict.REJECT, Step.PARSE, reasons)
-        return doc["receipt"], doc["chain"]
+            raise Refusal(Verdict.REJECT, reasons)
+        run.receipt, run.chain = doc["receipt"], doc["chain"]
 
-    def _chain(self, chain: Mapping[str, Any]) -> Decision:
-        # (2) the chain, by the identity-composition receiver.
-        decision = self.chain_receiver.receive(chain)
+    def _chain_step(self, run: _Run) -> None:
+        """(2) the chain, by the identity-composition receiver; an escalation is passed on."""
+        decision = self.chain_receiver.receive(run.chain)
         if decision.verdict is not Verdict.ACCEPT:
-            raise self._refuse(decision.verdict, decision.step,
-                               _nested(decision.reasons, "chain"), record=decision.record)
-        return decision
+            raise Refusal(decision.verdict, _nested(decision.reasons, "chain"),
+                          record=decision.record, step=decision.step)
+        run.chain_digest = decision.record.get("chain_digest")
 
-    def _binding(self, receipt: Mapping[str, Any], chain: Mapping[str, Any]) -> str:
-        # (3) binding: same case, the first sender's receipt, pinned by every hop.
-        pin = receipt_pin(receipt)
+    def _binding_step(self, run: _Run) -> None:
+        """(2) binding: same case, the first sender's receipt, pinned by every hop."""
+        receipt, chain = run.receipt, run.chain
+        pin = run.pin = receipt_pin(receipt)
         hops = chain["hops"]  # the chain receiver accepted it: a non-empty list of objects
         reasons: list[Reason] = []
         if receipt.get("case_id") != chain.get("case_id"):
@@ -217,27 +202,46 @@ class CarriedReceiptReceiver:
                     f"hop {k} pins {found}; the carried receipt is {pin}",
                     Step.PROOFS, f"$.chain.hops[{k}].transformation"))
         if reasons:
-            raise self._refuse(Verdict.REJECT, Step.PROOFS, tuple(reasons))
-        return pin
+            raise Refusal(Verdict.REJECT, reasons)
 
-    def _decide(self, receipt: Mapping[str, Any], chain: Mapping[str, Any],
-                chain_decision: Decision, pin: str) -> Decision:
-        # (4) the receipt: admitted and decided by the receipt receiver.
-        decision = self.receipt_receiver.receive(receipt)
+    def _receipt_step(self, run: _Run) -> None:
+        """Steps (1)-(5) of the receipt, by the receipt receiver; its decision is this one's."""
+        decision = self.receipt_receiver.receive(run.receipt)
         record = {
             **decision.record,
-            "receipt_digest": pin,
-            "chain_digest": chain_decision.record.get("chain_digest"),
-            "carried_by": [hop.get("sender") for hop in chain["hops"]],
+            "receipt_digest": run.pin,
+            "chain_digest": run.chain_digest,
+            "carried_by": [hop.get("sender") for hop in run.chain["hops"]],
         }
+        reasons = _nested(decision.reasons, "receipt")
         if decision.verdict is Verdict.REJECT:
-            raise self._refuse(Verdict.REJECT, decision.step,
-                               _nested(decision.reasons, "receipt"), record=record)
-        return attrs.evolve(decision, receiver=self.name,
-                            reasons=_nested(decision.reasons, "receipt"), record=record)
+            raise Refusal(Verdict.REJECT, reasons, record=record, step=decision.step)
+        run.step = decision.step
+        run.contract, run.receipt_id = decision.contract, decision.receipt_id
+        run.sender, run.authority = decision.sender, decision.authority
+        run.trigger, run.readback = decision.counterfactual_trigger, decision.readback
+        run.settle(decision.verdict, decision.action, reasons, record)
 
-    def _refuse(self, verdict: Verdict, step: Step, reasons: tuple[Reason, ...], *,
-                record: Mapping[str, Any] | None = None) -> _Refused:
-        return _Refused(Decision(
-            verdict=verdict, action=self.fail_closed_action, step=step, reasons=reasons,
-            receiver=self.name, record=dict(record or {})))
+
+class _Run(Run):
+    """Per-message state of a carried-receipt decision."""
+
+    __slots__ = ("chain", "chain_digest", "message", "pin", "receipt")
+
+    def __init__(self, message: bytes | str | Mapping[str, Any], receiver: str,
+                 fail_closed: str) -> None:
+        super().__init__(receiver, fail_closed)
+        self.message = message
+        self.receipt: Mapping[str, Any] = {}
+        self.chain: Mapping[str, Any] = {}
+        self.chain_digest: Any = None
+        self.pin = ""
+
+
+_PIPELINE: Final[Pipeline[CarriedReceiptReceiver, _Run]] = Pipeline((
+    Stage(Step.PARSE, "parse", CarriedReceiptReceiver._parse_step),
+    Stage(Step.PROOFS, "chain", CarriedReceiptReceiver._chain_step),
+    Stage(Step.PROOFS, "binding", CarriedReceiptReceiver._binding_step),
+    Stage(Step.POLICY, "receipt", CarriedReceiptReceiver._receipt_step),
+), crash="receiver-error", crash_step=Step.PARSE)
+"""The carried receipt's stages, run in order by the one engine."""
