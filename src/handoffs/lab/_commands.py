@@ -342,6 +342,11 @@ def gate_command(ctx: click.Context, report_path: Path, budgets: tuple[str, ...]
     except HandoffsError as exc:
         raise _CannotRun(f"{report_path}: {exc}") from exc
     tolerances = _budget(budgets, Tolerances.from_json(report["experiment"]["tolerances"]))
+    ran = [p["id"] for p in report["experiment"]["perturbations"]]
+    unknown = [g for g in tolerances.gate_perturbations if g not in ran]
+    if unknown:
+        raise _CannotRun(f"gate_perturbations names perturbations the run did not apply: "
+                         f"{unknown}; {report_path} holds {ran}")
     updated = {**report,
                "experiment": {**report["experiment"], "tolerances": tolerances.to_json()}}
     gate = updated["gate"] = evaluate_gate(updated, tolerances)

@@ -253,16 +253,40 @@ class Strategy:
 
 
 def _non_negative(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None and (isinstance(value, bool) or not value >= 0
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                              or not value >= 0
                               or (isinstance(value, float) and not math.isfinite(value))):
         raise ExperimentError(f"tolerance {attribute.name} must be a finite number >= 0, "
-                              f"got {value!r}")
+                              f"got {value!r}", json_path=f"$.{attribute.name}")
 
 
-def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+def _count(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                              or value < 0):
+        raise ExperimentError(f"tolerance {attribute.name} must be an integer >= 0, "
+                              f"got {value!r}", json_path=f"$.{attribute.name}")
+
+
+def _flag(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ExperimentError(f"tolerance {attribute.name} must be true or false, "
+                              f"got {value!r}", json_path=f"$.{attribute.name}")
+
+
+def _str_tuple(value: Any) -> Any:
     if isinstance(value, str):
         return (value,)
-    return tuple(value)
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    return value
+
+
+def _perturbation_ids(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if (not isinstance(value, tuple) or not value
+            or not all(isinstance(v, str) and v for v in value)):
+        raise ExperimentError(f"tolerance {attribute.name} must be a perturbation id or a "
+                              f"non-empty list of them ('none' is the unperturbed run), "
+                              f"got {value!r}", json_path=f"$.{attribute.name}")
 
 
 @attrs.frozen(kw_only=True)
@@ -291,14 +315,15 @@ class Tolerances:
     agreement_epsilon: float = attrs.field(default=0.0, validator=_non_negative)
     regret_delta: float = attrs.field(default=0.0, validator=_non_negative)
     max_regret: float | None = attrs.field(default=None, validator=_non_negative)
-    hard_violations: int = attrs.field(default=0, validator=_non_negative)
-    governance_failures: int = attrs.field(default=0, validator=_non_negative)
+    hard_violations: int = attrs.field(default=0, validator=_count)
+    governance_failures: int = attrs.field(default=0, validator=_count)
     max_mean_bytes: float | None = attrs.field(default=None, validator=_non_negative)
     surviving_catastrophic_falsehoods: int | None = attrs.field(default=None,
-                                                                validator=_non_negative)
-    controls_must_fail: bool = True
-    gate_perturbations: tuple[str, ...] = attrs.field(default=("none",), converter=_str_tuple)
-    max_tokens: int | None = attrs.field(default=None, validator=_non_negative)
+                                                                validator=_count)
+    controls_must_fail: bool = attrs.field(default=True, validator=_flag)
+    gate_perturbations: tuple[str, ...] = attrs.field(
+        default=("none",), converter=_str_tuple, validator=_perturbation_ids)
+    max_tokens: int | None = attrs.field(default=None, validator=_count)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form (the report's ``tolerances`` and the artefact's regret budget)."""

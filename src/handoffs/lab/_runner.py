@@ -50,6 +50,7 @@ from handoffs.lab._minimal import (
     exhaustive_minimum,
 )
 from handoffs.lab._perturb import (
+    Falsehood,
     Scoring,
     has_predicates,
     opaque_conditions,
@@ -350,10 +351,11 @@ def _execute(experiment: Experiment, plan: Plan, log: RunLog, aggregator: Aggreg
         first = next(source)
     except StopIteration:
         raise ExperimentError("the case source yielded no cases", code="no-cases") from None
+    stream: Iterator[Any] = _check_injected_cases(plan, experiment.cases,
+                                                  itertools.chain([first], source), source)
     constants = _constants(plan, first)
     if plan.prefetch:
         _warm(plan, constants)
-    stream: Iterator[Any] = itertools.chain([first], source)
     skipped = sum(1 for _ in itertools.islice(stream, log.cases))
     if skipped != log.cases:
         raise ExperimentError(f"the case source has {skipped} cases but the run log already "
@@ -398,6 +400,48 @@ def _execute(experiment: Experiment, plan: Plan, log: RunLog, aggregator: Aggreg
         if bar is not None:
             bar.stop()
     return kind
+
+
+def _check_injected_cases(plan: Plan, cases: Any, stream: Iterator[Any],
+                          source: Iterator[Any]) -> Iterator[Any]:
+    """Refuse, before any case runs, an injection that names a case the source does
+    not yield; return the stream to run.
+
+    A re-iterable source is read once more for its case ids (stopping when every
+    named case is found); a one-shot iterator is read ahead instead, and the cases
+    read are run from memory.
+    """
+    wanted = set(plan.injection_cases)
+    if not wanted:
+        return stream
+    fresh = iter(cases)
+    ahead: list[Any] = []
+    if fresh is source:
+        scan: Iterator[Any] = stream
+    else:
+        scan = fresh
+    try:
+        for case in scan:
+            if fresh is source:
+                ahead.append(case)
+            wanted.discard(str(plan.case_id_of(case)))
+            if not wanted:
+                break
+    finally:
+        if fresh is not source:
+            close = getattr(fresh, "close", None)
+            if callable(close):
+                close()
+    if wanted:
+        named = [p.id for p in plan.perturbations
+                 if isinstance(p, Falsehood) and p.case_id in wanted]
+        description = getattr(cases, "description", type(cases).__name__)
+        raise ExperimentError(f"injection {named[0]} names case {sorted(wanted)[0]!r}, which "
+                              f"the case source ({description}) does not yield",
+                              code="unknown-case")
+    if fresh is source:
+        return itertools.chain(ahead, source)
+    return stream
 
 
 def _warm(plan: Plan, constants: Sequence[Mapping[str, Any] | None]) -> None:

@@ -11,7 +11,7 @@ import importlib
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -29,6 +29,9 @@ from handoffs.lab._experiment import (
     _attr_or_key,
 )
 from handoffs.lab._imports import ensure_importable
+
+if TYPE_CHECKING:
+    from handoffs.lab._perturb import Falsehood
 
 __all__ = ["load_experiment", "model_from_toml", "resolve"]
 
@@ -178,7 +181,7 @@ def _head_from_toml(head: dict[str, Any], *, path: Path, registry: Registry
 def _tables_from_toml(data: Mapping[str, Any], contract: Contract[Any, Any],
                       base: Experiment | None, *, path: Path) -> dict[str, Any]:
     """Every table but ``[experiment]``."""
-    from handoffs.lab._perturb import Falsehood, perturbation_from_json, select_perturbations
+    from handoffs.lab._perturb import perturbation_from_json, select_perturbations
 
     changes: dict[str, Any] = {}
     if "cases" in data:
@@ -210,14 +213,39 @@ def _tables_from_toml(data: Mapping[str, Any], contract: Contract[Any, Any],
         if table:
             raise ExperimentError(f"{path}: unknown perturbations key {sorted(table)[0]!r}")
     if "injection" in data:
-        try:
-            changes["injections"] = tuple(
-                Falsehood(case_id=str(i["case_id"]), field=str(i["field"]), value=i["value"])
-                for i in data["injection"]
-            )
-        except KeyError as exc:
-            raise ExperimentError(f"{path}: an injection needs {exc.args[0]}") from exc
+        changes["injections"] = _injections(data["injection"], path)
     return changes
+
+
+_INJECTION_KEYS: Final = ("case_id", "field", "value")
+
+
+def _injections(tables: Any, path: Path) -> tuple[Falsehood, ...]:
+    """``[[injection]]``: each a table of exactly ``case_id``, ``field`` and ``value``."""
+    from handoffs.lab._perturb import Falsehood
+
+    if not isinstance(tables, list):
+        raise ExperimentError(f"{path}: injection must be an array of tables "
+                              f"([[injection]]), got {type(tables).__name__}")
+    injections = []
+    for index, table in enumerate(tables):
+        where = f"{path}: injection {index + 1}"
+        if not isinstance(table, dict):
+            raise ExperimentError(f"{where} is not a table")
+        for key in _INJECTION_KEYS:
+            if key not in table:
+                raise ExperimentError(f"{where}: an injection needs {key!r}")
+        unknown = sorted(set(table) - set(_INJECTION_KEYS))
+        if unknown:
+            raise ExperimentError(f"{where}: unknown key {unknown[0]!r}; an injection has "
+                                  f"{', '.join(_INJECTION_KEYS)}")
+        for key in ("case_id", "field"):
+            if not isinstance(table[key], str) or not table[key]:
+                raise ExperimentError(f"{where}: {key} must be a non-empty string, got "
+                                      f"{table[key]!r}")
+        injections.append(Falsehood(case_id=table["case_id"], field=table["field"],
+                                    value=table["value"]))
+    return tuple(injections)
 
 
 def _cases_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,

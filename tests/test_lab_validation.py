@@ -1,0 +1,270 @@
+"""Bad experiment inputs are refused before any work, as one-line typed errors: an
+``[[injection]]`` naming no case (before any case reaches a receiver), a malformed
+``[[injection]]`` table, bad tolerances, and a ``--budget`` naming a perturbation the
+report's run did not apply.
+
+The experiments use the user's pump contract (``tests/user_contract/mymodule.py``) and
+its real strict receiver; the counting wrapper only counts.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from handoffs.lab import (
+    Experiment,
+    ExperimentError,
+    Falsehood,
+    GeneratedCases,
+    Strategy,
+    Tolerances,
+    load_experiment,
+    run,
+)
+from handoffs.receivers import Decision
+
+HERE = Path(__file__).resolve().parent
+HANDOFFS = str(Path(sys.executable).with_name("handoffs"))
+
+
+@pytest.fixture(scope="module")
+def mymodule() -> Any:
+    sys.path.insert(0, str(HERE / "user_contract"))
+    try:
+        import mymodule
+
+        yield mymodule
+    finally:
+        sys.path.remove(str(HERE / "user_contract"))
+
+
+@attrs.define
+class Counting:
+    """The planner, counting the messages it decides."""
+
+    inner: Any
+    calls: int = 0
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    @property
+    def deterministic(self) -> bool:
+        return True
+
+    def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
+        self.calls += 1
+        decision: Decision = self.inner.receive(message)
+        return decision
+
+
+class OneShot:
+    """A case source that can be iterated once (a plain iterator underneath)."""
+
+    description = "one-shot"
+
+    def __init__(self, cases: list[Any]) -> None:
+        self._iterator = iter(cases)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self._iterator
+
+
+def experiment(mymodule: Any, receiver: Any, **changes: Any) -> Experiment:
+    defaults: dict[str, Any] = {
+        "name": "pump-validation",
+        "contract": mymodule.MY_CONTRACT,
+        "cases": GeneratedCases(mymodule.MY_CONTRACT, 12, seed=3),
+        "strategies": (Strategy(name="receipt", encoder=mymodule.encoder(),
+                                receiver=receiver, gated=True),),
+        "governance": mymodule.GOVERNANCE,
+        "perturbations": (),
+        "tolerances": Tolerances(controls_must_fail=False),
+    }
+    return Experiment(**{**defaults, **changes})
+
+
+def test_an_injection_naming_no_case_is_refused_before_any_case_runs(mymodule: Any) -> None:
+    planner = Counting(mymodule.planner())
+    bad = Falsehood(case_id="pump-404", field="calibrated", value=False)
+    with pytest.raises(ExperimentError) as caught:
+        run(experiment(mymodule, planner, injections=(bad,)))
+    assert str(caught.value) == (
+        "injection inject:pump-404:calibrated=false names case 'pump-404', which the case "
+        "source (hypothesis:pump-maintenance/1.0.0:12:seed=3) does not yield @ $")
+    assert caught.value.code == "unknown-case"
+    assert planner.calls == 0
+
+
+def test_an_injection_naming_a_case_runs_every_case(mymodule: Any) -> None:
+    planner = Counting(mymodule.planner())
+    good = Falsehood(case_id="generated-000012", field="calibrated", value=False)
+    report = run(experiment(mymodule, planner, injections=(good,))).report
+    assert report["experiment"]["cases"] == 12
+    assert report["error_injection"]["case_id"] == "generated-000012"
+
+
+def test_a_one_shot_source_is_read_ahead_and_loses_no_case(mymodule: Any) -> None:
+    cases = list(GeneratedCases(mymodule.MY_CONTRACT, 12, seed=3))
+    good = Falsehood(case_id="generated-000007", field="calibrated", value=False)
+    one_shot = run(experiment(mymodule, mymodule.planner(), cases=OneShot(cases),
+                              injections=(good,))).report
+    assert one_shot["experiment"]["cases"] == 12
+    assert one_shot["error_injection"]["case_id"] == "generated-000007"
+    planner = Counting(mymodule.planner())
+    bad = Falsehood(case_id="pump-404", field="calibrated", value=False)
+    with pytest.raises(ExperimentError, match=r"names case 'pump-404', which the case source "
+                                              r"\(one-shot\) does not yield"):
+        run(experiment(mymodule, planner, cases=OneShot(cases), injections=(bad,)))
+    assert planner.calls == 0
+
+
+@pytest.fixture
+def user_dir(tmp_path: Path) -> Path:
+    shutil.copy(HERE / "user_contract" / "mymodule.py", tmp_path / "mymodule.py")
+    return tmp_path
+
+
+TOML = """\
+[experiment]
+name = "pump"
+contract = "mymodule:MY_CONTRACT"
+
+[cases]
+hypothesis = 6
+
+[governance]
+object = "mymodule:GOVERNANCE"
+
+[[strategy]]
+name = "receipt"
+encoder = "mymodule:encoder"
+receiver = "mymodule:planner"
+"""
+
+
+@pytest.mark.parametrize(("injection", "message"), [
+    ('[[injection]]\ncase_id = "generated-000001"\nfield = "calibrated"\n',
+     "injection 1: an injection needs 'value'"),
+    ('[[injection]]\ncase_id = "generated-000001"\nfield = "calibrated"\nvalue = true\n'
+     'feild = "x"\n',
+     "injection 1: unknown key 'feild'; an injection has case_id, field, value"),
+    ('[[injection]]\ncase_id = 7\nfield = "calibrated"\nvalue = true\n',
+     "injection 1: case_id must be a non-empty string, got 7"),
+    ('[[injection]]\ncase_id = "generated-000001"\nfield = ""\nvalue = true\n',
+     "injection 1: field must be a non-empty string, got ''"),
+], ids=["missing", "unknown-key", "case-id-type", "empty-field"])
+def test_a_malformed_injection_table_is_named(user_dir: Path, injection: str,
+                                              message: str) -> None:
+    path = user_dir / "experiment.toml"
+    path.write_text(TOML + "\n" + injection)
+    with pytest.raises(ExperimentError) as caught:
+        load_experiment(path)
+    assert str(caught.value) == f"{path}: {message} @ $"
+
+
+def test_injection_must_be_an_array_of_tables(user_dir: Path) -> None:
+    path = user_dir / "experiment.toml"
+    path.write_text('injection = "pump-7"\n' + TOML)
+    with pytest.raises(ExperimentError, match=r"injection must be an array of tables "
+                                              r"\(\[\[injection\]\]\), got str"):
+        load_experiment(path)
+
+
+def test_the_command_line_refuses_an_unknown_injection_case_in_one_line(
+        user_dir: Path) -> None:
+    (user_dir / "experiment.toml").write_text(
+        TOML + '\n[[injection]]\ncase_id = "pump-404"\nfield = "calibrated"\nvalue = true\n')
+    done = subprocess.run([HANDOFFS, "lab", "run", "experiment.toml", "--out", "report",
+                           "--no-progress"], cwd=user_dir, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "error: injection inject:pump-404:calibrated=true names case 'pump-404', which the "
+        "case source (hypothesis:pump-maintenance/1.0.0:6:seed=0) does not yield @ $ "
+        "[unknown-case]"]
+    assert not (user_dir / "report" / "report.json").exists()
+
+
+@pytest.mark.parametrize(("tolerances", "message"), [
+    ({"regret_delta": "abc"}, "tolerance regret_delta must be a finite number >= 0, got 'abc'"),
+    ({"max_regret": float("inf")}, "tolerance max_regret must be a finite number >= 0, got inf"),
+    ({"hard_violations": 1.5}, "tolerance hard_violations must be an integer >= 0, got 1.5"),
+    ({"max_tokens": True}, "tolerance max_tokens must be an integer >= 0, got True"),
+    ({"controls_must_fail": "no"}, "tolerance controls_must_fail must be true or false, "
+                                   "got 'no'"),
+    ({"gate_perturbations": 5}, "tolerance gate_perturbations must be a perturbation id or "
+                                "a non-empty list of them ('none' is the unperturbed run), "
+                                "got 5"),
+    ({"gate_perturbations": []}, "tolerance gate_perturbations must be a perturbation id or "
+                                 "a non-empty list of them ('none' is the unperturbed run), "
+                                 "got ()"),
+    ({"gate_perturbations": ["none", ""]}, "tolerance gate_perturbations must be a "
+                                           "perturbation id or a non-empty list of them "
+                                           "('none' is the unperturbed run), got ('none', '')"),
+], ids=lambda v: json.dumps(v) if isinstance(v, dict) else "")
+def test_bad_tolerances_are_named(tolerances: dict[str, Any], message: str) -> None:
+    with pytest.raises(ExperimentError) as caught:
+        Tolerances.from_json(tolerances)
+    assert str(caught.value) == f"{message} @ $.{next(iter(tolerances))}"
+
+
+def test_good_tolerances_still_load() -> None:
+    tolerances = Tolerances.from_json({"regret_delta": 0.5, "hard_violations": 2,
+                                       "gate_perturbations": "none", "max_regret": None})
+    assert (tolerances.regret_delta, tolerances.hard_violations,
+            tolerances.gate_perturbations) == (0.5, 2, ("none",))
+
+
+@pytest.fixture(scope="module")
+def report_path(tmp_path_factory: pytest.TempPathFactory, mymodule: Any) -> Path:
+    from handoffs.lab._commands import _write_report
+
+    out = tmp_path_factory.mktemp("report")
+    report = run(experiment(mymodule, mymodule.planner(),
+                            perturbations=None)).report
+    _write_report(report, out)
+    return out / "report.json"
+
+
+@pytest.mark.parametrize(("budget", "message"), [
+    ("gate_perturbations=remove-decision-field:nothing",
+     "error: gate_perturbations names perturbations the run did not apply: "
+     "['remove-decision-field:nothing']; "),
+    ('gate_perturbations=["none", "bogus"]',
+     "error: gate_perturbations names perturbations the run did not apply: ['bogus']; "),
+    ("hard_violations=0.5", "error: tolerance hard_violations must be an integer >= 0, "
+                            "got 0.5 @ $.hard_violations [usage]"),
+    ("regret_delta=lots", "error: tolerance regret_delta must be a finite number >= 0, "
+                          "got 'lots' @ $.regret_delta [usage]"),
+])
+def test_a_bad_budget_is_refused_before_the_gate_runs(report_path: Path, budget: str,
+                                                      message: str) -> None:
+    artefact = report_path.with_name(f"artefact-{abs(hash(budget))}.json")
+    done = subprocess.run([HANDOFFS, "lab", "gate", str(report_path), "--budget", budget,
+                           "--artefact", str(artefact)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert len(done.stderr.splitlines()) == 1
+    assert done.stderr.startswith(message)
+    assert done.stdout == ""
+    assert not artefact.exists()
+
+
+def test_a_budget_naming_a_perturbation_the_run_applied_gates(report_path: Path) -> None:
+    done = subprocess.run([HANDOFFS, "lab", "gate", str(report_path), "--budget",
+                           'gate_perturbations=["none", "remove-decision-field:calibrated"]',
+                           "--artefact", str(report_path.with_name("ok.json"))],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode in (0, 1), done.stderr
+    assert "receipt under remove-decision-field:calibrated: agreement" in done.stdout
