@@ -460,10 +460,14 @@ def signed_prose_encoder() -> SignedCarrierEncoder:
 
 
 def chain_receiver() -> IdentityCompositionReceiver:
-    """C's identity-composition receiver (ADVISE chains: no approval required)."""
+    """C's identity-composition receiver (ADVISE chains: no approval required).
+
+    Without a replay store, as the gate below: the lab decides the same chains again
+    under every perturbation. A deployment keeps the default store (or a shared one).
+    """
     return IdentityCompositionReceiver(keyring=PARTIES.ring, identity=CONTROLLER,
                                        clock=FixedClock(DECISION_TIME), required_roles=(),
-                                       fail_closed_action="STOP")
+                                       fail_closed_action="STOP", replay=None)
 
 
 def carrier() -> CarriedReceiptReceiver:

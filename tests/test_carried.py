@@ -9,6 +9,7 @@ import copy
 import enum
 import warnings
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -113,9 +114,10 @@ def receipt(lo: float = 0.01, hi: float = 0.04, *, sender: str = ORIGIN,
 
 
 def chain(pins: tuple[dict[str, Any], dict[str, Any]], *, case_id: str = "case-1",
-          last: str = FINAL, notes: tuple[str, str] | None = None) -> dict[str, Any]:
+          last: str = FINAL, notes: tuple[str, str] | None = None,
+          id: str | None = None) -> dict[str, Any]:
     texts = notes or (carry("measured p", pins[0]), carry("forwarded unchanged", pins[1]))
-    built = add_hop(start_chain(case_id=case_id), KEYS[ORIGIN], sender=ORIGIN,
+    built = add_hop(start_chain(case_id=case_id, id=id), KEYS[ORIGIN], sender=ORIGIN,
                     role="investigator", receiver=RELAY, authority="ADVISE",
                     valid_until=T + timedelta(hours=3), transformation=texts[0],
                     created=T - timedelta(minutes=40))
@@ -146,7 +148,8 @@ STABLE = receipt()
 def test_a_stable_receipt_through_signed_hops_is_decided_from_the_receipt() -> None:
     receiver = carrier()
     assert isinstance(receiver, Receiver)
-    assert receiver.deterministic
+    assert not receiver.deterministic  # the chain receiver keeps a replay store
+    assert carrier(chain_receiver=chain_receiver(replay=None)).deterministic
     decision = receiver.receive(carried_receipt(STABLE, chain((STABLE, STABLE))))
     assert (decision.verdict, decision.action, decision.reasons) == (Verdict.ACCEPT, "GO", ())
     assert decision.receiver == "carried-receipt"
@@ -255,6 +258,45 @@ def test_a_relay_without_a_grant_cannot_pose_as_the_originator() -> None:
     decision = carrier().receive(carried_receipt(own, built.to_json()))
     assert [(r.code, r.json_path) for r in decision.reasons] == [
         ("grant-missing", "$.receipt.grant")]
+
+
+def test_a_carried_message_is_accepted_once() -> None:
+    receiver = carrier()  # the chain receiver's store; the receipt gate keeps none here
+    message = carried_receipt(STABLE, chain((STABLE, STABLE)))
+    assert receiver.receive(message).verdict is Verdict.ACCEPT
+    again = receiver.receive(message)
+    assert (again.verdict, again.action, again.step) == (Verdict.REJECT, "STOP", Step.PROOFS)
+    assert [(r.code, r.json_path) for r in again.reasons] == [("replayed", "$.chain.id")]
+
+
+def test_one_shared_sqlite_store_claims_the_chain_and_the_receipt_apart(
+    tmp_path: Path,
+) -> None:
+    """Chain and receipt share a store and even an id: each is claimed once, apart."""
+    from handoffs.service import open_store
+
+    store = open_store(tmp_path / "replay.sqlite")
+    try:
+        gate = Gate(identity=FINAL, trust=RING, registry=Registry.of(CONTRACT),
+                    replay=store, clock=lambda: T)
+        receiver = carrier(chain_receiver=chain_receiver(replay=store),
+                           receipt_receiver=StrictContractReceiver(gate))
+        same_id = chain((STABLE, STABLE), id=STABLE["id"])
+        first = receiver.receive(carried_receipt(STABLE, same_id))
+        assert (first.verdict, first.reasons) == (Verdict.ACCEPT, ())
+        assert store.seen(STABLE["id"])
+        assert store.seen(f"handoff-chain:{STABLE['id']}/2")
+        # The same message again: the chain is the replay (checked first).
+        again = receiver.receive(carried_receipt(STABLE, same_id))
+        assert [(r.code, r.json_path) for r in again.reasons] == [("replayed", "$.chain.id")]
+        # The receipt re-carried in a fresh chain, signed again by the same hops: the
+        # chain is new, the receipt is the replay.
+        rewrapped = receiver.receive(carried_receipt(STABLE, chain((STABLE, STABLE))))
+        assert (rewrapped.verdict, rewrapped.action) == (Verdict.REJECT, "STOP")
+        assert [(r.code, r.json_path) for r in rewrapped.reasons] == [
+            ("replayed", "$.receipt.id")]
+    finally:
+        store.close()
 
 
 def test_carry_and_pin() -> None:

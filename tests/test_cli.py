@@ -70,7 +70,7 @@ def test_a_group_without_a_command_shows_its_help_and_exits_2() -> None:
 def test_schema_export_writes_and_checks(tmp_path: Path) -> None:
     written = run("schema", "export", tmp_path)
     target = tmp_path / "payment-release" / "1.0.0.json"
-    chain = tmp_path / "handoff-chain" / "1.0.0.json"
+    chain = tmp_path / "handoff-chain" / "2.0.0.json"
     assert (written.exit_code, written.stdout) == (0, f"wrote {target}\nwrote {chain}\n")
     assert target.read_text("utf-8") == CHECKED_IN.read_text("utf-8")
     again = run("schema", "export", tmp_path)

@@ -281,6 +281,130 @@ def test_a_replay_from_a_second_process_is_refused(tmp_path: Path) -> None:
     log.close()
 
 
+# ------------------------------------------------------------ handoff chains
+
+
+def _chain_doc() -> dict[str, Any]:
+    from test_identity import STANDARD, make_chain
+
+    return make_chain(STANDARD).to_json()
+
+
+def _envelope_id_swapped() -> dict[str, Any]:
+    doc = _chain_doc()
+    doc["id"] = "urn:uuid:00000000-0000-4000-8000-0000000000aa"
+    return doc
+
+
+def _case_swapped() -> dict[str, Any]:
+    doc = _chain_doc()
+    doc["case_id"] = "case-0001"
+    return doc
+
+
+def _hops_reordered() -> dict[str, Any]:
+    doc = _chain_doc()
+    doc["hops"][1], doc["hops"][2] = doc["hops"][2], doc["hops"][1]
+    return doc
+
+
+def _hop_dropped() -> dict[str, Any]:
+    doc = _chain_doc()
+    del doc["hops"][1]
+    return doc
+
+
+def _hop_from_another_chain() -> dict[str, Any]:
+    doc = _chain_doc()
+    doc["hops"][2] = _chain_doc()["hops"][2]
+    return doc
+
+
+def _version_1_0_0() -> dict[str, Any]:
+    doc = _chain_doc()
+    doc["contract"] = "handoff-chain/1.0.0"
+    return doc
+
+
+# name: (build, every code the decision gives, the first reason's path)
+HOSTILE_CHAINS: dict[str, tuple[Callable[[], dict[str, Any]], set[str], str]] = {
+    "envelope-id-swapped": (_envelope_id_swapped, {"chain-id-mismatch"}, "$.hops[0].chain_id"),
+    "case-id-swapped": (_case_swapped, {"case-mismatch"}, "$.hops[0].case_id"),
+    "hops-reordered": (_hops_reordered, {"hop-order", "chain-broken", "chain-misaligned"},
+                       "$.hops[1].hop"),
+    "hop-dropped": (_hop_dropped, {"hop-order", "chain-broken", "chain-misaligned"},
+                    "$.hops[1].hop"),
+    "hop-from-another-chain": (_hop_from_another_chain, {"chain-id-mismatch", "chain-broken"},
+                               "$.hops[2].chain_id"),
+    "version-1.0.0": (_version_1_0_0, {"unknown-contract"}, "$.contract"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_CHAINS))
+def test_hostile_chain_is_refused(name: str) -> None:
+    from test_identity import receiver as chain_receiver
+
+    build, expected, path = HOSTILE_CHAINS[name]
+    decision = chain_receiver(fail_closed_action="HOLD").receive(build())
+    assert decision.verdict is R
+    assert {r.code for r in decision.reasons} == expected, decision.reasons
+    assert decision.reasons[0].json_path == path
+    assert decision.step is (P if name == "version-1.0.0" else E)
+    assert decision.action == "HOLD"
+
+
+def test_a_chain_replay_within_one_process() -> None:
+    from test_identity import receiver as chain_receiver
+
+    doc = _chain_doc()
+    receiver = chain_receiver()
+    assert receiver.receive(doc).verdict is Verdict.ACCEPT
+    again = receiver.receive(doc)
+    assert (again.verdict, codes(again), again.step) == (R, ["replayed"], E)
+
+
+def _chain_receiver_in_another_process(db: str, message: dict[str, Any]) -> dict[str, Any]:
+    from handoffs.service import open_store
+    from test_identity import receiver as chain_receiver
+
+    store = open_store(db)
+    try:
+        return chain_receiver(replay=store).receive(message).to_json()
+    finally:
+        store.close()
+
+
+def test_a_chain_replay_from_a_second_process_is_refused(tmp_path: Path) -> None:
+    from handoffs.service import open_store
+    from test_identity import receiver as chain_receiver
+
+    db = str(tmp_path / "chains.sqlite")
+    doc = _chain_doc()
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        first = pool.apply(_chain_receiver_in_another_process, (db, doc))
+    assert first["verdict"] == "ACCEPT"
+    store = open_store(db)
+    try:
+        second = chain_receiver(replay=store).receive(doc)
+    finally:
+        store.close()
+    assert (second.verdict, codes(second), second.step) == (R, ["replayed"], E)
+
+
+def test_an_integral_float_hop_number_is_still_the_same_signed_chain() -> None:
+    from test_identity import receiver as chain_receiver
+
+    integers = _chain_doc()
+    floats = copy.deepcopy(integers)
+    for hop in floats["hops"]:
+        hop["hop"] = float(hop["hop"])  # 1.0, as an A2A data part delivers it
+    receiver = chain_receiver()
+    accepted = receiver.receive(floats)
+    assert (accepted.verdict, accepted.reasons) == (Verdict.ACCEPT, ())
+    # ... and it is the same chain as with integers: the same claim.
+    assert codes(receiver.receive(integers)) == ["replayed"]
+
+
 # ------------------------------------------------------------ untrusted free text
 
 INJECTIONS = (

@@ -14,12 +14,21 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from jsonschema import Draft202012Validator
 
-from handoffs._errors import MalformedJSON, ProofError, ReceiptValidationError, UnknownContract
+from handoffs._errors import (
+    InvalidArgument,
+    MalformedJSON,
+    ProofError,
+    ReceiptValidationError,
+    UnknownContract,
+)
 from handoffs._json import digest
+from handoffs._time import expired
+from handoffs.contracts import ANY_AUDIENCE
 from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._proofs import sign
 from handoffs.receivers._decision import Decision, Receiver, Step, Verdict
@@ -38,10 +47,12 @@ from handoffs.receivers._identity import (
     handoff_chain_schema,
     start_chain,
 )
+from handoffs.receivers._replay import MemoryReplayStore
 
 ROOT = Path(__file__).resolve().parent.parent
 T = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 CASE = "case-1842"
+CHAIN_ID = "urn:uuid:0b1c7e52-4f0a-4d3e-9c9b-5a1e2d3c4b5a"
 LEDGER = "ledger-service"
 
 ROLES: dict[str, set[str]] = {
@@ -185,7 +196,9 @@ def test_receiver_implements_the_protocol() -> None:
     r = receiver()
     assert isinstance(r, Receiver)
     assert r.name == "identity-composition"
-    assert r.deterministic is True
+    assert isinstance(r.replay, MemoryReplayStore)  # replay protection is on by default
+    assert r.deterministic is False
+    assert receiver(replay=None).deterministic is True
 
 
 def test_effective_validity_includes_proof_expiry() -> None:
@@ -270,8 +283,9 @@ def test_hops_pin_their_parent_digest_with_proofs() -> None:
 
 def test_model_rejects_bad_values() -> None:
     base: dict[str, Any] = {
-        "hop": 0, "case_id": CASE, "role": "investigator", "sender": "a", "receiver": "b",
-        "authority": "ADVISE", "valid_until": T, "derived_from": None, "transformation": "x",
+        "chain_id": CHAIN_ID, "hop": 0, "case_id": CASE, "role": "investigator", "sender": "a",
+        "receiver": "b", "authority": "ADVISE", "valid_until": T, "derived_from": None,
+        "transformation": "x",
     }
     Hop(**base)
     with pytest.raises(ValueError, match="not a valid identifier"):
@@ -290,6 +304,8 @@ def test_model_rejects_bad_values() -> None:
         DerivedFrom("sha256:abc")
     with pytest.raises(ValueError, match="urn:uuid"):
         HandoffChain(id="chain-1", case_id=CASE)
+    with pytest.raises(ValueError, match="urn:uuid"):
+        Hop(**{**base, "chain_id": "chain-1"})
 
 
 def test_hop_role_order() -> None:
@@ -301,11 +317,23 @@ def test_hop_role_order() -> None:
 
 
 def test_schema_file_matches_the_generator() -> None:
-    path = ROOT / "schemas" / "handoff-chain" / "1.0.0.json"
+    path = ROOT / "schemas" / "handoff-chain" / "2.0.0.json"
     expected = json.dumps(handoff_chain_schema(), indent=2, ensure_ascii=False) + "\n"
     assert path.read_text(encoding="utf-8") == expected, (
-        "schemas/handoff-chain/1.0.0.json drifted; regenerate it from handoff_chain_schema()"
+        "schemas/handoff-chain/2.0.0.json drifted; regenerate it from handoff_chain_schema()"
     )
+
+
+def test_the_chain_version_bump_is_the_one_the_schema_diff_requires() -> None:
+    from handoffs.contracts._diff import diff_schemas
+
+    old = json.loads((ROOT / "schemas" / "handoff-chain" / "1.0.0.json").read_text("utf-8"))
+    found = diff_schemas(old, handoff_chain_schema())
+    assert found.breaking
+    assert found.required_bump == "major"
+    found.check_version_bump()  # 1.0.0 → 2.0.0 is enough
+    assert ("FIELD_ADDED_REQUIRED", "$.hops[*].chain_id") in {
+        (f.code, f.json_path) for f in found.findings}
 
 
 def _walk(schema: Any, path: str = "#") -> Iterator[tuple[str, dict[str, Any]]]:
@@ -321,7 +349,7 @@ def _walk(schema: Any, path: str = "#") -> Iterator[tuple[str, dict[str, Any]]]:
 def test_schema_is_draft_2020_12_closed_and_described() -> None:
     schema = handoff_chain_schema()
     Draft202012Validator.check_schema(schema)
-    assert schema["$id"] == HANDOFF_CHAIN_SCHEMA_ID == "urn:handoffs:schema:handoff-chain:1.0.0"
+    assert schema["$id"] == HANDOFF_CHAIN_SCHEMA_ID == "urn:handoffs:schema:handoff-chain:2.0.0"
     for where, node in _walk(schema):
         if node.get("type") == "object" and "properties" in node:
             assert node.get("additionalProperties") is False, where
@@ -338,7 +366,7 @@ def _violations(doc: Any) -> list[str]:
     with pytest.raises(ReceiptValidationError) as info:
         HandoffChain.from_json(doc)
     assert info.value.contract == "handoff-chain"
-    assert info.value.version == "1.0.0"
+    assert info.value.version == "2.0.0"
     return [str(v) for v in info.value.violations]
 
 
@@ -370,6 +398,10 @@ def test_loading_applies_exact_checks_the_patterns_cannot() -> None:
     doc["hops"][3]["valid_until"] = "2026-02-30T10:00:00Z"
     [violation] = _violations(doc)
     assert violation.endswith("@ $.hops[3].valid_until")
+
+    doc = _doc()
+    doc["hops"][2]["chain_id"] = doc["id"] + "\n"  # the schema's maxLength catches it
+    assert _violations(doc) == [f"{doc['id'] + chr(10)!r} is too long @ $.hops[2].chain_id"]
 
 
 def test_loading_refuses_bad_json_and_unknown_contracts() -> None:
@@ -458,6 +490,17 @@ def test_receiver_configuration_is_checked_up_front() -> None:
         receiver(clock="now")
     with pytest.raises(TypeError):
         IdentityCompositionReceiver(RING, LEDGER, lambda: T)  # type: ignore[call-arg]
+    with pytest.raises(InvalidArgument, match="replay must implement ReplayStore"):
+        receiver(replay="memory")
+
+
+@pytest.mark.parametrize("identity", [None, "", ANY_AUDIENCE, "ledger\n"])
+def test_the_audience_is_always_checked(identity: Any) -> None:
+    """A chain receiver acts on the chain, so it names itself: no 'any audience' here."""
+    with pytest.raises(InvalidArgument, match="identity"):
+        receiver(identity=identity)
+    with pytest.raises(TypeError, match="identity"):
+        IdentityCompositionReceiver(keyring=RING, clock=lambda: T)  # type: ignore[call-arg]
 
 
 # ------------------------------------------------------------------ hostile: parse
@@ -621,8 +664,229 @@ def test_spliced_case() -> None:
     doc = _doc()
     doc["case_id"] = "case-9999"
     decision = receiver().receive(doc)
+    assert (decision.verdict, decision.step) == (Verdict.REJECT, Step.PROOFS)
     assert set(codes(decision)) == {"case-mismatch"}
     assert paths(decision, "case-mismatch") == [f"$.hops[{k}].case_id" for k in range(4)]
+
+
+# --------------------------------------------------------- hostile: the envelope
+
+
+def test_every_hop_signs_the_envelope_id() -> None:
+    chain = make_chain(STANDARD)
+    assert [hop.chain_id for hop in chain.hops] == [chain.id] * 4
+    assert all(raw["chain_id"] == chain.id for raw in chain.to_json()["hops"])
+    # The approval signs the same hop document, chain_id included.
+    approval = chain.hops[1].proofs[1]
+    assert approval["previousProof"] == chain.hops[1].proofs[0]["id"]
+
+
+def test_a_swapped_envelope_id_is_refused() -> None:
+    doc = _doc()
+    signed_for = doc["id"]
+    doc["id"] = "urn:uuid:00000000-0000-4000-8000-00000000beef"
+    decision = receiver().receive(doc)
+    assert (decision.verdict, decision.step) == (Verdict.REJECT, Step.PROOFS)
+    assert codes(decision) == ["chain-id-mismatch"] * 4
+    assert paths(decision, "chain-id-mismatch") == [f"$.hops[{k}].chain_id" for k in range(4)]
+    assert signed_for in decision.reasons[0].message
+    assert decision.receipt_id == doc["id"]  # the decision names the id it was given
+
+
+def test_an_envelope_id_rewritten_in_the_hops_breaks_their_signatures() -> None:
+    doc = _doc()
+    new = "urn:uuid:00000000-0000-4000-8000-00000000beef"
+    doc["id"] = new
+    for hop in doc["hops"]:
+        hop["chain_id"] = new
+    decision = receiver().receive(doc)
+    assert set(codes(decision)) == {"bad-signature"}
+    assert decision.step is Step.PROOFS
+
+
+def test_the_last_signer_cannot_rewrap_earlier_hops_into_a_chain_of_its_own() -> None:
+    doc = _doc()
+    new = "urn:uuid:00000000-0000-4000-8000-00000000beef"
+    doc["id"] = new
+    parent = doc["hops"][2]
+    doc["hops"][3] = resigned(doc["hops"][3], "payments-executor", chain_id=new,
+                              created=T - timedelta(minutes=20),
+                              derived_from={"digest": digest(parent)})
+    decision = receiver().receive(doc)
+    assert codes(decision) == ["chain-id-mismatch"] * 3
+    assert paths(decision, "chain-id-mismatch") == [f"$.hops[{k}].chain_id" for k in range(3)]
+
+
+def test_a_hop_from_another_chain_is_refused() -> None:
+    doc, other = _doc(), _doc()
+    assert doc["id"] != other["id"]
+    doc["hops"][3] = other["hops"][3]
+    decision = receiver().receive(doc)
+    assert set(codes(decision)) == {"chain-id-mismatch", "chain-broken"}
+    assert paths(decision, "chain-id-mismatch") == ["$.hops[3].chain_id"]
+    assert paths(decision, "chain-broken") == ["$.hops[3].derived_from"]
+
+
+def test_an_inserted_hop_is_refused() -> None:
+    doc = _doc()
+    doc["hops"].insert(2, copy.deepcopy(doc["hops"][1]))
+    decision = receiver().receive(doc)
+    assert decision.verdict is Verdict.REJECT
+    assert {"hop-order", "chain-broken"} <= set(codes(decision))
+    assert "$.hops[2].hop" in paths(decision, "hop-order")
+
+
+def test_a_handoff_chain_1_0_0_is_refused_as_an_unknown_contract() -> None:
+    """The retired version: no hop signs the envelope id, so it is never admitted."""
+    hop = {"contract": "handoff-chain/1.0.0", "hop": 0, "case_id": CASE,
+           "role": "proposer", "sender": "case-owner", "receiver": LEDGER,
+           "authority": "ADVISE", "action": "RELEASE",
+           "valid_until": "2026-01-05T11:00:00Z", "derived_from": None,
+           "transformation": "proposed release"}
+    signed = sign(hop, KEYS["case-owner"], purpose=HOP_PROOF_PURPOSE,
+                  created=T - timedelta(minutes=5), proof_id=f"{CHAIN_ID}-proof")
+    old = {"contract": "handoff-chain/1.0.0", "id": CHAIN_ID, "case_id": CASE,
+           "hops": [signed]}
+    decision = receiver().receive(old)
+    assert (decision.verdict, decision.step, codes(decision)) == (
+        Verdict.REJECT, Step.PARSE, ["unknown-contract"])
+    assert decision.reasons[0].json_path == "$.contract"
+    assert "envelope id is not signed" in decision.reasons[0].message
+    assert "'handoff-chain/2.0.0'" in decision.reasons[0].message
+    with pytest.raises(UnknownContract, match="envelope id is not signed") as info:
+        HandoffChain.from_json(old)
+    assert info.value.code == "unknown-contract"
+    # Another unknown version says nothing of retirement.
+    other = receiver().receive({**old, "contract": "handoff-chain/3.0.0"})
+    assert codes(other) == ["unknown-contract"]
+    assert "not signed" not in other.reasons[0].message
+
+
+# ---------------------------------------------------------------- hostile: replay
+
+
+def test_a_chain_is_accepted_once() -> None:
+    chain = make_chain(STANDARD).to_bytes()
+    r = receiver(fail_closed_action="HOLD")
+    assert r.receive(chain).verdict is Verdict.ACCEPT
+    again = r.receive(chain)
+    assert (again.verdict, again.step, codes(again)) == (
+        Verdict.REJECT, Step.PROOFS, ["replayed"])
+    assert again.reasons[0].json_path == "$.id"
+    assert again.action == "HOLD"
+    # Parsed, as text: the same chain, the same claim.
+    assert codes(r.receive(json.loads(chain))) == ["replayed"]
+
+
+def test_without_a_replay_store_a_chain_is_decided_again() -> None:
+    chain = make_chain(STANDARD).to_bytes()
+    r = receiver(replay=None)
+    assert [r.receive(chain).verdict for _ in range(3)] == [Verdict.ACCEPT] * 3
+
+
+def test_two_receivers_sharing_a_sqlite_store_accept_a_chain_once(tmp_path: Path) -> None:
+    from handoffs.service import open_store
+
+    path = tmp_path / "replay.sqlite"
+    chain = make_chain(STANDARD)
+    one, two = open_store(path), open_store(path)  # two connections, as two processes
+    try:
+        first = receiver(replay=one).receive(chain.to_bytes())
+        assert first.verdict is Verdict.ACCEPT
+        second = receiver(replay=two).receive(chain.to_bytes())
+        assert (second.verdict, codes(second)) == (Verdict.REJECT, ["replayed"])
+        # The claim is the signed id and the length, apart from receipt ids.
+        assert two.seen(f"handoff-chain:{chain.id}/4")
+        assert not two.seen(chain.id)
+    finally:
+        one.close()
+        two.close()
+    reopened = open_store(path)  # a restart
+    try:
+        assert codes(receiver(replay=reopened).receive(chain.to_bytes())) == ["replayed"]
+    finally:
+        reopened.close()
+
+
+def test_each_extension_is_a_new_message_to_its_next_receiver(tmp_path: Path) -> None:
+    from handoffs.service import open_store
+
+    store = open_store(tmp_path / "shared.sqlite")
+    full = make_chain(STANDARD)
+    prefix = attrs.evolve(full, hops=full.hops[:3])  # what the executor received
+    try:
+        executor = receiver(identity="payments-executor", replay=store)
+        assert executor.receive(prefix.to_bytes()).verdict is Verdict.ACCEPT
+        assert receiver(replay=store).receive(full.to_bytes()).verdict is Verdict.ACCEPT
+        assert codes(executor.receive(prefix.to_bytes())) == ["replayed"]
+    finally:
+        store.close()
+
+
+def test_only_a_chain_past_step_2_consumes_its_claim() -> None:
+    store = MemoryReplayStore()
+    chain = make_chain(STANDARD).to_bytes()
+    misdelivered = receiver(identity="another-ledger", replay=store).receive(chain)
+    assert codes(misdelivered) == ["wrong-audience"]
+    assert len(store) == 0
+    assert receiver(replay=store).receive(chain).verdict is Verdict.ACCEPT
+    # Refused at step 5 (after the claim): claimed, as a gate claims a verified receipt.
+    extended = make_chain(with_step(3, valid_until=T + timedelta(hours=6))).to_bytes()
+    assert codes(receiver(replay=store).receive(extended)) == ["validity-extended"]
+    assert codes(receiver(replay=store).receive(extended)) == ["replayed"]
+
+
+def test_a_chain_is_claimed_until_its_earliest_expiry() -> None:
+    store = MemoryReplayStore()
+    chain = make_chain(STANDARD).to_bytes()
+    earliest = T + timedelta(hours=1)  # the last hop's valid_until
+    at: list[datetime] = [T]
+    r = receiver(replay=store, clock=lambda: at[0])
+    assert r.receive(chain).verdict is Verdict.ACCEPT
+    at[0] = earliest - timedelta(microseconds=1)
+    assert not expired(earliest, at[0])
+    assert codes(r.receive(chain)) == ["replayed"]
+    at[0] = earliest
+    assert expired(earliest, at[0])
+    assert codes(r.receive(chain)) == ["chain-expired"]  # expired, so not a replay any more
+    # The store forgets the claim at the earliest expiry, not at a later hop's.
+    assert store.first_seen("urn:uuid:other", expires=earliest + timedelta(hours=1),
+                            now=earliest)
+    assert len(store) == 1
+
+
+def test_a_replay_store_outage_fails_closed(tmp_path: Path) -> None:
+    import sqlite3
+
+    from handoffs.service import open_store
+
+    path = tmp_path / "gone.sqlite"
+    store = open_store(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE seen")
+    try:
+        decision = receiver(replay=store, fail_closed_action="HOLD").receive(
+            make_chain(STANDARD).to_bytes())
+    finally:
+        store.close()
+    assert (decision.verdict, decision.step, codes(decision), decision.action) == (
+        Verdict.REJECT, Step.PROOFS, ["replay-store-unavailable"], "HOLD")
+
+
+def test_a_full_memory_store_fails_closed() -> None:
+    r = receiver(replay=MemoryReplayStore(max_entries=1))
+    assert r.receive(make_chain(STANDARD).to_bytes()).verdict is Verdict.ACCEPT
+    assert codes(r.receive(make_chain(STANDARD).to_bytes())) == ["replay-store-unavailable"]
+
+
+def test_a_store_that_raises_anything_fails_closed() -> None:
+    class BrokenStore:  # a user's store whose driver raises its own error
+        def first_seen(self, receipt_id: str, *, expires: datetime, now: datetime) -> bool:
+            raise OSError("disk on fire")
+
+    decision = receiver(replay=BrokenStore()).receive(make_chain(STANDARD).to_bytes())
+    assert codes(decision) == ["replay-store-unavailable"]
+    assert "disk on fire" in decision.reasons[0].message
 
 
 def test_back_dated_hop() -> None:

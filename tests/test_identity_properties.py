@@ -60,7 +60,11 @@ for _name, _roles in ROLES.items():
     RING = RING.enrol(KEYS[_name].public_key_multibase, controller=_name, roles=_roles,
                       not_before=NOW - timedelta(days=30))
 
-RECEIVER = IdentityCompositionReceiver(keyring=RING, identity=LEDGER, clock=lambda: NOW)
+CHAIN_ID = "urn:uuid:6f1c2a52-0d7e-4c43-9a59-1d4ad3e4b7a1"
+# One receiver for every generated chain, all under one id: no replay store (the replay
+# tests in test_identity.py give each chain a receiver with its own).
+RECEIVER = IdentityCompositionReceiver(keyring=RING, identity=LEDGER, clock=lambda: NOW,
+                                       replay=None)
 
 
 def by_role(role: str) -> list[str]:
@@ -99,7 +103,8 @@ def build(specs: list[HopSpec], *, audience: str = LEDGER) -> dict[str, Any]:
     for k, spec in enumerate(specs):
         receiver = spec.receiver or (specs[k + 1].signer if k + 1 < len(specs) else audience)
         doc: dict[str, Any] = {
-            "contract": HANDOFF_CHAIN_CONTRACT, "hop": k, "case_id": CASE, "role": spec.role,
+            "contract": HANDOFF_CHAIN_CONTRACT, "chain_id": CHAIN_ID, "hop": k, "case_id": CASE,
+            "role": spec.role,
             "sender": spec.signer, "receiver": receiver, "authority": spec.authority,
             "valid_until": format_time(spec.valid_until),
             "derived_from": None if k == 0 else {"digest": digest(hops[-1])},
@@ -116,8 +121,7 @@ def build(specs: list[HopSpec], *, audience: str = LEDGER) -> dict[str, Any]:
                           created=spec.approval.created, expires=spec.approval.expires,
                           proof_id=f"urn:uuid:approval-{k}", previous_proof=f"urn:uuid:hop-{k}")
         hops.append(signed)
-    return {"contract": HANDOFF_CHAIN_CONTRACT,
-            "id": "urn:uuid:6f1c2a52-0d7e-4c43-9a59-1d4ad3e4b7a1", "case_id": CASE, "hops": hops}
+    return {"contract": HANDOFF_CHAIN_CONTRACT, "id": CHAIN_ID, "case_id": CASE, "hops": hops}
 
 
 def proposal_index(specs: list[HopSpec]) -> int:
@@ -225,7 +229,7 @@ def test_unapproved_proposals_are_escalated_or_accepted_as_advice(specs: list[Ho
 
 @given(valid_specs())
 def test_the_builders_make_the_same_chains(specs: list[HopSpec]) -> None:
-    chain = start_chain(case_id=CASE)
+    chain = start_chain(case_id=CASE, id=CHAIN_ID)
     for k, spec in enumerate(specs):
         chain = add_hop(
             chain, KEYS[spec.signer], sender=spec.signer if k == 0 else None, role=spec.role,
@@ -362,10 +366,16 @@ def _splice_case(data: st.DataObject, specs: list[HopSpec]) -> tuple[dict[str, A
     return message, "case-mismatch", None
 
 
+def _rename(data: st.DataObject, specs: list[HopSpec]) -> tuple[dict[str, Any], str, None]:
+    message = build(specs)
+    message["id"] = "urn:uuid:" + str(data.draw(st.uuids(), label="id"))
+    return message, "chain-id-mismatch", None
+
+
 def applicable(specs: list[HopSpec]) -> list[Corruption]:
     found: list[Corruption] = [
         _drop, _tamper_digest, _lacking_role, _widen, _self_approve, _strip_approval,
-        _expire, _audience, _splice_case,
+        _expire, _audience, _splice_case, _rename,
     ]
     if len(specs) > 1:
         found += [_swap, _extend, _misalign]
@@ -389,7 +399,7 @@ def test_one_corruption_is_never_accepted(specs: list[HopSpec], data: st.DataObj
 
 
 _LEAVES = st.sampled_from(["role", "sender", "receiver", "authority", "valid_until",
-                           "transformation", "case_id", "contract", "action"])
+                           "transformation", "case_id", "contract", "action", "chain_id"])
 
 
 @given(valid_specs(), st.data())

@@ -273,6 +273,28 @@ def test_verify_receipt_needs_an_explicit_audience() -> None:
     assert pickle.loads(pickle.dumps(ANY_AUDIENCE)) is ANY_AUDIENCE  # noqa: S301 - our own bytes
 
 
+@pytest.mark.parametrize("identity", [None, "", " case-owner", ANY_AUDIENCE])
+def test_a_gate_always_names_its_audience(identity: Any) -> None:
+    """A gate admits receipts for itself: no default, no "any audience" (that is only
+    for verify_receipt, an auditor's choice)."""
+    with pytest.raises(InvalidArgument, match="identity"):
+        WORLD.gate(identity=identity)
+    doc = WORLD.signed("policy-01")
+    elsewhere = strict(WORLD.gate(identity="auditor", replay=None)).receive(raw(doc))
+    assert (elsewhere.verdict, codes(elsewhere)) == (Verdict.REJECT, ["wrong-audience"])
+
+
+def test_the_chain_receiver_and_the_chain_expire_by_the_one_rule() -> None:
+    from test_identity import STANDARD, T, make_chain, receiver
+
+    chain = make_chain(STANDARD)
+    earliest = min(hop.valid_until for hop in chain.hops)
+    for now in (earliest - US, earliest, earliest + US):
+        decision = receiver(clock=lambda now=now: now).receive(chain.to_bytes())
+        assert (decision.verdict is Verdict.REJECT) is expired(earliest, now)
+    assert earliest == T + timedelta(hours=1)
+
+
 # ---------------------------------------------------------------------- replay stores
 
 

@@ -5,7 +5,7 @@ same decision receipt, unchanged, and adds its own signed transformation. A *car
 receipt* message is a JSON object with two members::
 
     {"receipt": <the originator's signed decision receipt>,
-     "chain":   <a handoff-chain/1.0.0 chain>}
+     "chain":   <a handoff-chain/2.0.0 chain>}
 
 - the receipt is signed by the agent that established the decisive state and is
   addressed to the final receiver: nobody on the way can change it without breaking
@@ -21,8 +21,8 @@ admission pipeline (:mod:`handoffs.receivers._pipeline`), numbered as
 (1) parse: limits, strict JSON, an object with object members ``receipt`` and
     ``chain`` (other members are not signed and are ignored);
 (2) chain: the identity-composition receiver must accept the chain (proofs, roles
-    held at signing time, lineage, audience, validity, authority, separation of
-    duties); an escalation is passed on;
+    held at signing time, lineage and the signed envelope, audience, validity, replay,
+    authority, separation of duties); an escalation is passed on;
 (2) binding: the receipt names the chain's case, was sent by the chain's first sender,
     and every hop pins exactly its digest;
 (1)-(5) receipt: the receipt receiver (a gate that verifies proofs, with a receiver
@@ -32,6 +32,13 @@ admission pipeline (:mod:`handoffs.receivers._pipeline`), numbered as
 The decision is the receipt receiver's: the final receiver recomputes from the
 originator's decisive state, never from a relayed summary. Refusals carry the
 ``fail_closed_action``. The receiver never raises on a message.
+
+Replay: the chain receiver claims the chain (``handoff-chain:<id>/<hops>``) in the
+chain stage, the receipt gate the receipt's id in the receipt stage, each once. The claims never collide, so
+both may share one store (and should: an outage of that store then fails the
+message closed in the chain stage, before anything is claimed). A message re-sent as is is a
+replayed chain (``$.chain.id``); the receipt re-carried in a fresh chain is a
+replayed receipt (``$.receipt.id``) when the gate keeps a store.
 """
 
 from __future__ import annotations
@@ -139,7 +146,9 @@ class CarriedReceiptReceiver:
 
     @property
     def deterministic(self) -> bool:
-        """True when the receipt receiver is (the chain receiver always is)."""
+        """True when both the chain receiver and the receipt receiver are (neither keeps
+        a replay store).
+        """
         return bool(self.receipt_receiver.deterministic and self.chain_receiver.deterministic)
 
     def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:

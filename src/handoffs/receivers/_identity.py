@@ -1,12 +1,35 @@
 """Identity composition: the receiver contract for multi-hop, signed handoff chains.
 
-A *handoff chain* (contract ``handoff-chain/1.0.0``) carries a case across agents.
+A *handoff chain* (contract ``handoff-chain/2.0.0``) carries a case across agents.
 Every hop is its own signed document: the agent that changes the content emits a new
 hop whose ``derived_from`` pins the digest of the hop it received, proofs included
 (signing anchors §6, "stable receipt + new signed transformation"). An approval is not
 a hop: it is a Data Integrity proof *chained* (``previousProof``) to the proposer's
 proof on the proposal hop, so it covers the exact proposal and the proposer's
 signature.
+
+**The envelope is signed end to end.** Every hop carries the envelope's ``id`` as its
+``chain_id`` and the envelope's ``case_id``, under its own proof (and under every
+approval, which signs the same hop). So each signer commits to the one chain it
+extends, not only to its parent: a changed envelope ``id`` or ``case_id``
+(``chain-id-mismatch``, ``case-mismatch``), a hop taken from another chain
+(``chain-id-mismatch``, ``chain-broken``), and reordered, dropped or inserted hops
+(``hop-order``, ``chain-broken``, ``wrong-audience``) are refused at step (2). The
+alternative, one proof by the last hop over the whole envelope, was not chosen: it
+would let the last signer re-wrap earlier hops, signed for one chain, into a new
+chain of its own, so an investigator's signed statement could be spent twice. The
+``id`` is therefore a signed, replay-safe identifier, which version 1.0.0's was not;
+1.0.0 chains are refused (``unknown-contract``), since nothing in them binds the id.
+
+**Replay.** The receiver claims the chain in its :class:`~handoffs.receivers.ReplayStore`
+(the gate's store: in memory by default, SQLite or PostgreSQL across processes) once
+step (2) has passed, until the chain's earliest expiry; the second time it is refused
+as ``replayed``, and a store that cannot answer fails closed
+(``replay-store-unavailable``). The claim is ``handoff-chain:<id>/<hops>``: the signed
+id and the number of hops, because a chain grows as it travels and each extension is
+a new message to a new receiver (several receivers may share one store), while a
+chain re-sent as is, to anyone, is the same claim. The prefix keeps chain claims apart
+from receipt ids (``urn:uuid:…``) in a store shared with a receipt gate.
 
 :class:`IdentityCompositionReceiver` admits a chain only when, in this order (the
 step numbers match :class:`~handoffs.receivers.Step` and the docs):
@@ -16,8 +39,9 @@ step numbers match :class:`~handoffs.receivers.Step` and the docs):
 (2) proofs: every proof verifies against the pinned key ring; each hop's signer *is*
     its ``sender`` and held the claimed role when it signed, and every approval was
     signed by a key holding ``approver`` — all according to the key ring, never the
-    message text; then the lineage (hop numbers and role order, digests, case, principal
-    alignment, audience) and the chain's validity (earliest expiry);
+    message text; then the lineage (hop numbers and role order, digests, the envelope's
+    ``id`` and case as every hop signed them, principal alignment, audience), the
+    chain's validity (earliest expiry) and replay (the chain claimed in the store);
 (5) policy: authority only narrows (DECIDE needs an approval over the exact proposal),
     validity never extends, separation of duties, required roles. A chain that is
     sound but lacks a required approval is escalated, not rejected.
@@ -69,6 +93,12 @@ from handoffs.contracts._schema import (
     _proof_schema,
 )
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
+from handoffs.receivers._replay import (
+    MemoryReplayStore,
+    ReplayedReceipt,
+    ReplayStore,
+    ReplayStoreError,
+)
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -90,7 +120,11 @@ __all__ = [
 ]
 
 _CONTRACT_NAME: Final = "handoff-chain"
-_CONTRACT_VERSION: Final = "1.0.0"
+_CONTRACT_VERSION: Final = "2.0.0"
+_RETIRED: Final = {
+    f"{_CONTRACT_NAME}/1.0.0": "its envelope id is not signed, so it cannot be protected "
+                               "against replay; re-issue the chain under",
+}
 HANDOFF_CHAIN_CONTRACT: Final = f"{_CONTRACT_NAME}/{_CONTRACT_VERSION}"
 """The ``contract`` member of a handoff chain and of each of its hops."""
 HANDOFF_CHAIN_SCHEMA_ID: Final = f"urn:handoffs:schema:{_CONTRACT_NAME}:{_CONTRACT_VERSION}"
@@ -200,6 +234,7 @@ class Hop:
 
     Attributes:
         contract: always :data:`HANDOFF_CHAIN_CONTRACT`; binds the hop to its format.
+        chain_id: the envelope ``id`` of the chain this hop was signed for.
         hop: the hop's position in the chain, from 0.
         case_id: the case the chain is about.
         role: the role the signer claims (checked against the key ring).
@@ -215,6 +250,7 @@ class Hop:
     """
 
     contract: str = attrs.field(default=HANDOFF_CHAIN_CONTRACT, validator=_check_contract)
+    chain_id: str = attrs.field(validator=_check_chain_id)
     hop: int = attrs.field(validator=_check_hop_index)
     case_id: str = attrs.field(validator=_check_ident)
     role: HopRole = attrs.field(converter=HopRole)
@@ -251,6 +287,7 @@ class Hop:
         """Wire form (``action`` and ``proof`` omitted when unset)."""
         doc: dict[str, Any] = {
             "contract": self.contract,
+            "chain_id": self.chain_id,
             "hop": self.hop,
             "case_id": self.case_id,
             "role": self.role.value,
@@ -276,14 +313,16 @@ def _hops(value: Iterable[Hop]) -> tuple[Hop, ...]:
 class HandoffChain:
     """A handoff chain: an envelope around the ordered, signed hops of one case.
 
-    The envelope (``contract``, ``id``, ``case_id``) is not signed; every hop is, and
-    each hop repeats ``case_id`` and ``contract`` under its own proof. Build chains with
+    The envelope (``contract``, ``id``, ``case_id``) is signed through its hops: each
+    hop repeats ``contract``, ``case_id`` and the envelope ``id`` (as ``chain_id``)
+    under its own proof, and the receiver refuses an envelope that differs from what
+    its hops signed. Build chains with
     :func:`start_chain`, :func:`add_hop` and :func:`approve`; read them with
     :meth:`from_json`.
 
     Attributes:
         contract: always :data:`HANDOFF_CHAIN_CONTRACT`.
-        id: unique message id (``urn:uuid:...``).
+        id: unique chain id (``urn:uuid:...``), signed by every hop as ``chain_id``.
         case_id: the case the chain is about.
         hops: the hops, hop 0 first.
 
@@ -349,8 +388,10 @@ def _check_contract_member(doc: Mapping[str, Any]) -> None:
             "the message names no contract", code="no-contract", json_path="$.contract"
         )
     if named != HANDOFF_CHAIN_CONTRACT:
+        retired = _RETIRED.get(named)
+        why = f" ({retired} {HANDOFF_CHAIN_CONTRACT!r})" if retired else ""
         raise UnknownContract(
-            f"unknown contract {named!r}; this reads {HANDOFF_CHAIN_CONTRACT!r} only",
+            f"unknown contract {named!r}; this reads {HANDOFF_CHAIN_CONTRACT!r} only{why}",
             json_path="$.contract",
         )
 
@@ -368,6 +409,7 @@ def _structure(doc: Mapping[str, Any]) -> HandoffChain:
     hops = [
         Hop(
             contract=raw["contract"],
+            chain_id=raw["chain_id"],
             hop=_integer(raw["hop"]),
             case_id=raw["case_id"],
             role=raw["role"],
@@ -391,13 +433,15 @@ def _structure(doc: Mapping[str, Any]) -> HandoffChain:
 
 
 def handoff_chain_schema() -> dict[str, Any]:
-    """Generate the Draft 2020-12 JSON Schema of ``handoff-chain/1.0.0`` messages.
+    """Generate the Draft 2020-12 JSON Schema of ``handoff-chain/2.0.0`` messages.
 
     Closed (``additionalProperties: false``) at every level, a ``description`` on
     every property, and the stable ``$id`` :data:`HANDOFF_CHAIN_SCHEMA_ID`. The
-    checked-in copy is ``schemas/handoff-chain/1.0.0.json``.
+    checked-in copy is ``schemas/handoff-chain/2.0.0.json`` (``1.0.0.json`` stays as
+    the record of the retired version).
     """
     ident = {"type": "string", "pattern": _IDENT_PATTERN, "maxLength": 128}
+    chain_id = {"type": "string", "pattern": _CHAIN_ID_PATTERN, "maxLength": 45}
     time = {"type": "string", "pattern": _TIME_PATTERN}
     hop: dict[str, Any] = {
         "type": "object",
@@ -405,12 +449,16 @@ def handoff_chain_schema() -> dict[str, Any]:
                        "authority and until when, derived from which parent hop.",
         "additionalProperties": False,
         "required": [
-            "contract", "hop", "case_id", "role", "sender", "receiver", "authority",
-            "valid_until", "derived_from", "transformation", "proof",
+            "contract", "chain_id", "hop", "case_id", "role", "sender", "receiver",
+            "authority", "valid_until", "derived_from", "transformation", "proof",
         ],
         "properties": {
             "contract": {"const": HANDOFF_CHAIN_CONTRACT,
                          "description": "Binds the signed hop to this contract version."},
+            "chain_id": {**chain_id, "description": "The envelope id of the chain this hop "
+                                                    "was signed for: every hop signs it, so "
+                                                    "the envelope id cannot be changed and "
+                                                    "a hop cannot move to another chain."},
             "hop": {"type": "integer", "minimum": 0, "maximum": _MAX_WIRE_HOPS - 1,
                     "description": "Position of the hop in the chain, from 0."},
             "case_id": {**ident, "description": "The case the chain is about; equal on "
@@ -475,10 +523,11 @@ def handoff_chain_schema() -> dict[str, Any]:
         "properties": {
             "contract": {"const": HANDOFF_CHAIN_CONTRACT,
                          "description": "Contract name and version this message follows."},
-            "id": {"type": "string", "pattern": _CHAIN_ID_PATTERN, "maxLength": 45,
-                   "description": "Unique message identifier (not signed; replay caches "
-                                  "should key on the final hop's digest)."},
-            "case_id": {**ident, "description": "The case the chain is about."},
+            "id": {**chain_id, "description": "Unique chain identifier, signed by every hop "
+                                              "as its chain_id; receivers claim it (with "
+                                              "the number of hops) against replay."},
+            "case_id": {**ident, "description": "The case the chain is about; signed by "
+                                                "every hop as its case_id."},
             "hops": {"type": "array", "minItems": 1, "maxItems": _MAX_WIRE_HOPS,
                      "items": {"$ref": "#/$defs/hop"},
                      "description": "The hops in order, hop 0 first."},
@@ -586,7 +635,8 @@ def add_hop(
     """Return a new chain with one more hop, signed by ``key``.
 
     The hop's ``derived_from`` pins the digest of the current last hop (with its
-    proofs and approvals). ``sender`` defaults to the last hop's ``receiver``
+    proofs and approvals), and its ``chain_id`` and ``case_id`` are the chain's, so
+    the proof covers the envelope too. ``sender`` defaults to the last hop's ``receiver``
     (principal alignment), and must be given for the first hop; it has to be the key
     ring's controller of ``key``, or receivers will refuse the hop. ``created`` and
     ``expires`` go into the hop's proof.
@@ -614,6 +664,7 @@ def add_hop(
             raise InvalidArgument("the first hop needs sender=")
         sender = parent.receiver
     unsigned = Hop(
+        chain_id=chain.id,
         hop=len(chain.hops),
         case_id=chain.case_id,
         role=role,
@@ -822,6 +873,23 @@ def _check_limits(instance: object, attribute: attrs.Attribute[Any], value: obje
         raise InvalidArgument(f"limits must be JSONLimits, got {type(value).__name__}")
 
 
+def _check_replay(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and not isinstance(value, ReplayStore):
+        raise InvalidArgument(
+            f"replay must implement ReplayStore or be None, got {type(value).__name__}"
+        )
+
+
+def _replay_claim(chain: HandoffChain) -> str:
+    """The id under which a receiver claims ``chain`` in its replay store.
+
+    ``handoff-chain:<id>/<number of hops>``: the signed envelope id, and the length,
+    because each extension of a chain is a new message to a new receiver. The prefix
+    keeps it apart from receipt ids in a store shared with a gate.
+    """
+    return f"{_CONTRACT_NAME}:{chain.id}/{len(chain.hops)}"
+
+
 class _Refused(Exception):
     """Internal: a stage refused the message (carries the decision)."""
 
@@ -852,7 +920,7 @@ class _Verified:
 
 @attrs.frozen(kw_only=True)
 class IdentityCompositionReceiver:
-    """The identity-composition receiver contract for ``handoff-chain/1.0.0``.
+    """The identity-composition receiver contract for ``handoff-chain/2.0.0``.
 
     It decides whether a multi-hop chain may be acted on, from the key ring alone:
     the chain is intact and ordered, every signer held its role when it signed,
@@ -870,6 +938,12 @@ class IdentityCompositionReceiver:
         max_hops: the longest chain accepted (at most 32, the schema's bound).
         fail_closed_action: the action reported with REJECT and ESCALATE.
         limits: size and depth limits for raw input.
+        replay: the replay store, as a :class:`~handoffs.receivers.Gate`'s (default: a
+            fresh :class:`~handoffs.receivers.MemoryReplayStore`; share a SQLite or
+            PostgreSQL store across processes); ``None`` disables replay protection
+            (deterministic replays in the lab). A chain is claimed as
+            ``handoff-chain:<id>/<number of hops>`` once step (2) has passed, until
+            its earliest expiry.
 
     """
 
@@ -885,6 +959,7 @@ class IdentityCompositionReceiver:
     max_hops: int = attrs.field(default=8, validator=_check_max_hops)
     fail_closed_action: str | None = attrs.field(default=None, validator=_check_optional_ident)
     limits: JSONLimits = attrs.field(default=DEFAULT_LIMITS, validator=_check_limits)
+    replay: ReplayStore | None = attrs.field(factory=MemoryReplayStore, validator=_check_replay)
 
     @property
     def name(self) -> str:
@@ -893,8 +968,10 @@ class IdentityCompositionReceiver:
 
     @property
     def deterministic(self) -> bool:
-        """True: the same message at the same clock reading gets the same decision."""
-        return True
+        """True without a replay store: the same message at the same clock reading then
+        gets the same decision.
+        """
+        return self.replay is None
 
     def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
         """Decide one handoff chain (raw bytes/text or a parsed JSON object)."""
@@ -919,8 +996,9 @@ class IdentityCompositionReceiver:
     def _decide(self, message: bytes | str | Mapping[str, Any], now: datetime) -> Decision:
         raw, chain = self._parse(message)  # (1) parse
         verified = self._proofs(raw, chain, now)  # (2) proofs and signers
-        self._lineage(chain, verified)  # (2) lineage and audience
+        self._lineage(chain, verified)  # (2) lineage, envelope and audience
         validity = self._validity(chain, verified, now)  # (2) earliest expiry
+        self._replay(chain, validity, now)  # (2) replay
         return self._policy(chain, verified, validity)  # (5) policy
 
     def _parse(
@@ -1049,6 +1127,22 @@ class IdentityCompositionReceiver:
                 Step.PROOFS, where)], chain_id=chain.id)
         return earliest
 
+    def _replay(self, chain: HandoffChain, validity: datetime, now: datetime) -> None:
+        # (2) replay: claim the signed id (and length) until the earliest expiry.
+        if self.replay is None:
+            return
+        claim = _replay_claim(chain)
+        try:
+            first = self.replay.first_seen(claim, expires=validity, now=now)
+        except Exception as exc:  # any store failure fails closed, with the gate's code
+            raise self._refuse(Step.PROOFS, [Reason(
+                ReplayStoreError.code, f"the replay store could not answer: {exc}",
+                Step.PROOFS)], chain_id=chain.id) from exc
+        if first is not True:
+            raise self._refuse(Step.PROOFS, [Reason(
+                ReplayedReceipt.code, f"chain {claim} was seen before", Step.PROOFS, "$.id",
+            )], chain_id=chain.id)
+
     def _policy(
         self, chain: HandoffChain, verified: Sequence[_Verified], validity: datetime
     ) -> Decision:
@@ -1163,11 +1257,7 @@ def _hop_lineage(item: _Verified, chain: HandoffChain, seen: set[HopRole]) -> li
     if hop.hop != k:
         reasons.append(Reason(
             "hop-order", f"hop number {hop.hop} at position {k}", Step.PROOFS, f"{item.path}.hop"))
-    if hop.case_id != chain.case_id:
-        reasons.append(Reason(
-            "case-mismatch",
-            f"hop {k} is about case {hop.case_id!r}, the chain about {chain.case_id!r}",
-            Step.PROOFS, f"{item.path}.case_id"))
+    reasons.extend(_envelope_lineage(item, chain))
     if hop.role in seen and hop.role is not HopRole.INVESTIGATOR:
         reasons.append(Reason(
             "hop-order", f"a second {hop.role.value} hop at position {k}", Step.PROOFS,
@@ -1179,6 +1269,23 @@ def _hop_lineage(item: _Verified, chain: HandoffChain, seen: set[HopRole]) -> li
         for position, approval in enumerate(item.approvals, start=1)
         if approval.created < item.primary.created
     )
+    return reasons
+
+
+def _envelope_lineage(item: _Verified, chain: HandoffChain) -> list[Reason]:
+    """The envelope's ``id`` and ``case_id`` are the ones this hop signed."""
+    reasons: list[Reason] = []
+    hop, k = item.hop, item.index
+    if hop.chain_id != chain.id:
+        reasons.append(Reason(
+            "chain-id-mismatch",
+            f"hop {k} was signed for chain {hop.chain_id!r}, the envelope says {chain.id!r}",
+            Step.PROOFS, f"{item.path}.chain_id"))
+    if hop.case_id != chain.case_id:
+        reasons.append(Reason(
+            "case-mismatch",
+            f"hop {k} is about case {hop.case_id!r}, the chain about {chain.case_id!r}",
+            Step.PROOFS, f"{item.path}.case_id"))
     return reasons
 
 
