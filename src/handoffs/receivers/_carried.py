@@ -34,11 +34,11 @@ originator's decisive state, never from a relayed summary. Refusals carry the
 ``fail_closed_action``. The receiver never raises on a message.
 
 Replay: the chain receiver claims the chain (``handoff-chain:<id>/<hops>``) in the
-chain stage, the receipt gate the receipt's id in the receipt stage, each once. The claims never collide, so
-both may share one store (and should: an outage of that store then fails the
-message closed in the chain stage, before anything is claimed). A message re-sent as is is a
-replayed chain (``$.chain.id``); the receipt re-carried in a fresh chain is a
-replayed receipt (``$.receipt.id``) when the gate keeps a store.
+chain stage, the receipt gate the receipt's id in the receipt stage, each once. The
+claims never collide, so both may share one store (and should: an outage of that
+store then fails the message closed in the chain stage, before anything is claimed).
+A message re-sent as is is a replayed chain (``$.chain.id``); the receipt re-carried
+in a fresh chain is a replayed receipt (``$.receipt.id``) when the gate keeps a store.
 """
 
 from __future__ import annotations
