@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import enum
+import json
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -22,6 +24,8 @@ from handoffs.contracts import (
 )
 from handoffs.examples.payment import PAYMENT_RELEASE
 from handoffs.lab import (
+    NOT_APPLICABLE,
+    UNCHANGED,
     ActionAdded,
     AuthoritativeSender,
     ConstantMessage,
@@ -31,6 +35,7 @@ from handoffs.lab import (
     MergeEnumValues,
     Mutate,
     NoMessage,
+    Perturbation,
     PolicyVersionChanged,
     Reference,
     Relay,
@@ -40,6 +45,7 @@ from handoffs.lab import (
     ShortenEvidenceRefs,
     ShuffledMessage,
     WidenInterval,
+    declare_perturbation,
     standard_perturbations,
 )
 from handoffs.lab._perturb import (
@@ -274,6 +280,8 @@ def test_relay_reencodes_at_each_hop() -> None:
     assert points.message["decision_state"]["band"] == {"lo": 1.5, "hi": 1.5}
     with pytest.raises(ExperimentError):
         Relay(hops=0)
+    with pytest.raises(ExperimentError, match="positive integer, got True"):
+        Relay(hops=True)
 
 
 def test_standard_set_is_generated_from_the_contract() -> None:
@@ -348,3 +356,123 @@ def test_declared_reads_are_all_the_variants_depend_on(perturbation: Any) -> Non
                 else:
                     built[member] = value
                 assert v.message == built
+
+
+# --------------------------------------------------- the declarative form itself
+
+SHIPPED = json.loads((Path(__file__).parent / "vectors" / "perturbations-shipped.json")
+                     .read_text(encoding="utf-8"))
+
+
+def _described(p: Perturbation) -> dict[str, Any]:
+    return {"json": p.to_json(), "reads": None if p.reads is None else sorted(p.reads),
+            "presence": sorted(p.presence)}
+
+
+def test_shipped_perturbations_describe_themselves_as_the_hand_written_classes_did() -> None:
+    from handoffs.examples.payment_lab import payment_perturbations
+
+    assert [_described(p) for p in standard_perturbations(GAUGE, hops=3)] == SHIPPED["gauge"]
+    assert [_described(p) for p in payment_perturbations("full")] == SHIPPED["payment"]
+
+
+@declare_perturbation(kind="coarsening", subject=True, id="cap:{field}:{limit:g}",
+                      target="{field}", member="decision_state.{field}",
+                      description="Send {field} as at most {limit:g}.")
+@attrs.frozen
+class Cap(Perturbation):
+    field: str
+    limit: float
+    strategies: tuple[str, ...] | None = None
+
+    def change(self, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return NOT_APPLICABLE
+        return UNCHANGED if value <= self.limit else self.limit
+
+
+@declare_perturbation(kind="ablation", id="drop:{member}", target="{member}",
+                      member="{member}", reads=(), presence=("{member}",),
+                      description="Drop {member}.")
+@attrs.frozen
+class Drop(Perturbation):
+    member: str
+
+    def change(self, value: Any) -> Any:
+        return REMOVED
+
+
+def test_a_declared_perturbation_describes_itself_from_its_templates() -> None:
+    cap = Cap("count", 2.5)
+    assert (cap.id, cap.kind, cap.target, cap.description) == (
+        "cap:count:2.5", "coarsening", "count", "Send count as at most 2.5.")
+    assert cap.applies_to == ("@subject",)
+    assert Cap("count", 1, ("x",)).applies_to == ("x",)
+    assert (cap.reads, cap.presence) == ({"decision_state"}, frozenset())
+    drop = Drop("sender")
+    assert (drop.applies_to, drop.reads, drop.presence) == (None, frozenset(), {"sender"})
+    assert drop.to_json() == {"id": "drop:sender", "kind": "ablation", "target": "sender",
+                              "description": "Drop sender.", "strategies": None}
+
+
+def test_the_generic_engine_patches_the_declared_member() -> None:
+    [patched] = variants(Cap("count", 2))
+    assert patched.patch == ("decision_state", {**MESSAGE["decision_state"], "count": 2})
+    assert patched.message["decision_state"]["count"] == 2
+    assert patched.touched == {"decision_state"}
+    [same] = variants(Cap("count", 10))  # UNCHANGED: the message itself, nothing touched
+    assert same.message is MESSAGE
+    assert same.touched == frozenset()
+    assert same.patch is None
+    assert variants(Cap("armed", 0)) == []  # NOT_APPLICABLE (a boolean)
+    assert variants(Cap("count", 1), {"no": "state"}) == []  # the member is absent
+    [removed] = variants(Drop("sender"))
+    assert removed.patch == ("sender", REMOVED)
+    assert "sender" not in removed.message
+    assert variants(Drop("absent")) == []
+
+
+def test_a_bad_declaration_is_refused_when_the_class_is_made() -> None:
+    with pytest.raises(ExperimentError, match="unknown perturbation kind 'twist'"):
+        declare_perturbation(kind="twist", id="t", description="t")
+    declare = declare_perturbation(kind="ablation", id="x:{nope}", description="x")
+    with pytest.raises(ExperimentError, match=r"names \{nope\}, which is no attribute"):
+        declare(attrs.frozen(type("X", (Perturbation,), {"__annotations__": {"a": "int"}})))
+    plain = declare_perturbation(kind="ablation", id="x", description="x")
+    with pytest.raises(ExperimentError, match="attrs subclass of Perturbation"):
+        plain(type("NotAttrs", (Perturbation,), {}))
+    with pytest.raises(ExperimentError, match="attrs subclass of Perturbation"):
+        plain(attrs.frozen(type("NotAPerturbation", (), {})))
+    broken = declare_perturbation(kind="ablation", id="x:{oops", description="x")
+    with pytest.raises(ExperimentError, match="bad template"):
+        broken(attrs.frozen(type("Y", (Perturbation,), {})))
+
+
+def test_an_undeclared_subclass_still_writes_its_own_properties() -> None:
+    @attrs.frozen
+    class Blank(Perturbation):
+        kind = "control"
+
+        @property
+        def id(self) -> str:
+            return "blank"
+
+        @property
+        def description(self) -> str:
+            return "Send a blank."
+
+        def variants(self, message: Any, ctx: CaseContext, strategy: str) -> Any:
+            yield from ()
+
+    assert Blank().to_json() == {"id": "blank", "kind": "control", "target": None,
+                                 "description": "Send a blank.", "strategies": None}
+    assert (Blank().reads, Blank().presence) == (None, frozenset())
+
+    @attrs.frozen
+    class Unwritten(Perturbation):
+        pass
+
+    with pytest.raises(NotImplementedError, match="not declared"):
+        _ = Unwritten().id
+    with pytest.raises(NotImplementedError):
+        list(Unwritten().variants(MESSAGE, ctx(), "s"))

@@ -57,8 +57,10 @@ from handoffs.lab._minimal import (
 )
 from handoffs.lab._partition import MessagePartition, PartitionCell, message_partition
 from handoffs.lab._perturb import (
+    NOT_APPLICABLE,
     REMOVED,
     SUBJECT,
+    UNCHANGED,
     ActionAdded,
     AuthoritativeSender,
     CaseContext,
@@ -79,6 +81,7 @@ from handoffs.lab._perturb import (
     ShuffledMessage,
     Variant,
     WidenInterval,
+    declare_perturbation,
     standard_perturbations,
 )
 from handoffs.lab._release import evaluate_gate, release_artefact, sign_artefact, verify_artefact
@@ -91,8 +94,10 @@ from handoffs.lab._toml import load_experiment
 __all__ = [
     "AUTHORITATIVE_SENDER",
     "CONTROLS",
+    "NOT_APPLICABLE",
     "REMOVED",
     "SUBJECT",
+    "UNCHANGED",
     "ActionAdded",
     "AdvisoryActionReceiver",
     "AuthoritativeSender",
@@ -142,6 +147,7 @@ __all__ = [
     "WidenInterval",
     "control_expectations",
     "counterfactual_triggers",
+    "declare_perturbation",
     "evaluate_gate",
     "load_experiment",
     "message_partition",

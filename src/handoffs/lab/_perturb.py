@@ -25,9 +25,11 @@ import enum
 import fnmatch
 import itertools
 import math
+import re
+import string
 import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, TypeVar
 
 import attrs
 from jsonschema import Draft202012Validator
@@ -53,8 +55,10 @@ from handoffs.contracts._schema import to_json_schema
 from handoffs.lab._experiment import ExperimentError, draw, typed_value, wire_value
 
 __all__ = [
+    "NOT_APPLICABLE",
     "REMOVED",
     "SUBJECT",
+    "UNCHANGED",
     "ActionAdded",
     "AuthoritativeSender",
     "CaseContext",
@@ -75,6 +79,7 @@ __all__ = [
     "ShuffledMessage",
     "Variant",
     "WidenInterval",
+    "declare_perturbation",
     "perturbation_from_json",
     "select_perturbations",
     "standard_perturbations",
@@ -130,20 +135,29 @@ class Scoring:
                      and (n not in self.conditioned or n in holding))
 
 
-class _Removed:
-    """The value of a member a patch removes."""
+class _Sentinel:
+    """A named marker value (it pickles as the module constant of its name)."""
 
-    __slots__ = ()
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
 
     def __repr__(self) -> str:
-        return "REMOVED"
+        return self._name
 
     def __reduce__(self) -> str:
-        return "REMOVED"
+        return self._name
 
 
-REMOVED: Final = _Removed()
+REMOVED: Final[Any] = _Sentinel("REMOVED")
 """In :attr:`Variant.patch`: the member is removed."""
+
+UNCHANGED: Final[Any] = _Sentinel("UNCHANGED")
+"""From :meth:`Perturbation.change`: the message is sent as it is (one unchanged variant)."""
+
+NOT_APPLICABLE: Final[Any] = _Sentinel("NOT_APPLICABLE")
+"""From :meth:`Perturbation.change`: the perturbation does not apply (no variant)."""
 
 _TOUCHED: dict[str, frozenset[str]] = {}
 
@@ -279,44 +293,164 @@ class CaseContext:
 
 
 def _names(value: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return (value,)
-    return tuple(value)
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
 def _strategies(value: Sequence[str] | None) -> tuple[str, ...] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return (value,)
-    return tuple(value)
+    return None if value is None else _names(value)
+
+
+def _strategies_field() -> Any:
+    """The ``strategies`` attribute every shipped perturbation declares: ``None`` (the
+    kind's default) or strategy names; a single name is accepted for one.
+    """
+    return attrs.field(default=None, converter=_strategies)
+
+
+Text = str | Callable[[Any], str]
+"""A template formatted with the perturbation's attributes, or a function of it."""
+
+
+class _AttributesOf:
+    """The attributes of ``obj`` by name, for ``str.format_map``."""
+
+    __slots__ = ("_obj",)
+
+    def __init__(self, obj: object) -> None:
+        self._obj = obj
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return getattr(self._obj, name)
+        except AttributeError:
+            raise KeyError(name) from None
+
+
+def _render(text: Text, obj: object) -> str:
+    return text.format_map(_AttributesOf(obj)) if isinstance(text, str) else text(obj)
+
+
+@attrs.frozen
+class Declaration:
+    """What a perturbation class is, declared once (see :func:`declare_perturbation`).
+
+    Templates are ``str.format`` strings over the instance's attributes
+    (``"round-numeric:{field}:{step:g}"``); ``id``, ``description`` and ``target`` may
+    also be functions of the instance.
+    """
+
+    kind: str
+    id: Text
+    description: Text
+    target: Text | None = None
+    member: str | None = None
+    reads: tuple[str, ...] | None = None
+    presence: tuple[str, ...] = ()
+    subject: bool = False
+
+
+_P = TypeVar("_P", bound="type[Perturbation]")
+
+_KINDS: Final = frozenset({"ablation", "coarsening", "falsehood", "control", "boundary"})
+
+
+def declare_perturbation(
+    *, kind: str, id: Text, description: Text, target: Text | None = None,
+    member: str | None = None, reads: Sequence[str] | None = None,
+    presence: Sequence[str] = (), subject: bool = False,
+) -> Callable[[_P], _P]:
+    """Declare a :class:`Perturbation` subclass (a frozen attrs class) by what it is.
+
+    Args:
+        kind: its family: ``ablation``, ``coarsening``, ``falsehood``, ``control`` or
+            ``boundary`` (the report groups by it).
+        id: the stable identifier, a template over the attributes
+            (``"cap-amount:{limit:g}"``) or a function of the instance.
+        description: what it does, in words (template or function).
+        target: the field or member it changes, if one (template or function).
+        member: the member the generic engine changes, ``"<member>"`` or
+            ``"decision_state.<field>"`` (a template). With it, the class writes only
+            :meth:`Perturbation.change` and the engine builds the variant as a patch.
+        reads: the message members its variants depend on by value (templates);
+            default: the top-level member of ``member``, else unknown (``None``).
+        presence: members whose presence (not value) the variants also depend on.
+        subject: by default it applies to the experiment's subject strategy only
+            (otherwise to every strategy).
+
+    Raises:
+        ExperimentError: an unknown kind; on the class, one that is not an attrs
+            subclass of :class:`Perturbation`, or a template that names no attribute.
+    """
+    if kind not in _KINDS:
+        raise ExperimentError(f"unknown perturbation kind {kind!r}; known: {sorted(_KINDS)}")
+    declaration = Declaration(kind=kind, id=id, description=description, target=target,
+                              member=member, reads=None if reads is None else tuple(reads),
+                              presence=tuple(presence), subject=subject)
+
+    def apply(cls: _P) -> _P:
+        is_attrs: bool = isinstance(cls, type) and attrs.has(cls)  # a bool: mypy keeps _P
+        if not (is_attrs and issubclass(cls, Perturbation)):
+            raise ExperimentError(f"declare_perturbation declares a frozen attrs subclass of "
+                                  f"Perturbation (@attrs.frozen below it), got {cls!r}")
+        templates = [t for t in (id, description, target, member, *(reads or ()), *presence)
+                     if isinstance(t, str)]
+        for template in templates:
+            try:
+                names = [n for _, n, _, _ in string.Formatter().parse(template) if n is not None]
+            except ValueError as exc:
+                raise ExperimentError(f"{cls.__name__}: bad template {template!r}: {exc}") from exc
+            for name in names:
+                if not hasattr(cls, re.split(r"[.\[]", name)[0]):
+                    raise ExperimentError(f"{cls.__name__}: a template names {{{name}}}, "
+                                          "which is no attribute of the class")
+        cls.declaration = declaration
+        cls.kind = kind
+        cls.default_strategies = (SUBJECT,) if subject else None
+        return cls
+
+    return apply
 
 
 class Perturbation:
     """Base of perturbations (frozen attrs subclasses).
 
-    Subclasses set ``kind`` and implement :meth:`variants`. ``strategies`` restricts
-    which strategies a perturbation changes: ``None`` for every strategy whose
-    message it applies to, or names (``"@subject"`` for the experiment's subject).
+    A subclass is declared with :func:`declare_perturbation` (its kind, id,
+    description, and the member it changes) and writes either :meth:`change` (one
+    member's new value: the generic engine makes the variant) or :meth:`variants`.
+    A subclass may instead set ``kind`` and write the properties below itself.
+    ``strategies`` restricts which strategies a perturbation changes: ``None`` for
+    every strategy whose message it applies to, or names (``"@subject"`` for the
+    experiment's subject).
     """
 
     kind: ClassVar[str] = "ablation"
     default_strategies: ClassVar[tuple[str, ...] | None] = None
+    declaration: ClassVar[Declaration | None] = None
+
+    def _declared(self) -> Declaration:
+        declaration = type(self).declaration
+        if declaration is None:
+            raise NotImplementedError(f"{type(self).__name__} is not declared; use "
+                                      "declare_perturbation or write the property")
+        return declaration
 
     @property
     def id(self) -> str:
         """Stable identifier, e.g. ``remove-decision-field:policy_current``."""
-        raise NotImplementedError
+        return _render(self._declared().id, self)
 
     @property
     def target(self) -> str | None:
         """The field or member the perturbation changes, if one."""
-        return None
+        declaration = type(self).declaration
+        if declaration is None or declaration.target is None:
+            return None
+        return _render(declaration.target, self)
 
     @property
     def description(self) -> str:
         """What the perturbation does, in words."""
-        raise NotImplementedError
+        return _render(self._declared().description, self)
 
     @property
     def reads(self) -> frozenset[str] | None:
@@ -329,14 +463,25 @@ class Perturbation:
         variants once per distinct value of these members. Members that matter only
         by being present or absent are declared in :attr:`presence` instead.
         """
-        return None
+        declaration = type(self).declaration
+        if declaration is None:
+            return None
+        if declaration.reads is not None:
+            return frozenset(_render(r, self) for r in declaration.reads)
+        if declaration.member is None:
+            return None
+        return frozenset({_split_target(_render(declaration.member, self))[0]
+                          or _render(declaration.member, self)})
 
     @property
     def presence(self) -> frozenset[str]:
         """Members whose presence (not value) the variants also depend on, when
         :attr:`reads` is set.
         """
-        return frozenset()
+        declaration = type(self).declaration
+        if declaration is None:
+            return frozenset()
+        return frozenset(_render(p, self) for p in declaration.presence)
 
     @property
     def applies_to(self) -> tuple[str, ...] | None:
@@ -352,10 +497,35 @@ class Perturbation:
         """The scoring for this perturbation's decisions (default: the contract's)."""
         return base
 
+    def change(self, value: Any) -> Any:
+        """The declared member's new value (:data:`REMOVED` removes it), given its
+        current value; or :data:`UNCHANGED`, or :data:`NOT_APPLICABLE`. Called only
+        when the member is present.
+        """
+        raise NotImplementedError(f"{type(self).__name__} writes neither change nor variants")
+
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
-        """The perturbed messages for one case and strategy (none: not applicable)."""
-        raise NotImplementedError
+        """The perturbed messages for one case and strategy (none: not applicable).
+
+        The generic engine: the declared ``member``'s value through :meth:`change`,
+        as a patch of the message.
+        """
+        member = self._declared().member
+        if member is None:
+            raise NotImplementedError(f"{type(self).__name__} declares no member and "
+                                      "writes no variants")
+        target = _render(member, self)
+        present, value = _get(message, target)
+        if not present:
+            return
+        new = self.change(value)
+        if new is NOT_APPLICABLE:
+            return
+        if new is UNCHANGED:
+            yield Variant(message, touched=frozenset())
+            return
+        yield _set_patch(message, target, new)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready description (the report's ``experiment.perturbations`` rows)."""
@@ -365,105 +535,9 @@ class Perturbation:
                 "strategies": None if applies is None else list(applies)}
 
 
-def _with_state(message: Mapping[str, Any], state: Mapping[str, Any]) -> dict[str, Any]:
-    new = dict(message)
-    new["decision_state"] = state
-    return new
-
-
 def _state_of(message: Mapping[str, Any]) -> Mapping[str, Any] | None:
     state = message.get("decision_state")
     return state if isinstance(state, Mapping) else None
-
-
-_STATE: Final = frozenset({"decision_state"})
-
-
-# ------------------------------------------------------------------------ ablation
-
-
-@attrs.frozen
-class RemoveDecisionField(Perturbation):
-    """Remove one decision field from the message's ``decision_state``."""
-
-    field: str
-    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
-    kind: ClassVar[str] = "ablation"
-    default_strategies: ClassVar[tuple[str, ...] | None] = (SUBJECT,)
-
-    @property
-    def id(self) -> str:
-        """``remove-decision-field:<field>``."""
-        return f"remove-decision-field:{self.field}"
-
-    @property
-    def target(self) -> str:
-        """The removed field."""
-        return self.field
-
-    @property
-    def description(self) -> str:
-        """In words."""
-        return f"Remove decision field {self.field} (a benign-default receiver assumes its " \
-               "declared if_missing value)."
-
-    @property
-    def reads(self) -> frozenset[str]:
-        """``decision_state``."""
-        return _STATE
-
-    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
-                 strategy: str) -> Iterator[Variant]:
-        """The message without the field."""
-        state = _state_of(message)
-        if state is None or self.field not in state:
-            return
-        yield Variant.patched(message, "decision_state",
-                              {k: v for k, v in state.items() if k != self.field})
-
-
-@attrs.frozen
-class RemoveGovernanceField(Perturbation):
-    """Remove one governance member (``case_id``, ``sender``, ``authority``, ...)."""
-
-    field: str
-    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
-    kind: ClassVar[str] = "ablation"
-    default_strategies: ClassVar[tuple[str, ...] | None] = (SUBJECT,)
-
-    @property
-    def id(self) -> str:
-        """``remove-governance-field:<member>``."""
-        return f"remove-governance-field:{self.field}"
-
-    @property
-    def target(self) -> str:
-        """The removed member."""
-        return self.field
-
-    @property
-    def description(self) -> str:
-        """In words."""
-        return f"Remove governance member {self.field}."
-
-    @property
-    def reads(self) -> frozenset[str]:
-        """Nothing by value: the variant is the removal of :attr:`field`."""
-        return frozenset()
-
-    @property
-    def presence(self) -> frozenset[str]:
-        """The removed member (nothing is removed when it is absent)."""
-        return frozenset({self.field})
-
-    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
-                 strategy: str) -> Iterator[Variant]:
-        """The message without the member."""
-        if self.field in message:
-            yield Variant.patched(message, self.field, REMOVED)
-
-
-# ---------------------------------------------------------------------- coarsening
 
 
 def _split_target(target: str) -> tuple[str | None, str]:
@@ -481,11 +555,16 @@ def _get(message: Mapping[str, Any], target: str) -> tuple[bool, Any]:
 
 
 def _set_patch(message: Mapping[str, Any], target: str, value: Any) -> Variant:
-    """``message`` with ``target`` (a member or ``decision_state.<field>``) set, as a patch."""
+    """``message`` with ``target`` (a member or ``decision_state.<field>``) set or
+    removed (:data:`REMOVED`), as a patch.
+    """
     parent, name = _split_target(target)
     if parent:
         state = dict(_state_of(message) or {})
-        state[name] = value
+        if value is REMOVED:
+            del state[name]
+        else:
+            state[name] = value
         return Variant.patched(message, "decision_state", state)
     return Variant.patched(message, name, value)
 
@@ -494,52 +573,19 @@ def _values(value: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(value)
 
 
-@attrs.frozen
-class MergeEnumValues(Perturbation):
-    """Merge enum values: any of ``values`` is sent as ``into``.
+def _positive(what: str) -> Callable[[Any, Any, Any], None]:
+    def check(_: Any, __: Any, value: Any) -> None:
+        if not value > 0:
+            raise ExperimentError(f"{what} must be > 0, got {value!r}")
+    return check
 
-    ``target`` is a decision field (``decision_state.<field>``) or a top-level enum
-    member such as ``uncertainty`` (merging CONFLICT into RESOLVED launders a
-    conflict into smooth prose).
-    """
 
-    target_: str = attrs.field(alias="target")
-    values: tuple[Any, ...] = attrs.field(converter=_values)
-    into: Any
-    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
-    kind: ClassVar[str] = "coarsening"
-    default_strategies: ClassVar[tuple[str, ...] | None] = (SUBJECT,)
-
-    @property
-    def id(self) -> str:
-        """``merge-enum-values:<target>:<a>+<b>-><into>``."""
-        return f"merge-enum-values:{self.target_}:{'+'.join(map(str, self.values))}->{self.into}"
-
-    @property
-    def target(self) -> str:
-        """The field or member."""
-        return self.target_
-
-    @property
-    def description(self) -> str:
-        """In words."""
-        return f"Send {', '.join(map(str, self.values))} of {self.target_} as {self.into}."
-
-    @property
-    def reads(self) -> frozenset[str]:
-        """The member holding the target."""
-        return frozenset({_split_target(self.target_)[0] or self.target_})
-
-    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
-                 strategy: str) -> Iterator[Variant]:
-        """The message with the value merged (unchanged when it is not merged)."""
-        present, value = _get(message, self.target_)
-        if not present:
-            return
-        if value in self.values and value != self.into:
-            yield _set_patch(message, self.target_, self.into)
-        else:
-            yield Variant(message, touched=frozenset())
+def _spec_of(contract: Contract[Any, Any], field: str, kinds: Collection[FieldKind],
+             refusal: str) -> FieldSpec:
+    spec = contract.field_map.get(field)
+    if spec is None or spec.kind not in kinds:
+        raise ExperimentError(refusal)
+    return spec
 
 
 def _clamp(value: float, spec_min: float | None, spec_max: float | None) -> float:
@@ -550,124 +596,142 @@ def _clamp(value: float, spec_min: float | None, spec_max: float | None) -> floa
     return value
 
 
+# ------------------------------------------------------------------------ ablation
+
+
+@declare_perturbation(
+    kind="ablation", subject=True, id="remove-decision-field:{field}", target="{field}",
+    member="decision_state.{field}",
+    description="Remove decision field {field} (a benign-default receiver assumes its "
+                "declared if_missing value).")
 @attrs.frozen
-class RoundNumeric(Perturbation):
-    """Round a numeric decision field to a multiple of ``step`` (within its bounds)."""
+class RemoveDecisionField(Perturbation):
+    """Remove one decision field from the message's ``decision_state``.
+
+    Id ``remove-decision-field:<field>``.
+    """
 
     field: str
-    step: float = attrs.field()
-    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
-    minimum: float | None = None
-    maximum: float | None = None
-    integer: bool = False
-    kind: ClassVar[str] = "coarsening"
-    default_strategies: ClassVar[tuple[str, ...] | None] = (SUBJECT,)
+    strategies: tuple[str, ...] | None = _strategies_field()
 
-    @step.validator
-    def _positive(self, _: Any, value: float) -> None:
-        if not value > 0:
-            raise ExperimentError(f"round step must be > 0, got {value!r}")
+    def change(self, value: Any) -> Any:
+        """:data:`REMOVED`."""
+        return REMOVED
 
-    @property
-    def id(self) -> str:
-        """``round-numeric:<field>:<step>``."""
-        return f"round-numeric:{self.field}:{self.step:g}"
 
-    @property
-    def target(self) -> str:
-        """The field."""
-        return self.field
+@declare_perturbation(
+    kind="ablation", subject=True, id="remove-governance-field:{field}", target="{field}",
+    member="{field}", reads=(), presence=("{field}",),
+    description="Remove governance member {field}.")
+@attrs.frozen
+class RemoveGovernanceField(Perturbation):
+    """Remove one governance member (``case_id``, ``sender``, ``authority``, ...).
 
-    @property
-    def description(self) -> str:
-        """In words."""
-        return f"Round {self.field} to a multiple of {self.step:g}."
+    Id ``remove-governance-field:<member>``; the variant depends only on whether the
+    member is present.
+    """
+
+    field: str
+    strategies: tuple[str, ...] | None = _strategies_field()
+
+    def change(self, value: Any) -> Any:
+        """:data:`REMOVED`."""
+        return REMOVED
+
+
+# ---------------------------------------------------------------------- coarsening
+
+
+@declare_perturbation(
+    kind="coarsening", subject=True, target="{target_}", member="{target_}",
+    id=lambda p: f"merge-enum-values:{p.target_}:{'+'.join(map(str, p.values))}->{p.into}",
+    description=lambda p: f"Send {', '.join(map(str, p.values))} of {p.target_} as {p.into}.")
+@attrs.frozen
+class MergeEnumValues(Perturbation):
+    """Merge enum values: any of ``values`` is sent as ``into``.
+
+    ``target`` is a decision field (``decision_state.<field>``) or a top-level enum
+    member such as ``uncertainty`` (merging CONFLICT into RESOLVED launders a
+    conflict into smooth prose). Id ``merge-enum-values:<target>:<a>+<b>-><into>``.
+    """
+
+    target_: str = attrs.field(alias="target")
+    values: tuple[Any, ...] = attrs.field(converter=_values)
+    into: Any
+    strategies: tuple[str, ...] | None = _strategies_field()
+
+    def change(self, value: Any) -> Any:
+        """``into`` for a merged value."""
+        return self.into if value in self.values and value != self.into else UNCHANGED
+
+
+@declare_perturbation(
+    kind="coarsening", subject=True, id="round-numeric:{field}:{step:g}", target="{field}",
+    member="decision_state.{field}", description="Round {field} to a multiple of {step:g}.")
+@attrs.frozen
+class RoundNumeric(Perturbation):
+    """Round a numeric decision field to a multiple of ``step`` (within its bounds).
+
+    Id ``round-numeric:<field>:<step>``.
+    """
+
+    field: str
+    step: float = attrs.field(validator=_positive("round step"))
+    minimum: float | None = attrs.field(default=None, kw_only=True)
+    maximum: float | None = attrs.field(default=None, kw_only=True)
+    integer: bool = attrs.field(default=False, kw_only=True)
+    strategies: tuple[str, ...] | None = _strategies_field()
 
     def prepare(self, contract: Contract[Any, Any], *, seed: int) -> Perturbation:
         """Take the field's bounds and integer-ness from the contract."""
-        spec = contract.field_map.get(self.field)
-        if spec is None or spec.kind not in (FieldKind.INT, FieldKind.FLOAT):
-            raise ExperimentError(f"round-numeric: {self.field} is not a numeric field")
+        spec = _spec_of(contract, self.field, (FieldKind.INT, FieldKind.FLOAT),
+                        f"round-numeric: {self.field} is not a numeric field")
         return attrs.evolve(self, minimum=spec.minimum, maximum=spec.maximum,
                             integer=spec.kind is FieldKind.INT)
 
-    @property
-    def reads(self) -> frozenset[str]:
-        """``decision_state``."""
-        return _STATE
-
-    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
-                 strategy: str) -> Iterator[Variant]:
-        """The message with the value rounded."""
-        present, value = _get(message, f"decision_state.{self.field}")
-        if not present or isinstance(value, bool) or not isinstance(value, int | float):
-            return
+    def change(self, value: Any) -> Any:
+        """The value rounded."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return NOT_APPLICABLE
         rounded: float = _clamp(round(value / self.step) * self.step, self.minimum, self.maximum)
         new_value: int | float = round(rounded) if self.integer else float(rounded)
         if self.integer:
             new_value = int(_clamp(new_value, self.minimum, self.maximum))
-        if new_value == value:
-            yield Variant(message, touched=frozenset())
-            return
-        yield _set_patch(message, f"decision_state.{self.field}", new_value)
+        return UNCHANGED if new_value == value else new_value
 
 
+@declare_perturbation(
+    kind="coarsening", subject=True, id="widen-interval:{field}:{width:g}", target="{field}",
+    member="decision_state.{field}", description="Widen interval {field} by {width:g}.")
 @attrs.frozen
 class WidenInterval(Perturbation):
-    """Widen an interval field by ``width`` (half on each side, within its bounds)."""
+    """Widen an interval field by ``width`` (half on each side, within its bounds).
+
+    Id ``widen-interval:<field>:<width>``.
+    """
 
     field: str
-    width: float = attrs.field()
-    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
-    minimum: float | None = None
-    maximum: float | None = None
-    kind: ClassVar[str] = "coarsening"
-    default_strategies: ClassVar[tuple[str, ...] | None] = (SUBJECT,)
-
-    @width.validator
-    def _positive(self, _: Any, value: float) -> None:
-        if not value > 0:
-            raise ExperimentError(f"widen width must be > 0, got {value!r}")
-
-    @property
-    def id(self) -> str:
-        """``widen-interval:<field>:<width>``."""
-        return f"widen-interval:{self.field}:{self.width:g}"
-
-    @property
-    def target(self) -> str:
-        """The field."""
-        return self.field
-
-    @property
-    def description(self) -> str:
-        """In words."""
-        return f"Widen interval {self.field} by {self.width:g}."
+    width: float = attrs.field(validator=_positive("widen width"))
+    minimum: float | None = attrs.field(default=None, kw_only=True)
+    maximum: float | None = attrs.field(default=None, kw_only=True)
+    strategies: tuple[str, ...] | None = _strategies_field()
 
     def prepare(self, contract: Contract[Any, Any], *, seed: int) -> Perturbation:
         """Take the field's bounds from the contract."""
-        spec = contract.field_map.get(self.field)
-        if spec is None or spec.kind is not FieldKind.INTERVAL:
-            raise ExperimentError(f"widen-interval: {self.field} is not an interval field")
+        spec = _spec_of(contract, self.field, (FieldKind.INTERVAL,),
+                        f"widen-interval: {self.field} is not an interval field")
         return attrs.evolve(self, minimum=spec.minimum, maximum=spec.maximum)
 
-    @property
-    def reads(self) -> frozenset[str]:
-        """``decision_state``."""
-        return _STATE
-
-    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
-                 strategy: str) -> Iterator[Variant]:
-        """The message with the interval widened."""
-        present, value = _get(message, f"decision_state.{self.field}")
-        if not present or not isinstance(value, Mapping):
-            return
+    def change(self, value: Any) -> Any:
+        """The interval widened."""
+        if not isinstance(value, Mapping):
+            return NOT_APPLICABLE
         try:
             lo = _clamp(float(value["lo"]) - self.width / 2, self.minimum, self.maximum)
             hi = _clamp(float(value["hi"]) + self.width / 2, self.minimum, self.maximum)
         except (KeyError, TypeError, ValueError):
-            return
-        yield _set_patch(message, f"decision_state.{self.field}", {"lo": lo, "hi": hi})
+            return NOT_APPLICABLE
+        return {"lo": lo, "hi": hi}
 
 
 def _shorten_uri(uri: str, depth: int | None) -> str:
@@ -681,17 +745,31 @@ def _shorten_uri(uri: str, depth: int | None) -> str:
     return f"{scheme}:{rest[:slashes]}{'/'.join(parts[:depth])}"
 
 
+def _shorten_id(p: ShortenEvidenceRefs) -> str:
+    parts = [f"keep={p.keep}" if p.keep else "", f"depth={p.depth}" if p.depth else ""]
+    return "shorten-evidence-refs:" + ",".join(part for part in parts if part)
+
+
+def _shorten_description(p: ShortenEvidenceRefs) -> str:
+    what = [f"keep the first {p.keep}"] if p.keep else []
+    if p.depth:
+        what.append(f"cut URIs to {p.depth} path segment(s) and drop digests")
+    return "Shorten evidence references: " + "; ".join(what) + "."
+
+
+@declare_perturbation(kind="coarsening", subject=True, id=_shorten_id, target="evidence_refs",
+                      member="evidence_refs", description=_shorten_description)
 @attrs.frozen
 class ShortenEvidenceRefs(Perturbation):
     """Shorten evidence references: keep the first ``keep``, cut each URI to ``depth``
     path segments, and drop content digests.
+
+    Id ``shorten-evidence-refs:keep=<k>`` and/or ``depth=<d>``.
     """
 
     keep: int | None = None
     depth: int | None = None
-    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
-    kind: ClassVar[str] = "coarsening"
-    default_strategies: ClassVar[tuple[str, ...] | None] = (SUBJECT,)
+    strategies: tuple[str, ...] | None = _strategies_field()
 
     def __attrs_post_init__(self) -> None:
         if self.keep is None and self.depth is None:
@@ -700,44 +778,15 @@ class ShortenEvidenceRefs(Perturbation):
                                                          and self.depth < 1):
             raise ExperimentError("keep and depth must be >= 1 (a receipt needs a reference)")
 
-    @property
-    def id(self) -> str:
-        """``shorten-evidence-refs:keep=<k>`` and/or ``depth=<d>``."""
-        parts = [f"keep={self.keep}" if self.keep else "", f"depth={self.depth}"
-                 if self.depth else ""]
-        return "shorten-evidence-refs:" + ",".join(p for p in parts if p)
-
-    @property
-    def target(self) -> str:
-        """``evidence_refs``."""
-        return "evidence_refs"
-
-    @property
-    def description(self) -> str:
-        """In words."""
-        what = []
-        if self.keep:
-            what.append(f"keep the first {self.keep}")
-        if self.depth:
-            what.append(f"cut URIs to {self.depth} path segment(s) and drop digests")
-        return "Shorten evidence references: " + "; ".join(what) + "."
-
-    @property
-    def reads(self) -> frozenset[str]:
-        """``evidence_refs``."""
-        return frozenset({"evidence_refs"})
-
-    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
-                 strategy: str) -> Iterator[Variant]:
-        """The message with shortened references."""
-        refs = message.get("evidence_refs")
-        if not isinstance(refs, list | tuple):
-            return
-        kept = list(refs[: self.keep] if self.keep else refs)
+    def change(self, value: Any) -> Any:
+        """The shortened references."""
+        if not isinstance(value, list | tuple):
+            return NOT_APPLICABLE
+        kept = list(value[: self.keep] if self.keep else value)
         if self.depth:
             kept = [_shorten_uri(r["uri"] if isinstance(r, Mapping) else str(r), self.depth)
                     for r in kept]
-        yield Variant.patched(message, "evidence_refs", kept)
+        return kept
 
 
 # ---------------------------------------------------------------------- falsehoods
@@ -797,6 +846,25 @@ def _numeric_pool(contract: Contract[Any, Any], spec: FieldSpec, samples: int,
     return unique
 
 
+def _falsify(message: Mapping[str, Any], state: Mapping[str, Any], ctx: CaseContext,
+             name: str, value: Any, *, label: str, full_validation: bool = False) -> Variant:
+    """``message`` with decision field ``name`` sent as ``value``, classified by the
+    reference policy on the truth with that one field falsified.
+    """
+    view = dict(ctx.truth)
+    view[name] = typed_value(ctx.contract.field_map[name], value)
+    new_state = dict(state)
+    new_state[name] = value
+    return Variant.patched(message, "decision_state", new_state, label=label,
+                           falsehood=(name, state[name], value), falsified=ctx.decide(view),
+                           full_validation=full_validation)
+
+
+@declare_perturbation(
+    kind="falsehood", subject=True, id="mutate",
+    description=lambda p: "Schema-valid falsehoods: each decision field (and the enum members "
+                          f"{', '.join(p.members)}) set to a valid value that differs from the "
+                          "truth.")
 @attrs.frozen
 class Mutate(Perturbation):
     """Schema-valid falsehoods: for every decision field, values that differ from the
@@ -807,6 +875,7 @@ class Mutate(Perturbation):
     schema (``schema_rejected`` counts refusals: a generator bug if not 0). Each
     falsehood is classified by the reference policy: ``no_effect``,
     ``changes_action`` or ``catastrophic`` (trusting it breaks a hard constraint).
+    Id ``mutate``.
     """
 
     fields: tuple[str, ...] | None = attrs.field(default=None,
@@ -814,23 +883,10 @@ class Mutate(Perturbation):
     members: tuple[str, ...] = attrs.field(default=("proposed_action", "uncertainty"),
                                            converter=_names)
     samples: int = 8
-    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
     pools: Mapping[str, tuple[Any, ...]] | None = attrs.field(default=None, eq=False,
-                                                              repr=False)
-    schema_rejected: int = 0
-    kind: ClassVar[str] = "falsehood"
-    default_strategies: ClassVar[tuple[str, ...] | None] = (SUBJECT,)
-
-    @property
-    def id(self) -> str:
-        """``mutate``."""
-        return "mutate"
-
-    @property
-    def description(self) -> str:
-        """In words."""
-        return ("Schema-valid falsehoods: each decision field (and the enum members "
-                f"{', '.join(self.members)}) set to a valid value that differs from the truth.")
+                                                              repr=False, kw_only=True)
+    schema_rejected: int = attrs.field(default=0, kw_only=True)
+    strategies: tuple[str, ...] | None = _strategies_field()
 
     def prepare(self, contract: Contract[Any, Any], *, seed: int) -> Perturbation:
         """Generate and validate the candidate pools."""
@@ -867,64 +923,41 @@ class Mutate(Perturbation):
         if self.pools is None:
             raise ExperimentError("mutate was not prepared for a contract")
         state = _state_of(message)
-        field_map = ctx.contract.field_map
         for target, pool in self.pools.items():
             parent, name = _split_target(target)
             if parent:
                 if state is None or name not in state:
                     continue
                 truth = state[name]
-                spec = field_map[name]
                 for value in pool:
-                    if value == truth and type(value) is type(truth):
-                        continue
-                    view = dict(ctx.truth)
-                    view[name] = typed_value(spec, value)
-                    falsified = ctx.decide(view)
-                    new_state = dict(state)
-                    new_state[name] = value
-                    yield Variant.patched(message, "decision_state", new_state,
-                                          label=f"{name}={dumps(value)}",
-                                          falsehood=(name, truth, value), falsified=falsified)
-            else:
-                if name not in message:
-                    continue
+                    if not (value == truth and type(value) is type(truth)):
+                        yield _falsify(message, state, ctx, name, value,
+                                       label=f"{name}={dumps(value)}")
+            elif name in message:
                 truth = message[name]
                 for value in pool:
-                    if value == truth:
-                        continue
-                    yield Variant.patched(message, name, value, label=f"{name}={dumps(value)}",
-                                          falsehood=(name, truth, value),
-                                          falsified=ctx.reference)
+                    if value != truth:
+                        yield Variant.patched(message, name, value,
+                                              label=f"{name}={dumps(value)}",
+                                              falsehood=(name, truth, value),
+                                              falsified=ctx.reference)
 
 
+@declare_perturbation(
+    kind="falsehood", subject=True, target="{field}",
+    id=lambda p: f"inject:{p.case_id}:{p.field}={dumps(p.value)}",
+    description=lambda p: f"In case {p.case_id}, send {p.field} = {dumps(p.value)}.")
 @attrs.frozen
 class Falsehood(Perturbation):
     """A declared schema-valid falsehood: in case ``case_id``, decision field ``field``
-    is sent as ``value`` (the essay's error injection).
+    is sent as ``value`` (the essay's error injection). Id
+    ``inject:<case_id>:<field>=<value>``.
     """
 
     case_id: str
     field: str
     value: Any
-    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
-    kind: ClassVar[str] = "falsehood"
-    default_strategies: ClassVar[tuple[str, ...] | None] = (SUBJECT,)
-
-    @property
-    def id(self) -> str:
-        """``inject:<case_id>:<field>=<value>``."""
-        return f"inject:{self.case_id}:{self.field}={dumps(self.value)}"
-
-    @property
-    def target(self) -> str:
-        """The field."""
-        return self.field
-
-    @property
-    def description(self) -> str:
-        """In words."""
-        return f"In case {self.case_id}, send {self.field} = {dumps(self.value)}."
+    strategies: tuple[str, ...] | None = _strategies_field()
 
     def prepare(self, contract: Contract[Any, Any], *, seed: int) -> Perturbation:
         """Check that the value is schema-valid for the field."""
@@ -940,37 +973,21 @@ class Falsehood(Perturbation):
                  strategy: str) -> Iterator[Variant]:
         """The altered message, in the named case only."""
         state = _state_of(message)
-        if ctx.case_id != self.case_id or state is None or self.field not in state:
-            return
-        spec = ctx.contract.field_map[self.field]
-        view = dict(ctx.truth)
-        view[self.field] = typed_value(spec, self.value)
-        new_state = dict(state)
-        new_state[self.field] = self.value
-        yield Variant.patched(message, "decision_state", new_state, label=self.field,
-                              falsehood=(self.field, state[self.field], self.value),
-                              falsified=ctx.decide(view), full_validation=True)
+        if ctx.case_id == self.case_id and state is not None and self.field in state:
+            yield _falsify(message, state, ctx, self.field, self.value, label=self.field,
+                           full_validation=True)
 
 
 # ------------------------------------------------------------------------ controls
 
 
+@declare_perturbation(kind="control", id="no-message",
+                      description="Control: send an empty message.")
 @attrs.frozen
 class NoMessage(Perturbation):
     """Control: the receiver gets an empty message (what can it infer alone?)."""
 
-    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
-    kind: ClassVar[str] = "control"
-
-    @property
-    def id(self) -> str:
-        """``no-message``."""
-        return "no-message"
-
-    @property
-    def description(self) -> str:
-        """In words."""
-        return "Control: send an empty message."
+    strategies: tuple[str, ...] | None = _strategies_field()
 
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
@@ -978,6 +995,8 @@ class NoMessage(Perturbation):
         yield Variant({}, touched=None)
 
 
+@declare_perturbation(kind="control", id="shuffled-message",
+                      description="Control: send the message of another case.")
 @attrs.frozen
 class ShuffledMessage(Perturbation):
     """Control: each case gets another case's message (does the content matter?).
@@ -986,18 +1005,7 @@ class ShuffledMessage(Perturbation):
     case, the first taking the last), so the pairing does not depend on the executor.
     """
 
-    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
-    kind: ClassVar[str] = "control"
-
-    @property
-    def id(self) -> str:
-        """``shuffled-message``."""
-        return "shuffled-message"
-
-    @property
-    def description(self) -> str:
-        """In words."""
-        return "Control: send the message of another case."
+    strategies: tuple[str, ...] | None = _strategies_field()
 
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
@@ -1007,22 +1015,13 @@ class ShuffledMessage(Perturbation):
             yield Variant(other, touched=None)
 
 
+@declare_perturbation(kind="control", id="constant-message",
+                      description="Control: send the first case's message for every case.")
 @attrs.frozen
 class ConstantMessage(Perturbation):
     """Control: every case gets the first case's message (is the channel ignored?)."""
 
-    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
-    kind: ClassVar[str] = "control"
-
-    @property
-    def id(self) -> str:
-        """``constant-message``."""
-        return "constant-message"
-
-    @property
-    def description(self) -> str:
-        """In words."""
-        return "Control: send the first case's message for every case."
+    strategies: tuple[str, ...] | None = _strategies_field()
 
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
@@ -1050,30 +1049,22 @@ def _action_value(action: Any) -> str:
     return str(action.value) if isinstance(action, enum.Enum | _AddedAction) else str(action)
 
 
+@declare_perturbation(
+    kind="boundary", id="loss-changed:{name}",
+    description=lambda p: f"Loss matrix {p.name}: " + ", ".join(
+        f"({c}, {r}) = {v:g}" for (c, r), v in sorted(p.entries.items())) + ".")
 @attrs.frozen
 class LossChanged(Perturbation):
     """Boundary: re-score the unperturbed decisions under a changed loss matrix.
 
     Messages are not changed, so a deterministic receiver is not called again: the
     decisions come from the memo (and :func:`handoffs.lab.rescore` does the same for
-    a finished run log).
+    a finished run log). Id ``loss-changed:<name>``.
     """
 
     name: str
     entries: Mapping[tuple[str, str], float] = attrs.field(converter=_loss_entries)
-    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
-    kind: ClassVar[str] = "boundary"
-
-    @property
-    def id(self) -> str:
-        """``loss-changed:<name>``."""
-        return f"loss-changed:{self.name}"
-
-    @property
-    def description(self) -> str:
-        """In words."""
-        changed = ", ".join(f"({c}, {r}) = {v:g}" for (c, r), v in sorted(self.entries.items()))
-        return f"Loss matrix {self.name}: {changed}."
+    strategies: tuple[str, ...] | None = _strategies_field()
 
     def scoring(self, base: Scoring) -> Scoring:
         """The base loss with the changed entries."""
@@ -1092,10 +1083,11 @@ class _AddedAction:
     value: str
 
 
-def _added_action(value: str) -> Any:
-    return _AddedAction(value)
-
-
+@declare_perturbation(
+    kind="boundary", id="action-added:{action}",
+    description=lambda p: f"Add action {p.action}, chosen when {p.when.describe()} ("
+                          + (f"before rule {p.before}" if p.before else "after every rule")
+                          + ").")
 @attrs.frozen
 class ActionAdded(Perturbation):
     """Boundary: the receiver's action set gains ``action``, chosen when ``when`` holds
@@ -1103,7 +1095,7 @@ class ActionAdded(Perturbation):
     as they are; the reference changes wherever the new rule now decides.
 
     ``loss`` gives the new (chosen, reference) entries; pairs it leaves out cost
-    ``default_loss``.
+    ``default_loss``. Id ``action-added:<action>``.
     """
 
     action: str
@@ -1111,20 +1103,8 @@ class ActionAdded(Perturbation):
     before: str | None = None
     loss: Mapping[tuple[str, str], float] = attrs.field(factory=dict, converter=_loss_entries)
     default_loss: float = 1.0
-    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
-    policy: Policy[Any] | None = attrs.field(default=None, eq=False, repr=False)
-    kind: ClassVar[str] = "boundary"
-
-    @property
-    def id(self) -> str:
-        """``action-added:<action>``."""
-        return f"action-added:{self.action}"
-
-    @property
-    def description(self) -> str:
-        """In words."""
-        where = f"before rule {self.before}" if self.before else "after every rule"
-        return f"Add action {self.action}, chosen when {self.when.describe()} ({where})."
+    policy: Policy[Any] | None = attrs.field(default=None, eq=False, repr=False, kw_only=True)
+    strategies: tuple[str, ...] | None = _strategies_field()
 
     def prepare(self, contract: Contract[Any, Any], *, seed: int) -> Perturbation:
         """Build the extended policy."""
@@ -1136,13 +1116,12 @@ class ActionAdded(Perturbation):
                                   f"{sorted(unknown)}")
         rules = list(contract.policy.rules)
         rule: Rule[Any] = Rule(f"added-{self.action.lower()}", self.when,
-                               _added_action(self.action))
+                               _AddedAction(self.action))
         names = [r.name for r in rules]
         if self.before is not None and self.before not in names:
             raise ExperimentError(f"action-added: no rule named {self.before!r}; "
                                   f"rules: {names}")
-        position = names.index(self.before) if self.before is not None else len(rules)
-        rules.insert(position, rule)
+        rules.insert(names.index(self.before) if self.before is not None else len(rules), rule)
         policy: Policy[Any] = Policy(rules=tuple(rules), default=contract.policy.default,
                                      default_name=contract.policy.default_name)
         return attrs.evolve(self, policy=policy)
@@ -1167,34 +1146,23 @@ class ActionAdded(Perturbation):
         yield Variant(message, reference=reference, touched=frozenset())
 
 
+@declare_perturbation(
+    kind="boundary", target="policy_version",
+    id=lambda p: "policy-version-changed" + (f":{p.version}" if p.version else ""),
+    description=lambda p: f"The message names policy version "
+                          f"{p.version or '<stamped>-superseded'}"
+                          + (", and the reference follows the new policy." if p.policy else "."))
 @attrs.frozen
 class PolicyVersionChanged(Perturbation):
     """Boundary: the message names policy version ``version`` (default: the stamped
     version with ``-superseded`` appended), not the one the receiver holds current.
-    With ``policy``, the reference is that new policy's action.
+    With ``policy``, the reference is that new policy's action. Id
+    ``policy-version-changed[:<version>]``.
     """
 
     version: str | None = None
     policy: Policy[Any] | None = attrs.field(default=None, eq=False)
-    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
-    kind: ClassVar[str] = "boundary"
-
-    @property
-    def id(self) -> str:
-        """``policy-version-changed[:<version>]``."""
-        return "policy-version-changed" + (f":{self.version}" if self.version else "")
-
-    @property
-    def target(self) -> str:
-        """``policy_version``."""
-        return "policy_version"
-
-    @property
-    def description(self) -> str:
-        """In words."""
-        named = self.version or "<stamped>-superseded"
-        return f"The message names policy version {named}" + (
-            ", and the reference follows the new policy." if self.policy else ".")
+    strategies: tuple[str, ...] | None = _strategies_field()
 
     @property
     def reads(self) -> frozenset[str] | None:
@@ -1215,6 +1183,8 @@ class PolicyVersionChanged(Perturbation):
                               reference=reference)
 
 
+@declare_perturbation(kind="boundary", id="authoritative-sender", target="authority",
+                      reads=("authority",), description="The sender claims DECIDE authority.")
 @attrs.frozen
 class AuthoritativeSender(Perturbation):
     """Boundary: the sender claims ``DECIDE`` authority (the receiver becomes an
@@ -1222,36 +1192,15 @@ class AuthoritativeSender(Perturbation):
     show the message is sufficient.
     """
 
-    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
-    kind: ClassVar[str] = "boundary"
-
-    @property
-    def id(self) -> str:
-        """``authoritative-sender``."""
-        return "authoritative-sender"
-
-    @property
-    def target(self) -> str:
-        """``authority``."""
-        return "authority"
-
-    @property
-    def description(self) -> str:
-        """In words."""
-        return "The sender claims DECIDE authority."
-
-    @property
-    def reads(self) -> frozenset[str]:
-        """``authority``."""
-        return frozenset({"authority"})
+    strategies: tuple[str, ...] | None = _strategies_field()
 
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
-        """The message with ``authority: DECIDE``."""
+        """The message with ``authority: DECIDE`` (unchanged without an authority)."""
         if message.get("authority") == Authority.DECIDE.value or "authority" not in message:
             yield Variant(message, touched=frozenset())
-            return
-        yield Variant.patched(message, "authority", Authority.DECIDE.value)
+        else:
+            yield Variant.patched(message, "authority", Authority.DECIDE.value)
 
 
 def _collapse(value: Any) -> Any:
@@ -1264,6 +1213,27 @@ def _collapse(value: Any) -> Any:
     return value
 
 
+def _relay_id(p: Relay) -> str:
+    parts = [f"relay:{p.hops}", "drop=" + "+".join(p.drop) if p.drop else "",
+             "soften" if p.soften_uncertainty else "", "collapse" if p.collapse_intervals else ""]
+    return ":".join(part for part in parts if part)
+
+
+def _relay_description(p: Relay) -> str:
+    extra = [f"the first hop drops {', '.join(p.drop)}" if p.drop else "",
+             "conflicts are softened to resolved" if p.soften_uncertainty else "",
+             "intervals collapse to points" if p.collapse_intervals else ""]
+    extra = [e for e in extra if e]
+    tail = f"; {'; '.join(extra)}" if extra else ""
+    return f"Relay through {p.hops} hop(s), re-encoded and re-stamped at each{tail}."
+
+
+def _hops(_: Any, __: Any, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ExperimentError(f"relay hops must be a positive integer, got {value!r}")
+
+
+@declare_perturbation(kind="boundary", id=_relay_id, description=_relay_description)
 @attrs.frozen
 class Relay(Perturbation):
     """Boundary: the message passes through ``hops`` relays, each re-encoding it.
@@ -1273,45 +1243,14 @@ class Relay(Perturbation):
     (irrelevant to it, decisive downstream); ``soften_uncertainty`` turns CONFLICT
     into RESOLVED and ``collapse_intervals`` turns intervals into point estimates, at
     every hop. Each hop issues a new receipt id; proofs and grants do not survive
-    re-encoding.
+    re-encoding. Id ``relay:<hops>[:drop=a+b][:soften][:collapse]``.
     """
 
-    hops: int = attrs.field(default=2)
+    hops: int = attrs.field(default=2, validator=_hops)
     drop: tuple[str, ...] = attrs.field(default=(), converter=_names)
     soften_uncertainty: bool = False
     collapse_intervals: bool = False
-    strategies: tuple[str, ...] | None = attrs.field(default=None, converter=_strategies)
-    kind: ClassVar[str] = "boundary"
-
-    @hops.validator
-    def _positive(self, _: Any, value: int) -> None:
-        if not isinstance(value, int) or value < 1:
-            raise ExperimentError(f"relay hops must be a positive integer, got {value!r}")
-
-    @property
-    def id(self) -> str:
-        """``relay:<hops>[:drop=a+b][:soften][:collapse]``."""
-        parts = [f"relay:{self.hops}"]
-        if self.drop:
-            parts.append("drop=" + "+".join(self.drop))
-        if self.soften_uncertainty:
-            parts.append("soften")
-        if self.collapse_intervals:
-            parts.append("collapse")
-        return ":".join(parts)
-
-    @property
-    def description(self) -> str:
-        """In words."""
-        extra = []
-        if self.drop:
-            extra.append(f"the first hop drops {', '.join(self.drop)}")
-        if self.soften_uncertainty:
-            extra.append("conflicts are softened to resolved")
-        if self.collapse_intervals:
-            extra.append("intervals collapse to points")
-        tail = f"; {'; '.join(extra)}" if extra else ""
-        return f"Relay through {self.hops} hop(s), re-encoded and re-stamped at each{tail}."
+    strategies: tuple[str, ...] | None = _strategies_field()
 
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
