@@ -5,6 +5,7 @@ or PostgreSQL server, an evidence server over HTTP; configuration and metrics.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -86,11 +87,34 @@ def test_bad_configuration_says_where(tmp_path: Path, text: str, environ: dict[s
 
 def test_contracts_that_do_not_load_are_config_errors(tmp_path: Path) -> None:
     base = {"HANDOFFS_IDENTITY": "x", "HANDOFFS_TRUST": "t", "HANDOFFS_STORE_URL": "s"}
-    for spec, match in [("nocolon", "MODULE:ATTRIBUTE"), ("no.such.module:X", "cannot load"),
-                        (f"{CONTRACT_SPEC.split(':')[0]}:__name__", "is not a contract")]:
+    module = CONTRACT_SPEC.split(":")[0]
+    for spec, why in [
+        ("nocolon", "expected MODULE:ATTR, e.g. mymodule:MY_CONTRACT"),
+        ("no.such.module:X", "cannot import 'no.such.module': ModuleNotFoundError: No module "
+                             "named 'no'"),
+        (f"{module}:NOTHING", f"{module} has no attribute 'NOTHING'"),
+        (f"{module}:__name__", "__name__ is a str, not a Contract, a Registry or an iterable "
+                               "of contracts"),
+    ]:
         config = load_config(None, environ={**base, "HANDOFFS_CONTRACTS": spec})
-        with pytest.raises(ConfigError, match=match):
+        with pytest.raises(ConfigError) as info:
             config.registry()
+        assert str(info.value) == (f"contract source {spec!r} (the service's contracts): "
+                                   f"{why} @ $.contracts")
+        assert info.value.code == "bad-config"
+
+
+def test_contracts_import_from_the_working_directory(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on the command line: a module beside the service, without PYTHONPATH."""
+    source = Path(__file__).parent / "user_contract" / "mymodule.py"
+    (tmp_path / "serve_user_contract.py").write_text(source.read_text("utf-8"), "utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    config = load_config(None, environ={"HANDOFFS_IDENTITY": "x", "HANDOFFS_TRUST": "t",
+                                        "HANDOFFS_STORE_URL": "s",
+                                        "HANDOFFS_CONTRACTS": "serve_user_contract:MY_CONTRACT"})
+    assert [c.id for c in config.registry()] == ["pump-maintenance/1.0.0"]
 
 
 # -------------------------------------------------------------- a real service

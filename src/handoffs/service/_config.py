@@ -9,17 +9,17 @@ which key (``$.store.url``) and why, before anything starts.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import HandoffsError
+from handoffs._discovery import load_source
+from handoffs._errors import ContractSourceError, HandoffsError
 from handoffs._json import DEFAULT_LIMITS
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._registry import Registry
@@ -115,27 +115,13 @@ class ServiceConfig:
 
 
 def _load_contracts(spec: str) -> list[Contract[Any, Any]]:
-    module_name, sep, attribute = spec.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ConfigError(f"a contract is named MODULE:ATTRIBUTE, got {spec!r}",
-                          json_path="$.contracts")
+    """The contracts ``spec`` names, loaded as the command line loads its sources
+    (:func:`handoffs._discovery.load_source`: the working directory on the import path).
+    """
     try:
-        value: Any = importlib.import_module(module_name)
-        for part in attribute.split("."):
-            value = getattr(value, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot load contract {spec!r}: {exc}",
-                          json_path="$.contracts") from exc
-    if isinstance(value, Contract):
-        return [value]
-    if isinstance(value, Registry):
-        return list(value)
-    if isinstance(value, Iterable) and not isinstance(value, str | bytes):
-        items = list(value)
-        if items and all(isinstance(item, Contract) for item in items):
-            return items
-    raise ConfigError(f"{spec!r} is not a contract, a registry or a list of contracts",
-                      json_path="$.contracts")
+        return list(load_source(spec, origin="the service's contracts").contracts)
+    except ContractSourceError as exc:
+        raise ConfigError(exc.message, json_path="$.contracts") from exc
 
 
 def _flatten(document: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
