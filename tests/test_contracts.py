@@ -334,6 +334,17 @@ def test_the_empty_view_is_undetermined_at_the_first_rule() -> None:
                                                                   False)
 
 
+def test_evaluate_refuses_what_is_neither_state_nor_mapping_as_documented() -> None:
+    from handoffs._errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument) as caught:
+        PAYMENT_RELEASE.evaluate(42)  # type: ignore[arg-type]
+    assert str(caught.value) == ("evaluate takes a PaymentState or a mapping of field values, "
+                                 "got int @ $")
+    assert isinstance(caught.value, TypeError)
+    assert "InvalidArgument" in (PAYMENT_RELEASE.evaluate.__doc__ or "")
+
+
 @pytest.mark.parametrize(
     ("interval", "over", "under"),
     [

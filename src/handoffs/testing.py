@@ -347,7 +347,7 @@ def falsehoods(
         max_changed: how many fields at most change at once.
 
     Raises:
-        ValueError: unknown field names, ``max_changed`` < 1, or no field can be
+        InvalidArgument: unknown field names, ``max_changed`` < 1, or no field can be
             falsified (every candidate has a one-value domain).
     """
     _check_contract(contract)
@@ -531,7 +531,8 @@ def assert_sufficient(
 
     Raises:
         AssertionError: the receiver is not sufficient within the tolerances.
-        ValueError: no cases, or bad tolerances (before any work starts).
+        InvalidArgument: no cases, or a receiver that is not a ``Receiver``.
+        ExperimentError: bad tolerances (before any work starts).
     """
     from handoffs.lab._experiment import (
         Experiment,

@@ -91,7 +91,7 @@ def case_of(context: Any) -> Case:
     with ``case_id`` and ``evidence_refs`` attributes (or keys, for a mapping).
 
     Raises:
-        TypeError: the context names no case.
+        InvalidArgument: the context names no case.
     """
     if isinstance(context, Case):
         return context

@@ -90,7 +90,7 @@ def strict_content_schema(signer: ReceiptSigner) -> dict[str, Any]:
     """The contract's content schema, passed through the SDK's strict-schema rules.
 
     Raises:
-        ValueError: the schema is not acceptable in strict mode (the SDK's reason).
+        InvalidArgument: the schema is not acceptable in strict mode (the SDK's reason).
     """
     try:
         return ensure_strict_json_schema(content_schema(signer.contract))
@@ -140,7 +140,8 @@ def gated_handoff(
         tool_description: the tool's description (default: the contract's).
 
     Raises:
-        ValueError: unknown ``channel``, or a content schema the SDK's strict mode refuses.
+        InvalidArgument: unknown ``channel``, or a content schema the SDK's strict mode
+            refuses.
     """
     if channel not in CHANNELS:
         raise InvalidArgument(f"unknown channel {channel!r}; expected one of {sorted(CHANNELS)}")

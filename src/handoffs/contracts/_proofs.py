@@ -798,7 +798,8 @@ def sign(
     their ``proofValue``. The input document is not modified.
 
     Raises:
-        TypeError: for bad arguments (naive datetimes, empty strings, wrong types).
+        InvalidArgument: for bad arguments (naive datetimes, empty strings, wrong types),
+            before any work.
         ProofError: ``context-not-allowed`` (the document has ``@context``),
             ``proof-malformed`` (existing proofs are not objects, ``expires`` not after
             ``created``), ``proof-duplicated`` (``proof_id`` already used) or
