@@ -8,6 +8,7 @@ A page about an optional extra declares the modules it needs on its first line,
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 import types
@@ -68,3 +69,19 @@ def test_python_blocks_run(page: Path, tmp_path: Path, monkeypatch: pytest.Monke
     for line, code in blocks:
         compiled = compile("\n" * (line - 1) + code, str(page), "exec")
         exec(compiled, module.__dict__)  # noqa: S102 - running the docs is the test
+
+
+def test_the_readme_example_is_short() -> None:
+    """The README's first example (a user's contract, signed by a Sender, gated by a
+    receiver) stays at most 20 lines besides its imports; it runs above."""
+    line, code = python_blocks((ROOT / "README.md").read_text(encoding="utf-8"))[0]
+    tree = ast.parse(code)
+    imports = {n for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)
+               for n in range(node.lineno, (node.end_lineno or node.lineno) + 1)}
+    lines = [n for n, text in enumerate(code.splitlines(), start=1)
+             if text.strip() and n not in imports]
+    assert len(lines) <= 20, f"README.md:{line}: {len(lines)} lines besides the imports"
+    names = {type(node).__name__ for node in ast.walk(tree)}
+    assert "ClassDef" in names
+    assert "Sender(" in code
+    assert "StrictContractReceiver(gate).receive(message)" in code

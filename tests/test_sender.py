@@ -448,3 +448,36 @@ def test_evaluate_takes_the_state_object_or_a_view() -> None:
     assert PUMP.evaluate({"calibrated": False}).action is R
     with pytest.raises(TypeError, match="PumpState or a mapping"):
         PUMP.evaluate(42)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------- the public half
+
+
+def test_key_ring_holds_what_the_hand_written_ring_holds() -> None:
+    ring = sender().key_ring(not_before=SINCE)
+    assert ring.to_json() == TRUST.to_json()
+    admitted = StrictContractReceiver(gate(trust=ring)).receive(
+        sender().sign(content(), case_id="pump-7", evidence_refs=REFS))
+    assert (admitted.verdict, admitted.action) == (Verdict.ACCEPT, "CONTINUE")
+    # a key enrolled from later than the proof's creation does not verify it
+    late = sender().key_ring(not_before=NOW + timedelta(seconds=1))
+    refused = StrictContractReceiver(gate(trust=late)).receive(
+        sender().sign(content(), case_id="pump-7", evidence_refs=REFS))
+    assert refused.verdict is Verdict.REJECT
+
+
+def test_key_ring_without_grants_and_with_a_remote_grant_source() -> None:
+    from handoffs._errors import InvalidArgument
+
+    alone = sender(grants=None).key_ring(not_before=SINCE)
+    assert [e.controller for e in alone.entries] == ["maintenance-specialist"]
+
+    class Remote:
+        def grant(self, governance: Any, *, contract: Any, now: datetime) -> dict[str, Any]:
+            raise AssertionError("not called")
+
+    with pytest.raises(InvalidArgument, match=r"the grant source \(Remote\) holds no key "
+                                              r"here: enrol the policy service's key"):
+        sender(grants=Remote()).key_ring(not_before=SINCE)
+    with pytest.raises(InvalidArgument, match="not_before must be a timezone-aware datetime"):
+        sender().key_ring(not_before=datetime(2026, 1, 1))  # noqa: DTZ001 - the bad input

@@ -22,7 +22,7 @@ import attrs
 from handoffs._errors import InvalidArgument
 from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._encoders import GovernanceService
-from handoffs.contracts._keys import SigningKey
+from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._receipt import DecisionContent, EvidenceRef, Governance, Receipt
 from handoffs.contracts._signing import issue_grant, sign_receipt
 
@@ -195,3 +195,31 @@ class Sender(Generic[S, A]):
         """
         return self.receipt(content, case_id=case_id, evidence_refs=evidence_refs,
                             authority=authority, id=id).to_bytes()
+
+    def key_ring(self, *, not_before: datetime) -> KeyRing:
+        """The public half of this sender: a key ring holding its key (controller: the
+        governance service's ``sender``) and, when :attr:`grants` is a
+        :class:`GrantIssuer`, the issuer's key (role ``policy-service``, purpose
+        ``capabilityDelegation``), each valid from ``not_before``.
+
+        For a receiver in the same program (an example, a test, a lab). A receiver
+        elsewhere pins the keys it was given out of band: the trust file
+        ``handoffs keys new --trust`` writes, or its own :meth:`KeyRing.enrol` calls.
+
+        Raises:
+            InvalidArgument: ``not_before`` has no time zone, or :attr:`grants` is a
+                remote grant source (its key is not here to enrol).
+        """
+        if not isinstance(not_before, datetime) or not_before.utcoffset() is None:
+            raise InvalidArgument(f"not_before must be a timezone-aware datetime, got "
+                                  f"{not_before!r}")
+        ring = KeyRing().enrol(self.key.public_key_multibase,
+                               controller=self.governance.sender, not_before=not_before)
+        if self.grants is None:
+            return ring
+        if not isinstance(self.grants, GrantIssuer):
+            raise InvalidArgument(f"the grant source ({type(self.grants).__name__}) holds no "
+                                  f"key here: enrol the policy service's key yourself")
+        return ring.enrol(self.grants.key.public_key_multibase, controller=self.grants.issuer,
+                          roles={"policy-service"}, purposes={"capabilityDelegation"},
+                          not_before=not_before)
