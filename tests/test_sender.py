@@ -480,4 +480,4 @@ def test_key_ring_without_grants_and_with_a_remote_grant_source() -> None:
                                               r"here: enrol the policy service's key"):
         sender(grants=Remote()).key_ring(not_before=SINCE)
     with pytest.raises(InvalidArgument, match="not_before must be a timezone-aware datetime"):
-        sender().key_ring(not_before=datetime(2026, 1, 1))  # noqa: DTZ001 - the bad input
+        sender().key_ring(not_before=datetime(2026, 1, 1))  # naive: the bad input
