@@ -16,8 +16,12 @@ parses the payloads with ``json``, validates the receipt against the contract's 
 Schema with jsonschema-rs (the ``grant`` member a string, no ``proof``), and applies
 the same binding (signer is the sender, grant issuer holds ``policy-service``, grant
 binds issuer, subject, audience, case, contract, policy version, authority and the
-latest validity), audience, expiry and replay checks. It resolves no evidence, reads
-nothing back and runs no policy: it is strictly less work than the gate.
+latest validity), audience, expiry, freshness and replay checks. Freshness is the
+gate's: each payload carries the signing time as ``iat`` (RFC 7519 NumericDate, what
+the proof's ``created`` is to the gate); neither may lie more than the gate's clock
+skew in the future, and the receipt's must be younger than the contract's
+``max_proof_age``. It resolves no evidence, reads nothing back and runs no policy: it is
+strictly less work than the gate.
 
 Method: every operation runs over the same K distinct receipts; operations are
 interleaved round-robin in one process (one discarded warm-up round, then ROUNDS
@@ -57,6 +61,7 @@ from jwt.exceptions import InvalidSignatureError
 from handoffs._json import canonical_bytes, dumps, loads
 from handoffs.contracts import Authority, EvidenceRef, Governance, Receipt
 from handoffs.contracts._keys import KeyRing, SigningKey, _b58decode_or_none
+from handoffs.contracts._proofs import CLOCK_SKEW
 from handoffs.contracts._schema import to_json_schema
 from handoffs.contracts._signing import issue_grant, sign_receipt, verify_receipt
 from handoffs.examples import payment
@@ -128,11 +133,13 @@ def build(count: int) -> dict[str, Any]:
         receipt = sign_receipt(doc, sender, grant=grant, created=T0)
         messages.append(dumps(receipt.to_json()).encode())
         # The same receipt and grant, secured as the peer secures them.
-        grant_claims = {k: v for k, v in grant.items() if k != "proof"}
+        grant_claims = {**{k: v for k, v in grant.items() if k != "proof"},
+                        "iat": int(T0.timestamp())}
         grant_jws = jws.encode(json.dumps(grant_claims).encode(), service.private_key,
                                algorithm="EdDSA", headers={"kid": "policy-service-1"})
         claims = {k: v for k, v in receipt.to_json().items() if k not in ("proof", "grant")}
-        tokens.append(jws.encode(json.dumps({**claims, "grant": grant_jws}).encode(),
+        tokens.append(jws.encode(json.dumps({**claims, "grant": grant_jws,
+                                             "iat": int(T0.timestamp())}).encode(),
                                  sender.private_key, algorithm="EdDSA",
                                  headers={"kid": "evidence-specialist-1"}).encode())
     peer_keys = {
@@ -167,17 +174,21 @@ def peer_schema() -> dict[str, Any]:
     properties = dict(schema["properties"])
     del properties["proof"]
     properties["grant"] = {"type": "string", "maxLength": 4096}
-    return {**schema, "properties": properties, "required": [*schema["required"], "grant"]}
+    properties["iat"] = {"type": "integer", "minimum": 0}
+    return {**schema, "properties": properties,
+            "required": [*schema["required"], "grant", "iat"]}
 
 
 class PeerReceiver:
     """What a user would otherwise build: PyJWT + jsonschema-rs + hand-written checks."""
 
-    def __init__(self, keys: dict[str, PeerKey], *, identity: str, now: Callable[[], datetime]
-                 ) -> None:
+    def __init__(self, keys: dict[str, PeerKey], *, identity: str, now: Callable[[], datetime],
+                 max_proof_age: timedelta = CONTRACT.max_proof_age) -> None:
         self.keys = keys
         self.identity = identity
         self.now = now
+        self.max_age = max_proof_age.total_seconds()
+        self.skew = CLOCK_SKEW.total_seconds()
         self.jws = PyJWS()
         self.validator = jsonschema_rs.Draft202012Validator(peer_schema(),
                                                             validate_formats=True)
@@ -200,12 +211,19 @@ class PeerReceiver:
             signer, claims = self._open(token)
             if not self.validator.is_valid(claims):
                 return "schema-invalid"
+            now = self.now()
+            stamp = now.timestamp()
+            if claims["iat"] > stamp + self.skew:
+                return "proof-not-yet-valid"
             if signer.controller != claims["sender"]:
                 return "sender-mismatch"
             issuer, grant = self._open(claims["grant"])
             if "policy-service" not in issuer.roles:
                 return "role-not-held"
             if grant.get("type") != "AuthorityGrant":
+                return "grant-invalid"
+            issued = grant.get("iat")
+            if type(issued) is not int or issued > stamp + self.skew:
                 return "grant-invalid"
             for name, expected in (("issuer", issuer.controller), ("subject", claims["sender"]),
                                    ("audience", claims["receiver"]),
@@ -216,7 +234,6 @@ class PeerReceiver:
                     return "grant-mismatch"
             if claims["authority"] not in grant.get("authority", ()):
                 return "authority-not-granted"
-            now = self.now()
             valid_until = datetime.fromisoformat(claims["valid_until"])
             grant_until = datetime.fromisoformat(grant["valid_until"])
             if valid_until > grant_until:
@@ -227,6 +244,8 @@ class PeerReceiver:
                 return "wrong-audience"
             if valid_until <= now:
                 return "receipt-expired"
+            if stamp - claims["iat"] >= self.max_age:
+                return "proof-stale"
             if claims["id"] in self.seen:
                 return "replayed"
             self.seen.add(claims["id"])
@@ -252,6 +271,13 @@ def check_peer(world: dict[str, Any]) -> None:
     assert late.receive(tokens[0]) == "receipt-expired"
     other = PeerReceiver(world["peer_keys"], identity="someone-else", now=lambda: NOW)
     assert other.receive(tokens[0]) == "wrong-audience"
+    # The gate's freshness: the proof-age bound, and no signing time in the future.
+    strict = PeerReceiver(world["peer_keys"], identity="case-owner", now=lambda: NOW,
+                          max_proof_age=NOW - T0)
+    assert strict.receive(tokens[0]) == "proof-stale"
+    early = PeerReceiver(world["peer_keys"], identity="case-owner",
+                         now=lambda: T0 - CLOCK_SKEW - timedelta(seconds=1))
+    assert early.receive(tokens[0]) == "proof-not-yet-valid"
     keys = dict(world["peer_keys"])
     service = keys["policy-service-1"]
     keys["policy-service-1"] = PeerKey(service.key, service.controller, frozenset())

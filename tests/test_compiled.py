@@ -130,6 +130,48 @@ def test_canonical_senders_take_the_fast_path() -> None:
     assert hj._fast_loads(b'{"a":1.5}', 32) == ({"a": 1.5}, False)
 
 
+@pytest.mark.parametrize(("raw", "plain"), [
+    # A digest's hex after "sha256:" looks like a float token but is inside a string.
+    (b'{"digest":"sha256:228ee085c9","uri":"evidence://a/1e5"}', True),
+    (b'{"a":"x:1.5","b":"y,2e3","c":["[3.5"]}', False),  # look-alikes: the careful answer
+    (b'{"a":1,"b":[2,-3],"c":{"d":0}}', True),
+    (b'{"a":1.5}', False), (b'{"a":[1,2.5]}', False), (b'{"a":[-0.0]}', False),
+    (b'{"a":{"b":1e+16}}', False), (b'{"a":[1,1e-7]}', False), (b'[0.5]', False),
+    (b'{"k":"sha256:1","n":-1.5}', False),
+])
+def test_the_plain_flag_tells_floats_from_their_look_alikes(raw: bytes, plain: bool) -> None:
+    value, fast_plain = loads_plain(raw)
+    assert orjson.dumps(value, option=orjson.OPT_SORT_KEYS) == raw  # the fast path ran
+    assert fast_plain is plain
+    if fast_plain:
+        assert canonical_bytes_plain(value) == rfc8785.dumps(value)
+
+
+@given(values)
+def test_the_plain_flag_is_exact_without_look_alikes(value: Any) -> None:
+    # Without a float-shaped token inside a string, the fast flag is the parser's own.
+    try:
+        raw = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONEncodeError, TypeError):
+        assume(False)
+    assume(raw.isascii() and b"\\" not in raw)
+    strings = [s for s in _strings(value) if hj._FLOAT_TOKEN.search(s.encode())]
+    assume(not strings)
+    fast, reference = _outcome(loads_plain, raw), _reference(raw)
+    assume(fast[0] == "ok")
+    assert fast[1][1] == reference[1][1]
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [*value, *(s for item in value.values() for s in _strings(item))]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
 @given(values)
 def test_orjson_canonical_form_is_rfc8785_on_plain_values(value: Any) -> None:
     assume(jcs_plain(value))

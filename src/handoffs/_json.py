@@ -155,6 +155,29 @@ _ORJSON_STRICT: Final = (
 # float as a bare integer); a top-level float is checked by type. Inside strings it
 # may match too; that only costs the fast path, never exactness.
 _FLOAT_TOKEN: Final = re.compile(rb"[:,\[]-?[0-9]+[.eE]")
+# The shape of a number value in compact output: a separator (the '":' after a key,
+# "[" or ",") right before "-" or a digit. The bytes 0x01 and 0x02 never occur in
+# JSON text (control characters are escaped), so they mark separator and digit.
+_NUMBER_SHAPE: Final = bytes.maketrans(b"0123456789-[,", b"\x02" * 11 + b"\x01\x01")
+
+
+def _float_free(raw: bytes) -> bool:
+    """Whether orjson's compact output ``raw`` holds no float below the top level.
+
+    One pass finds whether any number value is there at all (most receipts hold none);
+    only then are the float-shaped tokens looked at, each kept only when it follows a
+    real separator: ``[``, ``,`` or the ``":`` that ends a key (a digest such as
+    ``"sha256:2e..."`` has a ``:`` not preceded by ``"``). A look-alike inside a
+    string can only make the answer ``False``, which costs the fast path, never
+    exactness.
+    """
+    if b"\x01\x02" not in raw.replace(b'":', b'"\x01').translate(_NUMBER_SHAPE):
+        return True
+    for match in _FLOAT_TOKEN.finditer(raw):
+        start = match.start()
+        if raw[start] != 0x3A or raw[start - 1] == 0x22:  # "[" or ",", or '":'
+            return False
+    return True
 
 
 def _fast_loads(raw: bytes, max_depth: int) -> tuple[Any, bool] | None:
@@ -181,7 +204,7 @@ def _fast_loads(raw: bytes, max_depth: int) -> tuple[Any, bool] | None:
     except (_orjson.JSONDecodeError, _orjson.JSONEncodeError):
         return None
     plain = (raw.isascii() and b"\\u" not in raw and type(value) is not float
-             and _FLOAT_TOKEN.search(raw) is None)
+             and _float_free(raw))
     return value, plain
 
 

@@ -85,6 +85,8 @@ _XSD_DATETIME: Final = re.compile(
 _REQUIRED: Final = ("type", "cryptosuite", "created", "verificationMethod", "proofPurpose")
 _OPTIONAL: Final = ("id", "expires", "previousProof", "domain", "challenge", "nonce")
 _PROFILE_KEYS: Final = frozenset((*_REQUIRED, *_OPTIONAL, "proofValue"))
+_PRESENT: Final = (*_REQUIRED, "proofValue")
+_TEXT_OPTIONS: Final = ("id", "domain", "challenge", "nonce")
 
 
 # ------------------------------------------------------------------------ low level
@@ -107,7 +109,9 @@ def _hash_data(canonical_config: bytes, canonical_document: bytes) -> bytes:
 
 
 def _without_proof(document: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in document.items() if key != "proof"}
+    unsecured = dict(document)  # a C-level copy, then one deletion
+    unsecured.pop("proof", None)
+    return unsecured
 
 
 def _check_suite(config: Mapping[str, Any], *, path: str) -> None:
@@ -336,7 +340,7 @@ def _proof_list(document: Mapping[str, Any]) -> list[Any]:
     if "proof" not in document or document["proof"] is None:
         raise ProofError("the document carries no proof", code="proof-missing", json_path="$.proof")
     proofs = document["proof"]
-    if isinstance(proofs, Mapping):
+    if type(proofs) is dict or isinstance(proofs, Mapping):
         return [proofs]
     if isinstance(proofs, list):
         if not proofs:
@@ -423,8 +427,8 @@ def _check_profile(proof: object, *, index: int, path: str, purpose: str) -> _Ch
                     code="proof-malformed",
                     json_path=f"{path}.{name}",
                 )
-    for name in (*_REQUIRED, "proofValue"):
-        if name not in proof or proof[name] is None:
+    for name in _PRESENT:
+        if proof.get(name) is None:
             raise ProofError(
                 f"required proof property {name!r} is missing",
                 code="proof-malformed",
@@ -440,7 +444,7 @@ def _check_profile(proof: object, *, index: int, path: str, purpose: str) -> _Ch
             code="proof-malformed",
             json_path=f"{path}.expires",
         )
-    for name in ("id", "domain", "challenge", "nonce"):
+    for name in _TEXT_OPTIONS:
         if name in proof:
             _string(proof, name, path=path)
     previous = _previous(proof, path=path)
@@ -632,7 +636,7 @@ def _verify(
     _check_set(checked)
 
     # (5) keys, signatures and times, proof by proof.
-    return tuple(
+    return tuple([
         _verify_one(
             item,
             document,
@@ -645,7 +649,7 @@ def _verify(
             encode=encode,
         )
         for item in checked
-    )
+    ])
 
 
 def _verify_one(
@@ -692,7 +696,8 @@ def _verify_one(
     if proof.get("challenge") != expected_challenge:
         _check_expected(proof.get("challenge"), expected_challenge, "challenge", path=path)
 
-    config = {key: value for key, value in proof.items() if key != "proofValue"}
+    config = dict(proof)  # the profile check found proofValue there
+    del config["proofValue"]
     input_document = _input_document(document, proofs, item.previous)
     message = _hash_data(encode(config), encode(input_document))
     _ed25519_verify(entry.public_key, item.signature, message, path=path, who=f"key {vm!r}")
