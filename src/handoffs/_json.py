@@ -53,6 +53,8 @@ __all__ = [
 ]
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
+# A tuple, not ``bytes | bytearray | memoryview``: the union is built at every call.
+_BINARY: Final = (bytes, bytearray, memoryview)
 
 
 @attrs.frozen
@@ -228,7 +230,7 @@ def loads_plain(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> tu
     Raises:
         MalformedJSON: with a specific ``code`` for each kind of bad input.
     """
-    if isinstance(data, bytes | bytearray | memoryview):
+    if isinstance(data, _BINARY):
         raw = bytes(data)
         if len(raw) > limits.max_bytes:
             raise MalformedJSON(

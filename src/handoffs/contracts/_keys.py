@@ -58,6 +58,7 @@ __all__ = [
 _B58_ALPHABET: Final = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 _B58_INDEX: Final = {ch: i for i, ch in enumerate(_B58_ALPHABET)}
 _B58_CHARS: Final = frozenset(_B58_ALPHABET)
+_B58_BYTES: Final = _B58_ALPHABET.encode("ascii")
 
 _ED25519_PUB_HEADER: Final = b"\xed\x01"
 _ED25519_PRIV_HEADER: Final = b"\x80\x26"
@@ -93,10 +94,13 @@ def _b58decode_or_none(text: str) -> bytes | None:
     its ``b58decode``, which ``tests/test_compiled.py`` checks equal to the pure-Python
     decoding below on every string of the alphabet.
     """
+    if _based58 is not None:
+        # Only alphabet characters: ASCII, and nothing left once they are deleted.
+        if not text.isascii() or (raw := text.encode("ascii")).translate(None, _B58_BYTES):
+            return None
+        return bytes(_based58.b58decode(raw))
     if not _B58_CHARS.issuperset(text):
         return None
-    if _based58 is not None:
-        return bytes(_based58.b58decode(text.encode("ascii")))
     return _b58decode_python(text)
 
 

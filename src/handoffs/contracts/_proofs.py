@@ -131,36 +131,36 @@ def _check_suite(config: Mapping[str, Any], *, path: str) -> None:
 
 def _signature_bytes(proof_value: object, *, path: str) -> bytes:
     """Decode ``proofValue``: ``z`` + canonical base58btc of exactly 64 bytes."""
-    where = f"{path}.proofValue"
     if not isinstance(proof_value, str):
         raise ProofError(
             f"proofValue must be a string, got {type(proof_value).__name__}",
             code="proof-malformed",
-            json_path=where,
+            json_path=f"{path}.proofValue",
         )
     if not proof_value.startswith("z"):
         raise ProofError(
             f"proofValue must be multibase base58btc (prefix 'z'), got {proof_value[:16]!r}",
             code="proof-malformed",
-            json_path=where,
+            json_path=f"{path}.proofValue",
         )
     if len(proof_value) > _PROOF_VALUE_MAX_CHARS:
         raise ProofError(
             f"proofValue is {len(proof_value)} characters; a 64-byte signature needs at most "
             f"{_PROOF_VALUE_MAX_CHARS}",
             code="proof-malformed",
-            json_path=where,
+            json_path=f"{path}.proofValue",
         )
     signature = _b58decode_or_none(proof_value[1:])
     if signature is None:
         raise ProofError(
-            "proofValue is not canonical base58btc", code="proof-malformed", json_path=where
+            "proofValue is not canonical base58btc", code="proof-malformed",
+            json_path=f"{path}.proofValue",
         )
     if len(signature) != 64:
         raise ProofError(
             f"proofValue must decode to a 64-byte Ed25519 signature, got {len(signature)} bytes",
             code="proof-malformed",
-            json_path=where,
+            json_path=f"{path}.proofValue",
         )
     return signature
 

@@ -77,6 +77,7 @@ class AnyAudience:
 
 
 ANY_AUDIENCE: Final = AnyAudience()
+_AUDIENCE_TYPES: Final = (str, AnyAudience)  # a tuple: a union is built at every call
 """The explicit choice not to check a receipt's audience (``audience=ANY_AUDIENCE``):
 for an auditor or a relay that verifies on someone else's behalf. A receiver always
 names itself instead; there is no silent default.
@@ -311,7 +312,7 @@ def _verify_receipt(
     """:func:`verify_receipt`, canonicalising with ``encode``; ``valid`` says the caller
     has already checked the document against its contract's schema.
     """
-    if not isinstance(audience, str | AnyAudience) or not audience:
+    if not isinstance(audience, _AUDIENCE_TYPES) or not audience:
         raise InvalidArgument(
             f"audience must name the receiver, or be ANY_AUDIENCE, got {audience!r}")
     if max_proof_age is not None and (

@@ -203,7 +203,7 @@ def _parse_plain(message: Any, limits: JSONLimits) -> tuple[Mapping[str, Any], b
         return message, check_value(message, limits=limits)
     if isinstance(message, str):
         doc, plain = loads_plain(message, limits=limits)
-    elif isinstance(message, bytes | bytearray | memoryview):
+    elif isinstance(message, (bytes, bytearray, memoryview)):  # a tuple, not a union built per call
         doc, plain = loads_plain(bytes(message), limits=limits)
     else:
         raise MalformedJSON(
@@ -642,7 +642,7 @@ class Gate:
         now = run.now = self.clock()
         if now.tzinfo is None:
             raise InvalidArgument("the gate's clock returned a naive datetime", code="bad-clock")
-        doc = cast(Mapping[str, Any], run.document)
+        doc = cast("Mapping[str, Any]", run.document)
         if isinstance(self.trust, KeyRing):
             # One check that the whole document takes the canonical fast path (or the
             # parser's word for it) covers every part the proofs canonicalise.
@@ -657,7 +657,7 @@ class Gate:
             receipt = run.receipt = verified.receipt
             run.sender = verified.signer.controller
         else:
-            receipt = cast(Receipt[Any, Any], run.receipt)  # built in step (1)
+            receipt = cast("Receipt[Any, Any]", run.receipt)  # built in step (1)
             if receipt.receiver != self.identity:
                 raise ProofError(
                     f"addressed to {receipt.receiver!r}, this receiver is {self.identity!r}",
@@ -675,23 +675,23 @@ class Gate:
 
     def _context_step(self, run: _Run) -> None:
         """(3) context: the contract's declared receiver-context dependencies."""
-        contract = cast(Contract[Any, Any], run.definition)
+        contract = cast("Contract[Any, Any]", run.definition)
         if contract.context:
-            self._check_context(contract, cast(Receipt[Any, Any], run.receipt),
+            self._check_context(contract, cast("Receipt[Any, Any]", run.receipt),
                                 cast(datetime, run.now), run.resolved)
 
     def _evidence_step(self, run: _Run) -> None:
         """(4) evidence: resolve, verify digests, read decisive claims back."""
         if self.evidence is not None:
             run.readback = self._check_evidence(
-                cast(Receipt[Any, Any], run.receipt), cast(Mapping[str, Any], run.document),
+                cast("Receipt[Any, Any]", run.receipt), cast("Mapping[str, Any]", run.document),
                 run.resolved, run)
 
     def _policy_step(self, run: _Run) -> None:
         """(5) policy: the receiver contract's rule over the admitted message."""
         ruling = run.rule(Admitted(
-            document=cast(Mapping[str, Any], run.document),
-            contract=cast(Contract[Any, Any], run.definition),
+            document=cast("Mapping[str, Any]", run.document),
+            contract=cast("Contract[Any, Any]", run.definition),
             receipt=run.receipt, verified=run.verified, evidence=run.resolved,
             readback=run.readback,
         ))
