@@ -122,7 +122,9 @@ def _cases(fail_after: int | None) -> Callable[[], Iterator[Any]]:
 
 def test_resume_after_an_interrupted_run(tmp_path: Path, threaded: dict[str, Any]) -> None:
     path = tmp_path / "run.jsonl"
-    broken = essay(cases=IterableCases(_cases(15), description="payment-28"))
+    # Case 20 is past policy-01 (case 16), the case the essay's injection names, which
+    # the runner's check of injection case ids reads up to before any chunk runs.
+    broken = essay(cases=IterableCases(_cases(20), description="payment-28"))
     with pytest.raises(Boom):
         run(broken, executor=Inline(), chunk_size=7, run_log=path)
     _, records = read_run_log(path)
@@ -229,7 +231,9 @@ def test_cases_stream_in_bounded_chunks(tmp_path: Path) -> None:
                 assert i <= (written + window + 1) * chunk, "the runner read too far ahead"
             yield case
 
-    experiment = essay(cases=IterableCases(watched, description="watched"))
+    # No injection: checking an injection's case id reads a re-iterable source once
+    # more, up to that case, before any chunk runs (a separate pass that keeps nothing).
+    experiment = essay(cases=IterableCases(watched, description="watched"), injections=())
     report = run(experiment, executor=Inline(), workers=1, chunk_size=chunk,
                  run_log=path).report
     assert report["experiment"]["cases"] == 140
