@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import enum
 import itertools
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -31,8 +33,25 @@ from handoffs.contracts import (
     decision_field,
 )
 from handoffs.examples.payment import PAYMENT_RELEASE, synthetic_cases
-from handoffs.lab import Reference, counterfactual_triggers, minimal_message
-from handoffs.lab._minimal import Constraint, ddmin, exhaustive_minimum, region_sufficient
+from handoffs.examples.payment_lab import payment_experiment
+from handoffs.lab import (
+    ExperimentError,
+    Reference,
+    ReferenceReceiver,
+    counterfactual_triggers,
+    load_experiment,
+    minimal_message,
+    run,
+    validate_report,
+)
+from handoffs.lab._minimal import (
+    Constraint,
+    ddmin,
+    exhaustive_minimum,
+    region_sufficient,
+    search_receiver,
+)
+from handoffs.receivers import Decision, Reason, Step, Verdict
 
 
 class Act(enum.Enum):
@@ -315,3 +334,162 @@ def test_ddmin_budget_and_failing_full_set() -> None:
     found, calls, complete = ddmin(units, lambda s: len(s) >= 3, budget=2)
     assert not complete
     assert calls == 2
+
+
+# --------------------------------------------- the per-search budget on a receiver
+
+
+class CountingModel:
+    """Stands in for a model receiver (the remote part: a provider that reports token
+    usage): the contract's three-valued reference receiver, counting its calls and
+    reporting ``tokens`` per answer; after ``fail_after`` calls every answer is the
+    run budget's refusal (``budget-exceeded``), as a model receiver in a lab run gives.
+    """
+
+    name = "counting-model"
+    deterministic = True
+
+    def __init__(self, *, tokens: int = 10, fail_after: int | None = None) -> None:
+        self.inner = ReferenceReceiver(PAYMENT_RELEASE, defaults=False)
+        self.tokens = tokens
+        self.fail_after = fail_after
+        self.calls = 0
+
+    def receive(self, message: Any) -> Decision:
+        self.calls += 1
+        if self.fail_after is not None and self.calls > self.fail_after:
+            return Decision(verdict=Verdict.ESCALATE, action="ESCALATE", step=Step.POLICY,
+                            reasons=(Reason("budget-exceeded", "the run's budget is spent",
+                                            Step.POLICY),), receiver=self.name)
+        decision = self.inner.receive(message)
+        return attrs.evolve(decision, record={**decision.record, "tokens_in": self.tokens - 3,
+                                              "tokens_out": 3})
+
+
+def _example(case_id: str) -> dict[str, Any]:
+    case = next(c for c in synthetic_cases() if c.case_id == case_id)
+    return {"decision_state": attrs.asdict(case.state())}
+
+
+NAMES = [s.name for s in PAYMENT_RELEASE.fields]
+POLICY_01 = ["identity_verified", "screening_clear", "duplicate_signal", "policy_current"]
+
+
+def test_a_finished_search_finds_the_receivers_minimal_message() -> None:
+    model = CountingModel()
+    found = search_receiver(model, _example("policy-01"), "ESCALATE", NAMES, method="ddmin",
+                            fields=(), max_calls=64, max_tokens=None)
+    assert found.finished
+    assert found.stop is None
+    assert found.fields == tuple(POLICY_01)
+    assert found.confirmed is True
+    assert found.calls == model.calls
+    assert found.tokens == 10 * model.calls
+    confirmed = search_receiver(model, _example("policy-01"), "ESCALATE", NAMES,
+                                method="region", fields=POLICY_01)
+    assert (confirmed.confirmed, confirmed.fields, confirmed.calls) == (True, None, 1)
+
+
+def test_the_search_stops_at_its_call_budget_and_claims_nothing() -> None:
+    model = CountingModel()
+    stopped = search_receiver(model, _example("policy-01"), "ESCALATE", NAMES,
+                              method="ddmin", fields=(), max_calls=3)
+    assert model.calls == stopped.calls == 3  # never a call past the budget
+    assert not stopped.finished
+    assert stopped.stop is not None
+    assert stopped.stop.code == "search-max-calls"
+    assert (stopped.confirmed, stopped.fields) == (False, None)
+    assert stopped.to_json()["reason"] == "the search's 3 receiver call(s) are spent (max_calls)"
+
+
+def test_the_search_stops_at_its_token_budget() -> None:
+    model = CountingModel(tokens=10)
+    stopped = search_receiver(model, _example("policy-01"), "ESCALATE", NAMES,
+                              method="ddmin", fields=(), max_calls=64, max_tokens=25)
+    assert (model.calls, stopped.calls, stopped.tokens) == (3, 3, 30)
+    assert stopped.stop is not None
+    assert stopped.stop.code == "search-max-tokens"
+    assert (stopped.confirmed, stopped.fields) == (False, None)
+
+
+def test_a_refused_call_stops_the_search_instead_of_counting_as_a_refusal() -> None:
+    # Read as "the receiver does not accept", the run budget's refusals would make
+    # delta debugging keep fields it does not need and call the result 1-minimal.
+    model = CountingModel(fail_after=2)
+    stopped = search_receiver(model, _example("policy-01"), "ESCALATE", NAMES,
+                              method="ddmin", fields=())
+    assert stopped.stop is not None
+    assert stopped.stop.code == "budget-exceeded"
+    assert (stopped.calls, stopped.confirmed, stopped.fields) == (3, False, None)
+    region = search_receiver(CountingModel(fail_after=0), _example("policy-01"), "ESCALATE",
+                             NAMES, method="region", fields=POLICY_01)
+    assert region.stop is not None
+    assert (region.stop.code, region.confirmed, region.calls) == ("budget-exceeded", False, 1)
+
+
+def test_an_unfinished_search_fails_the_release_gate_and_names_the_case() -> None:
+    model = CountingModel()
+    experiment = attrs.evolve(payment_experiment(profile="essay"), confirming_receiver=model,
+                              minimal_method="ddmin", minimal_max_calls=3)
+    report = run(experiment, created=datetime(2026, 11, 30, tzinfo=UTC)).report
+    minimal = report["minimal_messages"]
+    regions = minimal["regions"]
+    assert model.calls == minimal["receiver_calls"] == sum(r["receiver_calls"] for r in regions)
+    assert all(r["receiver_calls"] <= 3 for r in regions)
+    stopped = [r for r in regions if not r["search"]["finished"]]
+    assert stopped  # six fields need more than three tests
+    for region in stopped:
+        assert region["guarantee"] == "unfinished"
+        assert region["fields"] == NAMES  # no field is dropped on its account
+        assert (region["confirmed"], region["receiver_fields"]) == (False, None)
+        assert region["search"]["stopped_by"] == "search-max-calls"
+    assert minimal["fields_never_needed"] == []
+    [check] = [c for c in report["gate"]["checks"] if c["metric"] == "minimal_message_searches"]
+    assert (check["passed"], check["value"]) == (False, len(stopped))
+    assert f"case {stopped[0]['example_case_id']}: the search's 3" in check["reason"]
+    assert report["gate"]["passed"] is False
+    validate_report(report)
+
+
+def test_with_enough_budget_the_gate_has_no_search_check() -> None:
+    model = CountingModel()
+    experiment = attrs.evolve(payment_experiment(profile="essay"), confirming_receiver=model,
+                              minimal_method="ddmin", minimal_max_calls=64,
+                              minimal_max_tokens=10_000)
+    report = run(experiment, created=datetime(2026, 11, 30, tzinfo=UTC)).report
+    regions = report["minimal_messages"]["regions"]
+    assert all(r["search"]["finished"] and r["guarantee"] == "1-minimal" for r in regions)
+    assert all(r["search"]["tokens"] == 10 * r["receiver_calls"] for r in regions)
+    assert not [c for c in report["gate"]["checks"] if c["metric"] == "minimal_message_searches"]
+    assert report["gate"]["passed"] is True
+
+
+@pytest.mark.parametrize(("key", "value"), [("minimal_max_calls", 0),
+                                            ("minimal_max_tokens", -1),
+                                            ("minimal_max_calls", True),
+                                            ("minimal_max_tokens", 2.5)])
+def test_a_bad_search_budget_is_refused(key: str, value: Any) -> None:
+    with pytest.raises(ExperimentError, match=f"{key} must be a positive integer"):
+        attrs.evolve(payment_experiment(profile="essay"), **{key: value})
+
+
+def test_the_search_budget_is_declared_in_toml(tmp_path: Path) -> None:
+    path = tmp_path / "experiment.toml"
+    head = ('[experiment]\nfactory = "handoffs.examples.payment_lab:payment_experiment"\n'
+            'factory_args = { profile = "essay" }\nminimal_method = "ddmin"\n')
+    path.write_text(head + "minimal_max_calls = 3\nminimal_max_tokens = 500\n",
+                    encoding="utf-8")
+    experiment = load_experiment(path)
+    assert (experiment.minimal_max_calls, experiment.minimal_max_tokens) == (3, 500)
+    report = run(experiment, created=datetime(2026, 11, 30, tzinfo=UTC)).report
+    searches = [r["search"] for r in report["minimal_messages"]["regions"]]
+    assert {s["max_calls"] for s in searches} == {3}
+    assert {s["max_tokens"] for s in searches} == {500}
+    assert "search-max-calls" in {s["stopped_by"] for s in searches}
+    assert report["gate"]["passed"] is False
+    path.write_text(head + "minimal_max_tokens = 0\n", encoding="utf-8")
+    with pytest.raises(ExperimentError, match="minimal_max_tokens must be a positive integer"):
+        load_experiment(path)
+    path.write_text(head + "minimal_budget = 64\n", encoding="utf-8")
+    with pytest.raises(ExperimentError, match="unknown experiment key 'minimal_budget'"):
+        load_experiment(path)

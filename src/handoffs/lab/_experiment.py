@@ -631,7 +631,11 @@ class Experiment:
         minimal_method: ``"region"`` (against the reference policy) or ``"ddmin"``
             (delta debugging on the confirming receiver, for black-box policies);
             ``"auto"`` picks region unless the policy has opaque predicates.
-        minimal_budget: receiver calls allowed per minimal message.
+        minimal_max_calls: receiver calls allowed per minimal-message search on the
+            confirming receiver (confirmation and delta debugging together).
+        minimal_max_tokens: model tokens (in + out) allowed per minimal-message
+            search (``None``: no bound). A search that spends its budget stops, claims
+            no minimal message and fails the release gate.
         example_limit: bound on per-case examples kept in the report.
         seed: seed for generated values (falsehood pools, shuffling).
     """
@@ -658,7 +662,8 @@ class Experiment:
     assumptions: Mapping[str, str] = attrs.field(factory=dict)
     case_json: Callable[[Any], Any] = default_case_json
     minimal_method: str = "auto"
-    minimal_budget: int = 64
+    minimal_max_calls: int = 64
+    minimal_max_tokens: int | None = None
     example_limit: int = 100
     seed: int = 0
 
@@ -680,8 +685,13 @@ class Experiment:
         if self.minimal_method not in ("auto", "region", "ddmin"):
             raise ExperimentError(f"minimal_method must be auto, region or ddmin, got "
                                   f"{self.minimal_method!r}")
-        if self.minimal_budget < 1 or self.example_limit < 0:
-            raise ExperimentError("minimal_budget must be >= 1 and example_limit >= 0")
+        for name in ("minimal_max_calls", "minimal_max_tokens"):
+            value = getattr(self, name)
+            if (value is not None or name == "minimal_max_calls") and (
+                    isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ExperimentError(f"{name} must be a positive integer, got {value!r}")
+        if self.example_limit < 0:
+            raise ExperimentError("example_limit must be >= 0")
         for name in self.tolerances.gate_perturbations:
             if not isinstance(name, str) or not name:
                 raise ExperimentError(f"gate perturbation ids are strings, got {name!r}")

@@ -149,6 +149,17 @@ def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = Non
             "model_tokens", None, None, comparison="<=", threshold=tol.max_tokens,
             value=spent, reason=f"the run spent {spent} model token(s), "
                                 f"{tol.max_tokens} allowed"))
+    stopped = [r for r in report["minimal_messages"]["regions"]
+               if isinstance(r.get("search"), Mapping) and r["search"].get("finished") is False]
+    if stopped:
+        named = "; ".join(f"case {r['example_case_id']}: {r['search']['reason']} "
+                          f"({r['search']['stopped_by']})" for r in stopped[:3])
+        more = f"; and {len(stopped) - 3} more" if len(stopped) > 3 else ""
+        checks.append(_check(
+            "minimal_message_searches", None, None, comparison="<=", threshold=0,
+            value=len(stopped),
+            reason=f"{len(stopped)} minimal-message search(es) stopped before finishing, "
+                   f"so they found no minimal message: {named}{more}"))
     warnings = _warnings(report, gated, tol)
     reasons = [c["reason"] for c in checks if not c["passed"]]
     passed = not reasons

@@ -46,8 +46,8 @@ from handoffs.lab._experiment import (
 from handoffs.lab._memo import _shared_for, release_shared
 from handoffs.lab._metrics import Aggregator
 from handoffs.lab._minimal import (
-    ddmin,
     exhaustive_minimum,
+    search_receiver,
 )
 from handoffs.lab._perturb import (
     Falsehood,
@@ -57,7 +57,7 @@ from handoffs.lab._perturb import (
 )
 from handoffs.lab._plan import Plan, _compose, _reference_for, compile_plan, fingerprint
 from handoffs.lab._runlog import RunLog, RunLogError, read_run_log
-from handoffs.receivers._decision import Receiver, Verdict
+from handoffs.receivers._decision import Receiver
 from handoffs.receivers._model import ModelReceiver
 
 __all__ = ["EXECUTORS", "LabRun", "Plan", "compile_plan", "rescore", "run", "run_chunk"]
@@ -492,6 +492,7 @@ def finish_minimal(experiment: Experiment, plan: Plan, aggregator: Aggregator, *
             region["confirmed"] = None
             region["receiver_calls"] = 0
             region["receiver_fields"] = None
+            region["search"] = None
         region["duality_holds"] = set(region["trigger_fields"]) == set(region["fields"])
         if exhaustive:
             truth = {spec.name: typed_value(spec, truth_wire[spec.name])
@@ -515,40 +516,29 @@ def finish_minimal(experiment: Experiment, plan: Plan, aggregator: Aggregator, *
 
 def _confirm_region(region: dict[str, Any], experiment: Experiment, plan: Plan,
                     receiver: Receiver, method: str) -> int:
-    """Confirm one region on ``receiver``; return the receiver calls spent."""
-    example: Mapping[str, Any] = region["example"]
-    action = region["action"]
+    """Confirm (or, for ``ddmin``, search) one region on ``receiver`` within the
+    per-search budget; return the receiver calls spent. A search that stopped early
+    confirms nothing, and under ``ddmin`` claims no minimal message: every field stays
+    (``guarantee`` ``unfinished``); ``region["search"]`` says why it stopped.
+    """
     names = [s.name for s in plan.contract.fields]
-
-    def accepts(fields: Sequence[str]) -> bool:
-        message = dict(example)
-        state = example.get("decision_state")
-        if isinstance(state, Mapping):
-            message["decision_state"] = {k: v for k, v in state.items() if k in fields}
-        decision = receiver.receive(message)
-        return bool(decision.verdict is Verdict.ACCEPT and decision.action == action)
-
-    region["receiver_fields"] = None
+    search = search_receiver(receiver, region["example"], region["action"], names,
+                             method=method, fields=region["fields"],
+                             max_calls=experiment.minimal_max_calls,
+                             max_tokens=experiment.minimal_max_tokens)
+    region["search"] = search.to_json()
+    region["confirmed"] = search.confirmed
+    region["receiver_calls"] = search.calls
+    found = None if search.fields is None else list(search.fields)
     if method == "ddmin":
-        found, spent, complete = ddmin(names, accepts, budget=experiment.minimal_budget)
-        region["fields"] = [n for n in names if n in found]
+        region["fields"] = found if found is not None else list(names)
         region["message"] = [{"field": n, "representation": "exact",
                               "value": region["truth"][n]} for n in region["fields"]]
-        region["guarantee"] = "1-minimal"
-        region["receiver_fields"] = list(region["fields"])
-        region["confirmed"] = bool(complete and accepts(region["fields"]))
-        region["receiver_calls"] = spent + 1
-        return spent + 1
-    region["confirmed"] = accepts(region["fields"])
-    spent = 1
-    if not region["confirmed"]:
-        # The receiver needs more than the region-minimal message: find what it needs
-        # by delta debugging (1-minimal under the receiver).
-        found, used, _ = ddmin(names, accepts, budget=experiment.minimal_budget)
-        spent += used
-        region["receiver_fields"] = [n for n in names if n in found]
-    region["receiver_calls"] = spent
-    return spent
+        region["guarantee"] = "1-minimal" if search.finished else "unfinished"
+        region["receiver_fields"] = found
+    else:
+        region["receiver_fields"] = None if search.confirmed else found
+    return search.calls
 
 
 def rescore(

@@ -168,7 +168,7 @@ def _head_from_toml(head: dict[str, Any], *, path: Path, registry: Registry
     if not isinstance(contract, Contract):
         raise ExperimentError(f"{path}: experiment.contract must name a contract")
     for key in ("name", "description", "subject", "epochs", "seed", "minimal_method",
-                "minimal_budget", "example_limit"):
+                "minimal_max_calls", "minimal_max_tokens", "example_limit"):
         if key in head:
             changes[key] = head.pop(key)
     if "assumptions" in head:
