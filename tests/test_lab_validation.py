@@ -9,11 +9,12 @@ its real strict receiver; the counting wrapper only counts.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from handoffs.lab import (
     ExperimentError,
     Falsehood,
     GeneratedCases,
+    IterableCases,
     Strategy,
     Tolerances,
     load_experiment,
@@ -127,6 +129,43 @@ def test_a_one_shot_source_is_read_ahead_and_loses_no_case(mymodule: Any) -> Non
                                               r"\(one-shot\) does not yield"):
         run(experiment(mymodule, planner, cases=OneShot(cases), injections=(bad,)))
     assert planner.calls == 0
+
+
+class Broken(Exception):
+    pass
+
+
+class Inline(cf.Executor):
+    """A synchronous executor: each chunk has run when ``submit`` returns."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future[Any]:
+        future: cf.Future[Any] = cf.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # a future carries any failure
+            future.set_exception(exc)
+        return future
+
+
+def test_a_source_that_fails_while_read_fails_where_it_fails(mymodule: Any) -> None:
+    """The check does not judge a source it cannot read to the end: the run meets the
+    failure in place, after deciding the cases before it (so a run log can resume)."""
+    cases = list(GeneratedCases(mymodule.MY_CONTRACT, 12, seed=3))
+
+    def failing() -> Iterator[Any]:
+        yield from cases[:5]
+        raise Broken
+
+    far = Falsehood(case_id="generated-000011", field="calibrated", value=False)
+    for source in (OneShot([]), None):
+        planner = Counting(mymodule.planner())
+        if source is not None:
+            source._iterator = failing()
+        chosen = source if source is not None else IterableCases(failing)
+        with pytest.raises(Broken):
+            run(experiment(mymodule, planner, cases=chosen, injections=(far,)), chunk_size=2,
+                executor=Inline())
+        assert planner.calls >= 4  # two chunks of two cases, before the failure
 
 
 @pytest.fixture

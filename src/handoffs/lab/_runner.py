@@ -409,29 +409,34 @@ def _check_injected_cases(plan: Plan, cases: Any, stream: Iterator[Any],
 
     A re-iterable source is read once more for its case ids (stopping when every
     named case is found); a one-shot iterator is read ahead instead, and the cases
-    read are run from memory.
+    read are run from memory. A source that fails while it is read is not judged
+    here: the run meets the same failure where it occurs (after the chunks before it,
+    so that the run log can be resumed).
     """
     wanted = set(plan.injection_cases)
     if not wanted:
         return stream
     fresh = iter(cases)
+    one_shot = fresh is source
+    scan: Iterator[Any] = stream if one_shot else fresh
     ahead: list[Any] = []
-    if fresh is source:
-        scan: Iterator[Any] = stream
-    else:
-        scan = fresh
+    failure: Exception | None = None
     try:
         for case in scan:
-            if fresh is source:
+            if one_shot:
                 ahead.append(case)
             wanted.discard(str(plan.case_id_of(case)))
             if not wanted:
                 break
+    except Exception as exc:  # the user's source may raise anything; the run re-meets it
+        failure = exc
     finally:
-        if fresh is not source:
+        if not one_shot:
             close = getattr(fresh, "close", None)
             if callable(close):
                 close()
+    if failure is not None:
+        return _then_raise(ahead, failure) if one_shot else stream
     if wanted:
         named = [p.id for p in plan.perturbations
                  if isinstance(p, Falsehood) and p.case_id in wanted]
@@ -439,9 +444,13 @@ def _check_injected_cases(plan: Plan, cases: Any, stream: Iterator[Any],
         raise ExperimentError(f"injection {named[0]} names case {sorted(wanted)[0]!r}, which "
                               f"the case source ({description}) does not yield",
                               code="unknown-case")
-    if fresh is source:
-        return itertools.chain(ahead, source)
-    return stream
+    return itertools.chain(ahead, source) if one_shot else stream
+
+
+def _then_raise(cases: list[Any], failure: Exception) -> Iterator[Any]:
+    """The cases read ahead of a one-shot source, then the failure that stopped it."""
+    yield from cases
+    raise failure
 
 
 def _warm(plan: Plan, constants: Sequence[Mapping[str, Any] | None]) -> None:
