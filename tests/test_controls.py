@@ -10,7 +10,7 @@ import attrs
 import pytest
 
 from handoffs.examples.payment_lab import payment_experiment
-from handoffs.lab import ExperimentError, IterableCases, run
+from handoffs.lab import ExperimentError, IterableCases, NoSuchReading, run
 from handoffs.lab._controls import (
     AUTHORITATIVE_SENDER,
     CONTROLS,
@@ -74,8 +74,14 @@ def test_readings_of_a_run(small: tuple[Any, dict[str, Any]]) -> None:
     assert "already decides" in {c.strategy: c for c in readings.sender_claims}[
         "action_only_authoritative"].reading
     json.dumps(readings.to_json())
-    with pytest.raises(KeyError):
+    with pytest.raises(NoSuchReading) as caught:
         readings.control("decision_contract", "mutate")
+    assert isinstance(caught.value, KeyError)
+    assert caught.value.code == "no-such-reading"
+    assert caught.value.json_path == "$.controls"
+    assert str(caught.value).startswith(
+        "no reading of strategy 'decision_contract' under control 'mutate' in the report of ")
+    assert "decision_contract under constant-message" in caught.value.message
 
 
 def test_readings_without_expectations(small: tuple[Any, dict[str, Any]]) -> None:

@@ -24,6 +24,7 @@ from typing import Any, Final
 
 import attrs
 
+from handoffs._errors import HandoffsError
 from handoffs.lab._experiment import Experiment, ExperimentError
 
 __all__ = [
@@ -33,10 +34,22 @@ __all__ = [
     "Baselines",
     "ControlExpectations",
     "ControlReading",
+    "NoSuchReading",
     "SenderClaimReading",
     "control_expectations",
     "read_baselines",
 ]
+
+
+class NoSuchReading(HandoffsError, KeyError):
+    """:meth:`Baselines.control` was asked for a strategy and control pair that the
+    report holds no reading of (the strategy was not run, or not under that control).
+    """
+
+    code = "no-such-reading"
+
+    def __str__(self) -> str:  # KeyError would otherwise repr() the message
+        return f"{self.message} @ {self.json_path}"
 
 CONTROLS: Final = ("no-message", "shuffled-message", "constant-message")
 """The perturbation ids of the three falsifying controls."""
@@ -260,12 +273,16 @@ class Baselines:
         """The reading of ``strategy`` under ``control``.
 
         Raises:
-            KeyError: no such reading.
+            NoSuchReading: the report has no reading of ``strategy`` under ``control``
+                (a ``KeyError``); the message lists the readings it has.
         """
         for reading in self.controls:
             if reading.strategy == strategy and reading.control == control:
                 return reading
-        raise KeyError(f"no reading of {strategy} under {control}")
+        held = ", ".join(f"{r.strategy} under {r.control}" for r in self.controls) or "none"
+        raise NoSuchReading(
+            f"no reading of strategy {strategy!r} under control {control!r} in the "
+            f"report of {self.experiment!r} (its readings: {held})", json_path="$.controls")
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form."""
