@@ -305,12 +305,14 @@ def test_a_non_integral_hop_number_is_a_typed_error(value: Any) -> None:
 # Builtin exceptions the library may raise itself, each for a protocol that names it:
 # NotImplementedError in the abstract methods of a Protocol or base class, AttributeError
 # in a module's __getattr__ (PEP 562: hasattr() and lazy imports rely on it),
+# KeyError in a __getitem__ (the mapping protocol: str.format_map asks for it),
 # AssertionError in handoffs.testing, whose assert_* helpers are test assertions, and
 # FileExistsError in the CLI, which refuses to overwrite a key file the way the OS
 # refuses it two lines later (both end as the CLI's "[io]" error line).
 _BUILTIN_RAISES_ALLOWED = {
     "NotImplementedError": None,
     "AttributeError": "__getattr__",
+    "KeyError": "__getitem__",
     "AssertionError": "testing.py",
     "FileExistsError": "_cli.py",
 }
@@ -359,7 +361,8 @@ def test_the_bare_raise_scan_finds_what_it_forbids(tmp_path: Path) -> None:
         "def f(d):\n    if not d:\n        raise KeyError('x')\n    raise RuntimeError\n"
         "def __getattr__(name):\n    raise AttributeError(name)\n"
         "def g():\n    raise AttributeError('not the module protocol')\n"
-        "class P:\n    def m(self):\n        raise NotImplementedError\n",
+        "class P:\n    def m(self):\n        raise NotImplementedError\n"
+        "    def __getitem__(self, name):\n        raise KeyError(name)\n",
         encoding="utf-8")
     assert _bare_builtin_raises(tmp_path) == [
         "bad.py:3 KeyError", "bad.py:4 RuntimeError", "bad.py:8 AttributeError"]
