@@ -58,6 +58,26 @@ def payment_policy(body: dict[str, Any]) -> Reply:
     return 200, {}, completion(json.dumps({"action": action}), tokens_in=tokens_in)
 
 
+def handover_policy(body: dict[str, Any]) -> Reply:
+    """A 'model' for the agents experiment's case owner: the payment policy on the
+    decision state of the last verified receipt in the conversation (a handover's
+    ``receipt``), ESCALATE when there is none.
+    """
+    action = "ESCALATE"
+    for message in reversed(body["messages"]):
+        content = message.get("content")
+        try:
+            value = json.loads(content) if isinstance(content, str) else None
+        except ValueError:
+            continue
+        receipt = value.get("receipt") if isinstance(value, dict) else None
+        if isinstance(receipt, dict) and isinstance(receipt.get("decision_state"), dict):
+            action = _policy(receipt["decision_state"])
+            break
+    chars = sum(len(str(m.get("content") or "")) for m in body["messages"])
+    return 200, {}, completion(json.dumps({"action": action}), tokens_in=max(1, chars // 4))
+
+
 def _policy(state: dict[str, Any]) -> str:  # noqa: PLR0911 - the essay's decision list
     if state.get("identity_verified") is not True:
         return "HOLD"
