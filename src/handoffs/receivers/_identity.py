@@ -32,7 +32,9 @@ chain re-sent as is, to anyone, is the same claim. The prefix keeps chain claims
 from receipt ids (``urn:uuid:…``) in a store shared with a receipt gate.
 
 :class:`IdentityCompositionReceiver` admits a chain only when, in this order (the
-step numbers match :class:`~handoffs.receivers.Step` and the docs):
+stages of the one admission pipeline, :mod:`handoffs.receivers._pipeline`; the step
+numbers match :class:`~handoffs.receivers.Step` and the docs; the clock is read first,
+for step 2):
 
 (1) parse: limits, strict JSON, the contract the message names, hop count, the
     closed JSON Schema and the typed model;
@@ -47,7 +49,7 @@ step numbers match :class:`~handoffs.receivers.Step` and the docs):
     sound but lacks a required approval is escalated, not rejected.
 
 The receiver never raises on a message: every failure is a :class:`Decision` with
-typed, stable reason codes.
+typed, stable reason codes (an unexpected one, a bug, is ``receiver-error``).
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ from handoffs.contracts._schema import (
     _proof_schema,
 )
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
+from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers._replay import (
     MemoryReplayStore,
     ReplayedReceipt,
@@ -890,14 +893,6 @@ def _replay_claim(chain: HandoffChain) -> str:
     return f"{_CONTRACT_NAME}:{chain.id}/{len(chain.hops)}"
 
 
-class _Refused(Exception):
-    """Internal: a stage refused the message (carries the decision)."""
-
-    def __init__(self, decision: Decision) -> None:
-        super().__init__(decision.verdict.value)
-        self.decision = decision
-
-
 @attrs.frozen
 class _Verified:
     """One hop with its verified proofs: ``primary`` signed it, ``approvals`` chain to it."""
@@ -975,79 +970,63 @@ class IdentityCompositionReceiver:
 
     def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
         """Decide one handoff chain (raw bytes/text or a parsed JSON object)."""
-        try:
-            now = self.clock()
-            if not isinstance(now, datetime) or now.tzinfo is None or now.utcoffset() is None:
-                return self._reject(Step.PROOFS, [
-                    Reason("bad-clock", f"the clock returned {now!r}, not an aware datetime",
-                           Step.PROOFS)
-                ])
-            return self._decide(message, now)
-        except _Refused as refused:
-            return refused.decision
-        except Exception as exc:  # fail closed: a bug must never admit a message
-            return self._reject(Step.PARSE, contract=None, reasons=[
-                Reason("receiver-error", f"the receiver failed: {type(exc).__name__}: {exc}",
-                       Step.PARSE)
-            ])
+        return _PIPELINE.run(self, _Run(message, self.name, self.fail_closed_action))
 
     # ---------------------------------------------------------------- stages
 
-    def _decide(self, message: bytes | str | Mapping[str, Any], now: datetime) -> Decision:
-        raw, chain = self._parse(message)  # (1) parse
-        verified = self._proofs(raw, chain, now)  # (2) proofs and signers
-        self._lineage(chain, verified)  # (2) lineage, envelope and audience
-        validity = self._validity(chain, verified, now)  # (2) earliest expiry
-        self._replay(chain, validity, now)  # (2) replay
-        return self._policy(chain, verified, validity)  # (5) policy
+    def _clock(self, run: _Run) -> None:
+        # (2) the clock, read once per message (before the message is read).
+        now = self.clock()
+        if not isinstance(now, datetime) or now.tzinfo is None or now.utcoffset() is None:
+            raise Refusal(Verdict.REJECT, [
+                Reason("bad-clock", f"the clock returned {now!r}, not an aware datetime",
+                       Step.PROOFS)
+            ])
+        run.now = now
 
-    def _parse(
-        self, message: bytes | str | Mapping[str, Any]
-    ) -> tuple[Mapping[str, Any], HandoffChain]:
+    def _parse(self, run: _Run) -> None:
         # (1) limits and strict JSON; a parsed object is re-read under the same limits.
-        try:
-            if isinstance(message, bytes | bytearray | memoryview | str):
-                doc = loads(message, limits=self.limits)
-            elif isinstance(message, Mapping):
-                check_value(message, limits=self.limits)
-                doc = loads(canonical_bytes(message), limits=self.limits)
-            else:
-                raise MalformedJSON(
-                    f"a message is bytes, text or a JSON object, got {type(message).__name__}",
-                    code="not-an-object",
-                )
-            if not isinstance(doc, Mapping):
-                raise MalformedJSON("a handoff chain must be a JSON object", code="not-an-object")
-            # (1) the contract the message names: unknown versions are never guessed.
-            _check_contract_member(doc)
-        except HandoffsError as exc:
-            raise self._refuse(Step.PARSE, [_reason(exc, Step.PARSE)], contract=None) from exc
-        chain_id = doc.get("id") if isinstance(doc.get("id"), str) else None
+        message = run.message
+        if isinstance(message, bytes | bytearray | memoryview | str):
+            doc = loads(message, limits=self.limits)
+        elif isinstance(message, Mapping):
+            check_value(message, limits=self.limits)
+            doc = loads(canonical_bytes(message), limits=self.limits)
+        else:
+            raise MalformedJSON(
+                f"a message is bytes, text or a JSON object, got {type(message).__name__}",
+                code="not-an-object",
+            )
+        if not isinstance(doc, Mapping):
+            raise MalformedJSON("a handoff chain must be a JSON object", code="not-an-object")
+        # (1) the contract the message names: unknown versions are never guessed.
+        _check_contract_member(doc)
+        run.contract = HANDOFF_CHAIN_CONTRACT
+        run.receipt_id = doc.get("id") if isinstance(doc.get("id"), str) else None
         # (1) chain length, before the schema so that the reason is specific.
         hops = doc.get("hops")
         if isinstance(hops, list) and not hops:
-            raise self._refuse(Step.PARSE, [
+            raise Refusal(Verdict.REJECT, [
                 Reason("chain-empty", "the chain has no hops", Step.PARSE, "$.hops")
-            ], chain_id=chain_id)
+            ])
         if isinstance(hops, list) and len(hops) > self.max_hops:
-            raise self._refuse(Step.PARSE, [
+            raise Refusal(Verdict.REJECT, [
                 Reason("chain-too-long",
                        f"{len(hops)} hops exceed this receiver's limit of {self.max_hops}",
                        Step.PARSE, "$.hops")
-            ], chain_id=chain_id)
+            ])
         # (1) closed schema, then the typed model's exact checks.
         violations = _schema_violations(doc) or _typed_violations(doc)
         if violations:
-            raise self._refuse(Step.PARSE, [
+            raise Refusal(Verdict.REJECT, [
                 Reason("schema-invalid", v.message, Step.PARSE, v.json_path)
                 for v in violations[:20]
-            ], chain_id=chain_id)
-        return doc, _structure(doc)
+            ])
+        run.raw, run.chain = doc, _structure(doc)
 
-    def _proofs(
-        self, raw: Mapping[str, Any], chain: HandoffChain, now: datetime
-    ) -> list[_Verified]:
+    def _proofs(self, run: _Run) -> None:
         # (2) every proof of every hop against the pinned key ring.
+        raw, chain, now = run.raw, run.chain, run.now
         reasons: list[Reason] = []
         results: list[tuple[VerifiedProof, ...]] = []
         for k, raw_hop in enumerate(raw["hops"]):
@@ -1056,7 +1035,7 @@ class IdentityCompositionReceiver:
             except HandoffsError as exc:
                 reasons.append(_reason(exc, Step.PROOFS, base=f"$.hops[{k}]"))
         if reasons:
-            raise self._refuse(Step.PROOFS, reasons, chain_id=chain.id)
+            raise Refusal(Verdict.REJECT, reasons)
         verified = [
             _Verified(k, hop, raw["hops"][k], proofs[0], proofs[1:])
             for k, (hop, proofs) in enumerate(zip(chain.hops, results, strict=True))
@@ -1085,10 +1064,11 @@ class IdentityCompositionReceiver:
                         f"but its key held {sorted(approval.roles)} when it signed",
                         Step.PROOFS, f"{item.proof_path(position)}.verificationMethod"))
         if reasons:
-            raise self._refuse(Step.PROOFS, reasons, chain_id=chain.id)
-        return verified
+            raise Refusal(Verdict.REJECT, reasons)
+        run.verified = verified
 
-    def _lineage(self, chain: HandoffChain, verified: Sequence[_Verified]) -> None:
+    def _lineage(self, run: _Run) -> None:
+        chain, verified = run.chain, run.verified
         # (2) lineage: numbering and role order, case, digests, alignment, audience.
         reasons: list[Reason] = []
         seen: set[HopRole] = set()
@@ -1107,12 +1087,11 @@ class IdentityCompositionReceiver:
                 f"the chain is addressed to {last.hop.receiver!r}, not to {self.identity!r}",
                 Step.PROOFS, f"{last.path}.receiver"))
         if reasons:
-            raise self._refuse(Step.PROOFS, reasons, chain_id=chain.id)
+            raise Refusal(Verdict.REJECT, reasons)
 
-    def _validity(
-        self, chain: HandoffChain, verified: Sequence[_Verified], now: datetime
-    ) -> datetime:
+    def _validity(self, run: _Run) -> None:
         # (2) validity: the earliest expiry in the chain, hop or proof.
+        verified, now = run.verified, run.now
         candidates: list[tuple[datetime, str]] = []
         for item in verified:
             candidates.append((item.hop.valid_until, f"{item.path}.valid_until"))
@@ -1121,32 +1100,31 @@ class IdentityCompositionReceiver:
                     candidates.append((proof.expires, f"{item.proof_path(position)}.expires"))
         earliest, where = min(candidates, key=lambda pair: pair[0])
         if expired(earliest, now):
-            raise self._refuse(Step.PROOFS, [Reason(
+            raise Refusal(Verdict.REJECT, [Reason(
                 "chain-expired",
                 f"the chain expired at {format_time(earliest)} (now {format_time(now)})",
-                Step.PROOFS, where)], chain_id=chain.id)
-        return earliest
+                Step.PROOFS, where)])
+        run.validity = earliest
 
-    def _replay(self, chain: HandoffChain, validity: datetime, now: datetime) -> None:
+    def _replay(self, run: _Run) -> None:
         # (2) replay: claim the signed id (and length) until the earliest expiry.
         if self.replay is None:
             return
-        claim = _replay_claim(chain)
+        claim = _replay_claim(run.chain)
         try:
-            first = self.replay.first_seen(claim, expires=validity, now=now)
+            first = self.replay.first_seen(claim, expires=run.validity, now=run.now)
         except Exception as exc:  # any store failure fails closed, with the gate's code
-            raise self._refuse(Step.PROOFS, [Reason(
+            raise Refusal(Verdict.REJECT, [Reason(
                 ReplayStoreError.code, f"the replay store could not answer: {exc}",
-                Step.PROOFS)], chain_id=chain.id) from exc
+                Step.PROOFS)]) from exc
         if first is not True:
-            raise self._refuse(Step.PROOFS, [Reason(
+            raise Refusal(Verdict.REJECT, [Reason(
                 ReplayedReceipt.code, f"chain {claim} was seen before", Step.PROOFS, "$.id",
-            )], chain_id=chain.id)
+            )])
 
-    def _policy(
-        self, chain: HandoffChain, verified: Sequence[_Verified], validity: datetime
-    ) -> Decision:
+    def _policy(self, run: _Run) -> None:
         # (5) policy: approvals, attenuation, separation of duties, required roles.
+        verified, validity = run.verified, run.validity
         reasons, approved = _approvals(verified)
         reasons.extend(_attenuation(verified, approved))
         holders = self._holders(verified)
@@ -1176,22 +1154,14 @@ class IdentityCompositionReceiver:
             "approved_action": next((item.hop.action for item in approved.values()), None),
             "chain_digest": digest(final.raw),
         }
+        run.sender = final.hop.sender
         if reasons:
-            return self._reject(Step.POLICY, reasons, chain_id=chain.id, record=record,
-                                sender=final.hop.sender)
+            raise Refusal(Verdict.REJECT, reasons, record=record)
+        run.authority = final.hop.authority.value
         verdict = Verdict.ESCALATE if escalations else Verdict.ACCEPT
-        return Decision(
-            verdict=verdict,
-            action=final.hop.action if verdict is Verdict.ACCEPT else self.fail_closed_action,
-            step=Step.POLICY,
-            reasons=tuple(escalations),
-            receiver=self.name,
-            contract=HANDOFF_CHAIN_CONTRACT,
-            receipt_id=chain.id,
-            sender=final.hop.sender,
-            authority=final.hop.authority.value,
-            record=record,
-        )
+        run.settle(verdict,
+                   final.hop.action if verdict is Verdict.ACCEPT else self.fail_closed_action,
+                   tuple(escalations), record)
 
     def _holders(self, verified: Sequence[_Verified]) -> dict[HopRole, dict[str, str]]:
         """Role → identity → where it first acts so, from verified signers only."""
@@ -1205,39 +1175,33 @@ class IdentityCompositionReceiver:
             holders[HopRole.EXECUTOR].setdefault(self.identity, f"{verified[-1].path}.receiver")
         return holders
 
-    # --------------------------------------------------------------- results
 
-    def _reject(
-        self,
-        step: Step,
-        reasons: Sequence[Reason],
-        *,
-        chain_id: str | None = None,
-        record: Mapping[str, Any] | None = None,
-        contract: str | None = HANDOFF_CHAIN_CONTRACT,
-        sender: str | None = None,
-    ) -> Decision:
-        return Decision(
-            verdict=Verdict.REJECT,
-            action=self.fail_closed_action,
-            step=step,
-            reasons=tuple(reasons),
-            receiver=self.name,
-            contract=contract,
-            receipt_id=chain_id,
-            sender=sender,
-            record=dict(record or {}),
-        )
+class _Run(Run):
+    """Per-message state of a chain decision, filled in stage by stage."""
 
-    def _refuse(
-        self,
-        step: Step,
-        reasons: Sequence[Reason],
-        *,
-        chain_id: str | None = None,
-        contract: str | None = HANDOFF_CHAIN_CONTRACT,
-    ) -> _Refused:
-        return _Refused(self._reject(step, reasons, chain_id=chain_id, contract=contract))
+    __slots__ = ("chain", "message", "now", "raw", "validity", "verified")
+    # Each is set by the stage named beside it before a later stage reads it.
+    now: datetime  # clock
+    raw: Mapping[str, Any]  # parse
+    chain: HandoffChain  # parse
+    verified: list[_Verified]  # proofs and signers
+    validity: datetime  # validity
+
+    def __init__(self, message: bytes | str | Mapping[str, Any], receiver: str,
+                 fail_closed: str | None) -> None:
+        super().__init__(receiver, fail_closed)
+        self.message = message
+
+_PIPELINE: Final[Pipeline[IdentityCompositionReceiver, _Run]] = Pipeline((
+    Stage(Step.PROOFS, "clock", IdentityCompositionReceiver._clock),
+    Stage(Step.PARSE, "parse", IdentityCompositionReceiver._parse),
+    Stage(Step.PROOFS, "proofs and signers", IdentityCompositionReceiver._proofs),
+    Stage(Step.PROOFS, "lineage, envelope and audience", IdentityCompositionReceiver._lineage),
+    Stage(Step.PROOFS, "validity", IdentityCompositionReceiver._validity),
+    Stage(Step.PROOFS, "replay", IdentityCompositionReceiver._replay),
+    Stage(Step.POLICY, "policy", IdentityCompositionReceiver._policy),
+), crash="receiver-error", crash_step=Step.PARSE)
+"""The chain receiver's stages, run in order by the one engine."""
 
 
 def _path_order(path: str) -> tuple[int, ...]:
