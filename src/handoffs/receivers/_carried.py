@@ -236,15 +236,16 @@ class _Run(Run):
     """Per-message state of a carried-receipt decision."""
 
     __slots__ = ("chain", "chain_digest", "message", "pin", "receipt")
+    # Each is set by the stage named beside it before a later stage reads it.
+    receipt: Mapping[str, Any]  # parse
+    chain: Mapping[str, Any]  # parse
+    chain_digest: Any  # chain
+    pin: str  # binding
 
     def __init__(self, message: bytes | str | Mapping[str, Any], receiver: str,
                  fail_closed: str) -> None:
         super().__init__(receiver, fail_closed)
         self.message = message
-        self.receipt: Mapping[str, Any] = {}
-        self.chain: Mapping[str, Any] = {}
-        self.chain_digest: Any = None
-        self.pin = ""
 
 
 _PIPELINE: Final[Pipeline[CarriedReceiptReceiver, _Run]] = Pipeline((

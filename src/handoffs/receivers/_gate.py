@@ -455,18 +455,20 @@ class _Run(Run):
 
     __slots__ = ("claim", "definition", "document", "message", "now", "plain", "receipt",
                  "resolved", "rule", "verified")
+    # Set by the step named beside it before a later step reads it (no casts, no
+    # per-message defaults on the accept path).
+    document: Mapping[str, Any]  # (1)
+    plain: bool | None  # (1)
+    definition: Contract[Any, Any]  # (1)
+    receipt: Receipt[Any, Any]  # (1) without proofs, else (2)
+    now: datetime  # (2)
 
     def __init__(self, message: Any, rule: ReceiverRule, receiver: str,
                  fail_closed: str | None, record: Mapping[str, Any]) -> None:
         super().__init__(receiver, fail_closed, record)
         self.message = message
         self.rule = rule
-        self.document: Mapping[str, Any] | None = None
-        self.plain: bool | None = None
-        self.definition: Contract[Any, Any] | None = None
-        self.receipt: Receipt[Any, Any] | None = None
         self.verified: VerifiedReceipt | None = None
-        self.now: datetime | None = None
         self.resolved: dict[str, ResolvedEvidence] = {}
         self.claim: ReplayClaim | None = None
 
@@ -618,8 +620,8 @@ class Gate:
         """
         run = _Run(message, rule, receiver, self._fail_closed, {} if record is None else record)
         decision = _PIPELINE.run(self, run)
-        if self.log is not None:
-            decision = self._append(decision, message, run.document, run=run)
+        if self.log is not None:  # the document, when step (1) parsed one
+            decision = self._append(decision, message, getattr(run, "document", None), run=run)
         return decision
 
     # ------------------------------------------------------------------ steps (1)-(5)
@@ -642,7 +644,7 @@ class Gate:
         now = run.now = self.clock()
         if now.tzinfo is None:
             raise InvalidArgument("the gate's clock returned a naive datetime", code="bad-clock")
-        doc = cast("Mapping[str, Any]", run.document)
+        doc = run.document
         if isinstance(self.trust, KeyRing):
             # One check that the whole document takes the canonical fast path (or the
             # parser's word for it) covers every part the proofs canonicalise.
@@ -657,7 +659,7 @@ class Gate:
             receipt = run.receipt = verified.receipt
             run.sender = verified.signer.controller
         else:
-            receipt = cast("Receipt[Any, Any]", run.receipt)  # built in step (1)
+            receipt = run.receipt  # built in step (1)
             if receipt.receiver != self.identity:
                 raise ProofError(
                     f"addressed to {receipt.receiver!r}, this receiver is {self.identity!r}",
@@ -675,25 +677,20 @@ class Gate:
 
     def _context_step(self, run: _Run) -> None:
         """(3) context: the contract's declared receiver-context dependencies."""
-        contract = cast("Contract[Any, Any]", run.definition)
+        contract = run.definition
         if contract.context:
-            self._check_context(contract, cast("Receipt[Any, Any]", run.receipt),
-                                cast(datetime, run.now), run.resolved)
+            self._check_context(contract, run.receipt, run.now, run.resolved)
 
     def _evidence_step(self, run: _Run) -> None:
         """(4) evidence: resolve, verify digests, read decisive claims back."""
         if self.evidence is not None:
-            run.readback = self._check_evidence(
-                cast("Receipt[Any, Any]", run.receipt), cast("Mapping[str, Any]", run.document),
-                run.resolved, run)
+            run.readback = self._check_evidence(run.receipt, run.document, run.resolved, run)
 
     def _policy_step(self, run: _Run) -> None:
         """(5) policy: the receiver contract's rule over the admitted message."""
         ruling = run.rule(Admitted(
-            document=cast("Mapping[str, Any]", run.document),
-            contract=cast("Contract[Any, Any]", run.definition),
-            receipt=run.receipt, verified=run.verified, evidence=run.resolved,
-            readback=run.readback,
+            document=run.document, contract=run.definition, receipt=run.receipt,
+            verified=run.verified, evidence=run.resolved, readback=run.readback,
         ))
         run.settle(ruling.verdict, ruling.action, ruling.reasons, ruling.record)
 
