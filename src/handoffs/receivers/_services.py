@@ -39,11 +39,11 @@ __all__ = [
 
 # --------------------------------------------------------------------- errors (data)
 
+
 class EvidenceError(HandoffsError, LookupError):
     """An evidence reference could not be resolved (source-resolution failure)."""
 
     code = "evidence-unresolved"
-
 
 
 # -------------------------------------------------------------------- policy service
