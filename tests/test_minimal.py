@@ -41,6 +41,7 @@ from handoffs.lab import (
     counterfactual_triggers,
     load_experiment,
     minimal_message,
+    render_markdown,
     run,
     validate_report,
 )
@@ -449,6 +450,9 @@ def test_an_unfinished_search_fails_the_release_gate_and_names_the_case() -> Non
     assert f"case {stopped[0]['example_case_id']}: the search's 3" in check["reason"]
     assert report["gate"]["passed"] is False
     validate_report(report)
+    markdown = render_markdown(report)
+    assert "no: the search stopped (search-max-calls)" in markdown
+    assert "minimal-message search(es) stopped before finishing" in markdown
 
 
 def test_with_enough_budget_the_gate_has_no_search_check() -> None:

@@ -244,8 +244,11 @@ def _message(region: Mapping[str, Any]) -> str:
 
 def _confirmed(region: Mapping[str, Any]) -> str:
     """Whether the confirming receiver decided on the minimal message, and if not, the
-    fields it needed instead.
+    fields it needed instead, or why the search stopped before it could say.
     """
+    search = region.get("search")
+    if isinstance(search, Mapping) and search.get("finished") is False:
+        return f"no: the search stopped ({search.get('stopped_by')})"
     needed = region.get("receiver_fields")
     if region["confirmed"] is False and needed:
         return f"no: the receiver needs {', '.join(needed)}"
