@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,29 @@ def test_each_distinct_prompt_is_asked_once_and_costs_are_reported(tmp_path: Pat
     markdown = render_markdown(report)
     assert "| decision_contract |" in markdown
     assert "tokens in" in markdown
+
+
+def test_calls_overlap_across_cases_and_the_call_threads_only_wait_for_the_model(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rendered: list[str] = []
+    render = ModelReceiver.render
+
+    def recording(self: ModelReceiver, document: Any, contract: Any) -> str:
+        rendered.append(threading.current_thread().name)
+        return render(self, document, contract)
+
+    monkeypatch.setattr(ModelReceiver, "render", recording)
+    with serving(delay=0.05) as server:
+        report = run(_experiment(server.url), cache=tmp_path / "calls.sqlite",
+                     chunk_size=4).report
+    # the model was kept busy: four calls (the client's bound) in flight at once, and
+    # every distinct request asked once
+    assert server.max_in_flight == 4
+    assert report["cost"]["totals"]["model_calls"] == len(server.requests)
+    # every prompt was produced by the scheduling pass or the deciding pass, none by
+    # the threads that wait for the model
+    assert rendered
+    assert not [name for name in rendered if name.startswith("handoffs-calls")]
 
 
 def test_a_repeated_run_and_other_processes_ask_nothing_again(tmp_path: Path) -> None:

@@ -18,12 +18,13 @@ lab, around the client, not in the receiver or the gate.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import hashlib
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -34,7 +35,7 @@ from handoffs._errors import HandoffsError
 from handoffs._json import dumps
 from handoffs.receivers._chat import ChatClient, ChatRequest, Completion, ModelError
 
-__all__ = ["Budget", "BudgetExceeded", "CallCache", "CallCacheError", "LabClient"]
+__all__ = ["Budget", "BudgetExceeded", "CallCache", "CallCacheError", "LabClient", "ahead"]
 
 
 class CallCacheError(HandoffsError, OSError):
@@ -49,6 +50,32 @@ class BudgetExceeded(ModelError):
     code = "budget-exceeded"
 
 
+class _Sent(ModelError):
+    """A :class:`LabClient` asked during a scheduling pass (:func:`ahead`): the request
+    is on its way, the receiver fails closed for now (a failed call: never memoised)
+    and the deciding pass, asking again, gets the answer.
+    """
+
+
+_AHEAD: Final = threading.local()
+
+
+@contextmanager
+def ahead(submit: Callable[..., cf.Future[Any]], sent: list[cf.Future[Any]]
+          ) -> Iterator[None]:
+    """Within this block (in this thread), a :class:`LabClient` that has no answer at
+    hand sends the request through ``submit`` (the run's call pool) instead of
+    waiting for it, appends the call's future to ``sent`` and raises: the scheduling
+    pass produces every prompt (admission, rendering, cache look-up) itself, and the
+    pool's threads only wait for the model and store its answer.
+    """
+    _AHEAD.submit, _AHEAD.sent = submit, sent
+    try:
+        yield
+    finally:
+        _AHEAD.submit = _AHEAD.sent = None
+
+
 _SCHEMA: Final = (
     "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, receiver TEXT NOT NULL, "
     "content TEXT NOT NULL, tokens_in INTEGER NOT NULL, tokens_out INTEGER NOT NULL, "
@@ -60,6 +87,7 @@ _SCHEMA: Final = (
 )
 _STALE_CLAIM: Final = 900.0  # seconds after which any claim is taken over
 _POLL: Final = 0.005
+_SENT_KEPT: Final = 65_536
 
 
 def _alive(pid: int) -> bool:
@@ -266,8 +294,8 @@ def _rebuild_budget(run: str, max_calls: int | None, max_tokens: int | None,
 
 @attrs.frozen(kw_only=True)
 class LabClient:
-    """A model receiver's client as the lab runs it: call cache, then budget, then
-    the receiver's own client.
+    """A model receiver's client as the lab runs it: answers sent ahead, the call
+    cache, then the budget, then the receiver's own client.
 
     Attributes:
         inner: the receiver's client.
@@ -282,6 +310,15 @@ class LabClient:
     receiver: str
     cache: CallCache | None = None
     budget: Budget | None = None
+    # calls sent ahead by a scheduling pass (this process), by cache key
+    _sent: dict[str, cf.Future[Completion]] = attrs.field(init=False, factory=dict,
+                                                          eq=False, repr=False)
+    _lock: threading.Lock = attrs.field(init=False, factory=threading.Lock, eq=False,
+                                        repr=False)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_client, (self.inner, self.fingerprint, self.receiver, self.cache,
+                                  self.budget))
 
     @property
     def max_concurrency(self) -> int | None:
@@ -296,11 +333,50 @@ class LabClient:
             close()
 
     def complete(self, request: ChatRequest) -> Completion:
-        """The cached answer, or the model's (stored for next time)."""
+        """The answer sent ahead, else the cached answer, else the model's (stored
+        before it is returned). Within :func:`ahead`, a request with no answer at hand
+        is sent in the background instead, and :class:`_Sent` raised.
+        """
+        key = CallCache.key(self.fingerprint, request)
+        submit = getattr(_AHEAD, "submit", None)
+        if submit is not None:
+            return self._send(key, request, submit)
+        with self._lock:
+            future = self._sent.get(key)
+        if future is not None:
+            try:
+                return future.result()
+            except BaseException:
+                with self._lock:  # asked again, a failed call is sent again
+                    if self._sent.get(key) is future:
+                        del self._sent[key]
+                raise
+        return self._answer(key, request)
+
+    def _send(self, key: str, request: ChatRequest,
+              submit: Callable[..., cf.Future[Completion]]) -> Completion:
+        with self._lock:
+            sent = key in self._sent
+        if not sent and self.cache is not None:
+            found = self.cache.get(key)
+            if found is not None:
+                return found
+        with self._lock:
+            future = self._sent.get(key)
+            if future is None:
+                if len(self._sent) >= _SENT_KEPT:
+                    self._sent.clear()  # bounded; the answers are in the cache, if any
+                future = self._sent[key] = submit(self._answer, key, request)
+        _AHEAD.sent.append(future)
+        raise _Sent(f"{self.receiver}: the request is on its way")
+
+    def _answer(self, key: str, request: ChatRequest) -> Completion:
+        """The cached answer, or the model's, committed to the cache before it is
+        returned (in the thread that received it).
+        """
         cache = self.cache
         if cache is None:
             return self._call(request)
-        key = cache.key(self.fingerprint, request)
         while True:
             found = cache.get(key)
             if found is not None:
@@ -323,3 +399,9 @@ class LabClient:
         if self.budget is not None:
             self.budget.charge_tokens(completion.tokens_in + completion.tokens_out)
         return completion
+
+
+def _rebuild_client(inner: ChatClient, fingerprint: str, receiver: str,
+                    cache: CallCache | None, budget: Budget | None) -> LabClient:
+    return LabClient(inner=inner, fingerprint=fingerprint, receiver=receiver, cache=cache,
+                     budget=budget)

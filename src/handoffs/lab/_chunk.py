@@ -33,6 +33,7 @@ from handoffs._json import canonical_bytes, canonical_size, digest, dumps
 from handoffs.contracts._contract import Authority
 from handoffs.contracts._encoders import GovernanceService
 from handoffs.contracts._receipt import ENVELOPE_MEMBERS
+from handoffs.lab._cache import ahead
 from handoffs.lab._experiment import (
     Strategy,
     wire_value,
@@ -398,6 +399,8 @@ class _Chunk:
         self.plan = plan
         self.shared = _Shared(plan) if shared is None else shared
         self.dry = dry
+        # the scheduling pass needs the messages and their keys, not their sizes or checks
+        self.sized = plan.tokenizer is None and not dry
         self.scheduled: list[cf.Future[None]] = []
         # per strategy: [model calls, cache hits, tokens in, tokens out, latency µs]
         self.usage: dict[int, list[int]] = {}
@@ -479,9 +482,9 @@ class _Chunk:
             j = len(self.bases)
             self.bases.append(row)
             self.truths.append(truth)
-            self.holding.append(tuple(h.name for h in self.conditioned
-                                      if h.when is not None
-                                      and h.when.evaluate(truth) is not False))
+            self.holding.append(() if self.dry else tuple(
+                h.name for h in self.conditioned
+                if h.when is not None and h.when.evaluate(truth) is not False))
             if case_id in plan.injection_cases:
                 self.special_cases.add(j)
             if self.dry:
@@ -543,7 +546,7 @@ class _Chunk:
         else:
             members = service.stamp(case_id=case_id, evidence_refs=evidence_refs,
                                     authority=authority).to_json()
-            piece = _Piece.measure(members, self.plan.tokenizer is None, self.last_sizes)
+            piece = _Piece.measure(members, self.sized, self.last_sizes)
         piece.governance = self.checks.governance_valid(members)
         stamps[authority] = piece
         return piece
@@ -557,7 +560,7 @@ class _Chunk:
             first = sorted(clash)
             raise UntrustedGovernance(f"encoder {strategy.name} content may not set "
                                       f"{', '.join(first)}", json_path=f"$.{first[0]}")
-        return _Piece.measure(content, self.plan.tokenizer is None,
+        return _Piece.measure(content, self.sized,
                               self.content_sizes.setdefault(id(strategy.encoder), {}))
 
     def _base(self, strategy: Strategy, si: int, content: _Piece, stamp: _Piece,
@@ -571,6 +574,8 @@ class _Chunk:
         message.update(content.members)
         message.update(stamp.members)
         msg = _Msg(message, self.nslots)
+        if self.dry:
+            return msg
         if plan.tokenizer is not None:
             msg.canon, msg.size = _measure(message)
             msg.tokens = _tokens(plan, msg.canon, msg.size)
@@ -833,7 +838,7 @@ class _Chunk:
         si = at[1]
         msg = self._measured(message, base, variant.touched, si)
         schema = msg.schema
-        if variant.full_validation and self.receipts[si]:
+        if variant.full_validation and self.receipts[si] and not self.dry:
             schema = self.checks.schema_valid(message)
         self._emit(at, _Facts(
             meta=variant, ref=ref, size=msg.size, tokens=msg.tokens,
@@ -846,6 +851,8 @@ class _Chunk:
         the variant says which members it changed).
         """
         msg = _Msg(dict(message), self.nslots)
+        if self.dry:
+            return msg
         if self.plan.tokenizer is not None:
             msg.canon, msg.size = _measure(message)
             msg.tokens = _tokens(self.plan, msg.canon, msg.size)
@@ -863,7 +870,8 @@ class _Chunk:
     def _emit_base(self, at: tuple[int, int, int], base: _Msg, ref: str,
                    meta: Variant | _Cached | None) -> None:
         schema = base.schema
-        if meta is not None and meta.full_validation and self.receipts[at[1]]:
+        if meta is not None and meta.full_validation and self.receipts[at[1]] \
+                and not self.dry:
             schema = self.checks.schema_valid(base.message)
             self.exact = False
         self._emit(at, _Facts(
@@ -880,12 +888,19 @@ class _Chunk:
         if new is REMOVED and member not in base.message:  # removes nothing: the base
             self._emit_base(at, base, ref, variant)
             return
-        schema = self._patched_schema(base, variant, value) if self.receipts[at[1]] else None
         has_state = isinstance(new, Mapping) if member == "decision_state" \
             else base.has_state()
+        if self.dry:
+            size, governance, schema = 0, True, None
+            value.size = max(value.size, 0)  # recorded blocks need a size
+        else:
+            size = self._patched_size(base, value)
+            governance = self._patched_governance(base, variant, value)
+            schema = self._patched_schema(base, variant, value) if self.receipts[at[1]] \
+                else None
         self._emit(at, _Facts(
-            meta=variant, ref=ref, size=self._patched_size(base, value), tokens=None,
-            governance=self._patched_governance(base, variant, value), schema=schema,
+            meta=variant, ref=ref, size=size, tokens=None, governance=governance,
+            schema=schema,
             has_state=has_state,
             key=lambda slot: self._patch_key(slot, base, variant, value),
             message=lambda: variant.message, rule=value))
@@ -994,21 +1009,24 @@ class _Chunk:
 
     def _shared_outcome(self, slot: _Slot, facts: _Facts, si: int, memo_key: Hashable
                         ) -> tuple[int, int, int]:
-        """The outcome from the run-wide memo, calling the receiver if no chunk has."""
+        """The outcome from the run-wide memo, calling the receiver if no chunk has
+        (or deciding it from the answer a scheduling pass sent ahead for).
+        """
         shared = self.shared
         while True:
             entry, mine = shared.entry(memo_key)
+            if not mine:
+                mine = shared.wait(entry)
             if mine:
                 outcome, latency, usage, ok = _decide(slot.receiver, facts.message(),
                                                       self.fail)
+                if usage is not None and not usage[0]:  # the model's time is the call's
+                    latency += round(usage[3] * 1000)
                 entry.set(outcome, latency, usage)
                 if not ok:
                     shared.forget(memo_key, entry)
                 counted = shared.take(entry)
                 break
-            if not entry.wait():  # its scheduled call was cancelled: ask again
-                shared.forget(memo_key, entry)
-                continue
             counted = shared.take(entry)
             assert entry.outcome is not None  # noqa: S101 - set before done
             outcome, latency, usage = entry.outcome, entry.latency, entry.usage
@@ -1030,7 +1048,10 @@ class _Chunk:
         return oid, 0, 1
 
     def _schedule(self, slot: _Slot, facts: _Facts, *, memoise: bool) -> tuple[int, int, int]:
-        """The scheduling pass: hand a slow receiver's new messages to the pool."""
+        """The scheduling pass: produce a slow receiver's new requests here (admission,
+        prompt, cache look-up) and send them to the run's call pool; what needs no
+        model call (refused before it, answered by the cache) is decided at once.
+        """
         if slot.slow and memoise:
             key = facts.key(slot)
             if key not in self.memo:
@@ -1038,14 +1059,15 @@ class _Chunk:
                 shared = self.shared
                 entry, mine = shared.entry(key)
                 if mine:
-                    message = facts.message()
-                    receiver, fail = slot.receiver, self.fail
-
-                    def call() -> None:
-                        entry.set(*_decide(receiver, message, fail)[:3])
-
-                    entry.future = shared.submit(call)
-                    self.scheduled.append(entry.future)
+                    sent: list[cf.Future[Any]] = []
+                    with ahead(shared.submit, sent):
+                        outcome, latency, usage, _ = _decide(slot.receiver, facts.message(),
+                                                             self.fail)
+                    if sent:
+                        entry.ahead = True
+                        self.scheduled.extend(sent)
+                    else:
+                        entry.set(outcome, latency, usage)
         return 0, 0, 1
 
     def _outcome_id(self, outcome: tuple[str, str, tuple[str, ...]]) -> int:

@@ -29,13 +29,17 @@ __all__ = ["release_shared"]
 
 
 class _Entry:
-    """One run-wide memo entry: an outcome, or the call that will produce it."""
+    """One run-wide memo entry: an outcome, or the call that will produce it.
 
-    __slots__ = ("counted", "done", "future", "latency", "outcome", "usage")
+    ``ahead``: a scheduling pass sent the entry's request to the model; the first
+    deciding pass to need the entry decides it (finding the answer sent ahead).
+    """
+
+    __slots__ = ("ahead", "counted", "done", "latency", "outcome", "usage")
 
     def __init__(self) -> None:
         self.done = threading.Event()
-        self.future: cf.Future[None] | None = None
+        self.ahead = False
         self.outcome: tuple[str, str, tuple[str, ...]] | None = None
         self.latency = 0
         self.usage: tuple[int, int, int, float] | None = None
@@ -45,14 +49,6 @@ class _Entry:
             usage: tuple[int, int, int, float] | None) -> None:
         self.outcome, self.latency, self.usage = outcome, latency, usage
         self.done.set()
-
-    def wait(self) -> bool:
-        """Wait for the outcome; ``False`` if its scheduled call was cancelled."""
-        while not self.done.wait(0.5):
-            future = self.future
-            if future is not None and future.cancelled():
-                return False
-        return True
 
 
 class _Shared:
@@ -84,18 +80,36 @@ class _Shared:
         return found
 
     def entry(self, key: Hashable) -> tuple[_Entry, bool]:
-        """(the entry for ``key``, whether this caller made it and must fill it)."""
+        """(the entry for ``key``, whether this caller made it, or claimed the entry
+        sent ahead, and must fill it).
+        """
         found = self.memo.get(key)
-        if found is not None:
-            return found, False
+        if found is None:
+            with self.lock:
+                found = self.memo.get(key)
+                if found is None:
+                    if len(self.memo) >= _RUN_MEMO_LIMIT:
+                        self.memo.clear()  # bounded memory; the call cache keeps answers
+                    made = self.memo[key] = _Entry()
+                    return made, True
+        return found, self.claim(found)
+
+    def claim(self, entry: _Entry) -> bool:
+        """Whether this caller takes ``entry``, sent ahead, to decide it."""
+        if not entry.ahead:
+            return False
         with self.lock:
-            found = self.memo.get(key)
-            if found is not None:
-                return found, False
-            if len(self.memo) >= _RUN_MEMO_LIMIT:
-                self.memo.clear()  # bounded memory; the call cache still has the answers
-            made = self.memo[key] = _Entry()
-        return made, True
+            taken, entry.ahead = entry.ahead, False
+        return taken
+
+    def wait(self, entry: _Entry) -> bool:
+        """Wait for ``entry``'s outcome; ``True`` if this caller claimed it meanwhile
+        (sent ahead, its own decider gone: the memo dropped it) and must decide it.
+        """
+        while not entry.done.wait(0.05):
+            if self.claim(entry):
+                return True
+        return False
 
     def forget(self, key: Hashable, entry: _Entry) -> None:
         with self.lock:
@@ -125,11 +139,12 @@ class _Shared:
                 self.pool = pool
             return self.pool
 
-    def submit(self, fn: Callable[[], None]) -> cf.Future[None]:
+    def submit(self, fn: Callable[..., Any], *args: Any) -> cf.Future[Any]:
+        """Run ``fn(*args)`` on the call pool."""
         pool = self.pool
         if pool is None:
             pool = self.start()
-        return pool.submit(fn)
+        return pool.submit(fn, *args)
 
     def close(self) -> None:
         if self.pool is not None:
