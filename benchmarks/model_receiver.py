@@ -17,8 +17,14 @@ Printed figures:
   whole run of ``--cases`` (≥ 2,800) cases with a fresh call cache (target ≤ 1.0).
 - ``resumed repeat calls: <n>``: a run with a run log and call cache is started in a
   child process and killed (SIGKILL) once about half of its calls are made, then
-  resumed; ``n`` is how many requests the resumed run sent that the killed run had
-  already been answered (target 0).
+  resumed; ``n`` is how many requests the resumed run sent whose answers the killed
+  run had received and stored (target 0). A call the model had answered at the
+  instant of the kill but whose answer the killed process had not yet committed is
+  counted apart (``answered at the kill, not yet stored``): the model writes its log
+  line before it returns the answer, and the library commits the answer in the
+  thread that receives it as its first act, but no code of the killed process runs
+  between the model's line and that commit, so no library can keep such a call from
+  being asked again; the script checks the call cache file right after the kill.
 - ``effective concurrency: <x> of <w>``: the latency model's busy time (the sum of
   its calls' durations) ÷ the wall time from the first call's start to the last
   call's end, at 280 cases with ``w`` = 16 calls in flight (target ≥ 0.8 · w).
@@ -48,6 +54,7 @@ import attrs
 from handoffs.examples.payment import PAYMENT_RELEASE
 from handoffs.examples.payment_lab import payment_experiment, payment_gate
 from handoffs.lab import GovernanceChecker, run
+from handoffs.lab._cache import CallCache, close_connections
 from handoffs.receivers import ChatRequest, Completion, ModelReceiver
 
 LATENCY = 0.020
@@ -64,17 +71,20 @@ def _policy(state: dict[str, Any]) -> str:
 class LatencyModel:
     """A chat client that sleeps ``latency`` seconds per call and logs the call.
 
-    Each line of ``log`` is ``<request digest> <start> <end>`` (seconds, monotonic
-    clock of the machine), written when the call completes.
+    Each line of ``log`` is ``<request digest> <start> <end> <cache key>`` (seconds,
+    monotonic clock of the machine; the key under which the lab's call cache stores
+    the answer for the receiver with ``fingerprint``), written when the call completes.
     """
 
     log: str
     latency: float = LATENCY
     max_concurrency: int = WIDTH
+    fingerprint: str = ""
     _lock: threading.Lock = attrs.field(factory=threading.Lock, eq=False, repr=False)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (LatencyModel, (self.log, self.latency, self.max_concurrency))
+        return (LatencyModel, (self.log, self.latency, self.max_concurrency,
+                               self.fingerprint))
 
     def complete(self, request: ChatRequest) -> Completion:
         """Sleep, answer, log."""
@@ -94,7 +104,8 @@ class LatencyModel:
             out = _LOGS.get(self.log)
             if out is None:
                 out = _LOGS[self.log] = open(self.log, "a", encoding="utf-8")  # noqa: SIM115
-            out.write(f"{digest[:24]} {start:.6f} {end:.6f}\n")
+            out.write(f"{digest[:24]} {start:.6f} {end:.6f} "
+                      f"{CallCache.key(self.fingerprint, request)}\n")
             out.flush()
         return Completion(content=json.dumps({"action": action}),
                           tokens_in=len(prompt) // 4, tokens_out=7,
@@ -108,7 +119,7 @@ def experiment(variants: int, log: str) -> Any:
     """The essay-profile experiment with two latency-model receivers."""
     base = payment_experiment(variants=variants, profile="essay")
     model = LatencyModel(log)
-    receivers = {
+    declared = {
         "decision_contract": ModelReceiver(gate=payment_gate(), client=model,
                                            model_route="latency/20ms",
                                            name="latency-contract"),
@@ -116,18 +127,24 @@ def experiment(variants: int, log: str) -> Any:
                                      client=model, model_route="latency/20ms",
                                      name="latency-full-record"),
     }
+    receivers = {name: attrs.evolve(r, client=attrs.evolve(model, fingerprint=r.fingerprint()))
+                 for name, r in declared.items()}
     strategies = tuple(attrs.evolve(s, receiver=receivers[s.name]) if s.name in receivers
                        else s for s in base.strategies)
     return attrs.evolve(base, strategies=strategies)
 
 
 def calls_in(log: Path) -> list[tuple[str, float, float]]:
+    return [(digest, start, end) for digest, start, end, _ in keyed_calls_in(log)]
+
+
+def keyed_calls_in(log: Path) -> list[tuple[str, float, float, str]]:
     if not log.exists():
         return []
     out = []
     for line in log.read_text(encoding="utf-8").splitlines():
-        digest, start, end = line.split()
-        out.append((digest, float(start), float(end)))
+        digest, start, end, key = line.split()
+        out.append((digest, float(start), float(end), key))
     return out
 
 
@@ -200,13 +217,20 @@ def resumed_repeats(work: Path, variants: int, chunk_size: int, calls: int,
     if killed:
         proc.send_signal(signal.SIGKILL)
     proc.wait()
-    answered = {d for d, _, _ in calls_in(first)}
+    logged = keyed_calls_in(first)
+    answered = {d for d, _, _, _ in logged}
+    kept = CallCache(cache)
+    stored = {d for d, _, _, key in logged if kept.get(key) is not None}
+    close_connections()
     subprocess.run([*common, "--log", str(second), "--resume"],  # noqa: S603
                    check=True, timeout=max(60.0, 6 * elapsed))
     resumed = [d for d, _, _ in calls_in(second)]
-    repeat = sum(1 for d in resumed if d in answered)
+    repeat = sum(1 for d in resumed if d in stored)
+    lost = answered - stored
     print(f"stopped run: {'killed' if killed else 'finished before the kill'} after "
-          f"{len(answered)} answered calls; resumed run: {len(resumed)} calls")
+          f"{len(answered)} answered calls ({len(stored)} stored); answered at the kill, "
+          f"not yet stored: {len(lost)} (asked again: "
+          f"{sum(1 for d in resumed if d in lost)}); resumed run: {len(resumed)} calls")
     print(f"resumed repeat calls: {repeat}")
 
 

@@ -21,9 +21,14 @@ from chat_server import ScriptedServer, completion, payment_policy, prompt_of, s
 from handoffs.examples.payment import PAYMENT_RELEASE, synthetic_cases
 from handoffs.examples.payment_lab import payment_experiment, payment_gate
 from handoffs.lab import GovernanceChecker, IterableCases, load_experiment, run
-from handoffs.lab._cache import CallCache
+from handoffs.lab._cache import Budget, CallCache, CallCacheError, LabClient
 from handoffs.lab._render import render_markdown
-from handoffs.receivers import ModelReceiver, OpenAICompatibleClient
+from handoffs.receivers import (
+    ChatRequest,
+    Completion,
+    ModelReceiver,
+    OpenAICompatibleClient,
+)
 
 
 class Boom(Exception):
@@ -306,3 +311,33 @@ def test_the_release_gate_may_hold_a_token_budget() -> None:
     assert not tight["passed"]
     assert tight["reasons"] == [f"the run spent {spent} model token(s), {spent - 1} allowed"]
     assert evaluate_gate(report, Tolerances(max_tokens=spent))["passed"]
+
+
+@attrs.frozen
+class _Answering:
+    """A chat client that answers at once (stands in for a remote model)."""
+
+    def complete(self, request: ChatRequest) -> Completion:
+        return Completion(content='{"action": "HOLD"}', tokens_in=10, tokens_out=5)
+
+
+class _NoTokenCount(CallCache):
+    def charge_tokens(self, run: str, tokens: int) -> None:
+        raise CallCacheError("the budget row cannot be written")
+
+
+def test_an_answer_is_stored_before_anything_else_happens_to_it(tmp_path: Path) -> None:
+    path = tmp_path / "calls.sqlite"
+    cache = _NoTokenCount(path)
+    client = LabClient(inner=_Answering(), fingerprint="fp", receiver="r", cache=cache,
+                       budget=Budget(run="run", max_tokens=1000, cache=cache))
+    request = ChatRequest(model="m", messages=(("user", "hello"),))
+    with pytest.raises(CallCacheError):
+        client.complete(request)  # what fails after the answer arrived...
+    # ...finds it already committed (seen through another connection), its claim gone
+    other = CallCache(path)
+    found = other.get(CallCache.key("fp", request))
+    assert found is not None
+    assert found.content == '{"action": "HOLD"}'
+    assert found.cached
+    assert other.claim(CallCache.key("fp", request))

@@ -84,6 +84,9 @@ _SCHEMA: Final = (
     "pid INTEGER NOT NULL, created REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS budgets (run TEXT PRIMARY KEY, calls INTEGER NOT NULL, "
     "tokens INTEGER NOT NULL)",
+    # an answer stored drops its claim in the same statement (see CallCache.put)
+    "CREATE TRIGGER IF NOT EXISTS answered AFTER INSERT ON calls BEGIN "
+    "DELETE FROM claims WHERE key = NEW.key; END",
 )
 _STALE_CLAIM: Final = 900.0  # seconds after which any claim is taken over
 _POLL: Final = 0.005
@@ -170,13 +173,15 @@ class CallCache:
                           latency_ms=0.0, cached=True, finish_reason=row[3])
 
     def put(self, key: str, receiver: str, completion: Completion) -> None:
-        """Store an answer and drop its claim."""
-        with self._tx() as db:
-            db.execute("INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                       (key, receiver, completion.content, completion.tokens_in,
-                        completion.tokens_out, completion.latency_ms,
-                        completion.finish_reason, time.time()))
-            db.execute("DELETE FROM claims WHERE key = ?", (key,))
+        """Store an answer and drop its claim: one statement, committed when it
+        returns (the connection autocommits), so that the answer is durable as soon
+        as possible after it arrived.
+        """
+        self._db().execute(
+            "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (key, receiver, completion.content, completion.tokens_in,
+             completion.tokens_out, completion.latency_ms, completion.finish_reason,
+             time.time()))
 
     def claim(self, key: str) -> bool:
         """Claim ``key`` for this process; ``False`` if a live owner holds it."""
@@ -385,20 +390,28 @@ class LabClient:
                 break
             time.sleep(_POLL)  # another worker is asking the model this very request
         try:
-            completion = self._call(request)
+            if self.budget is not None:
+                self.budget.charge_call()
+            completion = self.inner.complete(request)
         except BaseException:
             cache.release(key)
             raise
+        # Committed first, in the thread that received it, before anything else (a
+        # run stopped from here on finds the answer when resumed).
         cache.put(key, self.receiver, completion)
+        self._charge(completion)
         return completion
 
     def _call(self, request: ChatRequest) -> Completion:
         if self.budget is not None:
             self.budget.charge_call()
         completion = self.inner.complete(request)
+        self._charge(completion)
+        return completion
+
+    def _charge(self, completion: Completion) -> None:
         if self.budget is not None:
             self.budget.charge_tokens(completion.tokens_in + completion.tokens_out)
-        return completion
 
 
 def _rebuild_client(inner: ChatClient, fingerprint: str, receiver: str,
