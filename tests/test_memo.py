@@ -1,4 +1,5 @@
-"""Memoising receivers on a projection of the message (``memo_key``/``memo_member``).
+"""Memoising receivers on a projection of the message: the keys the lab derives from
+receivers' declarations (:func:`handoffs.lab._keys.memo_key` / ``memo_member``).
 
 Soundness: two messages with equal keys get the same verdict, action and reason codes,
 checked on generated messages whose per-case identifiers (receipt id, case id,
@@ -34,6 +35,7 @@ from handoffs.examples.payment_lab import (
     strict_receiver,
 )
 from handoffs.lab import GovernanceChecker, ReferenceReceiver
+from handoffs.lab._keys import memo_key, memo_member, memo_value
 from handoffs.receivers import (
     AuthoritativeActuator,
     Decision,
@@ -178,14 +180,14 @@ def test_equal_memo_keys_mean_equal_decisions(name: str,
                                               ) -> None:
     receiver = RECEIVERS[name]()
     first, second = pair
-    key = receiver.memo_key(first)
+    key = memo_key(receiver, first)
     if key is None:  # only a message refused at parse as not JSON data has no key
         decision = receiver.receive(first)
         assert (decision.step, decision.reasons[0].code) in {
             (1, code) for code in ("integer-out-of-range", "non-finite-number", "invalid-json",
                                    "too-deep", "too-large", "lone-surrogate")}
         return
-    if key == receiver.memo_key(second):
+    if key == memo_key(receiver, second):
         assert outcome(receiver.receive(first)) == outcome(receiver.receive(second))
 
 
@@ -198,9 +200,9 @@ def test_memo_keys_are_member_wise(name: str, pair: tuple[dict[str, Any], dict[s
                                    member: str, value: Any, remove: bool) -> None:
     receiver = RECEIVERS[name]()
     first, second = pair
-    if receiver.memo_key(first) != receiver.memo_key(second):
+    if memo_key(receiver, first) != memo_key(receiver, second):
         return  # nothing to derive from
-    assert receiver.memo_key(first) == receiver.memo_key(dict(first))  # not the object
+    assert memo_key(receiver, first) == memo_key(receiver, dict(first))  # not the object
     patched = []
     for message in (first, second):
         changed = dict(message)
@@ -211,11 +213,11 @@ def test_memo_keys_are_member_wise(name: str, pair: tuple[dict[str, Any], dict[s
         patched.append(changed)
     if remove and (member in first) != (member in second):
         return  # the keys differ only where the messages do
-    assert receiver.memo_key(patched[0]) == receiver.memo_key(patched[1])
+    assert memo_key(receiver, patched[0]) == memo_key(receiver, patched[1])
     if not remove and _json_data(value):
         # (A value that is not JSON data within the limits, e.g. an integer past 2**53,
         # makes any message it joins refused at parse; its part may be equal to nothing.)
-        assert receiver.memo_member(member, value) == receiver.memo_member(member, value)
+        assert memo_member(receiver, member, value) == memo_member(receiver, member, value)
 
 
 def _json_data(value: Any) -> bool:
@@ -232,12 +234,12 @@ def test_messages_differing_only_in_valid_identifiers_share_a_key() -> None:
     other = dict(one, id="urn:uuid:00000000-0000-4000-8000-000000000009", case_id="policy-99",
                  evidence_refs=["evidence://policy/99/identity", "evidence://policy/99/screening",
                                 "evidence://policy/99/policy"])
-    assert receiver.memo_key(one) == receiver.memo_key(other)
+    assert memo_key(receiver, one) == memo_key(receiver, other)
     assert outcome(receiver.receive(one)) == outcome(receiver.receive(other))
     # ...but not when a reference stops naming the screening evidence freshness needs.
     stale = dict(other, evidence_refs=["evidence://policy/99/identity",
                                        "evidence://policy/99/other"])
-    assert receiver.memo_key(one) != receiver.memo_key(stale)
+    assert memo_key(receiver, one) != memo_key(receiver, stale)
     assert outcome(receiver.receive(stale)) != outcome(receiver.receive(one))
 
 
@@ -245,7 +247,7 @@ def test_a_sampled_readback_keeps_the_receipt_id() -> None:
     receiver = StrictContractReceiver(unsafe_gate(readback=Readback.sampled(0.5)))
     one = WORLD.unsigned("policy-01")
     other = dict(one, id="urn:uuid:00000000-0000-4000-8000-000000000009")
-    assert receiver.memo_key(one) != receiver.memo_key(other)
+    assert memo_key(receiver, one) != memo_key(receiver, other)
 
 
 @pytest.mark.parametrize("gate", [
@@ -259,8 +261,8 @@ def test_gates_whose_decisions_depend_on_more_than_the_message_have_no_key(
         gate: Callable[[Any], Gate], tmp_path: Any) -> None:
     receiver = StrictContractReceiver(gate(tmp_path))
     message = WORLD.unsigned("policy-01")
-    assert receiver.memo_key(message) is None
-    assert receiver.memo_member("id", message["id"]) != receiver.memo_member("id", message["id"])
+    assert memo_key(receiver, message) is None
+    assert memo_member(receiver, "id", message["id"]) != memo_member(receiver, "id", message["id"])
 
 
 def test_a_replay_is_never_memoised() -> None:
@@ -274,9 +276,9 @@ def test_a_replay_is_never_memoised() -> None:
 
 def test_time_dependent_checkers_and_raw_input_have_no_key() -> None:
     checker = GovernanceChecker(CONTRACT, clock=lambda: DECISION_TIME + timedelta(days=1))
-    assert AuthoritativeActuator(checker).memo_key(WORLD.unsigned()) is None
-    assert strict_receiver().memo_key(b"{}") is None
-    assert actuator().memo_key("{}") is None
+    assert memo_key(AuthoritativeActuator(checker), WORLD.unsigned()) is None
+    assert memo_key(strict_receiver(), b"{}") is None
+    assert memo_key(actuator(), "{}") is None
 
 
 def test_synthetic_evidence_key_follows_its_answer() -> None:
@@ -292,8 +294,6 @@ def test_synthetic_evidence_key_follows_its_answer() -> None:
 
 
 def test_memo_values_tell_json_types_apart() -> None:
-    from handoffs.receivers._decision import memo_value
-
     values: list[Any] = [True, 1, 1.0, "1", None, [1], (1,), {"a": 1}, {"a": True},
                          {"a": [1]}, {"a": [True]}, [{"a": 1}], [[1]], 0, False, ""]
     keys = [memo_value(v) for v in values]

@@ -24,6 +24,7 @@ from handoffs.examples.payment import (
 )
 from handoffs.examples.payment_lab import payment_gate
 from handoffs.lab import GovernanceChecker
+from handoffs.lab._keys import memo_key
 from handoffs.receivers import (
     ChatRequest,
     FunctionReceiver,
@@ -283,10 +284,10 @@ def test_memo_keys_follow_the_prompt() -> None:
     client = OpenAICompatibleClient(base_url="http://127.0.0.1:1/v1")
     receiver = ModelReceiver(gate=payment_gate(), client=client, model_route="m")
     one, other = _receipt("routine-01"), _receipt("routine-02")
-    assert receiver.memo_key(one) == receiver.memo_key(other)  # only the ids differ
+    assert memo_key(receiver, one) == memo_key(receiver, other)  # only the ids differ
     changed = {**one, "decision_state": {**one["decision_state"], "high_value": True}}
-    assert receiver.memo_key(changed) != receiver.memo_key(one)
-    assert receiver.memo_key(b"{}") is None
+    assert memo_key(receiver, changed) != memo_key(receiver, one)
+    assert memo_key(receiver, b"{}") is None
     assert receiver.request(one, PAYMENT_RELEASE) == receiver.request(other, PAYMENT_RELEASE)
 
 
@@ -298,13 +299,13 @@ def test_function_receivers_may_declare_what_they_read() -> None:
     blind = FunctionReceiver(lambda admitted: "RELEASE", gate=checker, name="f",
                              prompt="p", model_route="r", deterministic=True)
     one, other = _receipt("routine-01"), _receipt("routine-02")
-    assert reading.memo_key(one) == reading.memo_key(other)
-    assert reading.memo_key(one) != reading.memo_key({**one, "decision_state": {}})
-    assert blind.memo_key(one) is None
+    assert memo_key(reading, one) == memo_key(reading, other)
+    assert memo_key(reading, one) != memo_key(reading, {**one, "decision_state": {}})
+    assert memo_key(blind, one) is None
     gated = FunctionReceiver(lambda admitted: "RELEASE", gate=payment_gate(), name="f",
                              prompt="p", model_route="r", deterministic=True,
                              reads=("case_id",))
-    assert gated.memo_key(one) != gated.memo_key(other)  # it reads the case id itself
+    assert memo_key(gated, one) != memo_key(gated, other)  # it reads the case id itself
 
 
 def test_retry_after_forms() -> None:

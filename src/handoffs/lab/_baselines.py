@@ -36,9 +36,9 @@ from handoffs._time import expired
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
 from handoffs.contracts._receipt import GOVERNANCE_FIELDS, format_time, parse_time
-from handoffs.receivers._decision import Decision, Reason, Step, Verdict, memo_value
+from handoffs.lab._keys import _MISSING_MEMBER, memo_value
+from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._gate import (
-    _MISSING_MEMBER,
     Admitted,
     Clock,
     ReceiverRule,

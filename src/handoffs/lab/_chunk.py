@@ -38,6 +38,7 @@ from handoffs.lab._experiment import (
     Strategy,
     wire_value,
 )
+from handoffs.lab._keys import keyed, memo_key, memo_member, memo_value
 from handoffs.lab._memo import _decide, _memoisable, _Shared, _shared_for
 from handoffs.lab._perturb import (
     REMOVED,
@@ -58,7 +59,7 @@ from handoffs.lab._plan import (
     analyse_state,
     receipt_id,
 )
-from handoffs.receivers._decision import Receiver, Verdict, memo_value
+from handoffs.receivers._decision import Receiver, Verdict
 
 __all__ = ["run_chunk"]
 
@@ -196,10 +197,12 @@ class _Slot:
         self.deterministic = bool(receiver.deterministic)
         # A receiver that says how many calls it may have in flight is slow (a model).
         self.slow = isinstance(getattr(receiver, "max_in_flight", None), int)
-        project = getattr(receiver, "memo_key", None)
-        member = getattr(receiver, "memo_member", None)
-        self.project = project if callable(project) else None
-        self.member = member if callable(member) and self.project is not None else None
+        # the memo key the lab derives from the receiver's declaration (_keys)
+        self.project: Callable[[Any], Hashable | None] | None = None
+        self.member: Callable[[str, Any], Hashable] | None = None
+        if keyed(receiver):
+            self.project = functools.partial(memo_key, receiver)
+            self.member = functools.partial(memo_member, receiver)
 
 
 class _Msg:

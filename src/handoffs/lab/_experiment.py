@@ -31,7 +31,8 @@ from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._encoders import Encoder, GovernanceService, ReceiptEncoder
 from handoffs.contracts._fields import MISSING, FieldKind, FieldSpec, Interval
 from handoffs.contracts._receipt import EvidenceRef
-from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict, memo_value
+from handoffs.lab._keys import memo_value
+from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
 
 __all__ = [
     "CaseSource",

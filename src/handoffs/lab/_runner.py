@@ -44,6 +44,7 @@ from handoffs.lab._experiment import (
     ExperimentError,
     typed_value,
 )
+from handoffs.lab._keys import keyed, memo_key
 from handoffs.lab._memo import _shared_for, release_shared
 from handoffs.lab._metrics import Aggregator
 from handoffs.lab._minimal import (
@@ -484,9 +485,8 @@ def _warm(plan: Plan, constants: Sequence[Mapping[str, Any] | None]) -> None:
     here, rather than while the first calls of slow receivers wait for them.
     """
     for strategy, message in zip(plan.strategies, constants, strict=True):
-        project = getattr(strategy.receiver, "memo_key", None)
-        if message is not None and callable(project):
-            project(message)
+        if message is not None and keyed(strategy.receiver):
+            memo_key(strategy.receiver, message)
 
 
 def _constants(plan: Plan, first: Any) -> list[Mapping[str, Any] | None]:

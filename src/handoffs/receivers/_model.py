@@ -180,6 +180,14 @@ class ModelReceiver:
         return self.temperature == 0 and self.gate.deterministic
 
     @property
+    def hidden(self) -> frozenset[str]:
+        """The members the prompt does not show (the governance stamp and the
+        envelope, which only the admission reads); every other member it shows, by
+        value (see :meth:`render`).
+        """
+        return _HIDDEN
+
+    @property
     def max_in_flight(self) -> int:
         """Calls the lab may have in flight for this receiver."""
         if self.concurrency is not None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, ClassVar, Final, Protocol, runtime_checkable
 
 import attrs
 
@@ -192,6 +192,9 @@ class StrictContractReceiver(_ViaAdmission):
     gate: Gate = attrs.field(validator=_is_gate)
     name: str = attrs.field(default="strict-contract", kw_only=True)
 
+    reads: ClassVar[tuple[str, ...]] = ("decision_state", "proposed_action")
+    """What the rule reads: the typed receipt's decision state and proposal."""
+
     def _via(self) -> Gate | Admission:
         return self.gate
 
@@ -220,6 +223,9 @@ class AuthoritativeActuator(_ViaAdmission):
 
     gate: Gate | Admission = attrs.field(validator=_is_admission)
     name: str = attrs.field(default="authoritative-actuator", kw_only=True)
+
+    reads: ClassVar[tuple[str, ...]] = ("action", "authority", "proposed_action")
+    """What the rule reads besides what its admission checks."""
 
     def _via(self) -> Gate | Admission:
         return self.gate
