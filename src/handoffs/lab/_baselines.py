@@ -257,11 +257,34 @@ def _admission_for(contract: Contract[Any, Any],
     return governance
 
 
+class _KeyedByAdmission:
+    """The memo key of a lab receiver that decides through a governance checker: the
+    checker's key, keeping the members the rule reads (``_keep``). See
+    :class:`~handoffs.lab._keys.Memoisable`.
+    """
+
+    __slots__ = ()
+
+    def _via(self) -> GovernanceChecker:
+        raise NotImplementedError
+
+    def _keep(self) -> frozenset[str]:
+        return frozenset()
+
+    def memo_key(self, message: Mapping[str, Any]) -> Hashable | None:
+        """The checker's memo key, keeping the members the rule reads."""
+        return self._via().memo_key(message, keep=self._keep())
+
+    def memo_member(self, name: str, value: Any) -> Hashable:
+        """One member's contribution to :meth:`memo_key`."""
+        return self._via().memo_member(name, value, keep=self._keep())
+
+
 # -------------------------------------------------------------------------- score
 
 
 @attrs.frozen
-class ScoreReceiver(_ViaAdmission):
+class ScoreReceiver(_KeyedByAdmission, _ViaAdmission):
     """Decides from one scalar risk score: ``below`` under ``threshold``, else
     ``at_or_above`` (the essay's ``receive_score``).
 
@@ -318,7 +341,7 @@ class ScoreReceiver(_ViaAdmission):
 
 
 @attrs.frozen
-class AdvisoryActionReceiver(_ViaAdmission):
+class AdvisoryActionReceiver(_KeyedByAdmission, _ViaAdmission):
     """The accountable receiver of an action-only advisory message.
 
     It refuses an unsupported advisory verdict: whatever the message proposes, it
@@ -371,7 +394,7 @@ def _typed(spec: FieldSpec, value: Any) -> Any:
 
 
 @attrs.frozen
-class FullRecordReceiver(_ViaAdmission):
+class FullRecordReceiver(_KeyedByAdmission, _ViaAdmission):
     """Applies the contract policy to the record's top-level decision-field members
     (the essay's ``receive_full``).
 
