@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from handoffs._json import JSONLimits
 from handoffs._lazy import attach
-from handoffs.receivers._decision import Decision, Memoisable, Reason, Receiver, Step, Verdict
+from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
 from handoffs.receivers._gate import (
     Admitted,
     Clock,
@@ -147,7 +147,6 @@ __all__ = [
     "InMemoryPolicyService",
     "JSONLimits",
     "LogSummary",
-    "Memoisable",
     "MemoryReplayStore",
     "ModelError",
     "ModelReceiver",

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Hashable, Mapping
-from typing import Any, Final, Protocol, cast, runtime_checkable
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-__all__ = ["Decision", "Memoisable", "Reason", "Receiver", "Step", "Verdict", "memo_value"]
+__all__ = ["Decision", "Reason", "Receiver", "Step", "Verdict"]
 
 
 class Step(enum.IntEnum):
@@ -119,12 +119,9 @@ class Decision:
 class Receiver(Protocol):
     """A receiver contract: decides one message, never raises on bad input.
 
-    ``deterministic`` receivers may be memoised by the lab on the canonical message;
-    sampled ones (e.g. a language model at temperature > 0) are repeated per epoch.
-
-    A deterministic receiver may also offer two optional methods (see
-    :class:`Memoisable`) that let the lab memoise it on a smaller key than the whole
-    message: ``memo_key(message)`` and ``memo_member(name, value)``.
+    ``deterministic`` receivers may be memoised by the lab (on a key it derives from
+    what the receiver declares it reads, else on the canonical message); sampled ones
+    (e.g. a language model at temperature > 0) are repeated per epoch.
     """
 
     @property
@@ -140,68 +137,3 @@ class Receiver(Protocol):
     def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
         """Decide one message (raw bytes/text or a parsed JSON object)."""
         ...
-
-
-@runtime_checkable
-class Memoisable(Protocol):
-    """The optional memoisation interface of a deterministic receiver.
-
-    **Soundness.** Two messages with equal ``memo_key`` get the same verdict, action
-    and reason codes (not necessarily the same ids, messages or ``record``): the key
-    keeps everything those depend on and may drop the rest, such as unique ids whose
-    only effect is through their validity.
-
-    **Member-wise.** ``memo_key(message)`` is determined by the contributions
-    ``memo_member(name, value)`` of the message's members, and determines them: so the
-    key of a message that differs from another in one member follows from the other's
-    key and that member's contribution (or its absence). The lab derives the keys of
-    perturbed messages this way without building them.
-    """
-
-    def memo_key(self, message: Mapping[str, Any]) -> Hashable | None:
-        """The key, or ``None`` when this receiver (as configured) may not be memoised
-        on anything smaller than the whole message.
-        """
-        ...
-
-    def memo_member(self, name: str, value: Any) -> Hashable:
-        """One member's contribution to :meth:`memo_key`."""
-        ...
-
-
-_FLAT: Final = frozenset({str, int, float, bool, type(None)})
-
-
-class _Unique:
-    """A key part equal only to itself (for values that cannot be compared safely)."""
-
-    __slots__ = ()
-
-
-def memo_value(value: Any) -> Hashable:  # noqa: PLR0911 - one return per JSON shape
-    """A hashable stand-in for a JSON value, equal exactly when the values are equal
-    *and* of the same types (``True``, ``1`` and ``1.0`` are different values here),
-    with object members in order. Unhashable foreign values never compare equal.
-    """
-    kind = type(value)
-    if kind is str:
-        return cast(str, value)
-    if kind is dict:
-        types = tuple(map(type, value.values()))
-        if _FLAT.issuperset(types):
-            return (dict, tuple(value.items()), types)
-        return (dict, tuple((k, memo_value(v)) for k, v in value.items()))
-    if kind in _FLAT:
-        return (kind, value)
-    if kind is list or kind is tuple:
-        types = tuple(map(type, value))
-        if _FLAT.issuperset(types):
-            return (kind, tuple(value), types)
-        return (kind, tuple(memo_value(v) for v in value))
-    if isinstance(value, Mapping):
-        return (kind, tuple((k, memo_value(v)) for k, v in value.items()))
-    try:
-        hash(value)
-    except TypeError:
-        return _Unique()
-    return (kind, value)

@@ -29,14 +29,12 @@ steps ask (policy service, evidence resolvers, readback) live in
 from __future__ import annotations
 
 import hashlib
-import json
 import warnings
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, cast
 
 import attrs
-import jsonschema_rs
 
 from handoffs._errors import (
     HandoffsError,
@@ -73,7 +71,7 @@ from handoffs.contracts._receipt import (
 from handoffs.contracts._registry import Registry, as_registry
 from handoffs.contracts._schema import validate_checked as _validate
 from handoffs.contracts._signing import VerifiedReceipt, _verify_receipt
-from handoffs.receivers._decision import Decision, Reason, Step, Verdict, memo_value
+from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers._replay import (
     DecisionLog,
@@ -331,125 +329,6 @@ def _callable(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         raise InvalidArgument(f"{attribute.name} must be callable")
 
 
-class _Unmemoisable:
-    """A key part equal only to itself."""
-
-    __slots__ = ()
-
-
-class _Missing:
-    """Stands for an absent member in memo keys."""
-
-    __slots__ = ()
-
-
-_MISSING_MEMBER: Final = _Missing()
-
-
-_PROJECTED: Final = frozenset({"id", "case_id", "evidence_refs"})
-
-
-class _Valid:
-    """Stands for "a value valid under its member's schema" in memo keys."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<valid>"
-
-
-_VALID: Final = _Valid()
-_MEMO_VALIDATORS: dict[str, Any] = {}
-
-
-class _MemberValidator:
-    """``is_valid`` of one member's subschema (compiled once per process; picklable)."""
-
-    __slots__ = ("text", "validator")
-
-    def __init__(self, subschema: Mapping[str, Any]) -> None:
-        self.text = json.dumps(subschema, sort_keys=True)
-        found = _MEMO_VALIDATORS.get(self.text)
-        if found is None:
-            found = _MEMO_VALIDATORS[self.text] = jsonschema_rs.validator_for(
-                {"$schema": "https://json-schema.org/draft/2020-12/schema", **subschema})
-        self.validator = found
-
-    def __call__(self, value: Any) -> bool:
-        try:
-            return bool(self.validator.is_valid(value))
-        except (ValueError, TypeError, OverflowError):
-            return False
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_MemberValidator, (json.loads(self.text),))
-
-
-@attrs.frozen
-class _GateMemo:
-    """What a gate's memo keys need: member validators, freshness names, the resolver."""
-
-    enabled: bool
-    id_ok: Callable[[Any], bool] | None = None
-    case_ok: Callable[[Any], bool] | None = None
-    ref_ok: Callable[[Any], bool] | None = None
-    fresh: tuple[str, ...] = ()
-    resolver: Callable[[EvidenceRef], Hashable] | None = None
-    keep_id: bool = False
-
-    @classmethod
-    def build(cls, gate: Gate) -> _GateMemo:
-        from handoffs.contracts._schema import to_json_schema_cached
-
-        resolver = None
-        if gate.evidence is not None:
-            resolver = getattr(gate.evidence, "memo_key", None)
-            if not callable(resolver):
-                return cls(enabled=False)
-        if not gate.deterministic or gate.verifies_proofs or gate.log is not None:
-            return cls(enabled=False)
-        subschemas = set()
-        fresh: list[str] = []
-        for contract in gate.registry:
-            properties = to_json_schema_cached(contract)["properties"]
-            subschemas.add(canonical_bytes([properties["id"], properties["case_id"],
-                                            properties["evidence_refs"]["items"]]))
-            fresh += [d.evidence for d in contract.context if isinstance(d, EvidenceFresh)]
-        if len(subschemas) != 1:  # contracts that disagree on what a valid id is
-            return cls(enabled=False)
-        properties = to_json_schema_cached(next(iter(gate.registry)))["properties"]
-        sampled = gate.readback.enabled and gate.readback.fraction < 1
-        return cls(
-            enabled=True,
-            id_ok=_MemberValidator(properties["id"]),
-            case_ok=_MemberValidator(properties["case_id"]),
-            ref_ok=_MemberValidator(properties["evidence_refs"]["items"]),
-            fresh=tuple(sorted(set(fresh))),
-            resolver=resolver,
-            keep_id=sampled,
-        )
-
-    def member(self, name: str, value: Any) -> Hashable:
-        """One member's memo contribution (see :meth:`Gate.memo_key`)."""
-        if name == "id":
-            if not self.keep_id and self.id_ok is not None and self.id_ok(value):
-                return _VALID
-        elif name == "case_id":
-            if self.case_ok is not None and self.case_ok(value):
-                return _VALID
-        elif name == "evidence_refs" and type(value) is list:
-            return tuple([self._ref(item) for item in value])
-        return memo_value(value)
-
-    def _ref(self, item: Any) -> Hashable:
-        if self.ref_ok is None or not self.ref_ok(item):
-            return ("invalid", memo_value(item))
-        ref = EvidenceRef(item) if type(item) is str else EvidenceRef.from_json(item)
-        resolved = None if self.resolver is None else self.resolver(ref)
-        uri = ref.uri
-        return (_VALID, resolved, tuple([name in uri for name in self.fresh]))
-
-
 class _Run(Run):
     """Per-decision state of the gate (kept off the frozen gate)."""
 
@@ -527,7 +406,6 @@ class Gate:
     max_proof_age: timedelta | None = attrs.field(default=None, validator=_optional_age)
     _fail_closed: str | None = attrs.field(init=False, repr=False, eq=False)
     _joint: bool = attrs.field(init=False, repr=False, eq=False, default=False)
-    _memo: _GateMemo | None = attrs.field(init=False, repr=False, eq=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         if len(self.registry) == 0:
@@ -559,48 +437,6 @@ class Gate:
     def verifies_proofs(self) -> bool:
         """False under :class:`UnsafeNoProofs`."""
         return not isinstance(self.trust, UnsafeNoProofs)
-
-    def memo_key(self, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
-        """A key on which this gate's decisions may be memoised, or ``None``.
-
-        Messages with equal keys get the same verdict, action and reason codes from
-        :meth:`decide` under the same rule, provided the rule reads only the typed
-        receipt's decision state, proposed action and authority (as the strict
-        receiver and the actuator do). The key keeps every member as it is, except
-        three that carry per-case identifiers, whose only effect is this:
-
-        - ``id`` and ``case_id``: whether each is valid under the contract schema
-          (the receipt id is kept as it is when readback samples receipts by id);
-        - ``evidence_refs``: per reference, whether it is valid under the schema,
-          the resolver's own ``memo_key`` for it, and which of the contracts'
-          freshness dependencies it names.
-
-        ``None`` for raw bytes or text, and for a gate whose decisions depend on more
-        than the message: one that checks proofs (a signature covers every byte),
-        keeps a replay store or a decision log, or has an evidence resolver without
-        ``memo_key``. See :class:`~handoffs.receivers.Memoisable`.
-        """
-        memo = self._memo_config()
-        if memo is None or not isinstance(message, Mapping):
-            return None
-        member = memo.member
-        # Most members are strings, which stand for themselves (see memo_value).
-        return frozenset([(name, value if type(value) is str and name not in _PROJECTED
-                           else member(name, value)) for name, value in message.items()])
-
-    def memo_member(self, name: str, value: Any) -> Hashable:
-        """One member's contribution to :meth:`memo_key`."""
-        memo = self._memo_config()
-        if memo is None:
-            return _Unmemoisable()
-        return memo.member(name, value)
-
-    def _memo_config(self) -> _GateMemo | None:
-        memo = self._memo
-        if memo is None:
-            memo = _GateMemo.build(self)
-            object.__setattr__(self, "_memo", memo)
-        return memo if memo.enabled else None
 
     def decide(
         self,

@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import string
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 import attrs
@@ -39,7 +39,7 @@ from handoffs._json import dumps
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._receipt import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS
 from handoffs.receivers._chat import ChatClient, ChatRequest, Completion, ModelError
-from handoffs.receivers._decision import Decision, Reason, Step, Verdict, memo_value
+from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._gate import Admitted, Gate, Ruling
 from handoffs.receivers._receivers import Admission
 
@@ -283,27 +283,6 @@ class ModelReceiver:
                 f"{self.name} answered {answer!r}, not an action of {contract.id}",
                 Step.POLICY, "$.action"),), record={**usage, "answer": answer[:200]})
         return Ruling(action=answer, record=usage)
-
-    # ---------------------------------------------------------------- memo
-
-    def memo_key(self, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
-        """The admission's key plus every member the prompt shows, by value."""
-        if not isinstance(message, Mapping):
-            return None
-        gate = self.gate
-        admission = (gate.memo_key(message) if isinstance(gate, Gate)
-                     else gate.memo_key(message, keep=frozenset()))
-        if admission is None:
-            return None
-        return (admission, frozenset([(k, memo_value(v)) for k, v in message.items()
-                                      if k not in _HIDDEN]))
-
-    def memo_member(self, name: str, value: Any) -> Hashable:
-        """One member's contribution to :meth:`memo_key`."""
-        gate = self.gate
-        admission = (gate.memo_member(name, value) if isinstance(gate, Gate)
-                     else gate.memo_member(name, value, keep=frozenset()))
-        return (admission, None if name in _HIDDEN else memo_value(value))
 
 
 _CALL_CODES: Final = frozenset({"model-error", "model-timeout", "budget-exceeded"})

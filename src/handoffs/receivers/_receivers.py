@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any, ClassVar, Final, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import attrs
 
 from handoffs._errors import HandoffsError, InvalidArgument
 from handoffs.contracts._contract import Authority, Contract
-from handoffs.receivers._decision import Decision, Reason, Step, Verdict, memo_value
+from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._gate import Admitted, Gate, ReceiverRule, Ruling
 
 __all__ = [
@@ -45,8 +45,7 @@ class Admission(Protocol):
 
     A :class:`~handoffs.receivers.Gate` is the admission for signed receipts; the
     lab's :class:`~handoffs.lab.GovernanceChecker` admits the essay's unsigned
-    message forms. ``memo_key`` and ``memo_member`` take ``keep``: the members the
-    receiver's rule reads besides those the admission checks.
+    message forms.
     """
 
     @property
@@ -57,15 +56,6 @@ class Admission(Protocol):
     def decide(self, message: bytes | str | Mapping[str, Any], *, rule: ReceiverRule,
                receiver: str, record: Mapping[str, Any] | None = None) -> Decision:
         """Admit ``message`` and apply ``rule``; never raises."""
-        ...
-
-    def memo_key(self, message: bytes | str | Mapping[str, Any], *,
-                 keep: frozenset[str] = ...) -> Hashable | None:
-        """A key on which decisions may be memoised, or ``None``."""
-        ...
-
-    def memo_member(self, name: str, value: Any, *, keep: frozenset[str] = ...) -> Hashable:
-        """One member's contribution to :meth:`memo_key`."""
         ...
 
 
@@ -95,27 +85,10 @@ def _is_contract(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         raise InvalidArgument(f"{attribute.name} must be a Contract, got {type(value).__name__}")
 
 
-_ACTION_MEMBERS: Final = frozenset({"authority", "action", "proposed_action"})
-
-
-def _admission_memo_key(admission: Gate | Admission, message: bytes | str | Mapping[str, Any],
-                        keep: frozenset[str]) -> Hashable | None:
-    if isinstance(admission, Gate):  # a gate keeps what its contracts' schemas name
-        return admission.memo_key(message)
-    return admission.memo_key(message, keep=keep)
-
-
-def _admission_memo_member(admission: Gate | Admission, name: str, value: Any,
-                           keep: frozenset[str]) -> Hashable:
-    if isinstance(admission, Gate):
-        return admission.memo_member(name, value)
-    return admission.memo_member(name, value, keep=keep)
-
-
 class _ViaAdmission:
     """Plumbing shared by receivers that decide through a gate or governance checker:
-    each supplies its admission (``_via``), the members its rule reads (``_keep``)
-    and the rule itself.
+    each supplies its admission (``_via``) and the rule itself, and declares what
+    the rule reads (``reads``).
     """
 
     __slots__ = ()
@@ -123,9 +96,6 @@ class _ViaAdmission:
 
     def _via(self) -> Gate | Admission:
         raise NotImplementedError
-
-    def _keep(self) -> frozenset[str]:
-        return frozenset()
 
     def _rule(self, admitted: Admitted) -> Ruling:
         raise NotImplementedError
@@ -138,14 +108,6 @@ class _ViaAdmission:
     def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
         """Decide one message; never raises."""
         return self._via().decide(message, rule=self._rule, receiver=self.name)
-
-    def memo_key(self, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
-        """The admission's memo key, keeping the members the rule reads."""
-        return _admission_memo_key(self._via(), message, self._keep())
-
-    def memo_member(self, name: str, value: Any) -> Hashable:
-        """One member's contribution to :meth:`memo_key`."""
-        return _admission_memo_member(self._via(), name, value, self._keep())
 
 
 # ----------------------------------------------------------------- strict contract
@@ -229,9 +191,6 @@ class AuthoritativeActuator(_ViaAdmission):
 
     def _via(self) -> Gate | Admission:
         return self.gate
-
-    def _keep(self) -> frozenset[str]:
-        return _ACTION_MEMBERS
 
     def _rule(self, admitted: Admitted) -> Ruling:
         if admitted.authority != Authority.DECIDE.value:
@@ -342,27 +301,6 @@ class FunctionReceiver:
         """Admit, call the function, check its answer; never raises."""
         return self.gate.decide(message, rule=self._rule, receiver=self.name,
                                 record=self.record)
-
-    def memo_key(self, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
-        """With declared ``reads``: the admission's key and those members by value."""
-        if self.reads is None or not isinstance(message, Mapping):
-            return None
-        keep = frozenset(self.reads)
-        if isinstance(self.gate, Gate):
-            admission = self.gate.memo_key(message)
-            if admission is None:
-                return None
-            return (admission, tuple([memo_value(message[n]) if n in message else None
-                                      for n in self.reads]))
-        return self.gate.memo_key(message, keep=keep)
-
-    def memo_member(self, name: str, value: Any) -> Hashable:
-        """One member's contribution to :meth:`memo_key`."""
-        reads = self.reads or ()
-        if isinstance(self.gate, Gate):
-            return (self.gate.memo_member(name, value),
-                    memo_value(value) if name in reads else None)
-        return self.gate.memo_member(name, value, keep=frozenset(reads))
 
     def _rule(self, admitted: Admitted) -> Ruling:
         try:
