@@ -25,7 +25,6 @@ import gc
 import itertools
 import os
 import platform
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
@@ -125,31 +124,6 @@ def _collector_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
-
-
-_SWITCH_INTERVAL: Final = 0.0005
-
-
-@contextlib.contextmanager
-def _prompt_switching(enabled: bool) -> Iterator[None]:
-    """While slow receivers' calls are in flight, let a thread whose call has returned
-    (or whose next call is ready) take the interpreter lock within half a millisecond
-    of asking, instead of the interpreter's default 5 ms (``sys.setswitchinterval``):
-    the engine's own work holds the lock for long stretches, and each of a call's
-    thread's turns (start the call, take the answer, store it) would otherwise wait up
-    to an interval, which is a quarter of a 20 ms call. The previous interval is
-    restored afterwards (unless someone else changed it meanwhile).
-    """
-    before = sys.getswitchinterval()
-    if not enabled or before <= _SWITCH_INTERVAL:
-        yield
-        return
-    sys.setswitchinterval(_SWITCH_INTERVAL)
-    try:
-        yield
-    finally:
-        if sys.getswitchinterval() == _SWITCH_INTERVAL:
-            sys.setswitchinterval(before)
 
 
 def _process_worker() -> None:
@@ -287,7 +261,7 @@ def run(
                 aggregator.feed(record)
     kind = "resumed"
     try:
-        with log, _collector_frozen(), _prompt_switching(plan.prefetch):
+        with log, _collector_frozen():
             if not log.complete:
                 kind = _execute(experiment, plan, log, aggregator, executor=executor,
                                 workers=workers, chunk_size=chunk_size, progress=progress)
