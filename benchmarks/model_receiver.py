@@ -73,7 +73,8 @@ class LatencyModel:
 
     Each line of ``log`` is ``<request digest> <start> <end> <cache key>`` (seconds,
     monotonic clock of the machine; the key under which the lab's call cache stores
-    the answer for the receiver with ``fingerprint``), written when the call completes.
+    the answer for the receiver with ``fingerprint``, ``-`` without one), written when
+    the call completes.
     """
 
     log: str
@@ -104,8 +105,8 @@ class LatencyModel:
             out = _LOGS.get(self.log)
             if out is None:
                 out = _LOGS[self.log] = open(self.log, "a", encoding="utf-8")  # noqa: SIM115
-            out.write(f"{digest[:24]} {start:.6f} {end:.6f} "
-                      f"{CallCache.key(self.fingerprint, request)}\n")
+            key = CallCache.key(self.fingerprint, request) if self.fingerprint else "-"
+            out.write(f"{digest[:24]} {start:.6f} {end:.6f} {key}\n")
             out.flush()
         return Completion(content=json.dumps({"action": action}),
                           tokens_in=len(prompt) // 4, tokens_out=7,
@@ -115,8 +116,10 @@ class LatencyModel:
 _LOGS: dict[str, Any] = {}
 
 
-def experiment(variants: int, log: str) -> Any:
-    """The essay-profile experiment with two latency-model receivers."""
+def experiment(variants: int, log: str, *, keyed: bool = False) -> Any:
+    """The essay-profile experiment with two latency-model receivers (whose calls log
+    their cache keys when ``keyed``: the resume measurement).
+    """
     base = payment_experiment(variants=variants, profile="essay")
     model = LatencyModel(log)
     declared = {
@@ -127,8 +130,8 @@ def experiment(variants: int, log: str) -> Any:
                                      client=model, model_route="latency/20ms",
                                      name="latency-full-record"),
     }
-    receivers = {name: attrs.evolve(r, client=attrs.evolve(model, fingerprint=r.fingerprint()))
-                 for name, r in declared.items()}
+    receivers = {name: attrs.evolve(r, client=attrs.evolve(
+        model, fingerprint=r.fingerprint() if keyed else "")) for name, r in declared.items()}
     strategies = tuple(attrs.evolve(s, receiver=receivers[s.name]) if s.name in receivers
                        else s for s in base.strategies)
     return attrs.evolve(base, strategies=strategies)
@@ -150,7 +153,7 @@ def keyed_calls_in(log: Path) -> list[tuple[str, float, float, str]]:
 
 def child(args: argparse.Namespace) -> None:
     """One run in this process (the resume measurement's killed run)."""
-    run(experiment(args.variants, args.log), run_log=args.run_log, cache=args.cache,
+    run(experiment(args.variants, args.log, keyed=True), run_log=args.run_log, cache=args.cache,
         resume=args.resume, chunk_size=args.chunk_size)
 
 
