@@ -184,23 +184,35 @@ class CallCache:
              time.time()))
 
     def claim(self, key: str) -> bool:
-        """Claim ``key`` for this process; ``False`` if a live owner holds it."""
-        with self._tx() as db:
-            row = db.execute("SELECT owner, pid, created FROM claims WHERE key = ?",
-                             (key,)).fetchone()
-            if row is not None:
-                owner, pid, created = row
-                if owner == self.owner or (_alive(pid) and time.time() - created
-                                           < _STALE_CLAIM):
-                    return False
-            db.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?)",
-                       (key, self.owner, os.getpid(), time.time()))
-        return True
+        """Claim ``key`` for this process; ``False`` if a live owner holds it.
+
+        Each statement commits on its own (the connection autocommits), so the file's
+        write lock is held only while SQLite runs one statement, never across this
+        thread's waits for the interpreter: an answer arriving meanwhile is stored at
+        once (:meth:`put`).
+        """
+        db = self._db()
+        now = time.time()
+        if db.execute("INSERT OR IGNORE INTO claims VALUES (?, ?, ?, ?)",
+                      (key, self.owner, os.getpid(), now)).rowcount == 1:
+            return True
+        row = db.execute("SELECT owner, pid, created FROM claims WHERE key = ?",
+                         (key,)).fetchone()
+        if row is None:  # released meanwhile: claim it again
+            return self.claim(key)
+        owner, pid, created = row
+        if owner == self.owner or (_alive(pid) and now - created < _STALE_CLAIM):
+            return False
+        # the owner died (a stopped run) or is stale: take over, unless someone did
+        return db.execute(
+            "UPDATE claims SET owner = ?, pid = ?, created = ? WHERE key = ? AND owner = ? "
+            "AND created = ?", (self.owner, os.getpid(), now, key, owner, created)
+        ).rowcount == 1
 
     def release(self, key: str) -> None:
         """Drop this process's claim on ``key`` (the call failed)."""
-        with self._tx() as db:
-            db.execute("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner))
+        self._db().execute("DELETE FROM claims WHERE key = ? AND owner = ?",
+                           (key, self.owner))
 
     def entries(self) -> int:
         """How many answers the cache holds."""
