@@ -611,14 +611,14 @@ class Gate:
                           f"no evidence reference names {dependency.evidence!r}",
                           Step.CONTEXT, "$.evidence_refs")
         for index, ref in matching:
-            path = f"$.evidence_refs[{index}]"
+            # The reason's JSON path is built only for a reason (not on the accept path).
             try:
                 found = self._resolve(ref, resolved)
             except EvidenceError as exc:
-                return Reason(exc.code, exc.message, Step.CONTEXT, path)
+                return Reason(exc.code, exc.message, Step.CONTEXT, f"$.evidence_refs[{index}]")
             if found.observed_at is None:
                 return Reason("evidence-stale", f"{ref.uri} has no observation time",
-                              Step.CONTEXT, path)
+                              Step.CONTEXT, f"$.evidence_refs[{index}]")
             age = now - found.observed_at
             if age > dependency.max_age or age < -_FUTURE_SKEW:
                 return Reason(
@@ -626,7 +626,7 @@ class Gate:
                     f"{ref.uri} was observed at {format_time(found.observed_at)}; the "
                     f"contract accepts at most {dependency.max_age} before now "
                     f"({format_time(now)})",
-                    Step.CONTEXT, path,
+                    Step.CONTEXT, f"$.evidence_refs[{index}]",
                 )
         return None
 
@@ -659,17 +659,17 @@ class Gate:
         unresolved: list[Reason] = []
         tampered: list[Reason] = []
         for index, ref in enumerate(receipt.evidence_refs):
-            path = f"$.evidence_refs[{index}]"
             try:
                 found = self._resolve(ref, resolved)
             except EvidenceError as exc:
-                unresolved.append(Reason(exc.code, exc.message, Step.EVIDENCE, path))
+                unresolved.append(Reason(exc.code, exc.message, Step.EVIDENCE,
+                                         f"$.evidence_refs[{index}]"))
                 continue
             if ref.digest is not None and found.digest != ref.digest:
                 tampered.append(Reason(
                     "evidence-digest-mismatch",
                     f"{ref.uri} has digest {found.digest}, the receipt pins {ref.digest}",
-                    Step.EVIDENCE, f"{path}.digest",
+                    Step.EVIDENCE, f"$.evidence_refs[{index}].digest",
                 ))
         if tampered:
             raise Refusal(Verdict.REJECT, tuple(tampered + unresolved))

@@ -185,13 +185,19 @@ class Pipeline(Generic[OwnerT, RunT]):
     stages: tuple[Stage[OwnerT, RunT], ...]
     crash: str
     crash_step: Step | None = None
+    # (step, check) of every stage, read once at construction instead of per message.
+    _plan: tuple[tuple[Step, Callable[[OwnerT, RunT], None]], ...] = attrs.field(
+        init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "_plan", tuple((s.step, s.check) for s in self.stages))
 
     def run(self, owner: OwnerT, run: RunT) -> Decision:
         """Run every stage on ``run`` and return the decision; never raises."""
         try:
-            for stage in self.stages:
-                run.step = stage.step
-                stage.check(owner, run)
+            for step, check in self._plan:
+                run.step = step
+                check(owner, run)
             return run.decided()
         except HandoffsError as exc:
             return run.refused(Refusal.of(exc, run.step))

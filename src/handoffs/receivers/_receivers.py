@@ -120,7 +120,8 @@ def _strict_rule(admitted: Admitted) -> Ruling:
     if receipt is None:  # pragma: no cover - a Gate always admits a typed receipt
         return _fail(admitted, Verdict.REJECT, Reason(
             "unsupported-message", "the strict receiver decides receipts only", Step.POLICY))
-    outcome = contract.evaluate(contract.view(receipt.decision_state))
+    # The typed state's view straight to the policy (what Contract.evaluate does for it).
+    outcome = contract.policy.evaluate(contract.view(receipt.decision_state))
     if not outcome.determined or outcome.action is None:
         return _fail(admitted, Verdict.ESCALATE, Reason(
             "undetermined",
