@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import json
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ from handoffs.receivers import (
     Completion,
     ModelReceiver,
     OpenAICompatibleClient,
+    SQLiteDecisionLog,
+    UnsafeConfigurationWarning,
 )
 
 
@@ -341,3 +344,25 @@ def test_an_answer_is_stored_before_anything_else_happens_to_it(tmp_path: Path) 
     assert found.content == '{"action": "HOLD"}'
     assert found.cached
     assert other.claim(CallCache.key("fp", request))
+
+
+def test_a_logging_gate_logs_each_decision_once_with_its_answer(tmp_path: Path) -> None:
+    log = SQLiteDecisionLog(tmp_path / "decisions.sqlite")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnsafeConfigurationWarning)  # no proofs: the lab's
+        gate = attrs.evolve(payment_gate(), log=log)
+    with serving(delay=0.01) as server:
+        client = OpenAICompatibleClient(base_url=server.url, backoff=0.01, max_concurrency=4)
+        receiver = ModelReceiver(gate=gate, client=client, model_route="scripted/policy")
+        base = payment_experiment(variants=2, profile="essay")
+        experiment = attrs.evolve(base, strategies=tuple(
+            attrs.evolve(s, receiver=receiver) if s.name == "decision_contract" else s
+            for s in base.strategies))
+        report = run(experiment, chunk_size=4).report
+    rows = log.rows(limit=10_000)
+    # one row per decision the receiver made (a logging gate is never memoised), none
+    # of them a placeholder from the scheduling pass
+    assert len(rows) == sum(r["receiver_calls"] for r in report["results"]
+                            if r["strategy"] == "decision_contract")
+    assert not [r for r in rows if "model-error" in json.dumps(r["reasons"])]
+    assert len(server.requests) == sum(1 for r in rows if r["step"] == 5)

@@ -189,7 +189,7 @@ def _member_size(name: str) -> int:
 class _Slot:
     """One receiver of the chunk, with its memoisation interface."""
 
-    __slots__ = ("deterministic", "index", "member", "project", "receiver", "slow")
+    __slots__ = ("ahead", "deterministic", "index", "member", "project", "receiver", "slow")
 
     def __init__(self, index: int, receiver: Receiver) -> None:
         self.index = index
@@ -197,6 +197,9 @@ class _Slot:
         self.deterministic = bool(receiver.deterministic)
         # A receiver that says how many calls it may have in flight is slow (a model).
         self.slow = isinstance(getattr(receiver, "max_in_flight", None), int)
+        # Its requests are produced by the scheduling pass, unless its admission keeps a
+        # decision log (each receive writes a row: the whole decision goes to the pool).
+        self.ahead = getattr(getattr(receiver, "gate", None), "log", None) is None
         # the memo key the lab derives from the receiver's declaration (_keys)
         self.project: Callable[[Any], Hashable | None] | None = None
         self.member: Callable[[str, Any], Hashable] | None = None
@@ -1061,7 +1064,15 @@ class _Chunk:
                 self.memo[key] = 0
                 shared = self.shared
                 entry, mine = shared.entry(key)
-                if mine:
+                if mine and not slot.ahead:
+                    message = facts.message()
+                    receiver, fail = slot.receiver, self.fail
+
+                    def call() -> None:
+                        entry.set(*_decide(receiver, message, fail)[:3])
+
+                    self.scheduled.append(shared.submit(call))
+                elif mine:
                     sent: list[cf.Future[Any]] = []
                     with ahead(shared.submit, sent):
                         outcome, latency, usage, _ = _decide(slot.receiver, facts.message(),
