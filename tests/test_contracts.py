@@ -11,9 +11,7 @@ import attrs
 import pytest
 
 from handoffs.contracts import (
-    MISSING,
     AllOf,
-    Always,
     AnyOf,
     Contract,
     ContractDefinitionError,
@@ -29,6 +27,8 @@ from handoffs.contracts import (
     Under,
     decision_field,
 )
+from handoffs.contracts._fields import MISSING
+from handoffs.contracts._policy import Always
 from handoffs.examples.payment import (
     DECISION_FIELDS,
     PAYMENT_RELEASE,

@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from handoffs import HandoffsError
 from handoffs.contracts import (
     Contract,
     ContractDefinitionError,
     EvidenceFresh,
-    HandoffsError,
     HardConstraint,
     Interval,
     Is,

@@ -30,12 +30,11 @@ from handoffs.receivers import (
     FunctionReceiver,
     ModelError,
     ModelReceiver,
-    ModelTimeout,
     OpenAICompatibleClient,
     Verdict,
     action_schema,
 )
-from handoffs.receivers._chat import retry_after
+from handoffs.receivers._chat import ModelTimeout, retry_after
 
 ACTIONS = ["RELEASE", "HOLD", "REJECT_DUPLICATE", "ESCALATE"]
 

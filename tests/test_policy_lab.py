@@ -154,8 +154,7 @@ def test_the_lab_counts_hard_constraints_on_the_true_state() -> None:
 
 
 def test_arithmetic_beside_an_opaque_predicate_is_searched_conservatively() -> None:
-    from handoffs.lab import region_sufficient
-    from handoffs.lab._minimal import Constraint
+    from handoffs.lab._minimal import Constraint, region_sufficient
 
     mixed = pump.contract(lambda t: pump.expression(t) if t == 2 else pump.predicate(t))
     reference = Reference(mixed)

@@ -14,9 +14,7 @@ import ph_pump as pump
 from handoffs import HandoffsError
 from handoffs.contracts import (
     AllOf,
-    Always,
     AnyOf,
-    Compare,
     ContractDefinitionError,
     Field,
     HardConstraint,
@@ -29,6 +27,7 @@ from handoffs.contracts import (
     Predicate,
     Rule,
 )
+from handoffs.contracts._policy import Always, Compare
 from handoffs.receivers import Step, Verdict
 
 A = pump.Act

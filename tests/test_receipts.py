@@ -19,8 +19,6 @@ from handoffs.contracts import (
     Contract,
     DecisionContent,
     EvidenceRef,
-    FieldKind,
-    FieldSpec,
     Governance,
     Interval,
     LossMatrix,
@@ -35,6 +33,7 @@ from handoffs.contracts import (
     UnknownContract,
     decision_field,
 )
+from handoffs.contracts._fields import FieldKind, FieldSpec
 from handoffs.examples.payment import (
     GOVERNANCE,
     PAYMENT_RELEASE,

@@ -18,7 +18,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from handoffs.contracts import (
-    ENVELOPE_MEMBERS,
     GOVERNANCE_FIELDS,
     Authority,
     Contract,
@@ -44,6 +43,7 @@ from handoffs.contracts import (
     decision_field,
     verify_receipt,
 )
+from handoffs.contracts._receipt import ENVELOPE_MEMBERS
 from handoffs.receivers import Gate, Step, StrictContractReceiver, Verdict
 from handoffs.testing import states
 

@@ -18,7 +18,8 @@ import attrs
 
 from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON, MissingExtra
 from handoffs._json import dumps, loads
-from handoffs.contracts import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS, Contract
+from handoffs.contracts import GOVERNANCE_FIELDS, Contract
+from handoffs.contracts._receipt import ENVELOPE_MEMBERS
 from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
 
 __all__ = [

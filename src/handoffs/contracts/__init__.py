@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from handoffs._errors import (
     ContractDefinitionError,
-    HandoffsError,
     KeyRingError,
     MalformedJSON,
     PolicyError,
@@ -24,7 +23,6 @@ from handoffs._errors import (
     UnknownKey,
     UntrustedGovernance,
     Violation,
-    WeakKey,
 )
 from handoffs._lazy import attach
 from handoffs.contracts._contract import (
@@ -40,15 +38,12 @@ from handoffs.contracts._contract import (
     Uncertainty,
 )
 from handoffs.contracts._encoders import Encoder, GovernanceService, ReceiptEncoder
-from handoffs.contracts._fields import MISSING, FieldKind, FieldSpec, Interval, decision_field
+from handoffs.contracts._fields import Interval, decision_field
 from handoffs.contracts._keys import KeyEntry, KeyRing, SigningKey
 from handoffs.contracts._policy import (
     AllOf,
-    Always,
     AnyOf,
-    Compare,
     Condition,
-    Expr,
     Field,
     Is,
     Not,
@@ -61,7 +56,6 @@ from handoffs.contracts._policy import (
 )
 from handoffs.contracts._proofs import VerifiedProof
 from handoffs.contracts._receipt import (
-    ENVELOPE_MEMBERS,
     GOVERNANCE_FIELDS,
     DecisionContent,
     EvidenceRef,
@@ -82,63 +76,64 @@ from handoffs.contracts._signing import (
 
 if TYPE_CHECKING:
     from handoffs.contracts._diff import (
-        Category,
         ContractDiff,
-        Direction,
         Finding,
         FindingCode,
         VersionBumpError,
         diff,
-        diff_schemas,
     )
 
 # Imported on first use: importing the package costs only what its eager names
 # need (benchmarks/imports.py).
 _LAZY = {
-    "Category": "handoffs.contracts._diff",
     "ContractDiff": "handoffs.contracts._diff",
-    "Direction": "handoffs.contracts._diff",
     "Finding": "handoffs.contracts._diff",
     "FindingCode": "handoffs.contracts._diff",
     "VersionBumpError": "handoffs.contracts._diff",
     "diff": "handoffs.contracts._diff",
+}
+
+# Importable, resolved on first use, but not public: not in __all__ (see
+# docs/reference/compatibility.md).
+_NOT_PUBLIC = {
+    "ENVELOPE_MEMBERS": "handoffs.contracts._receipt",
+    "MISSING": "handoffs.contracts._fields",
+    "Always": "handoffs.contracts._policy",
+    "Compare": "handoffs.contracts._policy",
+    "Expr": "handoffs.contracts._policy",
+    "FieldKind": "handoffs.contracts._fields",
+    "FieldSpec": "handoffs.contracts._fields",
+    "WeakKey": "handoffs._errors",
+    "HandoffsError": "handoffs._errors",
+    "Category": "handoffs.contracts._diff",
+    "Direction": "handoffs.contracts._diff",
     "diff_schemas": "handoffs.contracts._diff",
 }
-__getattr__, __dir__ = attach(__name__, _LAZY)
+__getattr__, __dir__ = attach(__name__, {**_LAZY, **_NOT_PUBLIC})
 
 __all__ = [
     "ANY_AUDIENCE",
-    "ENVELOPE_MEMBERS",
     "GOVERNANCE_FIELDS",
-    "MISSING",
     "AllOf",
-    "Always",
     "AnyOf",
     "Authority",
     "AuthorityGrant",
-    "Category",
-    "Compare",
     "Condition",
     "ContextDependency",
     "Contract",
     "ContractDefinitionError",
     "ContractDiff",
     "DecisionContent",
-    "Direction",
     "Encoder",
     "EvidenceFresh",
     "EvidenceRef",
-    "Expr",
     "Field",
-    "FieldKind",
-    "FieldSpec",
     "Finding",
     "FindingCode",
     "Governance",
     "GovernanceService",
     "GrantIssuer",
     "GrantSource",
-    "HandoffsError",
     "HardConstraint",
     "Interval",
     "Is",
@@ -173,10 +168,8 @@ __all__ = [
     "VerifiedReceipt",
     "VersionBumpError",
     "Violation",
-    "WeakKey",
     "decision_field",
     "diff",
-    "diff_schemas",
     "issue_grant",
     "iter_violations",
     "sign_receipt",

@@ -18,6 +18,7 @@ The essay's baseline receivers (:class:`ScoreReceiver`, :class:`AdvisoryActionRe
 unsigned messages are lab instruments: they are here, not in :mod:`handoffs.receivers`.
 """
 
+from handoffs._lazy import attach
 from handoffs.lab._baselines import (
     AdvisoryActionReceiver,
     FullRecordReceiver,
@@ -40,7 +41,6 @@ from handoffs.lab._experiment import (
     CaseSource,
     Experiment,
     ExperimentError,
-    GeneratedCase,
     GeneratedCases,
     IterableCases,
     JSONLinesCases,
@@ -54,7 +54,6 @@ from handoffs.lab._minimal import (
     Trigger,
     counterfactual_triggers,
     minimal_message,
-    region_sufficient,
 )
 from handoffs.lab._partition import MessagePartition, PartitionCell, message_partition
 from handoffs.lab._perturb import (
@@ -92,6 +91,14 @@ from handoffs.lab._runlog import RunLogError
 from handoffs.lab._runner import LabRun, rescore, run
 from handoffs.lab._toml import load_experiment
 
+# Importable, resolved on first use, but not public: not in __all__ (see
+# docs/reference/compatibility.md).
+_NOT_PUBLIC = {
+    "GeneratedCase": "handoffs.lab._experiment",
+    "region_sufficient": "handoffs.lab._minimal",
+}
+__getattr__, __dir__ = attach(__name__, _NOT_PUBLIC)
+
 __all__ = [
     "AUTHORITATIVE_SENDER",
     "CONTROLS",
@@ -113,7 +120,6 @@ __all__ = [
     "ExperimentError",
     "Falsehood",
     "FullRecordReceiver",
-    "GeneratedCase",
     "GeneratedCases",
     "GovernanceChecker",
     "IterableCases",
@@ -155,7 +161,6 @@ __all__ = [
     "message_partition",
     "minimal_message",
     "read_baselines",
-    "region_sufficient",
     "release_artefact",
     "render_html",
     "render_markdown",

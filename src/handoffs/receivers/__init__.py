@@ -32,7 +32,6 @@ from handoffs._lazy import attach
 from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
 from handoffs.receivers._gate import (
     Admitted,
-    Clock,
     Gate,
     ReceiverRule,
     Ruling,
@@ -73,7 +72,6 @@ if TYPE_CHECKING:
         ChatRequest,
         Completion,
         ModelError,
-        ModelTimeout,
         OpenAICompatibleClient,
     )
     from handoffs.receivers._identity import (
@@ -101,7 +99,6 @@ _LAZY = {
     "ChatRequest": "handoffs.receivers._chat",
     "Completion": "handoffs.receivers._chat",
     "ModelError": "handoffs.receivers._chat",
-    "ModelTimeout": "handoffs.receivers._chat",
     "OpenAICompatibleClient": "handoffs.receivers._chat",
     "DerivedFrom": "handoffs.receivers._identity",
     "HandoffChain": "handoffs.receivers._identity",
@@ -119,7 +116,14 @@ _LAZY = {
     "ModelReceiver": "handoffs.receivers._model",
     "action_schema": "handoffs.receivers._model",
 }
-__getattr__, __dir__ = attach(__name__, _LAZY)
+
+# Importable, resolved on first use, but not public: not in __all__ (see
+# docs/reference/compatibility.md).
+_NOT_PUBLIC = {
+    "Clock": "handoffs.receivers._gate",
+    "ModelTimeout": "handoffs.receivers._chat",
+}
+__getattr__, __dir__ = attach(__name__, {**_LAZY, **_NOT_PUBLIC})
 
 __all__ = [
     "Admission",
@@ -128,7 +132,6 @@ __all__ = [
     "CarriedReceiptReceiver",
     "ChatClient",
     "ChatRequest",
-    "Clock",
     "Completion",
     "Decision",
     "DecisionLog",
@@ -150,7 +153,6 @@ __all__ = [
     "MemoryReplayStore",
     "ModelError",
     "ModelReceiver",
-    "ModelTimeout",
     "OpenAICompatibleClient",
     "PolicyService",
     "PolicyStatus",
