@@ -666,3 +666,70 @@ def test_http_resolver_fetches_configured_routes_only(evidence_server: str) -> N
         HTTPEvidenceResolver(routes={})
     with pytest.raises(ValueError, match="timeout"):
         HTTPEvidenceResolver(routes={"e://": "http://h/"}, timeout=0)
+
+
+def test_readback_compares_numbers_by_value() -> None:
+    """Decisive numbers read back equal when their values are (the message's parsed int
+    and the source's are different objects), and a different number is a mismatch.
+    """
+    import enum
+
+    from handoffs.contracts import (
+        Contract,
+        GovernanceService,
+        GrantIssuer,
+        Is,
+        LossMatrix,
+        Policy,
+        Registry,
+        Rule,
+        Sender,
+        decision_field,
+    )
+
+    class Refund(enum.Enum):
+        APPROVE = "APPROVE"
+        ESCALATE = "ESCALATE"
+
+    @attrs.frozen
+    class RefundState:
+        verified: bool = decision_field("The customer's identity was verified.")
+        amount_cents: int = decision_field("The refund's amount.", minimum=0,
+                                           maximum=10_000_000)
+
+    a, e = Refund.APPROVE, Refund.ESCALATE
+    refund = Contract(
+        name="refund", version="1.0.0", description="Approve a refund or escalate it.",
+        actions=Refund, state=RefundState, fail_closed_action=e,
+        policy=Policy(rules=[Rule("unverified", Is("verified", False), e)], default=a),
+        loss=LossMatrix({(a, a): 0, (e, e): 0, (a, e): 10, (e, a): 1}),
+        counterfactual_trigger="Recompute when the identity check changes.",
+    )
+    agent, service = SigningKey.generate(), SigningKey.generate()
+    sender = Sender(
+        contract=refund, key=agent,
+        governance=GovernanceService(sender="support-agent", receiver="refund-officer",
+                                     policy_version="REF-1", valid_for=timedelta(hours=1)),
+        grants=GrantIssuer(key=service, issuer="policy-service"), clock=lambda: T0)
+    message = sender.sign({"proposed_action": "APPROVE", "uncertainty": "RESOLVED",
+                           "decision_state": {"verified": True, "amount_cents": 1_250_000}},
+                          case_id="refund-1042", evidence_refs=["crm://refunds/1042"])
+    since = T0 - timedelta(days=1)
+    trust = (KeyRing()
+             .enrol(agent.public_key_multibase, controller="support-agent", not_before=since)
+             .enrol(service.public_key_multibase, controller="policy-service",
+                    roles=["policy-service"], purposes=["capabilityDelegation"],
+                    not_before=since))
+
+    def decide(claimed: int) -> Any:
+        source = InMemoryEvidenceResolver({"crm://refunds/1042": ResolvedEvidence(
+            content=b"refund 1042", claims={"amount_cents": claimed})})
+        gate = Gate(identity="refund-officer", trust=trust, registry=Registry.of(refund),
+                    evidence=source, readback=Readback.ALWAYS, clock=lambda: T0)
+        return StrictContractReceiver(gate).receive(message)
+
+    agreed = decide(int("1250000"))
+    assert (agreed.verdict, agreed.readback, codes(agreed)) == (Verdict.ACCEPT, "agree", [])
+    disagreed = decide(1_250_001)
+    assert (disagreed.verdict, codes(disagreed)) == (Verdict.REJECT, ["readback-mismatch"])
+    assert disagreed.reasons[0].json_path == "$.decision_state.amount_cents"

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from handoffs._errors import WeakKey
 from handoffs._json import dumps, loads
-from handoffs.contracts import Authority, UntrustedGovernance
+from handoffs.contracts import Authority, AuthorityGrant, ProofError, UntrustedGovernance
 from handoffs.contracts._encoders import compose
 from handoffs.contracts._keys import KeyRing, SigningKey, b58encode
 from handoffs.contracts._proofs import sign
@@ -236,6 +236,58 @@ def test_hostile_message_is_refused(name: str) -> None:
             verdict, code, step), decision.reasons
         assert decision.action == "ESCALATE"  # the contract's fail-closed action
         assert decision.sender is None  # nothing unverified is reported as verified
+
+
+# A grant the policy service itself signed, with a defect: the proof verifies, so only
+# the strict reading of the grant (AuthorityGrant.from_json) stands between it and use.
+SIGNED_GRANT_DEFECTS: dict[str, tuple[Callable[[dict[str, Any]], None], str, str]] = {
+    "unknown-member": (lambda g: _set(g, "scope", "everything"), "$.grant.scope",
+                       "unknown grant member 'scope'"),
+    "wrong-type": (lambda g: _set(g, "type", "Grant"), "$.grant.type",
+                   "grant type must be 'AuthorityGrant'"),
+    "empty-subject": (lambda g: _set(g, "subject", ""), "$.grant.subject",
+                      "grant member 'subject' must be a non-empty string"),
+    "numeric-id": (lambda g: _set(g, "id", 7), "$.grant.id",
+                   "grant member 'id' must be a non-empty string"),
+    "no-valid-until": (lambda g: g.pop("valid_until"), "$.grant.valid_until",
+                       "grant member 'valid_until' must be a non-empty string"),
+    "no-authority": (lambda g: _set(g, "authority", []), "$.grant.authority",
+                     "the grant allows no authority"),
+    "unknown-authority": (lambda g: _set(g, "authority", ["OWN"]), "$.grant",
+                          "malformed grant: "),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SIGNED_GRANT_DEFECTS))
+def test_a_defective_grant_signed_by_the_policy_service_is_refused(name: str) -> None:
+    change, path, message = SIGNED_GRANT_DEFECTS[name]
+    grant = WORLD.grant()
+    grant.pop("proof")
+    change(grant)
+    signed = sign(grant, WORLD.service_key, purpose="capabilityDelegation", created=T0)
+    decision = strict(WORLD.gate()).receive(raw(WORLD.signed("policy-01", grant=signed)))
+    (reason,) = decision.reasons
+    assert (decision.verdict, reason.code, reason.step, reason.json_path) == (
+        R, "grant-invalid", E, path)
+    assert reason.message.startswith(message), reason.message
+
+
+def test_a_grant_signed_twice_by_the_policy_service_is_refused() -> None:
+    twice = sign(WORLD.grant(), WORLD.service_key, purpose="capabilityDelegation",
+                 created=T0 + timedelta(minutes=1))
+    assert len(twice["proof"]) == 2
+    decision = strict(WORLD.gate()).receive(raw(WORLD.signed("policy-01", grant=twice)))
+    assert [r.to_json() for r in decision.reasons] == [{
+        "code": "grant-invalid", "message": "a grant carries exactly one proof",
+        "step": int(E), "json_path": "$.grant.proof"}]
+
+
+@pytest.mark.parametrize("doc", [[], "grant", None])
+def test_a_grant_that_is_not_an_object_is_a_typed_error(doc: Any) -> None:
+    with pytest.raises(ProofError) as caught:
+        AuthorityGrant.from_json(doc)
+    assert (caught.value.code, caught.value.json_path, caught.value.message) == (
+        "grant-invalid", "$.grant", "the grant must be an object")
 
 
 def test_small_order_keys_never_enter_the_trust_store() -> None:

@@ -1,4 +1,7 @@
-"""tools/mutate.py finds its mutants, and every mutant is a real, compilable change."""
+"""tools/mutate.py finds its mutants (or stops, loudly), every mutant is a real,
+compilable change, tests are chosen by the lines they execute, and the harness runs a
+mutant's tests on the mutant's own copy of ``src/``.
+"""
 
 from __future__ import annotations
 
@@ -25,8 +28,38 @@ MUTANTS = mutate.discover()
 def test_every_named_mutant_of_issue_9_is_found_exactly_once() -> None:
     named = [m for m in MUTANTS if m.named]
     assert len(named) == len(mutate.NAMED) == 5
-    missing = [m.where for m in named if not m.path]
-    assert not missing, f"update NAMED in tools/mutate.py: {missing}"
+    assert all(m.path and m.old in (ROOT / m.path).read_text(encoding="utf-8") for m in named)
+
+
+def test_every_target_function_has_mutants() -> None:
+    functions = {m.where.split(":")[0] for m in MUTANTS if not m.named}
+    assert functions == {f for target in mutate.TARGETS for f in target.functions}
+
+
+@pytest.mark.parametrize("change", ["function", "named", "tests"])
+def test_a_target_that_moved_stops_the_tool_before_any_run(
+        change: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    if change == "function":
+        target = mutate.TARGETS[0]
+        moved = mutate.Target(target.area, target.package, ("_no_such_check",), target.tests)
+        monkeypatch.setattr(mutate, "TARGETS", (moved, *mutate.TARGETS[1:]))
+        expected = "signing: _no_such_check is defined 0 times under src/handoffs/contracts"
+    elif change == "named":
+        gone = mutate.Named("gone", (("if this_is_not_in_src:", "if False:"),), ())
+        monkeypatch.setattr(mutate, "NAMED", (*mutate.NAMED, gone))
+        expected = "named mutant 'gone': no spelling occurs exactly once under src/"
+    else:
+        target = mutate.TARGETS[0]
+        renamed = mutate.Target(target.area, target.package, target.functions,
+                                ("tests/test_renamed_away.py",))
+        monkeypatch.setattr(mutate, "TARGETS", (renamed, *mutate.TARGETS[1:]))
+        expected = "test file tests/test_renamed_away.py does not exist"
+    with pytest.raises(mutate.TargetMissing) as caught:
+        mutate.discover()
+    assert caught.value.problems == [expected]
+    monkeypatch.setattr(sys, "argv", ["mutate.py", "--list"])
+    assert mutate.main() == 2
+    assert expected in capsys.readouterr().err
 
 
 def _compiles_and_changes(mutants: list[Any]) -> None:
@@ -48,8 +81,65 @@ def test_every_mutant_compiles_and_changes_its_module() -> None:
     _compiles_and_changes(MUTANTS)
 
 
-def test_each_mutant_maps_to_its_function_for_test_selection() -> None:
+def test_each_mutant_names_the_lines_it_changes() -> None:
     for mutant in MUTANTS:
-        path, _, name = mutate.function_key(mutant).partition("::")
-        assert path == mutant.path
-        assert name, mutant
+        first, last = mutant.lines
+        source = (ROOT / mutant.path).read_text(encoding="utf-8").splitlines()
+        assert 1 <= first <= last <= len(source), mutant
+        if mutant.named:
+            assert mutant.old.splitlines()[0] in source[first - 1]
+        else:
+            assert mutant.where.endswith(f":{first}") or "check" in mutant.what, mutant
+
+
+def _named(label: str) -> Any:
+    return next(m for m in MUTANTS if m.named and m.where == label)
+
+
+def test_a_mutant_runs_only_the_tests_that_execute_its_lines_fastest_first() -> None:
+    mutant = _named("grant expiry <= → <")
+    first, last = mutant.lines
+    calls = mutate.Coverage(
+        {mutant.path: {first - 1: ["t::before"], first: ["t::slow", "t::fast"],
+                       last: ["t::fast", "t::last"], last + 1: ["t::after"]}},
+        {"t::slow": 2.0, "t::fast": 0.1, "t::last": 1.0})
+    assert calls.tests(mutant) == ["t::fast", "t::last", "t::slow"]
+    assert mutate.Coverage({}, {}).tests(mutant) == []
+
+
+def test_the_harness_runs_the_tests_on_the_mutant_and_the_control_on_the_original(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))  # the forked child imports mutate
+    mutant = _named("grant expiry <= → <")
+    test = "tests/test_instants.py::test_a_grant_expires_at_its_valid_until"
+    calls = mutate.Coverage({mutant.path: {mutant.lines[0]: [test]}}, {test: 0.5})
+    runner = mutate.Runner(1, calls, 120.0)
+    runner.control()  # the same test passes on an unmutated copy through the same harness
+    (result,) = runner.run([mutant])
+    assert (result.verdict, result.tests, result.killer) == ("killed", 1, test)
+    assert runner.killers == {f"{mutant.path}::{mutant.where}": [test], mutant.path: [test]}
+
+
+def test_the_survivors_block_replaces_the_one_on_the_page(tmp_path: Path) -> None:
+    mutant = _named("grant expiry <= → <")
+    results = [mutate.Result(mutant, "survived", 1.0, 3),
+               mutate.Result(_named("receipt expiry <= → <"), "killed", 1.0, 2, "t::x")]
+    block = mutate.markdown(results, command="python tools/mutate.py", seconds=12.0)
+    assert "**1 killed, 1 survived** (0 of them judged equivalent, which the score of " \
+           "50.0 % leaves out)" in block
+    assert f"| `{mutant.path}` `grant expiry <= → <` | if expired(grant.valid_until, now): " \
+           "| **not killed**: a test gap |" in block
+    page = tmp_path / "page.md"
+    page.write_text(f"# T\n\n{mutate._BEGIN}\nold\n{mutate._END}\n\nafter\n", encoding="utf-8")
+    mutate._write_markdown(str(page), block)
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith(f"# T\n\n{mutate._BEGIN}\nMeasured on ")
+    assert text.endswith(f"{mutate._END}\n\nafter\n")
+    assert "old" not in text
+
+
+def test_each_mutant_judged_equivalent_is_one_of_the_mutants() -> None:
+    keys = [mutate._key(m) for m in MUTANTS]
+    for key, reason in mutate.EQUIVALENT.items():
+        assert keys.count(key) == 1, f"EQUIVALENT names no single mutant any more: {key}"
+        assert reason

@@ -14,7 +14,7 @@ from cryptography.exceptions import InvalidSignature
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handoffs._errors import HandoffsError, MalformedJSON, ProofError
+from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON, ProofError
 from handoffs._json import MAX_SAFE_INTEGER, canonical_bytes, loads
 from handoffs.contracts._keys import KeyRing, SigningKey, b58decode, b58encode
 from handoffs.contracts._proofs import (
@@ -523,6 +523,41 @@ def test_empty_trust_store_fails_closed() -> None:
 def test_verify_rejects_bad_arguments(options: dict[str, Any]) -> None:
     with pytest.raises(TypeError):
         check(signed(), **options)
+
+
+def test_a_proof_value_too_long_for_any_signature_is_refused_before_decoding() -> None:
+    # Base58 decoding is quadratic in the length: the bound must stop a long value first.
+    error = fails(set_proof("proofValue", "z" + "2" * 10_000), "proof-malformed",
+                  f"{P}.proofValue")
+    assert error.message == ("proofValue is 10001 characters; a 64-byte signature needs at "
+                             "most 89")
+
+
+def test_a_proof_that_expires_the_instant_it_is_created_is_malformed() -> None:
+    document = set_proof("expires", "2026-01-05T10:00:00Z")  # == created
+    error = fails(document, "proof-malformed", f"{P}.expires")
+    assert error.message.startswith("expires (2026-01-05T10:00:00Z) must be later than created")
+
+
+def test_a_proof_in_a_mapping_that_is_not_a_dict_verifies() -> None:
+    from types import MappingProxyType
+
+    document = signed()
+    (proof,) = check({**document, "proof": MappingProxyType(document["proof"])})
+    assert proof.controller == "evidence-specialist"
+
+
+def test_verify_takes_only_a_key_ring() -> None:
+    with pytest.raises(InvalidArgument, match="keyring must be a KeyRing, got dict"):
+        check(signed(), keyring={})
+    with pytest.raises(InvalidArgument, match="keyring must be a KeyRing, got list"):
+        check(signed(), keyring=[PROPOSER.public_key_multibase])
+
+
+def test_one_proof_allowed_is_enough_for_one_proof() -> None:
+    (proof,) = check(signed(), max_proofs=1)
+    assert proof.controller == "evidence-specialist"
+    fails(chain(), "too-many-proofs", "$.proof", max_proofs=1)
 
 
 # ----------------------------------------------------------------- key attacks

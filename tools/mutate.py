@@ -4,20 +4,30 @@ Each mutant is one small change to a check in the security core — a comparison
 flipped (``<=`` ↔ ``<``, ``==`` ↔ ``!=``, ``in`` ↔ ``not in``), ``+`` ↔ ``-``,
 ``and`` ↔ ``or``, a ``not`` dropped, a check's condition negated, or a check (an
 ``if`` that raises or returns) dropped — plus the *named* mutants that an audit found
-the suite missing (issue 9). For every mutant the tool copies ``src/`` to a temporary
-directory, applies the change there (the work tree is never touched), and runs the
-tests that concern the mutated code with the mutant first on ``PYTHONPATH``, stopping
-at the first failure and with a time limit. The tests chosen for a mutant are those
-that call the mutated function: one traced run of the unmutated suite (a profile hook
-recording which functions of the targets each test calls, in every thread) maps
-functions to tests, so a mutant costs seconds instead of the whole selection. A test
-that reaches the function only in another process is not chosen. A mutant is
-*killed* when the tests fail (or time out), and *survives* when they pass.
+the suite missing (issue 9). Every target function and every named mutant must be
+found exactly once, and every listed test file must exist: otherwise the tool stops
+before running anything (the code moved: update ``TARGETS`` or ``NAMED``).
 
-Run: ``python tools/mutate.py [--jobs N] [--timeout S] [--only TEXT] [--list]``.
-It prints one line per mutant and ``killed: K, survived: S, score: P %``; it exits 1
-when a named mutant survives or cannot be found (the code moved: update ``NAMED``)
-or the score falls below ``--break``, as Stryker's "break" threshold does.
+For every mutant the tool copies ``src/`` to its own temporary directory, applies the
+change there (the work tree is never touched), and runs the tests that execute the
+mutated lines with the mutant first on the import path, stopping at the first failure
+and with a time limit. The tests are chosen by one coverage run of the unmutated
+selection (coverage.py, one dynamic context per test, threads included), so a mutant
+runs only the tests that execute its lines, fastest first. A test that reaches the code
+only in another process is not chosen. Each mutant's pytest runs in a process forked
+from a server that has already imported pytest, its plugins and the libraries the
+tests stand on (never ``handoffs``: it is imported in the child, from the mutant's
+copy), so a mutant costs its tests and the collection of their files, not a fresh
+interpreter. ``--jobs N`` runs N mutants at once, each in its own copy, temporary
+directory and process group. A mutant is *killed* when the tests fail (or time out),
+and *survives* when they pass.
+
+Run: ``python tools/mutate.py [--jobs N] [--timeout S] [--only TEXT] [--list]
+[--markdown FILE]``. It prints one line per mutant and
+``killed: K, survived: S, score: P %``; ``--markdown`` also writes the survivors as the
+Markdown table of ``docs/explanation/testing.md``. It exits 1 when a named mutant
+survives or the score falls below ``--break``, as Stryker's "break" threshold does,
+and 2 when a target cannot be found.
 
 Hypothesis runs under the derandomised ``mutation`` profile (``tests/conftest.py``)
 so that a run's verdicts are reproducible.
@@ -27,25 +37,31 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import datetime
 import functools
+import hashlib
+import importlib.metadata
+import importlib.util
 import json
+import multiprocessing
+import multiprocessing.connection
 import os
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The test files traced for each area (see trace_suite); files not present are skipped.
+# The test files run (and traced) for each area; every one must exist.
 SIGNING_TESTS = ("tests/test_hostile.py", "tests/test_receipts.py", "tests/test_gate.py",
                  "tests/test_instants.py", "tests/test_sender.py")
 PROOF_TESTS = ("tests/test_proofs.py", "tests/test_hostile.py", "tests/test_keys.py",
@@ -60,14 +76,12 @@ REPLAY_TESTS = ("tests/test_decision_log.py", "tests/test_replay_stores.py",
 class Target:
     """Functions (qualified names) whose checks are mutated, each defined in exactly one
     module under ``package`` (so the table survives a module being split or renamed).
-    ``optional`` functions may be absent (code that is being restructured).
     """
 
     area: str
     package: str
     functions: tuple[str, ...]
     tests: tuple[str, ...]
-    optional: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,12 +100,11 @@ TARGETS = (
            ("AuthorityGrant.from_json", "_verify_receipt", "_verify_grant"), SIGNING_TESTS),
     Target("proofs", "src/handoffs/contracts",
            ("_signature_bytes", "_check_profile", "_verify", "_verify_one"), PROOF_TESTS),
-    Target("instants", "src/handoffs", (), SIGNING_TESTS, optional=("expired", "stale")),
-    Target("pipeline", "src/handoffs/receivers", (), PIPELINE_TESTS,
-           optional=("check_schema", "_same")),
-    Target("replay store", "src/handoffs/receivers", ("MemoryReplayStore.first_seen",),
-           REPLAY_TESTS, optional=("SQLiteDecisionLog.first_seen", "SQLiteDecisionLog._claim",
-                                   "SQLiteDecisionLog._prune")),
+    Target("instants", "src/handoffs", ("expired", "stale"), SIGNING_TESTS),
+    Target("pipeline", "src/handoffs/receivers", ("check_schema", "_same"), PIPELINE_TESTS),
+    Target("replay store", "src/handoffs/receivers",
+           ("MemoryReplayStore.first_seen", "SQLiteDecisionLog.first_seen",
+            "SQLiteDecisionLog._claim", "SQLiteDecisionLog._prune"), REPLAY_TESTS),
 )
 
 _SLACK = " + __import__('datetime').timedelta(seconds=1)"
@@ -133,7 +146,10 @@ _SYMBOL = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
 
 @dataclass(frozen=True)
 class Mutant:
-    """One change: ``apply`` turns the module's source into the mutant's."""
+    """One change: ``mutated_source`` turns the module's source into the mutant's.
+    ``lines`` (first, last) are the original lines of the changed code: a test that
+    executes none of them cannot notice the change.
+    """
 
     area: str
     path: str
@@ -141,10 +157,25 @@ class Mutant:
     what: str
     tests: tuple[str, ...]
     named: bool
+    lines: tuple[int, int]
     # For AST mutants: (function, ordinal of the node in the walk, operation, index).
     site: tuple[str, int, str, int] | None = None
     old: str = ""
     new: str = ""
+
+
+class TargetMissing(SystemExit):
+    """A target function, named mutant or test file is not where ``TARGETS`` or
+    ``NAMED`` says (exit status 2, before any mutant runs).
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(2)
+        self.problems = problems
+
+    def __str__(self) -> str:
+        return "mutate: " + "; ".join(self.problems) + " (update TARGETS or NAMED in " \
+            "tools/mutate.py)"
 
 
 # ------------------------------------------------------------------ finding mutants
@@ -174,6 +205,15 @@ def _sites(function: ast.AST) -> Iterator[tuple[int, ast.AST, str, int, str]]:
             yield ordinal, node, "drop", -1, "check dropped"
 
 
+def _span(node: ast.AST) -> tuple[int, int]:
+    """The lines a test must execute for the mutant of ``node`` to run: an ``if``'s
+    condition, or the expression itself.
+    """
+    expr = node.test if isinstance(node, ast.If) else node
+    first = getattr(expr, "lineno", 0)
+    return first, getattr(expr, "end_lineno", None) or first
+
+
 @functools.cache
 def _names(path: Path) -> frozenset[str]:
     return frozenset(n for n, _ in _all_functions(ast.parse(path.read_text(encoding="utf-8"))))
@@ -195,40 +235,51 @@ def _all_functions(tree: ast.Module) -> Iterator[tuple[str, ast.AST]]:
     return visit(tree, "")
 
 
-def _present(tests: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(t for t in tests if (ROOT / t).exists())
-
-
 def discover() -> list[Mutant]:
-    """Every mutant of the targets and every named mutant, in a fixed order."""
+    """Every mutant of the targets and every named mutant, in a fixed order.
+
+    Raises:
+        TargetMissing: a target function is defined nowhere or more than once under its
+            package, no spelling of a named mutant occurs exactly once under ``src/``,
+            or a listed test file does not exist. Nothing is skipped silently.
+    """
+    problems: list[str] = []
     mutants: list[Mutant] = []
+    tests = {t for target in TARGETS for t in target.tests} | {
+        t for named in NAMED for t in named.tests}
+    problems += [f"test file {t} does not exist" for t in sorted(tests)
+                 if not (ROOT / t).is_file()]
     for target in TARGETS:
-        names = [(n, False) for n in target.functions] + [(n, True) for n in target.optional]
-        for name, optional in names:
+        for name in target.functions:
             paths = _defining(target.package, name)
             if len(paths) != 1:
-                if optional and not paths:
-                    continue
-                raise SystemExit(f"mutate: {name} is defined {len(paths)} times under "
-                                 f"{target.package}; update TARGETS in tools/mutate.py")
+                problems.append(f"{target.area}: {name} is defined {len(paths)} times under "
+                                f"{target.package}")
+                continue
             path = str(paths[0].relative_to(ROOT))
             tree = ast.parse(paths[0].read_text(encoding="utf-8"))
             function = dict(_all_functions(tree))[name]
             for ordinal, node, operation, index, what in _sites(function):
                 line = getattr(node, "lineno", 0)
                 mutants.append(Mutant(target.area, path, f"{name}:{line}", what,
-                                      _present(target.tests), False,
+                                      target.tests, False, _span(node),
                                       (name, ordinal, operation, index)))
     sources = {p: p.read_text(encoding="utf-8") for p in sorted((ROOT / "src").rglob("*.py"))}
     for named in NAMED:
-        path, old, new = "", named.spellings[0][0], named.spellings[0][1]
-        for spelling_old, spelling_new in named.spellings:
-            hits = [p for p, text in sources.items() for _ in range(text.count(spelling_old))]
+        for old, new in named.spellings:
+            hits = [p for p, text in sources.items() for _ in range(text.count(old))]
             if len(hits) == 1:
-                path, old, new = str(hits[0].relative_to(ROOT)), spelling_old, spelling_new
+                text = sources[hits[0]]
+                first = text.count("\n", 0, text.index(old)) + 1
+                mutants.append(Mutant("named (issue 9)", str(hits[0].relative_to(ROOT)),
+                                      named.label, old, named.tests, True,
+                                      (first, first + old.count("\n")), old=old, new=new))
                 break
-        mutants.append(Mutant("named (issue 9)", path, named.label, old,
-                              _present(named.tests), True, old=old, new=new))
+        else:
+            problems.append(f"named mutant {named.label!r}: no spelling occurs exactly once "
+                            "under src/")
+    if problems:
+        raise TargetMissing(problems)
     return mutants
 
 
@@ -258,9 +309,9 @@ def mutated_source(mutant: Mutant) -> str:
 
 def _replace(root: ast.AST, old: ast.AST, new: ast.AST) -> None:
     for parent in ast.walk(root):
-        for field, value in ast.iter_fields(parent):
+        for name, value in ast.iter_fields(parent):
             if value is old:
-                setattr(parent, field, new)
+                setattr(parent, name, new)
                 return
             if isinstance(value, list) and any(item is old for item in value):
                 value[value.index(old)] = new
@@ -272,125 +323,309 @@ def _replace(root: ast.AST, old: ast.AST, new: ast.AST) -> None:
 
 @dataclass(frozen=True)
 class Result:
-    """The verdict on one mutant."""
+    """The verdict on one mutant: "killed", "timeout" (counted as killed), "survived",
+    "equivalent" (a survivor judged equivalent in ``EQUIVALENT``, not counted) or
+    "error" (the harness failed: pytest could not run; the tool exits 2).
+    """
 
     mutant: Mutant
-    verdict: str  # "killed", "timeout", "survived", "missing"
+    verdict: str
     seconds: float
+    tests: int
     killer: str = ""
 
 
-def _pytest(tests: list[str], src: Path, timeout: float, *,
-            trace: Path | None = None) -> tuple[int | None, str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(src), str(ROOT / "tools"))),
-           "HYPOTHESIS_PROFILE": "mutation", "PYTHONDONTWRITEBYTECODE": "1"}
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               "--no-header", "-rN", "--tb=no", "-m", "not slow"]
-    if trace is None:
-        command.append("-x")
-    else:
-        env["MUTATE_TRACE"] = str(trace)
-        command += ["-p", "mutate"]
-    with tempfile.NamedTemporaryFile("w", suffix=".args", delete=False) as argfile:
-        argfile.write("\n".join(tests))
-    try:
-        done = subprocess.run([*command, f"@{argfile.name}"], cwd=ROOT, env=env,  # noqa: S603
-                              capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return None, ""
-    finally:
-        os.unlink(argfile.name)
-    failed = [line.split(" ")[1] for line in done.stdout.splitlines()
-              if line.startswith("FAILED ")]
-    detail = failed[0] if failed else done.stdout.strip().splitlines()[-1:]
-    return done.returncode, detail if isinstance(detail, str) else " ".join(detail)
+# Imported once by the fork server, so that a mutant's pytest does not pay for them.
+# None of them may import handoffs (each child checks). An absent one is skipped.
+_PRELOAD = ("pytest", "_pytest.python", "_pytest.fixtures", "_pytest.assertion.rewrite",
+            "hypothesis", "hypothesis.strategies", "attrs", "click", "httpx", "orjson",
+            "rfc8785", "based58", "jsonschema_rs", "cryptography.exceptions",
+            "cryptography.hazmat.primitives.asymmetric.ed25519",
+            "cryptography.hazmat.primitives.serialization")
+_UNSOUND = 97  # a child found handoffs imported from somewhere else than its copy
+_CPU = "mutate: cpu seconds "  # the child's last line: its CPU time and its children's
+_PYTEST_ARGS = ("-q", "-x", "-p", "no:cacheprovider", "--no-header", "-rfE", "--tb=line",
+                "-m", "not slow")
+# The fork server imported pytest's plugins before pytest could rewrite their asserts
+# (which only their own code would use); it says so, and warnings are errors here.
+_CHILD_ARGS = ("-W", "ignore::pytest.PytestAssertRewriteWarning")
 
 
-def run_one(mutant: Mutant, tests: list[str], timeout: float) -> Result:
-    """Apply one mutant in a scratch copy of ``src/`` and run the tests that reach it."""
-    start = time.monotonic()
-    if not mutant.path:
-        return Result(mutant, "missing", 0.0)
-    if not tests:
-        return Result(mutant, "survived", 0.0, "no test calls it")
-    with tempfile.TemporaryDirectory(prefix="handoffs-mutant-") as scratch:
-        src = Path(scratch) / "src"
+def _preload() -> list[str]:
+    plugins = [ep.module for ep in importlib.metadata.entry_points(group="pytest11")]
+    return [*_PRELOAD, *plugins]
+
+
+def _environment(src: Path) -> dict[str, str]:
+    return {"PYTHONPATH": os.pathsep.join((str(src), str(ROOT / "tools"))),
+            "HYPOTHESIS_PROFILE": "mutation", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _child(src: str, log: str, args: list[str]) -> None:
+    """Run pytest on ``args`` with ``handoffs`` imported from ``src`` (in a forked child)."""
+    os.setpgid(0, 0)  # a time-out kills the whole group: the tests' own processes too
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+    if any(name == "handoffs" or name.startswith("handoffs.") for name in sys.modules):
+        print("mutate: handoffs was imported before the mutant's copy", flush=True)
+        os._exit(_UNSOUND)
+    os.environ.update(_environment(Path(src)))
+    sys.dont_write_bytecode = True
+    installed = str(ROOT / "src")
+    sys.path[:] = [src, str(ROOT / "tools"),
+                   *(p for p in sys.path if os.path.abspath(p) != installed)]
+    os.chdir(ROOT)
+    import pytest
+
+    code = int(pytest.main(args))
+    imported = sys.modules.get("handoffs")
+    if imported is not None and not str(imported.__file__).startswith(src):
+        print(f"mutate: handoffs came from {imported.__file__}, not {src}", flush=True)
+        code = _UNSOUND
+    used = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    print(f"{_CPU}{sum(u.ru_utime + u.ru_stime for u in used):.3f}")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+@dataclass
+class _Running:
+    mutant: Mutant | None  # None: the control run of the unmutated code
+    process: Any
+    scratch: tempfile.TemporaryDirectory[str]
+    log: Path
+    tests: int
+    started: float
+    deadline: float
+    text: str = ""
+
+
+@dataclass
+class Runner:
+    """Runs mutants ``jobs`` at a time, each in a process forked from a server that
+    has imported pytest and the libraries (``multiprocessing``'s forkserver).
+    """
+
+    jobs: int
+    calls: Coverage
+    timeout: float
+    context: Any = field(init=False)
+    # The tests that killed earlier mutants of each function, most recent first: they
+    # run first on the next mutant of that function (the order only changes how soon
+    # a failure is found, not which tests run).
+    killers: dict[str, list[str]] = field(init=False, default_factory=dict)
+    cpu: float = field(init=False, default=0.0)  # CPU seconds of every child so far
+
+    def __post_init__(self) -> None:
+        method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() \
+            else "spawn"
+        self.context = multiprocessing.get_context(method)
+        if method == "forkserver":
+            self.context.set_forkserver_preload(_preload())
+
+    def _start(self, mutant: Mutant | None, tests: list[str], *, stop: bool = True) -> _Running:
+        scratch = tempfile.TemporaryDirectory(prefix="handoffs-mutant-")
+        root = Path(scratch.name)
+        src = root / "src"
         shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__"))
-        (Path(scratch) / mutant.path).write_text(mutated_source(mutant), encoding="utf-8")
-        code, killer = _pytest(tests, src, timeout)
-    seconds = time.monotonic() - start
-    if code is None:
-        return Result(mutant, "timeout", seconds)
-    return Result(mutant, "survived" if code == 0 else "killed", seconds,
-                  killer if code else "")
+        if mutant is not None:
+            (root / mutant.path).write_text(mutated_source(mutant), encoding="utf-8")
+        log = root / "pytest.log"
+        args = [*(a for a in _PYTEST_ARGS if stop or a != "-x"), *_CHILD_ARGS,
+                f"--basetemp={root / 'tmp'}", *tests]
+        # Not a daemon: tests start processes of their own (a daemon may not).
+        process = self.context.Process(target=_child, args=(str(src), str(log), args))
+        process.start()
+        # Four times what the tests took in the traced run (itself slowed by coverage),
+        # plus a minute to start: a mutant that runs longer loops, on a loaded machine too.
+        budget = min(self.timeout, 60.0 + 4.0 * sum(self.calls.durations.get(t, 1.0)
+                                                    for t in tests))
+        now = time.monotonic()
+        return _Running(mutant, process, scratch, log, len(tests), now, now + budget)
+
+    def _finish(self, run: _Running, *, timed_out: bool) -> tuple[str, str]:
+        if timed_out:
+            with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+                os.killpg(run.process.pid, signal.SIGKILL)
+        run.process.join()
+        text = run.log.read_text(encoding="utf-8", errors="replace") if run.log.exists() \
+            else ""
+        run.text = text
+        run.scratch.cleanup()
+        code = run.process.exitcode
+        self.cpu += sum(float(line[len(_CPU):]) for line in text.splitlines()
+                        if line.startswith(_CPU))
+        failed = [line.split(" ")[1] for line in text.splitlines()
+                  if line.startswith(("FAILED ", "ERROR "))]
+        last = (text.strip().splitlines() or [""])[-1]
+        if timed_out:
+            return "timeout", ""
+        if code == 0:
+            return "survived", ""
+        if code in (1, 2):  # tests failed, or collection broke (the mutant's import)
+            return "killed", failed[0] if failed else last
+        return "error", f"exit {code}: {last}"
+
+    def control(self, tests: list[str] | None = None) -> None:
+        """Run ``tests`` (by default the fastest traced test) on an unmutated copy
+        through the same harness; exit 2 unless they pass with ``handoffs`` imported
+        from the copy. Run on every test that killed a mutant, it shows that each kill
+        was the mutant's doing and not the harness's.
+        """
+        if tests is None:
+            tests = [min(self.calls.durations, key=lambda t: self.calls.durations[t])]
+        if not tests:
+            return
+        run = self._start(None, tests, stop=False)
+        run.process.join(max(self.timeout, run.deadline - time.monotonic()))
+        verdict, detail = self._finish(run, timed_out=run.process.exitcode is None)
+        if verdict != "survived":
+            raise SystemExit(f"mutate: the harness's control run of {len(tests)} test(s) on "
+                             f"the unmutated code did not pass ({verdict} {detail}):\n"
+                             + run.text)
+
+    def run(self, mutants: list[Mutant]) -> Iterator[Result]:
+        """Yield each mutant's result as it finishes."""
+        pending = list(reversed(mutants))
+        running: dict[int, _Running] = {}
+        while pending or running:
+            while pending and len(running) < max(1, self.jobs):
+                mutant = pending.pop()
+                if _key(mutant) in EQUIVALENT:  # judged: no test can kill it, none runs
+                    yield Result(mutant, "equivalent", 0.0, 0, "not run")
+                    continue
+                tests = self._ordered(mutant, self.calls.tests(mutant))
+                if not tests:
+                    yield Result(mutant, "survived", 0.0, 0, "no test runs it")
+                    continue
+                run = self._start(mutant, tests)
+                running[run.process.sentinel] = run
+            if not running:
+                continue
+            wait = max(0.0, min(r.deadline for r in running.values()) - time.monotonic())
+            ready = set(multiprocessing.connection.wait(list(running), timeout=wait))
+            now = time.monotonic()
+            for sentinel in list(running):
+                run = running[sentinel]
+                if sentinel not in ready and now < run.deadline:
+                    continue
+                del running[sentinel]
+                verdict, killer = self._finish(run, timed_out=sentinel not in ready)
+                if run.mutant is not None:
+                    if verdict == "killed" and killer:
+                        for key in (_function(run.mutant), run.mutant.path):
+                            recent = self.killers.setdefault(key, [])
+                            recent[:] = [killer, *(t for t in recent if t != killer)][:8]
+                    yield Result(run.mutant, verdict, now - run.started, run.tests, killer)
+
+    def _ordered(self, mutant: Mutant, tests: list[str]) -> list[str]:
+        """``tests`` with the recent killers of the mutant's function first, then those
+        of its module.
+        """
+        chosen = set(tests)
+        recent = [*self.killers.get(_function(mutant), []), *self.killers.get(mutant.path, [])]
+        first = list(dict.fromkeys(t for t in recent if t in chosen))
+        return [*first, *(t for t in tests if t not in first)]
 
 
-def trace_suite(mutants: list[Mutant], timeout: float) -> dict[str, list[str]]:
-    """Run the unmutated selections once, traced: function key -> test ids, fastest
-    first. Exits if a test fails (every mutant would look killed).
+def _function(mutant: Mutant) -> str:
+    return f"{mutant.path}::{mutant.where.split(':')[0]}"
+
+
+# -------------------------------------------------------- choosing tests: coverage.py
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What one coverage run of the unmutated tests saw: per module, per line, the ids
+    of the tests that executed it, and each test's duration.
+    """
+
+    lines: dict[str, dict[int, list[str]]]
+    durations: dict[str, float]
+
+    def tests(self, mutant: Mutant) -> list[str]:
+        """The tests that execute one of the mutant's lines, fastest first."""
+        first, last = mutant.lines
+        by_line = self.lines.get(mutant.path, {})
+        chosen = {t for line in range(first, last + 1) for t in by_line.get(line, ())}
+        return sorted(chosen, key=lambda t: (self.durations.get(t, 0.0), t))
+
+
+def _trace_key(files: list[str], modules: list[str]) -> str:
+    """A digest of everything a trace depends on: the code, the tests, the selection."""
+    digest = hashlib.sha256("\0".join([*files, "", *modules]).encode())
+    for path in sorted([*(ROOT / "src").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]):
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def trace(mutants: list[Mutant], timeout: float, *, reuse: bool = False) -> Coverage:
+    """Run the test files of ``mutants`` once, unmutated, under coverage.py with one
+    dynamic context per test. Exits if a test fails (every mutant would look killed).
+    With ``reuse``, a trace of exactly the same code, tests and selection is read from
+    the temporary directory instead.
     """
     files = sorted({test for m in mutants for test in m.tests})
+    modules = sorted({m.path for m in mutants})
+    cached = Path(tempfile.gettempdir()) / f"handoffs-mutate-{_trace_key(files, modules)}.json"
+    if reuse and cached.exists():
+        return _coverage(json.loads(cached.read_text(encoding="utf-8")))
     with tempfile.TemporaryDirectory(prefix="handoffs-trace-") as scratch:
         out = Path(scratch) / "trace.json"
-        code, detail = _pytest(files, ROOT / "src", timeout, trace=out)
-        if code != 0:
-            raise SystemExit(f"mutate: the unmutated tests fail ({code}): {detail}")
-        traced: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
-    speed = traced["durations"]
-    return {key: sorted(ids, key=lambda i: speed.get(i, 0.0))
-            for key, ids in traced["calls"].items()}
+        env = {**os.environ, **_environment(ROOT / "src"), "MUTATE_TRACE": str(out),
+               "MUTATE_MODULES": os.pathsep.join(str(ROOT / m) for m in modules)}
+        with tempfile.NamedTemporaryFile("w", suffix=".args", delete=False) as argfile:
+            argfile.write("\n".join(files))
+        command = [sys.executable, "-m", "pytest", *_PYTEST_ARGS, "-p", "mutate",
+                   f"--basetemp={Path(scratch) / 'tmp'}", f"@{argfile.name}"]
+        command.remove("-x")
+        try:
+            done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True,  # noqa: S603
+                                  text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise SystemExit(f"mutate: the traced run exceeded {timeout:.0f} s") from exc
+        finally:
+            os.unlink(argfile.name)
+        if done.returncode != 0 or not out.exists():
+            tail = "\n".join(done.stdout.strip().splitlines()[-15:])
+            raise SystemExit(f"mutate: the unmutated tests fail (exit {done.returncode}):\n"
+                             f"{tail}\n{done.stderr[-2000:]}")
+        text = out.read_text(encoding="utf-8")
+    if reuse:
+        cached.write_text(text, encoding="utf-8")
+    return _coverage(json.loads(text))
 
 
-def function_key(mutant: Mutant) -> str:
-    """``path::qualified name`` of the function a mutant changes."""
-    if mutant.site is not None:
-        return f"{mutant.path}::{mutant.site[0]}"
-    tree = ast.parse((ROOT / mutant.path).read_text(encoding="utf-8"))
-    at = (ROOT / mutant.path).read_text(encoding="utf-8").index(mutant.old)
-    line = (ROOT / mutant.path).read_text(encoding="utf-8").count("\n", 0, at) + 1
-    best = ""
-
-    def visit(node: ast.AST, prefix: str) -> None:
-        nonlocal best
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.ClassDef):
-                visit(child, f"{prefix}{child.name}.")
-            elif (isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
-                  and child.lineno <= line <= (child.end_lineno or child.lineno)):
-                best = f"{prefix}{child.name}"
-                visit(child, f"{prefix}{child.name}.<locals>.")
-    visit(tree, "")
-    return f"{mutant.path}::{best}"
+def _coverage(traced: dict[str, Any]) -> Coverage:
+    return Coverage({path: {int(line): ids for line, ids in by_line.items()}
+                     for path, by_line in traced["lines"].items()}, traced["durations"])
 
 
-# --------------------------------------------- the tracing plugin (-p mutate, in pytest)
+# ---------------------------------------- the coverage plugin (-p mutate, in pytest)
 
 
-_CALLS: dict[str, set[str]] = {}
+_COVERAGE: list[Any] = []
 _DURATIONS: dict[str, float] = {}
-_CURRENT: list[str] = []
 
 
-def _profiler(prefix: str) -> Callable[[FrameType, str, Any], None]:
-    def hook(frame: FrameType, event: str, _: Any) -> None:
-        if event == "call" and _CURRENT:
-            code = frame.f_code
-            if code.co_filename.startswith(prefix):
-                path = os.path.relpath(code.co_filename, ROOT)
-                for name in _outer_names(code.co_qualname):
-                    _CALLS.setdefault(f"{path}::{name}", set()).add(_CURRENT[0])
-    return hook
+def pytest_configure(config: Any) -> None:
+    """Start coverage.py on the mutated modules, threads included (plugin hook)."""
+    import coverage
 
-
-def _outer_names(qualname: str) -> list[str]:
-    # A nested function's call also reaches its enclosing functions' mutants.
-    parts = qualname.split(".<locals>.")
-    return [".<locals>.".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    modules = os.environ["MUTATE_MODULES"].split(os.pathsep)
+    cov = coverage.Coverage(data_file=None, include=modules, config_file=False,
+                            concurrency=["thread"])
+    cov.start()
+    _COVERAGE.append(cov)
 
 
 def pytest_runtest_protocol(item: Any, nextitem: Any) -> None:
-    """Record which target functions the test calls (plugin hook)."""
-    _CURRENT[:] = [item.nodeid]
+    """Attribute what runs from here on to this test (plugin hook)."""
+    _COVERAGE[0].switch_context(item.nodeid)
 
 
 def pytest_runtest_logreport(report: Any) -> None:
@@ -398,67 +633,166 @@ def pytest_runtest_logreport(report: Any) -> None:
     _DURATIONS[report.nodeid] = _DURATIONS.get(report.nodeid, 0.0) + report.duration
 
 
-def pytest_configure(config: Any) -> None:
-    """Install the profile hook in this and every new thread (plugin hook)."""
-    hook = _profiler(str(Path(os.environ.get("PYTHONPATH", "src").split(os.pathsep)[0])))
-    sys.setprofile(hook)
-    threading.setprofile(hook)
-
-
 def pytest_unconfigure(config: Any) -> None:
-    """Write the trace (plugin hook)."""
-    sys.setprofile(None)
-    threading.setprofile(None)  # type: ignore[arg-type]
-    Path(os.environ["MUTATE_TRACE"]).write_text(json.dumps({
-        "calls": {key: sorted(ids) for key, ids in _CALLS.items()},
-        "durations": _DURATIONS,
-    }), encoding="utf-8")
+    """Write, per module and line, the tests that executed it (plugin hook)."""
+    cov = _COVERAGE[0]
+    cov.stop()
+    data = cov.get_data()
+    lines: dict[str, dict[str, list[str]]] = {}
+    for measured in data.measured_files():
+        by_line = data.contexts_by_lineno(measured)
+        lines[os.path.relpath(measured, ROOT)] = {
+            str(line): sorted(c for c in contexts if c) for line, contexts in by_line.items()}
+    Path(os.environ["MUTATE_TRACE"]).write_text(
+        json.dumps({"lines": lines, "durations": _DURATIONS}), encoding="utf-8")
+
+
+# ------------------------------------------------------------ survivors and the page
+
+# Survivors judged equivalent (no test can tell them from the code as written), by
+# (function, mutation, the stripped source line of the mutated node), with the reason:
+# they are not run, not counted in the score, and listed with the reason. A survivor
+# not listed here is a test gap. A key that matches no mutant any more is dropped by
+# its test (tests/test_mutate_tool.py).
+EQUIVALENT: dict[tuple[str, str, str], str] = {
+    ("_verify", "check dropped", "if not isinstance(document, Mapping):"): (
+        "redundant: every caller hands `_verify` a mapping (`verify()` checks the same just "
+        "before; `_verify_receipt` has looked the contract up in it; `_verify_grant` passes "
+        "the receipt's `grant`, which the schema says is an object)"),
+}
+
+
+def _key(mutant: Mutant) -> tuple[str, str, str]:
+    source = (ROOT / mutant.path).read_text(encoding="utf-8").splitlines()
+    return (mutant.where.split(":")[0], mutant.what.splitlines()[0],
+            source[mutant.lines[0] - 1].strip())
+
+
+_BEGIN, _END = "<!-- mutate: survivors -->", "<!-- /mutate: survivors -->"
+
+
+def markdown(results: list[Result], *, command: str, seconds: float) -> str:
+    """The survivors block of the testing page: what was run, when, and each survivor."""
+    killed = sum(r.verdict in ("killed", "timeout") for r in results)
+    left = [r for r in results if r.verdict in ("survived", "equivalent")]
+    equivalent = sum(r.verdict == "equivalent" for r in results)
+    areas = ", ".join(f"{area} {sum(r.mutant.area == area for r in results)}"
+                      for area in dict.fromkeys(r.mutant.area for r in results))
+    lines = [
+        _BEGIN,
+        f"Measured on {datetime.datetime.now(datetime.UTC).date().isoformat()} with "
+        f"`{command}` ({len(results)} mutants: {areas}; {seconds:.0f} s on this machine): "
+        f"**{killed} killed, {len(left)} survived** ({equivalent} of them judged "
+        f"equivalent, which the score of {_score(results):.1f} % leaves out).",
+        "",
+    ]
+    if left:
+        lines += ["| where | mutant | reading |", "|---|---|---|"]
+        for result in sorted(left, key=lambda r: (r.mutant.path, r.mutant.lines)):
+            m = result.mutant
+            reading = EQUIVALENT.get(_key(m), "**not killed**: a test gap")
+            lines.append(f"| `{m.path}` `{m.where}` | {m.what.splitlines()[0]} | {reading} |")
+    else:
+        lines.append("No mutant survived.")
+    lines.append(_END)
+    return "\n".join(lines) + "\n"
+
+
+def _write_markdown(path: str, block: str) -> None:
+    if path == "-":
+        sys.stdout.write(block)
+        return
+    page = Path(path)
+    text = page.read_text(encoding="utf-8")
+    if _BEGIN not in text or _END not in text:
+        raise SystemExit(f"mutate: {path} has no {_BEGIN} ... {_END} block to replace")
+    before, rest = text.split(_BEGIN, 1)
+    after = rest.split(_END, 1)[1]
+    page.write_text(before + block.rstrip("\n") + after, encoding="utf-8")
+
+
+def _score(results: list[Result]) -> float:
+    killed = sum(r.verdict in ("killed", "timeout") for r in results)
+    survived = sum(r.verdict == "survived" for r in results)
+    return 100.0 * killed / max(1, killed + survived)
 
 
 def main() -> int:
-    """Run the mutants; exit 1 on a surviving or missing named mutant or a low score."""
+    """Run the mutants; exit 1 on a surviving named mutant or a low score, 2 when a
+    target is missing or the harness fails.
+    """
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant")
+    parser.add_argument("--jobs", type=int, default=1, help="mutants run at once")
+    parser.add_argument("--timeout", type=float, default=900.0,
+                        help="most seconds per mutant (less when its tests are quick)")
     parser.add_argument("--only", default="", help="only mutants whose line contains this")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     parser.add_argument("--break", dest="threshold", type=float, default=80.0,
                         help="fail below this mutation score (percent)")
+    parser.add_argument("--reuse-trace", action="store_true",
+                        help="reuse the coverage run of exactly this code and these tests")
+    parser.add_argument("--markdown", metavar="FILE",
+                        help="write the survivors block into FILE (its "
+                             f"{_BEGIN} block; '-': print it)")
     args = parser.parse_args()
-    mutants = [m for m in discover()
-               if args.only in f"{m.area} {m.path} {m.where} {m.what}"]
+    try:
+        mutants = [m for m in discover()
+                   if args.only in f"{m.area} {m.path} {m.where} {m.what}"]
+    except TargetMissing as exc:
+        print(exc, file=sys.stderr)
+        return 2
     if args.list:
         for mutant in mutants:
             print(f"{mutant.area:16} {mutant.where:40} {mutant.what.splitlines()[0]}")
         print(f"{len(mutants)} mutants")
         return 0
     start = time.monotonic()
-    calls = trace_suite(mutants, args.timeout * 10)
+    calls = trace(mutants, args.timeout * 10, reuse=args.reuse_trace)
     print(f"traced the unmutated tests in {time.monotonic() - start:.0f} s", flush=True)
-    tests = {m: calls.get(function_key(m), []) if m.path else [] for m in mutants}
+    runner = Runner(args.jobs, calls, args.timeout)
+    runner.control()
     results: list[Result] = []
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for result in pool.map(lambda m: run_one(m, tests[m], args.timeout), mutants):
-            m = result.mutant
-            print(f"{result.verdict:8} {m.area:16} {m.where:40} {m.what.splitlines()[0]:24} "
-                  f"{result.seconds:5.1f}s {result.killer}", flush=True)
-            results.append(result)
-    killed = sum(r.verdict in ("killed", "timeout") for r in results)
+    for result in runner.run(mutants):
+        m = result.mutant
+        print(f"{result.verdict:10} {m.area:15} {m.where:38} {m.what.splitlines()[0]:26} "
+              f"{result.tests:4} tests {result.seconds:5.1f}s {result.killer}", flush=True)
+        results.append(result)
+    killers = sorted({r.killer for r in results if r.verdict == "killed" and "::" in r.killer})
+    runner.control(killers)
+    print(f"the {len(killers)} tests that killed mutants pass on the unmutated code",
+          flush=True)
+    results.sort(key=lambda r: mutants.index(r.mutant))
+    seconds = time.monotonic() - start
     survived = [r for r in results if r.verdict == "survived"]
-    missing = [r for r in results if r.verdict == "missing"]
-    score = 100.0 * killed / max(1, killed + len(survived))
+    equivalent = [r for r in results if r.verdict == "equivalent"]
+    errors = [r for r in results if r.verdict == "error"]
+    killed = sum(r.verdict in ("killed", "timeout") for r in results)
     print(f"survivors ({len(survived)}):")
     for result in survived:
-        m = result.mutant
-        print(f"  {m.path}  {m.where}  {m.what.splitlines()[0]}")
-    print(f"{len(results)} mutants in {time.monotonic() - start:.0f} s")
-    print(f"killed: {killed}, survived: {len(survived)}, score: {score:.1f} %")
-    bad_named = [r for r in results if r.mutant.named and r.verdict in ("survived", "missing")]
+        print(f"  {result.mutant.path}  {result.mutant.where}  "
+              f"{result.mutant.what.splitlines()[0]}")
+    print(f"judged equivalent ({len(equivalent)}):")
+    for result in equivalent:
+        print(f"  {result.mutant.path}  {result.mutant.where}  "
+              f"{result.mutant.what.splitlines()[0]}: {EQUIVALENT[_key(result.mutant)]}")
+    print(f"{len(results)} mutants in {seconds:.0f} s (the mutants' tests: "
+          f"{runner.cpu:.0f} CPU seconds)")
+    print(f"killed: {killed}, survived: {len(survived)}, equivalent: {len(equivalent)}, "
+          f"score: {_score(results):.1f} %")
+    if args.markdown:
+        command = "python tools/mutate.py " + " ".join(
+            a for a in sys.argv[1:] if not a.startswith(("--markdown", "--reuse-trace"))
+            and a != args.markdown)
+        _write_markdown(args.markdown, markdown(results, command=command.strip(),
+                                                seconds=seconds))
+    for result in errors:
+        print(f"harness error on {result.mutant.where}: {result.killer}", file=sys.stderr)
+    bad_named = [r for r in results if r.mutant.named and r.verdict not in ("killed", "timeout")]
     for result in bad_named:
         print(f"named mutant {result.verdict}: {result.mutant.where}", file=sys.stderr)
-    if missing and not bad_named:  # pragma: no cover - every missing mutant is named
-        return 1
-    return 1 if bad_named or score < args.threshold else 0
+    if errors:
+        return 2
+    return 1 if bad_named or _score(results) < args.threshold else 0
 
 
 if __name__ == "__main__":
