@@ -748,7 +748,9 @@ def main() -> int:
         return 0
     start = time.monotonic()
     calls = trace(mutants, args.timeout * 10, reuse=args.reuse_trace)
-    print(f"traced the unmutated tests in {time.monotonic() - start:.0f} s", flush=True)
+    traced = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"traced the unmutated tests in {time.monotonic() - start:.0f} s "
+          f"({traced.ru_utime + traced.ru_stime:.0f} CPU seconds)", flush=True)
     runner = Runner(args.jobs, calls, args.timeout)
     runner.control()
     results: list[Result] = []
