@@ -127,7 +127,7 @@ def test_the_survivors_block_replaces_the_one_on_the_page(tmp_path: Path) -> Non
     mutant = _named("grant expiry <= → <")
     results = [mutate.Result(mutant, "survived", 1.0, 3),
                mutate.Result(_named("receipt expiry <= → <"), "killed", 1.0, 2, "t::x")]
-    block = mutate.markdown(results, command="python tools/mutate.py", seconds=12.0)
+    block = mutate.markdown(results, command="python tools/mutate.py", seconds=12.0, cpu=7.0)
     assert "**1 killed, 1 survived** (0 of them judged equivalent, which the score of " \
            "50.0 % leaves out)" in block
     assert f"| `{mutant.path}` `grant expiry <= → <` | if expired(grant.valid_until, now): " \

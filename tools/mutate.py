@@ -379,7 +379,11 @@ def _child(src: str, log: str, args: list[str]) -> None:
     os.chdir(ROOT)
     import pytest
 
-    code = int(pytest.main(args))
+    try:
+        code = int(pytest.main(args))
+    except BaseException as exc:  # pytest itself failed: a harness error, not a kill
+        print(f"mutate: pytest raised {exc!r}", flush=True)
+        code = _UNSOUND
     imported = sys.modules.get("handoffs")
     if imported is not None and not str(imported.__file__).startswith(src):
         print(f"mutate: handoffs came from {imported.__file__}, not {src}", flush=True)
@@ -491,6 +495,16 @@ class Runner:
         """Yield each mutant's result as it finishes."""
         pending = list(reversed(mutants))
         running: dict[int, _Running] = {}
+        try:
+            yield from self._loop(pending, running)
+        finally:  # stopped early (a time bound's SIGTERM, ^C): leave no tests running
+            for run in running.values():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(run.process.pid, signal.SIGKILL)
+                run.process.join()
+                run.scratch.cleanup()
+
+    def _loop(self, pending: list[Mutant], running: dict[int, _Running]) -> Iterator[Result]:
         while pending or running:
             while pending and len(running) < max(1, self.jobs):
                 mutant = pending.pop()
@@ -671,7 +685,7 @@ def _key(mutant: Mutant) -> tuple[str, str, str]:
 _BEGIN, _END = "<!-- mutate: survivors -->", "<!-- /mutate: survivors -->"
 
 
-def markdown(results: list[Result], *, command: str, seconds: float) -> str:
+def markdown(results: list[Result], *, command: str, seconds: float, cpu: float) -> str:
     """The survivors block of the testing page: what was run, when, and each survivor."""
     killed = sum(r.verdict in ("killed", "timeout") for r in results)
     left = [r for r in results if r.verdict in ("survived", "equivalent")]
@@ -681,7 +695,8 @@ def markdown(results: list[Result], *, command: str, seconds: float) -> str:
     lines = [
         _BEGIN,
         f"Measured on {datetime.datetime.now(datetime.UTC).date().isoformat()} with "
-        f"`{command}` ({len(results)} mutants: {areas}; {seconds:.0f} s on this machine): "
+        f"`{command}` ({len(results)} mutants: {areas}; {seconds:.0f} s on the machine "
+        f"it ran on, the mutants' tests taking {cpu:.0f} CPU seconds): "
         f"**{killed} killed, {len(left)} survived** ({equivalent} of them judged "
         f"equivalent, which the score of {_score(results):.1f} % leaves out).",
         "",
@@ -717,6 +732,10 @@ def _score(results: list[Result]) -> float:
     return 100.0 * killed / max(1, killed + survived)
 
 
+def _terminate(signum: int, _: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds through Runner.run, which stops its children
+
+
 def main() -> int:
     """Run the mutants; exit 1 on a surviving named mutant or a low score, 2 when a
     target is missing or the harness fails.
@@ -735,6 +754,7 @@ def main() -> int:
                         help="write the survivors block into FILE (its "
                              f"{_BEGIN} block; '-': print it)")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         mutants = [m for m in discover()
                    if args.only in f"{m.area} {m.path} {m.where} {m.what}"]
@@ -786,7 +806,7 @@ def main() -> int:
             a for a in sys.argv[1:] if not a.startswith(("--markdown", "--reuse-trace"))
             and a != args.markdown)
         _write_markdown(args.markdown, markdown(results, command=command.strip(),
-                                                seconds=seconds))
+                                                seconds=seconds, cpu=runner.cpu))
     for result in errors:
         print(f"harness error on {result.mutant.where}: {result.killer}", file=sys.stderr)
     bad_named = [r for r in results if r.mutant.named and r.verdict not in ("killed", "timeout")]
