@@ -754,7 +754,6 @@ def main() -> int:
                         help="write the survivors block into FILE (its "
                              f"{_BEGIN} block; '-': print it)")
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, _terminate)
     try:
         mutants = [m for m in discover()
                    if args.only in f"{m.area} {m.path} {m.where} {m.what}"]
@@ -766,6 +765,7 @@ def main() -> int:
             print(f"{mutant.area:16} {mutant.where:40} {mutant.what.splitlines()[0]}")
         print(f"{len(mutants)} mutants")
         return 0
+    signal.signal(signal.SIGTERM, _terminate)
     start = time.monotonic()
     calls = trace(mutants, args.timeout * 10, reuse=args.reuse_trace)
     traced = resource.getrusage(resource.RUSAGE_CHILDREN)
