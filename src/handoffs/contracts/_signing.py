@@ -160,7 +160,7 @@ class AuthorityGrant:
             text[name] = value
         try:
             authority = frozenset([enum_member(Authority, a) for a in doc.get("authority", ())])
-            roles = frozenset(str(r) for r in doc.get("roles", ()))
+            roles = frozenset(map(str, doc.get("roles", ())))
             valid_until = parse_time(text.pop("valid_until"), json_path="$.grant.valid_until")
         except (ValueError, TypeError) as exc:
             raise ProofError(f"malformed grant: {exc}", code="grant-invalid",

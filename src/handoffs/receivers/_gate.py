@@ -195,11 +195,13 @@ def _parse_plain(message: Any, limits: JSONLimits) -> tuple[Mapping[str, Any], b
     """(1) :func:`_parse`, and whether the parsed document is plain (see
     :func:`handoffs._json.loads_plain`); ``None`` for a mapping passed in.
     """
-    if isinstance(message, Mapping):
+    if type(message) is bytes:  # the wire's type first: no ABC check on the accept path
+        doc, plain = loads_plain(message, limits=limits)
+    elif isinstance(message, Mapping):
         # A parsed object gets the limits and codes raw input gets (size, depth,
         # cycles, lone surrogates, non-JSON values), before anything reads it.
         return message, check_value(message, limits=limits)
-    if isinstance(message, str):
+    elif isinstance(message, str):
         doc, plain = loads_plain(message, limits=limits)
     elif isinstance(message, (bytes, bytearray, memoryview)):  # a tuple, not a union built per call
         doc, plain = loads_plain(bytes(message), limits=limits)
@@ -208,7 +210,7 @@ def _parse_plain(message: Any, limits: JSONLimits) -> tuple[Mapping[str, Any], b
             f"expected bytes, text or a JSON object, got {type(message).__name__}",
             code="not-an-object",
         )
-    if not isinstance(doc, Mapping):
+    if type(doc) is not dict and not isinstance(doc, Mapping):
         raise MalformedJSON("a message must be a JSON object", code="not-an-object")
     return doc, plain
 
