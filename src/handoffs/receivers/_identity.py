@@ -599,7 +599,7 @@ def start_chain(*, case_id: str, id: str | None = None) -> HandoffChain:
     """Return an empty chain for ``case_id`` (add hops with :func:`add_hop`).
 
     Raises:
-        ValueError: ``case_id`` or ``id`` is not a valid identifier.
+        InvalidArgument: ``case_id`` or ``id`` is not a valid identifier.
 
     """
     return HandoffChain(id=id or f"urn:uuid:{uuid.uuid4()}", case_id=case_id)
@@ -645,8 +645,8 @@ def add_hop(
     ``expires`` go into the hop's proof.
 
     Raises:
-        TypeError: a missing ``sender`` on hop 0, a wrong type or a naive datetime.
-        ValueError: an unknown role or authority, a DECIDE or proposer hop without an
+        InvalidArgument: a missing ``sender`` on hop 0, a wrong type or a naive
+            datetime; an unknown role or authority, a DECIDE or proposer hop without an
             action, an invalid identifier or an over-long transformation.
         ReceiptValidationError: the signed chain would not satisfy the schema.
 
@@ -705,9 +705,8 @@ def approve(
     Approve before adding the next hop: that hop's digest then covers the approval.
 
     Raises:
-        TypeError: a wrong type or a naive datetime.
-        ValueError: the chain does not end with a proposer hop, or the proposal's
-            proof has no ``id`` to chain to.
+        InvalidArgument: a wrong type or a naive datetime; the chain does not end
+            with a proposer hop, or the proposal's proof has no ``id`` to chain to.
 
     """
     if not isinstance(chain, HandoffChain):
@@ -799,7 +798,7 @@ class SeparationOfDuties:
         """Return a policy that lets one identity hold both roles of each given pair.
 
         Raises:
-            ValueError: a pair is not in this policy, or nothing would remain.
+            InvalidArgument: a pair is not in this policy, or nothing would remain.
 
         """
         if not pairs:
