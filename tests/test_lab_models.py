@@ -7,7 +7,6 @@ provider; the lab, the receiver and the HTTP client are the library's real code.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import json
 import threading
 import warnings
@@ -32,22 +31,11 @@ from handoffs.receivers import (
     SQLiteDecisionLog,
     UnsafeConfigurationWarning,
 )
+from inline_executor import Inline
 
 
 class Boom(Exception):
     pass
-
-
-class Inline(cf.Executor):
-    """A synchronous executor (chunks finish in order before the source fails)."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future[Any]:
-        future: cf.Future[Any] = cf.Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # a future carries any failure
-            future.set_exception(exc)
-        return future
 
 
 def _cases(fail_after: int | None, variants: int = 2) -> Callable[[], Iterator[Any]]:

@@ -9,12 +9,11 @@ its real strict receiver; the counting wrapper only counts.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from handoffs.lab import (
     run,
 )
 from handoffs.receivers import Decision
+from inline_executor import Inline
 
 HERE = Path(__file__).resolve().parent
 HANDOFFS = str(Path(sys.executable).with_name("handoffs"))
@@ -133,18 +133,6 @@ def test_a_one_shot_source_is_read_ahead_and_loses_no_case(mymodule: Any) -> Non
 
 class Broken(Exception):
     pass
-
-
-class Inline(cf.Executor):
-    """A synchronous executor: each chunk has run when ``submit`` returns."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future[Any]:
-        future: cf.Future[Any] = cf.Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # a future carries any failure
-            future.set_exception(exc)
-        return future
 
 
 def test_a_source_that_fails_while_read_fails_where_it_fails(mymodule: Any) -> None:

@@ -4,7 +4,6 @@ and resuming an interrupted run from its run log.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -32,6 +31,7 @@ from handoffs.lab import (
 )
 from handoffs.lab._runlog import COLUMNS, read_run_log
 from handoffs.receivers import Decision
+from inline_executor import Inline
 
 CREATED = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -51,18 +51,6 @@ def normalise(report: Mapping[str, Any]) -> dict[str, Any]:
 
 def essay(**changes: Any) -> Any:
     return attrs.evolve(payment_experiment(profile="essay"), **changes)
-
-
-class Inline(cf.Executor):
-    """A synchronous executor: any ``concurrent.futures.Executor`` must do."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> cf.Future[Any]:
-        future: cf.Future[Any] = cf.Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # a future carries any failure
-            future.set_exception(exc)
-        return future
 
 
 @pytest.fixture(scope="module")
