@@ -150,9 +150,8 @@ class EvidenceResolver(Protocol):
     A deterministic resolver may also offer ``memo_key(ref) -> Hashable``: what its
     answer for ``ref`` depends on, as far as a gate can see it. Equal keys must mean
     the same outcome: the same error code, or the same ``observed_at`` and ``claims``
-    and the same verdict on ``ref``'s pinned digest. With it, a gate without proofs
-    can be memoised on messages that differ only in their references (see
-    :meth:`Gate.memo_key`).
+    and the same verdict on ``ref``'s pinned digest. With it, the lab can memoise a
+    gate without proofs on messages that differ only in their references.
     """
 
     def resolve(self, ref: EvidenceRef) -> ResolvedEvidence:
