@@ -48,6 +48,7 @@ __all__ = [
     "digest",
     "dumps",
     "jcs_plain",
+    "load_object",
     "loads",
     "loads_plain",
 ]
@@ -217,6 +218,30 @@ def loads(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> Any:
         MalformedJSON: with a specific ``code`` for each kind of bad input.
     """
     return loads_plain(data, limits=limits)[0]
+
+
+def load_object(data: Any, *, what: str,
+                limits: JSONLimits = DEFAULT_LIMITS) -> Mapping[str, Any]:
+    """``data`` as a JSON object: bytes or text parsed by :func:`loads`, a parsed
+    mapping checked by :func:`check_value`, both under ``limits``.
+
+    ``what`` names the document in the errors (e.g. ``"a receipt"``).
+
+    Raises:
+        MalformedJSON: bad bytes, a mapping that is not JSON data within the limits,
+            or anything that is not a JSON object (code ``not-an-object``).
+    """
+    if isinstance(data, bytes | bytearray | memoryview | str):
+        doc = loads(data if isinstance(data, bytes | str) else bytes(data), limits=limits)
+    elif isinstance(data, Mapping):
+        check_value(data, limits=limits)
+        doc = data
+    else:
+        raise MalformedJSON(f"{what} is bytes, text or a JSON object, got {type(data).__name__}",
+                            code="not-an-object")
+    if not isinstance(doc, Mapping):
+        raise MalformedJSON(f"{what} must be a JSON object", code="not-an-object")
+    return doc
 
 
 def loads_plain(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> tuple[Any, bool]:

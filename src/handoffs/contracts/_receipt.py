@@ -20,7 +20,7 @@ from handoffs._errors import (
     UntrustedGovernance,
     Violation,
 )
-from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, check_value, loads
+from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, load_object
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._fields import Interval
 
@@ -320,17 +320,7 @@ class Receipt(Generic[S, A]):
         """
         from handoffs.contracts._registry import as_registry
 
-        if isinstance(data, bytes | bytearray | memoryview | str):
-            doc = loads(data, limits=limits)
-        elif isinstance(data, Mapping):
-            check_value(data, limits=limits)
-            doc = data
-        else:
-            raise MalformedJSON(
-                f"a receipt is bytes, text or a JSON object, got {type(data).__name__}",
-                code="not-an-object")
-        if not isinstance(doc, Mapping):
-            raise MalformedJSON("a receipt must be a JSON object", code="not-an-object")
+        doc = load_object(data, what="a receipt", limits=limits)
         contract = as_registry(registry).for_document(doc)
         return structure(contract, doc)
 

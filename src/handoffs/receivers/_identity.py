@@ -79,6 +79,7 @@ from handoffs._json import (
     canonical_bytes,
     check_value,
     digest,
+    load_object,
     loads,
 )
 from handoffs._time import expired
@@ -364,17 +365,7 @@ class HandoffChain:
                 e.g. ``"required field 'receiver' missing @ $.hops[1]"``.
 
         """
-        if isinstance(data, bytes | bytearray | memoryview | str):
-            doc = loads(data, limits=limits)
-        elif isinstance(data, Mapping):
-            check_value(data, limits=limits)
-            doc = data
-        else:
-            raise MalformedJSON(
-                f"a handoff chain is bytes, text or a JSON object, got {type(data).__name__}",
-                code="not-an-object")
-        if not isinstance(doc, Mapping):
-            raise MalformedJSON("a handoff chain must be a JSON object", code="not-an-object")
+        doc = load_object(data, what="a handoff chain", limits=limits)
         _check_contract_member(doc)
         violations = _schema_violations(doc) or _typed_violations(doc)
         if violations:
