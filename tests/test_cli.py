@@ -21,6 +21,7 @@ from handoffs._cli import main
 from handoffs._json import dumps
 from handoffs.contracts import Authority, Receipt, to_json_schema
 from handoffs.contracts._keys import SigningKey
+from handoffs.contracts._proofs import sign
 from handoffs.contracts._signing import issue_grant
 from handoffs.examples.payment import (
     GOVERNANCE,
@@ -422,10 +423,41 @@ def test_grant_command_issues_what_verify_accepts(files: Signed) -> None:
     assert verified.exit_code == 0, verified.output
 
 
+@pytest.mark.parametrize(
+    ("changes", "line"),
+    [({"--case": "routine-02"},
+      "error: grant case_id is 'routine-02', the receipt says 'routine-01' @ $.case_id "
+      "[grant-mismatch]"),
+     ({"--audience": "payments"},
+      "error: grant audience is 'payments', the receipt says 'case-owner' @ $.receiver "
+      "[grant-mismatch]"),
+     ({"--authority": "DECIDE"},
+      "error: authority ADVISE is not granted to 'evidence-specialist' @ $.authority "
+      "[authority-not-granted]"),
+     ({"--valid-until": "2026-06-01T00:10:00Z"},
+      "error: valid_until 2027-01-01T00:00:00Z exceeds the grant's 2026-06-01T00:10:00Z "
+      "@ $.valid_until [validity-exceeds-grant]")],
+)
+def test_sign_refuses_a_grant_that_does_not_cover_the_receipt(
+        files: Signed, changes: dict[str, str], line: str) -> None:
+    files.grant.write_text(run(*_grant_args(files, **changes)).stdout, encoding="utf-8")
+    result = run("sign", files.receipt, "--key", files.sender, "--grant", files.grant,
+                 "--created", "2026-06-01T00:00:00Z")
+    assert result.exit_code == 1
+    assert result.stdout == ""  # nothing signed
+    assert one_error_line(result) == line
+
+
 def test_grant_for_another_case_is_refused_at_verify(files: Signed) -> None:
+    """A receipt signed around ``handoffs sign`` (which would refuse it) still fails."""
     files.grant.write_text(run(*_grant_args(files, **{"--case": "routine-02"})).stdout,
                            encoding="utf-8")
-    _sign(files)
+    document = {**json.loads(files.receipt.read_text(encoding="utf-8")),
+                "grant": json.loads(files.grant.read_text(encoding="utf-8"))}
+    sender = SigningKey.from_pem(files.sender.read_bytes())
+    files.signed.write_text(dumps(sign(document, sender, purpose="assertionMethod",
+                                       created=datetime(2026, 6, 1, tzinfo=UTC))),
+                            encoding="utf-8")
     result = run("verify", files.signed, "--trust", files.trust, "--as", "case-owner",
                  "--now", "2026-06-01T00:30:00Z")
     assert result.exit_code == 1

@@ -216,8 +216,18 @@ def sign_receipt(
 ) -> Receipt[Any, Any]:
     """Attach ``grant`` and the sender's proof over the whole receipt.
 
-    Any earlier proof is replaced: a receipt carries exactly one sender proof.
+    Any earlier proof is replaced: a receipt carries exactly one sender proof. A grant
+    must cover the receipt as a gate checks it (subject, audience, case, contract,
+    policy version, authority, validity), so that nothing is signed that every gate
+    would refuse; who issued it is the gate's to check against its key ring.
+
+    Raises:
+        ProofError: the grant is malformed (``grant-invalid``) or does not cover the
+            receipt (``grant-mismatch``, ``authority-not-granted``,
+            ``validity-exceeds-grant``), with the receipt member's JSON path.
     """
+    if grant is not None:
+        _check_covers(AuthorityGrant.from_json(grant), receipt, receipt.contract)
     unsigned = attrs.evolve(receipt, grant=grant, proof=None)
     signed = sign(unsigned.to_json(), key, purpose=RECEIPT_PURPOSE, created=created,
                   expires=expires)
@@ -378,12 +388,24 @@ def _verify_grant(
             f"{POLICY_SERVICE_ROLE!r} role", code="role-not-held", json_path="$.grant.proof",
         )
     grant = AuthorityGrant.from_json(doc)
+    if grant.issuer != issuer_proof.controller:
+        raise _mismatch("issuer", grant.issuer, issuer_proof.controller, "$.grant.issuer")
+    _check_covers(grant, receipt, contract.id)
+    if expired(grant.valid_until, now):
+        raise ProofError("the authority grant has expired", code="grant-expired",
+                         json_path="$.grant.valid_until")
+    return grant, issuer_proof
+
+
+def _check_covers(grant: AuthorityGrant, receipt: Receipt[Any, Any], contract_id: str) -> None:
+    """The grant binds the receipt's sender, receiver, case, contract, policy version,
+    authority and validity (what :func:`sign_receipt` and a gate both check).
+    """
     checks = (
-        ("issuer", grant.issuer, issuer_proof.controller, "$.grant.issuer"),
         ("subject", grant.subject, receipt.sender, "$.sender"),
         ("audience", grant.audience, receipt.receiver, "$.receiver"),
         ("case_id", grant.case_id, receipt.case_id, "$.case_id"),
-        ("contract", grant.contract, contract.id, "$.contract"),
+        ("contract", grant.contract, contract_id, "$.contract"),
         ("policy_version", grant.policy_version, receipt.policy_version, "$.policy_version"),
     )
     for name, got, expected, path in checks:
@@ -400,7 +422,3 @@ def _verify_grant(
             f"{format_time(grant.valid_until)}", code="validity-exceeds-grant",
             json_path="$.valid_until",
         )
-    if expired(grant.valid_until, now):
-        raise ProofError("the authority grant has expired", code="grant-expired",
-                         json_path="$.grant.valid_until")
-    return grant, issuer_proof
