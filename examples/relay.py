@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+import hashlib
 import json
 import re
 import uuid
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import attrs
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from handoffs.contracts import (
     Authority,
@@ -370,11 +372,18 @@ class Parties:
     ring: KeyRing
 
     @classmethod
-    def generate(cls) -> Parties:
-        """Fresh keys: both agents may sign investigator hops; only the policy
-        service issues grants.
+    def of_example(cls) -> Parties:
+        """The example's fixed keys: both agents may sign investigator hops; only the
+        policy service issues grants.
+
+        Each secret is the SHA-256 of a public label, so that every run signs the same
+        bytes (signatures, and so message sizes, reproduce from run to run). Such keys
+        are public by construction: never use them outside an example.
         """
-        analyst, planner_key, policy = (SigningKey.generate() for _ in range(3))
+        analyst, planner_key, policy = (
+            SigningKey(Ed25519PrivateKey.from_private_bytes(
+                hashlib.sha256(f"handoffs relay example: {name}".encode()).digest()))
+            for name in (ANALYST, PLANNER, POLICY))
         ring = KeyRing()
         since = DECISION_TIME - timedelta(days=30)
         for key, name, roles, purpose in (
@@ -386,8 +395,8 @@ class Parties:
         return cls(analyst=analyst, planner=planner_key, policy_service=policy, ring=ring)
 
 
-PARTIES: Final = Parties.generate()
-"""Generated at import: the encoders sign and the receivers verify with these."""
+PARTIES: Final = Parties.of_example()
+"""The encoders sign and the receivers verify with these."""
 _RECEIPTS: Final = uuid.UUID("7a0c2f55-0d55-4e8e-9a55-3f1b6f0c2a11")
 
 
@@ -403,7 +412,9 @@ def _signed_receipt(case: Analysis, content: dict[str, Any], *, sender: str,
         PARTIES.policy_service, issuer=POLICY, subject=sender, audience=CONTROLLER,
         contract=SAFETY, case_id=case.case_id, policy_version="LOOP-1",
         authority={Authority.ADVISE}, valid_until=until,
-        created=DECISION_TIME - timedelta(hours=1)) if granted else None
+        created=DECISION_TIME - timedelta(hours=1),
+        grant_id=f"urn:uuid:{uuid.uuid5(_RECEIPTS, f'grant/{sender}/{case.case_id}')}",
+    ) if granted else None
     return sign_receipt(receipt, key, grant=grant,
                         created=DECISION_TIME - timedelta(minutes=50)).to_json()
 
@@ -439,14 +450,21 @@ class SignedCarrierEncoder:
                         valid_until=DECISION_TIME + timedelta(hours=3),
                         transformation=carry("certified the failure probability and the "
                                              "source agreement", original),
-                        created=DECISION_TIME - timedelta(minutes=40))
+                        created=DECISION_TIME - timedelta(minutes=40),
+                        proof_id=_hop_proof_id(evidence, 0, self.prose))
         note = ("summarised in prose for the loop controller" if self.prose
                 else "forwarded unchanged; maintenance scheduled")
         chain = add_hop(chain, PARTIES.planner, role="investigator", receiver=CONTROLLER,
                         authority="ADVISE", valid_until=DECISION_TIME + timedelta(hours=2),
                         transformation=carry(note, carried),
-                        created=DECISION_TIME - timedelta(minutes=30))
+                        created=DECISION_TIME - timedelta(minutes=30),
+                        proof_id=_hop_proof_id(evidence, 1, self.prose))
         return carried_receipt(carried, chain.to_json())
+
+
+def _hop_proof_id(evidence: Analysis, hop: int, prose: bool) -> str:
+    """A hop proof's id, fixed per case, hop and strategy (the example reproduces)."""
+    return f"urn:uuid:{uuid.uuid5(_RECEIPTS, f'hop/{evidence.case_id}/{hop}/{prose}')}"
 
 
 def signed_carrier_encoder() -> SignedCarrierEncoder:

@@ -625,6 +625,7 @@ def add_hop(
     action: str | None = None,
     sender: str | None = None,
     expires: datetime | None = None,
+    proof_id: str | None = None,
 ) -> HandoffChain:
     """Return a new chain with one more hop, signed by ``key``.
 
@@ -633,7 +634,8 @@ def add_hop(
     the proof covers the envelope too. ``sender`` defaults to the last hop's ``receiver``
     (principal alignment), and must be given for the first hop; it has to be the key
     ring's controller of ``key``, or receivers will refuse the hop. ``created`` and
-    ``expires`` go into the hop's proof.
+    ``expires`` go into the hop's proof, and ``proof_id`` is its ``id`` (a fresh
+    ``urn:uuid`` by default; give one to sign the same bytes again).
 
     Raises:
         InvalidArgument: a missing ``sender`` on hop 0, a wrong type or a naive
@@ -676,7 +678,7 @@ def add_hop(
         purpose=HOP_PROOF_PURPOSE,
         created=created,
         expires=expires,
-        proof_id=f"urn:uuid:{uuid.uuid4()}",
+        proof_id=proof_id or f"urn:uuid:{uuid.uuid4()}",
     )
     hop = attrs.evolve(unsigned, proof=signed["proof"])
     return _validated(attrs.evolve(chain, hops=(*chain.hops, hop)))
