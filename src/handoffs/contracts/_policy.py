@@ -223,17 +223,21 @@ class Not(Condition):
 
 
 @attrs.frozen
-class AllOf(Condition):
-    """Conjunction in Kleene logic: false if any operand is false."""
+class _Junction(Condition):
+    """A Kleene connective: :attr:`_DECIDES` if any operand is, else unknown if any
+    operand is unknown, else ``not _DECIDES``.
+    """
 
     operands: tuple[Condition, ...]
+    _DECIDES: ClassVar[bool]
+    _WORD: ClassVar[str]
 
     def evaluate(self, view: Mapping[str, Any]) -> Truth:
-        result: Truth = True
+        result: Truth = not self._DECIDES
         for operand in self.operands:
             truth = operand.evaluate(view)
-            if truth is False:
-                return False
+            if truth is self._DECIDES:
+                return truth
             if truth is None:
                 result = None
         return result
@@ -242,7 +246,7 @@ class AllOf(Condition):
         return frozenset().union(*(o.reads() for o in self.operands))
 
     def describe(self) -> str:
-        return " and ".join(f"({o.describe()})" for o in self.operands)
+        return f" {self._WORD} ".join(f"({o.describe()})" for o in self.operands)
 
     def thresholds(self) -> tuple[tuple[str, float], ...]:
         return tuple(t for o in self.operands for t in o.thresholds())
@@ -252,32 +256,19 @@ class AllOf(Condition):
 
 
 @attrs.frozen
-class AnyOf(Condition):
+class AllOf(_Junction):
+    """Conjunction in Kleene logic: false if any operand is false."""
+
+    _DECIDES: ClassVar[bool] = False
+    _WORD: ClassVar[str] = "and"
+
+
+@attrs.frozen
+class AnyOf(_Junction):
     """Disjunction in Kleene logic: true if any operand is true."""
 
-    operands: tuple[Condition, ...]
-
-    def evaluate(self, view: Mapping[str, Any]) -> Truth:
-        result: Truth = False
-        for operand in self.operands:
-            truth = operand.evaluate(view)
-            if truth is True:
-                return True
-            if truth is None:
-                result = None
-        return result
-
-    def reads(self) -> frozenset[str]:
-        return frozenset().union(*(o.reads() for o in self.operands))
-
-    def describe(self) -> str:
-        return " or ".join(f"({o.describe()})" for o in self.operands)
-
-    def thresholds(self) -> tuple[tuple[str, float], ...]:
-        return tuple(t for o in self.operands for t in o.thresholds())
-
-    def cuts(self, view: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
-        return tuple(t for o in self.operands for t in o.cuts(view))
+    _DECIDES: ClassVar[bool] = True
+    _WORD: ClassVar[str] = "or"
 
 
 @attrs.frozen
