@@ -47,6 +47,8 @@ __all__ = [
     "check_value",
     "digest",
     "dumps",
+    "exact_loads",
+    "float_free",
     "jcs_plain",
     "load_object",
     "loads",
@@ -188,16 +190,18 @@ def _fast_loads(raw: bytes, max_depth: int) -> tuple[Any, bool] | None:
     provably what the strict parser gives; ``None`` otherwise (parse it again).
 
     Exact because ``raw`` must equal orjson's sorted-key, 53-bit-integer serialisation
-    of the value it parsed: then no object repeats a key (the value would hold fewer
-    members than ``raw``), every integer lies within ±(2^53 − 1) (``OPT_STRICT_INTEGER``
-    raises otherwise), every number is finite (orjson refuses an overflow; ``inf``
-    would be written ``null``), no string holds a lone surrogate (orjson refuses to
-    read or write one), and there is no BOM, whitespace or other spelling freedom for
-    two parsers to read differently. Nesting is bounded by counting brackets, strings
-    included, so the count only ever over-estimates the depth. The flag is
-    conservative: a float token's look-alike inside a string clears it, which costs
-    the fast canonical path, never exactness.
+    of the value it parsed (see :func:`exact_loads`). The flag is conservative: a float
+    token's look-alike inside a string clears it, which costs the fast canonical path,
+    never exactness.
     """
+    exact = _exact(raw, max_depth)
+    if exact is None:
+        return None
+    value, simple = exact
+    return value, simple and type(value) is not float and _float_free(raw)
+
+
+def _exact(raw: bytes, max_depth: int) -> tuple[Any, bool] | None:
     if _orjson is None or raw.count(b"[") + raw.count(b"{") > max_depth:
         return None
     try:
@@ -206,9 +210,39 @@ def _fast_loads(raw: bytes, max_depth: int) -> tuple[Any, bool] | None:
             return None
     except (_orjson.JSONDecodeError, _orjson.JSONEncodeError):
         return None
-    plain = (raw.isascii() and b"\\u" not in raw and type(value) is not float
-             and _float_free(raw))
-    return value, plain
+    # One byte search first (most documents hold no escape at all), then "\u".
+    return value, raw.isascii() and (b"\\" not in raw or b"\\u" not in raw)
+
+
+def exact_loads(raw: bytes, *, limits: JSONLimits = DEFAULT_LIMITS) -> tuple[Any, bool] | None:
+    r"""Parse ``raw`` with orjson when that is provably what :func:`loads` gives, and
+    say whether the text is *simple* (ASCII, no ``\u`` escape); ``None`` otherwise, and
+    then :func:`loads_plain` parses ``raw`` and gives the precise error.
+
+    Exact because ``raw`` must be within ``limits`` and equal orjson's sorted-key,
+    53-bit-integer serialisation of the value it parsed: then no object repeats a key
+    (the value would hold fewer members than ``raw``), every integer lies within
+    ±(2^53 − 1) (``OPT_STRICT_INTEGER`` raises otherwise), every number is finite
+    (orjson refuses an overflow; ``inf`` would be written ``null``), no string holds a
+    lone surrogate (orjson refuses to read or write one), and there is no BOM,
+    whitespace or other spelling freedom for two parsers to read differently. Nesting
+    is bounded by counting brackets, strings included, so the count only ever
+    over-estimates the depth.
+
+    Simple text is plain (:func:`loads_plain`) exactly when it holds no float; a
+    caller that knows the value float-free (say, from a schema that admits no number)
+    need not scan for one, and otherwise :func:`float_free` tells.
+    """
+    if type(raw) is not bytes or len(raw) > limits.max_bytes:
+        return None
+    return _exact(raw, limits.max_depth)
+
+
+def float_free(raw: bytes) -> bool:
+    """Whether ``raw``, a text :func:`exact_loads` parsed, holds no float (a
+    conservative answer: a look-alike inside a string gives ``False``).
+    """
+    return _float_free(raw)
 
 
 def loads(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> Any:

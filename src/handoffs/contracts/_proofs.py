@@ -728,6 +728,83 @@ def _verify_one(
     )
 
 
+# ------------------------------------------------------- the standard proof, fused
+
+# The members of a proof :func:`sign` makes without options: the one shape the fused
+# accept path below takes. Any other proof goes the whole way through :func:`_verify`.
+_STANDARD: Final = frozenset(_PRESENT)
+
+
+class _Standard:
+    """A standard proof whose every check but the signature passed (see
+    :func:`_standard_proof`).
+    """
+
+    __slots__ = ("created", "entry", "proof", "signature", "vm")
+
+    def __init__(self, proof: dict[str, Any], vm: str, entry: KeyEntry, created: datetime,
+                 signature: bytes) -> None:
+        self.proof = proof
+        self.vm = vm
+        self.entry = entry
+        self.created = created
+        self.signature = signature
+
+    def verified(self, purpose: str) -> VerifiedProof:
+        """The proof as :func:`_verify` reports it (no id, expiry or chain)."""
+        entry = self.entry
+        return VerifiedProof(proof_id=None, verification_method=self.vm,
+                             controller=entry.controller, roles=entry.roles, purpose=purpose,
+                             created=self.created, expires=None, previous_proof=(),
+                             key_entry=entry)
+
+
+def _standard_proof(document: Mapping[str, Any], keyring: KeyRing, purpose: str,
+                    now: datetime) -> _Standard | None:
+    """The accept path of :func:`_verify` up to the signature, for a document with one
+    proof of the standard shape (exactly the members of :data:`_PRESENT`, no
+    ``@context``): the same checks of profile, key (in the ring, not revoked at
+    ``now``, valid at ``created``, allowed ``purpose``) and time (``created`` at most
+    :data:`CLOCK_SKEW` after ``now``). ``None`` when any check fails or the shape is
+    another one: then :func:`_verify` runs and says why.
+    """
+    proof = document.get("proof")
+    if type(proof) is not dict or proof.keys() != _STANDARD or "@context" in document:
+        return None
+    vm = proof["verificationMethod"]
+    value = proof["proofValue"]
+    if (proof["type"] != PROOF_TYPE or proof["cryptosuite"] != CRYPTOSUITE
+            or proof["proofPurpose"] != purpose or type(vm) is not str
+            or type(value) is not str or len(value) > _PROOF_VALUE_MAX_CHARS
+            or value[:1] != "z"):
+        return None
+    signature = _b58decode_or_none(value[1:])
+    created = _parse_utc(proof["created"])
+    entry = keyring.get(vm)
+    if signature is None or len(signature) != 64 or created is None or entry is None:
+        return None
+    if (revoked(entry, now) or not entry.valid_at(created) or purpose not in entry.purposes
+            or created > now + CLOCK_SKEW):
+        return None
+    return _Standard(proof, vm, entry, created, signature)
+
+
+def _standard_verifies(checked: _Standard, document: Mapping[str, Any]) -> bool:
+    """Whether the signature of a :func:`_standard_proof` verifies over ``document``,
+    which the caller vouches is plain (:func:`~handoffs._json.canonical_bytes_plain`).
+    """
+    config = dict(checked.proof)
+    del config["proofValue"]
+    unsecured = dict(document)
+    del unsecured["proof"]
+    message = _hash_data(canonical_bytes_plain(config), canonical_bytes_plain(unsecured))
+    try:
+        checked.entry.public_key.verify(checked.signature, message)
+    except InvalidSignature:
+        return False
+    return True
+
+
 def _optional_text(value: object, name: str) -> None:
     if value is not None and (not isinstance(value, str) or not value):
         raise InvalidArgument(f"{name} must be a non-empty string or None, got {value!r}")

@@ -19,16 +19,22 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import attrs
 
-from handoffs._errors import InvalidArgument, MalformedJSON, ProofError
+from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON, ProofError
 from handoffs._json import canonical_bytes, canonical_bytes_plain, check_value
 from handoffs._time import expired, stale
 from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._keys import KeyRing, SigningKey
-from handoffs.contracts._proofs import VerifiedProof, _verify, sign
+from handoffs.contracts._proofs import (
+    VerifiedProof,
+    _standard_proof,
+    _standard_verifies,
+    _verify,
+    sign,
+)
 from handoffs.contracts._receipt import (
     Receipt,
     enum_member,
@@ -364,6 +370,86 @@ def _verify_receipt(
             f"before now ({format_time(now)}); at most {max_age} is accepted",
             code="proof-stale", json_path="$.proof.created")
     return VerifiedReceipt(receipt=receipt, signer=signer, grant=grant, grant_proof=grant_proof)
+
+
+_GRANT_TEXT: Final = ("id", "issuer", "subject", "audience", "contract", "case_id",
+                      "policy_version", "valid_until")
+_AUTHORITIES: Final = Authority._value2member_map_
+
+
+def _verify_receipt_fast(  # noqa: PLR0911 - one return per declined check
+    document: Mapping[str, Any],
+    keyring: KeyRing,
+    *,
+    contract: Contract[Any, Any],
+    now: datetime,
+    audience: str | AnyAudience,
+    max_age: timedelta,
+) -> VerifiedReceipt | None:
+    """The accept path of :func:`_verify_receipt` (grant required) in one pass, or
+    ``None``: then :func:`_verify_receipt` runs and gives the refusal's reason.
+
+    It takes the one shape :func:`sign_receipt` and :func:`issue_grant` make (a
+    standard proof on the receipt and on its grant, see
+    :func:`~handoffs.contracts._proofs._standard_proof`; grant members of exactly their
+    JSON types) and runs the same checks; it returns a result only when every one
+    passes, and that result equals :func:`_verify_receipt`'s. ``document`` must be
+    valid under ``contract``'s schema, and plain except perhaps inside ``grant``
+    (the grant's members are checked to be strings and arrays of strings, so float-free,
+    before anything canonicalises it). ``tests/test_fused.py`` runs both paths on the
+    hostile suite and on mutated receipts.
+    """
+    grant = document.get("grant")
+    if (type(grant) is not dict or not _GRANT_KEYS.issuperset(grant)
+            or grant.get("type") != "AuthorityGrant"):
+        return None
+    for name in _GRANT_TEXT:
+        value = grant.get(name)
+        if type(value) is not str or not value:
+            return None
+    granted = grant.get("authority")
+    roles = grant.get("roles", [])
+    if type(granted) is not list or not granted or type(roles) is not list:
+        return None
+    named = frozenset([_AUTHORITIES.get(a) if type(a) is str else None for a in granted])
+    if None in named or not all(type(role) is str for role in roles):
+        return None
+    signer = _standard_proof(document, keyring, RECEIPT_PURPOSE, now)
+    issuer = _standard_proof(grant, keyring, GRANT_PURPOSE, now)
+    if signer is None or issuer is None:
+        return None
+    sender = document["sender"]
+    receiver = document["receiver"]
+    if (signer.entry.controller != sender or POLICY_SERVICE_ROLE not in issuer.entry.roles
+            or grant["issuer"] != issuer.entry.controller or grant["subject"] != sender
+            or grant["audience"] != receiver or grant["case_id"] != document["case_id"]
+            or grant["contract"] != contract.id
+            or grant["policy_version"] != document["policy_version"]):
+        return None
+    authority = cast("frozenset[Authority]", named)
+    try:
+        receipt = structure_valid(contract, document)
+        grant_until = parse_time(grant["valid_until"])
+    except HandoffsError:
+        return None
+    if (receipt.authority not in authority or receipt.valid_until > grant_until
+            or expired(grant_until, now)
+            or (audience is not ANY_AUDIENCE and receiver != audience)
+            or expired(receipt.valid_until, now) or stale(signer.created, max_age, now)):
+        return None
+    # The signatures last: a refusal found above costs no verify.
+    if not (_standard_verifies(issuer, grant) and _standard_verifies(signer, document)):
+        return None
+    return VerifiedReceipt(
+        receipt=receipt,
+        signer=signer.verified(RECEIPT_PURPOSE),
+        grant=AuthorityGrant(
+            id=grant["id"], issuer=grant["issuer"], subject=sender, audience=receiver,
+            contract=grant["contract"], case_id=grant["case_id"],
+            policy_version=grant["policy_version"], authority=authority,
+            roles=frozenset(roles), valid_until=grant_until),
+        grant_proof=issuer.verified(GRANT_PURPOSE),
+    )
 
 
 def _verify_grant(

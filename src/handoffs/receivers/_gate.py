@@ -49,6 +49,8 @@ from handoffs._json import (
     canonical_bytes,
     canonical_bytes_plain,
     check_value,
+    exact_loads,
+    float_free,
     jcs_plain,
     loads_plain,
 )
@@ -69,8 +71,9 @@ from handoffs.contracts._receipt import (
     structure,
 )
 from handoffs.contracts._registry import Registry, as_registry
+from handoffs.contracts._schema import _fast_validator, numbers_outside
 from handoffs.contracts._schema import validate_checked as _validate
-from handoffs.contracts._signing import VerifiedReceipt, _verify_receipt
+from handoffs.contracts._signing import VerifiedReceipt, _verify_receipt, _verify_receipt_fast
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers._replay import (
@@ -334,8 +337,8 @@ def _callable(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 class _Run(Run):
     """Per-decision state of the gate (kept off the frozen gate)."""
 
-    __slots__ = ("claim", "definition", "document", "message", "now", "plain", "receipt",
-                 "resolved", "rule", "verified")
+    __slots__ = ("claim", "definition", "document", "fast", "message", "now", "plain",
+                 "receipt", "resolved", "rule", "verified")
     # Set by the step named beside it before a later step reads it (no casts, no
     # per-message defaults on the accept path).
     document: Mapping[str, Any]  # (1)
@@ -352,6 +355,22 @@ class _Run(Run):
         self.verified: VerifiedReceipt | None = None
         self.resolved: dict[str, ResolvedEvidence] = {}
         self.claim: ReplayClaim | None = None
+        self.fast = False  # (1) took the exact fast parse; (2) then tries the fused path
+
+
+class _Plan:
+    """What the gate knows of one contract version before any message arrives."""
+
+    __slots__ = ("contract", "fail_closed", "max_age", "numbers", "valid")
+
+    def __init__(self, contract: Contract[Any, Any], max_proof_age: timedelta | None) -> None:
+        self.contract = contract
+        self.fail_closed = contract.fail_closed_action.value
+        self.max_age = contract.max_proof_age if max_proof_age is None else max_proof_age
+        # Whether a schema-valid receipt may hold a number outside its grant (whose
+        # members the fused proofs path checks itself).
+        self.numbers = numbers_outside(contract, "grant")
+        self.valid: Callable[[Any], bool] = _fast_validator(contract).is_valid
 
 
 @attrs.frozen(kw_only=True)
@@ -408,6 +427,8 @@ class Gate:
     max_proof_age: timedelta | None = attrs.field(default=None, validator=_optional_age)
     _fail_closed: str | None = attrs.field(init=False, repr=False, eq=False)
     _joint: bool = attrs.field(init=False, repr=False, eq=False, default=False)
+    # Per contract id, for the fast parse and the fused proofs path (KeyRing trust only).
+    _plans: Mapping[str, _Plan] = attrs.field(init=False, repr=False, eq=False, factory=dict)
 
     def __attrs_post_init__(self) -> None:
         if len(self.registry) == 0:
@@ -420,6 +441,9 @@ class Gate:
         object.__setattr__(self, "_joint", self.log is not None
                            and cast(object, self.replay) is self.log
                            and isinstance(self.log, ReplayLog))
+        if isinstance(self.trust, KeyRing):
+            object.__setattr__(self, "_plans", {
+                contract.id: _Plan(contract, self.max_proof_age) for contract in self.registry})
         if isinstance(self.trust, UnsafeNoProofs):
             warnings.warn(
                 f"gate {self.identity!r} is built with UnsafeNoProofs: proofs, keys and "
@@ -466,7 +490,23 @@ class Gate:
 
     def _parse_step(self, run: _Run) -> None:
         """(1) parse: limits, the contract version the message names, then its schema."""
-        document, run.plain = _parse_plain(run.message, self.limits)
+        message = run.message
+        if type(message) is bytes and self._plans:
+            # The exact fast parse of canonical bytes; anything else, the steps below.
+            exact = exact_loads(message, limits=self.limits)
+            if exact is not None and type(document := exact[0]) is dict:
+                named = document.get("contract")
+                plan = self._plans.get(named) if type(named) is str else None
+                if (plan is not None and exact[1] and plan.valid(document)
+                        and (not plan.numbers or float_free(message))):
+                    run.document = document
+                    run.contract = named
+                    run.receipt_id = _text(document.get("id"))
+                    run.definition = plan.contract
+                    run.fail_closed = plan.fail_closed
+                    run.fast = True
+                    return
+        document, run.plain = _parse_plain(message, self.limits)
         run.document = document
         run.contract = _text(document.get("contract"))
         run.receipt_id = _text(document.get("id"))
@@ -484,16 +524,27 @@ class Gate:
             raise InvalidArgument("the gate's clock returned a naive datetime", code="bad-clock")
         doc = run.document
         if isinstance(self.trust, KeyRing):
-            # One check that the whole document takes the canonical fast path (or the
-            # parser's word for it) covers every part the proofs canonicalise.
-            plain = run.plain
-            if plain is None:
-                plain = jcs_plain(doc)
-            verified = run.verified = _verify_receipt(
-                doc, self.trust, now=now, registry=self.registry, audience=self.identity,
-                require_grant=True, encode=canonical_bytes_plain if plain else canonical_bytes,
-                valid=True, max_proof_age=self.max_proof_age,
-            )
+            verified = None
+            if run.fast:
+                # The fused accept path; any refusal is found and explained below.
+                verified = _verify_receipt_fast(
+                    doc, self.trust, contract=run.definition, now=now, audience=self.identity,
+                    max_age=self._plans[cast(str, run.contract)].max_age)
+                plain: bool | None = float_free(run.message) if verified is None else True
+            else:
+                plain = run.plain
+            if verified is None:
+                # One check that the whole document takes the canonical fast path (or
+                # the parser's word for it) covers every part the proofs canonicalise.
+                if plain is None:
+                    plain = jcs_plain(doc)
+                verified = _verify_receipt(
+                    doc, self.trust, now=now, registry=self.registry, audience=self.identity,
+                    require_grant=True,
+                    encode=canonical_bytes_plain if plain else canonical_bytes,
+                    valid=True, max_proof_age=self.max_proof_age,
+                )
+            run.verified = verified
             receipt = run.receipt = verified.receipt
             run.sender = verified.signer.controller
         else:

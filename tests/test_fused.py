@@ -1,0 +1,290 @@
+"""The gate's fused accept path never admits what the reference path refuses.
+
+For canonical bytes the gate's step (1) takes an exact fast parse and step (2) a fused
+accept path (:func:`handoffs.contracts._signing._verify_receipt_fast`); anything the
+fused path does not accept goes the reference way, which gives the reason. These tests
+run both ways on the hostile suite and on mutated, re-signed receipts and require the
+same decision, and require the fused path itself to take the standard receipt, at
+every boundary instant, so that a check made stricter there does not go unnoticed.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from hypothesis import event, given
+from hypothesis import strategies as st
+
+from handoffs._errors import HandoffsError
+from handoffs._json import canonical_bytes, canonical_bytes_plain, dumps, loads
+from handoffs.contracts._keys import KeyRing
+from handoffs.contracts._proofs import CLOCK_SKEW, sign
+from handoffs.contracts._signing import (
+    VerifiedReceipt,
+    _verify_receipt,
+    _verify_receipt_fast,
+)
+from handoffs.receivers import Decision, Gate, Readback, StrictContractReceiver
+from test_gate import CASES, CONTRACT, NOW, RECEIVER, SENDER, SERVICE, T0, WORLD, raw
+from test_hostile import HOSTILE, SIGNED_GRANT_DEFECTS
+
+MAX_AGE = CONTRACT.max_proof_age
+_STANDARD = {"type", "cryptosuite", "created", "verificationMethod", "proofPurpose",
+             "proofValue"}
+
+
+def _reference(gate: Gate) -> Gate:
+    """The same gate without the fast parse (and so without the fused path)."""
+    object.__setattr__(gate, "_plans", {})
+    return gate
+
+
+def _both(message: bytes, **options: Any) -> tuple[Decision, Decision]:
+    options.setdefault("readback", Readback.ALWAYS)
+    fast = StrictContractReceiver(WORLD.gate(**options)).receive(message)
+    slow = StrictContractReceiver(_reference(WORLD.gate(**options))).receive(message)
+    return fast, slow
+
+
+def _fused(doc: dict[str, Any], ring: KeyRing | None = None, now: Any = NOW,
+           audience: str = RECEIVER) -> VerifiedReceipt | None:
+    return _verify_receipt_fast(doc, ring or WORLD.keyring, contract=CONTRACT, now=now,
+                                audience=audience, max_age=MAX_AGE)
+
+
+def _verified(doc: dict[str, Any], ring: KeyRing | None = None, now: Any = NOW,
+              audience: str = RECEIVER) -> VerifiedReceipt | HandoffsError:
+    try:
+        plain = canonical_bytes(doc) == canonical_bytes_plain(doc)
+        return _verify_receipt(doc, ring or WORLD.keyring, now=now, registry=CONTRACT,
+                               audience=audience, require_grant=True,
+                               encode=canonical_bytes_plain if plain else canonical_bytes,
+                               valid=False)
+    except HandoffsError as exc:
+        return exc
+
+
+def _standard(doc: dict[str, Any]) -> bool:
+    """The shape the fused path takes: one standard proof each, grant members typed."""
+    grant = doc.get("grant")
+    return (type(doc.get("proof")) is dict and set(doc["proof"]) == _STANDARD
+            and type(grant) is dict and type(grant.get("proof")) is dict
+            and set(grant["proof"]) == _STANDARD
+            and type(grant.get("authority")) is list
+            and all(type(a) is str for a in grant["authority"])
+            and type(grant.get("roles", [])) is list
+            and all(type(r) is str for r in grant.get("roles", [])))
+
+
+def _agree(doc: dict[str, Any], **context: Any) -> None:
+    """The fused path accepts exactly when the reference does (for the standard shape),
+    and then with the reference's result; otherwise it declines.
+    """
+    fused = _fused(doc, **context)
+    reference = _verified(doc, **context)
+    if fused is not None:
+        assert fused == reference
+    elif _standard(doc):
+        assert isinstance(reference, HandoffsError), "the fused path declined a good receipt"
+
+
+# ---------------------------------------------------------------- decisions agree
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_a_hostile_message_gets_the_reference_decision(name: str) -> None:
+    build, options, *_ = HOSTILE[name]
+    fast, slow = _both(build(), **options)
+    assert fast == slow
+
+
+@pytest.mark.parametrize("name", sorted(SIGNED_GRANT_DEFECTS))
+def test_a_defective_signed_grant_gets_the_reference_decision(name: str) -> None:
+    change, *_ = SIGNED_GRANT_DEFECTS[name]
+    grant = WORLD.grant()
+    grant.pop("proof")
+    change(grant)
+    signed = sign(grant, WORLD.service_key, purpose="capabilityDelegation", created=T0)
+    fast, slow = _both(raw(WORLD.signed("policy-01", grant=signed)))
+    assert fast == slow
+    assert fast.reasons[0].code == "grant-invalid"
+
+
+@pytest.mark.parametrize("case_id", sorted(CASES))
+def test_the_fused_path_itself_admits_every_standard_receipt(case_id: str) -> None:
+    doc = loads(raw(WORLD.signed(case_id)))
+    fused = _fused(doc)
+    assert fused is not None
+    assert fused == _verified(doc)
+    fast, slow = _both(raw(doc))
+    assert fast == slow
+    assert fast.readback == "agree"
+
+
+# ---------------------------------------------------------------- boundary instants
+# Each is the last instant (or the edge) at which the receipt is still good: the fused
+# path must take it itself, and refuse one microsecond beyond.
+_US = timedelta(microseconds=1)
+
+
+def test_created_at_most_the_clock_skew_in_the_future() -> None:
+    now = T0 - CLOCK_SKEW
+    doc = loads(raw(WORLD.signed()))
+    assert _fused(doc, now=now) is not None
+    assert _fused(doc, now=now - _US) is None
+    _agree(doc, now=now - _US)
+
+
+def test_proof_age_just_below_the_bound() -> None:
+    doc = loads(raw(WORLD.signed()))
+    assert _fused(doc, now=T0 + MAX_AGE - _US) is not None
+    assert _fused(doc, now=T0 + MAX_AGE) is None
+    assert isinstance(_verified(doc, now=T0 + MAX_AGE), HandoffsError)
+
+
+@pytest.mark.parametrize("member", ["receipt", "grant"])
+def test_valid_until_one_microsecond_after_now(member: str) -> None:
+    until = NOW + _US
+    grant = WORLD.grant(valid_until=until if member == "grant" else T0 + timedelta(hours=2))
+    doc = loads(raw(WORLD.signed(grant=grant, valid_until=until)))
+    assert _fused(doc) is not None
+    assert _fused(doc, now=until) is None
+    _agree(doc, now=until)
+
+
+def test_receipt_valid_exactly_as_long_as_its_grant() -> None:
+    until = T0 + timedelta(hours=2)
+    doc = loads(raw(WORLD.signed(valid_until=until)))
+    assert _fused(doc) is not None
+    longer = loads(raw(WORLD.signed(valid_until=until + _US)))
+    assert _fused(longer) is None
+    _agree(longer)
+
+
+def _ring(**window: Any) -> KeyRing:
+    ring = KeyRing().enrol(WORLD.service_key.public_key_multibase, controller=SERVICE,
+                           roles=["policy-service"], not_before=T0 - timedelta(days=1),
+                           purposes=["capabilityDelegation"])
+    return ring.enrol(WORLD.sender_key.public_key_multibase, controller=SENDER,
+                      roles=["proposer"], **window)
+
+
+def test_key_window_edges() -> None:
+    doc = loads(raw(WORLD.signed()))
+    assert _fused(doc, _ring(not_before=T0, not_after=T0 + _US)) is not None
+    for ring in (_ring(not_before=T0 + _US), _ring(not_before=T0 - _US, not_after=T0)):
+        assert _fused(doc, ring) is None
+        _agree(doc, ring=ring)
+
+
+def test_revocation_edge() -> None:
+    doc = loads(raw(WORLD.signed()))
+    vm = WORLD.sender_key.verification_method
+    ring = _ring(not_before=T0 - timedelta(days=1))
+    assert _fused(doc, ring.revoke(vm, at=NOW + _US)) is not None
+    assert _fused(doc, ring.revoke(vm, at=NOW)) is None
+    _agree(doc, ring=ring.revoke(vm, at=NOW))
+
+
+def test_the_grant_issuer_needs_the_policy_service_role() -> None:
+    doc = loads(raw(WORLD.signed()))
+    ring = KeyRing(tuple(
+        e if e.controller != SERVICE else type(e)(
+            verification_method=e.verification_method,
+            public_key_multibase=e.public_key_multibase, controller=SERVICE,
+            roles=["auditor"], not_before=e.not_before, purposes=e.purposes)
+        for e in WORLD.keyring))
+    assert _fused(doc, ring) is None
+    _agree(doc, ring=ring)
+
+
+def test_audience_is_checked() -> None:
+    doc = loads(raw(WORLD.signed()))
+    assert _fused(doc, audience="payments") is None
+    _agree(doc, audience="payments")
+
+
+# ---------------------------------------------------------------- mutated receipts
+
+_TEXT = st.sampled_from(["", "x", SENDER, RECEIVER, SERVICE, "rogue-agent", "policy-01",
+                         "routine-01", "PAY-7.4", "PAY-7.3", "ADVISE", "DECIDE",
+                         CONTRACT.id, "payment-release/9.9.9", "AuthorityGrant",
+                         "2026-06-01T12:01:00Z", "2026-06-01T13:00:00Z"])
+_VALUE = st.one_of(
+    _TEXT, st.none(), st.booleans(), st.integers(-3, 3), st.floats(-2, 2),
+    st.lists(_TEXT, max_size=3), st.lists(st.integers(0, 2), max_size=2),
+    st.dictionaries(_TEXT, _TEXT, max_size=2),
+)
+_GRANT_MEMBERS = ["type", "id", "issuer", "subject", "audience", "contract", "case_id",
+                  "policy_version", "authority", "roles", "valid_until", "scope", "@context"]
+_PROOF_MEMBERS = ["type", "cryptosuite", "created", "verificationMethod", "proofPurpose",
+                  "proofValue", "id", "expires", "domain", "challenge", "previousProof"]
+_RECEIPT_MEMBERS = ["case_id", "sender", "receiver", "authority", "policy_version",
+                    "valid_until", "counterfactual_trigger", "notes"]
+# The honest instant most often, then every edge on both sides.
+_INSTANTS = st.sampled_from([
+    T0, T0, T0, T0, T0, T0, T0 - _US, NOW + CLOCK_SKEW, NOW + CLOCK_SKEW + _US,
+    NOW - MAX_AGE, NOW - MAX_AGE + _US, T0 - timedelta(days=30), T0 - timedelta(days=30) - _US])
+_UNTIL = st.sampled_from([NOW, NOW + _US, *[T0 + timedelta(hours=1)] * 5,
+                          T0 + timedelta(hours=2), T0 + timedelta(hours=2) + _US])
+
+
+_HOW_MANY = st.sampled_from([0, 0, 0, 0, 1, 1, 2])
+
+
+def _change(target: dict[str, Any], member: str, value: Any, delete: bool) -> None:
+    if delete:
+        target.pop(member, None)
+    else:
+        target[member] = value
+
+
+@st.composite
+def _mutated(draw: st.DrawFn) -> dict[str, Any]:
+    """A receipt whose grant and members are changed before signing (both proofs
+    verify), and whose proofs may be changed after.
+    """
+    case_id = draw(st.sampled_from(sorted(CASES)))
+    grant = WORLD.grant(case_id, valid_until=draw(_UNTIL))
+    grant.pop("proof")
+    changes = [(draw(st.sampled_from(_GRANT_MEMBERS)), draw(_VALUE), draw(st.booleans()))
+               for _ in range(draw(_HOW_MANY))]
+    for member, value, delete in changes:
+        if member != "@context":  # sign() refuses it: added after signing
+            _change(grant, member, value, delete)
+    grant_key = draw(st.sampled_from([WORLD.service_key, WORLD.service_key,
+                                      WORLD.sender_key]))
+    grant = sign(grant, grant_key, purpose=draw(st.sampled_from(
+        ["capabilityDelegation", "capabilityDelegation", "assertionMethod"])),
+        created=draw(_INSTANTS))
+    for member, value, delete in changes:
+        if member == "@context":
+            _change(grant, member, value, delete)
+    doc = WORLD.unsigned(case_id, valid_until=draw(_UNTIL))
+    doc["grant"] = grant
+    for _ in range(draw(_HOW_MANY)):
+        _change(doc, draw(st.sampled_from(_RECEIPT_MEMBERS)), draw(_TEXT), draw(st.booleans()))
+    key = draw(st.sampled_from([WORLD.sender_key, WORLD.sender_key, WORLD.rogue_key]))
+    doc = sign(doc, key, created=draw(_INSTANTS))
+    for _ in range(draw(_HOW_MANY)):
+        where = draw(st.sampled_from([doc["proof"], doc["grant"]["proof"]]))
+        _change(where, draw(st.sampled_from(_PROOF_MEMBERS)), draw(_VALUE), draw(st.booleans()))
+    return doc
+
+
+@given(_mutated())
+def test_a_mutated_receipt_gets_the_reference_decision(doc: dict[str, Any]) -> None:
+    message = dumps(doc).encode()
+    fast, slow = _both(message)
+    assert fast == slow
+    try:
+        parsed = loads(message)
+    except HandoffsError:
+        return
+    event(f"{fast.verdict.name} at step {int(fast.step)}: "
+          f"{fast.reasons[0].code if fast.reasons else ''}")
+    if isinstance(parsed, dict) and fast.step > 1:  # schema-valid: the fused path's input
+        _agree(copy.deepcopy(parsed))
