@@ -288,3 +288,64 @@ def test_a_mutated_receipt_gets_the_reference_decision(doc: dict[str, Any]) -> N
           f"{fast.reasons[0].code if fast.reasons else ''}")
     if isinstance(parsed, dict) and fast.step > 1:  # schema-valid: the fused path's input
         _agree(copy.deepcopy(parsed))
+
+
+# ---------------------------------------------------------------- schemas without numbers
+
+_STRING = {"type": "string"}
+_CLOSED = {"type": "object", "properties": {"a": {"type": "boolean"}},
+           "additionalProperties": False}
+
+
+@pytest.mark.parametrize(("schema", "numbers"), [
+    ({}, True),
+    (True, True),
+    (False, False),
+    (_STRING, False),
+    ({"type": "integer"}, True),
+    ({"type": "number"}, True),
+    ({"type": ["string", "null"]}, False),
+    ({"type": ["string", "integer"]}, True),
+    ({"type": []}, True),
+    ({"enum": ["a", "b", None, True]}, False),
+    ({"enum": ["a", 1]}, True),
+    ({"enum": [["a"], {"b": 1.5}]}, True),
+    ({"const": "a"}, False),
+    ({"const": 1}, True),
+    ({"const": {"a": [True, "b"]}}, False),
+    (_CLOSED, False),
+    ({**_CLOSED, "additionalProperties": True}, True),
+    ({"type": "object", "properties": {"a": _STRING}}, True),
+    ({**_CLOSED, "additionalProperties": _STRING}, False),
+    ({**_CLOSED, "properties": {"a": {"type": "integer"}}}, True),
+    ({**_CLOSED, "patternProperties": {"^x": {"type": "number"}}}, True),
+    ({**_CLOSED, "patternProperties": {"^x": _STRING}}, False),
+    ({"type": "array", "items": _STRING}, False),
+    ({"type": "array"}, True),
+    ({"type": "array", "items": _STRING, "prefixItems": [{"type": "integer"}]}, True),
+    ({"type": ["array", "object"], "items": _STRING, "additionalProperties": False}, False),
+    ({"type": ["array", "object"], "items": _STRING}, True),
+    ({"anyOf": [_STRING, {"type": "boolean"}]}, False),
+    ({"anyOf": [_STRING, {"type": "number"}]}, True),
+    ({"oneOf": [_STRING, {}]}, True),
+    ({"anyOf": []}, True),
+    ({"allOf": [{}, _STRING]}, False),
+    ({"allOf": [{}, {"type": "integer"}]}, True),
+    ({"type": "integer", "enum": ["a"]}, False),
+    ({"$ref": "#/$defs/text"}, False),
+    ({"$ref": "#/$defs/missing"}, True),
+    ({"$ref": "#/$defs/loop"}, True),
+    ({"$ref": "https://example.org/text"}, True),
+])
+def test_a_schema_admits_numbers_unless_certainly_not(schema: Any, numbers: bool) -> None:
+    from handoffs.contracts._schema import _admits_numbers
+
+    root = {"$defs": {"text": _STRING, "loop": {"$ref": "#/$defs/loop"}}}
+    assert _admits_numbers(root, schema, frozenset()) is numbers
+
+
+def test_the_payment_receipt_holds_numbers_only_in_its_grant() -> None:
+    from handoffs.contracts._schema import numbers_outside
+
+    assert numbers_outside(CONTRACT, "grant") is False
+    assert numbers_outside(CONTRACT, "decision_state") is True  # the grant is open
