@@ -354,3 +354,105 @@ def test_a_logging_gate_logs_each_decision_once_with_its_answer(tmp_path: Path) 
                             if r["strategy"] == "decision_contract")
     assert not [r for r in rows if "model-error" in json.dumps(r["reasons"])]
     assert len(server.requests) == sum(1 for r in rows if r["step"] == 5)
+
+
+_DRAWN = [str(a.value) for a in PAYMENT_RELEASE.actions]
+
+
+def _drawing() -> Callable[[dict[str, Any]], Any]:
+    """A 'model' that answers each sampled call of a prompt with the next action (the
+    k-th call of a prompt gets action k), and deterministic calls with the policy."""
+    counts: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def script(body: dict[str, Any]) -> Any:
+        if body["temperature"] == 0:
+            return payment_policy(body)
+        with lock:
+            k = counts[prompt_of(body)] = counts.get(prompt_of(body), -1) + 1
+        return 200, {}, completion(json.dumps({"action": _DRAWN[k % len(_DRAWN)]}))
+
+    return script
+
+
+def _sampled_experiment(url: str, *, fail_after: int | None = None) -> Any:
+    """Three epochs; the decision contract's receiver samples (temperature 0.7), the
+    full record's does not."""
+    experiment = _experiment(url, fail_after=fail_after)
+    sampled = {"decision_contract": {"temperature": 0.7, "seed": 0}}
+    return attrs.evolve(experiment, epochs=3, strategies=tuple(
+        attrs.evolve(s, receiver=attrs.evolve(s.receiver, **sampled[s.name]))
+        if s.name in sampled else s for s in experiment.strategies))
+
+
+def _draws(log: Path, strategy: str) -> dict[int, dict[int, str]]:
+    """Per case, the unperturbed decision of ``strategy`` in each epoch (run log)."""
+    from handoffs.lab._runlog import COLUMNS, read_run_log
+
+    header, records = read_run_log(log)
+    index = header["strategies"].index(strategy)
+    out: dict[int, dict[int, str]] = {}
+    for record in records:
+        if record.get("complete") is True:
+            continue
+        for row in record["rows"]:
+            cell = dict(zip(COLUMNS, row, strict=True))
+            if cell["strategy"] == index and cell["perturbation"] == 0:
+                out.setdefault(record["start"] + cell["case"], {})[cell["epoch"]] = \
+                    cell["action"]
+    return out
+
+
+def test_each_sample_of_a_sampled_receiver_is_one_call_cached_and_resumable(
+        tmp_path: Path) -> None:
+    log, again = tmp_path / "run.jsonl", tmp_path / "again.jsonl"
+    with serving(_drawing(), delay=0.02) as server:
+        report = run(_sampled_experiment(server.url), run_log=log, chunk_size=4).report
+        asked = list(server.requests)
+        # a repeated run on the same call cache asks nothing and draws the same
+        repeated = run(_sampled_experiment(server.url), run_log=again, chunk_size=4,
+                       cache=tmp_path / "run.jsonl.calls.sqlite").report
+        assert len(server.requests) == len(asked)
+    sampled = [b for b in asked if b["temperature"] > 0]
+    fixed = [b for b in asked if b["temperature"] == 0]
+    # n samples of one prompt are n calls, each with its own seed; none is asked twice
+    by_prompt: dict[str, list[int]] = {}
+    for body in sampled:
+        by_prompt.setdefault(prompt_of(body), []).append(body["seed"])
+    assert by_prompt
+    assert all(sorted(seeds) == [0, 1, 2] for seeds in by_prompt.values())
+    # the deterministic receiver is asked once per distinct prompt
+    assert len({prompt_of(b) for b in fixed}) == len(fixed) >= 14
+    # every case's three epochs are three distinct answers of the model ...
+    draws = _draws(log, "decision_contract")
+    assert len(draws) == 14
+    assert all(len(set(by_epoch.values())) == 3 and set(by_epoch) == {0, 1, 2}
+               for by_epoch in draws.values())
+    # ... and the deterministic receiver's epochs are one decision
+    assert all(set(epochs) == {0} for epochs in _draws(log, "full_record").values())
+    assert _draws(again, "decision_contract") == draws
+    cost = {row["strategy"]: row for row in report["cost"]["strategies"]}
+    assert cost["decision_contract"]["model_calls"] == len(sampled)
+    assert cost["full_record"]["model_calls"] == len(fixed)
+    assert repeated["cost"]["totals"]["model_calls"] == 0
+    assert repeated["strategy_results"] == report["strategy_results"]
+    # the calls overlapped (the client's bound), sampled ones as well
+    assert server.max_in_flight == 4
+
+
+def test_a_resumed_run_draws_no_sample_twice(tmp_path: Path) -> None:
+    log = tmp_path / "run.jsonl"
+    with serving(_drawing()) as server:
+        with pytest.raises(Boom):
+            run(_sampled_experiment(server.url, fail_after=9), chunk_size=4, run_log=log,
+                executor=Inline())
+        first = len(server.requests)
+        assert first
+        report = run(_sampled_experiment(server.url), chunk_size=4, run_log=log,
+                     resume=True).report
+    keys = [(prompt_of(b), b["temperature"], b.get("seed")) for b in server.requests]
+    assert len(keys) == len(set(keys))  # nothing asked twice, before or after the stop
+    assert report["provenance"]["resumed_chunks"] == 2
+    draws = _draws(log, "decision_contract")
+    assert len(draws) == 14
+    assert all(len(set(by_epoch.values())) == 3 for by_epoch in draws.values())

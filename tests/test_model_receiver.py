@@ -327,3 +327,36 @@ def test_the_payment_policy_double_answers_like_the_contract() -> None:
                                               "content": "x " + json.dumps(receipt)}]})
         answer = json.loads(reply[2]["choices"][0]["message"]["content"])["action"]
         assert answer == PAYMENT_RELEASE.decide(case.state()).value
+
+
+def test_each_draw_of_a_sampled_receiver_is_its_own_request_and_records_its_index() -> None:
+    with serving() as server:
+        receiver = _receiver(server.url, temperature=0.7, seed=5)
+        draws = [receiver.receive(_receipt(), sample=i) for i in range(3)]
+        deterministic = _receiver(server.url).receive(_receipt())
+    seeds = [body["seed"] for body in server.requests]
+    assert seeds == [5, 6, 7, 0]  # a declared seed moves with the draw
+    assert [d.record["sample"] for d in draws] == [0, 1, 2]
+    assert "sample" not in deterministic.record
+    assert "sample" not in server.requests[0]  # the index is not sent
+    request = receiver.request(_receipt(), PAYMENT_RELEASE, sample=2)
+    assert (request.sample, request.seed) == (2, 7)
+    unseeded = _receiver(server.url, temperature=0.7, seed=None)
+    assert unseeded.request(_receipt(), PAYMENT_RELEASE, sample=2).seed is None
+
+
+def test_rule_on_is_the_second_half_of_receive() -> None:
+    receiver = _receiver("http://127.0.0.1:9/v1")
+    answer = completion(json.dumps({"action": "HOLD"}))["choices"][0]["message"]["content"]
+    from handoffs.receivers import Completion
+
+    ruling = receiver.rule_on(PAYMENT_RELEASE, Completion(content=answer, tokens_in=3))
+    assert (ruling.action, ruling.verdict, ruling.reasons) == ("HOLD", Verdict.ACCEPT, ())
+    assert ruling.record["tokens_in"] == 3
+    failed = receiver.rule_on(PAYMENT_RELEASE, ModelTimeout("slow"))
+    assert (failed.action, failed.verdict) == ("ESCALATE", Verdict.ESCALATE)
+    assert [r.code for r in failed.reasons] == ["model-timeout"]
+    crashed = receiver.rule_on(PAYMENT_RELEASE, RuntimeError("bug"))
+    assert [r.code for r in crashed.reasons] == ["model-error"]
+    bad = receiver.rule_on(PAYMENT_RELEASE, Completion(content='{"action": "PAY"}'))
+    assert [r.code for r in bad.reasons] == ["invalid-action"]

@@ -19,6 +19,7 @@ lab, around the client, not in the receiver or the gate.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import functools
 import hashlib
 import os
 import sqlite3
@@ -35,7 +36,7 @@ from handoffs._errors import HandoffsError
 from handoffs._json import dumps
 from handoffs.receivers._chat import ChatClient, ChatRequest, Completion, ModelError
 
-__all__ = ["Budget", "BudgetExceeded", "CallCache", "CallCacheError", "LabClient", "ahead"]
+__all__ = ["Budget", "BudgetExceeded", "CallCache", "CallCacheError", "LabClient"]
 
 
 class CallCacheError(HandoffsError, OSError):
@@ -48,32 +49,6 @@ class BudgetExceeded(ModelError):
     """The run's call or token budget is spent: the model is not asked."""
 
     code = "budget-exceeded"
-
-
-class _Sent(ModelError):
-    """A :class:`LabClient` asked during a scheduling pass (:func:`ahead`): the request
-    is on its way, the receiver fails closed for now (a failed call: never memoised)
-    and the deciding pass, asking again, gets the answer.
-    """
-
-
-_AHEAD: Final = threading.local()
-
-
-@contextmanager
-def ahead(submit: Callable[..., cf.Future[Any]], sent: list[cf.Future[Any]]
-          ) -> Iterator[None]:
-    """Within this block (in this thread), a :class:`LabClient` that has no answer at
-    hand sends the request through ``submit`` (the run's call pool) instead of
-    waiting for it, appends the call's future to ``sent`` and raises: the scheduling
-    pass produces every prompt (admission, rendering, cache look-up) itself, and the
-    pool's threads only wait for the model and store its answer.
-    """
-    _AHEAD.submit, _AHEAD.sent = submit, sent
-    try:
-        yield
-    finally:
-        _AHEAD.submit = _AHEAD.sent = None
 
 
 _SCHEMA: Final = (
@@ -158,8 +133,13 @@ class CallCache:
 
     @staticmethod
     def key(fingerprint: str, request: ChatRequest) -> str:
-        """The entry key: the receiver's fingerprint and the request as sent."""
+        """The entry key: the receiver's fingerprint, the request as sent, and the
+        request's sample index when it is not 0 (``n`` draws of a sampled receiver are
+        ``n`` entries).
+        """
         text = fingerprint + "\n" + dumps(request.to_json())
+        if request.sample:
+            text += f"\nsample {request.sample}"
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def get(self, key: str) -> Completion | None:
@@ -350,14 +330,10 @@ class LabClient:
             close()
 
     def complete(self, request: ChatRequest) -> Completion:
-        """The answer sent ahead, else the cached answer, else the model's (stored
-        before it is returned). Within :func:`ahead`, a request with no answer at hand
-        is sent in the background instead, and :class:`_Sent` raised.
+        """The answer sent ahead (:meth:`schedule`), else the cached answer, else the
+        model's (stored before it is returned).
         """
         key = CallCache.key(self.fingerprint, request)
-        submit = getattr(_AHEAD, "submit", None)
-        if submit is not None:
-            return self._send(key, request, submit)
         with self._lock:
             future = self._sent.get(key)
         if future is not None:
@@ -370,11 +346,21 @@ class LabClient:
                 raise
         return self._answer(key, request)
 
-    def _send(self, key: str, request: ChatRequest,
-              submit: Callable[..., cf.Future[Completion]]) -> Completion:
+    def schedule(self, request: ChatRequest,
+                 submit: Callable[..., cf.Future[Completion]]
+                 ) -> Completion | cf.Future[Completion]:
+        """The answer at hand (cached), else the call on its way: sent through
+        ``submit`` (the run's call pool) unless it already was. The lab's scheduling
+        pass produces every request (admission, rendering, cache look-up) itself; the
+        pool's threads only wait for the model and store its answer. A later
+        :meth:`complete` of the same request gets the same answer.
+        """
+        key = CallCache.key(self.fingerprint, request)
         with self._lock:
-            sent = key in self._sent
-        if not sent and self.cache is not None:
+            future = self._sent.get(key)
+        if future is not None:
+            return future
+        if self.cache is not None:
             found = self.cache.get(key)
             if found is not None:
                 return found
@@ -384,8 +370,15 @@ class LabClient:
                 if len(self._sent) >= _SENT_KEPT:
                     self._sent.clear()  # bounded; the answers are in the cache, if any
                 future = self._sent[key] = submit(self._answer, key, request)
-        _AHEAD.sent.append(future)
-        raise _Sent(f"{self.receiver}: the request is on its way")
+                future.add_done_callback(functools.partial(self._settled, key))
+        return future
+
+    def _settled(self, key: str, future: cf.Future[Completion]) -> None:
+        """Forget a call sent ahead that failed: asked again, it is sent again."""
+        if future.cancelled() or future.exception() is not None:
+            with self._lock:
+                if self._sent.get(key) is future:
+                    del self._sent[key]
 
     def _answer(self, key: str, request: ChatRequest) -> Completion:
         """The cached answer, or the model's, committed to the cache before it is

@@ -8,7 +8,10 @@ perturbations that describe their messages as one-member patches are sized, chec
 and keyed from the unperturbed message and that member alone (``memo_member``),
 without building the message; and when a case's messages have the same keys, checks
 and reference as an earlier case's, its rows are replayed from that case's, every
-decision a memo hit. A sampled receiver is called again for every epoch.
+decision a memo hit. A sampled receiver is called again for every epoch, except a
+sampled model receiver with a deterministic admission, which is memoised per draw: the
+request of epoch ``i`` is asked once per run (and kept by the call cache), so ``n``
+epochs of one prompt are ``n`` calls.
 
 When the plan has slow receivers (``plan.prefetch``), a scheduling pass walks the
 chunk first, handing their distinct messages to the run's call pool; the deciding
@@ -33,13 +36,12 @@ from handoffs._json import canonical_bytes, canonical_size, digest, dumps
 from handoffs.contracts._contract import Authority
 from handoffs.contracts._encoders import GovernanceService
 from handoffs.contracts._receipt import ENVELOPE_MEMBERS
-from handoffs.lab._cache import ahead
 from handoffs.lab._experiment import (
     Strategy,
     wire_value,
 )
 from handoffs.lab._keys import keyed, memo_key, memo_member, memo_value
-from handoffs.lab._memo import _decide, _memoisable, _Shared, _shared_for
+from handoffs.lab._memo import _decide, _memoisable, _Shared, _shared_for, _whole, send_ahead
 from handoffs.lab._perturb import (
     REMOVED,
     CaseContext,
@@ -60,6 +62,7 @@ from handoffs.lab._plan import (
     receipt_id,
 )
 from handoffs.receivers._decision import Receiver, Verdict
+from handoffs.receivers._model import ModelReceiver
 
 __all__ = ["run_chunk"]
 
@@ -189,7 +192,8 @@ def _member_size(name: str) -> int:
 class _Slot:
     """One receiver of the chunk, with its memoisation interface."""
 
-    __slots__ = ("ahead", "deterministic", "index", "member", "project", "receiver", "slow")
+    __slots__ = ("ahead", "deterministic", "index", "member", "memoised", "project",
+                 "receiver", "sampled", "slow")
 
     def __init__(self, index: int, receiver: Receiver) -> None:
         self.index = index
@@ -197,6 +201,11 @@ class _Slot:
         self.deterministic = bool(receiver.deterministic)
         # A receiver that says how many calls it may have in flight is slow (a model).
         self.slow = isinstance(getattr(receiver, "max_in_flight", None), int)
+        # A sampled model receiver whose admission is deterministic is memoised per
+        # draw: its decision of a message in epoch i is the ruling on the model's i-th
+        # answer to the request, asked once per run (and kept by the call cache).
+        self.sampled = sampled(receiver)
+        self.memoised = self.deterministic or self.sampled
         # Its requests are produced by the scheduling pass, unless its admission keeps a
         # decision log (each receive writes a row: the whole decision goes to the pool).
         self.ahead = getattr(getattr(receiver, "gate", None), "log", None) is None
@@ -206,6 +215,19 @@ class _Slot:
         if keyed(receiver):
             self.project = functools.partial(memo_key, receiver)
             self.member = functools.partial(memo_member, receiver)
+
+
+def sampled(receiver: Receiver) -> bool:
+    """Whether ``receiver`` is a sampled model receiver memoised per draw (its answers
+    differ from call to call, its admission's decisions do not).
+    """
+    return isinstance(receiver, ModelReceiver) and not receiver.deterministic \
+        and bool(receiver.gate.deterministic)
+
+
+def _drawn(key: Hashable, sample: int) -> Hashable:
+    """The memo key of draw ``sample`` of a message keyed ``key`` (draw 0: ``key``)."""
+    return (key, sample) if sample else key
 
 
 class _Msg:
@@ -497,13 +519,14 @@ class _Chunk:
                 self.case_rows.append([case_id, "", state_key, ref])
                 for si, msg in enumerate(row):  # the unperturbed messages, at once
                     slot = self.slots[si]
-                    if slot.slow and slot.deterministic:
-                        self._schedule(slot, _Facts(
+                    if slot.slow and slot.memoised:
+                        facts = _Facts(
                             meta=None, ref=ref, size=0, tokens=None, governance=True,
                             schema=None, has_state=False,
                             key=functools.partial(self._key, msg=msg),
-                            message=functools.partial(getattr, msg, "message")),
-                            memoise=True)
+                            message=functools.partial(getattr, msg, "message"))
+                        for sample in range(1 if slot.deterministic else plan.epochs):
+                            self._schedule(slot, facts, memoise=True, sample=sample)
                 continue
             self.case_rows.append([case_id, _case_digest(plan, evidence), state_key, ref])
             if plan.analyse and state_key not in self.states:
@@ -611,7 +634,7 @@ class _Chunk:
         strategies: Sequence[int] = range(len(plan.strategies))
         if self.dry:  # the scheduling pass walks only the slow receivers' messages
             strategies = [si for si in strategies
-                          if self.slots[si].slow and self.slots[si].deterministic]
+                          if self.slots[si].slow and self.slots[si].memoised]
         replayable = [slot.deterministic and self.semantic.deterministic
                       and plan.tokenizer is None for slot in self.slots]
         for j in range(count):
@@ -975,8 +998,8 @@ class _Chunk:
 
     # ------------------------------------------------------------------- rows
 
-    def _outcome(self, slot: _Slot, facts: _Facts, *, memoise: bool, si: int = -1
-                 ) -> tuple[int, int, int]:
+    def _outcome(self, slot: _Slot, facts: _Facts, *, memoise: bool, si: int = -1,
+                 sample: int = 0) -> tuple[int, int, int]:
         """(outcome id, latency µs, memo flag) of one receiver decision.
 
         A deterministic receiver's decision is looked up in the chunk's memo, then in
@@ -986,10 +1009,10 @@ class _Chunk:
         that failed) are never memoised.
         """
         if self.dry:
-            return self._schedule(slot, facts, memoise=memoise)
+            return self._schedule(slot, facts, memoise=memoise, sample=sample)
         if not memoise:
-            return self._call(slot, facts, si, None)
-        memo_key = facts.key(slot)
+            return self._call(slot, facts, si, None, sample)
+        memo_key = _drawn(facts.key(slot), sample)
         found = self.memo.get(memo_key)
         if found is not None:
             self.hits += 1
@@ -998,12 +1021,13 @@ class _Chunk:
             # A fast receiver keyed on the whole message: such keys are mostly one per
             # case, so the run-wide memo would hold them all for little reuse.
             return self._call(slot, facts, si, memo_key)
-        return self._shared_outcome(slot, facts, si, memo_key)
+        return self._shared_outcome(slot, facts, si, memo_key, sample)
 
-    def _call(self, slot: _Slot, facts: _Facts, si: int, memo_key: Hashable
+    def _call(self, slot: _Slot, facts: _Facts, si: int, memo_key: Hashable, sample: int = 0
               ) -> tuple[int, int, int]:
         """Call the receiver; memoise the outcome in the chunk under ``memo_key``."""
-        outcome, latency, usage, ok = _decide(slot.receiver, facts.message(), self.fail)
+        outcome, latency, usage, ok = _decide(slot.receiver, facts.message(), self.fail,
+                                              sample)
         oid = self._outcome_id(outcome)
         if not ok:
             self.exact = False
@@ -1013,19 +1037,20 @@ class _Chunk:
         self._account(si, usage)
         return oid, latency, 0
 
-    def _shared_outcome(self, slot: _Slot, facts: _Facts, si: int, memo_key: Hashable
-                        ) -> tuple[int, int, int]:
-        """The outcome from the run-wide memo, calling the receiver if no chunk has
-        (or deciding it from the answer a scheduling pass sent ahead for).
+    def _shared_outcome(self, slot: _Slot, facts: _Facts, si: int, memo_key: Hashable,
+                        sample: int) -> tuple[int, int, int]:
+        """The outcome from the run-wide memo (filled by another chunk, or by the call
+        pool for a request a scheduling pass sent ahead), calling the receiver if no
+        chunk has.
         """
         shared = self.shared
         while True:
             entry, mine = shared.entry(memo_key)
             if not mine:
-                mine = shared.wait(entry)
-            if mine:
+                shared.wait(entry)
+            else:
                 outcome, latency, usage, ok = _decide(slot.receiver, facts.message(),
-                                                      self.fail)
+                                                      self.fail, sample)
                 if usage is not None and not usage[0]:  # the model's time is the call's
                     latency += round(usage[3] * 1000)
                 entry.set(outcome, latency, usage)
@@ -1053,35 +1078,27 @@ class _Chunk:
         self.hits += 1
         return oid, 0, 1
 
-    def _schedule(self, slot: _Slot, facts: _Facts, *, memoise: bool) -> tuple[int, int, int]:
-        """The scheduling pass: produce a slow receiver's new requests here (admission,
-        prompt, cache look-up) and send them to the run's call pool; what needs no
-        model call (refused before it, answered by the cache) is decided at once.
+    def _schedule(self, slot: _Slot, facts: _Facts, *, memoise: bool, sample: int = 0
+                  ) -> tuple[int, int, int]:
+        """The scheduling pass: hand a slow receiver's new requests (draw ``sample``)
+        to the run's call pool (:func:`~handoffs.lab._memo.send_ahead`: admission,
+        prompt and cache look-up here, the ruling where the answer arrives); what
+        needs no model call (refused before it, answered by the cache) is decided at
+        once. A receiver whose admission keeps a decision log is decided whole on the
+        pool (each decision writes one row).
         """
         if slot.slow and memoise:
-            key = facts.key(slot)
+            key = _drawn(facts.key(slot), sample)
             if key not in self.memo:
                 self.memo[key] = 0
                 shared = self.shared
                 entry, mine = shared.entry(key)
-                if mine and not slot.ahead:
-                    message = facts.message()
-                    receiver, fail = slot.receiver, self.fail
-
-                    def call() -> None:
-                        entry.set(*_decide(receiver, message, fail)[:3])
-
-                    self.scheduled.append(shared.submit(call))
+                if mine and slot.ahead:
+                    send_ahead(shared, slot.receiver, facts.message(), fail=self.fail,
+                               sample=sample, entry=entry, scheduled=self.scheduled)
                 elif mine:
-                    sent: list[cf.Future[Any]] = []
-                    with ahead(shared.submit, sent):
-                        outcome, latency, usage, _ = _decide(slot.receiver, facts.message(),
-                                                             self.fail)
-                    if sent:
-                        entry.ahead = True
-                        self.scheduled.extend(sent)
-                    else:
-                        entry.set(outcome, latency, usage)
+                    self.scheduled.append(shared.submit(
+                        _whole, entry, slot.receiver, facts.message(), self.fail, sample))
         return 0, 0, 1
 
     def _outcome_id(self, outcome: tuple[str, str, tuple[str, ...]]) -> int:
@@ -1119,7 +1136,8 @@ class _Chunk:
         semantic = self.semantic
         size, tokens = facts.size, facts.tokens
         for epoch in range(1 if slot.deterministic else plan.epochs):
-            oid, latency, memo = self._outcome(slot, facts, memoise=slot.deterministic, si=si)
+            oid, latency, memo = self._outcome(slot, facts, memoise=slot.memoised, si=si,
+                                               sample=epoch)
             sid = -1
             if facts.has_state:
                 sid = self._outcome(semantic, facts, memoise=semantic.deterministic)[0]

@@ -21,25 +21,26 @@ import time
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Final
 
+from handoffs.lab._cache import LabClient
 from handoffs.lab._plan import Plan
-from handoffs.receivers._decision import Receiver
-from handoffs.receivers._model import TRANSIENT_CODES
+from handoffs.receivers._chat import Completion
+from handoffs.receivers._decision import Receiver, Verdict
+from handoffs.receivers._gate import Admitted, Ruling
+from handoffs.receivers._model import TRANSIENT_CODES, ModelReceiver
 
-__all__ = ["release_shared"]
+__all__ = ["release_shared", "send_ahead"]
 
 
 class _Entry:
-    """One run-wide memo entry: an outcome, or the call that will produce it.
-
-    ``ahead``: a scheduling pass sent the entry's request to the model; the first
-    deciding pass to need the entry decides it (finding the answer sent ahead).
+    """One run-wide memo entry: an outcome, or the call that will produce it (filled
+    once, by whoever made the entry: a deciding pass, or the call pool for an entry a
+    scheduling pass sent ahead).
     """
 
-    __slots__ = ("ahead", "counted", "done", "latency", "outcome", "usage")
+    __slots__ = ("counted", "done", "latency", "outcome", "usage")
 
     def __init__(self) -> None:
         self.done = threading.Event()
-        self.ahead = False
         self.outcome: tuple[str, str, tuple[str, ...]] | None = None
         self.latency = 0
         self.usage: tuple[int, int, int, float] | None = None
@@ -80,9 +81,7 @@ class _Shared:
         return found
 
     def entry(self, key: Hashable) -> tuple[_Entry, bool]:
-        """(the entry for ``key``, whether this caller made it, or claimed the entry
-        sent ahead, and must fill it).
-        """
+        """(the entry for ``key``, whether this caller made it and must fill it)."""
         found = self.memo.get(key)
         if found is None:
             with self.lock:
@@ -92,24 +91,11 @@ class _Shared:
                         self.memo.clear()  # bounded memory; the call cache keeps answers
                     made = self.memo[key] = _Entry()
                     return made, True
-        return found, self.claim(found)
+        return found, False
 
-    def claim(self, entry: _Entry) -> bool:
-        """Whether this caller takes ``entry``, sent ahead, to decide it."""
-        if not entry.ahead:
-            return False
-        with self.lock:
-            taken, entry.ahead = entry.ahead, False
-        return taken
-
-    def wait(self, entry: _Entry) -> bool:
-        """Wait for ``entry``'s outcome; ``True`` if this caller claimed it meanwhile
-        (sent ahead, its own decider gone: the memo dropped it) and must decide it.
-        """
-        while not entry.done.wait(0.05):
-            if self.claim(entry):
-                return True
-        return False
+    def wait(self, entry: _Entry) -> None:
+        """Wait for ``entry``'s outcome (whoever made it fills it)."""
+        entry.done.wait()
 
     def forget(self, key: Hashable, entry: _Entry) -> None:
         with self.lock:
@@ -184,23 +170,25 @@ def release_shared(token: str) -> None:
 _SHARED_LOCK: Final = threading.Lock()
 
 
-def _decide(receiver: Receiver, message: Mapping[str, Any], fail: str
+def _decide(receiver: Receiver, message: Mapping[str, Any], fail: str, sample: int = 0
             ) -> tuple[tuple[str, str, tuple[str, ...]], int, tuple[int, int, int, float] | None,
                        bool]:
-    """(outcome, latency µs, model usage, memoisable) of one receiver call."""
+    """(outcome, latency µs, model usage, memoisable) of one receiver call (``sample``:
+    the draw of a sampled model receiver).
+    """
     started = time.perf_counter_ns()
     usage: tuple[int, int, int, float] | None = None
     try:
-        decision = receiver.receive(message)
+        if sample and isinstance(receiver, ModelReceiver):
+            decision = receiver.receive(message, sample=sample)
+        else:
+            decision = receiver.receive(message)
         outcome = (
             str(decision.action) if decision.action is not None else fail,
             decision.verdict.value,
             tuple(r.code for r in decision.reasons),
         )
-        record = decision.record
-        if "tokens_in" in record and "cached" in record:
-            usage = (1 if record["cached"] else 0, int(record["tokens_in"]),
-                     int(record["tokens_out"]), float(record.get("latency_ms", 0.0)))
+        usage = _usage(decision.record)
         ok = _memoisable(outcome)
     except Exception as exc:  # a receiver must not raise; record it as an error
         outcome = (fail, "ERROR", (f"receiver-raised:{type(exc).__name__}",))
@@ -208,6 +196,112 @@ def _decide(receiver: Receiver, message: Mapping[str, Any], fail: str
     return outcome, (time.perf_counter_ns() - started) // 1000, usage, ok
 
 
+def _usage(record: Mapping[str, Any]) -> tuple[int, int, int, float] | None:
+    """(cached, tokens in, tokens out, latency ms) of a model decision's record."""
+    if "tokens_in" in record and "cached" in record:
+        return (1 if record["cached"] else 0, int(record["tokens_in"]),
+                int(record["tokens_out"]), float(record.get("latency_ms", 0.0)))
+    return None
+
+
 def _memoisable(outcome: tuple[str, str, tuple[str, ...]]) -> bool:
     """Whether an outcome may be reused: not an error, not a failed model call."""
     return outcome[1] != "ERROR" and not TRANSIENT_CODES.intersection(outcome[2])
+
+
+# The placeholder ruling of a scheduling pass's admission (see ``send_ahead``): an
+# action no contract has (action values are JSON strings; a NUL byte is never one).
+_PENDING: Final = Ruling(action="\x00pending", verdict=Verdict.ACCEPT)
+
+
+def send_ahead(shared: _Shared, receiver: Receiver, message: Mapping[str, Any], *,
+               fail: str, sample: int, entry: _Entry, scheduled: list[cf.Future[Any]]
+               ) -> None:
+    """The scheduling pass's part of one slow receiver's decision, which fills ``entry``.
+
+    A model receiver whose client the lab wrapped is run in its parts (see
+    :meth:`~handoffs.receivers.ModelReceiver.rule_on`): its admission here, with a rule
+    that only takes note of the admitted document; then the request (rendered once),
+    and the call cache's answer or the call sent to the pool, whose thread makes the
+    ruling when the answer arrives and fills the entry. No part runs twice, and the
+    deciding pass finds the outcome. An admission that refuses fills the entry here,
+    without a call. Any other receiver, or an admission that does not pass its rule's
+    ruling through as the decision, is decided whole on the pool.
+    """
+    started = time.perf_counter_ns()
+    client = getattr(receiver, "client", None)
+    if not isinstance(receiver, ModelReceiver) or not isinstance(client, LabClient):
+        scheduled.append(shared.submit(_whole, entry, receiver, message, fail, sample))
+        return
+    admitted: list[Admitted] = []
+
+    def note(document: Admitted) -> Ruling:
+        admitted.append(document)
+        return _PENDING
+
+    try:
+        decision = receiver.gate.decide(message, rule=note, receiver=receiver.name,
+                                        record=receiver.record)
+    except Exception:  # an admission must not raise: decided whole, an error row
+        scheduled.append(shared.submit(_whole, entry, receiver, message, fail, sample))
+        return
+    if not admitted:  # refused before the model: decided
+        entry.set(_outcome_of(decision, fail), (time.perf_counter_ns() - started) // 1000,
+                  None)
+        return
+    if decision.action != _PENDING.action or decision.verdict is not _PENDING.verdict \
+            or decision.reasons:
+        scheduled.append(shared.submit(_whole, entry, receiver, message, fail, sample))
+        return
+    contract = admitted[0].contract
+    try:
+        request = receiver.request(admitted[0].document, contract, sample=sample)
+        found = client.schedule(request, shared.submit)
+    except Exception as exc:  # a request that cannot be made fails closed
+        _rule_on(entry, receiver, contract, exc, sample=sample, started=started)
+        return
+    if isinstance(found, Completion):  # cached
+        _rule_on(entry, receiver, contract, found, sample=sample, started=started)
+        return
+    spent = time.perf_counter_ns() - started
+
+    def arrived(future: cf.Future[Completion]) -> None:
+        answer: Completion | BaseException
+        try:
+            answer = future.result()
+        except BaseException as exc:  # a failed call is ruled on too
+            answer = exc
+        _rule_on(entry, receiver, contract, answer, sample=sample,
+                 started=time.perf_counter_ns() - spent)
+
+    found.add_done_callback(arrived)
+    scheduled.append(found)
+
+
+def _rule_on(entry: _Entry, receiver: ModelReceiver, contract: Any,
+             answer: Completion | BaseException, *, sample: int, started: int) -> None:
+    """Fill ``entry`` with the receiver's ruling on ``answer`` (never raises)."""
+    usage = None
+    try:
+        ruling = receiver.rule_on(contract, answer, sample=sample)
+        outcome = (ruling.action, ruling.verdict.value, tuple(r.code for r in ruling.reasons))
+        usage = _usage(ruling.record)
+    except Exception as exc:  # a receiver must not raise; record it as an error
+        outcome = (str(contract.fail_closed_action.value), "ERROR",
+                   (f"receiver-raised:{type(exc).__name__}",))
+    latency = (time.perf_counter_ns() - started) // 1000
+    if usage is not None and not usage[0]:  # the model's time is the call's
+        latency += round(usage[3] * 1000)
+    entry.set(outcome, latency, usage)
+
+
+def _outcome_of(decision: Any, fail: str) -> tuple[str, str, tuple[str, ...]]:
+    return (str(decision.action) if decision.action is not None else fail,
+            decision.verdict.value, tuple(r.code for r in decision.reasons))
+
+
+def _whole(entry: _Entry, receiver: Receiver, message: Mapping[str, Any], fail: str,
+           sample: int) -> None:
+    """Decide on the call pool, admission and all (fills ``entry``)."""
+    outcome, latency, usage, _ = _decide(receiver, message, fail, sample)
+    entry.set(outcome, latency, usage)

@@ -37,7 +37,7 @@ COLUMNS: Final = (
     "strategy",      # index into header.strategies
     "perturbation",  # index into header.perturbations ("none" is 0)
     "label",         # variant label (falsehoods) or null
-    "epoch",         # repetition of a sampled receiver (0 for deterministic ones)
+    "epoch",         # repetition of a sampled receiver: its sample index (0 if deterministic)
     "reference",     # reference action value for this decision
     "action",        # the receiver's action value
     "verdict",       # ACCEPT, ESCALATE, REJECT, or ERROR when the receiver raised

@@ -37,7 +37,7 @@ import attrs
 from handoffs.contracts._contract import LossMatrix
 from handoffs.contracts._receipt import format_time
 from handoffs.lab._cache import Budget, CallCache, LabClient, close_connections
-from handoffs.lab._chunk import run_chunk
+from handoffs.lab._chunk import run_chunk, sampled
 from handoffs.lab._experiment import (
     Experiment,
     ExperimentError,
@@ -338,7 +338,7 @@ def _wired(plan: Plan, confirming: Receiver, cache: CallCache | None, budget: Bu
                        isinstance(s.receiver, ModelReceiver) else s for s in plan.strategies)
     slow = [s.receiver for s in strategies
             if isinstance(getattr(s.receiver, "max_in_flight", None), int)]
-    prefetch = any(r.deterministic for r in slow)
+    prefetch = any(r.deterministic or sampled(r) for r in slow)
     width = concurrency or max([int(getattr(r, "max_in_flight", 8)) for r in slow], default=8)
     return (attrs.evolve(plan, strategies=strategies, semantic=wire(plan.semantic),
                          prefetch=prefetch, concurrency=width), wire(confirming))

@@ -66,6 +66,9 @@ class ChatRequest:
         temperature / seed / max_tokens: sampling parameters (``seed`` omitted if None).
         response_format: the ``response_format`` member as sent (``None``: omitted).
         tools: tool definitions as sent (empty: omitted).
+        sample: which draw of a sampled receiver the request is (not sent: it keeps
+            ``n`` draws of one prompt ``n`` requests, for a call cache; 0 for a
+            deterministic receiver).
     """
 
     model: str
@@ -75,6 +78,7 @@ class ChatRequest:
     max_tokens: int = 64
     response_format: Mapping[str, Any] | None = None
     tools: tuple[Mapping[str, Any], ...] = ()
+    sample: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The request body."""

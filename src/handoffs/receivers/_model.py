@@ -230,9 +230,14 @@ class ModelReceiver:
             fail_closed_action=str(contract.fail_closed_action.value),
         )
 
-    def request(self, document: Mapping[str, Any], contract: Contract[Any, Any]
-                ) -> ChatRequest:
-        """The chat request for one document admitted under ``contract``."""
+    def request(self, document: Mapping[str, Any], contract: Contract[Any, Any], *,
+                sample: int = 0) -> ChatRequest:
+        """The chat request for one document admitted under ``contract``.
+
+        ``sample``: which draw of a sampled receiver this is (see :meth:`receive`); a
+        declared ``seed`` is sent as ``seed + sample``, so that a seeded server gives
+        each draw its own answer, reproducibly.
+        """
         schema = action_schema(contract)
         response_format: dict[str, Any] | None
         if self.response_format == "json_schema":
@@ -245,44 +250,73 @@ class ModelReceiver:
         messages = (("system", self.system),) if self.system else ()
         return ChatRequest(model=self.model_route,
                            messages=(*messages, ("user", self.render(document, contract))),
-                           temperature=float(self.temperature), seed=self.seed,
-                           max_tokens=self.max_tokens, response_format=response_format)
+                           temperature=float(self.temperature),
+                           seed=None if self.seed is None else self.seed + sample,
+                           max_tokens=self.max_tokens, response_format=response_format,
+                           sample=sample)
 
     # ---------------------------------------------------------------- decide
 
-    def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
-        """Admit, ask the model, check its answer; never raises."""
-        return self.gate.decide(message, rule=self._rule, receiver=self.name,
-                                record=self.record)
+    def receive(self, message: bytes | str | Mapping[str, Any], *,
+                sample: int = 0) -> Decision:
+        """Admit, ask the model, check its answer; never raises.
 
-    def _rule(self, admitted: Admitted) -> Ruling:
+        ``sample``: the draw of a sampled receiver (temperature above 0, or an
+        admission that is not deterministic) that this decision is: the lab repeats
+        such a receiver once per epoch with ``sample`` = the epoch, and the request
+        carries it (:attr:`ChatRequest.sample`; the seed moves with it), so that ``n``
+        draws of one prompt are ``n`` calls. The decision records it as ``sample``.
+        """
+        if sample == 0:
+            return self.gate.decide(message, rule=self._rule, receiver=self.name,
+                                    record=self.record)
+        return self.gate.decide(message, rule=lambda admitted: self._rule(admitted, sample),
+                                receiver=self.name, record=self.record)
+
+    def _rule(self, admitted: Admitted, sample: int = 0) -> Ruling:
         contract = admitted.contract
-        fail = str(contract.fail_closed_action.value)
         try:
-            completion = self.client.complete(self.request(admitted.document, contract))
-        except ModelError as exc:
-            return Ruling(action=fail, verdict=Verdict.ESCALATE, reasons=(Reason(
-                exc.code if exc.code in _CALL_CODES else "model-error",
-                f"{self.name}: {exc.message}", Step.POLICY),),
-                record={"tokens_in": 0, "tokens_out": 0, "latency_ms": 0.0, "cached": False})
-        except Exception as exc:  # a client must raise ModelError; fail closed anyway
-            return Ruling(action=fail, verdict=Verdict.ESCALATE, reasons=(Reason(
-                "model-error", f"{self.name}: {type(exc).__name__}: {exc}", Step.POLICY),),
-                record={"tokens_in": 0, "tokens_out": 0, "latency_ms": 0.0, "cached": False})
-        usage = _usage(completion)
-        answer = _answer(completion.content)
-        if answer is None:
+            completion = self.client.complete(self.request(admitted.document, contract,
+                                                           sample=sample))
+        except Exception as exc:  # rule_on fails closed on any failure
+            return self.rule_on(contract, exc, sample=sample)
+        return self.rule_on(contract, completion, sample=sample)
+
+    def rule_on(self, contract: Contract[Any, Any], answer: Completion | BaseException,
+                *, sample: int = 0) -> Ruling:
+        """Step (5)'s ruling on the model's answer (or on the failed call) to the
+        request for a document admitted under ``contract``: the action it names if it
+        is one of the contract's, else the fail-closed action with a reason (see the
+        module's table). :meth:`receive` is admission, :meth:`request`, the client's
+        call and this; the lab runs the same parts apart, so that the request is made
+        once and the ruling is made where the answer arrives.
+        """
+        fail = str(contract.fail_closed_action.value)
+        drawn = {} if self.deterministic else {"sample": sample}
+        if isinstance(answer, BaseException):
+            reason = Reason(answer.code if isinstance(answer, ModelError)
+                            and answer.code in _CALL_CODES else "model-error",
+                            f"{self.name}: {answer.message}" if isinstance(answer, ModelError)
+                            else f"{self.name}: {type(answer).__name__}: {answer}",
+                            Step.POLICY)
+            return Ruling(action=fail, verdict=Verdict.ESCALATE, reasons=(reason,),
+                          record={"tokens_in": 0, "tokens_out": 0, "latency_ms": 0.0,
+                                  "cached": False, **drawn})
+        completion = answer
+        usage = {**_usage(completion), **drawn}
+        action = _answer(completion.content)
+        if action is None:
             return Ruling(action=fail, verdict=Verdict.REJECT, reasons=(Reason(
                 "malformed-answer",
                 f"{self.name} answered {completion.content[:80]!r}, not {{\"action\": ...}}",
                 Step.POLICY),), record={**usage, "answer": completion.content[:200]})
         values = {str(a.value) for a in contract.actions}
-        if answer not in values:
+        if action not in values:
             return Ruling(action=fail, verdict=Verdict.REJECT, reasons=(Reason(
                 "invalid-action",
-                f"{self.name} answered {answer!r}, not an action of {contract.id}",
-                Step.POLICY, "$.action"),), record={**usage, "answer": answer[:200]})
-        return Ruling(action=answer, record=usage)
+                f"{self.name} answered {action!r}, not an action of {contract.id}",
+                Step.POLICY, "$.action"),), record={**usage, "answer": action[:200]})
+        return Ruling(action=action, record=usage)
 
 
 _CALL_CODES: Final = frozenset({"model-error", "model-timeout", "budget-exceeded"})
