@@ -456,3 +456,130 @@ def test_a_resumed_run_draws_no_sample_twice(tmp_path: Path) -> None:
     draws = _draws(log, "decision_contract")
     assert len(draws) == 14
     assert all(len(set(by_epoch.values())) == 3 for by_epoch in draws.values())
+
+
+def test_the_call_cache_answers_a_whole_batch_in_one_look_up(tmp_path: Path) -> None:
+    cache = CallCache(tmp_path / "calls.sqlite")
+    keys = [f"{i:064x}" for i in range(1200)]  # more than one statement's worth
+    for i, key in enumerate(keys[:1100]):
+        cache.put(key, "r", Completion(content=f"answer {i}", tokens_in=i, tokens_out=1,
+                                       latency_ms=3.0))
+    found = cache.get_many([*keys, keys[0]])
+    assert set(found) == set(keys[:1100])
+    assert all(found[k] == cache.get(k) for k in keys[:1100:97])
+    assert found[keys[7]].cached
+    assert found[keys[7]].latency_ms == 0.0
+    assert cache.get_many([]) == {}
+    assert CallCache(cache.path, refresh=True).get_many(keys) == {}  # --refresh
+
+
+class _Counting(CallCache):
+    """The call cache, counting its look-ups."""
+
+    looked: list[int] = []  # noqa: RUF012 - per test, reset by it
+
+    def get(self, key: str) -> Completion | None:
+        self.looked.append(1)
+        return super().get(key)
+
+    def get_many(self, keys: Any) -> dict[str, Completion]:
+        self.looked.append(len(keys))
+        return super().get_many(keys)
+
+
+def test_a_scheduling_pass_looks_its_requests_up_at_once(tmp_path: Path) -> None:
+    with serving() as server:
+        run(_experiment(server.url), cache=tmp_path / "calls.sqlite", chunk_size=7)
+        asked = len(server.requests)
+        _Counting.looked = []
+        again = run(_experiment(server.url), cache=_Counting(tmp_path / "calls.sqlite"),
+                    chunk_size=7).report
+    assert len(server.requests) == asked
+    assert again["cost"]["totals"]["cache_hits"] == asked
+    # one look-up per chunk and model receiver (two chunks, two receivers), each of
+    # the chunk's requests: none asked one by one
+    assert len(_Counting.looked) <= 4
+    assert sum(_Counting.looked) == asked
+
+
+def test_scheduling_passes_take_turns_in_stream_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+    from types import SimpleNamespace
+
+    from handoffs.lab import _memo
+
+    shared = _memo._Shared(SimpleNamespace(concurrency=1))  # type: ignore[arg-type]
+    for index in range(3):
+        shared.expect(index)
+    order: list[int] = []
+    inside: list[int] = []
+
+    def schedule(index: int) -> None:
+        with shared.scheduling(index):
+            inside.append(index)
+            assert len(inside) == 1  # one pass at a time
+            order.append(index)
+            time.sleep(0.01)
+            inside.remove(index)
+
+    threads = [threading.Thread(target=schedule, args=(i,)) for i in (2, 1, 0)]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.02)  # the later chunks arrive first
+    for thread in threads:
+        thread.join(10)
+    assert order == [0, 1, 2]
+    # a chunk that never comes (a stopped run) is not waited for: abandoned, or at most
+    # for the turn's bound
+    shared.expect(5)
+    waiting = threading.Thread(target=schedule, args=(6,))
+    waiting.start()
+    time.sleep(0.05)
+    assert order == [0, 1, 2]
+    shared.abandon()
+    waiting.join(10)
+    assert order == [0, 1, 2, 6]
+    monkeypatch.setattr(_memo, "_TURN_WAIT", 0.1)
+    shared.expect(7)
+    started = time.monotonic()
+    schedule(8)
+    assert order[-1] == 8
+    assert time.monotonic() - started >= 0.1
+
+
+@attrs.frozen
+class _FailingEncoder:
+    """An encoder that raises on one case (a bug in the user's encoder)."""
+
+    inner: Any
+    case_id: str
+
+    def encode(self, evidence: Any) -> Any:
+        if evidence.case_id == self.case_id:
+            raise Boom
+        return self.inner.encode(evidence)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@pytest.mark.timeout(120)
+def test_a_scheduling_pass_that_fails_sends_what_it_made_and_the_run_stops(
+        tmp_path: Path) -> None:
+    # Chunks of two cases: routine-01 and identity-01, then routine-02 (whose receipt
+    # asks what routine-01's asks) and identity-02. The full record's encoder raises on
+    # identity-01: the requests the first chunk's scheduling pass made before go out
+    # all the same, so the second chunk, whose decisions wait for them, finishes, and
+    # the run raises.
+    with serving(delay=0.01) as server:
+        experiment = _experiment(server.url)
+        by_id = {c.case_id: c for c in experiment.cases}
+        order = [by_id[n] for n in ("routine-01", "identity-01", "routine-02", "identity-02")]
+        experiment = attrs.evolve(
+            experiment, cases=IterableCases(lambda: iter(order), description="four"), injections=(),
+            strategies=tuple(attrs.evolve(s, encoder=_FailingEncoder(s.encoder, "identity-01"))
+                             if s.name == "full_record" else s for s in experiment.strategies))
+        with pytest.raises(Boom):
+            run(experiment, chunk_size=2, cache=tmp_path / "calls.sqlite")
+    assert server.requests

@@ -25,7 +25,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -66,6 +66,9 @@ _SCHEMA: Final = (
 _STALE_CLAIM: Final = 900.0  # seconds after which any claim is taken over
 _POLL: Final = 0.005
 _SENT_KEPT: Final = 65_536
+_SELECT_MANY: Final = ("SELECT key, content, tokens_in, tokens_out, finish_reason, created "
+                       "FROM calls WHERE key IN")
+_BATCH: Final = 500  # keys per look-up statement (SQLite allows 32,766 parameters)
 
 
 def _alive(pid: int) -> bool:
@@ -151,6 +154,26 @@ class CallCache:
             return None
         return Completion(content=row[0], tokens_in=row[1], tokens_out=row[2],
                           latency_ms=0.0, cached=True, finish_reason=row[3])
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Completion]:
+        """The cached answers for ``keys`` (those it has), as :meth:`get` gives them, in
+        one statement per :data:`_BATCH` keys (a scheduling pass looks up its whole
+        batch at once).
+        """
+        unique = list(dict.fromkeys(keys))
+        found: dict[str, Completion] = {}
+        db = self._db()
+        for at in range(0, len(unique), _BATCH):
+            part = unique[at:at + _BATCH]
+            marks = ", ".join("?" * len(part))
+            statement = f"{_SELECT_MANY} ({marks})"
+            rows = db.execute(statement, part).fetchall()
+            for key, content, tokens_in, tokens_out, finish_reason, created in rows:
+                if created >= self.since:
+                    found[key] = Completion(content=content, tokens_in=tokens_in,
+                                            tokens_out=tokens_out, latency_ms=0.0,
+                                            cached=True, finish_reason=finish_reason)
+        return found
 
     def put(self, key: str, receiver: str, completion: Completion) -> None:
         """Store an answer and drop its claim: one statement, committed when it
@@ -330,7 +353,7 @@ class LabClient:
             close()
 
     def complete(self, request: ChatRequest) -> Completion:
-        """The answer sent ahead (:meth:`schedule`), else the cached answer, else the
+        """The answer sent ahead (:meth:`send`), else the cached answer, else the
         model's (stored before it is returned).
         """
         key = CallCache.key(self.fingerprint, request)
@@ -346,24 +369,27 @@ class LabClient:
                 raise
         return self._answer(key, request)
 
-    def schedule(self, request: ChatRequest,
-                 submit: Callable[..., cf.Future[Completion]]
-                 ) -> Completion | cf.Future[Completion]:
-        """The answer at hand (cached), else the call on its way: sent through
-        ``submit`` (the run's call pool) unless it already was. The lab's scheduling
-        pass produces every request (admission, rendering, cache look-up) itself; the
-        pool's threads only wait for the model and store its answer. A later
-        :meth:`complete` of the same request gets the same answer.
-        """
-        key = CallCache.key(self.fingerprint, request)
+    def key(self, request: ChatRequest) -> str:
+        """The call cache's key for ``request`` (:meth:`CallCache.key`)."""
+        return CallCache.key(self.fingerprint, request)
+
+    def sent(self, key: str) -> cf.Future[Completion] | None:
+        """The call for ``key`` already on its way (sent ahead in this process), if any."""
         with self._lock:
-            future = self._sent.get(key)
-        if future is not None:
-            return future
-        if self.cache is not None:
-            found = self.cache.get(key)
-            if found is not None:
-                return found
+            return self._sent.get(key)
+
+    def cached(self, keys: Sequence[str]) -> dict[str, Completion]:
+        """The call cache's answers for ``keys`` (one look-up for them all)."""
+        return {} if self.cache is None or not keys else self.cache.get_many(keys)
+
+    def send(self, key: str, request: ChatRequest,
+             submit: Callable[..., cf.Future[Completion]]) -> cf.Future[Completion]:
+        """The call for ``request`` (key ``key``) on its way: sent through ``submit``
+        (the run's call pool) unless it already was. The lab's scheduling pass produces
+        every request (admission, rendering, cache look-up) itself; the pool's threads
+        only wait for the model and store its answer. A later :meth:`complete` of the
+        same request gets the same answer.
+        """
         with self._lock:
             future = self._sent.get(key)
             if future is None:

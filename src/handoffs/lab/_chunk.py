@@ -41,7 +41,16 @@ from handoffs.lab._experiment import (
     wire_value,
 )
 from handoffs.lab._keys import keyed, memo_key, memo_member, memo_value
-from handoffs.lab._memo import _decide, _memoisable, _Shared, _shared_for, _whole, send_ahead
+from handoffs.lab._memo import (
+    _decide,
+    _memoisable,
+    _Pending,
+    _Shared,
+    _shared_for,
+    _whole,
+    send_ahead,
+    send_batch,
+)
 from handoffs.lab._perturb import (
     REMOVED,
     CaseContext,
@@ -138,12 +147,16 @@ def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
         plan = known
     shared = _shared_for(plan)
     if plan.prefetch:
-        # (0) schedule: walk the chunk once without deciding, handing every distinct
-        # message of a slow receiver to the shared pool; the pass below then finds the
-        # answers in flight or done.
-        dry = _Chunk(plan, constants, shared, dry=True)
-        dry.encode(cases)
-        dry.decide(start)
+        # (0) schedule: walk the chunk once without deciding, making every distinct
+        # request of a slow receiver, then send them all to the shared pool (one pass
+        # at a time, in stream order); the pass below then finds the answers.
+        with shared.scheduling(index):
+            dry = _Chunk(plan, constants, shared, dry=True)
+            try:
+                dry.encode(cases)
+                dry.decide(start)
+            finally:  # sent even if the pass failed: other chunks may wait for them
+                send_batch(shared, dry.batch, dry.scheduled)
         # The engine's own work waits until the chunk's calls are answered, so that it
         # does not compete with them (for the interpreter lock, on a small machine).
         cf.wait(dry.scheduled)
@@ -429,7 +442,8 @@ class _Chunk:
         self.dry = dry
         # the scheduling pass needs the messages and their keys, not their sizes or checks
         self.sized = plan.tokenizer is None and not dry
-        self.scheduled: list[cf.Future[None]] = []
+        self.scheduled: list[cf.Future[Any]] = []
+        self.batch: list[_Pending] = []  # the scheduling pass's requests, to send at its end
         # per strategy: [model calls, cache hits, tokens in, tokens out, latency µs]
         self.usage: dict[int, list[int]] = {}
         self.constants = constants
@@ -1094,8 +1108,15 @@ class _Chunk:
                 shared = self.shared
                 entry, mine = shared.entry(key)
                 if mine and slot.ahead:
-                    send_ahead(shared, slot.receiver, facts.message(), fail=self.fail,
-                               sample=sample, entry=entry, scheduled=self.scheduled)
+                    try:
+                        send_ahead(shared, slot.receiver, facts.message(), fail=self.fail,
+                                   sample=sample, entry=entry, batch=self.batch,
+                                   scheduled=self.scheduled)
+                    except BaseException as exc:  # filled all the same: others wait for it
+                        if not entry.done.is_set():
+                            entry.set((self.fail, "ERROR",
+                                       (f"receiver-raised:{type(exc).__name__}",)), 0, None)
+                        raise
                 elif mine:
                     self.scheduled.append(shared.submit(
                         _whole, entry, slot.receiver, facts.message(), self.fail, sample))

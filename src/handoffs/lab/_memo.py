@@ -15,20 +15,23 @@ Across processes and runs, a model receiver's answers are kept by the call cache
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import itertools
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any, Final
+
+import attrs
 
 from handoffs.lab._cache import LabClient
 from handoffs.lab._plan import Plan
-from handoffs.receivers._chat import Completion
+from handoffs.receivers._chat import ChatRequest, Completion
 from handoffs.receivers._decision import Receiver, Verdict
 from handoffs.receivers._gate import Admitted, Ruling
 from handoffs.receivers._model import TRANSIENT_CODES, ModelReceiver
 
-__all__ = ["release_shared", "send_ahead"]
+__all__ = ["release_shared", "send_ahead", "send_batch"]
 
 
 class _Entry:
@@ -65,6 +68,11 @@ class _Shared:
         self.lock = threading.Lock()
         self.pool: cf.ThreadPoolExecutor | None = None
         self.concurrency = plan.concurrency
+        # scheduling passes: one at a time, in stream order (see ``scheduling``)
+        self.turns = threading.Condition()
+        self.expected: set[int] = set()  # handed to an executor, not yet scheduled
+        self.arrived: set[int] = set()  # of those, the ones waiting for their turn
+        self.busy = False
 
     def intern(self, projected: Hashable) -> int:
         """A small id for a memo-key projection. Ids are never reused, so bounding the
@@ -125,6 +133,43 @@ class _Shared:
                 self.pool = pool
             return self.pool
 
+    def expect(self, index: int) -> None:
+        """Chunk ``index`` was handed to an executor (see :meth:`scheduling`)."""
+        with self.turns:
+            self.expected.add(index)
+
+    def abandon(self) -> None:
+        """No chunk handed over is to be waited for any longer (the run stops)."""
+        with self.turns:
+            self.expected &= self.arrived
+            self.turns.notify_all()
+
+    @contextlib.contextmanager
+    def scheduling(self, index: int) -> Iterator[None]:
+        """The turn of chunk ``index``'s scheduling pass: one pass at a time (the
+        interpreter runs one thread at a time, and a pass that waits for another to
+        finish its batch would only hold back both batches), in stream order among the
+        chunks this process was handed (:meth:`expect`) or is running, so that the
+        first chunk's calls are the first sent. A pass waits for a turn at most
+        :data:`_TURN_WAIT` seconds: the order is for speed, never for correctness.
+        """
+        deadline = time.monotonic() + _TURN_WAIT
+        with self.turns:
+            self.expected.add(index)
+            self.arrived.add(index)
+            while (self.busy or min(self.expected) != index) \
+                    and time.monotonic() < deadline:
+                self.turns.wait(max(0.0, deadline - time.monotonic()))
+            self.busy = True
+            self.expected.discard(index)
+            self.arrived.discard(index)
+        try:
+            yield
+        finally:
+            with self.turns:
+                self.busy = False
+                self.turns.notify_all()
+
     def submit(self, fn: Callable[..., Any], *args: Any) -> cf.Future[Any]:
         """Run ``fn(*args)`` on the call pool."""
         pool = self.pool
@@ -139,6 +184,7 @@ class _Shared:
 
 
 _RUN_MEMO_LIMIT: Final = 65_536
+_TURN_WAIT: Final = 10.0
 _RUNS_KEPT: Final = 8
 
 
@@ -215,18 +261,19 @@ _PENDING: Final = Ruling(action="\x00pending", verdict=Verdict.ACCEPT)
 
 
 def send_ahead(shared: _Shared, receiver: Receiver, message: Mapping[str, Any], *,
-               fail: str, sample: int, entry: _Entry, scheduled: list[cf.Future[Any]]
-               ) -> None:
+               fail: str, sample: int, entry: _Entry, batch: list[_Pending],
+               scheduled: list[cf.Future[Any]]) -> None:
     """The scheduling pass's part of one slow receiver's decision, which fills ``entry``.
 
     A model receiver whose client the lab wrapped is run in its parts (see
     :meth:`~handoffs.receivers.ModelReceiver.rule_on`): its admission here, with a rule
     that only takes note of the admitted document; then the request (rendered once),
-    and the call cache's answer or the call sent to the pool, whose thread makes the
-    ruling when the answer arrives and fills the entry. No part runs twice, and the
-    deciding pass finds the outcome. An admission that refuses fills the entry here,
-    without a call. Any other receiver, or an admission that does not pass its rule's
-    ruling through as the decision, is decided whole on the pool.
+    which joins ``batch`` (:func:`send_batch`: the call cache's answer, or the call
+    sent to the pool, whose thread makes the ruling when the answer arrives and fills
+    the entry). No part runs twice, and the deciding pass finds the outcome. An
+    admission that refuses fills the entry here, without a call. Any other receiver,
+    or an admission that does not pass its rule's ruling through as the decision, is
+    decided whole on the pool.
     """
     started = time.perf_counter_ns()
     client = getattr(receiver, "client", None)
@@ -256,26 +303,72 @@ def send_ahead(shared: _Shared, receiver: Receiver, message: Mapping[str, Any], 
     contract = admitted[0].contract
     try:
         request = receiver.request(admitted[0].document, contract, sample=sample)
-        found = client.schedule(request, shared.submit)
+        key = client.key(request)
     except Exception as exc:  # a request that cannot be made fails closed
         _rule_on(entry, receiver, contract, exc, sample=sample, started=started)
         return
-    if isinstance(found, Completion):  # cached
-        _rule_on(entry, receiver, contract, found, sample=sample, started=started)
-        return
-    spent = time.perf_counter_ns() - started
+    batch.append(_Pending(entry=entry, receiver=receiver, client=client, contract=contract,
+                          request=request, key=key, sample=sample,
+                          spent=time.perf_counter_ns() - started))
 
-    def arrived(future: cf.Future[Completion]) -> None:
+
+@attrs.frozen(kw_only=True)
+class _Pending:
+    """A request a scheduling pass made, to send with its batch (:func:`send_batch`)."""
+
+    entry: _Entry
+    receiver: ModelReceiver
+    client: LabClient
+    contract: Any
+    request: ChatRequest
+    key: str
+    sample: int
+    spent: int  # ns the scheduling pass spent on it
+
+    def rule(self, answer: Completion | BaseException, started: int) -> None:
+        _rule_on(self.entry, self.receiver, self.contract, answer, sample=self.sample,
+                 started=started)
+
+    def arrived(self, future: cf.Future[Completion]) -> None:
+        """The call's answer (or failure) is in: make the ruling (in the pool's thread)."""
         answer: Completion | BaseException
         try:
             answer = future.result()
         except BaseException as exc:  # a failed call is ruled on too
             answer = exc
-        _rule_on(entry, receiver, contract, answer, sample=sample,
-                 started=time.perf_counter_ns() - spent)
+        self.rule(answer, time.perf_counter_ns() - self.spent)
 
-    found.add_done_callback(arrived)
-    scheduled.append(found)
+
+def send_batch(shared: _Shared, batch: list[_Pending],
+               scheduled: list[cf.Future[Any]]) -> None:
+    """Send a scheduling pass's requests: those on their way already are joined, the
+    call cache is asked for the others in one look-up per client, its answers are ruled
+    on at once, and the rest go to the call pool together (so that the pool is filled
+    before this thread does anything else).
+    """
+    clients: dict[int, tuple[LabClient, list[str]]] = {}
+    waiting: list[tuple[_Pending, cf.Future[Completion]]] = []
+    fresh: list[_Pending] = []
+    for pending in batch:
+        future = pending.client.sent(pending.key)
+        if future is not None:
+            waiting.append((pending, future))
+        else:
+            fresh.append(pending)
+            clients.setdefault(id(pending.client), (pending.client, []))[1].append(pending.key)
+    found: dict[int, dict[str, Completion]] = {
+        ident: client.cached(keys) for ident, (client, keys) in clients.items()}
+    now = time.perf_counter_ns()
+    for pending in fresh:
+        answer = found[id(pending.client)].get(pending.key)
+        if answer is None:
+            waiting.append((pending, pending.client.send(pending.key, pending.request,
+                                                         shared.submit)))
+        else:
+            pending.rule(answer, now - pending.spent)
+    for pending, future in waiting:
+        future.add_done_callback(pending.arrived)
+        scheduled.append(future)
 
 
 def _rule_on(entry: _Entry, receiver: ModelReceiver, contract: Any,

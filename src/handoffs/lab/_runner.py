@@ -377,8 +377,10 @@ def _execute(experiment: Experiment, plan: Plan, log: RunLog, aggregator: Aggreg
         if bar is not None:
             bar.update(bar.task_ids[0], advance=len(record["cases"]))
 
+    shared = _shared_for(plan)
     try:
         for chunk in _chunks(stream, chunk_size):
+            shared.expect(index)  # its scheduling pass takes its turn in stream order
             pending.append(pool.submit(run_chunk, plan, index, start, chunk, constants))
             index += 1
             start += len(chunk)
@@ -395,6 +397,7 @@ def _execute(experiment: Experiment, plan: Plan, log: RunLog, aggregator: Aggreg
             collect(pending.popleft())
         for future in pending:
             future.cancel()
+        shared.abandon()
         raise
     finally:
         close()
