@@ -439,23 +439,21 @@ def structure_valid(contract: Contract[S, A], doc: Mapping[str, Any]) -> Receipt
             contract=contract.name, version=contract.version,
         ) from exc
     try:
+        # Positionally, in field order (cheaper than keywords on the accept path).
         return Receipt(
-            contract=doc["contract"],
-            id=doc["id"],
-            case_id=doc["case_id"],
-            sender=doc["sender"],
-            receiver=doc["receiver"],
-            authority=enum_member(Authority, doc["authority"]),
-            proposed_action=enum_member(contract.actions, doc["proposed_action"]),
-            decision_state=state,
-            evidence_refs=doc["evidence_refs"],
-            policy_version=doc["policy_version"],
-            valid_until=parse_time(doc["valid_until"], json_path="$.valid_until"),
-            uncertainty=enum_member(Uncertainty, doc["uncertainty"]),
-            counterfactual_trigger=doc["counterfactual_trigger"],
-            notes=doc.get("notes"),
-            grant=doc.get("grant"),
-            proof=doc.get("proof"),
+            doc["contract"], doc["id"], doc["case_id"], doc["sender"], doc["receiver"],
+            enum_member(Authority, doc["authority"]),
+            enum_member(contract.actions, doc["proposed_action"]),
+            state,
+            tuple([EvidenceRef(v) if type(v) is str else EvidenceRef.from_json(v)
+                   for v in doc["evidence_refs"]]),
+            doc["policy_version"],
+            parse_time(doc["valid_until"], json_path="$.valid_until"),
+            enum_member(Uncertainty, doc["uncertainty"]),
+            doc["counterfactual_trigger"],
+            doc.get("notes"),
+            doc.get("grant"),
+            doc.get("proof"),
         )
     except MalformedJSON as exc:
         raise ReceiptValidationError(

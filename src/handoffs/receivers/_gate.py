@@ -673,7 +673,7 @@ class Gate:
                 return Reason("evidence-stale", f"{ref.uri} has no observation time",
                               Step.CONTEXT, f"$.evidence_refs[{index}]")
             age = now - found.observed_at
-            if age > dependency.max_age or age < -_FUTURE_SKEW:
+            if age > dependency.max_age or age < _PAST_SKEW:
                 return Reason(
                     "evidence-stale",
                     f"{ref.uri} was observed at {format_time(found.observed_at)}; the "
@@ -816,6 +816,7 @@ class Gate:
 
 
 _FUTURE_SKEW: Final = timedelta(minutes=5)
+_PAST_SKEW: Final = -_FUTURE_SKEW  # an observation at most this far in the future
 
 _PIPELINE: Final[Pipeline[Gate, _Run]] = Pipeline((
     Stage(Step.PARSE, "parse", Gate._parse_step),
