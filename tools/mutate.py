@@ -68,6 +68,8 @@ PROOF_TESTS = ("tests/test_proofs.py", "tests/test_hostile.py", "tests/test_keys
                "tests/test_instants.py")
 PIPELINE_TESTS = ("tests/test_gate.py", "tests/test_hostile.py", "tests/test_hostile_input.py",
                   "tests/test_receivers.py", "tests/test_carried.py")
+FUSED_TESTS = ("tests/test_fused.py", "tests/test_compiled.py", "tests/test_json.py",
+               "tests/test_hostile.py", "tests/test_gate.py")
 REPLAY_TESTS = ("tests/test_decision_log.py", "tests/test_replay_stores.py",
                 "tests/test_gate.py", "tests/test_instants.py")
 
@@ -102,6 +104,10 @@ TARGETS = (
            ("_signature_bytes", "_check_profile", "_verify", "_verify_one"), PROOF_TESTS),
     Target("instants", "src/handoffs", ("expired", "stale"), SIGNING_TESTS),
     Target("pipeline", "src/handoffs/receivers", ("check_schema", "_same"), PIPELINE_TESTS),
+    Target("fused path", "src/handoffs",
+           ("exact_loads", "_exact_parse", "_admits_numbers", "_types_admit_numbers",
+            "_standard_proof", "_standard_verifies", "_verify_receipt_fast",
+            "Gate._parse_step", "Gate._proofs_step"), FUSED_TESTS),
     Target("replay store", "src/handoffs/receivers",
            ("MemoryReplayStore.first_seen", "SQLiteDecisionLog.first_seen",
             "SQLiteDecisionLog._claim", "SQLiteDecisionLog._prune"), REPLAY_TESTS),

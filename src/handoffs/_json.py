@@ -194,14 +194,14 @@ def _fast_loads(raw: bytes, max_depth: int) -> tuple[Any, bool] | None:
     token's look-alike inside a string clears it, which costs the fast canonical path,
     never exactness.
     """
-    exact = _exact(raw, max_depth)
+    exact = _exact_parse(raw, max_depth)
     if exact is None:
         return None
     value, simple = exact
     return value, simple and type(value) is not float and _float_free(raw)
 
 
-def _exact(raw: bytes, max_depth: int) -> tuple[Any, bool] | None:
+def _exact_parse(raw: bytes, max_depth: int) -> tuple[Any, bool] | None:
     if _orjson is None or raw.count(b"[") + raw.count(b"{") > max_depth:
         return None
     try:
@@ -235,7 +235,7 @@ def exact_loads(raw: bytes, *, limits: JSONLimits = DEFAULT_LIMITS) -> tuple[Any
     """
     if type(raw) is not bytes or len(raw) > limits.max_bytes:
         return None
-    return _exact(raw, limits.max_depth)
+    return _exact_parse(raw, limits.max_depth)
 
 
 def float_free(raw: bytes) -> bool:
