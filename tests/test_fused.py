@@ -349,3 +349,218 @@ def test_the_payment_receipt_holds_numbers_only_in_its_grant() -> None:
 
     assert numbers_outside(CONTRACT, "grant") is False
     assert numbers_outside(CONTRACT, "decision_state") is True  # the grant is open
+
+
+# ---------------------------------------------------------------- the exact fast parse
+
+
+def test_the_fast_parse_keeps_the_size_limit() -> None:
+    from handoffs._json import JSONLimits, exact_loads
+
+    text = b'{"a":"' + b"x" * 20 + b'"}'
+    assert exact_loads(text, limits=JSONLimits(max_bytes=len(text))) == ({"a": "x" * 20}, True)
+    assert exact_loads(text, limits=JSONLimits(max_bytes=len(text) - 1)) is None
+    assert exact_loads(bytearray(text)) is None  # type: ignore[arg-type]
+
+
+def test_the_fast_parse_keeps_the_depth_limit() -> None:
+    from handoffs._json import JSONLimits, exact_loads
+
+    assert exact_loads(b"[[[]]]", limits=JSONLimits(max_depth=3)) == ([[[]]], True)
+    assert exact_loads(b"[[[]]]", limits=JSONLimits(max_depth=2)) is None
+    mixed = b'{"a":[{}]}'  # both kinds of bracket count
+    assert exact_loads(mixed, limits=JSONLimits(max_depth=3)) == ({"a": [{}]}, True)
+    assert exact_loads(mixed, limits=JSONLimits(max_depth=2)) is None
+
+
+def test_simple_text_is_ascii_without_unicode_escapes() -> None:
+    from handoffs._json import exact_loads
+
+    assert exact_loads(b'{"a":"\\n"}') == ({"a": "\n"}, True)
+    assert exact_loads(b'{"a":"\\u0001"}') == ({"a": "\x01"}, False)
+    assert exact_loads('{"a":"é"}'.encode()) == ({"a": "é"}, False)
+    assert exact_loads(b'{"a":1.5}') == ({"a": 1.5}, True)  # floats: the caller's to rule out
+
+
+@pytest.mark.parametrize("margin", [0, 1])
+def test_a_receipt_over_the_gate_s_size_limit_gets_the_reference_decision(margin: int) -> None:
+    from handoffs._json import JSONLimits
+
+    message = raw(WORLD.signed())
+    limits = JSONLimits(max_bytes=len(message) - margin)
+    fast, slow = _both(message, limits=limits)
+    assert fast == slow
+    assert (fast.reasons[0].code if fast.reasons else None) == (
+        "too-large" if margin else None)
+
+
+# ---------------------------------------------------------------- validly signed defects
+# Each defect is signed by the key that should sign it, so only the check in question
+# stands between it and admission: the fused path must decline it (and the reference
+# path refuse it), or take it with the reference's result.
+
+
+def _service_grant(**changes: Any) -> dict[str, Any]:
+    grant = WORLD.grant()
+    grant.pop("proof")
+    for member, value in changes.items():
+        if value is _DELETE:
+            grant.pop(member)
+        else:
+            grant[member] = value
+    return sign(grant, WORLD.service_key, purpose="capabilityDelegation", created=T0)
+
+
+_DELETE = object()
+GRANT_EDITS: dict[str, dict[str, Any]] = {
+    "authority-null": {"authority": None},
+    "authority-text": {"authority": "ADVISE"},
+    "authority-unknown-beside": {"authority": ["ADVISE", "OWN"]},
+    "authority-number": {"authority": [1]},
+    "authority-empty": {"authority": []},
+    "roles-null": {"roles": None},
+    "roles-numbers": {"roles": [1]},
+    "roles-text": {"roles": "ab"},
+    "roles-absent": {"roles": _DELETE},
+    "roles-held": {"roles": ["proposer"]},
+    "id-empty": {"id": ""},
+    "issuer-other": {"issuer": "someone-else"},
+    "audience-other": {"audience": "payments"},
+    "contract-other": {"contract": "payment-release/9.9.9"},
+    "valid-until-text": {"valid_until": "tomorrow"},
+    "valid-until-absent": {"valid_until": _DELETE},
+    "type-absent": {"type": _DELETE},
+    "member-unknown": {"scope": "all"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRANT_EDITS))
+def test_a_signed_grant_edit_is_decided_as_the_reference_decides(name: str) -> None:
+    message = raw(WORLD.signed(grant=_service_grant(**GRANT_EDITS[name])))
+    fast, slow = _both(message)
+    assert fast == slow
+    _agree(loads(message))
+
+
+def _proof_for(document: dict[str, Any], key: Any, *, value: Any = None,
+               **config: Any) -> dict[str, Any]:
+    """``document`` with one proof by ``key`` over exactly the given configuration."""
+    import hashlib
+
+    from handoffs.contracts._keys import b58encode
+
+    unsecured = {k: v for k, v in document.items() if k != "proof"}
+    options = {"type": "DataIntegrityProof", "cryptosuite": "eddsa-jcs-2022",
+               "created": "2026-06-01T12:00:00Z", "verificationMethod": key.verification_method,
+               **config}
+    signature = key.sign(hashlib.sha256(canonical_bytes(options)).digest()
+                         + hashlib.sha256(canonical_bytes(unsecured)).digest())
+    proof_value = "z" + b58encode(signature) if value is None else value(signature)
+    return {**unsecured, "proof": {**options, "proofValue": proof_value}}
+
+
+def _b58(data: bytes) -> str:
+    from handoffs.contracts._keys import b58encode
+
+    return b58encode(data)
+
+
+PROOF_EDITS: dict[str, tuple[dict[str, Any], Any]] = {
+    "type": ({"type": "Ed25519Signature2020"}, None),
+    "cryptosuite": ({"cryptosuite": "eddsa-rdfc-2022"}, None),
+    "purpose": ({"proofPurpose": "assertionMethod"}, None),
+    "method-not-text": ({"verificationMethod": ["did:key:x"]}, None),
+    "created-not-a-time": ({"created": "yesterday"}, None),
+    "created-number": ({"created": 5}, None),
+    "value-prefix": ({}, lambda s: "u" + _b58(s)),
+    "value-short": ({}, lambda s: "z" + _b58(s[:63])),
+    "value-long": ({}, lambda s: "z" + _b58(b"\x01" + s)),
+    "value-leading-zero": ({}, lambda s: "z1" + _b58(s)),
+    "value-alphabet": ({}, lambda s: "z" + _b58(s)[:-1] + "0"),
+    "value-not-text": ({}, lambda s: 7),
+    "value-over-the-bound": ({}, lambda s: "z" + "1" * 30 + _b58(s)),
+    "expires": ({"expires": "2026-06-01T12:30:00Z"}, None),
+    "id": ({"id": "urn:uuid:1"}, None),
+}
+
+
+def _both_purposes() -> KeyRing:
+    """The ring with the service key allowed to assert too (so only the proof's own
+    purpose tells a grant proof from a receipt proof).
+    """
+    ring = KeyRing().enrol(WORLD.service_key.public_key_multibase, controller=SERVICE,
+                           roles=["policy-service"], not_before=T0 - timedelta(days=1),
+                           purposes=["capabilityDelegation", "assertionMethod"])
+    return ring.enrol(WORLD.sender_key.public_key_multibase, controller=SENDER,
+                      roles=["proposer"], not_before=T0 - timedelta(days=1))
+
+
+@pytest.mark.parametrize("name", sorted(PROOF_EDITS))
+def test_a_validly_signed_grant_proof_edit_is_decided_as_the_reference_decides(
+        name: str) -> None:
+    config, value = PROOF_EDITS[name]
+    grant = WORLD.grant()
+    options = {"proofPurpose": "capabilityDelegation", **config}
+    grant = _proof_for(grant, WORLD.service_key, value=value, **options)
+    message = raw(WORLD.signed(grant=grant))
+    fast, slow = _both(message, trust=_both_purposes())
+    assert fast == slow
+    assert fast.verdict.name == ("ACCEPT" if name in ("expires", "id") else "REJECT")
+    _agree(loads(message), ring=_both_purposes())
+
+
+@pytest.mark.parametrize("name", sorted(PROOF_EDITS))
+def test_a_validly_signed_receipt_proof_edit_is_declined_or_agreed(name: str) -> None:
+    config, value = PROOF_EDITS[name]
+    doc = WORLD.signed()
+    options = {"proofPurpose": "assertionMethod", **config}
+    if name == "purpose":
+        options["proofPurpose"] = "capabilityDelegation"
+    doc = _proof_for(doc, WORLD.sender_key, value=value, **options)
+    fast, slow = _both(raw(doc))
+    assert fast == slow
+    _agree(loads(raw(doc)), ring=_both_purposes())  # the schema's checks not assumed
+
+
+def test_a_key_that_may_not_serve_the_purpose() -> None:
+    doc = loads(raw(WORLD.signed()))
+    ring = KeyRing().enrol(WORLD.service_key.public_key_multibase, controller=SERVICE,
+                           roles=["policy-service"], not_before=T0 - timedelta(days=1),
+                           purposes=["capabilityDelegation"])
+    ring = ring.enrol(WORLD.sender_key.public_key_multibase, controller=SENDER,
+                      roles=["proposer"], not_before=T0 - timedelta(days=1),
+                      purposes=["capabilityDelegation"])
+    assert _fused(doc, ring) is None
+    _agree(doc, ring=ring)
+
+
+def test_a_bad_grant_signature_under_a_good_receipt_signature() -> None:
+    doc = WORLD.unsigned()
+    grant = WORLD.grant()
+    grant["authority"] = ["ADVISE", "DECIDE"]  # after the policy service signed it
+    doc["grant"] = grant
+    doc = loads(raw(sign(doc, WORLD.sender_key, created=T0)))
+    assert _fused(doc) is None
+    _agree(doc)
+    fast, slow = _both(raw(doc))
+    assert fast == slow
+    assert fast.reasons[0].code == "grant-invalid"
+
+
+def test_any_audience_is_an_explicit_choice() -> None:
+    from handoffs.contracts._signing import ANY_AUDIENCE
+
+    doc = loads(raw(WORLD.signed()))
+    fused = _verify_receipt_fast(doc, WORLD.keyring, contract=CONTRACT, now=NOW,
+                                 audience=ANY_AUDIENCE, max_age=MAX_AGE)
+    assert fused is not None
+    assert fused == _verified(doc, audience=ANY_AUDIENCE)  # type: ignore[arg-type]
+
+
+def test_a_grant_with_context_after_signing() -> None:
+    grant = WORLD.grant()
+    grant["@context"] = ["https://www.w3.org/ns/credentials/v2"]
+    message = raw(WORLD.signed(grant=grant))
+    fast, slow = _both(message)
+    assert fast == slow
+    _agree(loads(message))

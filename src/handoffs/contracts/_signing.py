@@ -409,7 +409,7 @@ def _verify_receipt_fast(  # noqa: PLR0911 - one return per declined check
             return None
     granted = grant.get("authority")
     roles = grant.get("roles", [])
-    if type(granted) is not list or not granted or type(roles) is not list:
+    if type(granted) is not list or type(roles) is not list:  # (none granted: see below)
         return None
     named = frozenset([_AUTHORITIES.get(a) if type(a) is str else None for a in granted])
     if None in named or not all(type(role) is str for role in roles):
