@@ -375,10 +375,11 @@ def _drawing() -> Callable[[dict[str, Any]], Any]:
     return script
 
 
-def _sampled_experiment(url: str, *, fail_after: int | None = None) -> Any:
+def _sampled_experiment(url: str, *, fail_after: int | None = None,
+                        full_record: bool = True) -> Any:
     """Three epochs; the decision contract's receiver samples (temperature 0.7), the
     full record's does not."""
-    experiment = _experiment(url, fail_after=fail_after)
+    experiment = _experiment(url, fail_after=fail_after, full_record=full_record)
     sampled = {"decision_contract": {"temperature": 0.7, "seed": 0}}
     return attrs.evolve(experiment, epochs=3, strategies=tuple(
         attrs.evolve(s, receiver=attrs.evolve(s.receiver, **sampled[s.name]))
@@ -436,8 +437,16 @@ def test_each_sample_of_a_sampled_receiver_is_one_call_cached_and_resumable(
     assert cost["full_record"]["model_calls"] == len(fixed)
     assert repeated["cost"]["totals"]["model_calls"] == 0
     assert repeated["strategy_results"] == report["strategy_results"]
-    # the calls overlapped (the client's bound), sampled ones as well
     assert server.max_in_flight == 4
+
+
+def test_sampled_calls_overlap_like_deterministic_ones(tmp_path: Path) -> None:
+    with serving(_drawing(), delay=0.05) as server:
+        report = run(_sampled_experiment(server.url, full_record=False),
+                     cache=tmp_path / "calls.sqlite", chunk_size=7).report
+    assert all(body["temperature"] > 0 for body in server.requests)
+    assert server.max_in_flight == 4  # the client's bound: the sampled calls overlapped
+    assert report["cost"]["totals"]["model_calls"] == len(server.requests)
 
 
 def test_a_resumed_run_draws_no_sample_twice(tmp_path: Path) -> None:
