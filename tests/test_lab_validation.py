@@ -208,6 +208,25 @@ def test_injection_must_be_an_array_of_tables(user_dir: Path) -> None:
         load_experiment(path)
 
 
+def test_a_refused_run_leaves_the_run_log_as_it_was(mymodule: Any, tmp_path: Path) -> None:
+    """No cases, or an injection naming none, is refused before the run log is opened:
+    an earlier run's log at that path keeps every line."""
+    log = tmp_path / "run.jsonl"
+    run(experiment(mymodule, mymodule.planner()), run_log=log)
+    before = log.read_bytes()
+    bad = Falsehood(case_id="pump-404", field="calibrated", value=False)
+    for changes, code in (({"injections": (bad,)}, "unknown-case"),
+                          ({"cases": IterableCases(())}, "no-cases")):
+        with pytest.raises(ExperimentError) as caught:
+            run(experiment(mymodule, mymodule.planner(), **changes), run_log=log)
+        assert caught.value.code == code
+        assert log.read_bytes() == before
+    fresh = tmp_path / "fresh.jsonl"
+    with pytest.raises(ExperimentError):
+        run(experiment(mymodule, mymodule.planner(), injections=(bad,)), run_log=fresh)
+    assert not fresh.exists()
+
+
 def test_the_command_line_refuses_an_unknown_injection_case_in_one_line(
         user_dir: Path) -> None:
     (user_dir / "experiment.toml").write_text(

@@ -245,6 +245,9 @@ def run(
         "perturbations": list(plan.perturbation_ids),
         "epochs": plan.epochs,
     }
+    # The case source is checked before the run log is opened: a run refused here
+    # (no cases, an injection naming a case the source lacks) leaves any log as it was.
+    first, stream = _cases(experiment, plan)
     if log_path is None:
         log = RunLog.discarding(header)
     else:
@@ -263,8 +266,9 @@ def run(
     try:
         with log, _collector_frozen():
             if not log.complete:
-                kind = _execute(experiment, plan, log, aggregator, executor=executor,
-                                workers=workers, chunk_size=chunk_size, progress=progress)
+                kind = _execute(experiment, plan, log, aggregator, first=first,
+                                stream=stream, executor=executor, workers=workers,
+                                chunk_size=chunk_size, progress=progress)
         minimal_extra = finish_minimal(experiment, plan, aggregator, receiver=confirming)
     finally:
         _release(plan, confirming)
@@ -344,16 +348,22 @@ def _wired(plan: Plan, confirming: Receiver, cache: CallCache | None, budget: Bu
                          prefetch=prefetch, concurrency=width), wire(confirming))
 
 
-def _execute(experiment: Experiment, plan: Plan, log: RunLog, aggregator: Aggregator, *,
-             executor: str | cf.Executor | None, workers: int | None, chunk_size: int,
-             progress: bool) -> str:
+def _cases(experiment: Experiment, plan: Plan) -> tuple[Any, Iterator[Any]]:
+    """The first case and the stream of all cases, once the source has been checked
+    (it yields a case; every injected falsehood names one of its cases).
+    """
     source = iter(experiment.cases)
     try:
         first = next(source)
     except StopIteration:
         raise ExperimentError("the case source yielded no cases", code="no-cases") from None
-    stream: Iterator[Any] = _check_injected_cases(plan, experiment.cases,
-                                                  itertools.chain([first], source), source)
+    return first, _check_injected_cases(plan, experiment.cases,
+                                        itertools.chain([first], source), source)
+
+
+def _execute(experiment: Experiment, plan: Plan, log: RunLog, aggregator: Aggregator, *,
+             first: Any, stream: Iterator[Any], executor: str | cf.Executor | None,
+             workers: int | None, chunk_size: int, progress: bool) -> str:
     constants = _constants(plan, first)
     if plan.prefetch:
         _warm(plan, constants)
