@@ -123,6 +123,19 @@ def test_the_harness_runs_the_tests_on_the_mutant_and_the_control_on_the_origina
     assert runner.killers == {f"{mutant.path}::{mutant.where}": [test], mutant.path: [test]}
 
 
+def test_a_mutant_that_breaks_a_test_module_s_import_is_killed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))  # the forked child imports mutate
+    # Refusing every grant object: tests/test_carried.py signs a receipt at import.
+    (mutant,) = [m for m in mutate.discover() if m.where.startswith("AuthorityGrant.from_json")
+                 and m.what == "check negated"][:1]
+    test = "tests/test_carried.py::test_the_decision_is_the_receivers_own"
+    runner = mutate.Runner(1, mutate.Coverage({mutant.path: {mutant.lines[0]: [test]}},
+                                              {test: 0.5}), 120.0)
+    (result,) = runner.run([mutant])
+    assert (result.verdict, result.killer) == ("killed", "tests/test_carried.py")
+
+
 def test_the_survivors_block_replaces_the_one_on_the_page(tmp_path: Path) -> None:
     mutant = _named("grant expiry <= → <")
     results = [mutate.Result(mutant, "survived", 1.0, 3),

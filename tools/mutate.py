@@ -476,6 +476,10 @@ class Runner:
             return "survived", ""
         if code in (1, 2):  # tests failed, or collection broke (the mutant's import)
             return "killed", failed[0] if failed else last
+        if code == 4 and failed and "ERROR: found no collectors for " in text:
+            # Collection broke for tests named by id (a module that signs at import, say):
+            # pytest calls that a usage error; the traced run collected the same ids.
+            return "killed", failed[0]
         return "error", f"exit {code}: {last}"
 
     def control(self, tests: list[str] | None = None) -> None:
