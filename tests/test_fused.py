@@ -50,9 +50,12 @@ def _both(message: bytes, **options: Any) -> tuple[Decision, Decision]:
 
 
 def _fused(doc: dict[str, Any], ring: KeyRing | None = None, now: Any = NOW,
-           audience: str = RECEIVER) -> VerifiedReceipt | None:
-    return _verify_receipt_fast(doc, ring or WORLD.keyring, contract=CONTRACT, now=now,
-                                audience=audience, max_age=MAX_AGE)
+           audience: str = RECEIVER) -> VerifiedReceipt | HandoffsError | None:
+    try:
+        return _verify_receipt_fast(doc, ring or WORLD.keyring, contract=CONTRACT, now=now,
+                                    audience=audience, max_age=MAX_AGE)
+    except HandoffsError as exc:  # a signature that does not verify
+        return exc
 
 
 def _verified(doc: dict[str, Any], ring: KeyRing | None = None, now: Any = NOW,
@@ -85,7 +88,12 @@ def _agree(doc: dict[str, Any], **context: Any) -> None:
     """
     fused = _fused(doc, **context)
     reference = _verified(doc, **context)
-    if fused is not None:
+    if isinstance(fused, HandoffsError):  # only a signature: the reference's refusal
+        assert isinstance(reference, HandoffsError)
+        assert fused.code in ("bad-signature", "grant-invalid")
+        assert (type(fused), fused.code, fused.json_path, str(fused)) == (
+            type(reference), reference.code, reference.json_path, str(reference))
+    elif fused is not None:
         assert fused == reference
     elif _standard(doc):
         assert isinstance(reference, HandoffsError), "the fused path declined a good receipt"
@@ -540,11 +548,43 @@ def test_a_bad_grant_signature_under_a_good_receipt_signature() -> None:
     grant["authority"] = ["ADVISE", "DECIDE"]  # after the policy service signed it
     doc["grant"] = grant
     doc = loads(raw(sign(doc, WORLD.sender_key, created=T0)))
-    assert _fused(doc) is None
+    refused = _fused(doc)
+    assert isinstance(refused, HandoffsError)
+    assert (refused.code, refused.json_path) == ("grant-invalid", "$.grant.proof.proofValue")
     _agree(doc)
     fast, slow = _both(raw(doc))
     assert fast == slow
     assert fast.reasons[0].code == "grant-invalid"
+
+
+@pytest.mark.parametrize(("forged", "verifies", "code"), [
+    (None, 2, None), ("receipt", 1, "bad-signature"), ("grant", 2, "grant-invalid")])
+def test_a_forged_signature_costs_no_verify_twice(monkeypatch: pytest.MonkeyPatch,
+                                                  forged: str | None, verifies: int,
+                                                  code: str | None) -> None:
+    """The fused path refuses a signature that fails itself (the reference's very
+    refusal), so a forgery costs the gate no more verifies than a good receipt."""
+    from handoffs.contracts import _proofs
+
+    doc = loads(raw(WORLD.signed()))
+    if forged == "receipt":
+        value = doc["proof"]["proofValue"]
+        doc["proof"]["proofValue"] = value[:-2] + ("22" if value[-2:] != "22" else "33")
+    elif forged == "grant":  # after the policy service signed it; the sender signs it all
+        doc = WORLD.unsigned()
+        doc["grant"] = {**WORLD.grant(), "authority": ["ADVISE", "DECIDE"]}
+        doc = loads(raw(sign(doc, WORLD.sender_key, created=T0)))
+    calls: list[str] = []
+    real = _proofs._ed25519_verify
+
+    def counting(*args: Any, **kwargs: Any) -> None:
+        calls.append(kwargs["who"])
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(_proofs, "_ed25519_verify", counting)
+    decision = StrictContractReceiver(WORLD.gate(readback=Readback.ALWAYS)).receive(raw(doc))
+    assert len(calls) == verifies
+    assert [r.code for r in decision.reasons][:1] == ([] if code is None else [code])
 
 
 def test_any_audience_is_an_explicit_choice() -> None:

@@ -105,7 +105,7 @@ TARGETS = (
     Target("instants", "src/handoffs", ("expired", "stale"), SIGNING_TESTS),
     Target("pipeline", "src/handoffs/receivers", ("check_schema", "_same"), PIPELINE_TESTS),
     Target("fused path", "src/handoffs",
-           ("exact_loads", "_exact_parse", "_standard_proof", "_standard_verifies",
+           ("exact_loads", "_exact_parse", "_standard_proof", "_standard_verify",
             "_verify_receipt_fast"), FUSED_TESTS),
     Target("replay store", "src/handoffs/receivers",
            ("MemoryReplayStore.first_seen", "SQLiteDecisionLog.first_seen",

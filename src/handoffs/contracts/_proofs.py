@@ -789,20 +789,20 @@ def _standard_proof(document: Mapping[str, Any], keyring: KeyRing, purpose: str,
     return _Standard(proof, vm, entry, created, signature)
 
 
-def _standard_verifies(checked: _Standard, document: Mapping[str, Any]) -> bool:
-    """Whether the signature of a :func:`_standard_proof` verifies over ``document``,
-    which the caller vouches is plain (:func:`~handoffs._json.canonical_bytes_plain`).
+def _standard_verify(checked: _Standard, document: Mapping[str, Any]) -> None:
+    """Verify the signature of a :func:`_standard_proof` over ``document``, which the
+    caller vouches is plain (:func:`~handoffs._json.canonical_bytes_plain`).
+
+    Raises:
+        ProofError: ``bad-signature``, exactly as :func:`_verify` refuses it.
     """
     config = dict(checked.proof)
     del config["proofValue"]
     unsecured = dict(document)
     del unsecured["proof"]
     message = _hash_data(canonical_bytes_plain(config), canonical_bytes_plain(unsecured))
-    try:
-        checked.entry.public_key.verify(checked.signature, message)
-    except InvalidSignature:
-        return False
-    return True
+    _ed25519_verify(checked.entry.public_key, checked.signature, message, path="$.proof",
+                    who=f"key {checked.vm!r}")
 
 
 def _optional_text(value: object, name: str) -> None:

@@ -31,7 +31,7 @@ from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._proofs import (
     VerifiedProof,
     _standard_proof,
-    _standard_verifies,
+    _standard_verify,
     _verify,
     sign,
 )
@@ -387,7 +387,10 @@ def _verify_receipt_fast(  # noqa: PLR0911 - one return per declined check
     max_age: timedelta,
 ) -> VerifiedReceipt | None:
     """The accept path of :func:`_verify_receipt` (grant required) in one pass, or
-    ``None``: then :func:`_verify_receipt` runs and gives the refusal's reason.
+    ``None``: then :func:`_verify_receipt` runs and gives the refusal's reason. When
+    every other check passes and a signature does not verify, it raises the refusal
+    :func:`_verify_receipt` would (``bad-signature`` on the sender's proof, checked
+    first, else ``grant-invalid``), so that a forged receipt costs no verify twice.
 
     It takes the one shape :func:`sign_receipt` and :func:`issue_grant` make (a
     standard proof on the receipt and on its grant, see
@@ -437,9 +440,15 @@ def _verify_receipt_fast(  # noqa: PLR0911 - one return per declined check
             or (audience is not ANY_AUDIENCE and receiver != audience)
             or expired(receipt.valid_until, now) or stale(signer.created, max_age, now)):
         return None
-    # The signatures last: a refusal found above costs no verify.
-    if not (_standard_verifies(issuer, grant) and _standard_verifies(signer, document)):
-        return None
+    # The signatures last (a refusal found above costs no verify), the sender's first,
+    # as _verify_receipt checks them: with every other check passed, a signature that
+    # fails is the very refusal _verify_receipt gives, raised here without verifying
+    # again.
+    _standard_verify(signer, document)
+    try:
+        _standard_verify(issuer, grant)
+    except ProofError as exc:
+        raise _grant_refusal(exc) from exc
     return VerifiedReceipt(
         receipt=receipt,
         signer=signer.verified(RECEIPT_PURPOSE),
@@ -452,6 +461,12 @@ def _verify_receipt_fast(  # noqa: PLR0911 - one return per declined check
     )
 
 
+def _grant_refusal(exc: ProofError) -> ProofError:
+    """A refusal of the grant's proof, as the receipt's refusal (``grant-invalid``)."""
+    return ProofError(f"authority grant: {exc.message}", code="grant-invalid",
+                      json_path="$.grant" + exc.json_path[1:])
+
+
 def _verify_grant(
     receipt: Receipt[Any, Any], contract: Contract[Any, Any], keyring: KeyRing, now: datetime,
     encode: Callable[[Any], bytes],
@@ -462,8 +477,7 @@ def _verify_grant(
         proofs = _verify(doc, keyring, purpose=GRANT_PURPOSE, now=now, max_proofs=8,
                          expected_domain=None, expected_challenge=None, encode=encode)
     except ProofError as exc:
-        raise ProofError(f"authority grant: {exc.message}", code="grant-invalid",
-                         json_path="$.grant" + exc.json_path[1:]) from exc
+        raise _grant_refusal(exc) from exc
     if len(proofs) != 1:
         raise ProofError("a grant carries exactly one proof", code="grant-invalid",
                          json_path="$.grant.proof")
