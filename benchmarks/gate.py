@@ -445,9 +445,11 @@ def main() -> None:
         print(f"{name:40} {median[name]:18.1f} {min(values):8.1f} "
               f"{1e6 / median[name]:11,.0f}")
     parse = median["  of which: strict parse"]
-    print(f"beyond the bare verifies: strict parse {parse:.1f} µs, verify_receipt's other work "
-          f"{median[VERIFY] - parse - median[BARE]:.1f} µs, the gate's own steps "
-          f"{median[GATE] - median[VERIFY]:.1f} µs")
+    # The gate takes its fused accept path, not verify_receipt (the public reference
+    # path), so the two are set beside the bare verifies, not one inside the other.
+    print(f"beyond the bare verifies: the gate, all steps {median[GATE] - median[BARE]:.1f} µs; "
+          f"strict parse + verify_receipt {median[VERIFY] - median[BARE]:.1f} µs "
+          f"(the parse {parse:.1f} µs)")
     print(f"receipts/s on one core: {1e6 / median[GATE]:,.0f} (memory replay), "
           f"{1e6 / median[GATE_SQLITE]:,.0f} (SQLite decision log)")
     print(f"peer/verify ratio: {paired(samples, PEER):.2f}")
