@@ -780,7 +780,7 @@ def _standard_proof(document: Mapping[str, Any], keyring: KeyRing, purpose: str,
         return None
     signature = _b58decode_or_none(value[1:])
     created = _parse_utc(proof["created"])
-    entry = keyring.get(vm)
+    entry = keyring._get(vm)
     if signature is None or len(signature) != 64 or created is None or entry is None:
         return None
     if (revoked(entry, now) or not entry.valid_at(created) or purpose not in entry.purposes
