@@ -166,8 +166,9 @@ _FLOAT_TOKEN: Final = re.compile(rb"[:,\[]-?[0-9]+[.eE]")
 _NUMBER_SHAPE: Final = bytes.maketrans(b"0123456789-[,", b"\x02" * 11 + b"\x01\x01")
 
 
-def _float_free(raw: bytes) -> bool:
-    """Whether orjson's compact output ``raw`` holds no float below the top level.
+def float_free(raw: bytes) -> bool:
+    """Whether orjson's compact output ``raw`` (a text :func:`exact_loads` parsed)
+    holds no float below the top level.
 
     One pass finds whether any number value is there at all (most receipts hold none);
     only then are the float-shaped tokens looked at, each kept only when it follows a
@@ -198,7 +199,7 @@ def _fast_loads(raw: bytes, max_depth: int) -> tuple[Any, bool] | None:
     if exact is None:
         return None
     value, simple = exact
-    return value, simple and type(value) is not float and _float_free(raw)
+    return value, simple and type(value) is not float and float_free(raw)
 
 
 def _exact_parse(raw: bytes, max_depth: int) -> tuple[Any, bool] | None:
@@ -236,13 +237,6 @@ def exact_loads(raw: bytes, *, limits: JSONLimits = DEFAULT_LIMITS) -> tuple[Any
     if type(raw) is not bytes or len(raw) > limits.max_bytes:
         return None
     return _exact_parse(raw, limits.max_depth)
-
-
-def float_free(raw: bytes) -> bool:
-    """Whether ``raw``, a text :func:`exact_loads` parsed, holds no float (a
-    conservative answer: a look-alike inside a string gives ``False``).
-    """
-    return _float_free(raw)
 
 
 def loads(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> Any:
