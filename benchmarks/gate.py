@@ -32,9 +32,19 @@ ratios (the median over rounds of the per-round ratio). The "bare verifies" oper
 calls ``Ed25519PublicKey.verify`` (cryptography) on the exact 64-byte ``hashData``
 messages the gate's proofs sign, with the public keys already loaded.
 
+The **floor** is the compiled library calls the gate's accept path makes, and nothing
+else: orjson's parse and sorted re-serialisation (the exact-parse check), jsonschema-rs
+``is_valid``, and for the receipt and its grant the two JCS serialisations (orjson,
+sorted keys), the two SHA-256 digests, the base58 decoding and the verify. It checks
+nothing (no key validity, binding, audience, time, replay, typed receipt, context,
+evidence, readback or policy), so no accept path built on these helpers costs less; its
+ratio to the bare verifies is what is left, under a gate/verify target, for every check
+(a gate/verify of 1.3 leaves 1.3 minus the floor's ratio).
+
 Run: ``python benchmarks/gate.py [--receipts K] [--rounds R]`` (needs the ``bench``
-extra for PyJWT). The last two lines are the headline: ``gate/peer ratio: <x>`` and
-``gate/verify ratio: <x>``.
+extra: PyJWT for the peer, based58 as the ``fast`` extra installs it). The line before
+the headline is ``floor/verify ratio: <x>``; the last two lines are the headline:
+``gate/peer ratio: <x>`` and ``gate/verify ratio: <x>``.
 """
 
 from __future__ import annotations
@@ -53,7 +63,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import based58
 import jsonschema_rs
+import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from jwt import PyJWS
 from jwt.exceptions import InvalidSignatureError
@@ -62,7 +74,7 @@ from handoffs._json import canonical_bytes, dumps, loads
 from handoffs.contracts import Authority, EvidenceRef, Governance, Receipt
 from handoffs.contracts._keys import KeyRing, SigningKey, _b58decode_or_none
 from handoffs.contracts._proofs import CLOCK_SKEW
-from handoffs.contracts._schema import to_json_schema
+from handoffs.contracts._schema import _fast_validator, to_json_schema
 from handoffs.contracts._signing import issue_grant, sign_receipt, verify_receipt
 from handoffs.examples import payment
 from handoffs.receivers import (
@@ -384,6 +396,30 @@ def operations(world: dict[str, Any], tmp: Path) -> dict[str, Callable[[], float
                 receiver.receive(token)
         return loop
 
+    def floor() -> Callable[[], None]:
+        keys = {e.verification_method: Ed25519PublicKey.from_public_bytes(e.public_key_bytes)
+                for e in world["ring"]}
+        valid = _fast_validator(CONTRACT).is_valid
+        sha256, serialise, parse, b58decode = (hashlib.sha256, orjson.dumps, orjson.loads,
+                                               based58.b58decode)
+        sort = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
+
+        def loop() -> None:
+            for message in messages:
+                doc = parse(message)
+                if serialise(doc, option=sort) != message or not valid(doc):
+                    raise AssertionError("the floor takes the gate's accept path")
+                for secured in (doc, doc["grant"]):
+                    config = dict(secured["proof"])
+                    value = config.pop("proofValue")
+                    unsecured = dict(secured)
+                    del unsecured["proof"]
+                    keys[config["verificationMethod"]].verify(
+                        b58decode(value[1:].encode()),
+                        sha256(serialise(config, option=orjson.OPT_SORT_KEYS)).digest()
+                        + sha256(serialise(unsecured, option=orjson.OPT_SORT_KEYS)).digest())
+        return loop
+
     def gate_unsafe() -> Callable[[], None]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UnsafeConfigurationWarning)
@@ -398,6 +434,7 @@ def operations(world: dict[str, Any], tmp: Path) -> dict[str, Callable[[], float
         "  of which: strict parse": timed(parse_only),
         VERIFY: timed(parse_and_verify),
         "gate without crypto (Unsafe)": timed(gate_unsafe),
+        FLOOR: timed(floor),
     }
 
 
@@ -406,6 +443,7 @@ PEER = "peer: PyJWT ×2 + jsonschema-rs + checks"
 GATE = "gate, all steps (memory replay)"
 GATE_SQLITE = "gate, all steps + SQLite log"
 VERIFY = "  of which: parse + verify_receipt"
+FLOOR = "floor: the accept path's library calls"
 
 
 def paired(samples: dict[str, list[float]], name: str, base: str = BARE) -> float:
@@ -452,6 +490,7 @@ def main() -> None:
           f"(the parse {parse:.1f} µs)")
     print(f"receipts/s on one core: {1e6 / median[GATE]:,.0f} (memory replay), "
           f"{1e6 / median[GATE_SQLITE]:,.0f} (SQLite decision log)")
+    print(f"floor/verify ratio: {paired(samples, FLOOR):.2f} (what no check is left to cost)")
     print(f"peer/verify ratio: {paired(samples, PEER):.2f}")
     print(f"gate+SQLite/verify ratio: {paired(samples, GATE_SQLITE):.2f}")
     print(f"gate/peer ratio: {paired(samples, GATE, PEER):.2f}")
