@@ -6,7 +6,8 @@ authority grant, so the gate performs two Ed25519 verifies per receipt (the send
 proof and the grant's proof). The gate runs all five steps: strict parse, proofs and
 grant, audience, expiry, replay (in-memory store), the contract's three context
 dependencies, evidence resolution with pinned digests, readback of every decisive
-claim, and the strict receiver's policy.
+claim, and the strict receiver's policy. The same gate is also timed on the receipts
+as text (``str``) and parsed (``dict``), the forms frameworks often hand over.
 
 The **peer** receives the same receipts (same content, same keys) secured the way a
 user without this library would: the receipt is a JWS (PyJWT, EdDSA) whose payload
@@ -355,9 +356,10 @@ def operations(world: dict[str, Any], tmp: Path) -> dict[str, Callable[[], float
     triples = world["triples"]
     counter = iter(range(10**9))
 
-    def over_messages(receive: Callable[[bytes], Any]) -> Callable[[], None]:
+    def over_messages(receive: Callable[[Any], Any],
+                      inputs: list[Any] = messages) -> Callable[[], None]:
         def loop() -> None:
-            for message in messages:
+            for message in inputs:
                 receive(message)
         return loop
 
@@ -370,6 +372,12 @@ def operations(world: dict[str, Any], tmp: Path) -> dict[str, Callable[[], float
     def gate_memory() -> Callable[[], None]:
         gate = gate_for(world, replay=MemoryReplayStore())
         return over_messages(StrictContractReceiver(gate).receive)
+
+    def gate_on(inputs: list[Any]) -> Callable[[], Callable[[], None]]:
+        def setup() -> Callable[[], None]:
+            gate = gate_for(world, replay=MemoryReplayStore())
+            return over_messages(StrictContractReceiver(gate).receive, inputs)
+        return setup
 
     def gate_sqlite() -> Callable[[], None]:
         log = SQLiteDecisionLog(tmp / f"log-{next(counter)}.sqlite")
@@ -431,6 +439,8 @@ def operations(world: dict[str, Any], tmp: Path) -> dict[str, Callable[[], float
         GATE: timed(gate_memory),
         PEER: timed(peer),
         GATE_SQLITE: timed(gate_sqlite),
+        "gate, the receipt as text (str)": timed(gate_on([m.decode() for m in messages])),
+        "gate, the receipt parsed (dict)": timed(gate_on([loads(m) for m in messages])),
         "  of which: strict parse": timed(parse_only),
         VERIFY: timed(parse_and_verify),
         "gate without crypto (Unsafe)": timed(gate_unsafe),

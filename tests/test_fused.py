@@ -1,24 +1,32 @@
 """The gate's fused accept path never admits what the reference path refuses.
 
-For canonical bytes the gate's step (1) takes an exact fast parse and step (2) a fused
-accept path (:func:`handoffs.contracts._signing._verify_receipt_fast`); anything the
-fused path does not accept goes the reference way, which gives the reason. These tests
-run both ways on the hostile suite and on mutated, re-signed receipts and require the
-same decision, and require the fused path itself to take the standard receipt, at
-every boundary instant, so that a check made stricter there does not go unnoticed.
+For canonical bytes or ASCII text the gate's step (1) takes an exact fast parse (a
+plain parsed dict, its limits checked, goes straight on) and step (2) a fused accept
+path (:func:`handoffs.contracts._signing._verify_receipt_fast`); anything the fused
+path does not accept goes the reference way, which gives the reason. These tests run
+both ways on the hostile suite and on mutated, re-signed receipts, in each of the three
+forms, and require the same decision, and require the fused path itself to take the
+standard receipt, at every boundary instant, so that a check made stricter there does
+not go unnoticed.
 """
 
 from __future__ import annotations
 
+import collections
 import copy
-from datetime import timedelta
+import enum
+import math
+import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from handoffs._errors import HandoffsError
+import test_sender as pump
+from handoffs._errors import HandoffsError, MalformedJSON
 from handoffs._json import canonical_bytes, canonical_bytes_plain, dumps, loads
 from handoffs.contracts._keys import KeyRing
 from handoffs.contracts._proofs import CLOCK_SKEW, sign
@@ -42,11 +50,23 @@ def _reference(gate: Gate) -> Gate:
     return gate
 
 
-def _both(message: bytes, **options: Any) -> tuple[Decision, Decision]:
+def _both(message: Any, **options: Any) -> tuple[Decision, Decision]:
     options.setdefault("readback", Readback.ALWAYS)
-    fast = StrictContractReceiver(WORLD.gate(**options)).receive(message)
+    fast = StrictContractReceiver(WORLD.gate(**options)).receive(copy.deepcopy(message))
     slow = StrictContractReceiver(_reference(WORLD.gate(**options))).receive(message)
     return fast, slow
+
+
+FORMS = ("bytes", "text", "parsed")
+
+
+def _form(message: bytes, form: str) -> Any:
+    """``message`` as bytes, as text or as the parsed object (``None``: it has none)."""
+    try:
+        return {"bytes": lambda: message, "text": lambda: message.decode("utf-8"),
+                "parsed": lambda: loads(message)}[form]()
+    except (UnicodeDecodeError, HandoffsError):
+        return None
 
 
 def _fused(doc: dict[str, Any], ring: KeyRing | None = None, now: Any = NOW,
@@ -102,11 +122,29 @@ def _agree(doc: dict[str, Any], **context: Any) -> None:
 # ---------------------------------------------------------------- decisions agree
 
 
-@pytest.mark.parametrize("name", sorted(HOSTILE))
-def test_a_hostile_message_gets_the_reference_decision(name: str) -> None:
+@pytest.mark.parametrize(("name", "form"), [
+    (name, form) for name in sorted(HOSTILE) for form in FORMS
+    if _form(HOSTILE[name][0](), form) is not None  # not UTF-8, or no JSON value
+])
+def test_a_hostile_message_gets_the_reference_decision(name: str, form: str) -> None:
     build, options, *_ = HOSTILE[name]
-    fast, slow = _both(build(), **options)
+    fast, slow = _both(_form(build(), form), **options)
     assert fast == slow
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_every_form_of_a_standard_receipt_takes_the_fused_path(
+        form: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import handoffs.receivers._gate as gate_module
+
+    def reference(*_: Any, **__: Any) -> None:
+        raise AssertionError("the reference path ran")
+
+    monkeypatch.setattr(gate_module, "_verify_receipt", reference)
+    for case_id in sorted(CASES):
+        decision = StrictContractReceiver(WORLD.gate()).receive(
+            _form(raw(WORLD.signed(case_id)), form))
+        assert decision.step > 2, decision
 
 
 @pytest.mark.parametrize("name", sorted(SIGNED_GRANT_DEFECTS))
@@ -288,10 +326,12 @@ def test_a_mutated_receipt_gets_the_reference_decision(doc: dict[str, Any]) -> N
     message = dumps(doc).encode()
     fast, slow = _both(message)
     assert fast == slow
+    assert _both(message.decode("utf-8")) == (fast, slow)
     try:
         parsed = loads(message)
     except HandoffsError:
         return
+    assert _both(parsed) == (fast, slow)
     event(f"{fast.verdict.name} at step {int(fast.step)}: "
           f"{fast.reasons[0].code if fast.reasons else ''}")
     if isinstance(parsed, dict) and fast.step > 1:  # schema-valid: the fused path's input
@@ -388,6 +428,82 @@ def test_simple_text_is_ascii_without_unicode_escapes() -> None:
     assert exact_loads(b'{"a":"\\u0001"}') == ({"a": "\x01"}, False)
     assert exact_loads('{"a":"é"}'.encode()) == ({"a": "é"}, False)
     assert exact_loads(b'{"a":1.5}') == ({"a": 1.5}, True)  # floats: the caller's to rule out
+
+
+class _Colour(enum.Enum):
+    RED = "red"
+
+
+class _Word(enum.StrEnum):
+    RED = "red"
+
+
+def _cycle() -> dict[str, Any]:
+    cycle: dict[str, Any] = {}
+    cycle["self"] = cycle
+    return cycle
+
+
+_NOT_COPIED = {  # each a parsed value check_value refuses, or not shown plain this way
+    "a tuple": lambda: {"a": (1, 2)},
+    "a set": lambda: {"a": {1}},
+    "bytes": lambda: {"a": b"x"},
+    "a non-string key": lambda: {1: "a"},
+    "a lone surrogate": lambda: {"a": "\ud800"},
+    "a lone surrogate key": lambda: {"\udfff": 1},
+    "an integer beyond 2^53": lambda: {"a": 2**53},
+    "NaN": lambda: {"a": math.nan},
+    "infinity": lambda: {"a": -math.inf},
+    "a cycle": _cycle,
+    "a datetime": lambda: {"a": datetime(2026, 1, 1, tzinfo=UTC)},
+    "a UUID": lambda: {"a": uuid.UUID(int=1)},
+    "an enum member": lambda: {"a": _Colour.RED},
+    "a dict subclass": lambda: {"a": collections.OrderedDict(b=1)},
+    "a str subclass key": lambda: {_Word.RED: 1},
+    "an object": lambda: {"a": object()},
+    "deeper than the limit": lambda: {"a": [[[[]]]]},
+}
+
+
+@pytest.mark.parametrize("name", sorted(_NOT_COPIED))
+def test_a_parsed_value_outside_json_is_not_copied(name: str) -> None:
+    from handoffs._json import JSONLimits, exact_copy
+
+    assert exact_copy(_NOT_COPIED[name](), limits=JSONLimits(max_depth=4)) is None
+
+
+def test_a_copy_is_exactly_typed_and_its_text_canonical() -> None:
+    from handoffs._json import exact_copy
+
+    value = {"b": [1, True, None, "x", {"c": 1.5}], "a": _Word.RED}
+    copied = exact_copy(value)
+    assert copied is not None
+    copy_, simple, text = copied
+    assert copy_ == value
+    assert type(copy_["a"]) is str
+    assert simple
+    assert text == b'{"a":"red","b":[1,true,null,"x",{"c":1.5}]}'
+
+
+@pytest.mark.parametrize("value", [{"a": [0, 1, 2]}, 0])
+def test_a_copy_stays_within_check_value_s_size_estimate(value: Any) -> None:
+    """check_value counts 17 bytes for an integer (``0``: 17 times its text): a copy
+    is made only when that estimate cannot exceed the limit, so the fast way never
+    admits what it refuses.
+    """
+    from handoffs._json import JSONLimits, check_value, exact_copy
+
+    text = orjson.dumps(value)
+    refused = 0
+    for limit in range(len(text), 17 * len(text) + 2):
+        limits = JSONLimits(max_bytes=limit)
+        try:
+            check_value(value, limits=limits)
+        except MalformedJSON:
+            refused += 1
+            assert exact_copy(value, limits=limits) is None, limit
+    assert refused  # the text fits where the estimate does not
+    assert exact_copy(value, limits=JSONLimits(max_bytes=17 * len(text))) is not None
 
 
 @pytest.mark.parametrize("margin", [0, 1])
@@ -604,3 +720,32 @@ def test_a_grant_with_context_after_signing() -> None:
     fast, slow = _both(message)
     assert fast == slow
     _agree(loads(message))
+
+
+# ---------------------------------------------------------------- the forms of step (1)
+
+
+@pytest.mark.parametrize("form", ["bytes", "text"])
+@pytest.mark.parametrize("message", [b"[]", b'["payment-release/1.0.0"]', b'"receipt"', b"1",
+                                     b"null", b"true"])
+def test_json_that_is_not_an_object_is_refused_the_reference_way(message: bytes,
+                                                                 form: str) -> None:
+    fast, slow = _both(_form(message, form))
+    assert fast == slow
+    assert [r.code for r in fast.reasons] == ["not-an-object"]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_receipt_another_writer_spelled_with_floats_still_verifies(form: str) -> None:
+    """A float that JCS writes otherwise (``0.0`` is ``0``) takes the reference path,
+    whose canonical form is what the sender signed; the fused path's would not be.
+    """
+    signed = loads(pump.sender().sign(pump.content(lo=0.0), case_id="pump-7",
+                                      evidence_refs=pump.REFS))
+    signed["decision_state"]["failure_probability"]["lo"] = 0.0  # JCS: 0, the same bytes
+    message = _form(orjson.dumps(signed, option=orjson.OPT_SORT_KEYS), form)
+    assert b'"lo":0.0' in orjson.dumps(signed, option=orjson.OPT_SORT_KEYS)
+    fast = StrictContractReceiver(pump.gate()).receive(copy.deepcopy(message))
+    slow = StrictContractReceiver(_reference(pump.gate())).receive(message)
+    assert fast == slow
+    assert fast.verdict.name == "ACCEPT", fast

@@ -239,6 +239,45 @@ def exact_loads(raw: bytes, *, limits: JSONLimits = DEFAULT_LIMITS) -> tuple[Any
     return _exact_parse(raw, limits.max_depth)
 
 
+# What orjson would write for types JSON does not have (dataclasses, datetimes,
+# subclasses of str, int, dict and list) it hands to ``default`` instead: none is given,
+# so they raise TypeError, as :func:`check_value` refuses (or does not call plain) them.
+_ORJSON_VALUES_ONLY: Final = (
+    _ORJSON_STRICT | _orjson.OPT_PASSTHROUGH_DATACLASS | _orjson.OPT_PASSTHROUGH_DATETIME
+    | _orjson.OPT_PASSTHROUGH_SUBCLASS if _orjson is not None else 0
+)
+# check_value counts at most 17 bytes (an integer) per byte orjson writes.
+_SIZE_ESTIMATE_BOUND: Final = 17
+
+
+def exact_copy(value: Any, *,
+               limits: JSONLimits = DEFAULT_LIMITS) -> tuple[Any, bool, bytes] | None:
+    """For a parsed value that :func:`check_value` accepts as plain JSON data: a fresh
+    copy of it parsed from its canonical text, whether that text is simple (see
+    :func:`exact_loads`), and the text; ``None`` when that cannot be shown this way
+    (then :func:`check_value` checks ``value`` and gives the precise error).
+
+    Exact because orjson must serialise ``value`` under :func:`exact_loads`'
+    conditions with no type outside JSON's own (see ``_ORJSON_VALUES_ONLY``: no cycle,
+    lone surrogate, integer beyond ±(2^53 − 1) or non-string key either), the text must
+    be small enough that :func:`check_value`'s size estimate stays within ``limits``,
+    and the copy parsed from it must equal ``value``, which a tuple, a non-finite float
+    (written ``null``), a UUID or an enum member with another value does not.
+    """
+    if _orjson is None:
+        return None
+    try:
+        raw: bytes = _orjson.dumps(value, option=_ORJSON_VALUES_ONLY)
+    except TypeError:  # orjson.JSONEncodeError is one
+        return None
+    if len(raw) * _SIZE_ESTIMATE_BOUND > limits.max_bytes:
+        return None
+    exact = _exact_parse(raw, limits.max_depth)
+    if exact is None or exact[0] != value:
+        return None
+    return exact[0], exact[1], raw
+
+
 def loads(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> Any:
     """Parse one JSON document strictly.
 

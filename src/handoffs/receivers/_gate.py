@@ -49,6 +49,7 @@ from handoffs._json import (
     canonical_bytes,
     canonical_bytes_plain,
     check_value,
+    exact_copy,
     exact_loads,
     float_free,
     jcs_plain,
@@ -337,12 +338,13 @@ def _callable(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 class _Run(Run):
     """Per-decision state of the gate (kept off the frozen gate)."""
 
-    __slots__ = ("claim", "definition", "document", "fast", "message", "now", "plain",
+    __slots__ = ("claim", "definition", "document", "fast", "message", "now", "plain", "raw",
                  "receipt", "resolved", "rule", "verified")
     # Set by the step named beside it before a later step reads it (no casts, no
     # per-message defaults on the accept path).
     document: Mapping[str, Any]  # (1)
     plain: bool | None  # (1)
+    raw: bytes  # (1) on the fast path: the canonical text
     definition: Contract[Any, Any]  # (1)
     receipt: Receipt[Any, Any]  # (1) without proofs, else (2)
     now: datetime  # (2)
@@ -491,22 +493,24 @@ class Gate:
     def _parse_step(self, run: _Run) -> None:
         """(1) parse: limits, the contract version the message names, then its schema."""
         message = run.message
-        if type(message) is bytes and self._plans:
-            # The exact fast parse of canonical bytes; anything else, the steps below.
-            exact = exact_loads(message, limits=self.limits)
-            if exact is not None and type(document := exact[0]) is dict:
-                named = document.get("contract")
-                plan = self._plans.get(named) if type(named) is str else None
-                if (plan is not None and exact[1] and plan.valid(document)
-                        and (not plan.numbers or float_free(message))):
-                    run.document = document
-                    run.contract = named
-                    run.receipt_id = _text(document.get("id"))
-                    run.definition = plan.contract
-                    run.fail_closed = plan.fail_closed
-                    run.fast = True
-                    return
-        document, run.plain = _parse_plain(message, self.limits)
+        kind = type(message)
+        if not self._plans:
+            document, run.plain = _parse_plain(message, self.limits)
+        elif kind is bytes or (kind is str and message.isascii()):
+            # The exact fast parse of canonical text; anything else, the steps below.
+            raw = message if kind is bytes else message.encode("ascii")
+            exact = exact_loads(raw, limits=self.limits)
+            if exact is not None and exact[1] and self._fast(run, exact[0], raw):
+                return
+            document, run.plain = _parse_plain(message, self.limits)
+        elif kind is dict:
+            # Parsed input: a copy parsed from its canonical text when that is exact.
+            copied = exact_copy(message, limits=self.limits)
+            if copied is not None and copied[1] and self._fast(run, copied[0], copied[2]):
+                return
+            document, run.plain = _parse_plain(message, self.limits)
+        else:
+            document, run.plain = _parse_plain(message, self.limits)
         run.document = document
         run.contract = _text(document.get("contract"))
         run.receipt_id = _text(document.get("id"))
@@ -516,6 +520,27 @@ class Gate:
             check_schema(contract, document)  # the typed receipt comes from verification
         else:
             run.receipt = _structure(contract, document)
+
+    def _fast(self, run: _Run, document: Any, raw: bytes) -> bool:
+        """Step (1) for a document the fused proofs path may take: a dict parsed exactly
+        from the simple canonical text ``raw``, naming one of the registry's contracts,
+        valid under its schema and with no number outside the grant. ``False``: the
+        reference steps run.
+        """
+        if type(document) is not dict:
+            return False
+        named = document.get("contract")
+        plan = self._plans.get(named) if type(named) is str else None
+        if plan is None or not plan.valid(document) or (plan.numbers and not float_free(raw)):
+            return False
+        run.document = document
+        run.contract = named
+        run.receipt_id = _text(document.get("id"))
+        run.definition = plan.contract
+        run.fail_closed = plan.fail_closed
+        run.raw = raw
+        run.fast = True
+        return True
 
     def _proofs_step(self, run: _Run) -> None:
         """(2) proofs: sender proof, grant, key validity, purpose, audience, time, replay."""
@@ -530,7 +555,7 @@ class Gate:
                 verified = _verify_receipt_fast(
                     doc, self.trust, contract=run.definition, now=now, audience=self.identity,
                     max_age=self._plans[cast(str, run.contract)].max_age)
-                plain: bool | None = float_free(run.message) if verified is None else True
+                plain: bool | None = True if verified is not None else float_free(run.raw)
             else:
                 plain = run.plain
             if verified is None:
