@@ -749,3 +749,27 @@ def test_a_receipt_another_writer_spelled_with_floats_still_verifies(form: str) 
     slow = StrictContractReceiver(_reference(pump.gate())).receive(message)
     assert fast == slow
     assert fast.verdict.name == "ACCEPT", fast
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_float_free_receipt_of_a_contract_with_numbers_takes_the_fused_path(
+        form: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import handoffs.receivers._gate as gate_module
+
+    def reference(*_: Any, **__: Any) -> None:
+        raise AssertionError("the reference path ran")
+
+    monkeypatch.setattr(gate_module, "_verify_receipt", reference)
+    message = pump.sender().sign(pump.content(lo=0, hi=0), case_id="pump-7",
+                                 evidence_refs=pump.REFS)
+    assert b'"failure_probability":{"hi":0,"lo":0}' in message  # no float in it
+    decision = StrictContractReceiver(pump.gate()).receive(_form(message, form))
+    assert decision.verdict.name == "ACCEPT", decision
+
+
+def test_without_orjson_nothing_is_copied(monkeypatch: pytest.MonkeyPatch) -> None:
+    import handoffs._json as hj
+
+    monkeypatch.setattr(hj, "_orjson", None)
+    assert hj.exact_copy({"a": 1}) is None
+    assert hj.exact_loads(b'{"a":1}') is None

@@ -110,6 +110,13 @@ def test_a_mutant_runs_only_the_tests_that_execute_its_lines_fastest_first() -> 
     assert mutate.Coverage({}, {}).tests(mutant) == []
 
 
+def test_a_killer_s_node_id_is_read_whole_from_the_log() -> None:
+    log = ("tests/t.py F\nFAILED tests/t.py::test_x[a tuple] - AssertionError: a - b\n"
+           "ERROR tests/u.py::test_y[ case-owner]\nFAILED tests/v.py::test_z\n")
+    assert mutate.failed_tests(log) == [
+        "tests/t.py::test_x[a tuple]", "tests/u.py::test_y[ case-owner]", "tests/v.py::test_z"]
+
+
 def test_the_harness_runs_the_tests_on_the_mutant_and_the_control_on_the_original(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(ROOT / "tools"))  # the forked child imports mutate

@@ -412,6 +412,14 @@ class _Running:
     text: str = ""
 
 
+def failed_tests(log: str) -> list[str]:
+    """The node ids a pytest log's summary reports failed, in order: its lines read
+    ``FAILED <node id> - <message>`` (or ``ERROR``), and a node id may hold spaces.
+    """
+    return [line.split(" ", 1)[1].split(" - ", 1)[0] for line in log.splitlines()
+            if line.startswith(("FAILED ", "ERROR "))]
+
+
 @dataclass
 class Runner:
     """Runs mutants ``jobs`` at a time, each in a process forked from a server that
@@ -467,8 +475,7 @@ class Runner:
         code = run.process.exitcode
         self.cpu += sum(float(line[len(_CPU):]) for line in text.splitlines()
                         if line.startswith(_CPU))
-        failed = [line.split(" ")[1] for line in text.splitlines()
-                  if line.startswith(("FAILED ", "ERROR "))]
+        failed = failed_tests(text)
         last = (text.strip().splitlines() or [""])[-1]
         if timed_out:
             return "timeout", ""
