@@ -97,8 +97,8 @@ NOW = T0 + timedelta(minutes=1)
 CONTRACT = payment.PAYMENT_RELEASE
 
 
-def build(count: int) -> dict[str, Any]:
-    """Keys, a trust ring, ``count`` signed receipts and their evidence."""
+def build(count: int, notes: str | None = None) -> dict[str, Any]:
+    """Keys, a trust ring, ``count`` signed receipts (with ``notes``) and their evidence."""
     service, sender = SigningKey.generate(), SigningKey.generate()
     since = T0 - timedelta(days=30)
     ring = (
@@ -136,7 +136,10 @@ def build(count: int) -> dict[str, Any]:
             authority=Authority.ADVISE, policy_version="PAY-7.4",
             valid_until=T0 + timedelta(hours=1), evidence_refs=tuple(refs),
         )
-        doc = Receipt.build(CONTRACT, encoder.encode(case), governance)
+        content = encoder.encode(case)  # the JSON content members
+        if notes is not None:
+            content = {**content, "notes": notes}
+        doc = Receipt.build(CONTRACT, content, governance)
         grant = issue_grant(
             service, issuer="policy-service", subject="evidence-specialist",
             audience="case-owner", contract=CONTRACT, case_id=case.case_id,
@@ -467,8 +470,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--receipts", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--notes", default=None,
+                        help="sign every receipt with these notes (say, text beyond ASCII)")
     args = parser.parse_args()
-    world = build(args.receipts)
+    world = build(args.receipts, args.notes)
     world["triples"] = bare_verifies(world)
     count = len(world["messages"])
     ops = operations(world, Path(tempfile.mkdtemp(prefix="handoffs-bench-")))

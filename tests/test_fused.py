@@ -1,7 +1,7 @@
 """The gate's fused accept path never admits what the reference path refuses.
 
-For canonical bytes or ASCII text the gate's step (1) takes an exact fast parse (a
-plain parsed dict, its limits checked, goes straight on) and step (2) a fused accept
+For canonical bytes or text the gate's step (1) takes an exact fast parse (a plain
+parsed dict is copied through its canonical text) and step (2) a fused accept
 path (:func:`handoffs.contracts._signing._verify_receipt_fast`); anything the fused
 path does not accept goes the reference way, which gives the reason. These tests run
 both ways on the hostile suite and on mutated, re-signed receipts, in each of the three
@@ -122,6 +122,22 @@ def _agree(doc: dict[str, Any], **context: Any) -> None:
 # ---------------------------------------------------------------- decisions agree
 
 
+@pytest.fixture
+def reference_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The gate's calls of its reference proofs path (``_verify_receipt``, still run)."""
+    import handoffs.receivers._gate as gate_module
+
+    calls: list[str] = []
+    real = gate_module._verify_receipt
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append("reference")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gate_module, "_verify_receipt", counted)
+    return calls
+
+
 @pytest.mark.parametrize(("name", "form"), [
     (name, form) for name in sorted(HOSTILE) for form in FORMS
     if _form(HOSTILE[name][0](), form) is not None  # not UTF-8, or no JSON value
@@ -134,17 +150,12 @@ def test_a_hostile_message_gets_the_reference_decision(name: str, form: str) -> 
 
 @pytest.mark.parametrize("form", FORMS)
 def test_every_form_of_a_standard_receipt_takes_the_fused_path(
-        form: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import handoffs.receivers._gate as gate_module
-
-    def reference(*_: Any, **__: Any) -> None:
-        raise AssertionError("the reference path ran")
-
-    monkeypatch.setattr(gate_module, "_verify_receipt", reference)
+        form: str, reference_calls: list[str]) -> None:
     for case_id in sorted(CASES):
         decision = StrictContractReceiver(WORLD.gate()).receive(
             _form(raw(WORLD.signed(case_id)), form))
         assert decision.step > 2, decision
+    assert reference_calls == []
 
 
 @pytest.mark.parametrize("name", sorted(SIGNED_GRANT_DEFECTS))
@@ -421,12 +432,16 @@ def test_the_fast_parse_keeps_the_depth_limit() -> None:
     assert exact_loads(mixed, limits=JSONLimits(max_depth=2)) is None
 
 
-def test_simple_text_is_ascii_without_unicode_escapes() -> None:
+def test_simple_text_holds_no_character_past_the_bmp() -> None:
     from handoffs._json import exact_loads
 
     assert exact_loads(b'{"a":"\\n"}') == ({"a": "\n"}, True)
-    assert exact_loads(b'{"a":"\\u0001"}') == ({"a": "\x01"}, False)
-    assert exact_loads('{"a":"é"}'.encode()) == ({"a": "é"}, False)
+    assert exact_loads(b'{"a":"\\u0001"}') == ({"a": "\x01"}, True)
+    assert exact_loads('{"a":"é — ’"}'.encode()) == ({"a": "é — ’"}, True)
+    assert exact_loads('{"a":"\uffff"}'.encode()) == ({"a": "\uffff"}, True)
+    assert exact_loads('{"a":"😀"}'.encode()) == ({"a": "😀"}, False)
+    assert exact_loads('{"😀":1,"\uffff":2}'.encode()) is None  # orjson's order, not JCS's
+    assert exact_loads('{"\uffff":2,"😀":1}'.encode()) == ({"\uffff": 2, "😀": 1}, False)
     assert exact_loads(b'{"a":1.5}') == ({"a": 1.5}, True)  # floats: the caller's to rule out
 
 
@@ -506,16 +521,29 @@ def test_a_copy_stays_within_check_value_s_size_estimate(value: Any) -> None:
     assert exact_copy(value, limits=JSONLimits(max_bytes=17 * len(text))) is not None
 
 
+@pytest.mark.parametrize("form", ["bytes", "text"])
 @pytest.mark.parametrize("margin", [0, 1])
-def test_a_receipt_over_the_gate_s_size_limit_gets_the_reference_decision(margin: int) -> None:
+def test_a_receipt_over_the_gate_s_size_limit_gets_the_reference_decision(
+        margin: int, form: str) -> None:
     from handoffs._json import JSONLimits
 
     message = raw(WORLD.signed())
     limits = JSONLimits(max_bytes=len(message) - margin)
-    fast, slow = _both(message, limits=limits)
+    fast, slow = _both(_form(message, form), limits=limits)
     assert fast == slow
     assert (fast.reasons[0].code if fast.reasons else None) == (
         "too-large" if margin else None)
+
+
+@pytest.mark.parametrize("form", ["bytes", "text"])
+def test_a_receipt_of_exactly_the_size_limit_takes_the_fused_path(
+        form: str, reference_calls: list[str]) -> None:
+    from handoffs._json import JSONLimits
+
+    message = raw(WORLD.signed())
+    gate = WORLD.gate(limits=JSONLimits(max_bytes=len(message)))
+    assert StrictContractReceiver(gate).receive(_form(message, form)).step > 2
+    assert reference_calls == []
 
 
 # ---------------------------------------------------------------- validly signed defects
@@ -753,18 +781,13 @@ def test_a_receipt_another_writer_spelled_with_floats_still_verifies(form: str) 
 
 @pytest.mark.parametrize("form", FORMS)
 def test_a_float_free_receipt_of_a_contract_with_numbers_takes_the_fused_path(
-        form: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import handoffs.receivers._gate as gate_module
-
-    def reference(*_: Any, **__: Any) -> None:
-        raise AssertionError("the reference path ran")
-
-    monkeypatch.setattr(gate_module, "_verify_receipt", reference)
+        form: str, reference_calls: list[str]) -> None:
     message = pump.sender().sign(pump.content(lo=0, hi=0), case_id="pump-7",
                                  evidence_refs=pump.REFS)
     assert b'"failure_probability":{"hi":0,"lo":0}' in message  # no float in it
     decision = StrictContractReceiver(pump.gate()).receive(_form(message, form))
     assert decision.verdict.name == "ACCEPT", decision
+    assert reference_calls == []
 
 
 def test_without_orjson_nothing_is_copied(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -773,3 +796,37 @@ def test_without_orjson_nothing_is_copied(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(hj, "_orjson", None)
     assert hj.exact_copy({"a": 1}) is None
     assert hj.exact_loads(b'{"a":1}') is None
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize(("notes", "fused"), [
+    ("Identity verified — screening clear; the customer’s file is complete.", True),
+    ("Prüfung bestätigt: 日本語のメモ", True),
+    ("a control character \x07 and a line separator \u2028", True),
+    ("past the BMP: 😀", False),
+])
+def test_a_receipt_with_text_beyond_ascii_is_decided_the_fused_way_unless_past_the_bmp(
+        notes: str, fused: bool, form: str, reference_calls: list[str]) -> None:
+    message = _form(raw(WORLD.signed("policy-01", notes=notes)), form)
+    fast = StrictContractReceiver(WORLD.gate(readback=Readback.ALWAYS)).receive(message)
+    assert reference_calls == ([] if fused else ["reference"])
+    assert fast == _both(message)[1]  # the reference decision
+    assert fast.step > 2, fast
+
+
+def test_oversize_text_is_refused_without_a_copy() -> None:
+    import tracemalloc
+
+    from handoffs._json import JSONLimits
+
+    limits = JSONLimits(max_bytes=1 << 20)
+    text = '{"notes":"' + "x" * (2 << 20) + '"}'
+    receiver = StrictContractReceiver(WORLD.gate(limits=limits))
+    tracemalloc.start()
+    try:
+        decision = receiver.receive(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [r.code for r in decision.reasons] == ["too-large"]
+    assert peak < len(text) // 4, peak  # not encoded to bytes first

@@ -252,12 +252,27 @@ def test_a_plain_document_canonicalises_without_checks(value: Any, ascii_only: b
     except MalformedJSON:
         return  # a float the strict parser refuses
     assert document == loads(text)
-    assert plain == (text.isascii() and "\\u" not in text and not _has_float(document))
+    expected = not _has_float(document) and not _has_astral(document)
+    if "\\\\u" in text:  # an escaped backslash before "u" may look like an escape
+        assert plain <= expected
+    else:
+        assert plain == expected
     if plain:
         assert jcs_plain(document)
         assert canonical_bytes_plain(document) == canonical_bytes(document)
         for part in document["v"].values() if isinstance(document["v"], dict) else ():
             assert canonical_bytes_plain(part) == canonical_bytes(part)
+
+
+def _has_astral(value: Any) -> bool:
+    """A key or string holds a character past the BMP (JCS sorts those keys otherwise)."""
+    if isinstance(value, str):
+        return any(ord(c) > 0xFFFF for c in value)
+    if isinstance(value, dict):
+        return any(_has_astral(k) or _has_astral(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_astral(v) for v in value)
+    return False
 
 
 def _has_float(value: Any) -> bool:

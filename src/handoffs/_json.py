@@ -186,6 +186,10 @@ def float_free(raw: bytes) -> bool:
     return True
 
 
+# The lead byte of a four-byte UTF-8 sequence: a character past the BMP.
+_ASTRAL_UTF8: Final = re.compile(rb"[\xf0-\xf4]")
+
+
 def _fast_loads(raw: bytes, max_depth: int) -> tuple[Any, bool] | None:
     """The orjson parse of ``raw`` with :func:`loads_plain`'s plain flag, when that is
     provably what the strict parser gives; ``None`` otherwise (parse it again).
@@ -211,14 +215,16 @@ def _exact_parse(raw: bytes, max_depth: int) -> tuple[Any, bool] | None:
             return None
     except (_orjson.JSONDecodeError, _orjson.JSONEncodeError):
         return None
-    # One byte search first (most documents hold no escape at all), then "\u".
-    return value, raw.isascii() and (b"\\" not in raw or b"\\u" not in raw)
+    # orjson writes a character past the BMP as its four UTF-8 bytes, never escaped.
+    return value, raw.isascii() or _ASTRAL_UTF8.search(raw) is None
+
 
 
 def exact_loads(raw: bytes, *, limits: JSONLimits = DEFAULT_LIMITS) -> tuple[Any, bool] | None:
     r"""Parse ``raw`` with orjson when that is provably what :func:`loads` gives, and
-    say whether the text is *simple* (ASCII, no ``\u`` escape); ``None`` otherwise, and
-    then :func:`loads_plain` parses ``raw`` and gives the precise error.
+    say whether the text is *simple* (no character past the Basic Multilingual Plane);
+    ``None`` otherwise, and then :func:`loads_plain` parses ``raw`` and gives the
+    precise error.
 
     Exact because ``raw`` must be within ``limits`` and equal orjson's sorted-key,
     53-bit-integer serialisation of the value it parsed: then no object repeats a key
@@ -230,9 +236,12 @@ def exact_loads(raw: bytes, *, limits: JSONLimits = DEFAULT_LIMITS) -> tuple[Any
     is bounded by counting brackets, strings included, so the count only ever
     over-estimates the depth.
 
-    Simple text is plain (:func:`loads_plain`) exactly when it holds no float; a
-    caller that knows the value float-free (say, from a schema that admits no number)
-    need not scan for one, and otherwise :func:`float_free` tells.
+    Simple text is plain (:func:`loads_plain`) exactly when it holds no float: in
+    orjson's output as in JCS, a BMP character is written as itself and a control
+    character with the same escape (``tests/test_compiled.py`` checks every one), and
+    only keys past the BMP sort differently (JCS compares UTF-16 code units). A caller
+    that knows the value float-free (say, from a schema that admits no number) need
+    not scan for one, and otherwise :func:`float_free` tells.
     """
     if type(raw) is not bytes or len(raw) > limits.max_bytes:
         return None
@@ -278,6 +287,27 @@ def exact_copy(value: Any, *,
     return exact[0], exact[1], raw
 
 
+def exact_message(message: Any, *,
+                  limits: JSONLimits = DEFAULT_LIMITS) -> tuple[Any, bool, bytes] | None:
+    """A message as bytes, text or a parsed dict, parsed (:func:`exact_loads`; text as
+    its UTF-8) or copied (:func:`exact_copy`) exactly through its canonical text: the
+    value, whether that text is simple, and the text. ``None`` when that cannot be
+    shown (then :func:`loads_plain` or :func:`check_value` reads the message and
+    gives the precise error).
+    """
+    kind = type(message)
+    if kind is dict:
+        return exact_copy(message, limits=limits)
+    if (kind is not bytes and kind is not str) or len(message) > limits.max_bytes:
+        return None  # (text that long is too large in any encoding: no copy made)
+    try:
+        raw: bytes = message if kind is bytes else message.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return None
+    exact = exact_loads(raw, limits=limits)
+    return None if exact is None else (*exact, raw)
+
+
 def loads(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> Any:
     """Parse one JSON document strictly.
 
@@ -312,12 +342,13 @@ def load_object(data: Any, *, what: str,
 
 
 def loads_plain(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> tuple[Any, bool]:
-    """Parse one JSON document strictly (as :func:`loads`), and say whether it is *plain*:
+    r"""Parse one JSON document strictly (as :func:`loads`), and say whether it is *plain*:
     every part of it takes :func:`canonical_bytes`' fast path, so that
     :func:`canonical_bytes_plain` may canonicalise it (and any part of it) without
-    checking it first. Plain means: no floats, and ASCII text without unicode escapes
-    (so no astral-plane keys and no lone surrogates); the strict parser already
-    refuses integers beyond ±(2^53 − 1).
+    checking it first. Plain means: no floats, and no character past the Basic
+    Multilingual Plane, written as itself or escaped (JCS sorts keys by UTF-16 code
+    units, which order such characters otherwise); the strict parser already refuses
+    integers beyond ±(2^53 − 1) and lone surrogates.
 
     Raises:
         MalformedJSON: with a specific ``code`` for each kind of bad input.
@@ -357,8 +388,9 @@ def loads_plain(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> tu
         escaped = "\\" in text and "\\u" in text
         if escaped:
             _refuse_surrogates(value)
-        return value, (text.isascii() and not escaped
-                       and getattr(_FLOATS, "count", 0) == floats)
+        astral = ((not text.isascii() and _ASTRAL.search(text) is not None)
+                  or (escaped and _ESCAPED_HIGH_SURROGATE.search(text) is not None))
+        return value, not astral and getattr(_FLOATS, "count", 0) == floats
     except MalformedJSON:
         raise
     except json.JSONDecodeError as exc:
@@ -370,6 +402,10 @@ def loads_plain(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> tu
 
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
+# A character past the BMP, as itself or as the escape of its high surrogate (which a
+# backslash-escaped backslash before "u" may imitate: that costs only the fast path).
+_ASTRAL: Final = re.compile("[\U00010000-\U0010ffff]")
+_ESCAPED_HIGH_SURROGATE: Final = re.compile(r"\\u[dD][89abAB]")
 
 
 def _refuse_surrogates(value: Any) -> None:

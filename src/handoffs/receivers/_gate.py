@@ -49,8 +49,7 @@ from handoffs._json import (
     canonical_bytes,
     canonical_bytes_plain,
     check_value,
-    exact_copy,
-    exact_loads,
+    exact_message,
     float_free,
     jcs_plain,
     loads_plain,
@@ -493,24 +492,9 @@ class Gate:
     def _parse_step(self, run: _Run) -> None:
         """(1) parse: limits, the contract version the message names, then its schema."""
         message = run.message
-        kind = type(message)
-        if not self._plans:
-            document, run.plain = _parse_plain(message, self.limits)
-        elif kind is bytes or (kind is str and message.isascii()):
-            # The exact fast parse of canonical text; anything else, the steps below.
-            raw = message if kind is bytes else message.encode("ascii")
-            exact = exact_loads(raw, limits=self.limits)
-            if exact is not None and exact[1] and self._fast(run, exact[0], raw):
-                return
-            document, run.plain = _parse_plain(message, self.limits)
-        elif kind is dict:
-            # Parsed input: a copy parsed from its canonical text when that is exact.
-            copied = exact_copy(message, limits=self.limits)
-            if copied is not None and copied[1] and self._fast(run, copied[0], copied[2]):
-                return
-            document, run.plain = _parse_plain(message, self.limits)
-        else:
-            document, run.plain = _parse_plain(message, self.limits)
+        if self._plans and self._fast(run, message):
+            return
+        document, run.plain = _parse_plain(message, self.limits)
         run.document = document
         run.contract = _text(document.get("contract"))
         run.receipt_id = _text(document.get("id"))
@@ -521,13 +505,18 @@ class Gate:
         else:
             run.receipt = _structure(contract, document)
 
-    def _fast(self, run: _Run, document: Any, raw: bytes) -> bool:
-        """Step (1) for a document the fused proofs path may take: a dict parsed exactly
-        from the simple canonical text ``raw``, naming one of the registry's contracts,
-        valid under its schema and with no number outside the grant. ``False``: the
-        reference steps run.
+    def _fast(self, run: _Run, message: Any) -> bool:
+        """Step (1) the fast way, for a message the fused proofs path may take: parsed
+        or copied exactly through simple canonical text
+        (:func:`~handoffs._json.exact_message`), an object naming one of the registry's
+        contracts, valid under its schema and with no number outside the grant.
+        ``False``: the reference steps run, and give the reason of a refusal.
         """
-        if type(document) is not dict:
+        found = exact_message(message, limits=self.limits)
+        if found is None:
+            return False
+        document, simple, raw = found
+        if not simple or type(document) is not dict:
             return False
         named = document.get("contract")
         plan = self._plans.get(named) if type(named) is str else None
