@@ -39,8 +39,7 @@ else: orjson's parse and sorted re-serialisation (the exact-parse check), jsonsc
 sorted keys), the two SHA-256 digests, the base58 decoding and the verify. It checks
 nothing (no key validity, binding, audience, time, replay, typed receipt, context,
 evidence, readback or policy), so no accept path built on these helpers costs less; its
-ratio to the bare verifies is what is left, under a gate/verify target, for every check
-(a gate/verify of 1.3 leaves 1.3 minus the floor's ratio).
+ratio to the bare verifies is what is left, under a gate/verify target, for every check.
 
 Run: ``python benchmarks/gate.py [--receipts K] [--rounds R]`` (needs the ``bench``
 extra: PyJWT for the peer, based58 as the ``fast`` extra installs it). The line before

@@ -219,7 +219,6 @@ def _exact_parse(raw: bytes, max_depth: int) -> tuple[Any, bool] | None:
     return value, raw.isascii() or _ASTRAL_UTF8.search(raw) is None
 
 
-
 def exact_loads(raw: bytes, *, limits: JSONLimits = DEFAULT_LIMITS) -> tuple[Any, bool] | None:
     r"""Parse ``raw`` with orjson when that is provably what :func:`loads` gives, and
     say whether the text is *simple* (no character past the Basic Multilingual Plane);
