@@ -487,6 +487,13 @@ def test_a_parsed_value_outside_json_is_not_copied(name: str) -> None:
     assert exact_copy(_NOT_COPIED[name](), limits=JSONLimits(max_depth=4)) is None
 
 
+def test_a_value_exactly_as_deep_as_the_limit_is_copied() -> None:
+    from handoffs._json import JSONLimits, exact_copy
+
+    assert exact_copy({"a": [[[]]]}, limits=JSONLimits(max_depth=4)) == (
+        {"a": [[[]]]}, True, b'{"a":[[[]]]}')
+
+
 def test_a_copy_is_exactly_typed_and_its_text_canonical() -> None:
     from handoffs._json import exact_copy
 

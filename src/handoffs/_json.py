@@ -207,7 +207,7 @@ def _fast_loads(raw: bytes, max_depth: int) -> tuple[Any, bool] | None:
 
 
 def _exact_parse(raw: bytes, max_depth: int) -> tuple[Any, bool] | None:
-    if _orjson is None or raw.count(b"[") + raw.count(b"{") > max_depth:
+    if _orjson is None or _too_deep(raw, max_depth):
         return None
     try:
         value = _orjson.loads(raw)
@@ -215,8 +215,17 @@ def _exact_parse(raw: bytes, max_depth: int) -> tuple[Any, bool] | None:
             return None
     except (_orjson.JSONDecodeError, _orjson.JSONEncodeError):
         return None
+    return value, _simple(raw)
+
+
+def _too_deep(raw: bytes, max_depth: int) -> bool:
+    """More brackets than ``max_depth`` (strings included: never an under-estimate)."""
+    return raw.count(b"[") + raw.count(b"{") > max_depth
+
+
+def _simple(raw: bytes) -> bool:
     # orjson writes a character past the BMP as its four UTF-8 bytes, never escaped.
-    return value, raw.isascii() or _ASTRAL_UTF8.search(raw) is None
+    return raw.isascii() or _ASTRAL_UTF8.search(raw) is None
 
 
 def exact_loads(raw: bytes, *, limits: JSONLimits = DEFAULT_LIMITS) -> tuple[Any, bool] | None:
@@ -266,11 +275,12 @@ def exact_copy(value: Any, *,
     (then :func:`check_value` checks ``value`` and gives the precise error).
 
     Exact because orjson must serialise ``value`` under :func:`exact_loads`'
-    conditions with no type outside JSON's own (see ``_ORJSON_VALUES_ONLY``: no cycle,
-    lone surrogate, integer beyond ±(2^53 − 1) or non-string key either), the text must
-    be small enough that :func:`check_value`'s size estimate stays within ``limits``,
-    and the copy parsed from it must equal ``value``, which a tuple, a non-finite float
-    (written ``null``), a UUID or an enum member with another value does not.
+    conditions (its own output needs no second check) with no type outside JSON's own
+    (see ``_ORJSON_VALUES_ONLY``: no cycle, lone surrogate, integer beyond ±(2^53 − 1)
+    or non-string key either), the text must be small enough that :func:`check_value`'s
+    size estimate stays within ``limits``, and the copy parsed from it must equal
+    ``value``, which a tuple, a non-finite float (written ``null``), a UUID or an enum
+    member with another value does not.
     """
     if _orjson is None:
         return None
@@ -278,12 +288,12 @@ def exact_copy(value: Any, *,
         raw: bytes = _orjson.dumps(value, option=_ORJSON_VALUES_ONLY)
     except TypeError:  # orjson.JSONEncodeError is one
         return None
-    if len(raw) * _SIZE_ESTIMATE_BOUND > limits.max_bytes:
+    if len(raw) * _SIZE_ESTIMATE_BOUND > limits.max_bytes or _too_deep(raw, limits.max_depth):
         return None
-    exact = _exact_parse(raw, limits.max_depth)
-    if exact is None or exact[0] != value:
+    copy = _orjson.loads(raw)  # orjson's own output: it reads back to the same text
+    if copy != value:
         return None
-    return exact[0], exact[1], raw
+    return copy, _simple(raw), raw
 
 
 def exact_message(message: Any, *,
