@@ -110,10 +110,11 @@ class World:
         audience: str = RECEIVER,
         policy_version: str = "PAY-7.4",
         key: SigningKey | None = None,
+        contract: Any = CONTRACT,
     ) -> dict[str, Any]:
         return issue_grant(
             key or self.service_key, issuer=SERVICE, subject=subject, audience=audience,
-            contract=CONTRACT, case_id=case_id, policy_version=policy_version,
+            contract=contract, case_id=case_id, policy_version=policy_version,
             authority=authority, valid_until=valid_until, created=T0,
         )
 
@@ -246,10 +247,13 @@ def test_bytes_text_and_mapping_inputs_decide_alike() -> None:
 
 @given(state=st.fixed_dictionaries({name: st.booleans() for name in payment.DECISION_FIELDS}))
 def test_any_signed_state_is_decided_as_the_policy_says(state: dict[str, bool]) -> None:
-    doc = WORLD.signed("routine-01", state=state,
+    registry = _no_context_registry()
+    # The policy service governs the receiver's contract (no context dependencies).
+    grant = WORLD.grant("routine-01", contract=registry.by_id(CONTRACT.id))
+    doc = WORLD.signed("routine-01", state=state, grant=grant,
                        mutate=lambda d: d.update(
                            proposed_action=CONTRACT.decide(payment.PaymentState(**state)).value))
-    decision = strict(WORLD.gate(evidence=None, registry=_no_context_registry())).receive(raw(doc))
+    decision = strict(WORLD.gate(evidence=None, registry=registry)).receive(raw(doc))
     assert decision.verdict is Verdict.ACCEPT
     assert decision.action == CONTRACT.decide(payment.PaymentState(**state)).value
 

@@ -173,7 +173,8 @@ class ProofError(HandoffsError, ValueError):
     ``proof-expired``, ``proof-not-yet-valid``, ``empty-trust-store``, and for signed
     receipts ``sender-mismatch``, ``grant-missing``, ``grant-invalid``,
     ``grant-mismatch``, ``grant-expired``, ``role-not-held``, ``authority-not-granted``,
-    ``validity-exceeds-grant``, ``wrong-audience``, ``receipt-expired``.
+    ``validity-exceeds-grant``, ``wrong-audience``, ``receipt-expired``, and at a gate's
+    context step ``policy-mismatch`` and ``policy-fingerprint-missing``.
     """
 
     code = "proof-invalid"

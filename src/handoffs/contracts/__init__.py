@@ -81,7 +81,9 @@ if TYPE_CHECKING:
         FindingCode,
         VersionBumpError,
         diff,
+        diff_policies,
     )
+    from handoffs.contracts._fingerprint import policy_document
 
 # Imported on first use: importing the package costs only what its eager names
 # need (benchmarks/imports.py).
@@ -91,6 +93,8 @@ _LAZY = {
     "FindingCode": "handoffs.contracts._diff",
     "VersionBumpError": "handoffs.contracts._diff",
     "diff": "handoffs.contracts._diff",
+    "diff_policies": "handoffs.contracts._diff",
+    "policy_document": "handoffs.contracts._fingerprint",
 }
 
 # Importable, resolved on first use, but not public: not in __all__ (see
@@ -170,8 +174,10 @@ __all__ = [
     "Violation",
     "decision_field",
     "diff",
+    "diff_policies",
     "issue_grant",
     "iter_violations",
+    "policy_document",
     "sign_receipt",
     "to_json_schema",
     "validate",

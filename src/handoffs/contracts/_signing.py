@@ -91,7 +91,7 @@ names itself instead; there is no silent default.
 
 _GRANT_KEYS: Final = frozenset({
     "type", "id", "issuer", "subject", "audience", "contract", "case_id", "policy_version",
-    "authority", "roles", "valid_until", "proof",
+    "authority", "roles", "valid_until", "proof", "policy_fingerprint",
 })
 
 
@@ -110,6 +110,10 @@ class AuthorityGrant:
         authority: authorities the sender may claim (``ADVISE``, ``DECIDE``).
         roles: roles the subject holds for this case.
         valid_until: no receipt under this grant may be valid later.
+        policy_fingerprint: the fingerprint of the contract the policy service governs
+            (:attr:`Contract.fingerprint <handoffs.contracts.Contract.fingerprint>`); a
+            gate refuses a grant naming another fingerprint than its own contract's
+            (``policy-mismatch``), or none (``policy-fingerprint-missing``).
     """
 
     id: str
@@ -122,10 +126,11 @@ class AuthorityGrant:
     authority: frozenset[Authority]
     roles: frozenset[str] = frozenset()
     valid_until: datetime
+    policy_fingerprint: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Unsigned wire form."""
-        return {
+        out = {
             "type": "AuthorityGrant",
             "id": self.id,
             "issuer": self.issuer,
@@ -138,6 +143,9 @@ class AuthorityGrant:
             "roles": sorted(self.roles),
             "valid_until": format_time(self.valid_until),
         }
+        if self.policy_fingerprint is not None:
+            out["policy_fingerprint"] = self.policy_fingerprint
+        return out
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> AuthorityGrant:
@@ -174,7 +182,12 @@ class AuthorityGrant:
         if not authority:
             raise ProofError("the grant allows no authority", code="grant-invalid",
                              json_path="$.grant.authority")
-        return cls(authority=authority, roles=roles, valid_until=valid_until, **text)
+        pinned = doc.get("policy_fingerprint")
+        if pinned is not None and not isinstance(pinned, str):
+            raise ProofError("grant member 'policy_fingerprint' must be a string",
+                             code="grant-invalid", json_path="$.grant.policy_fingerprint")
+        return cls(authority=authority, roles=roles, valid_until=valid_until,
+                   policy_fingerprint=pinned, **text)
 
 
 def issue_grant(
@@ -191,8 +204,14 @@ def issue_grant(
     created: datetime,
     roles: Iterable[str] = (),
     grant_id: str | None = None,
+    policy_fingerprint: str | None = None,
 ) -> dict[str, Any]:
     """Issue a signed authority grant (what the policy service does, deterministically).
+
+    The grant names the fingerprint of the contract the service governs:
+    ``policy_fingerprint`` if given, else ``contract.fingerprint`` when ``contract`` is a
+    :class:`~handoffs.contracts.Contract`. A contract given by id alone, with no
+    fingerprint, makes a grant every gate refuses (``policy-fingerprint-missing``).
 
     Returns:
         the grant document with its ``capabilityDelegation`` proof.
@@ -208,6 +227,8 @@ def issue_grant(
         authority=frozenset(authority),
         roles=frozenset(roles),
         valid_until=valid_until,
+        policy_fingerprint=(policy_fingerprint if policy_fingerprint is not None
+                            or isinstance(contract, str) else contract.fingerprint),
     )
     return sign(grant.to_json(), key, purpose=GRANT_PURPOSE, created=created)
 
@@ -414,6 +435,9 @@ def _verify_receipt_fast(  # noqa: PLR0911 - one return per declined check
     roles = grant.get("roles", [])
     if type(granted) is not list or type(roles) is not list:  # (none granted: see below)
         return None
+    pinned = grant.get("policy_fingerprint")
+    if pinned is not None and type(pinned) is not str:
+        return None
     named = frozenset([_AUTHORITIES.get(a) if type(a) is str else None for a in granted])
     if None in named or not all(type(role) is str for role in roles):
         return None
@@ -456,7 +480,7 @@ def _verify_receipt_fast(  # noqa: PLR0911 - one return per declined check
             id=grant["id"], issuer=grant["issuer"], subject=sender, audience=receiver,
             contract=grant["contract"], case_id=grant["case_id"],
             policy_version=grant["policy_version"], authority=authority,
-            roles=frozenset(roles), valid_until=grant_until),
+            roles=frozenset(roles), valid_until=grant_until, policy_fingerprint=pinned),
         grant_proof=issuer.verified(GRANT_PURPOSE),
     )
 

@@ -63,6 +63,7 @@ from handoffs.contracts._contract import (
     PolicyResolvable,
     RoleHeld,
 )
+from handoffs.contracts._fingerprint import check_policy_pin
 from handoffs.contracts._keys import KeyRing
 from handoffs.contracts._receipt import (
     EvidenceRef,
@@ -581,6 +582,7 @@ class Gate:
     def _context_step(self, run: _Run) -> None:
         """(3) context: the contract's declared receiver-context dependencies."""
         contract = run.definition
+        check_policy_pin(contract, run.verified)
         if contract.context:
             self._check_context(contract, run.receipt, run.now, run.resolved)
 
