@@ -207,6 +207,7 @@ def release_artefact(report: Mapping[str, Any], *, created: datetime | None = No
         "schema_id": experiment["schema_id"],
         "schema_digest": experiment["schema_digest"],
         "contract_digest": experiment["contract_digest"],
+        "policy_fingerprint": experiment["policy_fingerprint"],
         "case_set_digest": experiment["case_set_digest"],
         "cases": experiment["cases"],
         "regret_budget": dict(experiment["tolerances"]),

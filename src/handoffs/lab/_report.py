@@ -106,6 +106,7 @@ def _experiment_section(experiment: Experiment, plan: Plan, aggregator: Aggregat
         "schema_id": schema_id(contract),
         "schema_digest": digest(to_json_schema(contract)),
         "contract_digest": digest(contract.describe()),
+        "policy_fingerprint": contract.fingerprint,
         "case_set_digest": aggregator.case_set_digest(),
         "case_source": experiment.cases.description,
         "cases": aggregator.cases,
