@@ -1,0 +1,140 @@
+"""Released contract versions are immutable, and a file-based diff sees policy changes.
+
+A user's contract (``tests/user_contract/mymodule.py``) is exported, then its policy
+threshold is edited in place under the same version, as the issue's new user did:
+``schema export --check`` must fail, name the change and advise a new version (never
+an overwrite), ``schema export`` must refuse to write, and ``schema diff`` of the two
+exports must report the rule change and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from handoffs._cli import main
+
+HERE = Path(__file__).resolve().parent
+MODULE = HERE / "user_contract" / "mymodule.py"
+THRESHOLD = 'Field("failure_probability") * Field("consequence") > 2'
+
+
+@pytest.fixture
+def user_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    shutil.copy(MODULE, tmp_path / "mymodule.py")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("HANDOFFS_CONTRACTS", "mymodule:MY_CONTRACT")
+    return tmp_path
+
+
+def run(*args: str | Path) -> Result:
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def _edit_threshold(user_dir: Path, new: str) -> None:
+    """Edit the module's threshold in place and forget the imported module."""
+    import sys
+
+    path = user_dir / "mymodule.py"
+    text = path.read_text(encoding="utf-8")
+    assert THRESHOLD in text
+    path.write_text(text.replace(THRESHOLD, new), encoding="utf-8")
+    sys.modules.pop("mymodule", None)
+
+
+def test_export_writes_the_policy_document_beside_the_schema(user_dir: Path) -> None:
+    sys_modules_clean()
+    written = run("schema", "export", "schemas")
+    assert written.exit_code == 0, written.output
+    assert written.stdout == ("wrote schemas/pump-maintenance/1.0.0.json\n"
+                              "wrote schemas/pump-maintenance/1.0.0.policy.json\n")
+    document = json.loads((user_dir / "schemas/pump-maintenance/1.0.0.policy.json")
+                          .read_text("utf-8"))
+    [rule] = [r for r in document["rules"] if r["rule"] == "expected-loss-high"]
+    assert rule["guard"] == {"compare": ">", "left": {
+        "arith": "*", "left": {"field": "failure_probability"},
+        "right": {"field": "consequence"}}, "right": {"const": 2}}
+    assert document["fingerprint"].startswith("sha256:")
+    check = run("schema", "export", "schemas", "--check")
+    assert (check.exit_code, check.stdout) == (0, "ok: 2 file(s) up to date in schemas\n")
+
+
+def test_an_in_place_threshold_edit_fails_the_check_without_advising_an_overwrite(
+        user_dir: Path) -> None:
+    sys_modules_clean()
+    assert run("schema", "export", "schemas").exit_code == 0
+    released = {p: p.read_text("utf-8") for p in (user_dir / "schemas").rglob("*.json")}
+    shutil.copytree(user_dir / "schemas", user_dir / "released")
+    _edit_threshold(user_dir, THRESHOLD.replace("> 2", "> 3"))
+
+    check = run("schema", "export", "schemas", "--check")
+    assert check.exit_code == 1
+    lines = check.stderr.splitlines()
+    assert lines[0].startswith(
+        "changed: pump-maintenance/1.0.0 is released (schemas/pump-maintenance/1.0.0.policy.json)"
+        " and its definition changed: POLICY_RULE_CHANGED @ $.policy.rules.expected-loss-high.")
+    assert "publish the change as pump-maintenance/2.0.0 (a major bump)" in lines[0]
+    assert lines[-1].endswith("[released-version-changed]")
+    assert "handoffs schema export schemas'" not in check.stderr  # never advises overwriting
+
+    # export refuses too, and writes nothing over the released version
+    export = run("schema", "export", "schemas")
+    assert export.exit_code == 1
+    assert "released-version-changed" in export.stderr
+    assert {p: p.read_text("utf-8") for p in (user_dir / "schemas").rglob("*.json")} == released
+
+    # the new definition exported elsewhere: a file-based diff reports the rule change
+    assert run("schema", "export", "edited").exit_code == 0
+    diff = run("schema", "diff", "released/pump-maintenance/1.0.0.json",
+               "edited/pump-maintenance/1.0.0.json")
+    assert diff.exit_code == 1
+    assert diff.stdout.splitlines() == [
+        "pump-maintenance/1.0.0 → pump-maintenance/1.0.0: breaking, required bump major, "
+        "1 finding",
+        "  POLICY_RULE_CHANGED @ $.policy.rules.expected-loss-high [DECISION, BOTH, BREAKING]: "
+        "rule 'expected-loss-high' changed from (when failure_probability * consequence > 2 "
+        "→ STOP) to (when failure_probability * consequence > 3 → STOP)",
+    ]
+    # the policy documents themselves may be given too
+    by_policy = run("schema", "diff", "released/pump-maintenance/1.0.0.policy.json",
+                    "edited/pump-maintenance/1.0.0.policy.json", "--format", "json")
+    assert by_policy.exit_code == 1
+    assert [f["code"] for f in json.loads(by_policy.stdout)["findings"]] == [
+        "POLICY_RULE_CHANGED"]
+
+
+def test_a_schema_alone_gives_wire_findings_and_says_so(user_dir: Path) -> None:
+    sys_modules_clean()
+    assert run("schema", "export", "schemas").exit_code == 0
+    lone = user_dir / "lone.json"
+    shutil.copy(user_dir / "schemas/pump-maintenance/1.0.0.json", lone)
+    result = run("schema", "diff", "schemas/pump-maintenance/1.0.0.json", lone)
+    assert result.exit_code == 0
+    assert result.stderr == ("note: no policy document beside lone.json: wire findings only, "
+                             "decisions not compared\n").replace("lone.json", str(lone))
+
+
+def test_a_new_version_is_exported_beside_the_released_one(user_dir: Path) -> None:
+    sys_modules_clean()
+    assert run("schema", "export", "schemas").exit_code == 0
+    path = user_dir / "mymodule.py"
+    text = path.read_text(encoding="utf-8").replace(THRESHOLD, THRESHOLD.replace("> 2", "> 3"))
+    assert '"pump-maintenance/1.0.0"' not in text
+    path.write_text(text.replace('version="1.0.0"', 'version="2.0.0"'), encoding="utf-8")
+    sys_modules_clean()
+    result = run("schema", "export", "schemas")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ("wrote schemas/pump-maintenance/2.0.0.json\n"
+                             "wrote schemas/pump-maintenance/2.0.0.policy.json\n")
+    assert (user_dir / "schemas/pump-maintenance/1.0.0.policy.json").is_file()
+
+
+def sys_modules_clean() -> None:
+    import sys
+
+    sys.modules.pop("mymodule", None)
