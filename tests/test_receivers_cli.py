@@ -71,14 +71,14 @@ def test_escalated_receipt_is_admitted_but_exits_three(files: dict[str, Path]) -
     assert [r["code"] for r in out["reasons"]] == ["policy-unresolvable", "evidence-unresolved"]
 
 
-def _routine(files: dict[str, Path], evidence_server: str, *extra: Any,
+def _routine(files: dict[str, Path], server: str, *extra: Any,
              proposed: str | None = None) -> Result:
     _serve("routine-01")
     mutate = None if proposed is None else (lambda d: d.update(proposed_action=proposed))
     files["receipt"].write_bytes(raw(WORLD.signed("routine-01", mutate=mutate)))
     return run(files["receipt"], "--trust", files["trust"], "--role", "case-owner",
                "--policy", "PAY-7.4", "--now", NOW, "--evidence",
-               f"evidence://={evidence_server}", *extra)
+               f"evidence://={server}", *extra)
 
 
 def test_exit_zero_only_when_the_receiver_may_act_on_the_proposal(

@@ -138,3 +138,90 @@ def sys_modules_clean() -> None:
     import sys
 
     sys.modules.pop("mymodule", None)
+
+
+# ------------------------------------------------- receiver fingerprints and lab gate
+
+EXPERIMENT = """\
+[experiment]
+name = "pump-maintenance"
+contract = "pump-maintenance/1.0.0"
+subject = "receipt"
+
+[cases]
+hypothesis = 12
+
+[governance]
+object = "mymodule:GOVERNANCE"
+
+[[strategy]]
+name = "receipt"
+encoder = "mymodule:encoder"
+receiver = "mymodule:function_planner"
+gated = true
+
+[tolerances]
+gate_perturbations = ["none"]
+controls_must_fail = false
+"""
+
+FUNCTION_PLANNER = '''
+
+def function_planner():
+    """A code receiver: a user function that recomputes the policy."""
+    from handoffs.receivers import FunctionReceiver
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnsafeConfigurationWarning)
+        gate = Gate(identity="maintenance-planner", trust=UnsafeNoProofs(),
+                    registry=MY_CONTRACT, replay=None)
+    return FunctionReceiver(plan, gate=gate, name="function-planner", prompt="recompute",
+                            model_route="code/local", deterministic=True)
+
+
+def plan(admitted):
+    return admitted.contract.decide(admitted.receipt.decision_state)
+'''
+
+
+def lab(*args: str | Path) -> Result:
+    from handoffs.lab._commands import lab as group
+
+    return CliRunner().invoke(group, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_a_stale_receiver_fails_lab_gate_unless_allowed(user_dir: Path) -> None:
+    sys_modules_clean()
+    module = user_dir / "mymodule.py"
+    module.write_text(module.read_text("utf-8") + FUNCTION_PLANNER, encoding="utf-8")
+    (user_dir / "exp.toml").write_text(EXPERIMENT, encoding="utf-8")
+    ran = lab("run", "exp.toml", "--out", "out", "--no-progress", "--no-cache")
+    assert ran.exit_code == 0, ran.output
+    report = json.loads((user_dir / "out" / "report.json").read_text("utf-8"))
+    [row] = report["experiment"]["strategies"]
+    recorded = row["receiver_fingerprint"]
+    assert (recorded["kind"], recorded["callable"]) == ("code", "mymodule:plan")
+    assert recorded["source"].startswith("sha256:")
+
+    fresh = lab("gate", "out/report.json", "--experiment", "exp.toml")
+    assert fresh.exit_code == 0, fresh.output
+    artefact = json.loads((user_dir / "out" / "release.json").read_text("utf-8"))
+    assert artefact["receivers"] == {"receipt": recorded}
+    assert artefact["policy_fingerprint"] == report["experiment"]["policy_fingerprint"]
+
+    # The receiver's code changes after the run: the release is stale.
+    sys_modules_clean()
+    module.write_text(module.read_text("utf-8").replace(
+        "    return admitted.contract.decide(admitted.receipt.decision_state)",
+        "    decided = admitted.contract.decide(admitted.receipt.decision_state)\n"
+        "    return decided"), encoding="utf-8")
+    stale = lab("gate", "out/report.json", "--experiment", "exp.toml")
+    assert stale.exit_code == 1
+    assert "FAIL stale release: the receiver of receipt changed since the run (source:" in (
+        " ".join(stale.stdout.split()))
+    allowed = lab("gate", "out/report.json", "--experiment", "exp.toml",
+                  "--allow-stale-receiver")
+    assert allowed.exit_code == 0
+    assert "accepted with --allow-stale-receiver" in " ".join(allowed.stdout.split())
+    unchecked = lab("gate", "out/report.json")
+    assert "receiver fingerprints not checked" in " ".join(unchecked.stdout.split())

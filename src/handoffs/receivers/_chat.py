@@ -111,6 +111,10 @@ class Completion:
         latency_ms: wall time of the call, retries included (0 for a cache hit).
         cached: whether it came from a call cache rather than the model.
         finish_reason: the choice's ``finish_reason`` when given.
+        served: what served the answer, where the API says: ``model`` (the model as
+            the server names it), ``system_fingerprint`` (the backend configuration;
+            llama.cpp's server puts its build there) and ``server`` (the ``Server``
+            header). ``None`` for a cached answer or a client that does not say.
     """
 
     content: str
@@ -119,6 +123,7 @@ class Completion:
     latency_ms: float = 0.0
     cached: bool = False
     finish_reason: str | None = None
+    served: Mapping[str, str] | None = None
 
 
 @runtime_checkable
@@ -361,6 +366,11 @@ class OpenAICompatibleClient:
             tokens_in = int(usage.get("prompt_tokens") or 0)
             tokens_out = int(usage.get("completion_tokens") or 0)
             finish = choice.get("finish_reason")
+            served = {key: value for key, value in (
+                ("model", data.get("model")),
+                ("system_fingerprint", data.get("system_fingerprint")),
+                ("server", response.headers.get("server")),
+            ) if isinstance(value, str) and value}
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ModelError(f"{self.base_url}: not a chat completion: "
                              f"{type(exc).__name__}: {exc}") from exc
@@ -370,7 +380,8 @@ class OpenAICompatibleClient:
             raise ModelError(f"{self.base_url}: the message content is not text")
         return Completion(content=content, tokens_in=tokens_in, tokens_out=tokens_out,
                           latency_ms=(time.perf_counter() - started) * 1000,
-                          finish_reason=finish if isinstance(finish, str) else None)
+                          finish_reason=finish if isinstance(finish, str) else None,
+                          served=served or None)
 
 
 _CLIENT_LOCK: Final = threading.Lock()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import string
+import threading
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -164,6 +165,10 @@ class ModelReceiver:
     tools: tuple[str, ...] = attrs.field(default=(), converter=_tools)
     concurrency: int | None = None
     record: Mapping[str, Any] = attrs.field(init=False, eq=False)
+    _served: dict[tuple[tuple[str, str], ...], None] = attrs.field(
+        init=False, eq=False, repr=False, factory=dict)
+    _served_lock: threading.Lock = attrs.field(init=False, eq=False, repr=False,
+                                               factory=threading.Lock)
 
     def __attrs_post_init__(self) -> None:
         if self.concurrency is not None and (not isinstance(self.concurrency, int)
@@ -210,6 +215,24 @@ class ModelReceiver:
             "response_format": self.response_format,
             "tools": list(self.tools),
         }
+
+    def served(self) -> list[dict[str, str]]:
+        """Every distinct served identity (``model``, ``system_fingerprint``,
+        ``server``; see :class:`~handoffs.receivers.Completion`) this receiver's answers
+        have named, in the order first seen, in this process.
+        """
+        with self._served_lock:
+            return [dict(items) for items in self._served]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {a.name: getattr(self, a.name) for a in attrs.fields(type(self))
+                 if a.name not in ("_served", "_served_lock")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_served", {})
+        object.__setattr__(self, "_served_lock", threading.Lock())
 
     def fingerprint(self) -> str:
         """A digest of the declaration and the receiver's name (keys the call cache)."""
@@ -304,6 +327,12 @@ class ModelReceiver:
                                   "cached": False, **drawn})
         completion = answer
         usage = {**_usage(completion), **drawn}
+        if completion.served:
+            usage["served"] = dict(completion.served)
+            key = tuple(sorted(completion.served.items()))
+            if key not in self._served:
+                with self._served_lock:
+                    self._served[key] = None
         action = _answer(completion.content)
         if action is None:
             return Ruling(action=fail, verdict=Verdict.REJECT, reasons=(Reason(
