@@ -144,7 +144,8 @@ def test_an_admitted_receipt_hands_the_model_its_brief(
     assert refusal_of(decided) is None
     (request,) = topology.owner_model.requests
     handed = request[-1].text
-    assert "proof" not in handed and "grant" not in handed
+    assert "proof" not in handed
+    assert "grant" not in handed
     brief = json.loads(handed)
     assert brief["receipt"]["contract"] == signer.contract.id
     assert brief["receipt"]["id"].startswith("urn:uuid:")
