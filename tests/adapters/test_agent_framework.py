@@ -255,3 +255,12 @@ def test_two_handoffs_in_one_session_and_a_conversation_after(
     assert last.text == "Why hold?"
     history = " ".join(m.text for m in topology.owner_model.requests[-1])
     assert "proof" not in history  # the session holds briefs, never the signed receipts
+
+
+def test_non_ascii_content_crosses_intact(signer: Sender[Any, Any],
+                                          receiver: StrictContractReceiver) -> None:
+    content = {**content_for("routine-01"), "notes": "Zahlung geprüft — Kundin bestätigt ✓"}
+    topology = Topology(content, signer=signer, receiver=receiver)
+    assert topology.hand_off("routine-01", stream=True)[0] == "RELEASE"
+    (request,) = topology.owner_model.requests
+    assert json.loads(request[-1].text)["notes"] == content["notes"]

@@ -128,14 +128,14 @@ class Run:
     """One invocation of ``root`` for a case, and what came out of it."""
 
     def __init__(self, root: BaseAgent, case_id: str, *, mode: str = "async",
-                 halt: bool = True) -> None:
+                 halt: bool = True, state: dict[str, Any] | None = None) -> None:
         service = InMemorySessionService()
         app = App(name=APP, root_agent=root, plugins=[HaltOnRefusal()] if halt else [])
         runner = Runner(app=app, session_service=service)
         case = case_ref(case_id)
-        session = asyncio.run(service.create_session(
-            app_name=APP, user_id=USER,
-            state={"case_id": case.case_id, "evidence_refs": list(case.evidence_refs)}))
+        if state is None:
+            state = {"case_id": case.case_id, "evidence_refs": list(case.evidence_refs)}
+        session = asyncio.run(service.create_session(app_name=APP, user_id=USER, state=state))
         message = types.Content(role="user", parts=[types.Part(text=f"Dossier of {case_id}.")])
         config = RunConfig(streaming_mode=StreamingMode.SSE if mode == "stream"
                            else StreamingMode.NONE)
@@ -209,7 +209,7 @@ def test_the_model_is_offered_the_strict_content_schema(signer: Sender[Any, Any]
     assert not {"grant", "proof", "authority"} & set(schema["properties"])
 
 
-@pytest.mark.parametrize("mode", ["async", "stream"])
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("attack", "code"), [
     ("tampered", "bad-signature"),
     ("replayed", "replayed"),
@@ -327,3 +327,28 @@ def test_two_handoffs_in_one_run(signer: Sender[Any, Any],
     first, second = brief_of(requests_of(first_owner)[0]), brief_of(requests_of(second_owner)[0])
     assert first["receipt"]["id"] != second["receipt"]["id"]
     assert (first["case_id"], second["case_id"]) == ("routine-01", "identity-01")
+
+
+def test_non_ascii_content_crosses_intact(signer: Sender[Any, Any],
+                                          receiver: StrictContractReceiver) -> None:
+    content = {**content_for("routine-01"), "notes": "Zahlung geprüft — Kundin bestätigt ✓"}
+    owner = owner_agent(receiver)
+    run = Run(sequence(evidence_agent(content, signer=signer), owner), "routine-01",
+              mode="stream")
+    assert run.said("case_owner") == ["RELEASE"]
+    assert brief_of(requests_of(owner)[0])["notes"] == content["notes"]
+
+
+def test_a_session_without_a_case_signs_nothing(signer: Sender[Any, Any],
+                                                receiver: StrictContractReceiver) -> None:
+    evidence, owner = evidence_agent(content_for("routine-01"), "No case, no handoff.",
+                                     signer=signer), owner_agent(receiver)
+    run = Run(sequence(evidence, owner), "routine-01", state={})
+    _, second = requests_of(evidence)
+    (answer,) = [part.function_response for content in second.contents
+                 for part in content.parts or () if part.function_response]
+    assert answer.response is not None
+    assert answer.response["decision"]["receiver"] == "sender"
+    assert "names no case" in answer.response["reason"]
+    assert run.said("case_owner")[0].startswith("handoff refused by the gate: invalid-json")
+    assert requests_of(owner) == []

@@ -32,8 +32,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final, Literal, overload
 
-from handoffs._errors import HandoffsError
-from handoffs.adapters._brief import brief_text
+from handoffs import HandoffsError
+from handoffs.adapters._brief import brief_text, refusal_text
 from handoffs.adapters._handover import (
     Case,
     Handover,
@@ -99,9 +99,7 @@ def refusal_of(response: AgentResponse[Any] | None) -> dict[str, Any] | None:
 
 def _refusal_response(handover: Handover, agent_name: str | None) -> AgentResponse[Any]:
     decision = handover.decision
-    text = (f"handoff refused by the {handover.refused_by}: "
-            + ", ".join(f"{r.code} @ {r.json_path}" for r in decision.reasons)
-            + f"; action {decision.action}")
+    text = refusal_text(handover)
     return AgentResponse(
         messages=[Message(role="assistant", contents=[text], author_name=agent_name)],
         additional_properties={REFUSAL: decision.to_json()})

@@ -35,12 +35,12 @@ run's ``state_delta``) or from ``case=``. Needs the ``google-adk`` extra.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from handoffs._errors import HandoffsError
-from handoffs._json import loads
-from handoffs.adapters._brief import brief_text
+from handoffs import HandoffsError
+from handoffs.adapters._brief import brief_text, refusal_text
 from handoffs.adapters._handover import (
     Case,
     Handover,
@@ -79,13 +79,6 @@ BRIEF_KEY: Final = "handoffs_brief"
 """Session state key of the admitted receipt's brief (``{handoffs_brief}``)."""
 REFUSAL_KEY: Final = "handoffs_refusal"
 """Session state key of the last refusal: ``{"invocation_id", "agent", "decision"}``."""
-
-
-def _refusal_text(handover: Handover) -> str:
-    decision = handover.decision
-    return (f"handoff refused by the {handover.refused_by}: "
-            + ", ".join(f"{r.code} @ {r.json_path}" for r in decision.reasons)
-            + f"; action {decision.action}")
 
 
 class HandoffTool(BaseTool):
@@ -129,7 +122,7 @@ class HandoffTool(BaseTool):
                                    case=self.case(tool_context.state.to_dict()))
         except HandoffsError as exc:
             handover = refused(self.signer.contract, exc)
-            return {"handoff": "refused", "reason": _refusal_text(handover),
+            return {"handoff": "refused", "reason": refusal_text(handover),
                     "decision": handover.decision.to_json()}
         if self.transport is not None:
             message = self.transport(message)
@@ -142,8 +135,8 @@ class HandoffTool(BaseTool):
 
 def _receipt_id(message: bytes) -> Any:
     try:
-        document = loads(message)
-    except HandoffsError:
+        document = json.loads(message)
+    except ValueError:
         return None
     return document.get("id") if isinstance(document, Mapping) else None
 
@@ -179,7 +172,7 @@ class ReceiptGate:
                               "agent": callback_context.agent_name,
                               "decision": handover.decision.to_json()}
         callback_context.actions.escalate = True
-        return types.Content(role="model", parts=[types.Part(text=_refusal_text(handover))])
+        return types.Content(role="model", parts=[types.Part(text=refusal_text(handover))])
 
 
 class HaltOnRefusal(BasePlugin):
