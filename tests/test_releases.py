@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from handoffs._cli import main
+from handoffs.cli import main
 
 HERE = Path(__file__).resolve().parent
 MODULE = HERE / "user_contract" / "mymodule.py"
@@ -185,7 +185,7 @@ def plan(admitted):
 
 
 def lab(*args: str | Path) -> Result:
-    from handoffs.lab._commands import lab as group
+    from handoffs.cli._lab import lab as group
 
     return CliRunner().invoke(group, [str(a) for a in args], catch_exceptions=False)
 

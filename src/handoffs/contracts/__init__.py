@@ -83,7 +83,7 @@ if TYPE_CHECKING:
         diff,
         diff_policies,
     )
-    from handoffs.contracts._fingerprint import policy_document
+    from handoffs.contracts._fingerprint import policy_document, policy_fingerprint
 
 # Imported on first use: importing the package costs only what its eager names
 # need (benchmarks/imports.py).
@@ -95,6 +95,7 @@ _LAZY = {
     "diff": "handoffs.contracts._diff",
     "diff_policies": "handoffs.contracts._diff",
     "policy_document": "handoffs.contracts._fingerprint",
+    "policy_fingerprint": "handoffs.contracts._fingerprint",
 }
 
 # Importable, resolved on first use, but not public: not in __all__ (see
@@ -178,6 +179,7 @@ __all__ = [
     "issue_grant",
     "iter_violations",
     "policy_document",
+    "policy_fingerprint",
     "sign_receipt",
     "to_json_schema",
     "validate",

@@ -372,17 +372,6 @@ class Contract(Generic[S, A]):
         return major, minor, patch
 
     @cached_property
-    def fingerprint(self) -> str:
-        """The contract fingerprint, ``sha256:<hex>``: a digest over everything that
-        decides (schema, rules in order with their guards and thresholds, defaults,
-        loss matrix, hard constraints, context dependencies, fail-closed action,
-        counterfactual trigger). See :func:`~handoffs.contracts.policy_document`.
-        """
-        from handoffs.contracts._fingerprint import policy_fingerprint
-
-        return policy_fingerprint(self)
-
-    @cached_property
     def fields(self) -> tuple[FieldSpec, ...]:
         """The decision fields, in declaration order."""
         return state_fields(self.state)

@@ -28,7 +28,7 @@ import json
 from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from handoffs._errors import ProofError
 from handoffs._json import digest
@@ -51,9 +51,6 @@ from handoffs.contracts._policy import (
     Under,
 )
 from handoffs.contracts._schema import to_json_schema
-
-if TYPE_CHECKING:
-    from handoffs.contracts._signing import VerifiedReceipt
 
 __all__ = [
     "POLICY_FORMAT",
@@ -196,10 +193,34 @@ def policy_document(contract: Contract[Any, Any]) -> dict[str, Any]:
 
 
 def policy_fingerprint(contract: Contract[Any, Any]) -> str:
-    """The contract's fingerprint, ``sha256:<hex>``; :attr:`Contract.fingerprint
-    <handoffs.contracts.Contract.fingerprint>` holds it, computed once per definition.
+    """The contract fingerprint, ``sha256:<hex>``: a digest over everything that decides
+    (schema, rules in order with their guards and thresholds, defaults, loss matrix,
+    hard constraints, context dependencies, fail-closed action, counterfactual
+    trigger); the ``fingerprint`` of :func:`policy_document`. Computed once per
+    definition.
     """
-    return digest(_body(contract))
+    found = _FINGERPRINTS.get(id(contract))
+    if found is None or found[0] is not contract:
+        if len(_FINGERPRINTS) >= _FINGERPRINTS_LIMIT:
+            _FINGERPRINTS.clear()
+        found = _FINGERPRINTS[id(contract)] = (contract, digest(_body(contract)))
+    return found[1]
+
+
+# Keyed by the definition's identity (two definitions may share an id); the contract is
+# kept in the value so that its ``id()`` cannot be reused while the entry lives.
+_FINGERPRINTS: dict[int, tuple[Contract[Any, Any], str]] = {}
+_FINGERPRINTS_LIMIT: Final = 4096
+
+
+class _Pinned(Protocol):
+    @property
+    def policy_fingerprint(self) -> str | None: ...
+
+
+class _Granted(Protocol):
+    @property
+    def grant(self) -> _Pinned | None: ...
 
 
 def document_fingerprint(document: Mapping[str, Any]) -> str:
@@ -221,17 +242,18 @@ def render_policy_document(contract: Contract[Any, Any]) -> str:
     return json.dumps(policy_document(contract), indent=2, ensure_ascii=False) + "\n"
 
 
-def check_policy_pin(contract: Contract[Any, Any], verified: VerifiedReceipt | None) -> None:
+def check_policy_pin(contract: Contract[Any, Any], verified: _Granted | None) -> None:
     """A gate's check, at its context step, that the receipt was granted under the very
     policy the receiver holds for that contract version.
 
     The authority grant is signed by the policy service, so untrusted content cannot
-    set its ``policy_fingerprint``. ``verified`` is ``None`` only under
+    set its ``policy_fingerprint``. ``verified`` is the
+    :class:`~handoffs.contracts.VerifiedReceipt`, ``None`` only under
     ``UnsafeNoProofs``, where nothing signed carries a fingerprint to compare.
 
     Raises:
         ProofError: ``policy-fingerprint-missing`` when the grant names no fingerprint;
-            ``policy-mismatch`` when it names another than ``contract.fingerprint``.
+            ``policy-mismatch`` when it names another than the contract's.
     """
     if verified is None or verified.grant is None:
         return
@@ -241,8 +263,9 @@ def check_policy_pin(contract: Contract[Any, Any], verified: VerifiedReceipt | N
             f"the authority grant names no policy fingerprint, so nothing says it was "
             f"issued under this receiver's policy for {contract.id}",
             code="policy-fingerprint-missing", json_path="$.grant")
-    if pinned != contract.fingerprint:
+    own = policy_fingerprint(contract)
+    if pinned != own:
         raise ProofError(
             f"the grant was issued under policy {pinned}; this receiver's {contract.id} "
-            f"is {contract.fingerprint}: the same version decides under different rules",
+            f"is {own}: the same version decides under different rules",
             code="policy-mismatch", json_path="$.grant.policy_fingerprint")

@@ -27,6 +27,7 @@ from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON, Proo
 from handoffs._json import canonical_bytes, canonical_bytes_plain, check_value
 from handoffs._time import expired, stale
 from handoffs.contracts._contract import Authority, Contract
+from handoffs.contracts._fingerprint import policy_fingerprint as fingerprint_of
 from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._proofs import (
     VerifiedProof,
@@ -111,7 +112,7 @@ class AuthorityGrant:
         roles: roles the subject holds for this case.
         valid_until: no receipt under this grant may be valid later.
         policy_fingerprint: the fingerprint of the contract the policy service governs
-            (:attr:`Contract.fingerprint <handoffs.contracts.Contract.fingerprint>`); a
+            (:func:`~handoffs.contracts.policy_fingerprint`); a
             gate refuses a grant naming another fingerprint than its own contract's
             (``policy-mismatch``), or none (``policy-fingerprint-missing``).
     """
@@ -209,7 +210,7 @@ def issue_grant(
     """Issue a signed authority grant (what the policy service does, deterministically).
 
     The grant names the fingerprint of the contract the service governs:
-    ``policy_fingerprint`` if given, else ``contract.fingerprint`` when ``contract`` is a
+    ``policy_fingerprint`` if given, else the contract's fingerprint when ``contract`` is a
     :class:`~handoffs.contracts.Contract`. A contract given by id alone, with no
     fingerprint, makes a grant every gate refuses (``policy-fingerprint-missing``).
 
@@ -228,7 +229,7 @@ def issue_grant(
         roles=frozenset(roles),
         valid_until=valid_until,
         policy_fingerprint=(policy_fingerprint if policy_fingerprint is not None
-                            or isinstance(contract, str) else contract.fingerprint),
+                            or isinstance(contract, str) else fingerprint_of(contract)),
     )
     return sign(grant.to_json(), key, purpose=GRANT_PURPOSE, created=created)
 
