@@ -181,9 +181,9 @@ def _operand(text: str, param: str) -> Operand:
                                          param_hint=param)
             return text, read_object(beside, what="schema"), policy
         beside = path.with_name(path.name.removesuffix(".json") + ".policy.json")
-        found = (read_object(beside, what="policy document")
-                 if text != "-" and path.name.endswith(".json") and beside.is_file() else None)
-        return text, read_object(text, what="schema"), found
+        policy_beside = (read_object(beside, what="policy document") if text != "-"
+                         and path.name.endswith(".json") and beside.is_file() else None)
+        return text, read_object(text, what="schema"), policy_beside
     if "/" in text and not text.endswith(".json"):
         found, example = cli_discovered()
         known = found.registry.contracts.get(text)
