@@ -1,5 +1,5 @@
 """What importing the production parts loads: none of the lab, the examples, the test
-helpers or the optional libraries (``benchmarks/imports.py`` measures the cost)."""
+helpers or the optional libraries (``benchmarks/cli.py`` measures the cost)."""
 
 from __future__ import annotations
 
