@@ -41,3 +41,12 @@ def test_cli_benchmark_ends_with_the_three_ratios() -> None:
     assert re.fullmatch(r"version/click ratio: \d+\.\d\d", lines[-2]), lines
     assert re.fullmatch(r"import handoffs.receivers / its libraries ratio: \d+\.\d\d",
                         lines[-1]), lines
+
+
+@pytest.mark.parametrize("bench", sorted(p.name for p in (ROOT / "benchmarks").glob("*.py")))
+def test_every_benchmark_has_a_quick_mode(bench: str) -> None:
+    # CI runs each with --quick (.ci/run), so that none can rot unseen
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / bench), "--help"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "--quick" in done.stdout
