@@ -125,6 +125,17 @@ def test_a_new_version_is_exported_beside_the_released_one(user_dir: Path) -> No
     path = user_dir / "mymodule.py"
     text = path.read_text(encoding="utf-8").replace(THRESHOLD, THRESHOLD.replace("> 2", "> 3"))
     assert '"pump-maintenance/1.0.0"' not in text
+    # A patch bump is too small for a rule change: export says which bump it needs.
+    path.write_text(text.replace('version="1.0.0"', 'version="1.0.1"'), encoding="utf-8")
+    sys_modules_clean()
+    small = run("schema", "export", "schemas", "--check")
+    assert small.exit_code == 1
+    assert small.stderr.splitlines()[0] == (
+        "bump-too-small: pump-maintenance/1.0.1 is not exported: its changes since the "
+        "released 1.0.0 need a major bump (first: POLICY_RULE_CHANGED @ "
+        "$.policy.rules.expected-loss-high); publish them as pump-maintenance/2.0.0")
+    assert run("schema", "export", "schemas").exit_code == 1
+    assert not (user_dir / "schemas/pump-maintenance/1.0.1.json").exists()
     path.write_text(text.replace('version="1.0.0"', 'version="2.0.0"'), encoding="utf-8")
     sys_modules_clean()
     result = run("schema", "export", "schemas")

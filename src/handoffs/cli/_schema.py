@@ -53,9 +53,8 @@ def schema_export(*, directory: Path, check: bool) -> None:
             path.write_text(text, encoding="utf-8")
             click.echo(f"wrote {path}")
         problems = changed
-    for _, _, line, _ in problems:
-        click.echo(line if line.split(":")[0] in ("missing", "reformatted")
-                   else f"changed: {line}", err=True)
+    for kind, _, line, _ in problems:
+        click.echo(line if kind in ("missing", "reformatted") else f"{kind}: {line}", err=True)
     if changed:
         error_line(f"{len(changed)} released version(s) changed; a released version never "
                     "changes: publish the change as the new version named above "

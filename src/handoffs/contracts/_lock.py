@@ -23,7 +23,13 @@ import attrs
 from handoffs._errors import HandoffsError
 from handoffs._json import digest
 from handoffs.contracts._contract import Contract
-from handoffs.contracts._diff import Bump, ContractDiff, diff_policies, diff_schemas
+from handoffs.contracts._diff import (
+    Bump,
+    ContractDiff,
+    VersionBumpError,
+    diff_policies,
+    diff_schemas,
+)
 from handoffs.contracts._fingerprint import (
     document_fingerprint,
     policy_document,
@@ -40,7 +46,7 @@ __all__ = [
     "next_version",
 ]
 
-ProblemKind = Literal["missing", "changed", "unreadable", "reformatted"]
+ProblemKind = Literal["missing", "changed", "unreadable", "reformatted", "bump-too-small"]
 _RANK: Final = {"none": 0, "patch": 1, "minor": 2, "major": 3}
 
 
@@ -81,8 +87,10 @@ class LockProblem:
     Attributes:
         kind: ``missing`` (a file to write: nothing released is overwritten),
             ``reformatted`` (same content, other text: safe to rewrite), ``changed``
-            (the released definition changed: publish a new version), or
-            ``unreadable`` (a checked-in file is not what export wrote).
+            (the released definition changed: publish a new version),
+            ``bump-too-small`` (a new version whose changes since the latest released
+            lower version need a larger bump), or ``unreadable`` (a checked-in file is
+            not what export wrote).
         contract: the contract id.
         path: the file concerned.
         message: one line saying what and what to do.
@@ -131,6 +139,72 @@ def _changed(contract: Contract[Any, Any], path: Path, old: tuple[Any, Any],
     return LockProblem("changed", contract.id, path, message, found, suggested)
 
 
+def _version_key(text: str) -> tuple[int, int, int] | None:
+    parts = text.split(".")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        return None
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def _bump_problem(root: Path, contract: Contract[Any, Any], new_schema: dict[str, Any],
+                  new_policy: dict[str, Any]) -> LockProblem | None:
+    """For a version not yet exported: a problem when its changes since the latest
+    released lower version (both files checked in) need a larger bump than it makes.
+    """
+    released = []
+    for path in (root / contract.name).glob("*.policy.json"):
+        version = path.name.removesuffix(".policy.json")
+        key = _version_key(version)
+        if key is not None and key < contract.version_key and path.with_name(
+                f"{version}.json").is_file():
+            released.append((key, version, path))
+    if not released:
+        return None
+    _, version, path = max(released)
+    old_policy, old_schema = _read(path), _read(path.with_name(f"{version}.json"))
+    if not (isinstance(old_policy, dict) and isinstance(old_schema, dict)):
+        return None  # reported when that version itself is checked
+    try:
+        found = diff_policies(old_policy, new_policy, old_schema=old_schema,
+                              new_schema=new_schema)
+        found.check_version_bump()
+    except VersionBumpError as exc:
+        bump = found.required_bump if exc.required is None else exc.required
+        first = next((f for f in found.findings if _RANK[f.bump] >= _RANK[bump]), None)
+        why = f" (first: {first.code} @ {first.json_path})" if first else ""
+        return LockProblem(
+            "bump-too-small", contract.id, schema_path(root, contract),
+            f"{contract.id} is not exported: its changes since the released {version} "
+            f"need a {bump} bump{why}; publish them as {contract.name}/"
+            f"{next_version(version, bump)}")  # type: ignore[arg-type]
+    except HandoffsError:
+        return None  # a malformed released file is reported when its version is checked
+    return None
+
+
+def _read_released(contract: Contract[Any, Any], schema_file: Path, policy_file: Path
+                   ) -> tuple[Any, Any] | list[LockProblem]:
+    """The checked-in (schema, policy document), ``None`` where absent, or the problems
+    that make them unusable.
+    """
+    old_schema = _read(schema_file) if schema_file.is_file() else None
+    old_policy = _read(policy_file) if policy_file.is_file() else None
+    problems = [
+        LockProblem("unreadable", contract.id, path,
+                    f"{path} is not a JSON object ({value}); restore it from version control")
+        for path, value in ((schema_file, old_schema), (policy_file, old_policy))
+        if isinstance(value, Exception) or (value is not None and not isinstance(value, dict))
+    ]
+    if problems:
+        return problems
+    if old_policy is not None and document_fingerprint(old_policy) != old_policy.get(
+            "fingerprint"):
+        return [LockProblem("unreadable", contract.id, policy_file,
+                            f"{policy_file} was edited by hand: its content does not give the "
+                            "fingerprint it states; restore it from version control")]
+    return old_schema, old_policy
+
+
 def lock_problems(root: Path, contract: Contract[Any, Any]) -> list[LockProblem]:
     """Compare ``contract`` with its checked-in files under ``root``; ``[]`` when they
     match exactly.
@@ -139,26 +213,19 @@ def lock_problems(root: Path, contract: Contract[Any, Any]) -> list[LockProblem]
     new_schema = to_json_schema(contract)
     new_policy = policy_document(contract)
     schema_text, policy_text = render_json_schema(new_schema), render_policy_document(contract)
+    read = _read_released(contract, schema_file, policy_file)
+    if isinstance(read, list):
+        return read
+    old_schema, old_policy = read
     problems: list[LockProblem] = []
-    old_schema = _read(schema_file) if schema_file.is_file() else None
-    old_policy = _read(policy_file) if policy_file.is_file() else None
-    for path, value in ((schema_file, old_schema), (policy_file, old_policy)):
-        if isinstance(value, Exception) or (value is not None and not isinstance(value, dict)):
-            problems.append(LockProblem(
-                "unreadable", contract.id, path,
-                f"{path} is not a JSON object ({value}); restore it from version control"))
-    if problems:
-        return problems
-    if old_policy is not None and document_fingerprint(old_policy) != old_policy.get(
-            "fingerprint"):
-        return [LockProblem("unreadable", contract.id, policy_file,
-                            f"{policy_file} was edited by hand: its content does not give the "
-                            "fingerprint it states; restore it from version control")]
     if old_schema is None:
         if old_policy is not None:
             return [LockProblem("unreadable", contract.id, schema_file,
                                 f"{schema_file} is missing beside its policy document; "
                                 "restore it from version control")]
+        too_small = _bump_problem(root, contract, new_schema, new_policy)
+        if too_small is not None:
+            return [too_small]
         return [LockProblem("missing", contract.id, schema_file,
                             f"missing: {schema_file} ({contract.id}, not yet exported)"),
                 LockProblem("missing", contract.id, policy_file,
