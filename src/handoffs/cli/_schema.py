@@ -56,9 +56,9 @@ def schema_export(*, directory: Path, check: bool) -> None:
     for kind, _, line, _ in problems:
         click.echo(line if kind in ("missing", "reformatted") else f"{kind}: {line}", err=True)
     if changed:
-        error_line(f"{len(changed)} released version(s) changed; a released version never "
-                    "changes: publish the change as the new version named above "
-                    "[released-version-changed]")
+        error_line(f"{len(changed)} contract version(s) cannot be exported as they stand: a "
+                   "released version never changes; publish the changes as the version "
+                   "named above [released-version-changed]")
         click.get_current_context().exit(EXIT_FAILED)
     if problems:
         error_line(f"{len(problems)} file(s) missing or reformatted; run 'handoffs schema "
