@@ -43,15 +43,7 @@ def schema_export(*, directory: Path, check: bool) -> None:
     problems, refused, files = _lock_problems(directory, contracts, extra)
     changed = [p for p in problems if not p[3]]
     if not check:
-        for path, text in _export_texts(contracts, extra, directory).items():
-            if path in refused:
-                continue
-            if path.is_file() and path.read_text(encoding="utf-8") == text:
-                click.echo(f"unchanged {path}")
-                continue
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-            click.echo(f"wrote {path}")
+        _write(directory, contracts, extra, refused)
         problems = changed
     for kind, _, line, _ in problems:
         click.echo(line if kind in ("missing", "reformatted") else f"{kind}: {line}", err=True)
@@ -129,18 +121,32 @@ def _plain_schema_problem(path: Path, label: str, expected: str) -> Problem | No
             f"{next_version(version, bump)} (a {bump} bump)", False)
 
 
-def _export_texts(contracts: Sequence[Contract[Any, Any]],
-                  extra: Sequence[tuple[str, Path, str]], directory: Path) -> dict[Path, str]:
-    from handoffs.contracts._fingerprint import policy_path, render_policy_document
-    from handoffs.contracts._schema import render_schema, schema_path
+def _write(directory: Path, contracts: Sequence[Contract[Any, Any]],
+           extra: Sequence[tuple[str, Path, str]], refused: set[Path]) -> None:
+    """Write every missing or reformatted file, except the ``refused`` ones (released
+    versions that changed), saying ``wrote`` or ``unchanged`` for each.
+    """
+    from handoffs.contracts._fingerprint import policy_path
+    from handoffs.contracts._lock import export_release
+    from handoffs.contracts._schema import schema_path
 
-    texts = {}
     for contract in contracts:
-        texts[schema_path(directory, contract)] = render_schema(contract)
-        texts[policy_path(directory, contract)] = render_policy_document(contract)
+        paths = (schema_path(directory, contract), policy_path(directory, contract))
+        if paths[0] in refused:
+            continue
+        written = set(export_release(directory, contract))
+        for path in paths:
+            click.echo(f"{'wrote' if path in written else 'unchanged'} {path}")
     for _, relative, expected in extra:
-        texts[directory / relative] = expected
-    return texts
+        path = directory / relative
+        if path in refused:
+            continue
+        if path.is_file() and path.read_text(encoding="utf-8") == expected:
+            click.echo(f"unchanged {path}")
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(expected, encoding="utf-8")
+        click.echo(f"wrote {path}")
 
 
 def _published() -> tuple[list[Contract[Any, Any]], list[tuple[str, Path, str]]]:
