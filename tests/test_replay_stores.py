@@ -276,7 +276,8 @@ def test_gate_and_log_summary_take_a_postgresql_url(postgres: PostgresServer,
                            check=False)
     again = subprocess.run(gate, cwd=tmp_path, capture_output=True, text=True, timeout=60,
                            check=False)
-    assert (first.returncode, again.returncode) == (0, 1), first.stderr + again.stderr
+    # admitted but escalated (no evidence resolver): 3; the replay is refused: 1
+    assert (first.returncode, again.returncode) == (3, 1), first.stderr + again.stderr
     assert json.loads(again.stdout)["reasons"][0]["code"] == "replayed"
     summary = subprocess.run([HANDOFFS, "log", "summary", url], capture_output=True,
                              text=True, timeout=60, check=True)
