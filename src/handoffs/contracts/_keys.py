@@ -842,12 +842,6 @@ class KeyRing:
             )
         return entry
 
-    def _get(self, verification_method: str) -> KeyEntry | None:
-        """The entry enrolled under ``verification_method``, or ``None`` (for the
-        gate's fused accept path; :meth:`lookup` is the public way).
-        """
-        return self._by_vm.get(verification_method)
-
     def entry_valid_at(self, verification_method: str, when: datetime) -> KeyEntry:
         """Return the entry for ``verification_method`` if it may sign at ``when``.
 

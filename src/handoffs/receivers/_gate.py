@@ -49,12 +49,8 @@ from handoffs._json import (
     canonical_bytes,
     canonical_bytes_plain,
     check_value,
-    exact_message,
-    float_free,
-    jcs_plain,
     loads_plain,
 )
-from handoffs._time import expired
 from handoffs.contracts._contract import (
     ContextDependency,
     Contract,
@@ -71,9 +67,8 @@ from handoffs.contracts._receipt import (
     structure,
 )
 from handoffs.contracts._registry import Registry, as_registry
-from handoffs.contracts._schema import _fast_validator, numbers_outside
 from handoffs.contracts._schema import validate_checked as _validate
-from handoffs.contracts._signing import VerifiedReceipt, _verify_receipt, _verify_receipt_fast
+from handoffs.contracts._signing import VerifiedReceipt, _verify_receipt, check_addressed
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers._replay import (
@@ -194,9 +189,9 @@ def _parse(message: Any, limits: JSONLimits) -> Mapping[str, Any]:
     return _parse_plain(message, limits)[0]
 
 
-def _parse_plain(message: Any, limits: JSONLimits) -> tuple[Mapping[str, Any], bool | None]:
+def _parse_plain(message: Any, limits: JSONLimits) -> tuple[Mapping[str, Any], bool]:
     """(1) :func:`_parse`, and whether the parsed document is plain (see
-    :func:`handoffs._json.loads_plain`); ``None`` for a mapping passed in.
+    :func:`handoffs._json.loads_plain` and :func:`handoffs._json.check_value`).
     """
     if type(message) is bytes:  # the wire's type first: no ABC check on the accept path
         doc, plain = loads_plain(message, limits=limits)
@@ -337,14 +332,14 @@ def _callable(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 class _Run(Run):
     """Per-decision state of the gate (kept off the frozen gate)."""
 
-    __slots__ = ("claim", "definition", "document", "fast", "message", "now", "plain", "raw",
+    __slots__ = ("claim", "definition", "document", "message", "now", "plain", "plan",
                  "receipt", "resolved", "rule", "verified")
     # Set by the step named beside it before a later step reads it (no casts, no
     # per-message defaults on the accept path).
     document: Mapping[str, Any]  # (1)
-    plain: bool | None  # (1)
-    raw: bytes  # (1) on the fast path: the canonical text
+    plain: bool  # (1)
     definition: Contract[Any, Any]  # (1)
+    plan: _Plan  # (1)
     receipt: Receipt[Any, Any]  # (1) without proofs, else (2)
     now: datetime  # (2)
 
@@ -356,22 +351,20 @@ class _Run(Run):
         self.verified: VerifiedReceipt | None = None
         self.resolved: dict[str, ResolvedEvidence] = {}
         self.claim: ReplayClaim | None = None
-        self.fast = False  # (1) took the exact fast parse; (2) then tries the fused path
 
 
 class _Plan:
-    """What the gate knows of one contract version before any message arrives."""
+    """What the gate knows of one contract version before any message arrives: the
+    contract, its fail-closed action and the proof age it accepts (the compiled
+    validator and the key index live with the schema and the key ring).
+    """
 
-    __slots__ = ("contract", "fail_closed", "max_age", "numbers", "valid")
+    __slots__ = ("contract", "fail_closed", "max_age")
 
     def __init__(self, contract: Contract[Any, Any], max_proof_age: timedelta | None) -> None:
         self.contract = contract
         self.fail_closed = contract.fail_closed_action.value
         self.max_age = contract.max_proof_age if max_proof_age is None else max_proof_age
-        # Whether a schema-valid receipt may hold a number outside its grant (whose
-        # members the fused proofs path checks itself).
-        self.numbers = numbers_outside(contract, "grant")
-        self.valid: Callable[[Any], bool] = _fast_validator(contract).is_valid
 
 
 @attrs.frozen(kw_only=True)
@@ -428,7 +421,7 @@ class Gate:
     max_proof_age: timedelta | None = attrs.field(default=None, validator=_optional_age)
     _fail_closed: str | None = attrs.field(init=False, repr=False, eq=False)
     _joint: bool = attrs.field(init=False, repr=False, eq=False, default=False)
-    # Per contract id, for the fast parse and the fused proofs path (KeyRing trust only).
+    # Per contract id: what steps (1) and (2) need of it, computed once.
     _plans: Mapping[str, _Plan] = attrs.field(init=False, repr=False, eq=False, factory=dict)
 
     def __attrs_post_init__(self) -> None:
@@ -442,9 +435,8 @@ class Gate:
         object.__setattr__(self, "_joint", self.log is not None
                            and cast(object, self.replay) is self.log
                            and isinstance(self.log, ReplayLog))
-        if isinstance(self.trust, KeyRing):
-            object.__setattr__(self, "_plans", {
-                contract.id: _Plan(contract, self.max_proof_age) for contract in self.registry})
+        object.__setattr__(self, "_plans", {
+            contract.id: _Plan(contract, self.max_proof_age) for contract in self.registry})
         if isinstance(self.trust, UnsafeNoProofs):
             warnings.warn(
                 f"gate {self.identity!r} is built with UnsafeNoProofs: proofs, keys and "
@@ -491,88 +483,41 @@ class Gate:
 
     def _parse_step(self, run: _Run) -> None:
         """(1) parse: limits, the contract version the message names, then its schema."""
-        message = run.message
-        if self._plans and self._fast(run, message):
-            return
-        document, run.plain = _parse_plain(message, self.limits)
+        document, run.plain = _parse_plain(run.message, self.limits)
         run.document = document
-        run.contract = _text(document.get("contract"))
+        named = document.get("contract")
+        run.contract = _text(named)
         run.receipt_id = _text(document.get("id"))
-        contract = run.definition = self.registry.for_document(document)
-        run.fail_closed = contract.fail_closed_action.value
+        plan = self._plans.get(named) if type(named) is str else None
+        if plan is None:  # the registry says why: no contract named, or an unknown one
+            plan = self._plans[self.registry.for_document(document).id]
+        run.plan = plan
+        contract = run.definition = plan.contract
+        run.fail_closed = plan.fail_closed
         if isinstance(self.trust, KeyRing):
             check_schema(contract, document)  # the typed receipt comes from verification
         else:
             run.receipt = _structure(contract, document)
-
-    def _fast(self, run: _Run, message: Any) -> bool:
-        """Step (1) the fast way, for a message the fused proofs path may take: parsed
-        or copied exactly through simple canonical text
-        (:func:`~handoffs._json.exact_message`), an object naming one of the registry's
-        contracts, valid under its schema and with no number outside the grant.
-        ``False``: the reference steps run, and give the reason of a refusal.
-        """
-        found = exact_message(message, limits=self.limits)
-        if found is None:
-            return False
-        document, simple, raw = found
-        if not simple or type(document) is not dict:
-            return False
-        named = document.get("contract")
-        plan = self._plans.get(named) if type(named) is str else None
-        if plan is None or not plan.valid(document) or (plan.numbers and not float_free(raw)):
-            return False
-        run.document = document
-        run.contract = named
-        run.receipt_id = _text(document.get("id"))
-        run.definition = plan.contract
-        run.fail_closed = plan.fail_closed
-        run.raw = raw
-        run.fast = True
-        return True
 
     def _proofs_step(self, run: _Run) -> None:
         """(2) proofs: sender proof, grant, key validity, purpose, audience, time, replay."""
         now = run.now = self.clock()
         if now.tzinfo is None:
             raise InvalidArgument("the gate's clock returned a naive datetime", code="bad-clock")
-        doc = run.document
         if isinstance(self.trust, KeyRing):
-            verified = None
-            if run.fast:
-                # The fused accept path; any refusal is found and explained below.
-                verified = _verify_receipt_fast(
-                    doc, self.trust, contract=run.definition, now=now, audience=self.identity,
-                    max_age=self._plans[cast(str, run.contract)].max_age)
-                plain: bool | None = True if verified is not None else float_free(run.raw)
-            else:
-                plain = run.plain
-            if verified is None:
-                # One check that the whole document takes the canonical fast path (or
-                # the parser's word for it) covers every part the proofs canonicalise.
-                if plain is None:
-                    plain = jcs_plain(doc)
-                verified = _verify_receipt(
-                    doc, self.trust, now=now, registry=self.registry, audience=self.identity,
-                    require_grant=True,
-                    encode=canonical_bytes_plain if plain else canonical_bytes,
-                    valid=True, max_proof_age=self.max_proof_age,
-                )
-            run.verified = verified
+            # The parser's word that the document is plain covers every part the
+            # proofs canonicalise.
+            verified = run.verified = _verify_receipt(
+                run.document, self.trust, now=now, contract=run.definition,
+                audience=self.identity, require_grant=True,
+                encode=canonical_bytes_plain if run.plain else canonical_bytes,
+                valid=True, max_age=run.plan.max_age,
+            )
             receipt = run.receipt = verified.receipt
             run.sender = verified.signer.controller
         else:
             receipt = run.receipt  # built in step (1)
-            if receipt.receiver != self.identity:
-                raise ProofError(
-                    f"addressed to {receipt.receiver!r}, this receiver is {self.identity!r}",
-                    code="wrong-audience", json_path="$.receiver",
-                )
-            if expired(receipt.valid_until, now):
-                raise ProofError(
-                    f"the receipt expired at {format_time(receipt.valid_until)}",
-                    code="receipt-expired", json_path="$.valid_until",
-                )
+            check_addressed(receipt, self.identity, now)
             run.sender = receipt.sender
         run.authority = str(receipt.authority.value)
         run.trigger = receipt.counterfactual_trigger
