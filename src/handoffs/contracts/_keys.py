@@ -29,8 +29,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
-from handoffs._errors import HandoffsError, KeyRingError, ProofError, UnknownKey, WeakKey
+from handoffs._errors import HandoffsError, KeyRingError, ProofError, UnknownKey
 from handoffs._time import expired
+from handoffs.integrity._edwards25519 import check_public_key
 
 try:  # optional: handoffs[fast]
     _based58: Any = importlib.import_module("based58")
@@ -218,128 +219,6 @@ def did_key_verification_method(public_key_multibase: str) -> str:
     """Return the ``did:key`` verification method id of a key: ``did:key:<mb>#<mb>``."""
     decode_public_key_multibase(public_key_multibase)
     return f"did:key:{public_key_multibase}#{public_key_multibase}"
-
-
-# ---------------------------------------------------------------- edwards25519 checks
-# Exact integer arithmetic on the twisted Edwards curve -x^2 + y^2 = 1 + d x^2 y^2
-# (RFC 8032 §5.1). It runs once per enrolment, never on the signing or verifying path.
-
-_P: Final = 2**255 - 19
-_D: Final = -121665 * pow(121666, -1, _P) % _P
-_D2: Final = 2 * _D % _P
-_L: Final = 2**252 + 27742317777372353535851937790883648493  # prime subgroup order
-_SQRT_M1: Final = pow(2, (_P - 1) // 4, _P)
-
-_Point = tuple[int, int, int, int]  # extended coordinates (X, Y, Z, T)
-_IDENTITY: Final[_Point] = (0, 1, 1, 0)
-
-
-def _decode_point(data: bytes) -> tuple[_Point, bool] | None:
-    """Decode 32 bytes leniently: ``(point, canonical)``, or ``None`` if not on the curve.
-
-    Lenient on purpose (``y`` is reduced mod p, ``x = -0`` is accepted) so that every
-    alternative encoding of a small-order point is recognised as that point.
-    """
-    number = int.from_bytes(data, "little")
-    sign = number >> 255
-    y_raw = number & ((1 << 255) - 1)
-    y = y_raw % _P
-    u = (y * y - 1) % _P
-    v = (_D * y * y + 1) % _P
-    x2 = u * pow(v, _P - 2, _P) % _P
-    x = pow(x2, (_P + 3) // 8, _P)
-    if (x * x - x2) % _P:
-        x = x * _SQRT_M1 % _P
-    if (x * x - x2) % _P:
-        return None
-    canonical = y_raw < _P and not (x == 0 and sign == 1)
-    if (x & 1) != sign:
-        x = -x % _P
-    return (x, y, 1, x * y % _P), canonical
-
-
-def _add(p: _Point, q: _Point) -> _Point:
-    # RFC 8032 §5.1.4 addition (complete for a = -1, non-square d).
-    x1, y1, z1, t1 = p
-    x2, y2, z2, t2 = q
-    a = (y1 - x1) * (y2 - x2) % _P
-    b = (y1 + x1) * (y2 + x2) % _P
-    c = t1 * _D2 * t2 % _P
-    d = z1 * 2 * z2 % _P
-    e, f, g, h = b - a, d - c, d + c, b + a
-    return (e * f % _P, g * h % _P, f * g % _P, e * h % _P)
-
-
-def _multiply(point: _Point, scalar: int) -> _Point:
-    result = _IDENTITY
-    addend = point
-    while scalar:
-        if scalar & 1:
-            result = _add(result, addend)
-        addend = _add(addend, addend)
-        scalar >>= 1
-    return result
-
-
-def _is_identity(point: _Point) -> bool:
-    x, y, z, _ = point
-    return x % _P == 0 and (y - z) % _P == 0
-
-
-def check_public_key(public_key: bytes, *, json_path: str = "$") -> None:
-    """Refuse an Ed25519 public key that cannot bind a signature to a single signer.
-
-    Checks, in order: 32 bytes; a point on the curve; not of small order (all eight
-    small-order points, in canonical *and* non-canonical encodings: the cofactor
-    multiple ``[8]A`` must not be the identity); canonically encoded; free of any
-    small-order component (``[L]A`` is the identity, as for every honestly generated
-    key); loadable by ``cryptography``. Returns nothing; raises on the first failure.
-
-    Raises:
-        KeyRingError: ``bad-key-length``, ``not-on-curve`` or ``bad-key``.
-        WeakKey: ``small-order-key``, ``non-canonical-key`` or ``mixed-order-key``.
-
-    """
-    if not isinstance(public_key, bytes | bytearray) or len(public_key) != 32:
-        size = len(public_key) if isinstance(public_key, bytes | bytearray) else "no"
-        raise KeyRingError(
-            f"an Ed25519 public key is 32 bytes, got {size} bytes",
-            code="bad-key-length",
-            json_path=json_path,
-        )
-    decoded = _decode_point(bytes(public_key))
-    if decoded is None:
-        raise KeyRingError(
-            "the public key is not a point on edwards25519",
-            code="not-on-curve",
-            json_path=json_path,
-        )
-    point, canonical = decoded
-    if _is_identity(_multiply(point, 8)):
-        raise WeakKey(
-            f"the public key {bytes(public_key).hex()} is a small-order point; any "
-            "signature made with it would not bind a signer",
-            code="small-order-key",
-            json_path=json_path,
-        )
-    if not canonical:
-        raise WeakKey(
-            "the public key is a non-canonical point encoding",
-            code="non-canonical-key",
-            json_path=json_path,
-        )
-    if not _is_identity(_multiply(point, _L)):
-        raise WeakKey(
-            "the public key has a small-order component; honest Ed25519 keys never do",
-            code="mixed-order-key",
-            json_path=json_path,
-        )
-    try:
-        Ed25519PublicKey.from_public_bytes(bytes(public_key))
-    except ValueError as exc:  # pragma: no cover - every on-curve point loads today
-        raise KeyRingError(
-            f"cryptography cannot load the public key: {exc}", code="bad-key", json_path=json_path
-        ) from exc
 
 
 # ---------------------------------------------------------------------- times (RFC 3339)
@@ -639,15 +518,15 @@ class KeyEntry:
     purposes: frozenset[str] = attrs.field(default=DEFAULT_PURPOSES, converter=_purposes)
     revoked_at: datetime | None = attrs.field(default=None, converter=_revoked_at)
 
-    _public_key: Ed25519PublicKey = attrs.field(init=False, eq=False, repr=False)
+    _public_key_raw: bytes = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         raw = decode_public_key_multibase(
             self.public_key_multibase, json_path="$.public_key_multibase"
         )
         check_public_key(raw, json_path="$.public_key_multibase")
-        # Loaded once at enrolment; verification reuses it.
-        object.__setattr__(self, "_public_key", Ed25519PublicKey.from_public_bytes(raw))
+        # Decoded and checked once at enrolment; verification reuses the bytes.
+        object.__setattr__(self, "_public_key_raw", raw)
         if self.verification_method.startswith("did:key:"):
             expected = did_key_verification_method(self.public_key_multibase)
             if self.verification_method != expected:
@@ -674,12 +553,17 @@ class KeyEntry:
     @property
     def public_key_bytes(self) -> bytes:
         """The raw 32-byte public key."""
-        return decode_public_key_multibase(self.public_key_multibase)
+        return self._public_key_raw
+
+    @property
+    def public_key_raw(self) -> bytes:
+        """The raw 32-byte public key, checked at enrolment (what verification uses)."""
+        return self._public_key_raw
 
     @property
     def public_key(self) -> Ed25519PublicKey:
-        """The loaded public key (checked at enrolment)."""
-        return self._public_key
+        """The public key as a ``cryptography`` object (checked at enrolment)."""
+        return Ed25519PublicKey.from_public_bytes(self._public_key_raw)
 
     def valid_at(self, when: datetime) -> bool:
         """Whether the key may sign at ``when``: ``not_before <= when < not_after``."""

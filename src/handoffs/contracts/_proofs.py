@@ -39,8 +39,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final, cast
 
 import attrs
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from handoffs._errors import InvalidArgument, KeyRingError, MalformedJSON, ProofError, UnknownKey
 from handoffs._json import canonical_bytes, canonical_bytes_plain, check_value
@@ -57,6 +55,7 @@ from handoffs.contracts._keys import (
     check_public_key,
     revoked,
 )
+from handoffs.integrity._eddsa import verify_ed25519
 
 __all__ = [
     "CLOCK_SKEW",
@@ -165,26 +164,9 @@ def _signature_bytes(proof_value: object, *, path: str) -> bytes:
     return signature
 
 
-def _ed25519_verify(
-    public_key: bytes | Ed25519PublicKey, signature: bytes, message: bytes, *, path: str,
-    who: str,
-) -> None:
-    try:
-        if isinstance(public_key, bytes):
-            public_key = Ed25519PublicKey.from_public_bytes(public_key)
-        public_key.verify(signature, message)
-    except InvalidSignature as exc:
-        raise ProofError(
-            f"the signature does not verify under {who}",
-            code="bad-signature",
-            json_path=f"{path}.proofValue",
-        ) from exc
-    except ValueError as exc:  # pragma: no cover - keys are checked before this point
-        raise ProofError(
-            f"cannot load the public key of {who}: {exc}",
-            code="bad-signature",
-            json_path=f"{path}.proofValue",
-        ) from exc
+def _ed25519_verify(public_key: bytes, signature: bytes, message: bytes, *, path: str,
+                    who: str) -> None:
+    verify_ed25519(public_key, signature, message, json_path=f"{path}.proofValue", who=who)
 
 
 def create_proof(
@@ -700,7 +682,7 @@ def _verify_one(
     del config["proofValue"]
     input_document = _input_document(document, proofs, item.previous)
     message = _hash_data(encode(config), encode(input_document))
-    _ed25519_verify(entry.public_key, item.signature, message, path=path, who=f"key {vm!r}")
+    _ed25519_verify(entry.public_key_raw, item.signature, message, path=path, who=f"key {vm!r}")
 
     if item.expires is not None and expired(item.expires, now):
         raise ProofError(
