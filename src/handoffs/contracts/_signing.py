@@ -358,7 +358,7 @@ def _verify_receipt(
                              json_path="$.grant")
     else:
         grant, grant_proof = _verify_grant(receipt, contract, keyring, now, encode)
-    check_addressed(receipt, audience, now)
+    check_addressed(receipt.receiver, receipt.valid_until, audience, now)
     if stale(signer.created, max_age, now):
         raise ProofError(
             f"the proof was created at {format_time(signer.created)}, {now - signer.created} "
@@ -367,20 +367,22 @@ def _verify_receipt(
     return VerifiedReceipt(receipt=receipt, signer=signer, grant=grant, grant_proof=grant_proof)
 
 
-def check_addressed(receipt: Receipt[Any, Any], audience: str | AnyAudience,
-                    now: datetime) -> None:
-    """The receipt is addressed to ``audience`` (unless :data:`ANY_AUDIENCE`) and has
-    not expired at ``now``: the one place ``wrong-audience`` and ``receipt-expired``
-    are raised, with proofs checked or not.
+def check_addressed(receiver: str | None, valid_until: datetime | None,
+                    audience: str | AnyAudience, now: datetime | None) -> None:
+    """A message names ``receiver`` as its audience and is valid until ``valid_until``:
+    it must be addressed to ``audience`` (unless :data:`ANY_AUDIENCE`) and not expired
+    at ``now`` (unless ``now`` is ``None``). The one place ``wrong-audience`` and
+    ``receipt-expired`` are raised: for verified receipts, for receipts under
+    :class:`~handoffs.receivers.UnsafeNoProofs`, and for the lab's unsigned forms.
 
     Raises:
         ProofError: ``wrong-audience`` or ``receipt-expired``.
     """
-    if audience is not ANY_AUDIENCE and receipt.receiver != audience:
-        raise ProofError(f"addressed to {receipt.receiver!r}, this receiver is {audience!r}",
+    if audience is not ANY_AUDIENCE and receiver != audience:
+        raise ProofError(f"addressed to {receiver!r}, this receiver is {audience!r}",
                          code="wrong-audience", json_path="$.receiver")
-    if expired(receipt.valid_until, now):
-        raise ProofError(f"the receipt expired at {format_time(receipt.valid_until)}",
+    if now is not None and valid_until is not None and expired(valid_until, now):
+        raise ProofError(f"the message expired at {format_time(valid_until)}",
                          code="receipt-expired", json_path="$.valid_until")
 
 

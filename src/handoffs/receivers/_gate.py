@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, cast
 
@@ -70,6 +70,7 @@ from handoffs.contracts._registry import Registry, as_registry
 from handoffs.contracts._schema import validate_checked as _validate
 from handoffs.contracts._signing import VerifiedReceipt, _verify_receipt, check_addressed
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
+from handoffs.receivers._memo import gate_memo
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers._replay import (
     DecisionLog,
@@ -452,6 +453,28 @@ class Gate:
         """
         return self.replay is None
 
+    def memo_key(self, message: Mapping[str, Any]) -> Hashable | None:
+        """A key on which this gate's decisions of a parsed ``message`` may be memoised,
+        or ``None`` when they depend on more than the message.
+
+        Two messages with equal keys get the same verdict, action and reason codes from
+        steps (1)–(4). It exists only for a deterministic gate (no replay store) that
+        checks no proofs (a signature covers every byte), keeps no log, and whose
+        evidence resolver, if any, has its own ``memo_key(ref)``. Every member is kept
+        as it is, except ``id`` and ``case_id`` (only their validity under the schema
+        decides here; the id is kept when readback samples by id) and
+        ``evidence_refs`` (validity, the resolver's key, and which freshness
+        dependencies each names): see :mod:`handoffs.receivers._memo`, which a new
+        check on one of those members must extend.
+        """
+        memo = gate_memo(self)
+        return None if memo is None else memo.key(message)
+
+    def memo_member(self, name: str, value: Any) -> Hashable | None:
+        """One member's contribution to :meth:`memo_key` (``None`` when there is no key)."""
+        memo = gate_memo(self)
+        return None if memo is None else memo.member(name, value)
+
     @property
     def verifies_proofs(self) -> bool:
         """False under :class:`UnsafeNoProofs`."""
@@ -517,7 +540,7 @@ class Gate:
             run.sender = verified.signer.controller
         else:
             receipt = run.receipt  # built in step (1)
-            check_addressed(receipt, self.identity, now)
+            check_addressed(receipt.receiver, receipt.valid_until, self.identity, now)
             run.sender = receipt.sender
         run.authority = str(receipt.authority.value)
         run.trigger = receipt.counterfactual_trigger
