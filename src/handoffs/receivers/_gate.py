@@ -60,6 +60,7 @@ from handoffs.contracts._contract import (
     RoleHeld,
 )
 from handoffs.contracts._keys import KeyRing
+from handoffs.contracts._proofs import CLOCK_SKEW
 from handoffs.contracts._receipt import (
     EvidenceRef,
     Receipt,
@@ -797,8 +798,9 @@ class Gate:
         return self._fail_closed
 
 
-_FUTURE_SKEW: Final = timedelta(minutes=5)
-_PAST_SKEW: Final = -_FUTURE_SKEW  # an observation at most this far in the future
+# An observation may lie at most the proofs' clock skew in the future (one skew for
+# every "made after now" check); further ahead it is ``evidence-stale``.
+_PAST_SKEW: Final = -CLOCK_SKEW
 
 _PIPELINE: Final[Pipeline[Gate, _Run]] = Pipeline((
     Stage(Step.PARSE, "parse", Gate._parse_step),
