@@ -17,7 +17,6 @@ curve point at all.
 from __future__ import annotations
 
 import importlib
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -30,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 from handoffs._errors import HandoffsError, KeyRingError, ProofError, UnknownKey
-from handoffs._time import expired
+from handoffs._time import expired, format_utc, parse_utc
 from handoffs.integrity._edwards25519 import check_public_key
 
 try:  # optional: handoffs[fast]
@@ -222,64 +221,9 @@ def did_key_verification_method(public_key_multibase: str) -> str:
 
 
 # ---------------------------------------------------------------------- times (RFC 3339)
-
-_RFC3339_Z: Final = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?Z", re.ASCII
-)
-
-
-_PARSED: dict[str, datetime] = {}
-_PARSED_LIMIT: Final = 1024
-
-
-def _parse_utc(text: object) -> datetime | None:
-    """Parse an RFC 3339 UTC time (upper-case ``T`` and ``Z``, at most microseconds).
-
-    Recent results are kept (many proofs in a busy second share their times).
-    """
-    if type(text) is not str:
-        return None if not isinstance(text, str) else _parse_utc_uncached(text)
-    found = _PARSED.get(text)
-    if found is not None:
-        return found
-    parsed = _parse_utc_uncached(text)
-    if parsed is not None:
-        if len(_PARSED) >= _PARSED_LIMIT:
-            _PARSED.clear()
-        _PARSED[text] = parsed
-    return parsed
-
-
-def _parse_utc_uncached(text: str) -> datetime | None:
-    match = _RFC3339_Z.fullmatch(text)
-    if match is None:
-        return None
-    year, month, day, hour, minute, second, fraction = match.groups()
-    try:
-        return datetime(
-            int(year),
-            int(month),
-            int(day),
-            int(hour),
-            int(minute),
-            int(second),
-            int((fraction or "0").ljust(6, "0")),
-            tzinfo=UTC,
-        )
-    except ValueError:
-        return None
-
-
-def _format_utc(when: datetime) -> str:
-    """Format an aware datetime as RFC 3339 UTC with ``Z`` (fraction only when non-zero)."""
-    when = when.astimezone(UTC)
-    text = (
-        f"{when.year:04d}-{when.month:02d}-{when.day:02d}"
-        f"T{when.hour:02d}:{when.minute:02d}:{when.second:02d}"
-    )
-    if when.microsecond:
-        text += f".{when.microsecond:06d}".rstrip("0")
-    return text + "Z"
+# Read and written by handoffs._time, once for the library.
+_parse_utc = parse_utc
+_format_utc = format_utc
 
 
 def _aware_utc(value: object, *, json_path: str) -> datetime:

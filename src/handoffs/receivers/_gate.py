@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import warnings
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final, cast
 
 import attrs
@@ -51,6 +51,7 @@ from handoffs._json import (
     check_value,
     loads_plain,
 )
+from handoffs._time import utc_now
 from handoffs.contracts._contract import (
     ContextDependency,
     Contract,
@@ -102,11 +103,6 @@ __all__ = [
 
 Clock = Callable[[], datetime]
 """An injectable clock: returns the current instant as an aware datetime."""
-
-
-def utc_now() -> datetime:
-    """The system clock in UTC (the default :data:`Clock`)."""
-    return datetime.now(UTC)
 
 
 # ------------------------------------------------------------------------ unsafe hatch
