@@ -48,13 +48,12 @@ from handoffs.contracts._keys import (
     KeyRing,
     SigningKey,
     _aware_utc,
-    _b58decode_or_none,
     _format_utc,
     _parse_utc,
-    b58encode,
     check_public_key,
     revoked,
 )
+from handoffs.integrity._base58 import _b58decode_or_none, b58encode
 from handoffs.integrity._eddsa import verify_ed25519
 
 __all__ = [
