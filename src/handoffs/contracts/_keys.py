@@ -31,6 +31,8 @@ from handoffs._errors import HandoffsError, KeyRingError, ProofError, UnknownKey
 from handoffs._time import expired, format_utc, parse_utc
 from handoffs.integrity._base58 import _b58decode_or_none, b58decode, b58encode
 from handoffs.integrity._edwards25519 import check_public_key
+from handoffs.integrity._signer import multikey_verification_method
+from handoffs.integrity._suites import EDDSA_JCS_2022, Cryptosuite, decode_multikey
 
 __all__ = [
     "DEFAULT_PURPOSES",
@@ -278,6 +280,11 @@ class SigningKey:
         """The ``did:key`` verification method id: ``did:key:<mb>#<mb>``."""
         return did_key_verification_method(self.public_key_multibase)
 
+    @property
+    def cryptosuite(self) -> str:
+        """``eddsa-jcs-2022``: a :class:`~handoffs.integrity.Signer` of that suite."""
+        return EDDSA_JCS_2022.name
+
     def sign(self, data: bytes) -> bytes:
         """Return the 64-byte pure Ed25519 (RFC 8032) signature of ``data``."""
         return self.private_key.sign(data)
@@ -377,16 +384,17 @@ class KeyEntry:
     revoked_at: datetime | None = attrs.field(default=None, converter=_revoked_at)
 
     _public_key_raw: bytes = attrs.field(init=False, eq=False, repr=False)
+    _suite: Cryptosuite = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        raw = decode_public_key_multibase(
-            self.public_key_multibase, json_path="$.public_key_multibase"
-        )
-        check_public_key(raw, json_path="$.public_key_multibase")
+        suite, raw = decode_multikey(self.public_key_multibase,
+                                     json_path="$.public_key_multibase")
+        suite.check_public_key(raw, json_path="$.public_key_multibase")
         # Decoded and checked once at enrolment; verification reuses the bytes.
         object.__setattr__(self, "_public_key_raw", raw)
+        object.__setattr__(self, "_suite", suite)
         if self.verification_method.startswith("did:key:"):
-            expected = did_key_verification_method(self.public_key_multibase)
+            expected = multikey_verification_method(self.public_key_multibase)
             if self.verification_method != expected:
                 raise KeyRingError(
                     f"a did:key verification method must name its own key: expected "
@@ -419,8 +427,22 @@ class KeyEntry:
         return self._public_key_raw
 
     @property
+    def suite(self) -> Cryptosuite:
+        """The cryptosuite the key's Multikey header names: it verifies only proofs of
+        that suite.
+        """
+        return self._suite
+
+    @property
     def public_key(self) -> Ed25519PublicKey:
-        """The public key as a ``cryptography`` object (checked at enrolment)."""
+        """The Ed25519 public key as a ``cryptography`` object (checked at enrolment).
+
+        Raises:
+            KeyRingError: ``wrong-key-type`` for a key of another suite.
+        """
+        if self._suite is not EDDSA_JCS_2022:
+            raise KeyRingError(f"{self.verification_method!r} is not an Ed25519 key",
+                               code="wrong-key-type")
         return Ed25519PublicKey.from_public_bytes(self._public_key_raw)
 
     def valid_at(self, when: datetime) -> bool:
@@ -542,7 +564,7 @@ class KeyRing:
 
         """
         if verification_method is None:
-            verification_method = did_key_verification_method(public_key_multibase)
+            verification_method = multikey_verification_method(public_key_multibase)
         entry = KeyEntry(
             verification_method=verification_method,
             public_key_multibase=public_key_multibase,

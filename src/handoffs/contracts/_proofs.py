@@ -46,15 +46,19 @@ from handoffs._time import expired
 from handoffs.contracts._keys import (
     KeyEntry,
     KeyRing,
-    SigningKey,
     _aware_utc,
     _format_utc,
     _parse_utc,
-    check_public_key,
     revoked,
 )
 from handoffs.integrity._base58 import _b58decode_or_none, b58encode
-from handoffs.integrity._eddsa import verify_ed25519
+from handoffs.integrity._signer import Signer
+from handoffs.integrity._suites import (
+    EDDSA_JCS_2022,
+    Cryptosuite,
+    cryptosuite,
+    registered_cryptosuites,
+)
 
 __all__ = [
     "CLOCK_SKEW",
@@ -112,19 +116,14 @@ def _without_proof(document: Mapping[str, Any]) -> dict[str, Any]:
     return unsecured
 
 
-def _check_suite(config: Mapping[str, Any], *, path: str) -> None:
+def _check_suite(config: Mapping[str, Any], *, path: str) -> Cryptosuite:
     if config.get("type") != PROOF_TYPE:
         raise ProofError(
             f"expected proof type {PROOF_TYPE!r}, got {config.get('type')!r}",
             code="wrong-proof-type",
             json_path=f"{path}.type",
         )
-    if config.get("cryptosuite") != CRYPTOSUITE:
-        raise ProofError(
-            f"expected cryptosuite {CRYPTOSUITE!r}, got {config.get('cryptosuite')!r}",
-            code="wrong-cryptosuite",
-            json_path=f"{path}.cryptosuite",
-        )
+    return cryptosuite(config.get("cryptosuite"), json_path=f"{path}.cryptosuite")
 
 
 def _signature_bytes(proof_value: object, *, path: str) -> bytes:
@@ -156,22 +155,17 @@ def _signature_bytes(proof_value: object, *, path: str) -> bytes:
         )
     if len(signature) != 64:
         raise ProofError(
-            f"proofValue must decode to a 64-byte Ed25519 signature, got {len(signature)} bytes",
+            f"proofValue must decode to a 64-byte signature, got {len(signature)} bytes",
             code="proof-malformed",
             json_path=f"{path}.proofValue",
         )
     return signature
 
 
-def _ed25519_verify(public_key: bytes, signature: bytes, message: bytes, *, path: str,
-                    who: str) -> None:
-    verify_ed25519(public_key, signature, message, json_path=f"{path}.proofValue", who=who)
-
-
 def create_proof(
     document: Mapping[str, Any],
     options: Mapping[str, Any],
-    key: SigningKey,
+    key: Signer,
     *,
     copy_context: bool = True,
 ) -> dict[str, Any]:
@@ -199,7 +193,8 @@ def create_proof(
             json_path="$.proof.proofValue",
         )
     config = _proof_config(document, options, copy_context=copy_context)
-    _check_suite(config, path="$.proof")
+    suite = _check_suite(config, path="$.proof")
+    _check_signer(key, suite)
     created = config.get("created")
     if created is not None and not (isinstance(created, str) and _XSD_DATETIME.fullmatch(created)):
         raise ProofError(
@@ -237,13 +232,15 @@ def verify_proof(
             code="proof-malformed",
             json_path="$.proof",
         )
+    named = proof.get("cryptosuite")
     try:
-        check_public_key(public_key_bytes)
+        (cryptosuite(named) if named in registered_cryptosuites() else EDDSA_JCS_2022
+         ).check_public_key(bytes(public_key_bytes), json_path="$")
     except KeyRingError as exc:
         raise ProofError(
             f"unusable public key: {exc.message}", code="bad-key", json_path="$.proof"
         ) from exc
-    _check_suite(proof, path="$.proof")
+    suite = _check_suite(proof, path="$.proof")
     signature = _signature_bytes(proof.get("proofValue"), path="$.proof")
     unsecured = _without_proof(document)
     if "@context" in proof:
@@ -251,9 +248,17 @@ def verify_proof(
         unsecured["@context"] = proof["@context"]
     config = {key: value for key, value in proof.items() if key != "proofValue"}
     message = _hash_data(canonical_bytes(config), canonical_bytes(unsecured))
-    _ed25519_verify(
-        bytes(public_key_bytes), signature, message, path="$.proof", who="the given key"
-    )
+    suite.verify(bytes(public_key_bytes), signature, message, json_path="$.proof.proofValue",
+                 who="the given key")
+
+
+def _check_signer(key: Signer, suite: Cryptosuite) -> None:
+    if not isinstance(key, Signer):
+        raise InvalidArgument(f"key must be a Signer (a SigningKey, say), got {type(key).__name__}")
+    if key.cryptosuite != suite.name:
+        raise ProofError(f"the signer's key belongs to {key.cryptosuite!r}, the proof names "
+                         f"{suite.name!r}", code="wrong-cryptosuite",
+                         json_path="$.proof.cryptosuite")
 
 
 def _check_context_prefix(document: Mapping[str, Any], proof_context: object) -> None:
@@ -665,6 +670,13 @@ def _verify_one(
         if exc.code == "key-revoked":
             raise
         raise ProofError(exc.message, code=exc.code, json_path=f"{path}.created") from exc
+    if proof["cryptosuite"] != entry.suite.name:
+        raise ProofError(
+            f"key {vm!r} is a {entry.suite.name!r} key; the proof names "
+            f"{proof['cryptosuite']!r} (the key, never the message, picks the algorithm)",
+            code="wrong-cryptosuite",
+            json_path=f"{path}.cryptosuite",
+        )
     if purpose not in entry.purposes:
         raise ProofError(
             f"key {vm!r} of {entry.controller!r} may not serve {purpose!r} "
@@ -681,7 +693,8 @@ def _verify_one(
     del config["proofValue"]
     input_document = _input_document(document, proofs, item.previous)
     message = _hash_data(encode(config), encode(input_document))
-    _ed25519_verify(entry.public_key_raw, item.signature, message, path=path, who=f"key {vm!r}")
+    entry.suite.verify(entry.public_key_raw, item.signature, message,
+                       json_path=f"{path}.proofValue", who=f"key {vm!r}")
 
     if item.expires is not None and expired(item.expires, now):
         raise ProofError(
@@ -764,7 +777,7 @@ def _check_sign_set(
 
 def sign(
     document: Mapping[str, Any],
-    key: SigningKey,
+    key: Signer,
     *,
     purpose: str = "assertionMethod",
     created: datetime,
@@ -794,8 +807,9 @@ def sign(
 
     """
     # Arguments first, before any work.
-    if not isinstance(key, SigningKey):
-        raise InvalidArgument(f"key must be a SigningKey, got {type(key).__name__}")
+    if not isinstance(key, Signer):
+        raise InvalidArgument(f"key must be a Signer (a SigningKey, say), got {type(key).__name__}")
+    suite = cryptosuite(key.cryptosuite, json_path="$.proof.cryptosuite")
     if not isinstance(purpose, str) or not purpose:
         raise InvalidArgument(f"purpose must be a non-empty string, got {purpose!r}")
     for value, name in ((proof_id, "proof_id"), (domain, "domain"), (challenge, "challenge")):
@@ -830,7 +844,7 @@ def sign(
     }
     proof: dict[str, Any] = {
         "type": PROOF_TYPE,
-        "cryptosuite": CRYPTOSUITE,
+        "cryptosuite": suite.name,
         "created": _format_utc(created),
         "verificationMethod": key.verification_method,
         "proofPurpose": purpose,

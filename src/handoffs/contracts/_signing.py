@@ -27,7 +27,7 @@ from handoffs._errors import InvalidArgument, MalformedJSON, ProofError
 from handoffs._json import canonical_bytes, canonical_bytes_plain, check_value
 from handoffs._time import expired, stale
 from handoffs.contracts._contract import Authority, Contract
-from handoffs.contracts._keys import KeyRing, SigningKey
+from handoffs.contracts._keys import KeyRing
 from handoffs.contracts._proofs import (
     VerifiedProof,
     _verify,
@@ -42,6 +42,7 @@ from handoffs.contracts._receipt import (
     structure_valid,
 )
 from handoffs.contracts._registry import Registry, as_registry
+from handoffs.integrity._signer import Signer
 
 __all__ = [
     "ANY_AUDIENCE",
@@ -177,7 +178,7 @@ class AuthorityGrant:
 
 
 def issue_grant(
-    key: SigningKey,
+    key: Signer,
     *,
     issuer: str,
     subject: str,
@@ -213,7 +214,7 @@ def issue_grant(
 
 def sign_receipt(
     receipt: Receipt[Any, Any],
-    key: SigningKey,
+    key: Signer,
     *,
     grant: Mapping[str, Any] | None,
     created: datetime,
