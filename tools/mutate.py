@@ -120,6 +120,8 @@ NAMED = (
          "if receipt.valid_until < now:\n        raise ProofError("),
         ("if expired(receipt.valid_until, now):\n        raise ProofError(",
          "if receipt.valid_until < now:\n        raise ProofError("),
+        ("if expired(valid_until, now):\n        raise ProofError(",
+         "if valid_until < now:\n        raise ProofError("),
     ), SIGNING_TESTS),
     Named("grant expiry <= → <", (
         ("if grant.valid_until <= now:", "if grant.valid_until < now:"),

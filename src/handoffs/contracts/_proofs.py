@@ -43,15 +43,11 @@ import attrs
 from handoffs._errors import InvalidArgument, KeyRingError, MalformedJSON, ProofError, UnknownKey
 from handoffs._json import canonical_bytes, canonical_bytes_plain, check_value
 from handoffs._time import expired
-from handoffs.contracts._keys import (
-    KeyEntry,
-    KeyRing,
-    _aware_utc,
-    _format_utc,
-    _parse_utc,
-    revoked,
-)
+from handoffs._time import format_utc as _format_utc
+from handoffs._time import parse_utc as _parse_utc
 from handoffs.integrity._base58 import _b58decode_or_none, b58encode
+from handoffs.integrity._keyring import KeyEntry, KeyRing, revoked
+from handoffs.integrity._keys import _aware_utc
 from handoffs.integrity._signer import Signer
 from handoffs.integrity._suites import (
     EDDSA_JCS_2022,

@@ -382,7 +382,9 @@ def check_addressed(receiver: str | None, valid_until: datetime | None,
     if audience is not ANY_AUDIENCE and receiver != audience:
         raise ProofError(f"addressed to {receiver!r}, this receiver is {audience!r}",
                          code="wrong-audience", json_path="$.receiver")
-    if now is not None and valid_until is not None and expired(valid_until, now):
+    if now is None or valid_until is None:
+        return
+    if expired(valid_until, now):
         raise ProofError(f"the message expired at {format_time(valid_until)}",
                          code="receipt-expired", json_path="$.valid_until")
 
