@@ -258,3 +258,14 @@ def test_a_signer_that_returns_no_signature_is_a_typed_error(returned: Any, der:
     with pytest.raises(KeyRingError) as info:
         sign({"type": "Note"}, signer, created=T0)
     assert info.value.code == "bad-signer"
+
+
+def test_a_signer_of_one_suite_cannot_sign_a_proof_of_another() -> None:
+    unsigned, options = _ecdsa_document()
+    with pytest.raises(ProofError) as info:
+        create_proof(unsigned, {**options, "cryptosuite": "eddsa-jcs-2022"},
+                     P256SigningKey.generate())
+    assert info.value.code == "wrong-cryptosuite"
+    with pytest.raises(ProofError) as info:
+        create_proof(unsigned, options, SigningKey.generate())
+    assert info.value.code == "wrong-cryptosuite"

@@ -190,7 +190,8 @@ def create_proof(
         )
     config = _proof_config(document, options, copy_context=copy_context)
     suite = _check_suite(config, path="$.proof")
-    _check_signer(key, suite)
+    if not isinstance(key, Signer):
+        raise InvalidArgument(f"key must be a Signer (a SigningKey, say), got {type(key).__name__}")
     created = config.get("created")
     if created is not None and not (isinstance(created, str) and _XSD_DATETIME.fullmatch(created)):
         raise ProofError(
@@ -199,7 +200,7 @@ def create_proof(
             json_path="$.proof.created",
         )
     message = _hash_data(canonical_bytes(config), canonical_bytes(_without_proof(document)))
-    config["proofValue"] = "z" + b58encode(key.sign(message))
+    config["proofValue"] = "z" + b58encode(suite.sign(key, message))
     return config
 
 
@@ -246,15 +247,6 @@ def verify_proof(
     message = _hash_data(canonical_bytes(config), canonical_bytes(unsecured))
     suite.verify(bytes(public_key_bytes), signature, message, json_path="$.proof.proofValue",
                  who="the given key")
-
-
-def _check_signer(key: Signer, suite: Cryptosuite) -> None:
-    if not isinstance(key, Signer):
-        raise InvalidArgument(f"key must be a Signer (a SigningKey, say), got {type(key).__name__}")
-    if key.cryptosuite != suite.name:
-        raise ProofError(f"the signer's key belongs to {key.cryptosuite!r}, the proof names "
-                         f"{suite.name!r}", code="wrong-cryptosuite",
-                         json_path="$.proof.cryptosuite")
 
 
 def _check_context_prefix(document: Mapping[str, Any], proof_context: object) -> None:
@@ -848,7 +840,7 @@ def sign(
     }
     input_document = copy.deepcopy(_input_document(document, existing, previous))
     message = _hash_data(canonical_bytes(proof), canonical_bytes(input_document))
-    proof["proofValue"] = "z" + b58encode(key.sign(message))
+    proof["proofValue"] = "z" + b58encode(suite.sign(key, message))
 
     secured = copy.deepcopy(_without_proof(document))
     secured["proof"] = [*copy.deepcopy(existing), proof] if existing else proof

@@ -73,6 +73,12 @@ class Cryptosuite(Protocol):
         """The digest of canonical bytes."""
         ...
 
+    def sign(self, signer: Any, data: bytes) -> bytes:
+        """``signer``'s signature of ``data`` (a :class:`~handoffs.integrity.Signer` of
+        this suite; ``ProofError`` ``wrong-cryptosuite`` for another suite's).
+        """
+        ...
+
     def verify(self, public_key: bytes, signature: bytes, data: bytes, *, json_path: str,
                who: str) -> None:
         """Verify ``signature`` of ``data``; return nothing or raise ``ProofError``."""
@@ -104,6 +110,18 @@ class _Suite:
     def hash(self, data: bytes) -> bytes:
         """SHA-256."""
         return _sha256(data)
+
+    def sign(self, signer: Any, data: bytes) -> bytes:
+        """``signer``'s signature of ``data``, refused for a signer of another suite.
+
+        Raises:
+            ProofError: ``wrong-cryptosuite``.
+        """
+        if signer.cryptosuite != self.name:
+            raise ProofError(f"the signer's key belongs to {signer.cryptosuite!r}, the proof "
+                             f"names {self.name!r}", code="wrong-cryptosuite",
+                             json_path="$.proof.cryptosuite")
+        return bytes(signer.sign(data))
 
     def verify(self, public_key: bytes, signature: bytes, data: bytes, *, json_path: str,
                who: str) -> None:
