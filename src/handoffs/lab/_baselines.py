@@ -180,7 +180,7 @@ class GovernanceChecker:
                              {} if record is None else record)
         return _GOVERNANCE.run(self, run)
 
-    def _parse_step(self, run: _GovernanceRun) -> None:
+    def _parse_step(self, run: _GovernanceRun, _: object = None) -> None:
         """(1) parse with limits; governance members present, ``authority`` known."""
         doc = run.document = _parse(run.message, self.limits)
         run.contract = self.contract.id
@@ -200,7 +200,7 @@ class GovernanceChecker:
                 Step.PARSE, "$.authority",
             ),))
 
-    def _window_step(self, run: _GovernanceRun) -> None:
+    def _window_step(self, run: _GovernanceRun, _: object = None) -> None:
         """(2) audience when ``identity`` is set, expiry when ``clock`` is set."""
         doc = run.document
         until = None
@@ -212,7 +212,7 @@ class GovernanceChecker:
         run.sender = _text(doc.get("sender"))
         run.trigger = _text(doc.get("counterfactual_trigger"))
 
-    def _policy_step(self, run: _GovernanceRun) -> None:
+    def _policy_step(self, run: _GovernanceRun, _: object = None) -> None:
         """(5) the receiver's rule."""
         admitted = Admitted(document=run.document, contract=self.contract)
         run.authority = admitted.authority

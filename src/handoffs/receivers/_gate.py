@@ -32,7 +32,7 @@ import hashlib
 import warnings
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Final, cast
+from typing import Any, Final, NamedTuple, cast
 
 import attrs
 
@@ -328,27 +328,53 @@ def _callable(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 
 
 class _Run(Run):
-    """Per-decision state of the gate (kept off the frozen gate)."""
+    """What one decision reports (the steps' data flows through the typed values below)."""
 
-    __slots__ = ("claim", "definition", "document", "message", "now", "plain", "plan",
-                 "receipt", "resolved", "rule", "verified")
-    # Set by the step named beside it before a later step reads it (no casts, no
-    # per-message defaults on the accept path).
-    document: Mapping[str, Any]  # (1)
-    plain: bool  # (1)
-    definition: Contract[Any, Any]  # (1)
-    plan: _Plan  # (1)
-    receipt: Receipt[Any, Any]  # (1) without proofs, else (2)
-    now: datetime  # (2)
+    __slots__ = ("claim", "document", "message", "rule")
+    document: Mapping[str, Any]  # (1) the parsed message, for the decision log
 
     def __init__(self, message: Any, rule: ReceiverRule, receiver: str,
                  fail_closed: str | None, record: Mapping[str, Any]) -> None:
         super().__init__(receiver, fail_closed, record)
         self.message = message
         self.rule = rule
-        self.verified: VerifiedReceipt | None = None
-        self.resolved: dict[str, ResolvedEvidence] = {}
         self.claim: ReplayClaim | None = None
+
+
+# What each step hands the next (immutable, typed; NamedTuples: a tuple's cost per
+# message, where an attrs instance costs a setattr per field).
+
+
+class _Parsed(NamedTuple):
+    """(1) → (2): the parsed message under its contract's plan, schema-valid."""
+
+    document: Mapping[str, Any]
+    plain: bool  # every part takes the fast canonical form
+    plan: _Plan
+    unverified: Receipt[Any, Any] | None  # the typed receipt under UnsafeNoProofs
+
+
+class _Verified(NamedTuple):
+    """(2) → (3): the typed receipt whose proofs, grant, audience, time and replay passed."""
+
+    parsed: _Parsed
+    receipt: Receipt[Any, Any]
+    verified: VerifiedReceipt | None  # None under UnsafeNoProofs
+    now: datetime
+
+
+class _InContext(NamedTuple):
+    """(3) → (4): the receiver-context dependencies met; evidence resolved so far."""
+
+    verified: _Verified
+    resolved: dict[str, ResolvedEvidence]
+
+
+class _WithEvidence(NamedTuple):
+    """(4) → (5): evidence resolved, digests verified, decisive claims read back."""
+
+    in_context: _InContext
+    readback: str | None
 
 
 class _Plan:
@@ -501,9 +527,9 @@ class Gate:
 
     # ------------------------------------------------------------------ steps (1)-(5)
 
-    def _parse_step(self, run: _Run) -> None:
+    def _parse_step(self, run: _Run, _: object) -> _Parsed:
         """(1) parse: limits, the contract version the message names, then its schema."""
-        document, run.plain = _parse_plain(run.message, self.limits)
+        document, plain = _parse_plain(run.message, self.limits)
         run.document = document
         named = document.get("contract")
         run.contract = _text(named)
@@ -511,54 +537,63 @@ class Gate:
         plan = self._plans.get(named) if type(named) is str else None
         if plan is None:  # the registry says why: no contract named, or an unknown one
             plan = self._plans[self.registry.for_document(document).id]
-        run.plan = plan
-        contract = run.definition = plan.contract
         run.fail_closed = plan.fail_closed
         if isinstance(self.trust, KeyRing):
-            check_schema(contract, document)  # the typed receipt comes from verification
-        else:
-            run.receipt = _structure(contract, document)
+            check_schema(plan.contract, document)  # the typed receipt comes from (2)
+            return _Parsed(document, plain, plan, None)
+        return _Parsed(document, plain, plan, _structure(plan.contract, document))
 
-    def _proofs_step(self, run: _Run) -> None:
+    def _proofs_step(self, run: _Run, parsed: _Parsed) -> _Verified:
         """(2) proofs: sender proof, grant, key validity, purpose, audience, time, replay."""
-        now = run.now = self.clock()
+        now = self.clock()
         if now.tzinfo is None:
             raise InvalidArgument("the gate's clock returned a naive datetime", code="bad-clock")
+        verified = None
         if isinstance(self.trust, KeyRing):
             # The parser's word that the document is plain covers every part the
             # proofs canonicalise.
-            verified = run.verified = _verify_receipt(
-                run.document, self.trust, now=now, contract=run.definition,
+            verified = _verify_receipt(
+                parsed.document, self.trust, now=now, contract=parsed.plan.contract,
                 audience=self.identity, require_grant=True,
-                encode=canonical_bytes_plain if run.plain else canonical_bytes,
-                valid=True, max_age=run.plan.max_age,
+                encode=canonical_bytes_plain if parsed.plain else canonical_bytes,
+                valid=True, max_age=parsed.plan.max_age,
             )
-            receipt = run.receipt = verified.receipt
+            receipt = verified.receipt
             run.sender = verified.signer.controller
         else:
-            receipt = run.receipt  # built in step (1)
+            receipt = cast("Receipt[Any, Any]", parsed.unverified)
             check_addressed(receipt.receiver, receipt.valid_until, self.identity, now)
             run.sender = receipt.sender
         run.authority = str(receipt.authority.value)
         run.trigger = receipt.counterfactual_trigger
         self._check_replay(receipt, now, run)
+        return _Verified(parsed, receipt, verified, now)
 
-    def _context_step(self, run: _Run) -> None:
+    def _context_step(self, run: _Run, verified: _Verified) -> _InContext:
         """(3) context: the contract's declared receiver-context dependencies."""
-        contract = run.definition
+        resolved: dict[str, ResolvedEvidence] = {}
+        contract = verified.parsed.plan.contract
         if contract.context:
-            self._check_context(contract, run.receipt, run.now, run.resolved)
+            self._check_context(contract, verified.receipt, verified.now, resolved)
+        return _InContext(verified, resolved)
 
-    def _evidence_step(self, run: _Run) -> None:
+    def _evidence_step(self, run: _Run, in_context: _InContext) -> _WithEvidence:
         """(4) evidence: resolve, verify digests, read decisive claims back."""
-        if self.evidence is not None:
-            run.readback = self._check_evidence(run.receipt, run.document, run.resolved, run)
+        if self.evidence is None:
+            return _WithEvidence(in_context, None)
+        verified = in_context.verified
+        readback = run.readback = self._check_evidence(
+            verified.receipt, verified.parsed.document, in_context.resolved, run)
+        return _WithEvidence(in_context, readback)
 
-    def _policy_step(self, run: _Run) -> None:
+    def _policy_step(self, run: _Run, admitted: _WithEvidence) -> None:
         """(5) policy: the receiver contract's rule over the admitted message."""
+        in_context = admitted.in_context
+        verified = in_context.verified
         ruling = run.rule(Admitted(
-            document=run.document, contract=run.definition, receipt=run.receipt,
-            verified=run.verified, evidence=run.resolved, readback=run.readback,
+            document=verified.parsed.document, contract=verified.parsed.plan.contract,
+            receipt=verified.receipt, verified=verified.verified,
+            evidence=in_context.resolved, readback=admitted.readback,
         ))
         run.settle(ruling.verdict, ruling.action, ruling.reasons, ruling.record)
 
