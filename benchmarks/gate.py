@@ -564,8 +564,9 @@ def verification_lines(revision: str | None) -> int | None:
         return total
     try:
         listing = subprocess.run(  # noqa: S603 - git, with fixed arguments
-            ["git", "-C", str(ROOT), "ls-tree",  # noqa: S607 - git from PATH, as a user runs it "-r", "--name-only", revision, "--",
-             *VERIFICATION_PATH], capture_output=True, text=True, check=True).stdout.split()
+            ["git", "-C", str(ROOT), "ls-tree", "-r", "--name-only", revision,  # noqa: S607
+             "--", *VERIFICATION_PATH],
+            capture_output=True, text=True, check=True).stdout.split()
         for name in listing:
             if name.endswith(".py"):
                 total += code_lines(subprocess.run(  # noqa: S603 - git, fixed arguments
