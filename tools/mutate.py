@@ -68,8 +68,8 @@ PROOF_TESTS = ("tests/test_proofs.py", "tests/test_hostile.py", "tests/test_keys
                "tests/test_instants.py")
 PIPELINE_TESTS = ("tests/test_gate.py", "tests/test_hostile.py", "tests/test_hostile_input.py",
                   "tests/test_receivers.py", "tests/test_carried.py")
-PARSE_TESTS = ("tests/test_compiled.py", "tests/test_json.py", "tests/test_one_path.py", "tests/test_hostile.py",
-               "tests/test_hostile_input.py", "tests/test_gate.py")
+PARSE_TESTS = ("tests/test_compiled.py", "tests/test_json.py", "tests/test_one_path.py",
+               "tests/test_hostile.py", "tests/test_hostile_input.py", "tests/test_gate.py")
 REPLAY_TESTS = ("tests/test_decision_log.py", "tests/test_replay_stores.py",
                 "tests/test_gate.py", "tests/test_instants.py")
 
