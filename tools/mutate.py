@@ -65,7 +65,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SIGNING_TESTS = ("tests/test_hostile.py", "tests/test_receipts.py", "tests/test_gate.py",
                  "tests/test_instants.py", "tests/test_sender.py")
 PROOF_TESTS = ("tests/test_proofs.py", "tests/test_hostile.py", "tests/test_keys.py",
-               "tests/test_instants.py")
+               "tests/test_instants.py", "tests/test_cryptosuites.py",
+               "tests/test_ed25519_libraries.py")
 PIPELINE_TESTS = ("tests/test_gate.py", "tests/test_hostile.py", "tests/test_hostile_input.py",
                   "tests/test_receivers.py", "tests/test_carried.py")
 PARSE_TESTS = ("tests/test_compiled.py", "tests/test_json.py", "tests/test_one_path.py",
