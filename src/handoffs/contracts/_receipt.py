@@ -6,7 +6,7 @@ import enum
 import re
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final, Generic, TypeVar
 
 import attrs
@@ -21,6 +21,7 @@ from handoffs._errors import (
     Violation,
 )
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, load_object
+from handoffs._time import format_utc, parse_utc, why_not_utc
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._fields import Interval
 
@@ -69,59 +70,26 @@ PROTECTED_MEMBERS: Final = frozenset(GOVERNANCE_FIELDS) | frozenset(ENVELOPE_MEM
 the signing layer."""
 
 _IDENT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}")
-_TIME: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
-
-
-_PARSED: dict[str, datetime] = {}
-_PARSED_LIMIT: Final = 1024
 
 
 def parse_time(text: str, *, json_path: str = "$") -> datetime:
-    """Parse an RFC 3339 UTC timestamp written with ``Z`` (the only form receipts use)."""
-    if type(text) is str:
-        found = _PARSED.get(text)  # recent results: receipts of one hour share their times
-        if found is not None:
-            return found
-    if not isinstance(text, str) or not _TIME.fullmatch(text):
-        raise MalformedJSON(
-            f"expected an RFC 3339 UTC time like 2027-01-01T00:00:00Z, got {text!r}",
-            code="bad-time", json_path=json_path,
-        )
-    try:
-        parsed = datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
-    except ValueError as exc:
-        raise MalformedJSON(f"invalid time {text!r}: {exc}", code="bad-time",
-                            json_path=json_path) from exc
-    if type(text) is str:
-        if len(_PARSED) >= _PARSED_LIMIT:
-            _PARSED.clear()
-        _PARSED[text] = parsed
+    """Parse an RFC 3339 UTC timestamp written with ``Z`` (the only form receipts use;
+    :func:`handoffs._time.parse_utc`).
+
+    Raises:
+        MalformedJSON: ``bad-time``, at ``json_path``.
+    """
+    parsed = parse_utc(text)
+    if parsed is None:
+        raise MalformedJSON(why_not_utc(text), code="bad-time", json_path=json_path)
     return parsed
-
-
-_FORMATTED: dict[datetime, str] = {}
-_FORMATTED_LIMIT: Final = 1024
 
 
 def format_time(moment: datetime) -> str:
     """Format an aware datetime as RFC 3339 UTC with ``Z`` (microseconds only if set)."""
     if moment.tzinfo is None:
         raise InvalidArgument("times must be timezone-aware")
-    cached = moment.tzinfo is UTC  # UTC has no folds: equal values are one instant
-    if cached:
-        found = _FORMATTED.get(moment)
-        if found is not None:
-            return found
-    utc = moment.astimezone(UTC)
-    text = utc.strftime("%Y-%m-%dT%H:%M:%S")
-    if utc.microsecond:
-        text += f".{utc.microsecond:06d}".rstrip("0")
-    text += "Z"
-    if cached:
-        if len(_FORMATTED) >= _FORMATTED_LIMIT:
-            _FORMATTED.clear()
-        _FORMATTED[moment] = text
-    return text
+    return format_utc(moment)
 
 
 def _ident(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
