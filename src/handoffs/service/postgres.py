@@ -13,10 +13,12 @@
 
 Guarantees:
 
-- **One statement, one transaction**: the claim of a receipt id (``INSERT … ON
-  CONFLICT DO NOTHING`` on the ``seen`` primary key) and its decision row are one
-  statement, so a replica killed at any instant leaves both or neither, and two
-  replicas racing on one id admit it at most once.
+- **One statement, one round trip per decision**: the claim of a receipt id
+  (``INSERT … ON CONFLICT DO NOTHING`` on the ``seen`` primary key), the replay check
+  (the claim's conflict) and the decision row are one statement, so a replica killed
+  at any instant leaves both or neither, and two replicas racing on one id admit it at
+  most once. A refusal is one ``INSERT`` without a claim. No query checks a pooled
+  connection before use: one that broke is discarded and the call fails closed.
 - **The store's clock**: an id is pruned only once its own ``expires`` (the receipt's
   ``valid_until``) lies more than ``retain`` before the server's ``now()``; a writer's
   clock is recorded, never trusted.
@@ -24,7 +26,16 @@ Guarantees:
   :class:`~handoffs.receivers.DecisionLogError` /
   :class:`~handoffs.receivers.ReplayStoreError` within ``timeout`` seconds, which the
   gate turns into a refusal with the reason ``log-unavailable`` or
-  ``replay-store-unavailable``; nothing is claimed.
+  ``replay-store-unavailable``. Every call has one deadline: the wait for a
+  connection and the statement share ``timeout``; the server cancels a statement
+  past it (``statement_timeout``), and a server that does not answer at all (stopped,
+  partitioned) has its connection cut by this process at the deadline. A statement
+  cut while the server was stopped may still commit when it resumes: the id is then
+  spent although the caller was told 503 (a retry is refused as a replay).
+- **Clock skew is bounded**: a claim whose ``claimed_at`` (the writer's clock) is older
+  than the server's ``now()`` minus ``retain / 2`` is refused with
+  :class:`~handoffs.receivers.DecisionLogError` code ``clock-skew``, so a writer whose
+  clock lags cannot claim an id that may already have been pruned.
 - **Versioned schema**: tables live in the ``handoffs`` schema; ``handoffs.meta``
   holds the schema version, migrations run once under an advisory lock, and a newer
   version than this code knows is refused (``log-version``).
@@ -34,9 +45,13 @@ Needs the ``postgres`` extra (``psycopg`` 3 and ``psycopg-pool``).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import os
+import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -123,17 +138,23 @@ _REASONS: Final = """
             unnest(%(codes)s::text[], %(steps)s::smallint[]) AS r (code, step)
     )
 """
-# The claim and the decision row in one statement (one transaction, one round trip).
+# Pruning, the skew check, the claim (replay detection) and the decision row in one
+# statement (one transaction, one round trip).
 _RECORD: Final = f"""
-WITH claim AS (
+WITH pruned AS (
+    DELETE FROM handoffs.seen
+    WHERE %(prune)s::boolean AND expires < now() - %(retain)s::interval
+),
+fresh AS (SELECT %(claimed_at)s::timestamptz >= now() - %(skew)s::interval AS ok),
+claim AS (
     INSERT INTO handoffs.seen (receipt_id, first_seen, expires, pid)
-    VALUES (%(claim)s, %(claimed_at)s, %(expires)s, %(pid)s)
+    SELECT %(claim)s, %(claimed_at)s, %(expires)s, %(pid)s FROM fresh WHERE fresh.ok
     ON CONFLICT (receipt_id) DO NOTHING
     RETURNING receipt_id
 ),
 drow AS ({_ROW} WHERE EXISTS (SELECT 1 FROM claim) RETURNING seq),
 {_REASONS}
-SELECT count(*) FROM claim
+SELECT (SELECT count(*) FROM claim), (SELECT ok FROM fresh)
 """
 _APPEND: Final = f"""
 WITH drow AS ({_ROW} RETURNING seq),
@@ -145,6 +166,75 @@ INSERT INTO handoffs.seen (receipt_id, first_seen, expires, pid)
 VALUES (%s, %s, %s, %s) ON CONFLICT (receipt_id) DO NOTHING
 """
 _PRUNE: Final = "DELETE FROM handoffs.seen WHERE expires < now() - %s::interval"
+
+
+class _Watchdog:
+    """One thread per process that cuts the connection of a call past its deadline.
+
+    ``statement_timeout`` cancels a slow statement on a server that runs; a server
+    that does not run (stopped, partitioned) answers nothing, so the socket is shut
+    down here and the waiting call fails with an error at once.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._due: list[tuple[float, int]] = []
+        self._active: dict[int, Any] = {}
+        self._ticket = itertools.count()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def watch(self, deadline: float, conn: Any) -> int:
+        """Cut ``conn`` at ``deadline`` (monotonic) unless :meth:`done` is called first."""
+        ticket = next(self._ticket)
+        with self._cond:
+            if self._thread is None or self._pid != os.getpid():
+                self._due, self._active, self._pid = [], {}, os.getpid()
+                self._thread = threading.Thread(target=self._loop, name="handoffs-pg-deadline",
+                                                daemon=True)
+                self._thread.start()
+            self._active[ticket] = conn
+            heapq.heappush(self._due, (deadline, ticket))
+            if self._due[0][1] == ticket:
+                self._cond.notify()
+        return ticket
+
+    def done(self, ticket: int) -> None:
+        """The call finished in time."""
+        with self._cond:
+            self._active.pop(ticket, None)
+
+    def _loop(self) -> None:
+        with self._cond:
+            while True:
+                while self._due and self._due[0][1] not in self._active:
+                    heapq.heappop(self._due)
+                if not self._due:
+                    self._cond.wait()
+                    continue
+                wait = self._due[0][0] - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                _, ticket = heapq.heappop(self._due)
+                _cut(self._active.pop(ticket))
+
+
+def _cut(conn: Any) -> None:
+    """Shut the connection's socket down (the blocked call then fails at once)."""
+    try:
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+    except Exception:  # already closed: nothing to cut
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
+_WATCHDOG: Final = _Watchdog()
 
 
 def _stamp(moment: datetime | None) -> str | None:
@@ -179,7 +269,8 @@ class PostgresDecisionLog:
         retain: how long past its own ``valid_until`` (by the server's clock) an id
             is kept; it bounds how far behind a writer's clock may run.
         prune_every: prune expired ids once every this many claims of this process.
-        timeout: seconds a call waits for a connection before failing closed.
+        timeout: seconds a call may take in all (waiting for a connection, connecting
+            and running its statement) before failing closed.
         pool_size: the most connections this process opens.
 
     Raises:
@@ -254,11 +345,19 @@ class PostgresDecisionLog:
             if self._pool is None or self._pid != os.getpid():
                 from psycopg_pool import ConnectionPool
 
+                millis = max(1, round(self.timeout * 1000))
+                # No check query per checkout: a broken connection fails its call
+                # (closed) and the pool replaces it. libpq's connect timeout is whole
+                # seconds (at least 2); the call's deadline bounds the wait anyway.
                 self._pool = ConnectionPool(
                     self.url, min_size=1, max_size=self.pool_size, open=False,
-                    kwargs={"autocommit": True, "connect_timeout": max(1, int(self.timeout))},
-                    check=ConnectionPool.check_connection, timeout=self.timeout,
-                    reconnect_timeout=max(self.timeout, 30.0), name="handoffs",
+                    kwargs={"autocommit": True,
+                            "connect_timeout": max(2, int(self.timeout + 0.999)),
+                            "options": f"-c statement_timeout={millis} "
+                                       f"-c idle_in_transaction_session_timeout={millis} "
+                                       f"-c lock_timeout={millis}"},
+                    timeout=self.timeout, reconnect_timeout=max(self.timeout, 30.0),
+                    name="handoffs",
                 )
                 self._pool.open(wait=False)
                 self._pid, self._migrated, self._writes = os.getpid(), False, 0
@@ -268,11 +367,16 @@ class PostgresDecisionLog:
         import psycopg
         import psycopg_pool
 
+        deadline = time.monotonic() + self.timeout
         try:
-            with self._connections().connection() as conn:
-                if not self._migrated:
-                    self._migrate(conn)
-                return body(conn)
+            with self._connections().connection(timeout=self.timeout) as conn:
+                ticket = _WATCHDOG.watch(deadline, conn)
+                try:
+                    if not self._migrated:
+                        self._migrate(conn)
+                    return body(conn)
+                finally:
+                    _WATCHDOG.done(ticket)
         except DecisionLogError:
             raise
         except (psycopg.Error, psycopg_pool.PoolTimeout, OSError) as exc:
@@ -361,19 +465,25 @@ class PostgresDecisionLog:
 
         Raises:
             DecisionLogError: nothing was written (or, if the connection broke during
-                the commit, it cannot be known; a retry then finds the id claimed).
+                the commit, it cannot be known; a retry then finds the id claimed);
+                code ``clock-skew`` when ``claim.claimed_at`` is older than the
+                server's ``now()`` minus ``retain / 2``.
         """
         params = self._params(decision, digest=digest, message_bytes=message_bytes,
                               message=message, decided_at=decided_at)
+        self._writes += 1
         params.update(claim=claim.receipt_id, claimed_at=claim.claimed_at,
-                      expires=claim.expires)
-
-        def body(conn: psycopg.Connection[Any]) -> bool:
-            self._maybe_prune(conn)
-            row = conn.execute(_RECORD, params).fetchone()
-            return bool(row and row[0])
-
-        return self._run(body, what="record a decision")
+                      expires=claim.expires, retain=self.retain, skew=self.retain / 2,
+                      prune=self._writes % self.prune_every == 0)
+        row = self._run(lambda conn: conn.execute(_RECORD, params).fetchone(),
+                        what="record a decision")
+        if row is not None and not row[1]:
+            raise DecisionLogError(
+                f"the claim of receipt {claim.receipt_id} was made at "
+                f"{_stamp(claim.claimed_at)} by this process's clock, more than "
+                f"retain/2 = {self.retain / 2} before the store's clock: this clock lags",
+                code="clock-skew")
+        return bool(row and row[0])
 
     # ------------------------------------------------------------ replay store
 
