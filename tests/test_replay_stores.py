@@ -201,6 +201,28 @@ def test_kill_9_burns_no_genuine_id_in_forty_kills(store_url: str, tmp_path: Pat
     _kill_loop(store_url, tmp_path, receipts=400, kills=40)
 
 
+def test_a_locked_sqlite_file_fails_closed_within_its_timeout(tmp_path: Path) -> None:
+    """Another process holds the write lock: each call gives up at its deadline."""
+    from serve_world import receipt
+
+    path = tmp_path / "decisions.sqlite"
+    log = open_log(str(path), busy_timeout=0.3, retain=timedelta(hours=1))
+    gate = WORLD.gate(log=log, replay=log, clock=lambda: datetime.now(UTC))
+    genuine = receipt("routine-01")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        locked = strict(gate).receive(genuine)
+        with pytest.raises(DecisionLogError, match="locked"):
+            log.ping()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert (locked.admitted, codes(locked)[-1]) == (False, "log-unavailable")
+    assert strict(gate).receive(genuine).admitted  # nothing was claimed
+    log.close()
+
+
 # ------------------------------------------------------------------ PostgreSQL only
 
 
