@@ -264,7 +264,7 @@ def test_a_newer_schema_is_refused(postgres: PostgresServer) -> None:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        assert conn.execute("SELECT value FROM handoffs.meta").fetchone() == ("1",)
+        assert conn.execute("SELECT value FROM handoffs.meta").fetchone() == ("2",)
         conn.execute("UPDATE handoffs.meta SET value = '99'")
     with pytest.raises(DecisionLogError, match="schema version '99'") as info, \
             open_log(url) as log:

@@ -27,6 +27,8 @@ from stores import PostgresServer, free_port
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
+JSON = {"Content-Type": "application/json"}
+
 
 def metric(text: str, name: str) -> float:
     """The value of one unlabelled sample (or the sum over a family's labels)."""
@@ -121,9 +123,10 @@ def test_contracts_import_from_the_working_directory(tmp_path: Path,
 
 
 def test_one_service_on_sqlite(tmp_path: Path, evidence: str) -> None:
-    config = write_config(tmp_path, store="decisions.sqlite", evidence=evidence, readback=1)
+    config = write_config(tmp_path, store="decisions.sqlite", evidence=evidence, readback=1,
+                          extra="log_decisions = true\n")
     genuine = receipt("routine-01")
-    with serving(config) as served, httpx.Client(base_url=served.url, timeout=30) as client:
+    with serving(config) as served, httpx.Client(base_url=served.url, timeout=30, headers=JSON) as client:
         assert client.get("/healthz").json() == {"status": "ok"}
         assert client.get("/readyz").status_code == 200
         first = client.post("/receipts", content=genuine)
@@ -168,25 +171,33 @@ def test_a_store_that_does_not_answer_gives_503(tmp_path: Path) -> None:
     pytest.importorskip("psycopg")
     url = f"postgresql://postgres@127.0.0.1:{free_port()}/none"
     config = write_config(tmp_path, store=url, evidence=None)
-    with serving(config) as served, httpx.Client(base_url=served.url, timeout=30) as client:
+    with serving(config) as served, httpx.Client(base_url=served.url, timeout=30, headers=JSON) as client:
         assert client.get("/healthz").status_code == 200
         ready = client.get("/readyz")
-        assert (ready.status_code, ready.json()["status"]) == (503, "unavailable")
+        assert (ready.status_code, ready.json()) == (
+            503, {"status": "unavailable", "reason": "store unavailable"})
         refused = client.post("/receipts", content=receipt())
         assert (refused.status_code, refused.headers["retry-after"]) == (503, "1")
-        assert [r["code"] for r in refused.json()["reasons"]] == ["log-unavailable"]
+        assert refused.json()["reasons"][-1] == {
+            "code": "log-unavailable", "message": "store unavailable", "step": 3,
+            "json_path": "$"}
+        port = url.split(":")[-1].split("/")[0]
+        assert port not in ready.text + refused.text  # the details only in the log
+        assert port in str(served.events("store-unavailable", wait=5)[0]["reasons"])
+        assert port in served.events("not-ready", wait=5)[0]["detail"]
         text = client.get("/metrics").text
         assert metric(text, "handoffs_store_unavailable_total") == 1
 
 
 def test_graceful_shutdown_finishes_the_request_in_flight(tmp_path: Path, evidence: str) -> None:
-    config = write_config(tmp_path, store="decisions.sqlite", evidence=evidence)
+    config = write_config(tmp_path, store="decisions.sqlite", evidence=evidence,
+                          extra="log_decisions = true\n")
     answers: list[httpx.Response] = []
     with serving(config) as served:
         set_evidence_delay(1.5)
         try:
             def send() -> None:
-                with httpx.Client(timeout=30) as client:
+                with httpx.Client(timeout=30, headers=JSON) as client:
                     answers.append(client.post(served.url + "/receipts", content=receipt()))
 
             sender = threading.Thread(target=send)
@@ -210,7 +221,7 @@ def test_replicas_on_one_postgresql_admit_a_receipt_once(
         statuses: list[int] = []
 
         def blast(base: str) -> None:
-            with httpx.Client(base_url=base, timeout=30) as client:
+            with httpx.Client(base_url=base, timeout=30, headers=JSON) as client:
                 statuses.extend(client.post("/receipts", content=m).status_code
                                 for m in genuine)
 

@@ -241,6 +241,8 @@ class SQLiteDecisionLog:
         retain: how long past its own ``valid_until`` (by the store's clock) an id
             is kept; it bounds how far behind a writer's clock may run.
         prune_every: prune expired ids once every this many claims of this process.
+        refused_retain: how long refused decision rows are kept (by the store's
+            clock; pruned every ``prune_every`` appends); ``None``: forever.
 
     Raises:
         DecisionLogError: the file cannot be opened or has an unknown schema version.
@@ -254,7 +256,13 @@ class SQLiteDecisionLog:
         busy_timeout: float = 30.0,
         retain: timedelta = DEFAULT_RETAIN,
         prune_every: int = DEFAULT_PRUNE_EVERY,
+        refused_retain: timedelta | None = None,
     ) -> None:
+        if refused_retain is not None and (not isinstance(refused_retain, timedelta)
+                                           or refused_retain <= timedelta(0)):
+            raise InvalidArgument(
+                f"refused_retain must be a positive timedelta, got {refused_retain!r}")
+        self.refused_retain = refused_retain
         if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float) or (
             busy_timeout <= 0
         ):
@@ -277,7 +285,7 @@ class SQLiteDecisionLog:
     def __getstate__(self) -> dict[str, Any]:
         return {"path": self.path, "keep_messages": self.keep_messages,
                 "busy_timeout": self.busy_timeout, "retain": self.retain,
-                "prune_every": self.prune_every}
+                "prune_every": self.prune_every, "refused_retain": self.refused_retain}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["path"], **{k: v for k, v in state.items()  # type: ignore[misc]
@@ -404,7 +412,23 @@ class SQLiteDecisionLog:
         """
         insert = self._inserter(decision, digest=digest, message_bytes=message_bytes,
                                 message=message, decided_at=decided_at)
-        self._write(insert, what="append a decision")
+
+        def body(conn: sqlite3.Connection) -> None:
+            self._writes += 1
+            if self.refused_retain is not None and self._writes % self.prune_every == 0:
+                self._prune_refused(conn, self.refused_retain)
+            insert(conn)
+
+        self._write(body, what="append a decision")
+
+    @staticmethod
+    def _prune_refused(conn: sqlite3.Connection, retain: timedelta) -> None:
+        """Forget refused rows recorded more than ``retain`` ago (store clock)."""
+        old = ("SELECT seq FROM decisions WHERE verdict = 'REJECT' AND recorded_at < "
+               "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)")
+        since = (f"-{retain.total_seconds():.6f} seconds",)
+        conn.execute(f"DELETE FROM decision_reasons WHERE decision IN ({old})", since)
+        conn.execute(f"DELETE FROM decisions WHERE seq IN ({old})", since)
 
     def record(
         self,

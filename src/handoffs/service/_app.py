@@ -2,24 +2,36 @@
 
 Endpoints:
 
-- ``POST /receipts``: the body is the receipt's bytes as sent. The answer is the
-  :class:`~handoffs.receivers.Decision` as JSON with status **200** when admitted
-  (``ACCEPT`` or ``ESCALATE``), **422** when refused, **503** (with ``Retry-After``)
-  when refused because the store did not answer (nothing was claimed: sending the
-  same bytes again is safe), **413** when the body exceeds ``max_body_bytes`` (refused
-  before parsing; no decision).
+- ``POST /receipts``: the body is the receipt's bytes as sent, with ``Content-Type:
+  application/json``. The answer is the :class:`~handoffs.receivers.Decision` as JSON
+  with status **200** when admitted (``ACCEPT`` or ``ESCALATE``), **422** when refused,
+  **503** (with ``Retry-After``) when refused because the store did not answer (nothing
+  was claimed: sending the same bytes again is safe; the answer says only "store
+  unavailable", the details go to the log). Before the gate, without a decision:
+  **401** without a valid bearer token (when callers are configured), **403** for a
+  caller not bound to this receiver, **429** over the caller's rate, **415** for a body
+  that is not declared JSON, **413** above ``max_body_bytes``, **408** when the body
+  is not sent within ``body_timeout``.
 - ``GET /healthz``: 200 while the process serves.
-- ``GET /readyz``: 200 when the store answers, 503 otherwise or while shutting down.
+- ``GET /readyz``: 200 when the store answers, 503 ("store unavailable") otherwise or
+  while shutting down.
 - ``GET /metrics``: the boundary metrics in Prometheus text format.
 
-Each decision is one JSON log line (logger ``handoffs.service``).
+The gate runs on a thread pool (its store call blocks for up to the store's timeout;
+the event loop keeps answering meanwhile). A JSON log line per decision only with
+``log_decisions``: the store holds every decision.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import hmac
 import json
 import logging
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
 from handoffs._json import JSONLimits, dumps
@@ -28,7 +40,7 @@ from handoffs.receivers._decision import Decision
 from handoffs.receivers._gate import Gate
 from handoffs.receivers._receivers import StrictContractReceiver
 from handoffs.receivers._services import HTTPEvidenceResolver, InMemoryPolicyService, Readback
-from handoffs.service._config import ConfigError, ServiceConfig
+from handoffs.service._config import Caller, ConfigError, ServiceConfig
 from handoffs.service._metrics import STORE_DOWN_CODES, BoundaryMetrics
 from handoffs.service._store import DecisionStore, open_store
 
@@ -41,6 +53,8 @@ __all__ = ["Service", "create_app"]
 
 LOG: Final = logging.getLogger("handoffs.service")
 RECEIPTS_PATH: Final = "/receipts"
+STORE_UNAVAILABLE: Final = "store unavailable"
+"""What answers say when the store did not answer (its address stays in the log)."""
 
 
 def _event(event: str, **fields: Any) -> None:
@@ -70,8 +84,9 @@ class Service:
             *(entry.roles for entry in ring.for_controller(config.identity)))
         self.store = store if store is not None else open_store(
             config.store_url, keep_messages=config.keep_messages, retain=config.retain,
+            refused_retain=config.refused_retain,
             **({"timeout": config.store_timeout, "pool_size": config.pool_size}
-               if "://" in config.store_url else {}),
+               if "://" in config.store_url else {"busy_timeout": config.store_timeout}),
         )
         options: dict[str, Any] = {}
         versions = {**dict.fromkeys(config.policy_superseded, False),
@@ -89,30 +104,82 @@ class Service:
         self.receiver = StrictContractReceiver(self.gate)
         self.metrics = BoundaryMetrics(otel=config.otel)
         self.stopping = False
+        self.callers = {caller.token_sha256: caller for caller in config.callers}
+        self.clock: Callable[[], float] = time.monotonic
+        self._buckets: dict[str, tuple[float, float]] = {}
 
     def decide(self, body: bytes) -> Decision:
-        """Gate ``body``, count it and log it (runs in a worker thread)."""
+        """Gate ``body`` and count it (runs in a worker thread)."""
         with self.metrics.span(self.receiver.name) as attributes:
             started = time.perf_counter()
             decision = self.receiver.receive(body)
             seconds = time.perf_counter() - started
             attributes.update(self.metrics.observe(decision, message_bytes=len(body),
                                                    seconds=seconds))
-        _event("decision", receipt_id=decision.receipt_id, contract=decision.contract,
-               verdict=decision.verdict.value, action=decision.action,
-               step=int(decision.step), reasons=[r.code for r in decision.reasons],
-               status=status_of(decision), bytes=len(body), ms=round(seconds * 1000, 3))
+        status = status_of(decision)
+        if status == 503:  # the details (the store's address) only here
+            LOG.warning("store-unavailable", extra={"fields": {
+                "receipt_id": decision.receipt_id,
+                "reasons": [r.message for r in decision.reasons
+                            if r.code in STORE_DOWN_CODES]}})
+        if self.config.log_decisions:
+            _event("decision", receipt_id=decision.receipt_id, contract=decision.contract,
+                   verdict=decision.verdict.value, action=decision.action,
+                   step=int(decision.step), reasons=[r.code for r in decision.reasons],
+                   status=status, bytes=len(body), ms=round(seconds * 1000, 3))
         return decision
 
     def ready(self) -> str | None:
-        """None when ready, else why not."""
+        """None when ready, else why not (the store's details go to the log only)."""
         if self.stopping:
             return "shutting down"
         try:
             self.store.ping()
         except Exception as exc:  # any failure means "not ready"
-            return str(exc)
+            LOG.warning("not-ready", extra={"fields": {"detail": str(exc)}})
+            return STORE_UNAVAILABLE
         return None
+
+    def caller(self, authorization: str | None) -> Caller | None:
+        """The caller whose bearer token this ``Authorization`` header carries."""
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        digest = hashlib.sha256(token.strip().encode()).hexdigest()
+        found = None
+        for known, caller in self.callers.items():  # every one, in constant time each
+            if hmac.compare_digest(known, digest):
+                found = caller
+        return found
+
+    def admit_rate(self, caller: Caller) -> float:
+        """0 when ``caller`` may send one more receipt now, else seconds to wait."""
+        if caller.rate is None:
+            return 0.0
+        now = self.clock()
+        tokens, then = self._buckets.get(caller.name, (float(caller.burst), now))
+        tokens = min(float(caller.burst), tokens + (now - then) * caller.rate)
+        if tokens < 1:
+            self._buckets[caller.name] = (tokens, now)
+            return (1 - tokens) / caller.rate
+        self._buckets[caller.name] = (tokens - 1, now)
+        return 0.0
+
+
+def answer_of(decision: Decision) -> dict[str, Any]:
+    """The decision as answered: a store failure's reason says only "store unavailable"."""
+    document = decision.to_json()
+    if any(reason.code in STORE_DOWN_CODES for reason in decision.reasons):
+        document["reasons"] = [
+            {**reason, "message": STORE_UNAVAILABLE} if reason.get("code") in STORE_DOWN_CODES
+            else reason for reason in document["reasons"]]
+    return document
+
+
+def _is_json(content_type: str | None) -> bool:
+    media = (content_type or "").partition(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/")
+                                            and media.endswith("+json"))
 
 
 def status_of(decision: Decision) -> int:
@@ -127,24 +194,38 @@ def status_of(decision: Decision) -> int:
 def create_app(service: Service) -> Starlette:
     """The Starlette application serving ``service``."""
     from starlette.applications import Starlette
-    from starlette.concurrency import run_in_threadpool
     from starlette.responses import Response
     from starlette.routing import Route
 
-    def json_response(content: Any, status_code: int = 200) -> Response:
+    def json_response(content: Any, status_code: int = 200,
+                      headers: dict[str, str] | None = None) -> Response:
         """JSON with a final newline (for curl and line-oriented clients)."""
-        return Response(dumps(content) + "\n", status_code=status_code,
+        return Response(dumps(content) + "\n", status_code=status_code, headers=headers,
                         media_type="application/json")
 
-    limit = service.config.max_body_bytes
+    config = service.config
+    limit = config.max_body_bytes
+    # The gate and the store block (up to the store's timeout): a thread per call in
+    # flight, so that a stalled store never stalls the event loop.
+    executor = ThreadPoolExecutor(max_workers=max(8, 4 * config.pool_size),
+                                  thread_name_prefix="handoffs-gate")
+
+    def refused(status: int, error: str, message: str, *,
+                headers: dict[str, str] | None = None) -> Response:
+        service.metrics.refused_requests.labels(reason=error).inc()
+        if config.log_decisions:
+            _event("refused-before-parsing", reason=error, status=status)
+        return json_response({"error": error, "message": message}, status, headers)
 
     def too_large(size: int | None) -> Response:
         service.metrics.oversize.inc()
-        _event("refused-before-parsing", reason="too-large", limit=limit, bytes=size)
+        if config.log_decisions:
+            _event("refused-before-parsing", reason="too-large", limit=limit, bytes=size)
         return json_response({"error": "too-large", "limit": limit,
-                             "message": f"the body exceeds {limit} bytes"}, status_code=413)
+                             "message": f"the body exceeds {limit} bytes"}, status_code=413,
+                             headers={"Connection": "close"})
 
-    async def receipts(request: Request) -> Response:
+    async def read_body(request: Request) -> bytes | Response:
         declared = request.headers.get("content-length")
         if declared is not None:
             if not declared.isdigit():
@@ -152,21 +233,56 @@ def create_app(service: Service) -> Starlette:
             if int(declared) > limit:
                 return too_large(int(declared))
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                return too_large(None)
-        decision = await run_in_threadpool(service.decide, bytes(body))
+        try:
+            async with asyncio.timeout(config.body_timeout):
+                async for chunk in request.stream():
+                    body += chunk
+                    if len(body) > limit:
+                        return too_large(None)
+        except TimeoutError:
+            return refused(408, "body-timeout",
+                           f"the body was not sent within {config.body_timeout:g} s",
+                           headers={"Connection": "close"})
+        return bytes(body)
+
+    def authorise(request: Request) -> Response | None:
+        if not service.callers:
+            return None
+        caller = service.caller(request.headers.get("authorization"))
+        if caller is None:
+            return refused(401, "unauthenticated", "a valid bearer token is required",
+                           headers={"WWW-Authenticate": 'Bearer realm="handoffs"'})
+        if config.identity not in caller.receivers:
+            return refused(403, "forbidden", f"caller {caller.name!r} may not decide for "
+                           f"receiver {config.identity!r}")
+        wait = service.admit_rate(caller)
+        if wait > 0:
+            return refused(429, "rate-limited", f"caller {caller.name!r} is over its rate",
+                           headers={"Retry-After": str(max(1, round(wait + 0.5)))})
+        return None
+
+    async def receipts(request: Request) -> Response:
+        denied = authorise(request)
+        if denied is not None:
+            return denied
+        if not _is_json(request.headers.get("content-type")):
+            return refused(415, "unsupported-media-type",
+                           "the body must be declared Content-Type: application/json")
+        body = await read_body(request)
+        if isinstance(body, Response):
+            return body
+        decision = await asyncio.get_running_loop().run_in_executor(
+            executor, service.decide, body)
         status = status_of(decision)
         headers = {"Retry-After": "1"} if status == 503 else None
-        return Response(dumps(decision.to_json()) + "\n", status_code=status, headers=headers,
-                        media_type="application/json")
+        return Response(dumps(answer_of(decision)) + "\n", status_code=status,
+                        headers=headers, media_type="application/json")
 
     async def healthz(_: Request) -> Response:
         return json_response({"status": "ok"})
 
     async def readyz(_: Request) -> Response:
-        why = await run_in_threadpool(service.ready)
+        why = await asyncio.get_running_loop().run_in_executor(executor, service.ready)
         if why is None:
             return json_response({"status": "ready"})
         return json_response({"status": "unavailable", "reason": why}, status_code=503)

@@ -76,7 +76,7 @@ __all__ = ["SCHEMA_VERSION", "PostgresDecisionLog"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION: Final = "1"
+SCHEMA_VERSION: Final = "2"
 # An arbitrary constant: the advisory lock that serialises migrations across replicas.
 _MIGRATION_LOCK: Final = 0x68616E64
 
@@ -119,6 +119,10 @@ CREATE TABLE handoffs.seen (
 );
 CREATE INDEX seen_expires ON handoffs.seen (expires);
 """,
+    # Version 2: refused rows are pruned by age (``refused_retain``).
+    2: """
+CREATE INDEX decisions_refused ON handoffs.decisions (recorded_at) WHERE verdict = 'REJECT';
+""",
 }
 
 _ROW: Final = """
@@ -156,8 +160,18 @@ drow AS ({_ROW} WHERE EXISTS (SELECT 1 FROM claim) RETURNING seq),
 {_REASONS}
 SELECT (SELECT count(*) FROM claim), (SELECT ok FROM fresh)
 """
+# A refusal: its row, and (every ``prune_every`` writes) refused rows past
+# ``refused_retain`` by the server's clock forgotten, in one statement.
 _APPEND: Final = f"""
-WITH drow AS ({_ROW} RETURNING seq),
+WITH old AS (
+    SELECT seq FROM handoffs.decisions
+    WHERE %(prune)s::boolean AND %(refused_retain)s::interval IS NOT NULL
+        AND verdict = 'REJECT' AND recorded_at < now() - %(refused_retain)s::interval
+    LIMIT 10000
+),
+old_reasons AS (DELETE FROM handoffs.decision_reasons WHERE decision IN (SELECT seq FROM old)),
+old_rows AS (DELETE FROM handoffs.decisions WHERE seq IN (SELECT seq FROM old)),
+drow AS ({_ROW} RETURNING seq),
 {_REASONS}
 SELECT count(*) FROM drow
 """
@@ -272,6 +286,8 @@ class PostgresDecisionLog:
         timeout: seconds a call may take in all (waiting for a connection, connecting
             and running its statement) before failing closed.
         pool_size: the most connections this process opens.
+        refused_retain: how long refused decision rows are kept (by the server's
+            clock; pruned every ``prune_every`` writes); ``None``: forever.
 
     Raises:
         DecisionLogError: ``psycopg`` is not installed, or an option is bad.
@@ -286,6 +302,7 @@ class PostgresDecisionLog:
         prune_every: int = DEFAULT_PRUNE_EVERY,
         timeout: float = 5.0,
         pool_size: int = 8,
+        refused_retain: timedelta | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
             raise InvalidArgument(f"a PostgreSQL URL starts with postgresql://, got {url!r}")
@@ -307,6 +324,11 @@ class PostgresDecisionLog:
         self.prune_every = prune_every
         self.timeout = float(timeout)
         self.pool_size = pool_size
+        if refused_retain is not None and (not isinstance(refused_retain, timedelta)
+                                           or refused_retain <= timedelta(0)):
+            raise InvalidArgument(
+                f"refused_retain must be a positive timedelta, got {refused_retain!r}")
+        self.refused_retain = refused_retain
         self.where = _redact(url)
         self._lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] | None = None
@@ -322,7 +344,7 @@ class PostgresDecisionLog:
     def __getstate__(self) -> dict[str, Any]:
         return {"url": self.url, "keep_messages": self.keep_messages, "retain": self.retain,
                 "prune_every": self.prune_every, "timeout": self.timeout,
-                "pool_size": self.pool_size}
+                "pool_size": self.pool_size, "refused_retain": self.refused_retain}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state)  # type: ignore[misc]
@@ -447,6 +469,9 @@ class PostgresDecisionLog:
         """
         params = self._params(decision, digest=digest, message_bytes=message_bytes,
                               message=message, decided_at=decided_at)
+        self._writes += 1
+        params.update(prune=self._writes % self.prune_every == 0,
+                      refused_retain=self.refused_retain)
         self._run(lambda conn: conn.execute(_APPEND, params), what="append a decision")
 
     def record(
