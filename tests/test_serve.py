@@ -303,3 +303,146 @@ def test_importing_the_service_loads_no_optional_library() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=60, check=True)
     assert json_module.loads(done.stdout) == []
+
+
+# ------------------------------------------------------ callers, limits, faults
+
+TOKEN, OTHER_TOKEN = "s3cret-case-owner-token", "s3cret-other-receiver-token"
+
+
+def _callers(rate: str = "") -> str:
+    import hashlib
+
+    def digest(token: str) -> str:
+        return hashlib.sha256(token.encode()).hexdigest()
+
+    return (f'\n[[auth.callers]]\nname = "payments"\ntoken_sha256 = "{digest(TOKEN)}"\n'
+            f'receivers = ["case-owner"]\n{rate}'
+            f'\n[[auth.callers]]\nname = "elsewhere"\ntoken_sha256 = "{digest(OTHER_TOKEN)}"\n'
+            'receivers = ["someone-else"]\n')
+
+
+def test_callers_are_authenticated_and_bound_to_the_receiver(tmp_path: Path,
+                                                             evidence: str) -> None:
+    config = write_config(tmp_path, store="decisions.sqlite", evidence=evidence,
+                          extra=_callers('rate = 0.001\nburst = 2\n'))
+    genuine = receipt("routine-01")
+    with serving(config) as served, httpx.Client(base_url=served.url, timeout=30,
+                                                 headers=JSON) as client:
+        anonymous = client.post("/receipts", content=genuine)
+        assert (anonymous.status_code, anonymous.json()["error"]) == (401, "unauthenticated")
+        assert anonymous.headers["www-authenticate"].startswith("Bearer")
+        wrong = client.post("/receipts", content=genuine,
+                            headers={"Authorization": f"Bearer {TOKEN}x"})
+        assert (wrong.status_code, wrong.json()["error"]) == (401, "unauthenticated")
+        other = client.post("/receipts", content=genuine,
+                            headers={"Authorization": f"Bearer {OTHER_TOKEN}"})
+        assert (other.status_code, other.json()["error"]) == (403, "forbidden")
+        # None of these reached the gate: the genuine receipt's id is still unspent.
+        owner = {"Authorization": f"Bearer {TOKEN}"}
+        first = client.post("/receipts", content=genuine, headers=owner)
+        assert (first.status_code, first.json()["verdict"]) == (200, "ACCEPT")
+        again = client.post("/receipts", content=genuine, headers=owner)
+        assert [r["code"] for r in again.json()["reasons"]] == ["replayed"]
+        # Burst 2, then 0.001 receipts per second: the third is over the rate.
+        limited = client.post("/receipts", content=genuine, headers=owner)
+        assert (limited.status_code, limited.json()["error"]) == (429, "rate-limited")
+        assert int(limited.headers["retry-after"]) >= 1
+        text = client.get("/metrics").text
+        assert metric(text, "handoffs_decisions_total") == 2
+        assert metric(text, 'handoffs_refused_requests_total{reason="unauthenticated"}') == 2
+        assert metric(text, 'handoffs_refused_requests_total{reason="forbidden"}') == 1
+        assert metric(text, 'handoffs_refused_requests_total{reason="rate-limited"}') == 1
+
+
+def test_only_json_bodies_are_gated(tmp_path: Path, evidence: str) -> None:
+    config = write_config(tmp_path, store="decisions.sqlite", evidence=evidence)
+    genuine = receipt("routine-01")
+    with serving(config) as served, httpx.Client(base_url=served.url, timeout=30) as client:
+        for content_type in (None, "text/plain", "application/x-www-form-urlencoded"):
+            headers = {"Content-Type": content_type} if content_type else {}
+            answer = client.post("/receipts", content=genuine, headers=headers)
+            assert (answer.status_code, answer.json()["error"]) == (
+                415, "unsupported-media-type")
+        for content_type in ("application/json; charset=utf-8", "application/receipt+json"):
+            answer = client.post("/receipts", content=b"{oops",
+                                 headers={"Content-Type": content_type})
+            assert answer.status_code == 422
+        admitted = client.post("/receipts", content=genuine, headers=JSON)
+        assert admitted.status_code == 200  # the refused posts spent nothing
+
+
+def test_a_body_not_sent_in_time_is_refused_and_the_connection_closed(tmp_path: Path) -> None:
+    import socket
+
+    config = write_config(tmp_path, store="decisions.sqlite", evidence=None,
+                          extra="body_timeout = 0.5\n")
+    with serving(config) as served, socket.create_connection(("127.0.0.1", served.port),
+                                                             timeout=30) as sock:
+        sock.sendall(b"POST /receipts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                     b"\r\nContent-Length: 1000\r\n\r\n{\"half\":")
+        answer = b""
+        while chunk := sock.recv(65536):  # read to the end: the server closes
+            answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408 ")
+        assert b'"error":"body-timeout"' in body
+
+
+def test_serve_binds_beyond_loopback_only_with_auth_or_insecure(tmp_path: Path) -> None:
+    import subprocess
+
+    from serve_world import HANDOFFS
+
+    config = write_config(tmp_path, store="decisions.sqlite", evidence=None)
+    refused = subprocess.run([HANDOFFS, "serve", "--config", str(config), "--host", "0.0.0.0"],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 2
+    assert "refusing to listen on 0.0.0.0 without authentication" in refused.stderr
+    with serving(config, args=("--host", "0.0.0.0", "--insecure")) as served:
+        assert served.events("insecure", wait=5)
+    authenticated = write_config(tmp_path, store="decisions.sqlite", evidence=None,
+                                 extra=_callers())
+    with serving(authenticated, args=("--host", "0.0.0.0")) as served:
+        assert served.events("listening")[0]["authenticated"] is True
+
+
+def test_a_stalled_postgresql_answers_503_and_admits_nothing(
+    tmp_path: Path, postgres: PostgresServer, evidence: str
+) -> None:
+    """Every server process stopped (SIGSTOP): each request and /readyz answer 503
+    (the store's timeout cuts the call); nothing is admitted; after the thaw, all is well.
+    """
+    url = postgres.create_database("stall_http")
+    config = write_config(tmp_path, store=url, evidence=evidence)  # store timeout: 2 s
+    genuine = [receipt(case) for case in ("routine-01", "value-01", "policy-01")]
+    with serving(config) as served, httpx.Client(base_url=served.url, timeout=60,
+                                                 headers=JSON) as client:
+        assert client.get("/readyz").status_code == 200
+        answers: list[httpx.Response] = []
+        with postgres.stalled():
+            def send(message: bytes) -> None:
+                with httpx.Client(timeout=60, headers=JSON) as own:
+                    answers.append(own.post(served.url + "/receipts", content=message))
+
+            threads = [threading.Thread(target=send, args=(m,)) for m in genuine]
+            for thread in threads:
+                thread.start()
+            ready = client.get("/readyz")
+            for thread in threads:
+                thread.join(timeout=60)
+        assert (ready.status_code, ready.json()["reason"]) == (503, "store unavailable")
+        assert [a.status_code for a in answers] == [503] * 3
+        assert client.get("/readyz").status_code == 200
+        after = [client.post("/receipts", content=m).status_code for m in genuine]
+    from handoffs.service import open_store
+
+    with open_store(url) as store:
+        admitted = [r for r in store.rows() if r["verdict"] != "REJECT"]
+    # A statement cut while the server was stopped may still commit on the thaw (its
+    # id is then spent: the re-send is refused as a replay): each receipt is admitted
+    # exactly once, never twice.
+    assert sorted(r["receipt_id"] for r in admitted) == sorted(
+        {r["receipt_id"] for r in admitted})
+    assert len(admitted) == 3
+    assert set(after) <= {200, 422}
