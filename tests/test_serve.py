@@ -8,8 +8,8 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from urllib.parse import urlsplit
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
