@@ -39,6 +39,7 @@ from handoffs.contracts._keys import KeyRing
 from handoffs.receivers._decision import Decision
 from handoffs.receivers._gate import Gate
 from handoffs.receivers._receivers import StrictContractReceiver
+from handoffs.receivers._replay import MemoryReplayStore
 from handoffs.receivers._services import HTTPEvidenceResolver, InMemoryPolicyService, Readback
 from handoffs.service._config import Caller, ConfigError, ServiceConfig
 from handoffs.service._metrics import STORE_DOWN_CODES, BoundaryMetrics
@@ -61,6 +62,42 @@ def _event(event: str, **fields: Any) -> None:
     LOG.info(event, extra={"fields": fields})
 
 
+def gate_of(config: ServiceConfig, *, store: DecisionStore | None,
+            memory_replay: bool = False) -> StrictContractReceiver:
+    """The strict receiver over the gate ``config`` describes, on ``store`` (its decision
+    log and replay store); without a store, an in-memory replay store when
+    ``memory_replay``, else none (the benchmarks' references).
+
+    Raises:
+        ConfigError: the trust file or the contracts cannot be loaded.
+    """
+    try:
+        ring = KeyRing.from_json(json.loads(config.trust.read_text("utf-8")))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the trust file {config.trust}: "
+                          f"{exc.strerror or exc}", json_path="$.trust") from exc
+    except ValueError as exc:
+        raise ConfigError(f"bad trust file {config.trust}: {exc}",
+                          json_path="$.trust") from exc
+    roles = set(config.roles).union(
+        *(entry.roles for entry in ring.for_controller(config.identity)))
+    options: dict[str, Any] = {}
+    versions = {**dict.fromkeys(config.policy_superseded, False),
+                **dict.fromkeys(config.policy_current, True)}
+    if versions:
+        options["policy_service"] = InMemoryPolicyService(versions)
+    if config.evidence_routes:
+        options["evidence"] = HTTPEvidenceResolver(routes=config.evidence_routes,
+                                                   timeout=config.evidence_timeout)
+    replay: Any = store if store is not None or not memory_replay else MemoryReplayStore()
+    gate = Gate(
+        identity=config.identity, trust=ring, registry=config.registry(), roles=roles,
+        replay=replay, log=store, readback=Readback(config.readback),
+        limits=JSONLimits(max_bytes=config.max_body_bytes), **options,
+    )
+    return StrictContractReceiver(gate)
+
+
 class Service:
     """A configured gate, its store and its metrics (what the application serves).
 
@@ -72,36 +109,14 @@ class Service:
 
     def __init__(self, config: ServiceConfig, *, store: DecisionStore | None = None) -> None:
         self.config = config
-        try:
-            ring = KeyRing.from_json(json.loads(config.trust.read_text("utf-8")))
-        except OSError as exc:
-            raise ConfigError(f"cannot read the trust file {config.trust}: "
-                              f"{exc.strerror or exc}", json_path="$.trust") from exc
-        except ValueError as exc:
-            raise ConfigError(f"bad trust file {config.trust}: {exc}",
-                              json_path="$.trust") from exc
-        roles = set(config.roles).union(
-            *(entry.roles for entry in ring.for_controller(config.identity)))
         self.store = store if store is not None else open_store(
             config.store_url, keep_messages=config.keep_messages, retain=config.retain,
             refused_retain=config.refused_retain,
             **({"timeout": config.store_timeout, "pool_size": config.pool_size}
                if "://" in config.store_url else {"busy_timeout": config.store_timeout}),
         )
-        options: dict[str, Any] = {}
-        versions = {**dict.fromkeys(config.policy_superseded, False),
-                    **dict.fromkeys(config.policy_current, True)}
-        if versions:
-            options["policy_service"] = InMemoryPolicyService(versions)
-        if config.evidence_routes:
-            options["evidence"] = HTTPEvidenceResolver(routes=config.evidence_routes,
-                                                       timeout=config.evidence_timeout)
-        self.gate = Gate(
-            identity=config.identity, trust=ring, registry=config.registry(), roles=roles,
-            replay=self.store, log=self.store, readback=Readback(config.readback),
-            limits=JSONLimits(max_bytes=config.max_body_bytes), **options,
-        )
-        self.receiver = StrictContractReceiver(self.gate)
+        self.receiver = gate_of(config, store=self.store)
+        self.gate = self.receiver.gate
         self.metrics = BoundaryMetrics(otel=config.otel)
         self.stopping = False
         self.callers = {caller.token_sha256: caller for caller in config.callers}
