@@ -220,9 +220,10 @@ def create_app(service: Service) -> Starlette:
 
     config = service.config
     limit = config.max_body_bytes
-    # The gate and the store block (up to the store's timeout): a thread per call in
-    # flight, so that a stalled store never stalls the event loop.
-    executor = ThreadPoolExecutor(max_workers=max(8, 4 * config.pool_size),
+    # The gate and the store block (up to the store's timeout): they run on threads, so
+    # that a stalled store never stalls the event loop; one thread per pooled
+    # connection (more would only contend for the GIL: benchmarks/serve.py).
+    executor = ThreadPoolExecutor(max_workers=config.pool_size,
                                   thread_name_prefix="handoffs-gate")
 
     def refused(status: int, error: str, message: str, *,

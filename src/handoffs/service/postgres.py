@@ -264,6 +264,10 @@ def _cut(conn: Any) -> None:
 
 
 _WATCHDOG: Final = _Watchdog()
+# After a call ran into its timeout, further calls of this process fail at once for this
+# many seconds (then one tries again): callers queued behind a stalled server are
+# answered within about one timeout, not one timeout each.
+_STALL_HOLD: Final = 1.0
 
 
 def _stamp(moment: datetime | None) -> str | None:
@@ -350,6 +354,7 @@ class PostgresDecisionLog:
         self._pid = 0
         self._migrated = False
         self._writes = 0
+        self._stalled_until = 0.0
 
     # ------------------------------------------------------------- connection
 
@@ -404,7 +409,12 @@ class PostgresDecisionLog:
         import psycopg
         import psycopg_pool
 
-        deadline = time.monotonic() + self.timeout
+        began = time.monotonic()
+        deadline = began + self.timeout
+        if began < self._stalled_until:
+            raise DecisionLogError(f"cannot {what} in {self.where}: a call ran into the "
+                                   f"{self.timeout:g} s timeout less than "
+                                   f"{_STALL_HOLD:g} s ago (the server is stalled?)")
         try:
             with self._connections().connection(timeout=self.timeout) as conn:
                 ticket = _WATCHDOG.watch(deadline, conn)
@@ -417,6 +427,8 @@ class PostgresDecisionLog:
         except DecisionLogError:
             raise
         except (psycopg.Error, psycopg_pool.PoolTimeout, OSError) as exc:
+            if time.monotonic() >= deadline:  # a stall, not a refusal: fail fast a while
+                self._stalled_until = time.monotonic() + _STALL_HOLD
             raise DecisionLogError(
                 f"cannot {what} in {self.where}: {type(exc).__name__}: {exc}".rstrip()
             ) from exc
