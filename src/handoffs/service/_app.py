@@ -30,9 +30,11 @@ import hmac
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+import orjson
 
 from handoffs._json import JSONLimits, dumps
 from handoffs.contracts._keys import KeyRing
@@ -206,7 +208,23 @@ def status_of(decision: Decision) -> int:
     return 422
 
 
-def create_app(service: Service) -> Starlette:
+_ORJSON: Final = orjson.OPT_SORT_KEYS
+_Answer: TypeAlias = tuple[int, bytes, list[tuple[bytes, bytes]]]
+
+
+class _Endpoint:
+    """An ASGI callable as a route's endpoint (Starlette calls it with scope, receive,
+    send instead of wrapping it in a Request).
+    """
+
+    def __init__(self, app: Callable[[Any, Any, Any], Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+
+def create_app(service: Service) -> Starlette:  # noqa: PLR0915 - one closure per endpoint
     """The Starlette application serving ``service``."""
     from starlette.applications import Starlette
     from starlette.responses import Response
@@ -226,73 +244,93 @@ def create_app(service: Service) -> Starlette:
     executor = ThreadPoolExecutor(max_workers=config.pool_size,
                                   thread_name_prefix="handoffs-gate")
 
+    # POST /receipts is a bare ASGI endpoint (no Request or Response objects): the hot path.
+    close = [(b"connection", b"close")]
+
+    def answer(status: int, content: Any, headers: list[tuple[bytes, bytes]] | None = None,
+               ) -> _Answer:
+        return status, orjson.dumps(content, option=_ORJSON) + b"\n", headers or []
+
     def refused(status: int, error: str, message: str, *,
-                headers: dict[str, str] | None = None) -> Response:
+                headers: list[tuple[bytes, bytes]] | None = None) -> _Answer:
         service.metrics.refused_requests.labels(reason=error).inc()
         if config.log_decisions:
             _event("refused-before-parsing", reason=error, status=status)
-        return json_response({"error": error, "message": message}, status, headers)
+        return answer(status, {"error": error, "message": message}, headers)
 
-    def too_large(size: int | None) -> Response:
+    def too_large(size: int | None) -> _Answer:
         service.metrics.oversize.inc()
         if config.log_decisions:
             _event("refused-before-parsing", reason="too-large", limit=limit, bytes=size)
-        return json_response({"error": "too-large", "limit": limit,
-                             "message": f"the body exceeds {limit} bytes"}, status_code=413,
-                             headers={"Connection": "close"})
+        return answer(413, {"error": "too-large", "limit": limit,
+                            "message": f"the body exceeds {limit} bytes"}, close)
 
-    async def read_body(request: Request) -> bytes | Response:
-        declared = request.headers.get("content-length")
+    async def read_body(headers: dict[bytes, bytes], receive: Any) -> bytes | _Answer:
+        declared = headers.get(b"content-length")
         if declared is not None:
             if not declared.isdigit():
-                return json_response({"error": "bad-content-length"}, status_code=400)
+                return answer(400, {"error": "bad-content-length"}, close)
             if int(declared) > limit:
                 return too_large(int(declared))
         body = bytearray()
         try:
             async with asyncio.timeout(config.body_timeout):
-                async for chunk in request.stream():
-                    body += chunk
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return answer(400, {"error": "disconnected"}, close)
+                    body += message.get("body", b"")
                     if len(body) > limit:
                         return too_large(None)
+                    if not message.get("more_body", False):
+                        break
         except TimeoutError:
             return refused(408, "body-timeout",
                            f"the body was not sent within {config.body_timeout:g} s",
-                           headers={"Connection": "close"})
+                           headers=close)
         return bytes(body)
 
-    def authorise(request: Request) -> Response | None:
+    def authorise(headers: dict[bytes, bytes]) -> _Answer | None:
         if not service.callers:
             return None
-        caller = service.caller(request.headers.get("authorization"))
+        token = headers.get(b"authorization")
+        caller = service.caller(token.decode("latin-1") if token is not None else None)
         if caller is None:
             return refused(401, "unauthenticated", "a valid bearer token is required",
-                           headers={"WWW-Authenticate": 'Bearer realm="handoffs"'})
+                           headers=[(b"www-authenticate", b'Bearer realm="handoffs"')])
         if config.identity not in caller.receivers:
             return refused(403, "forbidden", f"caller {caller.name!r} may not decide for "
                            f"receiver {config.identity!r}")
         wait = service.admit_rate(caller)
         if wait > 0:
             return refused(429, "rate-limited", f"caller {caller.name!r} is over its rate",
-                           headers={"Retry-After": str(max(1, round(wait + 0.5)))})
+                           headers=[(b"retry-after", str(max(1, round(wait + 0.5))).encode())])
         return None
 
-    async def receipts(request: Request) -> Response:
-        denied = authorise(request)
+    async def decide(headers: dict[bytes, bytes], receive: Any) -> _Answer:
+        denied = authorise(headers)
         if denied is not None:
             return denied
-        if not _is_json(request.headers.get("content-type")):
+        content_type = headers.get(b"content-type")
+        if not _is_json(content_type.decode("latin-1") if content_type is not None else None):
             return refused(415, "unsupported-media-type",
                            "the body must be declared Content-Type: application/json")
-        body = await read_body(request)
-        if isinstance(body, Response):
+        body = await read_body(headers, receive)
+        if isinstance(body, tuple):
             return body
         decision = await asyncio.get_running_loop().run_in_executor(
             executor, service.decide, body)
         status = status_of(decision)
-        headers = {"Retry-After": "1"} if status == 503 else None
-        return Response(dumps(answer_of(decision)) + "\n", status_code=status,
-                        headers=headers, media_type="application/json")
+        return answer(status, answer_of(decision),
+                      [(b"retry-after", b"1")] if status == 503 else None)
+
+    async def receipts(scope: Any, receive: Any, send: Any) -> None:
+        headers = {name.lower(): value for name, value in scope["headers"]}
+        status, body, extra = await decide(headers, receive)
+        await send({"type": "http.response.start", "status": status, "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()), *extra]})
+        await send({"type": "http.response.body", "body": body})
 
     async def healthz(_: Request) -> Response:
         return json_response({"status": "ok"})
@@ -309,7 +347,7 @@ def create_app(service: Service) -> Starlette:
         return Response(service.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     return Starlette(routes=[
-        Route(RECEIPTS_PATH, receipts, methods=["POST"]),
+        Route(RECEIPTS_PATH, _Endpoint(receipts), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
