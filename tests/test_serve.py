@@ -90,6 +90,38 @@ def test_bad_configuration_says_where(tmp_path: Path, text: str, environ: dict[s
     assert info.value.json_path == path
 
 
+@pytest.mark.parametrize(("table", "path", "match"), [
+    ('name = "a"\ntoken_sha256 = "secret"\nreceivers = ["r"]\n',
+     "$.auth.callers[0].token_sha256", "64 hex digits"),
+    ('name = "a"\nreceivers = ["r"]\n', "$.auth.callers[0].token_sha256",
+     "'token_sha256' is required"),
+    (f'name = "a"\ntoken_sha256 = "{"0" * 64}"\nreceivers = ["r"]\nrate = 0\n',
+     "$.auth.callers[0].rate", "expected a number >= 0.001"),
+    (f'name = "a"\ntoken_sha256 = "{"0" * 64}"\nreceivers = "r"\n',
+     "$.auth.callers[0].receivers", "expected a list of strings"),
+    (f'name = "a"\ntoken_sha256 = "{"0" * 64}"\nreceivers = ["r"]\ntoken = "x"\n',
+     "$.auth.callers[0].token", "unknown key 'token'"),
+])
+def test_bad_callers_say_where(tmp_path: Path, table: str, path: str, match: str) -> None:
+    file = tmp_path / "serve.toml"
+    file.write_text('identity = "x"\ntrust = "t"\ncontracts = ["a:b"]\n[store]\nurl = "s"\n'
+                    f"[[auth.callers]]\n{table}", "utf-8")
+    with pytest.raises(ConfigError, match=match) as info:
+        load_config(file, environ={})
+    assert info.value.json_path == path
+
+
+def test_callers_load_hashed(tmp_path: Path) -> None:
+    file = tmp_path / "serve.toml"
+    digest = "AB" * 32
+    file.write_text('identity = "x"\ntrust = "t"\ncontracts = ["a:b"]\n[store]\nurl = "s"\n'
+                    f'[[auth.callers]]\nname = "a"\ntoken_sha256 = "{digest}"\n'
+                    'receivers = ["x"]\nrate = 5\n', "utf-8")
+    (caller,) = load_config(file, environ={}).callers
+    assert (caller.token_sha256, caller.receivers, caller.rate, caller.burst) == (
+        "ab" * 32, ("x",), 5.0, 16)
+
+
 def test_contracts_that_do_not_load_are_config_errors(tmp_path: Path) -> None:
     base = {"HANDOFFS_IDENTITY": "x", "HANDOFFS_TRUST": "t", "HANDOFFS_STORE_URL": "s"}
     module = CONTRACT_SPEC.split(":")[0]
