@@ -42,7 +42,8 @@ def query(url: str, sql: str) -> list[tuple[Any, ...]]:
 
         with psycopg.connect(url) as conn:
             conn.execute("SET search_path TO handoffs")
-            return list(conn.execute(sql).fetchall())
+            cursor = conn.execute(sql)
+            return list(cursor.fetchall()) if cursor.description else []
     with sqlite3.connect(url) as conn:
         return list(conn.execute(sql).fetchall())
 
@@ -89,6 +90,31 @@ def test_a_lost_claim_writes_nothing(store_url: str) -> None:
     assert log.record(_decision("urn:x"), claim=claim, **kwargs)
     assert not log.record(_decision("urn:x"), claim=claim, **kwargs)
     assert log.count() == 1
+    log.close()
+
+
+def test_refused_rows_are_kept_for_refused_retain_only(store_url: str) -> None:
+    """Garbage posts cannot grow the log for ever: refused rows older than
+    ``refused_retain`` (store clock) go at the next prune; admitted rows stay.
+    """
+    from handoffs.receivers import Reason
+
+    log = open_log(store_url, refused_retain=timedelta(minutes=5), prune_every=2)
+    kwargs: dict[str, Any] = {"digest": None, "message_bytes": 1, "decided_at": NOW}
+    refused = Decision(verdict=Verdict.REJECT, action=None, step=Step.PARSE,
+                       reasons=(Reason("bad-json", "not JSON", Step.PARSE),), receiver="r",
+                       receipt_id=None)
+    claim = ReplayClaim(receipt_id="kept", expires=NOW + timedelta(hours=1), claimed_at=NOW)
+    assert log.record(_decision("kept"), claim=claim, **kwargs)
+    log.append(refused, **kwargs)
+    old = "now() - interval '1 hour'" if store_url.startswith("postgresql://") else \
+        "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-1 hours')"
+    query(store_url, f"UPDATE decisions SET recorded_at = {old}")  # noqa: S608 - ours
+    log.append(refused, **kwargs)
+    log.append(refused, **kwargs)  # the fourth write: prunes (every second write)
+    verdicts = sorted(v for (v,) in query(store_url, "SELECT verdict FROM decisions"))
+    assert verdicts == ["ACCEPT", "REJECT", "REJECT"]  # the old refusal went
+    assert query(store_url, "SELECT count(*) FROM decision_reasons") == [(2,)]
     log.close()
 
 
