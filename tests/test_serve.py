@@ -4,6 +4,7 @@ or PostgreSQL server, an evidence server over HTTP; configuration and metrics.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
@@ -486,3 +487,15 @@ def test_a_stalled_postgresql_answers_503_and_admits_nothing(
         {r["receipt_id"] for r in admitted})
     assert len(admitted) == 3
     assert set(after) <= {200, 422}
+
+
+def test_connections_above_the_cap_get_503(tmp_path: Path) -> None:
+    import socket
+
+    config = write_config(tmp_path, store="decisions.sqlite", evidence=None,
+                          extra="max_connections = 2\n")
+    with serving(config) as served, contextlib.ExitStack() as held:
+        for _ in range(2):  # two idle connections fill the cap
+            held.enter_context(socket.create_connection(("127.0.0.1", served.port), timeout=30))
+        with httpx.Client(base_url=served.url, timeout=30) as client:
+            assert client.get("/healthz").status_code == 503
