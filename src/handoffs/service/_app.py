@@ -113,7 +113,7 @@ class Service:
         self.config = config
         self.store = store if store is not None else open_store(
             config.store_url, keep_messages=config.keep_messages, retain=config.retain,
-            refused_retain=config.refused_retain,
+            **({"refused_retain": config.refused_retain} if config.refused_retain else {}),
             **({"timeout": config.store_timeout, "pool_size": config.pool_size}
                if "://" in config.store_url else {"busy_timeout": config.store_timeout}),
         )
