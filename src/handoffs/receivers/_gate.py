@@ -775,9 +775,8 @@ class Gate:
 
     def _check_replay(self, receipt: Receipt[Any, Any], now: datetime, run: _Run) -> None:
         if self._joint:
-            # Checked now, claimed by the log in one transaction with the decision row.
-            if cast(ReplayLog, self.replay).seen(receipt.id):
-                raise ReplayedReceipt(f"receipt {receipt.id} was seen before", json_path="$.id")
+            # Claimed by the log in one statement with the decision row, which also
+            # detects a replay (no read before: one round trip per decision).
             run.claim = ReplayClaim(receipt_id=receipt.id, expires=receipt.valid_until,
                                     claimed_at=now)
         elif self.replay is not None and not self.replay.first_seen(
@@ -796,7 +795,8 @@ class Gate:
         assert self.log is not None  # noqa: S101 - checked by the caller
         try:
             digest, size, raw = _digest(message, document)
-            claim = run.claim
+            # A refusal claims nothing: only an admitted receipt's id is spent.
+            claim = run.claim if decision.admitted else None
             if claim is not None and cast(ReplayLog, self.log).record(
                 decision, claim=claim, digest=digest, message_bytes=size, message=raw,
                 decided_at=self.clock(),
