@@ -22,7 +22,7 @@ from adapter_world import (
 from handoffs import MissingExtra
 from handoffs.adapters import Case, case_of, hand_over
 from handoffs.adapters._handover import admit, require
-from handoffs.contracts import Sender
+from handoffs.contracts import IDENTIFIER_RULE, Sender, case_id_from
 from handoffs.receivers import StrictContractReceiver, Verdict
 
 
@@ -154,3 +154,20 @@ def test_a_missing_framework_is_a_missing_extra() -> None:
         require("no_such_framework_for_handoffs", extra="demo", feature="the demo adapter")
     assert isinstance(caught.value, ImportError)
     assert caught.value.module == "no_such_framework_for_handoffs"
+
+
+def test_a_case_id_off_the_rule_is_an_explained_refusal(
+        signer: Sender[Any, Any], receiver: StrictContractReceiver) -> None:
+    """Regression (#23): ``case_id='order 1842'`` escalated without saying why; the
+    refusal names the member, the rule and the helper that makes a valid id."""
+    refs = case_ref("routine-01").evidence_refs
+    handover = hand_over(content_for("routine-01"), signer=signer, receiver=receiver,
+                         case=Case(case_id="order 1842", evidence_refs=refs))
+    assert handover.refused_by == "sender"
+    (reason,) = handover.decision.reasons
+    assert (reason.code, reason.json_path) == ("invalid-case-id", "$.case_id")
+    assert IDENTIFIER_RULE in reason.message
+    assert "case_id_from('order 1842')" in reason.message
+    fixed = hand_over(content_for("routine-01"), signer=signer, receiver=receiver,
+                      case=Case(case_id=case_id_from("order 1842"), evidence_refs=refs))
+    assert fixed.message is not None  # signed

@@ -57,10 +57,12 @@ from handoffs.contracts._policy import (
 from handoffs.contracts._proofs import VerifiedProof
 from handoffs.contracts._receipt import (
     GOVERNANCE_FIELDS,
+    IDENTIFIER_RULE,
     DecisionContent,
     EvidenceRef,
     Governance,
     Receipt,
+    case_id_from,
 )
 from handoffs.contracts._registry import Registry
 from handoffs.contracts._schema import iter_violations, to_json_schema, validate, write_schema
@@ -114,6 +116,7 @@ __getattr__, __dir__ = attach(__name__, {**_LAZY, **_NOT_PUBLIC})
 __all__ = [
     "ANY_AUDIENCE",
     "GOVERNANCE_FIELDS",
+    "IDENTIFIER_RULE",
     "AllOf",
     "AnyOf",
     "Authority",
@@ -168,6 +171,7 @@ __all__ = [
     "VerifiedReceipt",
     "VersionBumpError",
     "Violation",
+    "case_id_from",
     "decision_field",
     "diff",
     "issue_grant",
