@@ -39,6 +39,7 @@ from handoffs.contracts._contract import (
 )
 from handoffs.contracts._encoders import Encoder, GovernanceService, ReceiptEncoder
 from handoffs.contracts._fields import Interval, decision_field
+from handoffs.contracts._jwks import key_ring_from_agent_card, key_ring_from_jwks
 from handoffs.contracts._keys import KeyEntry, KeyRing, SigningKey
 from handoffs.contracts._policy import (
     AllOf,
@@ -176,6 +177,8 @@ __all__ = [
     "diff",
     "issue_grant",
     "iter_violations",
+    "key_ring_from_agent_card",
+    "key_ring_from_jwks",
     "sign_receipt",
     "to_json_schema",
     "validate",
