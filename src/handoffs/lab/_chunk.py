@@ -147,19 +147,22 @@ def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
         plan = known
     shared = _shared_for(plan)
     if plan.prefetch:
-        # (0) schedule: walk the chunk once without deciding, making every distinct
-        # request of a slow receiver and sending it to the shared pool as it is made
-        # (one pass at a time, in stream order); the pass below then finds the answers.
+        # (0) schedule: walk the chunk without deciding, making every distinct request
+        # of a slow receiver and sending it to the shared pool as it is made (one pass
+        # at a time, in stream order). The walk goes in slices that double from
+        # _FIRST_SLICE cases, so the first request is made after a few cases are
+        # encoded, not the whole chunk. The pass below then finds the answers, in
+        # flight or done: it waits for each as it needs it.
         with shared.scheduling(index):
-            dry = _Chunk(plan, constants, shared, dry=True)
-            try:
-                dry.encode(cases)
-                dry.decide(start)
-            finally:  # sent even if the pass failed: other chunks may wait for them
-                dry.send()
-        # The engine's own work waits until the chunk's calls are answered, so that it
-        # does not compete with them (for the interpreter lock, on a small machine).
-        cf.wait(dry.scheduled)
+            at, size = 0, _FIRST_SLICE
+            while at < len(cases):
+                dry = _Chunk(plan, constants, shared, dry=True)
+                try:
+                    dry.encode(cases[at:at + size])
+                    dry.decide(start + at)
+                finally:  # sent even if the pass failed: other chunks may wait for them
+                    dry.send()
+                at, size = at + size, 2 * size
     chunk = _Chunk(plan, constants, shared)
     chunk.encode(cases)
     chunk.decide(start)
@@ -186,6 +189,9 @@ class _Gone:
 
 
 _GONE: Final = _Gone()
+
+_FIRST_SLICE: Final = 8
+"""Cases in the scheduling pass's first slice (the slices double from there)."""
 
 
 _ABSENT: Final = _Gone()
