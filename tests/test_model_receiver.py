@@ -31,6 +31,7 @@ from handoffs.receivers import (
     ModelError,
     ModelReceiver,
     OpenAICompatibleClient,
+    ServedModel,
     Verdict,
     action_schema,
 )
@@ -102,6 +103,27 @@ def test_the_prompt_shows_what_the_encoder_sent_and_the_answer_is_constrained() 
     assert record["tokens_out"] == 5
     assert record["latency_ms"] > 0
     assert record["cached"] is False
+
+
+def test_the_served_model_and_its_build_are_recorded_per_call() -> None:
+    """Regression (#23): a decision named the route it asked for, not what answered.
+    Each call records the response's ``model`` and ``system_fingerprint`` (llama.cpp's
+    ``llama-server`` puts its build there) and the ``Server`` header."""
+    answer = {**completion('{"action": "RELEASE"}'), "model": "smollm2-135m-instruct-q4_1",
+              "system_fingerprint": "b4567-1a2b3c4"}
+    with serving(sequence((200, {}, answer), (200, {}, completion('{"action": "HOLD"}')))
+                 ) as server:
+        receiver = _receiver(server.url)
+        first = receiver.receive(_receipt())
+        second = receiver.receive(_receipt())
+    assert first.record["served_model"]["model"] == "smollm2-135m-instruct-q4_1"
+    assert first.record["served_model"]["system_fingerprint"] == "b4567-1a2b3c4"
+    assert first.record["served_model"]["server"].startswith("BaseHTTP/")
+    # a server that does not say gives nulls, not a guess from the route
+    assert second.record["served_model"]["model"] == "scripted"
+    assert second.record["served_model"]["system_fingerprint"] is None
+    assert ServedModel(model="", system_fingerprint=None).to_json() == {
+        "model": None, "system_fingerprint": None, "server": None}
 
 
 def test_llama_cpp_form_of_the_response_format() -> None:

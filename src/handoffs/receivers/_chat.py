@@ -36,6 +36,7 @@ __all__ = [
     "ModelError",
     "ModelTimeout",
     "OpenAICompatibleClient",
+    "ServedModel",
 ]
 
 
@@ -101,6 +102,35 @@ class ChatRequest:
         return sum(len(content) for _, content in self.messages)
 
 
+def _optional_text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+@attrs.frozen(kw_only=True)
+class ServedModel:
+    """Who answered a call, as the server said: the served model's identity and build.
+
+    A route (``model_route``) names what was asked for; this names what answered, so
+    that a receiver's fingerprint can say which model and build its decisions came from.
+
+    Attributes:
+        model: the response's ``model`` (OpenAI: the dated snapshot behind an alias;
+            vLLM, Ollama: the served model's name; llama.cpp: the model file or alias).
+        system_fingerprint: the response's ``system_fingerprint`` (OpenAI: the backend
+            configuration; llama.cpp's ``llama-server``: its build, ``b<number>-<commit>``).
+        server: the HTTP ``Server`` header (the serving software, when it says).
+    """
+
+    model: str | None = attrs.field(default=None, converter=_optional_text)
+    system_fingerprint: str | None = attrs.field(default=None, converter=_optional_text)
+    server: str | None = attrs.field(default=None, converter=_optional_text)
+
+    def to_json(self) -> dict[str, str | None]:
+        """The record's JSON form (every member, ``null`` when the server was silent)."""
+        return {"model": self.model, "system_fingerprint": self.system_fingerprint,
+                "server": self.server}
+
+
 @attrs.frozen(kw_only=True)
 class Completion:
     """A model's answer and what it cost.
@@ -111,6 +141,8 @@ class Completion:
         latency_ms: wall time of the call, retries included (0 for a cache hit).
         cached: whether it came from a call cache rather than the model.
         finish_reason: the choice's ``finish_reason`` when given.
+        served: who answered (:class:`ServedModel`), when the call reached a server;
+            ``None`` for an answer from a call cache or a client that does not say.
     """
 
     content: str
@@ -119,6 +151,7 @@ class Completion:
     latency_ms: float = 0.0
     cached: bool = False
     finish_reason: str | None = None
+    served: ServedModel | None = None
 
 
 @runtime_checkable
@@ -361,6 +394,9 @@ class OpenAICompatibleClient:
             tokens_in = int(usage.get("prompt_tokens") or 0)
             tokens_out = int(usage.get("completion_tokens") or 0)
             finish = choice.get("finish_reason")
+            served = ServedModel(model=data.get("model"),
+                                 system_fingerprint=data.get("system_fingerprint"),
+                                 server=response.headers.get("server"))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ModelError(f"{self.base_url}: not a chat completion: "
                              f"{type(exc).__name__}: {exc}") from exc
@@ -370,7 +406,8 @@ class OpenAICompatibleClient:
             raise ModelError(f"{self.base_url}: the message content is not text")
         return Completion(content=content, tokens_in=tokens_in, tokens_out=tokens_out,
                           latency_ms=(time.perf_counter() - started) * 1000,
-                          finish_reason=finish if isinstance(finish, str) else None)
+                          finish_reason=finish if isinstance(finish, str) else None,
+                          served=served)
 
 
 _CLIENT_LOCK: Final = threading.Lock()

@@ -325,8 +325,12 @@ TRANSIENT_CODES: Final = _CALL_CODES
 
 
 def _usage(completion: Completion) -> dict[str, Any]:
-    return {"tokens_in": completion.tokens_in, "tokens_out": completion.tokens_out,
-            "latency_ms": round(completion.latency_ms, 3), "cached": completion.cached}
+    usage: dict[str, Any] = {
+        "tokens_in": completion.tokens_in, "tokens_out": completion.tokens_out,
+        "latency_ms": round(completion.latency_ms, 3), "cached": completion.cached}
+    if completion.served is not None:  # who answered: the served model and its build
+        usage["served_model"] = completion.served.to_json()
+    return usage
 
 
 def _answer(content: str) -> str | None:
