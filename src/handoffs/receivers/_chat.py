@@ -143,6 +143,9 @@ class Completion:
         finish_reason: the choice's ``finish_reason`` when given.
         served: who answered (:class:`ServedModel`), when the call reached a server;
             ``None`` for an answer from a call cache or a client that does not say.
+        response_format: the structured-output form the answer was asked in
+            (``"json_schema"``, ``"json_object"`` or ``"text"``) when the client
+            negotiated it (see :class:`OpenAICompatibleClient`); ``None`` otherwise.
     """
 
     content: str
@@ -152,6 +155,7 @@ class Completion:
     cached: bool = False
     finish_reason: str | None = None
     served: ServedModel | None = None
+    response_format: str | None = None
 
 
 @runtime_checkable
@@ -229,6 +233,38 @@ def _non_negative_int(_: Any, attribute: attrs.Attribute[Any], value: int) -> No
 
 
 _RETRY_STATUS: Final = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+_FORM_NAMES: Final = ("json_schema", "json_object", "text")
+_UNSUPPORTED_WORDS: Final = ("response_format", "json_schema", "schema")
+
+
+def _forms(response_format: Mapping[str, Any] | None
+           ) -> tuple[Mapping[str, Any] | None, ...]:
+    """The structured-output forms to try for a request, strongest first: its own
+    ``json_schema`` form, ``json_object`` with the same schema, no ``response_format``
+    (text). Empty when the request is not sent as ``json_schema`` (nothing to negotiate).
+    """
+    if not response_format or response_format.get("type") != "json_schema":
+        return ()
+    spec = response_format.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, Mapping) else None
+    if not isinstance(schema, Mapping):
+        return ()
+    return (response_format, {"type": "json_object", "schema": dict(schema)}, None)
+
+
+def _body(request: ChatRequest, forms: tuple[Mapping[str, Any] | None, ...],
+          form: int) -> bytes:
+    if not forms:
+        return dumps(request.to_json()).encode("utf-8")
+    return dumps(attrs.evolve(request, response_format=forms[form]).to_json()).encode("utf-8")
+
+
+def _unsupported(status: int, text: str) -> bool:
+    """Whether an error answer means "this response_format is not supported here"."""
+    if status in {400, 422}:
+        return True
+    lowered = text[:2000].lower()
+    return status >= 500 and any(word in lowered for word in _UNSUPPORTED_WORDS)
 
 
 class _Runtime:
@@ -251,6 +287,9 @@ class _Runtime:
                          else _Bucket(client.requests_per_minute))
         self.tokens = (None if client.tokens_per_minute is None
                        else _Bucket(client.tokens_per_minute))
+        # structured-output form each model route settled on (index into _FORMS)
+        self.forms: dict[str, int] = {}
+        self.forms_lock = threading.Lock()
 
 
 @attrs.frozen(kw_only=True)
@@ -274,6 +313,15 @@ class OpenAICompatibleClient:
         max_concurrency: requests in flight at once (a semaphore; also the pool size).
         headers: extra headers.
         seed: seeds the jitter (``None``: random).
+        negotiate_format: negotiate the structured-output form once per model route:
+            a request sent as ``json_schema`` (OpenAI, vLLM, Ollama) that the server
+            answers as unsupported — HTTP 400 or 422, or a 5xx whose body names
+            ``response_format``, ``json_schema`` or ``schema`` (llama.cpp's server
+            answers ``json_schema`` with HTTP 500) — is sent again at once as
+            ``json_object`` with the schema, then as plain text (the answer parsed
+            from the text), without spending a retry or a backoff; the first form
+            that is answered is kept for the route. ``False``: every request is
+            sent as it is.
     """
 
     base_url: str
@@ -288,6 +336,7 @@ class OpenAICompatibleClient:
     max_concurrency: int = attrs.field(default=8)
     headers: Mapping[str, str] = attrs.field(factory=dict)
     seed: int | None = None
+    negotiate_format: bool = True
     _runtime: list[_Runtime] = attrs.field(init=False, factory=list, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -345,7 +394,9 @@ class OpenAICompatibleClient:
                 body that is not a chat completion.
         """
         live = self._live()
-        body = dumps(request.to_json()).encode("utf-8")
+        forms = _forms(request.response_format) if self.negotiate_format else ()
+        form = live.forms.get(request.model, 0) if forms else 0
+        body = _body(request, forms, form)
         estimate = request.prompt_chars() / 4 + request.max_tokens
         jitter = random.Random(self.seed)  # noqa: S311 - jitter, not cryptography
         started = time.perf_counter()
@@ -367,14 +418,17 @@ class OpenAICompatibleClient:
                 failure = ModelError(f"{self.base_url}: {type(exc).__name__}: {exc}")
             else:
                 if response.status_code == 200:
-                    completion = self._parse(response, started)
-                    if live.tokens is not None:
-                        used = completion.tokens_in + completion.tokens_out
-                        if used:
-                            live.tokens.settle(estimate - used)
-                    return completion
+                    return self._answered(live, response, started, estimate=estimate,
+                                          route=request.model if forms else None,
+                                          form=form)
                 failure = ModelError(f"{self.base_url}: HTTP {response.status_code}: "
                                      f"{response.text[:200]}")
+                if forms and form + 1 < len(forms) and request.model not in live.forms \
+                        and _unsupported(response.status_code, response.text):
+                    # the form is not supported here: the next one, at once, no retry spent
+                    form += 1
+                    body = _body(request, forms, form)
+                    continue
                 if response.status_code not in _RETRY_STATUS:
                     raise failure
                 wait = retry_after(response.headers.get("retry-after"))
@@ -384,6 +438,22 @@ class OpenAICompatibleClient:
                 wait = jitter.uniform(0, min(self.backoff_max, self.backoff * 2 ** attempt))
             time.sleep(min(wait, self.backoff_max))
             attempt += 1
+
+    def _answered(self, live: _Runtime, response: Any, started: float, *,
+                  estimate: float, route: str | None, form: int) -> Completion:
+        """The completion of a 200 answer: tokens settled with the limiter and, for a
+        negotiated ``route``, the form settled for it.
+        """
+        completion = self._parse(response, started)
+        if live.tokens is not None:
+            used = completion.tokens_in + completion.tokens_out
+            if used:
+                live.tokens.settle(estimate - used)
+        if route is None:
+            return completion
+        with live.forms_lock:  # settled: the route keeps this form
+            live.forms.setdefault(route, form)
+        return attrs.evolve(completion, response_format=_FORM_NAMES[form])
 
     def _parse(self, response: Any, started: float) -> Completion:
         try:

@@ -305,6 +305,9 @@ class ModelReceiver:
         completion = answer
         usage = {**_usage(completion), **drawn}
         action = _answer(completion.content)
+        if action is None and completion.response_format == "text":
+            # asked as plain text (the server constrains no form): parsed from the text
+            action = _answer_in_text(completion.content)
         if action is None:
             return Ruling(action=fail, verdict=Verdict.REJECT, reasons=(Reason(
                 "malformed-answer",
@@ -330,7 +333,25 @@ def _usage(completion: Completion) -> dict[str, Any]:
         "latency_ms": round(completion.latency_ms, 3), "cached": completion.cached}
     if completion.served is not None:  # who answered: the served model and its build
         usage["served_model"] = completion.served.to_json()
+    if completion.response_format is not None:  # the form the client negotiated
+        usage["response_format_sent"] = completion.response_format
     return usage
+
+
+def _answer_in_text(content: str) -> str | None:
+    """The action of the first ``{"action": "<text>"}`` object inside free text."""
+    decoder = json.JSONDecoder()
+    at = content.find("{")
+    while at >= 0:
+        try:
+            data, _ = decoder.raw_decode(content, at)
+        except (ValueError, RecursionError):
+            data = None
+        if isinstance(data, dict) and set(data) == {"action"} \
+                and isinstance(data["action"], str):
+            return str(data["action"])
+        at = content.find("{", at + 1)
+    return None
 
 
 def _answer(content: str) -> str | None:
