@@ -29,13 +29,16 @@ Printed figures:
   between the stub's answer and the commit, so no library can keep such a call from
   being asked again.
 - ``effective concurrency (whole run): <x> of 16``: the sum of the calls' durations
-  as the stub served them (its sleep and its own work per call) ÷ the wall time from
+  (the configured latency per call: the provider's busy time) ÷ the wall time from
   the run's start (before the first case is read) to its end, at 280 cases, once with a
   200 ms and once with a 20 ms stub (targets ≥ 12.8 and ≥ 9.6 of 16). The time before
-  the first call and after the last counts against it. The line before it also gives
-  the calls' time as the client timed them (send to answer): that includes the time a
-  call thread waits for the interpreter while the lab works, which is ours, not the
-  provider's, so it is not the figure.
+  the first call and after the last counts against it. Beside it, measured in the same
+  run: the harness alone (the same stub and client, 16 threads sending the same number
+  of calls back to back, no lab), the ceiling this machine gives the figure. The line
+  before it also gives the calls' time as the stub served them (with its own lateness
+  under load) and as the client timed them (send to answer, with the time a call
+  thread waits for the interpreter while the lab works): both run higher, and neither
+  is the figure.
 
 Each run is bounded (``--budget`` seconds overall, default 300); the script says
 when it had to stop early.
@@ -57,7 +60,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -94,49 +96,69 @@ def _answer(body: dict[str, Any]) -> str:
 def serve(latency: float, log: str) -> None:
     """The stub provider (``--serve``): print the port, serve until killed.
 
-    Each call is logged as one JSON line ``[start, end, body]`` (monotonic seconds, the
-    request body as sent), written when the answer is ready, before it is sent.
+    One asyncio event loop (h11 for HTTP/1.1 with keep-alive): a call's latency is an
+    ``asyncio.sleep``, so sixteen calls in flight cost the stub one thread. Each call is
+    logged as one JSON line ``[start, end, body]`` (monotonic seconds, the request body
+    as sent), written when the answer is ready, before it is sent.
     """
-    lock = threading.Lock()
+    import asyncio
+
+    import h11
+
     out = open(log, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the server
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    async def respond(body: bytes) -> bytes:
+        start = time.monotonic()
+        request = json.loads(body)
+        await asyncio.sleep(latency)
+        reply = json.dumps({
+            "id": "chatcmpl-stub", "object": "chat.completion",
+            "model": f"{request['model']}@stub", "system_fingerprint": "fp_stub",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                "role": "assistant", "content": _answer(request)}}],
+            "usage": {"prompt_tokens": len(body) // 4, "completion_tokens": 7,
+                      "total_tokens": len(body) // 4 + 7},
+        }).encode()
+        out.write(json.dumps([start, time.monotonic(), body.decode()]) + "\n")
+        out.flush()
+        return reply
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = h11.Connection(h11.SERVER)
+        body = b""
+        try:
+            while True:
+                event = conn.next_event()
+                if event is h11.NEED_DATA:
+                    data = await reader.read(65536)
+                    conn.receive_data(data)
+                    if not data and conn.their_state is not h11.DONE:
+                        return
+                elif isinstance(event, h11.Data):
+                    body += event.data
+                elif isinstance(event, h11.EndOfMessage):
+                    reply = await respond(body)
+                    writer.write(conn.send(h11.Response(status_code=200, headers=[
+                        ("content-type", "application/json"),
+                        ("content-length", str(len(reply)))])))
+                    writer.write(conn.send(h11.Data(data=reply)))
+                    writer.write(conn.send(h11.EndOfMessage()))
+                    await writer.drain()
+                    conn.start_next_cycle()
+                    body = b""
+                elif isinstance(event, h11.ConnectionClosed):
+                    return
+        except (ConnectionError, h11.RemoteProtocolError):
+            return  # a killed client
+        finally:
+            writer.close()
 
-        def do_POST(self) -> None:
-            start = time.monotonic()
-            raw = self.rfile.read(int(self.headers.get("content-length", 0)))
-            body = json.loads(raw)
-            time.sleep(latency)
-            content = _answer(body)
-            reply = json.dumps({
-                "id": "chatcmpl-stub", "object": "chat.completion",
-                "model": f"{body['model']}@stub", "system_fingerprint": "fp_stub",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": content}}],
-                "usage": {"prompt_tokens": len(raw) // 4, "completion_tokens": 7,
-                          "total_tokens": len(raw) // 4 + 7},
-            }).encode()
-            end = time.monotonic()
-            with lock:
-                out.write(json.dumps([start, end, raw.decode()]) + "\n")
-                out.flush()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(reply)))
-            self.end_headers()
-            self.wfile.write(reply)
+    async def main() -> None:
+        server = await asyncio.start_server(connection, "127.0.0.1", 0, backlog=128)
+        print(server.sockets[0].getsockname()[1], flush=True)
+        await server.serve_forever()
 
-    class Server(ThreadingHTTPServer):
-        daemon_threads = True
-        request_queue_size = 128
-
-    server = Server(("127.0.0.1", 0), Handler)
-    print(server.server_address[1], flush=True)
-    server.serve_forever()
+    asyncio.run(main())
 
 
 @contextlib.contextmanager
@@ -315,16 +337,51 @@ def concurrency(work: Path, chunk_size: int, latency: float) -> None:
     spans = served(log)
     calls = report["cost"]["totals"]["latency_ms"] / 1000
     provider = sum(end - start for start, end, _ in spans)
+    busy = latency * len(spans)
     first = min(start for start, _, _ in spans) - started
     last = ended - max(end for _, end, _ in spans)
     wall = ended - started
     print(f"{latency * 1000:.0f} ms stub, 280 cases: {len(spans)} calls; the run {wall:.2f} s "
           f"wall from its start (first call after {first * 1000:.0f} ms, run end "
-          f"{last * 1000:.0f} ms after the last call); calls {provider:.2f} s as the stub "
-          f"served them, {calls:.2f} s as the client timed them (send to answer, with the "
-          f"lab's own interpreter waits: {calls / wall:.1f} of {WIDTH})")
+          f"{last * 1000:.0f} ms after the last call); calls {busy:.2f} s at "
+          f"{latency * 1000:.0f} ms each; {provider:.2f} s as the stub served them "
+          f"({provider / wall:.1f} of {WIDTH}), {calls:.2f} s as the client timed them "
+          f"({calls / wall:.1f} of {WIDTH})")
+    bare = harness(latency, len(spans), work)
     print(f"effective concurrency (whole run) at {latency * 1000:.0f} ms: "
-          f"{provider / wall:.1f} of {WIDTH}")
+          f"{busy / wall:.1f} of {WIDTH} (the harness alone: {bare:.1f}; lab / harness "
+          f"{busy / wall / bare:.2f})")
+
+
+def harness(latency: float, calls: int, work: Path) -> float:
+    """The same stub and client with no lab: ``WIDTH`` threads send ``calls`` requests
+    (each a 3.5 kB prompt, as the full record's) back to back. The ceiling this machine
+    gives the figure above, measured beside it."""
+    from handoffs.receivers import ChatRequest
+
+    log = work / f"harness-{round(latency * 1000)}ms.log"
+    request = ChatRequest(model="stub/harness", messages=(("user", "x" * 3500),))
+    left, lock = [calls], threading.Lock()
+    with stub(latency, log) as url:
+        client = OpenAICompatibleClient(base_url=url, max_concurrency=WIDTH, timeout=30.0)
+
+        def worker() -> None:
+            while True:
+                with lock:
+                    if not left[0]:
+                        return
+                    left[0] -= 1
+                client.complete(request)
+
+        threads = [threading.Thread(target=worker) for _ in range(WIDTH)]
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        wall = time.monotonic() - started
+        client.close()
+    return latency * calls / wall
 
 
 if __name__ == "__main__":
