@@ -234,7 +234,8 @@ def child(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", type=int, default=None)
-    parser.add_argument("--quick", action="store_true", help="280 cases throughout")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run for CI: 280 cases throughout, 120 s budget")
     parser.add_argument("--budget", type=float, default=300.0)
     parser.add_argument("--chunk-size", type=int, default=256)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -250,6 +251,8 @@ def main() -> None:
     if args.serve:
         serve(args.latency, args.log)
         return
+    if args.quick:
+        args.budget = min(args.budget, 120.0)
     if args.child:
         child(args)
         return
