@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import re
+import unicodedata
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
@@ -28,11 +29,13 @@ from handoffs.contracts._fields import Interval
 __all__ = [
     "ENVELOPE_MEMBERS",
     "GOVERNANCE_FIELDS",
+    "IDENTIFIER_RULE",
     "PROTECTED_MEMBERS",
     "DecisionContent",
     "EvidenceRef",
     "Governance",
     "Receipt",
+    "case_id_from",
     "content_members",
     "format_time",
     "parse_time",
@@ -70,6 +73,13 @@ PROTECTED_MEMBERS: Final = frozenset(GOVERNANCE_FIELDS) | frozenset(ENVELOPE_MEM
 the signing layer."""
 
 _IDENT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}")
+IDENTIFIER_RULE: Final = (
+    "1 to 128 ASCII characters: a letter or digit first, then letters, digits and "
+    "'.', '_', ':', '/', '@', '-' (no spaces)")
+"""The rule every identifier of a receipt follows (``case_id``, ``sender``,
+``receiver``, ``policy_version``): the JSON Schema pattern
+``^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$`` in words."""
+_NOT_IDENT: Final = re.compile(r"[^A-Za-z0-9._:/@-]+")
 
 
 def parse_time(text: str, *, json_path: str = "$") -> datetime:
@@ -94,7 +104,38 @@ def format_time(moment: datetime) -> str:
 
 def _ident(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
     if not isinstance(value, str) or not _IDENT.fullmatch(value):
-        raise InvalidArgument(f"{attribute.name} {value!r} is not a valid identifier")
+        hint = (f"; handoffs.contracts.case_id_from({value!r}) makes one"
+                if attribute.name == "case_id" and isinstance(value, str) else "")
+        raise InvalidArgument(
+            f"{attribute.name} {value!r} is not a valid identifier: {IDENTIFIER_RULE}{hint}",
+            code=f"invalid-{attribute.name.replace('_', '-')}",
+            json_path=f"$.{attribute.name}")
+
+
+def case_id_from(text: str) -> str:
+    """A valid ``case_id`` made from ``text`` (an order number, a ticket title).
+
+    Text that already follows :data:`IDENTIFIER_RULE` comes back unchanged. Otherwise
+    letters lose their accents (NFKD, then ASCII), every run of other characters
+    becomes one ``-``, leading separators go, and the result is cut to 128 characters:
+    ``case_id_from("order 1842") == "order-1842"``,
+    ``case_id_from("Bestellung Nr. 1842 – Müller") == "Bestellung-Nr.-1842-Muller"``.
+    The mapping is deterministic but not one-to-one (``"order 1842"`` and
+    ``"order-1842"`` give the same id): keep your own ids distinct before mapping them.
+
+    Raises:
+        InvalidArgument: ``text`` is not a string, or has no ASCII letter or digit to keep.
+    """
+    if not isinstance(text, str):
+        raise InvalidArgument(f"case_id_from takes text, got {type(text).__name__}")
+    if _IDENT.fullmatch(text):
+        return text
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    slug = _NOT_IDENT.sub("-", ascii_text).lstrip("._:/@-")[:128].rstrip("-")
+    if not slug:
+        raise InvalidArgument(f"{text!r} has no ASCII letter or digit to make a case_id from",
+                              code="invalid-case-id")
+    return slug
 
 
 def _aware(_: Any, attribute: attrs.Attribute[datetime], value: datetime) -> None:
