@@ -80,6 +80,7 @@ _plans: dict[str, Plan] = {}
 
 
 _PLANS_KEPT: Final = 8
+_EXHIBITS: Final = 3  # messages kept per strategy × perturbation and chunk
 
 
 @attrs.frozen
@@ -174,6 +175,8 @@ def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
         "stats": chunk.stats,
         "case_counts": [[si, pi, n] for (si, pi), n in chunk.case_counts.items()],
         "rows": chunk.rows,
+        "exhibits": chunk.failing.exhibits,
+        "rules": chunk.failing.rules,
         "complete_rows": plan.keep_rows,
         "model": [[si, *usage] for si, usage in sorted(chunk.usage.items())],
     }
@@ -394,6 +397,20 @@ class _Facts:
         self.rule = rule  # the patch, for replaying the size of a recorded row
 
 
+class _Failing:
+    """A chunk's failing decisions: the templates whose action differs from the
+    reference, the messages kept for the first few, the reference's deciding rules.
+    """
+
+    __slots__ = ("counts", "exhibits", "notable", "rules")
+
+    def __init__(self) -> None:
+        self.notable: set[int] = set()
+        self.exhibits: list[list[Any]] = []  # [row index, message sent]
+        self.rules: dict[str, str] = {}  # state key: the reference's deciding rule
+        self.counts: dict[tuple[int, int], int] = {}  # exhibits per (strategy, perturbation)
+
+
 class _Run:
     """Consecutive perturbations of a strategy that declare what they read."""
 
@@ -484,6 +501,11 @@ class _Chunk:
         self.rows: list[tuple[int, int, int, int | None, int, int]] = []
         self.case_counts: dict[tuple[int, int], int] = {}
         self.last_case: dict[tuple[int, int], int] = {}
+        # failures: the templates whose action differs from the reference (their rows
+        # are always kept, so that every disagreement names its case), the reference
+        # policy's deciding rule per state, and for the first few per strategy ×
+        # perturbation the message sent
+        self.failing = _Failing()
         self.special = plan.special
         self.special_cases: set[int] = set()
         # blocks of rows replayed for later cases with the same block key
@@ -799,7 +821,10 @@ class _Chunk:
             stats[2] = max(stats[2], size)
             stats[6] += 1
             self.hits += 2 if has_state else 1
-            if keep or (special and pi == 0):
+            if t in self.failing.notable:
+                self._deciding_rule(j)
+                self.rows.append((j, t, size, None, 0, 1))
+            elif keep or (special and pi == 0):
                 self.rows.append((j, t, size, None, 0, 1))
 
     @staticmethod
@@ -1177,8 +1202,31 @@ class _Chunk:
             else:
                 stats[5] += 1
                 stats[7] += latency
-            if plan.keep_rows or pi in self.special or (pi == 0 and j in self.special_cases):
+            notable = t in self.failing.notable
+            if (plan.keep_rows or notable or pi in self.special
+                    or (pi == 0 and j in self.special_cases)):
                 self.rows.append((j, t, size, tokens, latency, memo))
+            if notable and not self.dry:
+                self._deciding_rule(j)
+                self._exhibit(j, si, pi, facts)
+
+    def _exhibit(self, j: int, si: int, pi: int, facts: _Facts) -> None:
+        """Keep the message sent for the row just added (a disagreement), up to
+        :data:`_EXHIBITS` per strategy × perturbation.
+        """
+        seen = self.failing.counts.get((si, pi), 0)
+        if seen >= _EXHIBITS:
+            return
+        self.failing.counts[(si, pi)] = seen + 1
+        self.failing.exhibits.append([len(self.rows) - 1, dict(facts.message())])
+
+    def _deciding_rule(self, j: int) -> None:
+        """Note the reference policy's deciding rule on case ``j``'s truth, once per
+        state (none when the experiment declares its own reference).
+        """
+        state_key = self.case_rows[j][2]
+        if state_key not in self.failing.rules and self.plan.reference is None:
+            self.failing.rules[state_key] = self.contract.evaluate(self.truths[j]).rule
 
     def _template(self, at: tuple[int, int, int], epoch: int, facts: _Facts, oid: int,
                   sid: int) -> int:
@@ -1201,6 +1249,8 @@ class _Chunk:
             semantic, sem_verdict, _ = self.outcomes[sid]
             determined = sem_verdict == Verdict.ACCEPT.value
         found = self.template_ids[key] = len(self.templates)
+        if action != facts.ref:
+            self.failing.notable.add(found)
         self.templates.append([
             None, si, pi, label, epoch, facts.ref, action, verdict, semantic, determined,
             None, None, facts.governance, facts.schema, None, None, falsified,

@@ -32,6 +32,7 @@ __all__ = ["Aggregator", "falsehood_class"]
 
 _STATE_LIMIT: Final = 100_000
 _REGION_LIMIT: Final = 10_000
+_FAILURE_LIMIT: Final = 10_000
 
 # Row columns (see handoffs.lab._runlog.COLUMNS).
 _CASE, _STRATEGY, _PERTURBATION, _LABEL, _EPOCH, _REF, _ACTION, _VERDICT = range(8)
@@ -277,6 +278,10 @@ class Aggregator:
         self._regions: dict[str, dict[str, Any]] = {}
         self._minimal_fields = 0
         self._minimal_cases = 0
+        # failures: every decision whose action differs from the reference
+        self._failures: list[dict[str, Any]] = []
+        self._disagreements = 0
+        self._failure_hard = 0
 
     @classmethod
     def for_experiment(cls, experiment: Experiment, plan: Plan,
@@ -337,6 +342,40 @@ class Aggregator:
                     acc = self._accs[(si, pi)] = _Acc()
                 acc.add(row, chunk, self.scorings[pi])
         self._feed_rows(rows, cases)
+        messages = {int(i): message for i, message in record.get("exhibits", ())}
+        rules = record.get("rules", {})
+        for i, row in enumerate(rows):
+            if row[_ACTION] != row[_REF]:
+                self._feed_failure(row, cases, messages.get(i), rules)
+
+    def _feed_failure(self, row: Sequence[Any], cases: Sequence[Any],
+                      message: Mapping[str, Any] | None, rules: Mapping[str, str]) -> None:
+        """One disagreement: counted, and listed up to :data:`_FAILURE_LIMIT`."""
+        pi = row[_PERTURBATION]
+        hard = self.scorings[pi].violations(row[_ACTION], row[_REF], _holding(row))
+        self._disagreements += 1
+        self._failure_hard += bool(hard)
+        if len(self._failures) >= _FAILURE_LIMIT:
+            return
+        falsehood = row[_FALSEHOOD]
+        case_id, _, state_key, _ = cases[row[_CASE]]
+        self._failures.append({
+            "case_id": case_id,
+            "strategy": self.strategies[row[_STRATEGY]],
+            "perturbation": pi,
+            "variant": None if row[_LABEL] is None else str(row[_LABEL]),
+            "epoch": row[_EPOCH],
+            "falsehood": None if falsehood is None else {
+                "field": falsehood[0], "true_value": falsehood[1], "value": falsehood[2]},
+            "reference_action": row[_REF],
+            "action": row[_ACTION],
+            "verdict": row[_VERDICT],
+            "reasons": list(row[_REASONS] or ()),
+            "reference_rule": rules.get(state_key),
+            "hard_violations": list(hard),
+            "regret": self.scorings[pi].regret(row[_ACTION], row[_REF]),
+            "message": message,
+        })
 
     def _feed_rows(self, rows: Sequence[Sequence[Any]], cases: Sequence[Any]) -> None:
         """Baselines, falsehoods and injections, row by row."""
@@ -571,6 +610,22 @@ class Aggregator:
             "fields_ever_needed": [f for f in field_names if f in needed],
             "fields_never_needed": [f for f in field_names if f not in needed],
             "mean_fields": total / cases if cases else 0.0,
+        }
+
+    def failures(self, perturbation_rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """The ``failures`` section: every decision whose action differs from the
+        reference, hard violations first, each with its case, perturbation, the
+        receiver's verdict and reasons, and (for the first few of each strategy ×
+        perturbation) the message sent and the reference's deciding rule.
+        """
+        listed = sorted(self._failures,
+                        key=lambda f: (not f["hard_violations"], -f["regret"]))
+        ids = [str(row["id"]) for row in perturbation_rows]
+        return {
+            "disagreements": self._disagreements,
+            "hard_violations": self._failure_hard,
+            "cases": [{**f, "perturbation": ids[f["perturbation"]]} for f in listed],
+            "truncated": self._disagreements > len(listed),
         }
 
     def injections(self) -> list[dict[str, Any]]:
