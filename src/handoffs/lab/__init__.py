@@ -37,6 +37,7 @@ from handoffs.lab._controls import (
     control_expectations,
     read_baselines,
 )
+from handoffs.lab._diff import DiffBudget, ReportDiff, diff_reports
 from handoffs.lab._experiment import (
     CaseSource,
     Experiment,
@@ -116,6 +117,7 @@ __all__ = [
     "ConstantMessage",
     "ControlExpectations",
     "ControlReading",
+    "DiffBudget",
     "Experiment",
     "ExperimentError",
     "Falsehood",
@@ -140,6 +142,7 @@ __all__ = [
     "Relay",
     "RemoveDecisionField",
     "RemoveGovernanceField",
+    "ReportDiff",
     "ReportError",
     "RoundNumeric",
     "RunLogError",
@@ -156,6 +159,7 @@ __all__ = [
     "control_expectations",
     "counterfactual_triggers",
     "declare_perturbation",
+    "diff_reports",
     "evaluate_gate",
     "load_experiment",
     "message_partition",
