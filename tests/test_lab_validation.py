@@ -185,7 +185,7 @@ receiver = "mymodule:planner"
      "injection 1: an injection needs 'value'"),
     ('[[injection]]\ncase_id = "generated-000001"\nfield = "calibrated"\nvalue = true\n'
      'feild = "x"\n',
-     "injection 1: unknown key 'feild'; an injection has case_id, field, value"),
+     "unknown key 'feild' in [injection[0]]; did you mean 'field'?"),
     ('[[injection]]\ncase_id = 7\nfield = "calibrated"\nvalue = true\n',
      "injection 1: case_id must be a non-empty string, got 7"),
     ('[[injection]]\ncase_id = "generated-000001"\nfield = ""\nvalue = true\n',
@@ -197,7 +197,8 @@ def test_a_malformed_injection_table_is_named(user_dir: Path, injection: str,
     path.write_text(TOML + "\n" + injection)
     with pytest.raises(ExperimentError) as caught:
         load_experiment(path)
-    assert str(caught.value) == f"{path}: {message} @ $"
+    where = ".injection[0].feild" if "feild" in injection else ""
+    assert str(caught.value) == f"{path}: {message} @ ${where}"
 
 
 def test_injection_must_be_an_array_of_tables(user_dir: Path) -> None:
@@ -314,3 +315,65 @@ def test_a_budget_naming_a_perturbation_the_run_applied_gates(report_path: Path)
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode in (0, 1), done.stderr
     assert "receipt under remove-decision-field:calibrated: agreement" in done.stdout
+
+
+# --------------------------------------------------------------- strict experiment files
+
+
+@pytest.mark.parametrize(("edit", "table", "key", "suggestion"), [
+    # A misspelt seed would otherwise draw other cases and flip the verdict.
+    (("hypothesis = 6", "hypothesis = 6\nsead = 4"), "cases", "sead", "seed"),
+    (("[governance]", '[evidence]\nstaet = "mymodule:state_of"\n\n[governance]'),
+     "evidence", "staet", "state"),
+    (('name = "pump"', 'name = "pump"\nepocks = 2'), "experiment", "epocks", "epochs"),
+    (('object = "mymodule:GOVERNANCE"', 'object = "mymodule:GOVERNANCE"\nobject_arg = {}'),
+     "governance", "object_arg", "object_args"),
+    (('receiver = "mymodule:planner"', 'receiver = "mymodule:planner"\ngate = true'),
+     "strategy[0]", "gate", "gated"),
+    (("[[strategy]]", "[tolerances]\nregret_delt = 0.1\n\n[[strategy]]"),
+     "tolerances", "regret_delt", "regret_delta"),
+    (("[[strategy]]", "[perturbations]\nstandrad = false\n\n[[strategy]]"),
+     "perturbations", "standrad", "standard"),
+    (("[[strategy]]", "[tolerance]\nregret_delta = 0.1\n\n[[strategy]]"),
+     "", "tolerance", "tolerances"),
+])
+def test_a_typo_in_any_table_is_refused_with_a_suggestion(
+        user_dir: Path, edit: tuple[str, str], table: str, key: str, suggestion: str) -> None:
+    from handoffs.lab import UnknownExperimentKey
+
+    path = user_dir / "experiment.toml"
+    path.write_text(TOML.replace(*edit, 1))
+    with pytest.raises(UnknownExperimentKey) as caught:
+        load_experiment(path)
+    error = caught.value
+    assert (error.key, error.table, error.suggestion) == (key, table, suggestion)
+    assert error.code == "unknown-experiment-key"
+    assert error.json_path == (f"$.{table}.{key}" if table else f"$.{key}")
+    if table:
+        assert str(error).startswith(f"{path}: unknown ")
+        assert f" {key!r} in [{table}]; did you mean {suggestion!r}? @ " in str(error)
+    else:
+        assert str(error) == (f"{path}: unknown table [{key}]; did you mean [{suggestion}]? "
+                              f"@ $.{key}")
+
+
+def test_a_typo_in_a_model_table_names_its_toml_path(user_dir: Path) -> None:
+    from handoffs.lab import UnknownExperimentKey
+
+    path = user_dir / "experiment.toml"
+    path.write_text(TOML.replace('receiver = "mymodule:planner"',
+                                 '[strategy.model]\nroute = "m"\nbase_url = "http://127.0.0.1:1"'
+                                 '\ntemprature = 0'))
+    with pytest.raises(UnknownExperimentKey, match=r"unknown model key 'temprature' in "
+                                                   r"\[strategy\[0\]\.model\]; did you mean "
+                                                   r"'temperature'\?") as caught:
+        load_experiment(path)
+    assert caught.value.json_path == "$.strategy[0].model.temprature"
+
+
+def test_a_key_for_another_case_source_is_refused(user_dir: Path) -> None:
+    path = user_dir / "experiment.toml"
+    path.write_text(TOML.replace("hypothesis = 6", 'source = "mymodule:cases"\nseed = 4'))
+    with pytest.raises(ExperimentError, match=r"cases\.seed is read only with "
+                                              r"cases\.hypothesis @ \$\.cases\.seed"):
+        load_experiment(path)

@@ -48,6 +48,8 @@ from handoffs.lab._experiment import (
     ReferenceReceiver,
     Strategy,
     Tolerances,
+    UnknownExperimentKey,
+    UserCodeError,
 )
 from handoffs.lab._minimal import (
     MinimalMessage,
@@ -154,6 +156,8 @@ __all__ = [
     "Strategy",
     "Tolerances",
     "Trigger",
+    "UnknownExperimentKey",
+    "UserCodeError",
     "Variant",
     "WidenInterval",
     "control_expectations",
