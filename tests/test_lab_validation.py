@@ -28,6 +28,7 @@ from handoffs.lab import (
     IterableCases,
     Strategy,
     Tolerances,
+    UserCodeError,
     load_experiment,
     run,
 )
@@ -150,10 +151,13 @@ def test_a_source_that_fails_while_read_fails_where_it_fails(mymodule: Any) -> N
         if source is not None:
             source._iterator = failing()
         chosen = source if source is not None else IterableCases(failing)
-        with pytest.raises(Broken):
+        with pytest.raises(UserCodeError) as caught:
             run(experiment(mymodule, planner, cases=chosen, injections=(far,)), chunk_size=2,
                 executor=Inline())
         assert planner.calls >= 4  # two chunks of two cases, before the failure
+        assert isinstance(caught.value.__cause__, Broken)
+        assert caught.value.role == "case source"
+        assert str(caught.value).endswith(" raised while reading case 6: Broken:  @ $")
 
 
 @pytest.fixture
@@ -377,3 +381,88 @@ def test_a_key_for_another_case_source_is_refused(user_dir: Path) -> None:
     with pytest.raises(ExperimentError, match=r"cases\.seed is read only with "
                                               r"cases\.hypothesis @ \$\.cases\.seed"):
         load_experiment(path)
+
+
+# ------------------------------------------------------------------ errors in user code
+
+
+class RaisingEncoder:
+    """An encoder with a bug."""
+
+    def encode(self, evidence: Any) -> dict[str, Any]:
+        raise ZeroDivisionError("division by zero")
+
+
+def test_a_raising_encoder_is_named_with_its_case(mymodule: Any) -> None:
+    planner = Counting(mymodule.planner())
+    broken = experiment(mymodule, planner, strategies=(
+        Strategy(name="receipt", encoder=RaisingEncoder(), receiver=planner, gated=True),))
+    with pytest.raises(UserCodeError) as caught:
+        run(broken, executor=Inline())
+    error = caught.value
+    assert error.code == "user-code-error"
+    assert error.callable_name == f"{__name__}.RaisingEncoder.encode"
+    assert error.case_id == "generated-000001"
+    assert str(error) == (f"the encoder of strategy 'receipt' {__name__}.RaisingEncoder.encode "
+                          "raised on case 'generated-000001': ZeroDivisionError: division by "
+                          "zero @ $")
+    assert isinstance(error.__cause__, ZeroDivisionError)
+    assert planner.calls == 0
+
+
+def test_a_raising_state_function_and_unjsonable_evidence_are_named(mymodule: Any) -> None:
+    cases = list(GeneratedCases(mymodule.MY_CONTRACT, 3, seed=3))
+
+    def state_of(evidence: Any) -> Any:
+        return evidence.state_of_pump  # misspelt
+
+    with pytest.raises(UserCodeError, match=(
+            r"^the state function .*state_of raised on case 'generated-000001': "
+            r"AttributeError: .*state_of_pump")):
+        run(experiment(mymodule, mymodule.planner(), cases=IterableCases(lambda: cases),
+                       state_of=state_of), executor=Inline())
+    odd = [attrs.evolve(cases[0], evidence_refs=(object(),)), *cases[1:]]
+    with pytest.raises(UserCodeError, match=(
+            r"^the case JSON function handoffs\.lab\._experiment\.default_case_json raised "
+            r"on case 'generated-000001': ")):
+        run(experiment(mymodule, mymodule.planner(), cases=IterableCases(lambda: odd),
+                       evidence_refs_of=lambda e: ["ref"]), executor=Inline())
+
+
+def test_a_raising_structure_function_names_its_line(mymodule: Any, tmp_path: Path) -> None:
+    from handoffs.lab import JSONLinesCases
+
+    path = tmp_path / "cases.jsonl"
+    path.write_text('{"id": 1}\n\n{"id": 2}\n', encoding="utf-8")
+
+    def structure(row: dict[str, Any]) -> Any:
+        if row["id"] == 2:
+            raise ValueError("no pump 2")
+        return row
+
+    cases = list(GeneratedCases(mymodule.MY_CONTRACT, 1, seed=3))
+    source = JSONLinesCases(path, structure)
+    with pytest.raises(UserCodeError) as caught:
+        list(source)
+    assert str(caught.value) == (
+        f"the structure function {__name__}.test_a_raising_structure_function_names_its_line"
+        f".<locals>.structure raised on {path} line 3: ValueError: no pump 2 @ $")
+    del cases
+
+
+def test_the_command_line_names_a_raising_encoder(user_dir: Path) -> None:
+    (user_dir / "bad.py").write_text(
+        "class BadEncoder:\n"
+        "    def encode(self, evidence):\n"
+        "        raise ZeroDivisionError('division by zero in my encoder')\n",
+        encoding="utf-8")
+    path = user_dir / "experiment.toml"
+    path.write_text(TOML.replace('encoder = "mymodule:encoder"', 'encoder = "bad:BadEncoder"'))
+    done = subprocess.run([HANDOFFS, "lab", "run", "experiment.toml", "--out", "report",
+                           "--no-progress"], cwd=user_dir, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "error: the encoder of strategy 'receipt' bad.BadEncoder.encode raised on case "
+        "'generated-000001': ZeroDivisionError: division by zero in my encoder @ $ "
+        "[user-code-error]\n")

@@ -70,6 +70,7 @@ from handoffs.lab._plan import (
     analyse_state,
     receipt_id,
 )
+from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of, user_error
 from handoffs.receivers._decision import Receiver, Verdict
 from handoffs.receivers._model import ModelReceiver
 
@@ -523,10 +524,8 @@ class _Chunk:
         service = plan.governance
         derive = type(service) is GovernanceService
         for evidence in cases:
-            truth = self.contract.view(plan.state_of(evidence))
-            state_key, ref = self._truth(truth, evidence)
-            case_id = str(plan.case_id_of(evidence))
-            evidence_refs = tuple(plan.evidence_refs_of(evidence))
+            case_id, truth, evidence_refs = self._read(evidence)
+            state_key, ref = self._truth(truth, evidence, case_id)
             stamps: dict[Authority, _Piece] = {}
             contents: dict[int, _Piece] = {}
             row: list[_Msg] = []
@@ -541,7 +540,7 @@ class _Chunk:
                 content = contents.get(id(strategy.encoder))
                 if content is None:
                     content = contents[id(strategy.encoder)] = self._content(
-                        strategy, strategy.encoder.encode(evidence))
+                        strategy, encoded(strategy, evidence, case_id))
                 row.append(self._base(strategy, si, content, stamp, case_id))
             j = len(self.bases)
             self.bases.append(row)
@@ -564,14 +563,29 @@ class _Chunk:
                         for sample in range(1 if slot.deterministic else plan.epochs):
                             self._schedule(slot, facts, memoise=True, sample=sample)
                 continue
-            self.case_rows.append([case_id, _case_digest(plan, evidence), state_key, ref])
+            self.case_rows.append([case_id, _case_digest(plan, evidence, case_id), state_key,
+                                   ref])
             if plan.analyse and state_key not in self.states:
                 analysis = analyse_state(self.contract, state_key, truth,
                                          budget=plan.region_budget)
                 self.states[state_key] = {**analysis, "example_case_id": case_id,
                                           "example": row[plan.subject].message}
 
-    def _truth(self, truth: dict[str, Any], evidence: Any) -> tuple[str, str]:
+    def _read(self, evidence: Any) -> tuple[str, dict[str, Any], tuple[Any, ...]]:
+        """A case's id, decision state (as a view) and evidence references, read by
+        the experiment's own functions; one that raises is named in a
+        :class:`UserCodeError` with the case.
+        """
+        plan = self.plan
+        case_id = case_id_of(plan.case_id_of, evidence)
+        try:
+            truth = self.contract.view(plan.state_of(evidence))
+        except Exception as exc:
+            raise user_error("state function", plan.state_of, case_id, exc) from exc
+        return case_id, truth, evidence_refs_of(plan.evidence_refs_of, evidence, case_id)
+
+    def _truth(self, truth: dict[str, Any], evidence: Any,
+               case_id: str) -> tuple[str, str]:
         """(state key, reference action), memoised on the typed truth."""
         plan = self.plan
         try:
@@ -586,7 +600,10 @@ class _Chunk:
             if key is not None:
                 self.truth_memo[key] = found
         if plan.reference is not None:
-            declared = plan.reference(evidence)
+            try:
+                declared = plan.reference(evidence)
+            except Exception as exc:
+                raise user_error("reference function", plan.reference, case_id, exc) from exc
             return found[0], str(declared.value if hasattr(declared, "value") else declared)
         return found
 
@@ -1260,5 +1277,11 @@ class _Chunk:
         return found
 
 
-def _case_digest(plan: Plan, evidence: Any) -> str:
-    return digest(canonical_bytes(plan.case_json(evidence)))
+def _case_digest(plan: Plan, evidence: Any, case_id: str) -> str:
+    try:
+        return digest(canonical_bytes(plan.case_json(evidence)))
+    except Exception as exc:  # evidence that is not JSON, or the user's case_json raised
+        raise user_error("case JSON function", plan.case_json, case_id, exc) from exc
+
+
+

@@ -122,14 +122,15 @@ class UserCodeError(ExperimentError):
     code = "user-code-error"
 
     def __init__(self, *, role: str, callable_name: str, case_id: str | None,
-                 error: BaseException | str, json_path: str = "$") -> None:
+                 error: BaseException | str, at: str | None = None) -> None:
         self.role = role
         self.callable_name = callable_name
         self.case_id = case_id
         self.error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         where = f" on case {case_id!r}" if case_id is not None else ""
-        super().__init__(f"the {role} {callable_name} raised{where}: {self.error}",
-                         json_path=json_path)
+        if at is not None:
+            where = f" {at}"
+        super().__init__(f"the {role} {callable_name} raised{where}: {self.error}")
 
 
 def qualified_name(obj: Any) -> str:
@@ -510,7 +511,17 @@ class JSONLinesCases:
                 if not isinstance(value, dict):
                     raise MalformedJSON(f"{self.path} line {number} is not a JSON object",
                                         code="not-an-object")
-                yield value if self.structure is None else self.structure(value)
+                if self.structure is None:
+                    yield value
+                    continue
+                try:
+                    evidence = self.structure(value)
+                except Exception as exc:
+                    raise UserCodeError(role="structure function",
+                                        callable_name=qualified_name(self.structure),
+                                        case_id=None, error=exc,
+                                        at=f"on {self.path} line {number}") from exc
+                yield evidence
 
 
 @attrs.frozen
@@ -624,6 +635,8 @@ def _attr_or_key(name: str) -> Callable[[Any], Any]:
         return getattr(evidence, name)
 
     get.__name__ = f"get_{name}"
+    get.__qualname__ = f"evidence[{name!r}]"  # named so in errors (qualified_name)
+    get.__module__ = ""
     return get
 
 
