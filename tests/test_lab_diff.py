@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,3 +102,45 @@ def test_bad_budgets_and_bad_reports_are_refused(old: dict[str, Any]) -> None:
         DiffBudget(agreement=-0.1)
     with pytest.raises(ReportError):
         diff_reports(old, {"report_format": "handoffs-lab-report/0"})
+
+
+# ------------------------------------------------------------------- the command line
+
+
+def _lab_diff(tmp_path: Path, old: dict[str, Any], new: dict[str, Any],
+              *args: str) -> Any:
+    from click.testing import CliRunner
+
+    from handoffs.cli import main
+
+    (tmp_path / "old.json").write_text(json.dumps(old), encoding="utf-8")
+    (tmp_path / "new.json").write_text(json.dumps(new), encoding="utf-8")
+    return CliRunner().invoke(main, ["lab", "diff", str(tmp_path / "old.json"),
+                                     str(tmp_path / "new.json"), *args])
+
+
+def test_lab_diff_exits_0_without_a_regression(old: dict[str, Any], tmp_path: Path) -> None:
+    result = _lab_diff(tmp_path, old, old)
+    assert (result.exit_code, result.output) == (0, "lab diff: no regression beyond the "
+                                                    "budget\n")
+
+
+def test_lab_diff_exits_1_on_a_regression_with_markdown(old: dict[str, Any],
+                                                        tmp_path: Path) -> None:
+    result = _lab_diff(tmp_path, old, regressed(old), "--format", "md")
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("### handoffs lab diff: **REGRESSED**")
+    assert "| REGRESSED | decision_contract | relay:2 | agreement | 1 | 0.9643 |" in result.output
+    # Within a budget that allows it: reported, exit 0.
+    loose = _lab_diff(tmp_path, old, regressed(old), "--budget-agreement", "0.05",
+                      "--budget-regret", "5", "--budget-hard-violations", "1",
+                      "--format", "json")
+    assert loose.exit_code == 0, loose.output
+    document = json.loads(loose.output)
+    assert document["regressed"] is False
+    assert len(document["changes"]) == 3
+
+
+def test_lab_diff_cannot_read_a_bad_report(old: dict[str, Any], tmp_path: Path) -> None:
+    result = _lab_diff(tmp_path, old, {"report_format": "nope"})
+    assert result.exit_code == 2
