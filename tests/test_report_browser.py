@@ -86,10 +86,12 @@ def test_the_failing_report_shows_what_failed(browser: Any, failing_report: dict
     assert cells[:2] == ["policy-01", "decision_contract"]
     assert cells[3:6] == ["ESCALATE", "RELEASE", "ACCEPT"]
     assert cells[7] == "unsafe-release"
-    # The message sent folds out of the row.
-    message = row.locator("pre")
+    # The message sent folds out under the row.
+    sent = row.locator("xpath=following-sibling::tr[1]")
+    assert sent.get_attribute("class") == "sent"
+    message = sent.locator("pre")
     assert not message.is_visible()
-    row.locator("summary").click()
+    sent.locator("summary").click()
     assert message.is_visible()
     assert '"policy_current": true' in message.inner_text()
     assert problems == []

@@ -188,9 +188,10 @@ def _failures(report: Mapping[str, Any], compact: bool) -> Table | None:
     if failures is None:
         return None
     gated = _gated(report)
-    listed = list(failures["cases"])
-    if compact:  # the gated strategies' failures first: those are what the gate judges
-        listed.sort(key=lambda f: (f["strategy"] not in gated, not f["hard_violations"]))
+    # The gated strategies' failures first (those are what the gate judges), hard
+    # violations first within each.
+    listed = sorted(failures["cases"],
+                    key=lambda f: (f["strategy"] not in gated, not f["hard_violations"]))
     cap = FAILURES_LISTED if compact else _FAILURES_HTML
     shown = listed[:cap]
     more = failures["disagreements"] - len(shown)
