@@ -466,3 +466,28 @@ def test_the_command_line_names_a_raising_encoder(user_dir: Path) -> None:
         "error: the encoder of strategy 'receipt' bad.BadEncoder.encode raised on case "
         "'generated-000001': ZeroDivisionError: division by zero in my encoder @ $ "
         "[user-code-error]\n")
+
+
+class RaisingReceiver:
+    """A receiver with a bug: the lab records its decisions as errors (fail closed)."""
+
+    name = "flaky"
+    deterministic = True
+
+    def receive(self, message: Any) -> Decision:
+        raise RuntimeError("my receiver broke")
+
+
+def test_a_raising_receiver_fails_closed_and_is_named(mymodule: Any) -> None:
+    from handoffs.lab import render_markdown
+
+    report = run(experiment(mymodule, RaisingReceiver()), executor=Inline()).report
+    assert report["gate"]["passed"] is False
+    failure = report["failures"]["cases"][0]
+    assert failure["verdict"] == "ERROR"
+    assert failure["reasons"] == ["receiver-raised:RuntimeError"]
+    assert failure["case_id"].startswith("generated-")
+    text = render_markdown(report)
+    assert ("> Receiver errors: receipt's receiver 'flaky' raised (RuntimeError) on 12 "
+            f"decisions, for example on case {failure['case_id']!r}. Each decided the "
+            "fail-closed action.") in text

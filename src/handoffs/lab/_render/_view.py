@@ -82,6 +82,30 @@ def _failure_finding(report: Mapping[str, Any]) -> str | None:
             "with its case below.")
 
 
+def _receiver_error_finding(report: Mapping[str, Any]) -> str | None:
+    """One sentence per strategy whose receiver raised: how often, what, where first."""
+    errors: dict[str, int] = {}
+    for row in report["results"]:
+        if row["receiver_errors"]:
+            errors[row["strategy"]] = errors.get(row["strategy"], 0) + row["receiver_errors"]
+    if not errors:
+        return None
+    receivers = {s["name"]: s["receiver"] for s in report["experiment"]["strategies"]}
+    listed = (report.get("failures") or {}).get("cases", ())
+    parts = []
+    for strategy, count in errors.items():
+        raised = [f for f in listed if f["strategy"] == strategy
+                  and any(r.startswith("receiver-raised:") for r in f["reasons"])]
+        kinds = sorted({r.split(":", 1)[1] for f in raised for r in f["reasons"]
+                        if r.startswith("receiver-raised:")})
+        first = f", for example on case {raised[0]['case_id']!r}" if raised else ""
+        what = f" ({', '.join(kinds)})" if kinds else ""
+        parts.append(f"{strategy}'s receiver {receivers.get(strategy, strategy)!r} raised"
+                     f"{what} on {num(count)} decisions{first}")
+    return ("Receiver errors: " + "; ".join(parts)
+            + ". Each decided the fail-closed action.")
+
+
 def _provenance(provenance: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     workers = provenance["workers"]
     executor = provenance["executor"] + (
@@ -105,7 +129,8 @@ def view(report: Mapping[str, Any], *, compact: bool) -> View:
     gate = report["gate"]
     passed = bool(gate["passed"])
     tables = [t for t in (section(report, compact) for section in SECTIONS) if t is not None]
-    findings = [f for f in (_falsehood_finding(report), _failure_finding(report)) if f]
+    findings = [f for f in (_falsehood_finding(report), _failure_finding(report),
+                            _receiver_error_finding(report)) if f]
     return View(
         title=f"handoffs lab: {experiment['name']}",
         passed=passed,
