@@ -132,6 +132,10 @@ def print_summary(report: Mapping[str, Any]) -> None:
         console.print(f"  - {reason}", markup=False)
     for warning in gate["warnings"]:
         console.print(f"  warning: {warning}", markup=False)
+    from handoffs.lab._render._view import view
+
+    for finding in view(report, compact=True).findings:
+        console.print(f"  {finding}", markup=False)
 
 
 def _write_report(report: Mapping[str, Any], out: Path, *, also: tuple[str, ...] = ()

@@ -79,7 +79,7 @@ def _failure_finding(report: Mapping[str, Any]) -> str | None:
     return (f"Failing decisions: {num(failures['disagreements'])} differ from the reference "
             f"action across every strategy and perturbation, "
             f"{num(failures['hard_violations'])} of them hard violations; each is listed "
-            "with its case below.")
+            "with its case in the report.")
 
 
 def _receiver_error_finding(report: Mapping[str, Any]) -> str | None:
