@@ -342,21 +342,44 @@ class Aggregator:
                     acc = self._accs[(si, pi)] = _Acc()
                 acc.add(row, chunk, self.scorings[pi])
         self._feed_rows(rows, cases)
+        self._feed_failures(record, rows, cases)
+
+    def _feed_failures(self, record: Mapping[str, Any], rows: Sequence[Sequence[Any]],
+                       cases: Sequence[Any]) -> None:
+        """Count every disagreement (from the distinct rows of a compact record, which
+        carry their counts) and list them, row by row, up to :data:`_FAILURE_LIMIT`.
+        """
+        templates = record.get("templates")
+        if templates is not None:
+            for template, sums in zip(templates, record["stats"], strict=True):
+                if template[_ACTION] != template[_REF]:
+                    self._count_failure(template, sums[0])
+            if len(self._failures) >= _FAILURE_LIMIT:
+                return
         messages = {int(i): message for i, message in record.get("exhibits", ())}
         rules = record.get("rules", {})
         for i, row in enumerate(rows):
-            if row[_ACTION] != row[_REF]:
-                self._feed_failure(row, cases, messages.get(i), rules)
+            if row[_ACTION] == row[_REF]:
+                continue
+            hard = (self._count_failure(row, 1) if templates is None
+                    else self._violations(row))
+            if len(self._failures) < _FAILURE_LIMIT:
+                self._list_failure(row, hard, cases, messages.get(i), rules)
 
-    def _feed_failure(self, row: Sequence[Any], cases: Sequence[Any],
+    def _violations(self, row: Sequence[Any]) -> tuple[str, ...]:
+        return tuple(self.scorings[row[_PERTURBATION]].violations(
+            row[_ACTION], row[_REF], _holding(row)))
+
+    def _count_failure(self, row: Sequence[Any], n: int) -> tuple[str, ...]:
+        hard = self._violations(row)
+        self._disagreements += n
+        self._failure_hard += n * bool(hard)
+        return hard
+
+    def _list_failure(self, row: Sequence[Any], hard: Sequence[str], cases: Sequence[Any],
                       message: Mapping[str, Any] | None, rules: Mapping[str, str]) -> None:
-        """One disagreement: counted, and listed up to :data:`_FAILURE_LIMIT`."""
+        """List one disagreement with its case, message and the reference's rule."""
         pi = row[_PERTURBATION]
-        hard = self.scorings[pi].violations(row[_ACTION], row[_REF], _holding(row))
-        self._disagreements += 1
-        self._failure_hard += bool(hard)
-        if len(self._failures) >= _FAILURE_LIMIT:
-            return
         falsehood = row[_FALSEHOOD]
         case_id, _, state_key, _ = cases[row[_CASE]]
         self._failures.append({
