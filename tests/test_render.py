@@ -384,3 +384,18 @@ def test_all_zero_panels_are_not_plotted(report: dict[str, Any]) -> None:
     page = render_html(regret_only)
     assert page.count("<svg") == 3
     assert ">hard violations<" not in page.split('id="decision-ablation"')[1].split("</figure>")[0]
+
+
+def test_a_long_failure_list_is_capped_with_hard_violations_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from handoffs.lab import _metrics
+
+    monkeypatch.setattr(_metrics, "_FAILURE_LIMIT", 5)
+    capped = run(payment_experiment(), created=CREATED).report
+    failures = capped["failures"]
+    assert (failures["disagreements"], failures["hard_violations"]) == (834, 125)
+    assert failures["truncated"] is True
+    assert len(failures["cases"]) == 5
+    assert all(f["hard_violations"] for f in failures["cases"])
+    assert ("_834 decisions differ from the reference action, 125 of them hard violations; "
+            "829 more (report.json lists 5, the run log every one)._") in render_markdown(capped)

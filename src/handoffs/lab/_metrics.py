@@ -32,7 +32,7 @@ __all__ = ["Aggregator", "falsehood_class"]
 
 _STATE_LIMIT: Final = 100_000
 _REGION_LIMIT: Final = 10_000
-_FAILURE_LIMIT: Final = 10_000
+_FAILURE_LIMIT: Final = 1_000  # each is validated against the report schema: keep it cheap
 
 # Row columns (see handoffs.lab._runlog.COLUMNS).
 _CASE, _STRATEGY, _PERTURBATION, _LABEL, _EPOCH, _REF, _ACTION, _VERDICT = range(8)
@@ -279,7 +279,9 @@ class Aggregator:
         self._minimal_fields = 0
         self._minimal_cases = 0
         # failures: every decision whose action differs from the reference
-        self._failures: list[dict[str, Any]] = []
+        self._failures: list[dict[str, Any]] = []  # without a hard violation
+        self._hard_failures: list[dict[str, Any]] = []
+        self._violation_memo: dict[tuple[Any, ...], tuple[str, ...]] = {}
         self._disagreements = 0
         self._failure_hard = 0
 
@@ -354,7 +356,7 @@ class Aggregator:
             for template, sums in zip(templates, record["stats"], strict=True):
                 if template[_ACTION] != template[_REF]:
                     self._count_failure(template, sums[0])
-            if len(self._failures) >= _FAILURE_LIMIT:
+            if min(len(self._failures), len(self._hard_failures)) >= _FAILURE_LIMIT:
                 return
         messages = {int(i): message for i, message in record.get("exhibits", ())}
         rules = record.get("rules", {})
@@ -363,12 +365,18 @@ class Aggregator:
                 continue
             hard = (self._count_failure(row, 1) if templates is None
                     else self._violations(row))
-            if len(self._failures) < _FAILURE_LIMIT:
+            if len(self._hard_failures if hard else self._failures) < _FAILURE_LIMIT:
                 self._list_failure(row, hard, cases, messages.get(i), rules)
 
     def _violations(self, row: Sequence[Any]) -> tuple[str, ...]:
-        return tuple(self.scorings[row[_PERTURBATION]].violations(
-            row[_ACTION], row[_REF], _holding(row)))
+        """The hard constraints a row's action breaks (memoised: rows repeat)."""
+        holding = _holding(row)
+        key = (row[_PERTURBATION], row[_ACTION], row[_REF], *holding)
+        found = self._violation_memo.get(key)
+        if found is None:
+            found = self._violation_memo[key] = tuple(self.scorings[row[_PERTURBATION]].violations(
+                row[_ACTION], row[_REF], holding))
+        return found
 
     def _count_failure(self, row: Sequence[Any], n: int) -> tuple[str, ...]:
         hard = self._violations(row)
@@ -382,7 +390,7 @@ class Aggregator:
         pi = row[_PERTURBATION]
         falsehood = row[_FALSEHOOD]
         case_id, _, state_key, _ = cases[row[_CASE]]
-        self._failures.append({
+        (self._hard_failures if hard else self._failures).append({
             "case_id": case_id,
             "strategy": self.strategies[row[_STRATEGY]],
             "perturbation": pi,
@@ -641,8 +649,9 @@ class Aggregator:
         receiver's verdict and reasons, and (for the first few of each strategy ×
         perturbation) the message sent and the reference's deciding rule.
         """
-        listed = sorted(self._failures,
-                        key=lambda f: (not f["hard_violations"], -f["regret"]))
+        # Hard violations first (kept apart, so that a late one is still listed).
+        listed = [*sorted(self._hard_failures, key=lambda f: -f["regret"]),
+                  *sorted(self._failures, key=lambda f: -f["regret"])][:_FAILURE_LIMIT]
         ids = [str(row["id"]) for row in perturbation_rows]
         return {
             "disagreements": self._disagreements,

@@ -32,7 +32,7 @@ FAILURES_LISTED: Final = 10
 """Failing decisions the compact (Markdown) rendering lists; the rest are counted."""
 
 _FAILURES_HTML: Final = 500
-"""Failing decisions the HTML drill-down lists; report.json lists up to 10 000."""
+"""Failing decisions the HTML drill-down lists; report.json lists up to 1,000."""
 
 Section = Callable[[Mapping[str, Any], bool], "Table | None"]
 
@@ -195,7 +195,8 @@ def _failures(report: Mapping[str, Any], compact: bool) -> Table | None:
     cap = FAILURES_LISTED if compact else _FAILURES_HTML
     shown = listed[:cap]
     more = failures["disagreements"] - len(shown)
-    where = "report.json" if not failures["truncated"] or len(listed) > cap else "the run log"
+    where = ("in report.json" if not failures["truncated"]
+             else f"(report.json lists {num(len(listed))}, the run log every one)")
     return table(
         "failures", "Failing decisions",
         [
@@ -211,7 +212,7 @@ def _failures(report: Mapping[str, Any], compact: bool) -> Table | None:
         shown,
         note=f"{num(failures['disagreements'])} decisions differ from the reference action, "
              f"{num(failures['hard_violations'])} of them hard violations"
-             + (f"; {num(more)} more in {where}." if more > 0 else "."),
+             + (f"; {num(more)} more {where}." if more > 0 else "."),
         empty="Every decision agrees with the reference action.",
         mark=lambda r: "fail" if r["hard_violations"] else "warn",
         detail=None if compact else _message_sent,
