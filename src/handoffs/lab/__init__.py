@@ -37,6 +37,7 @@ from handoffs.lab._controls import (
     control_expectations,
     read_baselines,
 )
+from handoffs.lab._diff import DiffBudget, ReportDiff, diff_reports
 from handoffs.lab._experiment import (
     CaseSource,
     Experiment,
@@ -47,6 +48,8 @@ from handoffs.lab._experiment import (
     ReferenceReceiver,
     Strategy,
     Tolerances,
+    UnknownExperimentKey,
+    UserCodeError,
 )
 from handoffs.lab._minimal import (
     MinimalMessage,
@@ -116,6 +119,7 @@ __all__ = [
     "ConstantMessage",
     "ControlExpectations",
     "ControlReading",
+    "DiffBudget",
     "Experiment",
     "ExperimentError",
     "Falsehood",
@@ -140,6 +144,7 @@ __all__ = [
     "Relay",
     "RemoveDecisionField",
     "RemoveGovernanceField",
+    "ReportDiff",
     "ReportError",
     "RoundNumeric",
     "RunLogError",
@@ -151,11 +156,14 @@ __all__ = [
     "Strategy",
     "Tolerances",
     "Trigger",
+    "UnknownExperimentKey",
+    "UserCodeError",
     "Variant",
     "WidenInterval",
     "control_expectations",
     "counterfactual_triggers",
     "declare_perturbation",
+    "diff_reports",
     "evaluate_gate",
     "load_experiment",
     "message_partition",
