@@ -79,11 +79,11 @@ from nacl.exceptions import BadSignatureError
 
 from handoffs._json import canonical_bytes, dumps, loads
 from handoffs.contracts import Authority, EvidenceRef, Governance, Receipt
-from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._proofs import CLOCK_SKEW
 from handoffs.contracts._schema import _fast_validator, to_json_schema
 from handoffs.contracts._signing import issue_grant, sign_receipt, verify_receipt
 from handoffs.examples import payment
+from handoffs.integrity import KeyRing, SigningKey
 from handoffs.integrity._base58 import _b58decode_or_none
 from handoffs.receivers import (
     Gate,

@@ -69,7 +69,7 @@ from handoffs.examples.payment import PAYMENT_RELEASE
 from handoffs.examples.payment_lab import payment_experiment, payment_gate
 from handoffs.lab import GovernanceChecker, run
 from handoffs.lab._cache import CallCache, close_connections
-from handoffs.receivers import ModelReceiver, OpenAICompatibleClient
+from handoffs.receivers.models import ModelReceiver, OpenAICompatibleClient
 
 WIDTH = 16
 ROUTES = {"decision_contract": "stub/decision-contract", "full_record": "stub/full-record"}
@@ -360,7 +360,7 @@ def harness(latency: float, calls: int, work: Path) -> float:
     """The same stub and client with no lab: ``WIDTH`` threads send ``calls`` requests
     (each a 3.5 kB prompt, as the full record's) back to back. The ceiling this machine
     gives the figure above, measured beside it."""
-    from handoffs.receivers import ChatRequest
+    from handoffs.receivers.models import ChatRequest
 
     log = work / f"harness-{round(latency * 1000)}ms.log"
     request = ChatRequest(model="stub/harness", messages=(("user", "x" * 3500),))

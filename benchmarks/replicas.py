@@ -69,9 +69,9 @@ import httpx
 
 from handoffs._json import dumps
 from handoffs.contracts import Authority, Governance, Receipt
-from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._signing import issue_grant, sign_receipt
 from handoffs.examples import payment
+from handoffs.integrity import KeyRing, SigningKey
 
 HANDOFFS = str(Path(sys.executable).with_name("handoffs"))
 PG_USER = "pgtest"

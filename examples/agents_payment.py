@@ -62,15 +62,9 @@ from openai import APIError, AsyncOpenAI
 
 from handoffs.adapters import Case, Handover
 from handoffs.adapters.openai_agents import FULL_HISTORY, RECEIPT_ONLY, gated_handoff
-from handoffs.contracts import (
-    GovernanceService,
-    GrantIssuer,
-    KeyRing,
-    Registry,
-    Sender,
-    SigningKey,
-)
+from handoffs.contracts import GovernanceService, GrantIssuer, Registry, Sender
 from handoffs.examples import payment
+from handoffs.integrity import KeyRing, SigningKey
 from handoffs.receivers import (
     Gate,
     InMemoryEvidenceResolver,
@@ -78,8 +72,8 @@ from handoffs.receivers import (
     Readback,
     ResolvedEvidence,
     StrictContractReceiver,
-    action_schema,
 )
+from handoffs.receivers.models import action_schema
 
 CONTRACT: Final = payment.PAYMENT_RELEASE
 NOW: Final = datetime(2026, 6, 1, 12, tzinfo=UTC)

@@ -44,20 +44,18 @@ import attrs
 from handoffs.contracts import (
     Contract,
     EvidenceFresh,
-    Field,
     GovernanceService,
     HardConstraint,
     Interval,
     LossMatrix,
     OnMissing,
-    Policy,
     Receipt,
     ReceiptEncoder,
     Registry,
-    Rule,
     Uncertainty,
     decision_field,
 )
+from handoffs.contracts.policy import Field, Policy, Rule
 from handoffs.examples.payment_lab import FixedClock
 from handoffs.lab import Experiment, IterableCases, Strategy, Tolerances, message_partition, run
 from handoffs.receivers import (

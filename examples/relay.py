@@ -54,22 +54,18 @@ from handoffs.contracts import (
     GovernanceService,
     HardConstraint,
     Interval,
-    Is,
-    KeyRing,
     LossMatrix,
-    Over,
-    Policy,
     Receipt,
     ReceiptEncoder,
     Registry,
-    Rule,
-    SigningKey,
     Uncertainty,
     decision_field,
     issue_grant,
     sign_receipt,
 )
+from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples.payment_lab import FixedClock
+from handoffs.integrity import KeyRing, SigningKey
 from handoffs.lab import Experiment, IterableCases, Strategy, Tolerances, run
 from handoffs.receivers import (
     CarriedReceiptReceiver,

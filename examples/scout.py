@@ -38,25 +38,19 @@ import attrs
 
 from handoffs.contracts import (
     GOVERNANCE_FIELDS,
-    AllOf,
     Authority,
     Contract,
-    ContractDiff,
     EvidenceFresh,
     GovernanceService,
     HardConstraint,
-    Is,
     LossMatrix,
     OnMissing,
-    Over,
-    Policy,
     ReceiptEncoder,
     Registry,
-    Rule,
-    Under,
     decision_field,
-    diff,
 )
+from handoffs.contracts.policy import AllOf, Is, Over, Policy, Rule, Under
+from handoffs.contracts.versions import ContractDiff, diff
 from handoffs.examples.payment_lab import FixedClock
 from handoffs.lab import (
     ActionAdded,

@@ -12,7 +12,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from handoffs.contracts._keys import KeyRing
+from handoffs.integrity import KeyRing
 from handoffs.receivers import (
     Gate,
     InMemoryEvidenceResolver,

@@ -17,22 +17,17 @@ from typing import Any, Final
 import attrs
 
 from handoffs.contracts import (
-    Condition,
     Contract,
-    Field,
     GovernanceService,
     HardConstraint,
     Interval,
-    Is,
     LossMatrix,
-    Policy,
-    Predicate,
     Receipt,
     ReceiptEncoder,
     Registry,
-    Rule,
     decision_field,
 )
+from handoffs.contracts.policy import Condition, Field, Is, Policy, Predicate, Rule
 from handoffs.receivers import (
     Gate,
     StrictContractReceiver,

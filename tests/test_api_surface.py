@@ -1,35 +1,97 @@
-"""The public surface is each module's ``__all__``; names kept importable for code
-written against earlier releases are resolved on first use and are not in it (see
-docs/reference/compatibility.md)."""
+"""The public surface: each face's ``__all__``, small, each name public in one place.
+
+The faces by audience (issue #21): a namespace over ~40 names wants splitting, and the
+library's faces together stay small. A name outside an ``__all__`` is not public (see
+docs/reference/compatibility.md); there are no hidden re-exports kept for old imports.
+"""
 
 from __future__ import annotations
 
+import ast
 import importlib
+import pkgutil
+from pathlib import Path
 
 import pytest
 
 import handoffs
 
-PACKAGES = ["handoffs.contracts", "handoffs.receivers", "handoffs.lab"]
+# The library's faces: every public module but the adapters (one per framework, each
+# with its own extra), the examples and the command line.
+LIBRARY = ["handoffs", *sorted(
+    info.name for info in pkgutil.walk_packages(handoffs.__path__, "handoffs.")
+    if not any(part.startswith("_") for part in info.name.split("."))
+    and info.name.split(".")[1] not in ("adapters", "examples", "cli")
+)]
+
+PER_NAMESPACE = 40
+# Issue #21's target is 150 for the library's faces together; the lab's 75 names wait
+# for the perturbations to move to ``handoffs.lab.perturbations`` (branch ``rooms``) and
+# the lab's face to be cut. These ceilings only come down.
+OVER_BUDGET = {"handoffs.lab": 75}
+TOTAL = 217
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_names_that_are_not_public_stay_importable_and_out_of_all(package: str) -> None:
-    module = importlib.import_module(package)
-    hidden = module._NOT_PUBLIC
-    assert hidden, "each package keeps its not-public names in _NOT_PUBLIC"
-    assert not set(hidden) & set(module.__all__)
-    for name, home in hidden.items():
-        assert getattr(module, name) is getattr(importlib.import_module(home), name), name
+def _faces() -> dict[str, list[str]]:
+    faces = {}
+    for name in LIBRARY:
+        module = importlib.import_module(name)
+        faces[name] = list(getattr(module, "__all__", ()))
+    return faces
 
 
-def test_one_name_per_concept_across_the_packages() -> None:
-    """No public name is exported by two of the packages, and the root error is public
-    once, at the root."""
+def test_the_faces_are_small() -> None:
+    faces = _faces()
+    over = {name: len(names) for name, names in faces.items()
+            if len(names) > OVER_BUDGET.get(name, PER_NAMESPACE)}
+    assert over == {}
+    assert sum(len(names) for names in faces.values()) <= TOTAL
+    # the ceilings are live: each over-budget face is still over
+    assert all(len(faces[name]) > PER_NAMESPACE for name in OVER_BUDGET)
+
+
+def test_the_faces_are_the_expected_ones() -> None:
+    assert {"handoffs", "handoffs.contracts", "handoffs.contracts.policy",
+            "handoffs.contracts.versions", "handoffs.integrity", "handoffs.receivers",
+            "handoffs.receivers.models", "handoffs.lab", "handoffs.testing",
+            "handoffs.service"} <= set(LIBRARY)
+
+
+def test_every_public_name_resolves() -> None:
+    for name, names in _faces().items():
+        module = importlib.import_module(name)
+        missing = [n for n in names if not hasattr(module, n)]
+        assert missing == [], name
+
+
+def test_one_name_per_concept_across_the_faces() -> None:
+    """No public name is exported by two faces (one way to import each thing)."""
     seen: dict[str, str] = {}
-    for package in PACKAGES:
-        for name in importlib.import_module(package).__all__:
-            assert name not in seen, f"{name} is public in {seen.get(name)} and {package}"
-            seen[name] = package
-    assert "HandoffsError" in handoffs.__all__
-    assert "HandoffsError" not in seen
+    for face, names in _faces().items():
+        for name in names:
+            if name == "__version__":
+                continue
+            assert name not in seen, f"{name} is public in {seen.get(name)} and {face}"
+            seen[name] = face
+    assert seen["HandoffsError"] == "handoffs"
+
+
+@pytest.mark.parametrize("face", ["handoffs", "handoffs.contracts", "handoffs.receivers",
+                                  "handoffs.lab", "handoffs.integrity"])
+def test_each_name_is_declared_once(face: str) -> None:
+    """A face imports its names and lists them in ``__all__``: no lazy table beside them,
+    no module ``__getattr__`` that resolves names nothing declares."""
+    module = importlib.import_module(face)
+    assert not hasattr(module, "_LAZY")
+    assert not hasattr(module, "_NOT_PUBLIC")
+    assert "__getattr__" not in vars(module)
+    source = module.__file__
+    assert source is not None
+    tree = ast.parse(Path(source).read_text(encoding="utf-8"))
+    imported = {alias.asname or alias.name for node in tree.body
+                if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert set(module.__all__) <= imported | {"__version__"}
+
+
+def test_the_root_imports_no_part() -> None:
+    assert handoffs.__all__ == ["HandoffsError", "MissingExtra", "__version__"]

@@ -23,18 +23,15 @@ from handoffs.contracts import (
     GovernanceService,
     HardConstraint,
     Interval,
-    KeyRing,
     LossMatrix,
-    Over,
-    Policy,
     Receipt,
     Registry,
-    Rule,
-    SigningKey,
     decision_field,
     issue_grant,
     sign_receipt,
 )
+from handoffs.contracts.policy import Over, Policy, Rule
+from handoffs.integrity import KeyRing, SigningKey
 from handoffs.receivers import (
     Gate,
     IdentityCompositionReceiver,

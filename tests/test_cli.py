@@ -21,7 +21,6 @@ import handoffs
 from handoffs._json import dumps
 from handoffs.cli import main
 from handoffs.contracts import Authority, Receipt, to_json_schema
-from handoffs.contracts._keys import SigningKey
 from handoffs.contracts._proofs import sign
 from handoffs.contracts._signing import issue_grant
 from handoffs.examples.payment import (
@@ -30,6 +29,7 @@ from handoffs.examples.payment import (
     decision_contract_encoder,
     synthetic_cases,
 )
+from handoffs.integrity import SigningKey
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 CHECKED_IN = SCHEMAS / "payment-release" / "1.0.0.json"
@@ -124,7 +124,7 @@ def test_the_repository_schemas_are_up_to_date() -> None:
 
 def _breaking_schema(tmp_path: Path) -> Path:
     """The schema of a 1.1.0 with shorter notes, its policy document beside it."""
-    from handoffs.contracts import policy_document
+    from handoffs.contracts.policy import policy_document
 
     contract = attrs.evolve(PAYMENT_RELEASE, version="1.1.0", max_notes_length=10)
     path = tmp_path / "1.1.0.json"
@@ -388,7 +388,7 @@ def test_internal_errors_exit_2_in_one_line(monkeypatch: pytest.MonkeyPatch) -> 
     def broken(*_: object, **__: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("handoffs.contracts._diff.diff_policies", broken)
+    monkeypatch.setattr("handoffs.contracts.versions.diff_policies", broken)
     result = run("schema", "diff", "payment-release/1.0.0", "payment-release/1.0.0")
     assert result.exit_code == 2
     assert one_error_line(result) == ("error: internal error: RuntimeError: boom [internal] "

@@ -11,24 +11,26 @@ import attrs
 import pytest
 
 from handoffs.contracts import (
-    AllOf,
-    AnyOf,
     Contract,
     ContractDefinitionError,
     HardConstraint,
     Interval,
-    Is,
     LossMatrix,
+    decision_field,
+)
+from handoffs.contracts._fields import MISSING
+from handoffs.contracts._policy import Always
+from handoffs.contracts.policy import (
+    AllOf,
+    AnyOf,
+    Is,
     Not,
     Over,
     Policy,
     Predicate,
     Rule,
     Under,
-    decision_field,
 )
-from handoffs.contracts._fields import MISSING
-from handoffs.contracts._policy import Always
 from handoffs.examples.payment import (
     DECISION_FIELDS,
     PAYMENT_RELEASE,

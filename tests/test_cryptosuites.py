@@ -20,10 +20,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from handoffs._errors import KeyRingError, ProofError
 from handoffs.contracts import Authority, EvidenceRef, Governance, Receipt
-from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._proofs import create_proof, sign, verify, verify_proof
 from handoffs.contracts._signing import issue_grant, sign_receipt
 from handoffs.examples import payment
+from handoffs.integrity import KeyRing, SigningKey
 from handoffs.integrity._signer import CallableSigner, P256SigningKey, Signer
 from handoffs.integrity._suites import (
     ECDSA_JCS_2019,
@@ -38,9 +38,9 @@ from handoffs.receivers import (
     InMemoryEvidenceResolver,
     InMemoryPolicyService,
     ResolvedEvidence,
-    Ruling,
     Verdict,
 )
+from handoffs.receivers._gate import Ruling
 
 VECTORS = Path(__file__).parent / "vectors"
 ECDSA = json.loads((VECTORS / "ecdsa-jcs-2019.json").read_text())

@@ -229,7 +229,7 @@ def test_concurrent_processes_lose_no_row_and_admit_each_id_once(db: str) -> Non
 
 
 def _gate_worker(db: str, messages: list[bytes], ring: dict[str, Any]) -> list[str]:
-    from handoffs.contracts._keys import KeyRing
+    from handoffs.integrity import KeyRing
     from handoffs.receivers import Gate, InMemoryPolicyService, StrictContractReceiver
 
     log = SQLiteDecisionLog(db)

@@ -23,13 +23,9 @@ from handoffs.contracts import (
     EvidenceFresh,
     HardConstraint,
     Interval,
-    Is,
     LossMatrix,
-    Over,
-    Policy,
     PolicyResolvable,
     RoleHeld,
-    Rule,
     decision_field,
     to_json_schema,
 )
@@ -43,6 +39,7 @@ from handoffs.contracts._diff import (
     diff,
     diff_schemas,
 )
+from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples.payment import PAYMENT_RELEASE, PaymentAction
 from test_receipts import receipts
 

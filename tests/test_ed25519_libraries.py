@@ -33,7 +33,7 @@ from nacl.exceptions import BadSignatureError
 
 from handoffs._errors import KeyRingError, ProofError, WeakKey
 from handoffs._json import canonical_bytes
-from handoffs.contracts._keys import b58decode, decode_public_key_multibase
+from handoffs.integrity._base58 import b58decode
 from handoffs.integrity._eddsa import verify_ed25519
 from handoffs.integrity._edwards25519 import (
     _L,
@@ -42,6 +42,7 @@ from handoffs.integrity._edwards25519 import (
     _decode_point,
     check_public_key,
 )
+from handoffs.integrity._keys import decode_public_key_multibase
 
 VECTORS = json.loads((Path(__file__).parent / "vectors" / "eddsa-jcs-2022.json").read_text())
 

@@ -21,7 +21,8 @@ import pytest
 from click.testing import CliRunner
 
 from handoffs.cli._lab import lab
-from handoffs.contracts import FindingCode, Interval, Receipt
+from handoffs.contracts import Interval, Receipt
+from handoffs.contracts.versions import FindingCode
 from handoffs.lab import run
 from handoffs.receivers import Step, Verdict
 

@@ -14,17 +14,11 @@ import attrs
 import pytest
 
 from handoffs._json import canonical_bytes
-from handoffs.contracts import (
-    Contract,
-    Over,
-    Policy,
-    Registry,
-    diff_policies,
-    policy_document,
-    policy_fingerprint,
-)
+from handoffs.contracts import Contract, Registry
 from handoffs.contracts._fingerprint import document_fingerprint
 from handoffs.contracts._signing import AuthorityGrant
+from handoffs.contracts.policy import Over, Policy, policy_document, policy_fingerprint
+from handoffs.contracts.versions import diff_policies
 from handoffs.examples.payment import PaymentAction as Action
 from handoffs.receivers import Step, Verdict
 from test_gate import CONTRACT, WORLD, raw, strict

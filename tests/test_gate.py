@@ -24,30 +24,29 @@ from hypothesis import strategies as st
 from handoffs._errors import ProofError, UnknownContract
 from handoffs._json import JSONLimits, dumps
 from handoffs.contracts import Authority, Governance, Receipt
-from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._proofs import CLOCK_SKEW, sign
 from handoffs.contracts._signing import issue_grant
 from handoffs.examples import payment
+from handoffs.integrity import KeyRing, SigningKey
 from handoffs.receivers import (
     Admitted,
     Decision,
-    EvidenceError,
     Gate,
     HTTPEvidenceResolver,
     InMemoryEvidenceResolver,
     InMemoryPolicyService,
     MemoryReplayStore,
-    PolicyStatus,
     Readback,
     ReplayStoreError,
     ResolvedEvidence,
-    Ruling,
     Step,
     StrictContractReceiver,
     UnsafeConfigurationWarning,
     UnsafeNoProofs,
     Verdict,
 )
+from handoffs.receivers._gate import Ruling
+from handoffs.receivers._services import EvidenceError, PolicyStatus
 
 T0 = datetime(2026, 6, 1, 12, tzinfo=UTC)
 NOW = T0 + timedelta(minutes=1)
@@ -727,14 +726,12 @@ def test_readback_compares_numbers_by_value() -> None:
         Contract,
         GovernanceService,
         GrantIssuer,
-        Is,
         LossMatrix,
-        Policy,
         Registry,
-        Rule,
         Sender,
         decision_field,
     )
+    from handoffs.contracts.policy import Is, Policy, Rule
 
     class Refund(enum.Enum):
         APPROVE = "APPROVE"

@@ -22,9 +22,10 @@ from handoffs._errors import WeakKey
 from handoffs._json import dumps, loads
 from handoffs.contracts import Authority, AuthorityGrant, ProofError, UntrustedGovernance
 from handoffs.contracts._encoders import compose
-from handoffs.contracts._keys import KeyRing, SigningKey, b58encode
 from handoffs.contracts._proofs import sign
 from handoffs.examples import payment
+from handoffs.integrity import KeyRing, SigningKey
+from handoffs.integrity._base58 import b58encode
 from handoffs.receivers import (
     AuthoritativeActuator,
     Decision,
@@ -306,7 +307,7 @@ def test_a_replay_within_one_process() -> None:
 
 
 def _gate_in_another_process(db: str, message: bytes, ring: dict[str, Any]) -> dict[str, Any]:
-    from handoffs.contracts._keys import KeyRing
+    from handoffs.integrity import KeyRing
     from handoffs.receivers import Gate, InMemoryPolicyService, SQLiteDecisionLog
     from handoffs.receivers import InMemoryEvidenceResolver as Resolver
     from handoffs.receivers import StrictContractReceiver as Strict

@@ -244,7 +244,7 @@ def _hostile_files(tmp_path: Path) -> dict[str, bytes]:
 
 def test_the_cli_never_exits_2_on_a_hostile_receipt(tmp_path: Path) -> None:
     from handoffs.cli import main
-    from handoffs.contracts import SigningKey
+    from handoffs.integrity import SigningKey
 
     files = _hostile_files(tmp_path)
 

@@ -29,8 +29,8 @@ from handoffs._errors import (
 from handoffs._json import digest
 from handoffs._time import expired
 from handoffs.contracts import ANY_AUDIENCE
-from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._proofs import sign
+from handoffs.integrity import KeyRing, SigningKey
 from handoffs.receivers._decision import Decision, Receiver, Step, Verdict
 from handoffs.receivers._identity import (
     HANDOFF_CHAIN_CONTRACT,

@@ -21,9 +21,9 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from handoffs._json import digest
-from handoffs.contracts._keys import KeyRing, SigningKey
+from handoffs._time import format_time
 from handoffs.contracts._proofs import sign
-from handoffs.contracts._receipt import format_time
+from handoffs.integrity import KeyRing, SigningKey
 from handoffs.receivers._decision import Decision, Verdict
 from handoffs.receivers._identity import (
     HANDOFF_CHAIN_CONTRACT,

@@ -13,7 +13,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-from handoffs.contracts import (
+from handoffs.integrity import (
     KeyRing,
     KeyRingError,
     SigningKey,

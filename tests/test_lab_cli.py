@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from handoffs.cli._lab import lab
-from handoffs.contracts._keys import KeyRing, SigningKey
+from handoffs.integrity import KeyRing, SigningKey
 from handoffs.lab import verify_artefact
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "payment.toml"

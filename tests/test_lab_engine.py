@@ -19,19 +19,16 @@ from handoffs._errors import MalformedJSON, ProofError, UnknownContract
 from handoffs.contracts import (
     Contract,
     GovernanceService,
-    Is,
     LossMatrix,
-    Over,
-    Policy,
     ReceiptEncoder,
     Registry,
-    Rule,
     Uncertainty,
     decision_field,
 )
-from handoffs.contracts._keys import KeyRing, SigningKey
+from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples.payment import PAYMENT_RELEASE, PaymentCase, synthetic_cases
 from handoffs.examples.payment_lab import FixedClock, payment_experiment
+from handoffs.integrity import KeyRing, SigningKey
 from handoffs.lab import (
     AdvisoryActionReceiver,
     Experiment,

@@ -23,13 +23,12 @@ from handoffs.examples.payment_lab import payment_experiment, payment_gate
 from handoffs.lab import GovernanceChecker, IterableCases, UserCodeError, load_experiment, run
 from handoffs.lab._cache import Budget, CallCache, CallCacheError, LabClient
 from handoffs.lab._render import render_markdown
-from handoffs.receivers import (
+from handoffs.receivers import SQLiteDecisionLog, UnsafeConfigurationWarning
+from handoffs.receivers.models import (
     ChatRequest,
     Completion,
     ModelReceiver,
     OpenAICompatibleClient,
-    SQLiteDecisionLog,
-    UnsafeConfigurationWarning,
 )
 from inline_executor import Inline
 

@@ -20,7 +20,6 @@ from handoffs.examples.payment_lab import (
 )
 from handoffs.lab import Experiment, Mutate, Strategy, run
 from handoffs.receivers import (
-    EvidenceError,
     Gate,
     Readback,
     ResolvedEvidence,
@@ -28,6 +27,7 @@ from handoffs.receivers import (
     UnsafeConfigurationWarning,
     UnsafeNoProofs,
 )
+from handoffs.receivers._services import EvidenceError
 
 # The truth each synthetic source asserts, by the case it belongs to.
 _TRUTH = {case.case_id: case for case in synthetic_cases()}

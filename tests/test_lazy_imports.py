@@ -31,6 +31,8 @@ def loaded_after(code: str) -> list[str]:
     "import handoffs",
     "import handoffs.contracts",
     "import handoffs.receivers",
+    "import handoffs.contracts.policy",
+    "import handoffs.integrity",
     "from handoffs.contracts import Sender, Contract, Receipt, verify_receipt",
     "from handoffs.receivers import Gate, StrictContractReceiver",
 ])
@@ -44,8 +46,9 @@ def test_the_probe_sees_what_a_module_loads() -> None:
 
 def test_reporting_a_violation_loads_the_reference_reporter_on_demand() -> None:
     code = ("import attrs, enum\n"
-            "from handoffs.contracts import Contract, LossMatrix, Policy, Rule, Is,"
-            " decision_field, ReceiptValidationError, iter_violations\n"
+            "from handoffs.contracts import Contract, LossMatrix, decision_field\n"
+            "from handoffs.contracts.policy import Policy\n"
+            "from handoffs.contracts._schema import iter_violations\n"
             "class A(enum.Enum):\n"
             "    GO = 'GO'\n"
             "@attrs.frozen\n"
@@ -71,7 +74,8 @@ def test_the_version_needs_no_installed_metadata() -> None:
 
 
 @pytest.mark.parametrize("package", ["handoffs", "handoffs.contracts", "handoffs.receivers",
-                                     "handoffs.lab"])
+                                     "handoffs.lab", "handoffs.contracts.policy",
+                                     "handoffs.integrity", "handoffs.receivers.models"])
 def test_every_public_name_resolves_and_is_listed(package: str) -> None:
     import importlib
 

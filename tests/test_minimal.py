@@ -20,18 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handoffs.contracts import (
-    AllOf,
-    Contract,
-    HardConstraint,
-    Interval,
-    Is,
-    LossMatrix,
-    Over,
-    Policy,
-    Rule,
-    decision_field,
-)
+from handoffs.contracts import Contract, HardConstraint, Interval, LossMatrix, decision_field
+from handoffs.contracts.policy import AllOf, Is, Over, Policy, Rule
 from handoffs.examples.payment import PAYMENT_RELEASE, synthetic_cases
 from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import (

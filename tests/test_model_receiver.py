@@ -24,18 +24,16 @@ from handoffs.examples.payment import (
 from handoffs.examples.payment_lab import payment_gate
 from handoffs.lab import GovernanceChecker
 from handoffs.lab._keys import memo_key
-from handoffs.receivers import (
+from handoffs.receivers import FunctionReceiver, Verdict, _chat
+from handoffs.receivers._chat import ModelTimeout, retry_after
+from handoffs.receivers.models import (
     ChatRequest,
-    FunctionReceiver,
     ModelError,
     ModelReceiver,
     OpenAICompatibleClient,
     ServedModel,
-    Verdict,
-    _chat,
     action_schema,
 )
-from handoffs.receivers._chat import ModelTimeout, retry_after
 
 ACTIONS = ["RELEASE", "HOLD", "REJECT_DUPLICATE", "ESCALATE"]
 
@@ -464,7 +462,7 @@ def test_each_draw_of_a_sampled_receiver_is_its_own_request_and_records_its_inde
 def test_rule_on_is_the_second_half_of_receive() -> None:
     receiver = _receiver("http://127.0.0.1:9/v1")
     answer = completion(json.dumps({"action": "HOLD"}))["choices"][0]["message"]["content"]
-    from handoffs.receivers import Completion
+    from handoffs.receivers.models import Completion
 
     ruling = receiver.rule_on(PAYMENT_RELEASE, Completion(content=answer, tokens_in=3))
     assert (ruling.action, ruling.verdict, ruling.reasons) == ("HOLD", Verdict.ACCEPT, ())

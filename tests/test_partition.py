@@ -17,12 +17,10 @@ from handoffs.contracts import (
     Contract,
     GovernanceService,
     LossMatrix,
-    Over,
-    Policy,
     ReceiptEncoder,
-    Rule,
     decision_field,
 )
+from handoffs.contracts.policy import Over, Policy, Rule
 from handoffs.lab import (
     AdvisoryActionReceiver,
     Experiment,

@@ -11,17 +11,8 @@ import attrs
 import pytest
 from jsonschema import Draft202012Validator
 
-from handoffs.contracts import (
-    Contract,
-    Interval,
-    Is,
-    LossMatrix,
-    Over,
-    Policy,
-    Rule,
-    decision_field,
-    to_json_schema,
-)
+from handoffs.contracts import Contract, Interval, LossMatrix, decision_field, to_json_schema
+from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples.payment import PAYMENT_RELEASE
 from handoffs.lab import (
     NOT_APPLICABLE,

@@ -12,13 +12,12 @@ from hypothesis import strategies as st
 
 import ph_pump as pump
 from handoffs import HandoffsError
-from handoffs.contracts import (
+from handoffs.contracts import ContractDefinitionError, HardConstraint, Interval
+from handoffs.contracts._policy import Always, Compare
+from handoffs.contracts.policy import (
     AllOf,
     AnyOf,
-    ContractDefinitionError,
     Field,
-    HardConstraint,
-    Interval,
     Is,
     Not,
     Over,
@@ -27,7 +26,6 @@ from handoffs.contracts import (
     Predicate,
     Rule,
 )
-from handoffs.contracts._policy import Always, Compare
 from handoffs.receivers import Step, Verdict
 
 A = pump.Act
@@ -290,7 +288,7 @@ def test_a_constraint_condition_must_read_declared_fields() -> None:
 
 
 def test_contract_diffs_compare_expressions_by_structure_and_exact_value() -> None:
-    from handoffs.contracts import FindingCode, diff
+    from handoffs.contracts.versions import FindingCode, diff
 
     same = pump.contract(lambda t: float(t) < pump.RISK, version="1.0.1")  # 2 and 2.0
     assert [f.code for f in diff(pump.EXPRESSION, same).findings] == []

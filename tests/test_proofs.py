@@ -16,7 +16,6 @@ from nacl.exceptions import BadSignatureError
 
 from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON, ProofError
 from handoffs._json import MAX_SAFE_INTEGER, canonical_bytes, loads
-from handoffs.contracts._keys import KeyRing, SigningKey, b58decode, b58encode
 from handoffs.contracts._proofs import (
     CLOCK_SKEW,
     CRYPTOSUITE,
@@ -29,6 +28,8 @@ from handoffs.contracts._proofs import (
     verify,
     verify_proof,
 )
+from handoffs.integrity import KeyRing, SigningKey
+from handoffs.integrity._base58 import b58decode, b58encode
 
 VECTOR_FILE = json.loads((Path(__file__).parent / "vectors" / "eddsa-jcs-2022.json").read_text())
 VECTORS = {vector["id"]: vector for vector in VECTOR_FILE["vectors"]}

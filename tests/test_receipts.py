@@ -23,17 +23,15 @@ from handoffs.contracts import (
     Interval,
     LossMatrix,
     MalformedJSON,
-    Over,
-    Policy,
     Receipt,
     ReceiptValidationError,
     Registry,
-    Rule,
     Uncertainty,
     UnknownContract,
     decision_field,
 )
 from handoffs.contracts._fields import FieldKind, FieldSpec
+from handoffs.contracts.policy import Over, Policy, Rule
 from handoffs.examples.payment import (
     GOVERNANCE,
     PAYMENT_RELEASE,

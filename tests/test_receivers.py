@@ -28,11 +28,11 @@ from handoffs.receivers import (
     FunctionReceiver,
     Readback,
     Receiver,
-    Ruling,
     Step,
     StrictContractReceiver,
     Verdict,
 )
+from handoffs.receivers._gate import Ruling
 from test_gate import CASES, CONTRACT, NOW, T0, WORLD, codes, raw
 
 A = payment.PaymentAction

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from handoffs.cli._gate import gate, log
-from handoffs.contracts._keys import b58encode
+from handoffs.integrity._base58 import b58encode
 from test_gate import WORLD, _serve, evidence_server, raw  # noqa: F401 - a fixture
 
 NOW = "2026-06-01T12:01:00Z"
@@ -111,7 +111,7 @@ def test_roles_come_from_the_trust_file_too(files: dict[str, Path]) -> None:
     assert [r["code"] for r in decision(without)["reasons"]] == [
         "policy-unresolvable", "receiver-role-missing", "evidence-unresolved"]
     assert without.exit_code == 1
-    from handoffs.contracts._keys import SigningKey
+    from handoffs.integrity import SigningKey
 
     ring = WORLD.keyring.enrol(SigningKey.generate().public_key_multibase,
                                controller="case-owner", roles=["case-owner"],

@@ -21,14 +21,8 @@ from typing import Any
 
 import pytest
 
-from handoffs.receivers import (
-    Decision,
-    DecisionLogError,
-    ReplayClaim,
-    ReplayLog,
-    Step,
-    Verdict,
-)
+from handoffs.receivers import Decision, DecisionLogError, ReplayLog, Step, Verdict
+from handoffs.receivers._replay import ReplayClaim
 from stores import PostgresServer, free_port, open_log
 from test_gate import CASES, NOW, WORLD, codes, raw, strict
 

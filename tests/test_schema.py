@@ -12,13 +12,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from handoffs.contracts import (
-    Contract,
-    Receipt,
+from handoffs.contracts import Contract, Receipt, to_json_schema
+from handoffs.contracts._schema import (
     iter_violations,
-    to_json_schema,
+    render_schema,
+    schema_id,
+    schema_path,
+    write_schema,
 )
-from handoffs.contracts._schema import render_schema, schema_id, schema_path, write_schema
 from handoffs.examples.payment import (
     GOVERNANCE,
     PAYMENT_RELEASE,
@@ -137,7 +138,8 @@ def test_validators_are_cached_per_definition_not_per_id() -> None:
 
     import attrs
 
-    from handoffs.contracts import Contract, LossMatrix, Policy, decision_field, validate
+    from handoffs.contracts import Contract, LossMatrix, decision_field, validate
+    from handoffs.contracts.policy import Policy
 
     class Go(enum.Enum):
         GO = "GO"

@@ -26,24 +26,20 @@ from handoffs.contracts import (
     GrantIssuer,
     GrantSource,
     Interval,
-    Is,
-    KeyRing,
     LossMatrix,
-    Over,
-    Policy,
     ProofError,
     Receipt,
     ReceiptValidationError,
     Registry,
-    Rule,
     Sender,
-    SigningKey,
     Uncertainty,
     UntrustedGovernance,
     decision_field,
     verify_receipt,
 )
 from handoffs.contracts._receipt import ENVELOPE_MEMBERS
+from handoffs.contracts.policy import Is, Over, Policy, Rule
+from handoffs.integrity import KeyRing, SigningKey
 from handoffs.receivers import Gate, Step, StrictContractReceiver, Verdict
 from handoffs.testing import states
 

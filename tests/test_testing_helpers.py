@@ -18,16 +18,13 @@ from handoffs.contracts import (
     GovernanceService,
     HardConstraint,
     Interval,
-    Is,
     LossMatrix,
-    Over,
-    Policy,
     Receipt,
     Registry,
-    Rule,
     decision_field,
     to_json_schema,
 )
+from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples import payment as pay
 from handoffs.examples.payment_lab import payment_experiment, strict_receiver
 from handoffs.lab import ReferenceReceiver

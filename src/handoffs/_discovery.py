@@ -41,8 +41,8 @@ from typing import Any, Final
 import attrs
 
 from handoffs._errors import ContractSourceError, UnknownContract
-from handoffs.contracts._contract import Contract
-from handoffs.contracts._registry import Registry, as_registry
+from handoffs.contracts import Contract, Registry
+from handoffs.contracts._registry import as_registry
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -152,7 +152,7 @@ class ContractDefinitionError(HandoffsError, TypeError):
 class PolicyError(HandoffsError, ValueError):
     """A policy condition could not be evaluated, so the decision fails closed.
 
-    Codes: ``predicate-result`` (a :class:`~handoffs.contracts.Predicate` returned
+    Codes: ``predicate-result`` (a :class:`~handoffs.contracts.policy.Predicate` returned
     something other than ``True``, ``False`` or ``None``), ``predicate-raised`` (it
     raised), ``not-a-number`` (an arithmetic expression read a value that is not a
     number or an interval). A gate turns it into a decision with the contract's

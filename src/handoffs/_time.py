@@ -21,7 +21,18 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-__all__ = ["expired", "format_utc", "parse_utc", "stale", "utc_now", "why_not_utc"]
+from handoffs._errors import InvalidArgument, MalformedJSON
+
+__all__ = [
+    "expired",
+    "format_time",
+    "format_utc",
+    "parse_time",
+    "parse_utc",
+    "stale",
+    "utc_now",
+    "why_not_utc",
+]
 
 
 def utc_now() -> datetime:
@@ -112,3 +123,23 @@ def stale(created: datetime, max_age: timedelta, now: datetime) -> bool:
     difference, so ``timedelta.max`` cannot overflow).
     """
     return now - created >= max_age
+
+
+def parse_time(text: str, *, json_path: str = "$") -> datetime:
+    """Parse an RFC 3339 UTC timestamp written with ``Z`` (the only form receipts use;
+    :func:`parse_utc`).
+
+    Raises:
+        MalformedJSON: ``bad-time``, at ``json_path``.
+    """
+    parsed = parse_utc(text)
+    if parsed is None:
+        raise MalformedJSON(why_not_utc(text), code="bad-time", json_path=json_path)
+    return parsed
+
+
+def format_time(moment: datetime) -> str:
+    """Format an aware datetime as RFC 3339 UTC with ``Z`` (microseconds only if set)."""
+    if moment.tzinfo is None:
+        raise InvalidArgument("times must be timezone-aware")
+    return format_utc(moment)

@@ -44,18 +44,23 @@ from jsonschema import Draft202012Validator
 
 from handoffs._errors import InvalidArgument, MissingExtra
 from handoffs._json import MAX_SAFE_INTEGER
-from handoffs.contracts._contract import Authority, Contract, Uncertainty
-from handoffs.contracts._encoders import Encoder, GovernanceService, ReceiptEncoder
-from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
-from handoffs.contracts._receipt import (
+from handoffs.contracts import (
+    Authority,
+    Contract,
     DecisionContent,
+    Encoder,
     EvidenceRef,
     Governance,
+    GovernanceService,
+    Interval,
     Receipt,
-    _converter,
+    ReceiptEncoder,
+    Uncertainty,
+    to_json_schema,
 )
-from handoffs.contracts._schema import to_json_schema
-from handoffs.receivers._decision import Receiver
+from handoffs.contracts._fields import FieldKind, FieldSpec
+from handoffs.contracts._receipt import _converter
+from handoffs.receivers import Receiver
 
 try:
     from hypothesis import strategies as st

@@ -13,16 +13,9 @@ from typing import Any
 import attrs
 
 from handoffs.adapters import Case
-from handoffs.contracts import (
-    Contract,
-    Governance,
-    GovernanceService,
-    KeyRing,
-    Sender,
-    SigningKey,
-    issue_grant,
-)
+from handoffs.contracts import Contract, Governance, GovernanceService, Sender, issue_grant
 from handoffs.examples import payment
+from handoffs.integrity import KeyRing, SigningKey
 from handoffs.receivers import (
     Gate,
     InMemoryEvidenceResolver,

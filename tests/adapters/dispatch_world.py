@@ -20,19 +20,15 @@ from handoffs.contracts import (
     GovernanceService,
     GrantIssuer,
     HardConstraint,
-    Is,
-    KeyRing,
     LossMatrix,
     OnMissing,
-    Over,
-    Policy,
     Registry,
     RoleHeld,
-    Rule,
     Sender,
-    SigningKey,
     decision_field,
 )
+from handoffs.contracts.policy import Is, Over, Policy, Rule
+from handoffs.integrity import KeyRing, SigningKey
 from handoffs.receivers import Gate, InMemoryEvidenceResolver, ResolvedEvidence
 
 

@@ -19,7 +19,7 @@ from dispatch_world import CASE_ID, EVIDENCE, PARCEL_DISPATCH, World
 from mcp.server.stdio import stdio_server
 
 from handoffs.adapters.mcp import ReceiptTool, receipt_server
-from handoffs.contracts import SigningKey
+from handoffs.integrity import SigningKey
 
 WORLD = World(
     service_key=SigningKey.from_pem(Path(os.environ["DISPATCH_SERVICE_KEY"]).read_bytes()),

@@ -22,7 +22,8 @@ from adapter_world import (
 from handoffs import MissingExtra
 from handoffs.adapters import Case, case_of, hand_over
 from handoffs.adapters._handover import admit, require
-from handoffs.contracts import IDENTIFIER_RULE, Sender, case_id_from
+from handoffs.contracts import Sender, case_id_from
+from handoffs.contracts._receipt import IDENTIFIER_RULE
 from handoffs.receivers import StrictContractReceiver, Verdict
 
 

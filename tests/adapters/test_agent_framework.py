@@ -45,7 +45,8 @@ from handoffs.adapters.agent_framework import (
     hand_off,
     refusal_of,
 )
-from handoffs.contracts import GovernanceService, Sender, SigningKey
+from handoffs.contracts import GovernanceService, Sender
+from handoffs.integrity import SigningKey
 from handoffs.receivers import StrictContractReceiver
 
 assert GRANT_UNTIL > VALID_UNTIL  # an expired receipt is refused as such, not its grant

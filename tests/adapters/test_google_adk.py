@@ -48,7 +48,8 @@ from handoffs.adapters.google_adk import (
     HandoffTool,
     ReceiptGate,
 )
-from handoffs.contracts import GovernanceService, Sender, SigningKey
+from handoffs.contracts import GovernanceService, Sender
+from handoffs.integrity import SigningKey
 from handoffs.receivers import StrictContractReceiver
 
 APP, USER = "payments", "clerk"

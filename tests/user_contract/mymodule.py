@@ -9,17 +9,14 @@ import attrs
 
 from handoffs.contracts import (
     Contract,
-    Field,
     GovernanceService,
     HardConstraint,
     Interval,
-    Is,
     LossMatrix,
-    Policy,
     ReceiptEncoder,
-    Rule,
     decision_field,
 )
+from handoffs.contracts.policy import Field, Is, Policy, Rule
 from handoffs.receivers import (
     Gate,
     StrictContractReceiver,

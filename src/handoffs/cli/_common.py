@@ -102,7 +102,7 @@ def time_option(ctx: click.Context, param: click.Parameter, value: str | None
     """Parse an RFC 3339 UTC time written with ``Z``, e.g. ``2027-01-01T00:00:00Z``."""
     if value is None:
         return None
-    from handoffs.contracts._receipt import parse_time
+    from handoffs._time import parse_time
 
     try:
         return parse_time(value)

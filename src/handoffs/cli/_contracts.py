@@ -16,7 +16,7 @@ import click
 from handoffs._discovery import ENV_VAR, ContractSource, Discovered, discover
 from handoffs._json import dumps
 from handoffs.cli._group import CLIState
-from handoffs.contracts._registry import Registry
+from handoffs.contracts import Registry
 
 __all__ = ["SHIPPED_EXAMPLE", "cli_discovered", "cli_registry", "contracts_command",
            "unknown_hint"]

@@ -26,15 +26,20 @@ from typing import Any, Final
 import click
 
 from handoffs._json import DEFAULT_LIMITS, dumps, loads
+from handoffs._time import parse_time
 from handoffs.cli._common import CommandError, one_line_errors
 from handoffs.cli._contracts import cli_registry
-from handoffs.contracts._keys import KeyRing
-from handoffs.contracts._receipt import parse_time
-from handoffs.receivers._decision import Decision, Verdict
-from handoffs.receivers._gate import Gate
+from handoffs.integrity import KeyRing
+from handoffs.receivers import (
+    Decision,
+    Gate,
+    HTTPEvidenceResolver,
+    InMemoryPolicyService,
+    Readback,
+    StrictContractReceiver,
+    Verdict,
+)
 from handoffs.receivers._log import open_log
-from handoffs.receivers._receivers import StrictContractReceiver
-from handoffs.receivers._services import HTTPEvidenceResolver, InMemoryPolicyService, Readback
 
 __all__ = ["EXIT_ACT", "EXIT_NOT_AS_PROPOSED", "EXIT_REFUSED", "gate", "log", "shell_status"]
 

@@ -43,7 +43,7 @@ def keys() -> None:
 def keys_new(*, controller: str, roles: str, purposes: str, prefix: Path | None, trust: Path | None,
              passphrase_env: str | None, not_before: datetime | None) -> None:
     """Generate an Ed25519 key: a private PEM and its key-ring (trust file) entry."""
-    from handoffs.contracts._keys import KeyRing, SigningKey
+    from handoffs.integrity import KeyRing, SigningKey
 
     passphrase = passphrase_from_env(passphrase_env)
     key = SigningKey.generate()

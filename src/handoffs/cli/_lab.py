@@ -404,7 +404,7 @@ def gate_command(ctx: click.Context, *, report_path: Path, budgets: tuple[str, .
                                 "the experiment the report was made from")
     document = release_artefact(updated)
     if sign_key is not None:
-        from handoffs.contracts._keys import SigningKey
+        from handoffs.integrity import SigningKey
 
         try:
             key = SigningKey.from_pem(sign_key.read_bytes())

@@ -37,9 +37,8 @@ __all__ = ["grant_command", "sign_command", "verify_command"]
 def sign_command(*, receipt: str, key_path: Path, grant_path: Path | None,
                  passphrase_env: str | None, created: datetime | None) -> None:
     """Sign RECEIPT (a JSON file, or - for stdin) and print the signed receipt."""
-    from handoffs.contracts._keys import SigningKey
-    from handoffs.contracts._receipt import Receipt
-    from handoffs.contracts._signing import sign_receipt
+    from handoffs.contracts import Receipt, sign_receipt
+    from handoffs.integrity import SigningKey
 
     key = SigningKey.from_pem(key_path.read_bytes(), passphrase_from_env(passphrase_env))
     loaded = Receipt.from_json(read_object(receipt, what="receipt"), registry=cli_registry())
@@ -74,9 +73,8 @@ def grant_command(*, key_path: Path, issuer: str, subject: str, audience: str,
                   roles: str, valid_until: datetime, passphrase_env: str | None,
                   created: datetime | None) -> None:
     """Issue a signed authority grant (what the policy service does) and print it."""
-    from handoffs.contracts._contract import Authority
-    from handoffs.contracts._keys import SigningKey
-    from handoffs.contracts._signing import issue_grant
+    from handoffs.contracts import Authority, issue_grant
+    from handoffs.integrity import SigningKey
 
     contract = cli_registry().by_id(contract_id, json_path="--contract")
     try:
@@ -107,8 +105,8 @@ def grant_command(*, key_path: Path, issuer: str, subject: str, audience: str,
 def verify_command(*, receipt: str, trust_path: Path, receiver: str | None,
                    any_audience: bool, now: datetime | None) -> None:
     """Verify a signed RECEIPT: exit 0 when valid, 1 with the reason when not."""
-    from handoffs.contracts._keys import KeyRing
-    from handoffs.contracts._signing import ANY_AUDIENCE, verify_receipt
+    from handoffs.contracts import ANY_AUDIENCE, verify_receipt
+    from handoffs.integrity import KeyRing
 
     if (receiver is None) == (not any_audience):
         raise click.UsageError("name the receiver with --as RECEIVER, or choose "

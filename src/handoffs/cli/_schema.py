@@ -15,8 +15,8 @@ from handoffs.cli._contracts import cli_discovered, unknown_hint
 from handoffs.cli._group import EXIT_FAILED
 
 if TYPE_CHECKING:
-    from handoffs.contracts._contract import Contract
-    from handoffs.contracts._diff import ContractDiff
+    from handoffs.contracts import Contract
+    from handoffs.contracts.versions import ContractDiff
 
 __all__ = ["schema"]
 
@@ -156,7 +156,8 @@ def _published() -> tuple[list[Contract[Any, Any]], list[tuple[str, Path, str]]]
     handoff chain's, with the shipped example.
     """
     from handoffs.contracts._schema import render_json_schema
-    from handoffs.receivers._identity import HANDOFF_CHAIN_CONTRACT, handoff_chain_schema
+    from handoffs.receivers import handoff_chain_schema
+    from handoffs.receivers._identity import HANDOFF_CHAIN_CONTRACT
 
     found, example = cli_discovered()
     contracts = sorted(found.registry, key=lambda c: (c.name, c.version_key))
@@ -193,8 +194,8 @@ def _operand(text: str, param: str) -> Operand:
         found, example = cli_discovered()
         known = found.registry.contracts.get(text)
         if known is not None:
-            from handoffs.contracts._fingerprint import policy_document
-            from handoffs.contracts._schema import to_json_schema
+            from handoffs.contracts import to_json_schema
+            from handoffs.contracts.policy import policy_document
 
             return text, to_json_schema(known), policy_document(known)
         raise click.BadParameter(
@@ -232,7 +233,8 @@ def schema_diff(*, old: str, new: str, output: str, check_version: bool) -> None
     change, a rule change included (or, with --check-version, on an insufficient
     version bump).
     """
-    from handoffs.contracts._diff import diff_policies, diff_schemas
+    from handoffs.contracts._diff import diff_schemas
+    from handoffs.contracts.versions import diff_policies
 
     (old_label, old_schema, old_policy) = _operand(old, "OLD")
     (new_label, new_schema, new_policy) = _operand(new, "NEW")

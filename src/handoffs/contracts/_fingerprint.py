@@ -10,7 +10,7 @@ trigger. Its **fingerprint** is the SHA-256 of its RFC 8785 canonical form (the
 document without its ``fingerprint`` member), written ``sha256:<hex>``.
 
 Two contracts with the same id and different fingerprints decide differently on
-some receipt (or may: a :class:`~handoffs.contracts.Predicate` is fingerprinted by
+some receipt (or may: a :class:`~handoffs.contracts.policy.Predicate` is fingerprinted by
 its callable's qualified name and source digest, which can change without changing
 a decision). The policy service puts the fingerprint of the contract it governs
 in every authority grant it signs; a gate refuses a receipt whose grant names

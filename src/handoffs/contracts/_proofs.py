@@ -45,16 +45,18 @@ from handoffs._json import canonical_bytes, canonical_bytes_plain, check_value
 from handoffs._time import expired
 from handoffs._time import format_utc as _format_utc
 from handoffs._time import parse_utc as _parse_utc
-from handoffs.integrity._base58 import _b58decode_or_none, b58encode
-from handoffs.integrity._keyring import KeyEntry, KeyRing, revoked
-from handoffs.integrity._keys import _aware_utc
-from handoffs.integrity._signer import Signer
-from handoffs.integrity._suites import (
-    EDDSA_JCS_2022,
+from handoffs.integrity import (
     Cryptosuite,
+    KeyEntry,
+    KeyRing,
+    Signer,
     cryptosuite,
     registered_cryptosuites,
 )
+from handoffs.integrity._base58 import _b58decode_or_none, b58encode
+from handoffs.integrity._keyring import revoked
+from handoffs.integrity._keys import _aware_utc
+from handoffs.integrity._suites import EDDSA_JCS_2022
 
 __all__ = [
     "CLOCK_SKEW",
@@ -213,7 +215,7 @@ def verify_proof(
     before hashing) and ``proof`` the proof to check. If the proof has ``@context``, the
     document's ``@context`` must start with it, in order, and the proof's ``@context``
     replaces the document's for hashing (spec step 4). The public key is checked
-    with :func:`~handoffs.contracts._keys.check_public_key` first.
+    with :func:`~handoffs.integrity._edwards25519.check_public_key` first.
 
     .. warning:: Low-level. It checks the signature only; use :func:`verify` for the key
        ring, validity windows, purposes, expiry and proof chains.

@@ -22,7 +22,7 @@ from handoffs._errors import (
     Violation,
 )
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, load_object
-from handoffs._time import format_utc, parse_utc, why_not_utc
+from handoffs._time import format_time, parse_time
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._fields import Interval
 
@@ -80,26 +80,6 @@ IDENTIFIER_RULE: Final = (
 ``receiver``, ``policy_version``): the JSON Schema pattern
 ``^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$`` in words."""
 _NOT_IDENT: Final = re.compile(r"[^A-Za-z0-9._:/@-]+")
-
-
-def parse_time(text: str, *, json_path: str = "$") -> datetime:
-    """Parse an RFC 3339 UTC timestamp written with ``Z`` (the only form receipts use;
-    :func:`handoffs._time.parse_utc`).
-
-    Raises:
-        MalformedJSON: ``bad-time``, at ``json_path``.
-    """
-    parsed = parse_utc(text)
-    if parsed is None:
-        raise MalformedJSON(why_not_utc(text), code="bad-time", json_path=json_path)
-    return parsed
-
-
-def format_time(moment: datetime) -> str:
-    """Format an aware datetime as RFC 3339 UTC with ``Z`` (microseconds only if set)."""
-    if moment.tzinfo is None:
-        raise InvalidArgument("times must be timezone-aware")
-    return format_utc(moment)
 
 
 def _ident(_: Any, attribute: attrs.Attribute[str], value: str) -> None:

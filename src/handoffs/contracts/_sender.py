@@ -23,9 +23,9 @@ from handoffs._errors import InvalidArgument
 from handoffs._time import utc_now
 from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._encoders import GovernanceService
-from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._receipt import DecisionContent, EvidenceRef, Governance, Receipt
 from handoffs.contracts._signing import issue_grant, sign_receipt
+from handoffs.integrity import KeyRing, SigningKey
 
 __all__ = ["GrantIssuer", "GrantSource", "Sender"]
 

@@ -25,25 +25,17 @@ import attrs
 
 from handoffs._errors import InvalidArgument, MalformedJSON, ProofError
 from handoffs._json import canonical_bytes, canonical_bytes_plain, check_value
-from handoffs._time import expired, stale
+from handoffs._time import expired, format_time, parse_time, stale
 from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._fingerprint import policy_fingerprint as fingerprint_of
-from handoffs.contracts._keys import KeyRing
 from handoffs.contracts._proofs import (
     VerifiedProof,
     _verify,
     sign,
 )
-from handoffs.contracts._receipt import (
-    Receipt,
-    enum_member,
-    format_time,
-    parse_time,
-    structure,
-    structure_valid,
-)
+from handoffs.contracts._receipt import Receipt, enum_member, structure, structure_valid
 from handoffs.contracts._registry import Registry, as_registry
-from handoffs.integrity._signer import Signer
+from handoffs.integrity import KeyRing, Signer
 
 __all__ = [
     "ANY_AUDIENCE",
@@ -112,7 +104,7 @@ class AuthorityGrant:
         roles: roles the subject holds for this case.
         valid_until: no receipt under this grant may be valid later.
         policy_fingerprint: the fingerprint of the contract the policy service governs
-            (:func:`~handoffs.contracts.policy_fingerprint`); a
+            (:func:`~handoffs.contracts.policy.policy_fingerprint`); a
             gate refuses a grant naming another fingerprint than its own contract's
             (``policy-mismatch``), or none (``policy-fingerprint-missing``).
     """

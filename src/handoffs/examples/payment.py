@@ -16,19 +16,20 @@ from typing import Any, Final
 
 import attrs
 
-from handoffs.contracts._contract import (
+from handoffs.contracts import (
     Contract,
     EvidenceFresh,
+    GovernanceService,
     HardConstraint,
     LossMatrix,
     OnMissing,
     PolicyResolvable,
+    ReceiptEncoder,
     RoleHeld,
     Uncertainty,
+    decision_field,
 )
-from handoffs.contracts._encoders import GovernanceService, ReceiptEncoder
-from handoffs.contracts._fields import decision_field
-from handoffs.contracts._policy import Is, Policy, Rule
+from handoffs.contracts.policy import Is, Policy, Rule
 
 __all__ = [
     "DECISION_FIELDS",

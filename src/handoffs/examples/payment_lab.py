@@ -26,10 +26,8 @@ from typing import Any, Final
 import attrs
 
 from handoffs._errors import InvalidArgument
-from handoffs.contracts._contract import Authority
-from handoffs.contracts._policy import Is
-from handoffs.contracts._receipt import GOVERNANCE_FIELDS, EvidenceRef
-from handoffs.contracts._registry import Registry
+from handoffs.contracts import GOVERNANCE_FIELDS, Authority, EvidenceRef, Registry
+from handoffs.contracts.policy import Is
 from handoffs.examples.payment import (
     GOVERNANCE,
     PAYMENT_RELEASE,
@@ -58,10 +56,16 @@ from handoffs.lab._perturb import (
     RemoveGovernanceField,
     select_perturbations,
 )
-from handoffs.receivers._decision import Receiver
-from handoffs.receivers._gate import Gate, UnsafeConfigurationWarning, UnsafeNoProofs
-from handoffs.receivers._receivers import AuthoritativeActuator, StrictContractReceiver
-from handoffs.receivers._services import EvidenceError, PolicyStatus, ResolvedEvidence
+from handoffs.receivers import (
+    AuthoritativeActuator,
+    Gate,
+    Receiver,
+    ResolvedEvidence,
+    StrictContractReceiver,
+    UnsafeConfigurationWarning,
+    UnsafeNoProofs,
+)
+from handoffs.receivers._services import EvidenceError, PolicyStatus
 
 __all__ = [
     "ASSUMPTIONS",

@@ -3,18 +3,22 @@
 Nothing here knows contracts, receipts or receivers. The public face:
 
 - **keys**: :class:`SigningKey` (Ed25519, in memory), :class:`P256SigningKey`, the
-  trust store :class:`KeyRing` and its :class:`KeyEntry`;
+  trust store :class:`KeyRing` and its :class:`KeyEntry`, filled by hand or from a
+  pinned JWKS (:func:`key_ring_from_jwks`, :func:`key_ring_from_agent_card`);
 - **suites**: the :class:`Cryptosuite` protocol, :func:`cryptosuite` (the registry)
   and :func:`registered_cryptosuites`: ``eddsa-jcs-2022`` and ``ecdsa-jcs-2019``;
 - **signing**: the :class:`Signer` protocol and :class:`CallableSigner`, for a key
-  that lives in a KMS or an HSM.
+  that lives in a KMS or an HSM;
+- **errors**: :class:`KeyRingError` (a malformed ring or key) and
+  :class:`UnknownKey` (no trusted key for a verification method).
 
-Proofs over documents (``sign``, ``verify``) and receipts stay in
-:mod:`handoffs.contracts`.
+Proofs over documents and receipts stay in :mod:`handoffs.contracts`.
 """
 
 from __future__ import annotations
 
+from handoffs._errors import KeyRingError, UnknownKey
+from handoffs.integrity._jwks import key_ring_from_agent_card, key_ring_from_jwks
 from handoffs.integrity._keyring import KeyEntry, KeyRing
 from handoffs.integrity._keys import SigningKey
 from handoffs.integrity._signer import CallableSigner, P256SigningKey, Signer
@@ -25,9 +29,13 @@ __all__ = [
     "Cryptosuite",
     "KeyEntry",
     "KeyRing",
+    "KeyRingError",
     "P256SigningKey",
     "Signer",
     "SigningKey",
+    "UnknownKey",
     "cryptosuite",
+    "key_ring_from_agent_card",
+    "key_ring_from_jwks",
     "registered_cryptosuites",
 ]

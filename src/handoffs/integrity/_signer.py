@@ -1,7 +1,7 @@
 """Signers: whatever signs a proof's ``hashData``, in memory or in a KMS/HSM.
 
 A :class:`Signer` names its cryptosuite and verification method and signs bytes. The
-in-memory keys (:class:`~handoffs.contracts.SigningKey` for Ed25519,
+in-memory keys (:class:`~handoffs.integrity.SigningKey` for Ed25519,
 :class:`P256SigningKey`) are implementations; a key held in a cloud KMS or an HSM is
 another, through :class:`CallableSigner`: the private key never enters this process,
 only the bytes to sign leave it.

@@ -18,7 +18,6 @@ The essay's baseline receivers (:class:`ScoreReceiver`, :class:`AdvisoryActionRe
 unsigned messages are lab instruments: they are here, not in :mod:`handoffs.receivers`.
 """
 
-from handoffs._lazy import attach
 from handoffs.lab._baselines import (
     AdvisoryActionReceiver,
     FullRecordReceiver,
@@ -93,14 +92,6 @@ from handoffs.lab._report import ReportError, validate_report
 from handoffs.lab._runlog import RunLogError
 from handoffs.lab._runner import LabRun, rescore, run
 from handoffs.lab._toml import load_experiment
-
-# Importable, resolved on first use, but not public: not in __all__ (see
-# docs/reference/compatibility.md).
-_NOT_PUBLIC = {
-    "GeneratedCase": "handoffs.lab._experiment",
-    "region_sufficient": "handoffs.lab._minimal",
-}
-__getattr__, __dir__ = attach(__name__, _NOT_PUBLIC)
 
 __all__ = [
     "AUTHORITATIVE_SENDER",

@@ -32,20 +32,13 @@ import attrs
 
 from handoffs._errors import InvalidArgument, MalformedJSON
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, check_value
-from handoffs.contracts._contract import Contract
-from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
-from handoffs.contracts._receipt import GOVERNANCE_FIELDS, parse_time
-from handoffs.contracts._signing import ANY_AUDIENCE, check_addressed
+from handoffs._time import parse_time
+from handoffs.contracts import ANY_AUDIENCE, GOVERNANCE_FIELDS, Contract, Interval
+from handoffs.contracts._fields import FieldKind, FieldSpec
+from handoffs.contracts._signing import check_addressed
 from handoffs.lab._keys import _MISSING_MEMBER, memo_value
-from handoffs.receivers._decision import Decision, Reason, Step, Verdict
-from handoffs.receivers._gate import (
-    Admitted,
-    Clock,
-    ReceiverRule,
-    Ruling,
-    _parse,
-    _text,
-)
+from handoffs.receivers import Admitted, Decision, Reason, Step, Verdict
+from handoffs.receivers._gate import Clock, ReceiverRule, Ruling, _parse, _text
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers._receivers import _fail, _is_contract, _ViaAdmission
 

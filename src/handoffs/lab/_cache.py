@@ -34,7 +34,7 @@ import attrs
 
 from handoffs._errors import HandoffsError
 from handoffs._json import dumps
-from handoffs.receivers._chat import ChatClient, ChatRequest, Completion, ModelError
+from handoffs.receivers.models import ChatClient, ChatRequest, Completion, ModelError
 
 __all__ = ["Budget", "BudgetExceeded", "CallCache", "CallCacheError", "LabClient"]
 

@@ -33,8 +33,7 @@ import attrs
 
 from handoffs._errors import UntrustedGovernance
 from handoffs._json import canonical_bytes, canonical_size, digest, dumps
-from handoffs.contracts._contract import Authority
-from handoffs.contracts._encoders import GovernanceService
+from handoffs.contracts import Authority, GovernanceService
 from handoffs.contracts._receipt import ENVELOPE_MEMBERS
 from handoffs.lab._experiment import (
     Strategy,
@@ -71,8 +70,8 @@ from handoffs.lab._plan import (
     receipt_id,
 )
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of, user_error
-from handoffs.receivers._decision import Receiver, Verdict
-from handoffs.receivers._model import ModelReceiver
+from handoffs.receivers import Receiver, Verdict
+from handoffs.receivers.models import ModelReceiver
 
 __all__ = ["run_chunk"]
 

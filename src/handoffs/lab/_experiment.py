@@ -28,12 +28,18 @@ import attrs
 
 from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON
 from handoffs._json import loads
-from handoffs.contracts._contract import Authority, Contract
-from handoffs.contracts._encoders import Encoder, GovernanceService, ReceiptEncoder
-from handoffs.contracts._fields import MISSING, FieldKind, FieldSpec, Interval
-from handoffs.contracts._receipt import EvidenceRef
+from handoffs.contracts import (
+    Authority,
+    Contract,
+    Encoder,
+    EvidenceRef,
+    GovernanceService,
+    Interval,
+    ReceiptEncoder,
+)
+from handoffs.contracts._fields import MISSING, FieldKind, FieldSpec
 from handoffs.lab._keys import memo_value
-from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
+from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
 from handoffs.receivers._fingerprint import receiver_fingerprint
 
 __all__ = [

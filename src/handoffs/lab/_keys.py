@@ -2,7 +2,7 @@
 
 Receivers only *declare*: whether they are deterministic, and what their rule reads
 (:attr:`~handoffs.receivers.FunctionReceiver.reads`, the members a
-:class:`~handoffs.receivers.ModelReceiver`'s prompt does not show, the members the
+:class:`~handoffs.receivers.models.ModelReceiver`'s prompt does not show, the members the
 strict receiver and the actuator read), besides the public configuration of their
 admission (a :class:`~handoffs.receivers.Gate`'s contracts, trust, replay store,
 decision log, evidence resolver and readback; the lab's
@@ -27,14 +27,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any, Final, Protocol, cast, runtime_checkable
 
-from handoffs.receivers._gate import Gate
+from handoffs.receivers import AuthoritativeActuator, FunctionReceiver, Gate, StrictContractReceiver
 from handoffs.receivers._memo import PROJECTED, memo_value
-from handoffs.receivers._model import ModelReceiver
-from handoffs.receivers._receivers import (
-    AuthoritativeActuator,
-    FunctionReceiver,
-    StrictContractReceiver,
-)
+from handoffs.receivers.models import ModelReceiver
 
 __all__ = ["Memoisable", "keyed", "memo_key", "memo_member", "memo_value"]
 

@@ -27,10 +27,10 @@ import attrs
 
 from handoffs.lab._cache import LabClient
 from handoffs.lab._plan import Plan
-from handoffs.receivers._chat import ChatRequest, Completion
-from handoffs.receivers._decision import Receiver, Verdict
-from handoffs.receivers._gate import Admitted, Ruling
-from handoffs.receivers._model import TRANSIENT_CODES, ModelReceiver
+from handoffs.receivers import Admitted, Receiver, Verdict
+from handoffs.receivers._gate import Ruling
+from handoffs.receivers._model import TRANSIENT_CODES
+from handoffs.receivers.models import ChatRequest, Completion, ModelReceiver
 
 __all__ = ["release_shared", "send_ahead", "send_batch"]
 
@@ -284,7 +284,7 @@ def send_ahead(shared: _Shared, receiver: Receiver, message: Mapping[str, Any], 
     """The scheduling pass's part of one slow receiver's decision, which fills ``entry``.
 
     A model receiver whose client the lab wrapped is run in its parts (see
-    :meth:`~handoffs.receivers.ModelReceiver.rule_on`): its admission here, with a rule
+    :meth:`~handoffs.receivers.models.ModelReceiver.rule_on`): its admission here, with a rule
     that only takes note of the admitted document; then the request (rendered once),
     which joins ``batch`` (:func:`send_batch`: the call cache's answer, or the call
     sent to the pool, whose thread makes the ruling when the answer arrives and fills

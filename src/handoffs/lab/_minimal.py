@@ -42,11 +42,11 @@ from typing import Any, Final, TypeVar
 
 import attrs
 
-from handoffs.contracts._contract import Contract
-from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
+from handoffs.contracts import Contract, Interval
+from handoffs.contracts._fields import FieldKind, FieldSpec
 from handoffs.lab._experiment import wire_value
 from handoffs.lab._perturb import has_arithmetic, has_predicates
-from handoffs.receivers._decision import Receiver, Verdict
+from handoffs.receivers import Receiver, Verdict
 from handoffs.receivers._model import TRANSIENT_CODES
 
 __all__ = [

@@ -35,12 +35,19 @@ import attrs
 from jsonschema import Draft202012Validator
 
 from handoffs._json import canonical_bytes, dumps, loads
-from handoffs.contracts._contract import Authority, Contract, Uncertainty
-from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
-from handoffs.contracts._policy import (
+from handoffs.contracts import (
+    GOVERNANCE_FIELDS,
+    Authority,
+    Contract,
+    Interval,
+    Uncertainty,
+    to_json_schema,
+)
+from handoffs.contracts._fields import FieldKind, FieldSpec
+from handoffs.contracts._policy import Compare
+from handoffs.contracts.policy import (
     AllOf,
     AnyOf,
-    Compare,
     Condition,
     Is,
     Not,
@@ -50,8 +57,6 @@ from handoffs.contracts._policy import (
     Rule,
     Under,
 )
-from handoffs.contracts._receipt import GOVERNANCE_FIELDS
-from handoffs.contracts._schema import to_json_schema
 from handoffs.lab._experiment import ExperimentError, draw, typed_value, wire_value
 
 __all__ = [

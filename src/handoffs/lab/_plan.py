@@ -19,9 +19,9 @@ import jsonschema_rs
 
 from handoffs._errors import UntrustedGovernance
 from handoffs._json import canonical_bytes, digest
-from handoffs.contracts._contract import Contract
-from handoffs.contracts._receipt import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS
-from handoffs.contracts._schema import schema_id, to_json_schema
+from handoffs.contracts import GOVERNANCE_FIELDS, Contract, to_json_schema
+from handoffs.contracts._receipt import ENVELOPE_MEMBERS
+from handoffs.contracts._schema import schema_id
 from handoffs.lab._experiment import (
     Experiment,
     ExperimentError,
@@ -39,7 +39,7 @@ from handoffs.lab._perturb import (
     Mutate,
     Perturbation,
 )
-from handoffs.receivers._decision import Receiver
+from handoffs.receivers import Receiver
 
 __all__ = ["Plan", "analyse_state", "compile_plan", "fingerprint", "receipt_id"]
 

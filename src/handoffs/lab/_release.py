@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from handoffs.contracts._keys import KeyRing, SigningKey
+from handoffs._time import format_time
 from handoffs.contracts._proofs import VerifiedProof, sign, verify
-from handoffs.contracts._receipt import format_time
+from handoffs.integrity import KeyRing, SigningKey
 from handoffs.lab._experiment import Tolerances
 
 __all__ = [

@@ -26,10 +26,11 @@ from jsonschema.exceptions import relevance
 from handoffs import __version__
 from handoffs._errors import HandoffsError, Violation
 from handoffs._json import digest
+from handoffs._time import format_time
+from handoffs.contracts import to_json_schema
 from handoffs.contracts._fields import MISSING
-from handoffs.contracts._fingerprint import policy_fingerprint
-from handoffs.contracts._receipt import format_time
-from handoffs.contracts._schema import schema_id, to_json_schema
+from handoffs.contracts._schema import schema_id
+from handoffs.contracts.policy import policy_fingerprint
 from handoffs.lab._experiment import wire_value
 from handoffs.lab._perturb import Mutate, RemoveDecisionField, RemoveGovernanceField
 from handoffs.lab._release import evaluate_gate, release_artefact

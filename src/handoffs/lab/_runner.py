@@ -35,8 +35,8 @@ from typing import Any, Final
 import attrs
 
 from handoffs._errors import HandoffsError
-from handoffs.contracts._contract import LossMatrix
-from handoffs.contracts._receipt import format_time
+from handoffs._time import format_time
+from handoffs.contracts import LossMatrix
 from handoffs.lab._cache import Budget, CallCache, LabClient, close_connections
 from handoffs.lab._chunk import run_chunk, sampled
 from handoffs.lab._experiment import (
@@ -62,8 +62,8 @@ from handoffs.lab._perturb import (
 from handoffs.lab._plan import Plan, _compose, _reference_for, compile_plan, fingerprint
 from handoffs.lab._runlog import RunLog, RunLogError, read_run_log
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of
-from handoffs.receivers._decision import Receiver
-from handoffs.receivers._model import ModelReceiver
+from handoffs.receivers import Receiver
+from handoffs.receivers.models import ModelReceiver
 
 __all__ = ["EXECUTORS", "LabRun", "Plan", "compile_plan", "rescore", "run", "run_chunk"]
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from handoffs.contracts._contract import Authority, Contract
-from handoffs.contracts._registry import Registry, as_registry
+from handoffs.contracts import Authority, Contract, Registry
+from handoffs.contracts._registry import as_registry
 from handoffs.lab._experiment import (
     CaseSource,
     Experiment,
@@ -327,7 +327,7 @@ _MODEL_KEYS: Final = frozenset({
 
 def model_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
                     base_dir: Path, what: str = "model", path: str = "model") -> Any:
-    """A :class:`~handoffs.receivers.ModelReceiver` declared in a ``[strategy.model]``
+    """A :class:`~handoffs.receivers.models.ModelReceiver` declared in a ``[strategy.model]``
     table (see :func:`load_experiment`): route, server, key, template and parameters.
 
     The server URL is ``base_url``, or the environment variable ``base_url_env``
@@ -342,8 +342,7 @@ def model_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
             bad parameters.
     """
     from handoffs.lab._baselines import GovernanceChecker
-    from handoffs.receivers._chat import OpenAICompatibleClient
-    from handoffs.receivers._model import ModelReceiver
+    from handoffs.receivers.models import ModelReceiver, OpenAICompatibleClient
 
     refuse_unknown(table, _MODEL_KEYS, path=path, noun="model key")
     if "route" not in table:

@@ -15,9 +15,10 @@ a receiver contract applies its rule as step (5). The result is always a typed
     decision.verdict, decision.action, decision.reasons
 
 Receiver contracts (all implement :class:`Receiver`): :class:`StrictContractReceiver`,
-:class:`AuthoritativeActuator`, :class:`FunctionReceiver`, :class:`ModelReceiver` (a
-language model behind an OpenAI-compatible API, through :class:`OpenAICompatibleClient`)
-and, for signed multi-hop handoff chains, :class:`IdentityCompositionReceiver`; each
+:class:`AuthoritativeActuator`, :class:`FunctionReceiver`,
+:class:`~handoffs.receivers.models.ModelReceiver` (a language model behind an
+OpenAI-compatible API, in :mod:`handoffs.receivers.models`) and, for signed multi-hop
+handoff chains, :class:`IdentityCompositionReceiver`; each
 stands behind an :class:`Admission` (a :class:`Gate` for signed receipts). The essay's
 baseline receivers are lab instruments and live in :mod:`handoffs.lab`.
 :class:`SQLiteDecisionLog` records every decision and doubles as a replay store that
@@ -25,121 +26,48 @@ holds across processes (a :class:`ReplayLog`: the replay claim and the decision 
 commit together).
 """
 
-from typing import TYPE_CHECKING
-
 from handoffs._json import JSONLimits
-from handoffs._lazy import attach
+from handoffs.receivers._carried import CarriedReceiptReceiver, carried_receipt, carry
 from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
-from handoffs.receivers._gate import (
-    Admitted,
-    Gate,
-    ReceiverRule,
-    Ruling,
-    UnsafeConfigurationWarning,
-    UnsafeNoProofs,
+from handoffs.receivers._gate import Admitted, Gate, UnsafeConfigurationWarning, UnsafeNoProofs
+from handoffs.receivers._identity import (
+    DerivedFrom,
+    HandoffChain,
+    Hop,
+    HopRole,
+    IdentityCompositionReceiver,
+    SeparationOfDuties,
+    add_hop,
+    approve,
+    handoff_chain_schema,
+    start_chain,
 )
+from handoffs.receivers._log import DecisionLogError, SQLiteDecisionLog
 from handoffs.receivers._receivers import (
     Admission,
     AuthoritativeActuator,
     FunctionReceiver,
     StrictContractReceiver,
 )
-from handoffs.receivers._replay import (
-    DecisionLog,
-    MemoryReplayStore,
-    ReplayClaim,
-    ReplayedReceipt,
-    ReplayLog,
-    ReplayStore,
-    ReplayStoreError,
-)
+from handoffs.receivers._replay import MemoryReplayStore, ReplayLog, ReplayStore, ReplayStoreError
 from handoffs.receivers._services import (
-    EvidenceError,
     EvidenceResolver,
     HTTPEvidenceResolver,
     InMemoryEvidenceResolver,
     InMemoryPolicyService,
     PolicyService,
-    PolicyStatus,
     Readback,
     ResolvedEvidence,
 )
-
-if TYPE_CHECKING:
-    from handoffs.receivers._carried import CarriedReceiptReceiver, carried_receipt, carry
-    from handoffs.receivers._chat import (
-        ChatClient,
-        ChatRequest,
-        Completion,
-        ModelError,
-        OpenAICompatibleClient,
-        ServedModel,
-    )
-    from handoffs.receivers._identity import (
-        DerivedFrom,
-        HandoffChain,
-        Hop,
-        HopRole,
-        IdentityCompositionReceiver,
-        SeparationOfDuties,
-        add_hop,
-        approve,
-        handoff_chain_schema,
-        start_chain,
-    )
-    from handoffs.receivers._log import DecisionLogError, LogSummary, SQLiteDecisionLog
-    from handoffs.receivers._model import ModelReceiver, action_schema
-
-# Imported on first use: importing the package costs only what its eager names
-# need (benchmarks/cli.py).
-_LAZY = {
-    "CarriedReceiptReceiver": "handoffs.receivers._carried",
-    "carried_receipt": "handoffs.receivers._carried",
-    "carry": "handoffs.receivers._carried",
-    "ChatClient": "handoffs.receivers._chat",
-    "ChatRequest": "handoffs.receivers._chat",
-    "Completion": "handoffs.receivers._chat",
-    "ModelError": "handoffs.receivers._chat",
-    "OpenAICompatibleClient": "handoffs.receivers._chat",
-    "ServedModel": "handoffs.receivers._chat",
-    "DerivedFrom": "handoffs.receivers._identity",
-    "HandoffChain": "handoffs.receivers._identity",
-    "Hop": "handoffs.receivers._identity",
-    "HopRole": "handoffs.receivers._identity",
-    "IdentityCompositionReceiver": "handoffs.receivers._identity",
-    "SeparationOfDuties": "handoffs.receivers._identity",
-    "add_hop": "handoffs.receivers._identity",
-    "approve": "handoffs.receivers._identity",
-    "handoff_chain_schema": "handoffs.receivers._identity",
-    "start_chain": "handoffs.receivers._identity",
-    "DecisionLogError": "handoffs.receivers._log",
-    "LogSummary": "handoffs.receivers._log",
-    "SQLiteDecisionLog": "handoffs.receivers._log",
-    "ModelReceiver": "handoffs.receivers._model",
-    "action_schema": "handoffs.receivers._model",
-}
-
-# Importable, resolved on first use, but not public: not in __all__ (see
-# docs/reference/compatibility.md).
-_NOT_PUBLIC = {
-    "Clock": "handoffs.receivers._gate",
-    "ModelTimeout": "handoffs.receivers._chat",
-}
-__getattr__, __dir__ = attach(__name__, {**_LAZY, **_NOT_PUBLIC})
 
 __all__ = [
     "Admission",
     "Admitted",
     "AuthoritativeActuator",
     "CarriedReceiptReceiver",
-    "ChatClient",
-    "ChatRequest",
-    "Completion",
     "Decision",
-    "DecisionLog",
     "DecisionLogError",
     "DerivedFrom",
-    "EvidenceError",
     "EvidenceResolver",
     "FunctionReceiver",
     "Gate",
@@ -151,33 +79,22 @@ __all__ = [
     "InMemoryEvidenceResolver",
     "InMemoryPolicyService",
     "JSONLimits",
-    "LogSummary",
     "MemoryReplayStore",
-    "ModelError",
-    "ModelReceiver",
-    "OpenAICompatibleClient",
     "PolicyService",
-    "PolicyStatus",
     "Readback",
     "Reason",
     "Receiver",
-    "ReceiverRule",
-    "ReplayClaim",
     "ReplayLog",
     "ReplayStore",
     "ReplayStoreError",
-    "ReplayedReceipt",
     "ResolvedEvidence",
-    "Ruling",
     "SQLiteDecisionLog",
     "SeparationOfDuties",
-    "ServedModel",
     "Step",
     "StrictContractReceiver",
     "UnsafeConfigurationWarning",
     "UnsafeNoProofs",
     "Verdict",
-    "action_schema",
     "add_hop",
     "approve",
     "carried_receipt",

@@ -4,7 +4,7 @@ The essay asks that the sender's encoder and the receiver's decoder be versioned
 together: a model upgrade can change how compact state is read. A receiver's
 fingerprint is a record of what it *declares* plus a digest over it:
 
-* a model receiver (:class:`~handoffs.receivers.ModelReceiver`): the route, the
+* a model receiver (:class:`~handoffs.receivers.models.ModelReceiver`): the route, the
   prompt template and system message digest, the sampling parameters, the response
   format and the tools; and, *observed* at run time from the responses (never part
   of the digest, which must be computable without calling the model), the model as

@@ -51,27 +51,26 @@ from handoffs._json import (
     check_value,
     loads_plain,
 )
-from handoffs._time import utc_now
-from handoffs.contracts._contract import (
-    ContextDependency,
+from handoffs._time import format_time, utc_now
+from handoffs.contracts import (
     Contract,
     EvidenceFresh,
+    EvidenceRef,
     OnMissing,
     PolicyResolvable,
-    RoleHeld,
-)
-from handoffs.contracts._fingerprint import check_policy_pin
-from handoffs.contracts._keys import KeyRing
-from handoffs.contracts._proofs import CLOCK_SKEW
-from handoffs.contracts._receipt import (
-    EvidenceRef,
     Receipt,
-    format_time,
-    structure,
+    Registry,
+    RoleHeld,
+    VerifiedReceipt,
 )
-from handoffs.contracts._registry import Registry, as_registry
+from handoffs.contracts._contract import ContextDependency
+from handoffs.contracts._fingerprint import check_policy_pin
+from handoffs.contracts._proofs import CLOCK_SKEW
+from handoffs.contracts._receipt import structure
+from handoffs.contracts._registry import as_registry
 from handoffs.contracts._schema import validate_checked as _validate
-from handoffs.contracts._signing import VerifiedReceipt, _verify_receipt, check_addressed
+from handoffs.contracts._signing import _verify_receipt, check_addressed
+from handoffs.integrity import KeyRing
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._memo import gate_memo
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage

@@ -82,11 +82,9 @@ from handoffs._json import (
     load_object,
     loads,
 )
-from handoffs._time import expired
-from handoffs.contracts._contract import Authority
-from handoffs.contracts._keys import KeyRing, SigningKey
+from handoffs._time import expired, format_time, parse_time
+from handoffs.contracts import Authority
 from handoffs.contracts._proofs import VerifiedProof, sign, verify
-from handoffs.contracts._receipt import format_time, parse_time
 from handoffs.contracts._schema import (
     _DIGEST_PATTERN,
     _IDENT_PATTERN,
@@ -95,6 +93,7 @@ from handoffs.contracts._schema import (
     _describe,
     _proof_schema,
 )
+from handoffs.integrity import KeyRing, SigningKey
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers._replay import (

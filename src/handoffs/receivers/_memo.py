@@ -21,8 +21,7 @@ import attrs
 import jsonschema_rs
 
 from handoffs._json import canonical_bytes
-from handoffs.contracts._contract import EvidenceFresh
-from handoffs.contracts._receipt import EvidenceRef
+from handoffs.contracts import EvidenceFresh, EvidenceRef
 from handoffs.contracts._schema import to_json_schema_cached
 
 __all__ = ["PROJECTED", "GateMemo", "gate_memo", "memo_value"]

@@ -37,8 +37,8 @@ import attrs
 
 from handoffs._errors import InvalidArgument
 from handoffs._json import dumps
-from handoffs.contracts._contract import Contract
-from handoffs.contracts._receipt import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS
+from handoffs.contracts import GOVERNANCE_FIELDS, Contract
+from handoffs.contracts._receipt import ENVELOPE_MEMBERS
 from handoffs.receivers._chat import ChatClient, ChatRequest, Completion, ModelError, ServedModel
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._gate import Admitted, Gate, Ruling
@@ -218,7 +218,7 @@ class ModelReceiver:
 
     def served(self) -> list[dict[str, str]]:
         """Every distinct served identity (the members of
-        :class:`~handoffs.receivers.ServedModel` the server named) this receiver's
+        :class:`~handoffs.receivers.models.ServedModel` the server named) this receiver's
         answers have named, in the order first seen, in this process.
         """
         with self._served_lock:

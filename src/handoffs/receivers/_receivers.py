@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import attrs
 
 from handoffs._errors import HandoffsError, InvalidArgument
-from handoffs.contracts._contract import Authority, Contract
+from handoffs.contracts import Authority, Contract
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._gate import Admitted, Gate, ReceiverRule, Ruling
 

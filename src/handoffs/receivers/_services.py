@@ -19,7 +19,7 @@ import attrs
 
 from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON
 from handoffs._json import loads
-from handoffs.contracts._receipt import EvidenceRef
+from handoffs.contracts import EvidenceRef
 
 if TYPE_CHECKING:  # HTTP evidence resolution imports urllib.request when it is built
     import urllib.request

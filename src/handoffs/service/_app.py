@@ -37,12 +37,16 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 import orjson
 
 from handoffs._json import JSONLimits, dumps
-from handoffs.contracts._keys import KeyRing
-from handoffs.receivers._decision import Decision
-from handoffs.receivers._gate import Gate
-from handoffs.receivers._receivers import StrictContractReceiver
-from handoffs.receivers._replay import MemoryReplayStore
-from handoffs.receivers._services import HTTPEvidenceResolver, InMemoryPolicyService, Readback
+from handoffs.integrity import KeyRing
+from handoffs.receivers import (
+    Decision,
+    Gate,
+    HTTPEvidenceResolver,
+    InMemoryPolicyService,
+    MemoryReplayStore,
+    Readback,
+    StrictContractReceiver,
+)
 from handoffs.service._config import Caller, ConfigError, ServiceConfig
 from handoffs.service._metrics import STORE_DOWN_CODES, BoundaryMetrics
 from handoffs.service._store import DecisionStore, open_store

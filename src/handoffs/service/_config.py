@@ -23,8 +23,7 @@ import attrs
 from handoffs._discovery import load_source
 from handoffs._errors import ContractSourceError, HandoffsError
 from handoffs._json import DEFAULT_LIMITS
-from handoffs.contracts._contract import Contract
-from handoffs.contracts._registry import Registry
+from handoffs.contracts import Contract, Registry
 
 __all__ = ["ENVIRONMENT", "Caller", "ConfigError", "ServiceConfig", "load_config"]
 

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any, Final
 
-from handoffs.receivers._decision import Decision
+from handoffs.receivers import Decision
 from handoffs.receivers._log import EXPIRED_CODES
 
 __all__ = ["STORE_DOWN_CODES", "BoundaryMetrics"]

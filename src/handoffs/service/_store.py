@@ -6,8 +6,8 @@ import os
 from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
+from handoffs.receivers import ReplayLog
 from handoffs.receivers._log import DEFAULT_RETAIN, LogSummary, open_log
-from handoffs.receivers._replay import ReplayLog
 
 __all__ = ["DecisionStore", "open_store"]
 

@@ -59,16 +59,15 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import orjson
 
 from handoffs._errors import InvalidArgument
-from handoffs.receivers._decision import Decision
+from handoffs.receivers import Decision, DecisionLogError, ReplayStoreError
 from handoffs.receivers._log import (
     DEFAULT_PRUNE_EVERY,
     DEFAULT_RETAIN,
     EXPIRED_CODES,
-    DecisionLogError,
     LogSummary,
     check_retention,
 )
-from handoffs.receivers._replay import ReplayClaim, ReplayStoreError
+from handoffs.receivers._replay import ReplayClaim
 
 if TYPE_CHECKING:
     import psycopg

@@ -26,7 +26,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from handoffs._errors import KeyRingError, MalformedJSON
 from handoffs._json import dumps, loads
-from handoffs.contracts._keys import DEFAULT_PURPOSES, KeyRing, encode_public_key_multibase
+from handoffs.integrity._keyring import DEFAULT_PURPOSES, KeyRing
+from handoffs.integrity._keys import encode_public_key_multibase
 
 __all__ = ["key_ring_from_agent_card", "key_ring_from_jwks"]
 

@@ -1,0 +1,53 @@
+"""The rule language: a contract's reference policy, its rules and conditions.
+
+A :class:`Policy` is an ordered list of :class:`Rule` s (a name, a
+:class:`Condition` over the decision state, the action it chooses) and a default;
+the first rule that holds decides::
+
+    from handoffs.contracts.policy import Is, Policy, Rule
+
+    POLICY = Policy([Rule("unverified", Is("verified", False), Action.ESCALATE)],
+                    default=Action.APPROVE)
+
+Conditions: :class:`Is` (a field equals a value), :class:`Over` and :class:`Under`
+(numeric thresholds), :class:`AllOf`, :class:`AnyOf`, :class:`Not`, and
+:class:`Predicate` for a test the built-ins cannot express; :class:`Field` names a
+field inside a condition. :meth:`Policy.evaluate` returns an :class:`Outcome`.
+:func:`policy_fingerprint` pins the policy's meaning (:func:`policy_document` is the
+canonical document it digests); :class:`PolicyError` is a policy that cannot decide.
+"""
+
+from handoffs._errors import PolicyError
+from handoffs.contracts._fingerprint import policy_document, policy_fingerprint
+from handoffs.contracts._policy import (
+    AllOf,
+    AnyOf,
+    Condition,
+    Field,
+    Is,
+    Not,
+    Outcome,
+    Over,
+    Policy,
+    Predicate,
+    Rule,
+    Under,
+)
+
+__all__ = [
+    "AllOf",
+    "AnyOf",
+    "Condition",
+    "Field",
+    "Is",
+    "Not",
+    "Outcome",
+    "Over",
+    "Policy",
+    "PolicyError",
+    "Predicate",
+    "Rule",
+    "Under",
+    "policy_document",
+    "policy_fingerprint",
+]
