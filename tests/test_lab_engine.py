@@ -53,7 +53,7 @@ from handoffs.lab import (
     verify_artefact,
 )
 from handoffs.lab._metrics import falsehood_class
-from handoffs.lab._perturb import Scoring
+from handoffs.lab.perturbations import Scoring
 from handoffs.receivers import (
     Gate,
     StrictContractReceiver,

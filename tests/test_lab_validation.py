@@ -23,7 +23,6 @@ import pytest
 from handoffs.lab import (
     Experiment,
     ExperimentError,
-    Falsehood,
     GeneratedCases,
     IterableCases,
     Strategy,
@@ -31,6 +30,7 @@ from handoffs.lab import (
     load_experiment,
     run,
 )
+from handoffs.lab.perturbations import Falsehood
 from handoffs.receivers import Decision
 from inline_executor import Inline
 

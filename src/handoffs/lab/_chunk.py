@@ -51,12 +51,6 @@ from handoffs.lab._memo import (
     send_ahead,
     send_batch,
 )
-from handoffs.lab._perturb import (
-    REMOVED,
-    CaseContext,
-    Perturbation,
-    Variant,
-)
 from handoffs.lab._plan import (
     _ENVELOPE,
     _FORBIDDEN,
@@ -69,6 +63,12 @@ from handoffs.lab._plan import (
     _tokens,
     analyse_state,
     receipt_id,
+)
+from handoffs.lab.perturbations import (
+    REMOVED,
+    CaseContext,
+    Perturbation,
+    Variant,
 )
 from handoffs.receivers._decision import Receiver, Verdict
 from handoffs.receivers._model import ModelReceiver

@@ -30,8 +30,8 @@ from handoffs.contracts._fingerprint import policy_fingerprint
 from handoffs.contracts._receipt import format_time
 from handoffs.contracts._schema import schema_id, to_json_schema
 from handoffs.lab._experiment import wire_value
-from handoffs.lab._perturb import Mutate, RemoveDecisionField, RemoveGovernanceField
 from handoffs.lab._release import evaluate_gate, release_artefact
+from handoffs.lab.perturbations import Mutate, RemoveDecisionField, RemoveGovernanceField
 
 if TYPE_CHECKING:
     from handoffs.lab._experiment import Experiment

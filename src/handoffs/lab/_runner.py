@@ -50,14 +50,10 @@ from handoffs.lab._minimal import (
     exhaustive_minimum,
     search_receiver,
 )
-from handoffs.lab._perturb import (
-    Falsehood,
-    Scoring,
-    has_predicates,
-    opaque_conditions,
-)
 from handoffs.lab._plan import Plan, _compose, _reference_for, compile_plan, fingerprint
+from handoffs.lab._policy_scan import has_predicates, opaque_conditions
 from handoffs.lab._runlog import RunLog, RunLogError, read_run_log
+from handoffs.lab.perturbations import Falsehood, Scoring
 from handoffs.receivers._decision import Receiver
 from handoffs.receivers._model import ModelReceiver
 
