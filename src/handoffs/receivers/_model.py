@@ -39,7 +39,7 @@ from handoffs._errors import InvalidArgument
 from handoffs._json import dumps
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._receipt import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS
-from handoffs.receivers._chat import ChatClient, ChatRequest, Completion, ModelError
+from handoffs.receivers._chat import ChatClient, ChatRequest, Completion, ModelError, ServedModel
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._gate import Admitted, Gate, Ruling
 from handoffs.receivers._receivers import Admission
@@ -165,7 +165,7 @@ class ModelReceiver:
     tools: tuple[str, ...] = attrs.field(default=(), converter=_tools)
     concurrency: int | None = None
     record: Mapping[str, Any] = attrs.field(init=False, eq=False)
-    _served: dict[tuple[tuple[str, str], ...], None] = attrs.field(
+    _served: dict[ServedModel, None] = attrs.field(
         init=False, eq=False, repr=False, factory=dict)
     _served_lock: threading.Lock = attrs.field(init=False, eq=False, repr=False,
                                                factory=threading.Lock)
@@ -216,13 +216,13 @@ class ModelReceiver:
             "tools": list(self.tools),
         }
 
-    def served(self) -> list[dict[str, str]]:
-        """Every distinct served identity (``model``, ``system_fingerprint``,
-        ``server``; see :class:`~handoffs.receivers.Completion`) this receiver's answers
-        have named, in the order first seen, in this process.
+    def served(self) -> list[dict[str, str | None]]:
+        """Every distinct served identity (:class:`~handoffs.receivers.ServedModel`'s
+        JSON form) this receiver's answers have named, in the order first seen, in this
+        process.
         """
         with self._served_lock:
-            return [dict(items) for items in self._served]
+            return [served.to_json() for served in self._served]
 
     def __getstate__(self) -> dict[str, Any]:
         return {a.name: getattr(self, a.name) for a in attrs.fields(type(self))
@@ -327,13 +327,13 @@ class ModelReceiver:
                                   "cached": False, **drawn})
         completion = answer
         usage = {**_usage(completion), **drawn}
-        if completion.served:
-            usage["served"] = dict(completion.served)
-            key = tuple(sorted(completion.served.items()))
-            if key not in self._served:
-                with self._served_lock:
-                    self._served[key] = None
+        if completion.served is not None and completion.served not in self._served:
+            with self._served_lock:
+                self._served[completion.served] = None
         action = _answer(completion.content)
+        if action is None and completion.response_format == "text":
+            # asked as plain text (the server constrains no form): parsed from the text
+            action = _answer_in_text(completion.content)
         if action is None:
             return Ruling(action=fail, verdict=Verdict.REJECT, reasons=(Reason(
                 "malformed-answer",
@@ -354,8 +354,30 @@ TRANSIENT_CODES: Final = _CALL_CODES
 
 
 def _usage(completion: Completion) -> dict[str, Any]:
-    return {"tokens_in": completion.tokens_in, "tokens_out": completion.tokens_out,
-            "latency_ms": round(completion.latency_ms, 3), "cached": completion.cached}
+    usage: dict[str, Any] = {
+        "tokens_in": completion.tokens_in, "tokens_out": completion.tokens_out,
+        "latency_ms": round(completion.latency_ms, 3), "cached": completion.cached}
+    if completion.served is not None:  # who answered: the served model and its build
+        usage["served_model"] = completion.served.to_json()
+    if completion.response_format is not None:  # the form the client negotiated
+        usage["response_format_sent"] = completion.response_format
+    return usage
+
+
+def _answer_in_text(content: str) -> str | None:
+    """The action of the first ``{"action": "<text>"}`` object inside free text."""
+    decoder = json.JSONDecoder()
+    at = content.find("{")
+    while at >= 0:
+        try:
+            data, _ = decoder.raw_decode(content, at)
+        except (ValueError, RecursionError):
+            data = None
+        if isinstance(data, dict) and set(data) == {"action"} \
+                and isinstance(data["action"], str):
+            return str(data["action"])
+        at = content.find("{", at + 1)
+    return None
 
 
 def _answer(content: str) -> str | None:
