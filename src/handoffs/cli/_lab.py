@@ -440,9 +440,9 @@ def _read_report(path: Path) -> Mapping[str, Any]:
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("new_path", metavar="NEW.json",
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--format", "output", type=click.Choice(["text", "md", "json"]),
+@click.option("--format", "output", type=click.Choice(["text", "markdown", "json"]),
               default="text", show_default=True,
-              help="text for a terminal, md for a CI comment, json for tools.")
+              help="text for a terminal, markdown for a CI comment, json for tools.")
 @click.option("--budget-agreement", type=click.FloatRange(min=0), default=0.0,
               show_default=True, help="Agreement may fall by this much (absolute).")
 @click.option("--budget-regret", type=click.FloatRange(min=0), default=0.0,
@@ -478,6 +478,6 @@ def diff_command(ctx: click.Context, old_path: Path, new_path: Path, output: str
     if output == "json":
         click.echo(dumps(diff.to_json(), indent=2))
     else:
-        click.echo(render_diff(diff, format="md" if output == "md" else "text", limit=limit),
+        click.echo(render_diff(diff, format="markdown" if output == "markdown" else "text", limit=limit),
                    nl=False)
     ctx.exit(diff.exit_code)
