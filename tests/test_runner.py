@@ -24,6 +24,7 @@ from handoffs.lab import (
     ReferenceReceiver,
     RunLogError,
     Strategy,
+    UserCodeError,
     rescore,
     run,
 )
@@ -112,7 +113,7 @@ def test_resume_after_an_interrupted_run(tmp_path: Path, threaded: dict[str, Any
     # Case 20 is past policy-01 (case 16), the case the essay's injection names, which
     # the runner's check of injection case ids reads up to before any chunk runs.
     broken = essay(cases=IterableCases(_cases(20), description="payment-28"))
-    with pytest.raises(Boom):
+    with pytest.raises(UserCodeError, match="Boom"):
         run(broken, executor=Inline(), chunk_size=7, run_log=path)
     _, records = read_run_log(path)
     assert [r["chunk"] for r in records] == [0, 1]

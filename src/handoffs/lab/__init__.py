@@ -37,6 +37,7 @@ from handoffs.lab._controls import (
     control_expectations,
     read_baselines,
 )
+from handoffs.lab._diff import DiffBudget, ReportDiff, diff_reports
 from handoffs.lab._experiment import (
     CaseSource,
     Experiment,
@@ -47,6 +48,8 @@ from handoffs.lab._experiment import (
     ReferenceReceiver,
     Strategy,
     Tolerances,
+    UnknownExperimentKey,
+    UserCodeError,
 )
 from handoffs.lab._minimal import (
     MinimalMessage,
@@ -80,6 +83,7 @@ __all__ = [
     "CaseSource",
     "ControlExpectations",
     "ControlReading",
+    "DiffBudget",
     "Experiment",
     "ExperimentError",
     "FullRecordReceiver",
@@ -94,6 +98,7 @@ __all__ = [
     "PartitionCell",
     "Reference",
     "ReferenceReceiver",
+    "ReportDiff",
     "ReportError",
     "RunLogError",
     "ScoreReceiver",
@@ -101,8 +106,11 @@ __all__ = [
     "Strategy",
     "Tolerances",
     "Trigger",
+    "UnknownExperimentKey",
+    "UserCodeError",
     "control_expectations",
     "counterfactual_triggers",
+    "diff_reports",
     "evaluate_gate",
     "load_experiment",
     "message_partition",
