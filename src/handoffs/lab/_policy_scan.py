@@ -7,15 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from handoffs.contracts._policy import (
-    AllOf,
-    AnyOf,
-    Compare,
-    Condition,
-    Not,
-    Policy,
-    Predicate,
-)
+from handoffs.contracts._policy import AllOf, AnyOf, Compare, Condition, Not, Policy, Predicate
 
 __all__ = ["has_arithmetic", "has_predicates", "opaque_conditions"]
 

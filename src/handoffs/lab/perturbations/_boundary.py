@@ -13,11 +13,7 @@ from typing import Any
 import attrs
 
 from handoffs.contracts._contract import Authority, Contract
-from handoffs.contracts._policy import (
-    Condition,
-    Policy,
-    Rule,
-)
+from handoffs.contracts._policy import Condition, Policy, Rule
 from handoffs.lab._experiment import ExperimentError
 from handoffs.lab.perturbations._base import (
     CaseContext,

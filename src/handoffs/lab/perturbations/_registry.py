@@ -11,21 +11,11 @@ from typing import Any, Final
 
 from handoffs.contracts._contract import Contract, Uncertainty
 from handoffs.contracts._fields import FieldKind
-from handoffs.contracts._policy import (
-    AllOf,
-    AnyOf,
-    Condition,
-    Is,
-    Not,
-    Over,
-    Under,
-)
+from handoffs.contracts._policy import AllOf, AnyOf, Condition, Is, Not, Over, Under
 from handoffs.contracts._receipt import GOVERNANCE_FIELDS
 from handoffs.lab._experiment import ExperimentError, wire_value
 from handoffs.lab.perturbations._ablation import RemoveDecisionField, RemoveGovernanceField
-from handoffs.lab.perturbations._base import (
-    Perturbation,
-)
+from handoffs.lab.perturbations._base import Perturbation
 from handoffs.lab.perturbations._boundary import (
     ActionAdded,
     AuthoritativeSender,

@@ -7,10 +7,7 @@ from datetime import datetime
 
 import attrs
 
-from handoffs._errors import (
-    InvalidArgument,
-    ReceiptValidationError,
-)
+from handoffs._errors import InvalidArgument, ReceiptValidationError
 from handoffs.contracts._contract import Authority
 from handoffs.contracts._keys import SigningKey
 from handoffs.contracts._proofs import sign
@@ -21,14 +18,11 @@ from handoffs.receivers.chains._contract import (
     HOP_PROOF_PURPOSE,
     HopRole,
 )
-from handoffs.receivers.chains._format import (
-    DerivedFrom,
-    HandoffChain,
-    Hop,
-)
+from handoffs.receivers.chains._format import DerivedFrom, HandoffChain, Hop
 from handoffs.receivers.chains._schema import _schema_violations, _typed_violations
 
 __all__ = ["add_hop", "approve", "start_chain"]
+
 
 def start_chain(*, case_id: str, id: str | None = None) -> HandoffChain:
     """Return an empty chain for ``case_id`` (add hops with :func:`add_hop`).

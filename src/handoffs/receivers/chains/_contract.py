@@ -10,11 +10,10 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from handoffs._errors import (
-    UnknownContract,
-)
+from handoffs._errors import UnknownContract
 
 __all__ = ["HANDOFF_CHAIN_CONTRACT", "HANDOFF_CHAIN_SCHEMA_ID", "HOP_PROOF_PURPOSE", "HopRole"]
+
 
 _CONTRACT_NAME: Final = "handoff-chain"
 _CONTRACT_VERSION: Final = "2.0.0"

@@ -7,14 +7,11 @@ from typing import Final
 
 import attrs
 
-from handoffs._errors import (
-    InvalidArgument,
-)
-from handoffs.receivers.chains._contract import (
-    HopRole,
-)
+from handoffs._errors import InvalidArgument
+from handoffs.receivers.chains._contract import HopRole
 
 __all__ = ["SeparationOfDuties"]
+
 
 _DEFAULT_DISTINCT: Final = (
     (HopRole.PROPOSER, HopRole.APPROVER),

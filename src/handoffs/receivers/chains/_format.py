@@ -11,17 +11,8 @@ from typing import Any
 
 import attrs
 
-from handoffs._errors import (
-    InvalidArgument,
-    ReceiptValidationError,
-)
-from handoffs._json import (
-    DEFAULT_LIMITS,
-    JSONLimits,
-    canonical_bytes,
-    digest,
-    load_object,
-)
+from handoffs._errors import InvalidArgument, ReceiptValidationError
+from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, digest, load_object
 from handoffs.contracts._contract import Authority
 from handoffs.contracts._receipt import format_time, parse_time
 from handoffs.receivers.chains._contract import (
@@ -39,6 +30,7 @@ from handoffs.receivers.chains._contract import (
 from handoffs.receivers.chains._schema import _schema_violations, _typed_violations
 
 __all__ = ["DerivedFrom", "HandoffChain", "Hop"]
+
 
 def _check_ident(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, str) or not _IDENT.fullmatch(value):

@@ -12,20 +12,8 @@ from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import (
-    HandoffsError,
-    InvalidArgument,
-    MalformedJSON,
-    ProofError,
-)
-from handoffs._json import (
-    DEFAULT_LIMITS,
-    JSONLimits,
-    canonical_bytes,
-    check_value,
-    digest,
-    loads,
-)
+from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON, ProofError
+from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, check_value, digest, loads
 from handoffs._time import expired
 from handoffs.contracts._contract import Authority
 from handoffs.contracts._keys import KeyRing
@@ -58,6 +46,7 @@ from handoffs.receivers.chains._format import (
 from handoffs.receivers.chains._schema import _schema_violations, _typed_violations
 
 __all__ = ["IdentityCompositionReceiver"]
+
 
 _DEFAULT_REQUIRED: Final = frozenset({HopRole.PROPOSER, HopRole.APPROVER})
 

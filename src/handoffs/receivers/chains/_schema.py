@@ -11,10 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from handoffs._errors import (
-    MalformedJSON,
-    Violation,
-)
+from handoffs._errors import MalformedJSON, Violation
 from handoffs.contracts._contract import Authority
 from handoffs.contracts._receipt import parse_time
 from handoffs.contracts._schema import (
@@ -44,6 +41,7 @@ if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
 
 __all__ = ["handoff_chain_schema"]
+
 
 def handoff_chain_schema() -> dict[str, Any]:
     """Generate the Draft 2020-12 JSON Schema of ``handoff-chain/2.0.0`` messages.
