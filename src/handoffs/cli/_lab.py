@@ -478,6 +478,6 @@ def diff_command(ctx: click.Context, old_path: Path, new_path: Path, output: str
     if output == "json":
         click.echo(dumps(diff.to_json(), indent=2))
     else:
-        click.echo(render_diff(diff, format="markdown" if output == "markdown" else "text", limit=limit),
-                   nl=False)
+        shape = "markdown" if output == "markdown" else "text"
+        click.echo(render_diff(diff, format=shape, limit=limit), nl=False)
     ctx.exit(diff.exit_code)
