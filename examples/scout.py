@@ -53,7 +53,6 @@ from handoffs.contracts.policy import AllOf, Is, Over, Policy, Rule, Under
 from handoffs.contracts.versions import ContractDiff, diff
 from handoffs.examples.payment_lab import FixedClock
 from handoffs.lab import (
-    ActionAdded,
     AdvisoryActionReceiver,
     Experiment,
     GovernanceChecker,
@@ -61,8 +60,8 @@ from handoffs.lab import (
     Strategy,
     Tolerances,
     run,
-    standard_perturbations,
 )
+from handoffs.lab.perturbations import ActionAdded, standard_perturbations
 from handoffs.receivers import (
     AuthoritativeActuator,
     Gate,

@@ -34,15 +34,12 @@ from handoffs.contracts.policy import Over, Policy, Rule
 from handoffs.integrity import KeyRing, SigningKey
 from handoffs.receivers import (
     Gate,
-    IdentityCompositionReceiver,
     Receiver,
     Step,
     StrictContractReceiver,
     UnsafeConfigurationWarning,
     UnsafeNoProofs,
     Verdict,
-    add_hop,
-    start_chain,
 )
 from handoffs.receivers._carried import (
     CARRY_PIN,
@@ -51,6 +48,7 @@ from handoffs.receivers._carried import (
     carry,
     receipt_pin,
 )
+from handoffs.receivers.chains import IdentityCompositionReceiver, add_hop, start_chain
 
 T = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 ORIGIN, RELAY, FINAL, POLICY = "origin", "relay", "final", "policy-service"

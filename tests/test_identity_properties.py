@@ -25,7 +25,7 @@ from handoffs._time import format_time
 from handoffs.contracts._proofs import sign
 from handoffs.integrity import KeyRing, SigningKey
 from handoffs.receivers._decision import Decision, Verdict
-from handoffs.receivers._identity import (
+from handoffs.receivers.chains import (
     HANDOFF_CHAIN_CONTRACT,
     HOP_PROOF_PURPOSE,
     IdentityCompositionReceiver,

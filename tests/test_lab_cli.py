@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from handoffs.cli._lab import lab
 from handoffs.integrity import KeyRing, SigningKey
-from handoffs.lab import verify_artefact
+from handoffs.lab.reports import verify_artefact
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "payment.toml"
 

@@ -12,8 +12,9 @@ import pytest
 
 from handoffs._errors import InvalidArgument
 from handoffs.examples.payment_lab import payment_experiment
-from handoffs.lab import DiffBudget, ReportError, diff_reports, run
+from handoffs.lab import run
 from handoffs.lab._diff import render_diff
+from handoffs.lab.reports import DiffBudget, ReportError, diff_reports
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,7 @@ def test_a_regression_is_found_per_strategy_and_perturbation(old: dict[str, Any]
                      ("decision_contract", "relay:2", "mean_regret"),
                      ("decision_contract", "relay:2", "hard_violations")}
     assert [f["case_id"] for f in diff.new_hard_violations] == ["routine-03"]
-    text = render_diff(diff, format="md")
+    text = render_diff(diff, format="markdown")
     assert text.startswith("### handoffs lab diff: **REGRESSED** (3 regression(s) beyond "
                            "the budget)\n")
     assert "| REGRESSED | decision_contract | relay:2 | hard_violations | 0 | 1 |" in text
@@ -127,7 +128,7 @@ def test_lab_diff_exits_0_without_a_regression(old: dict[str, Any], tmp_path: Pa
 
 def test_lab_diff_exits_1_on_a_regression_with_markdown(old: dict[str, Any],
                                                         tmp_path: Path) -> None:
-    result = _lab_diff(tmp_path, old, regressed(old), "--format", "md")
+    result = _lab_diff(tmp_path, old, regressed(old), "--format", "markdown")
     assert result.exit_code == 1, result.output
     assert result.output.startswith("### handoffs lab diff: **REGRESSED**")
     assert "| REGRESSED | decision_contract | relay:2 | agreement | 1 | 0.9643 |" in result.output

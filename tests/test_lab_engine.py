@@ -37,20 +37,22 @@ from handoffs.lab import (
     IterableCases,
     JSONLinesCases,
     ReferenceReceiver,
-    ReportError,
     Strategy,
     Tolerances,
-    evaluate_gate,
     load_experiment,
-    release_artefact,
     rescore,
     run,
+)
+from handoffs.lab._metrics import falsehood_class
+from handoffs.lab.perturbations import Scoring
+from handoffs.lab.reports import (
+    ReportError,
+    evaluate_gate,
+    release_artefact,
     sign_artefact,
     validate_report,
     verify_artefact,
 )
-from handoffs.lab._metrics import falsehood_class
-from handoffs.lab._perturb import Scoring
 from handoffs.receivers import (
     Gate,
     StrictContractReceiver,

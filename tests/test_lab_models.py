@@ -324,7 +324,8 @@ temprature = 0
 
 
 def test_the_release_gate_may_hold_a_token_budget() -> None:
-    from handoffs.lab import Tolerances, evaluate_gate
+    from handoffs.lab import Tolerances
+    from handoffs.lab.reports import evaluate_gate
 
     with serving() as server:
         report = run(_experiment(server.url, full_record=False), cache=False).report

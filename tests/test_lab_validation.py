@@ -23,7 +23,6 @@ import pytest
 from handoffs.lab import (
     Experiment,
     ExperimentError,
-    Falsehood,
     GeneratedCases,
     IterableCases,
     Strategy,
@@ -32,6 +31,7 @@ from handoffs.lab import (
     load_experiment,
     run,
 )
+from handoffs.lab.perturbations import Falsehood
 from handoffs.receivers import Decision
 from inline_executor import Inline
 
@@ -479,7 +479,7 @@ class RaisingReceiver:
 
 
 def test_a_raising_receiver_fails_closed_and_is_named(mymodule: Any) -> None:
-    from handoffs.lab import render_markdown
+    from handoffs.lab.reports import render_markdown
 
     report = run(experiment(mymodule, RaisingReceiver()), executor=Inline()).report
     assert report["gate"]["passed"] is False

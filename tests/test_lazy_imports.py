@@ -74,8 +74,9 @@ def test_the_version_needs_no_installed_metadata() -> None:
 
 
 @pytest.mark.parametrize("package", ["handoffs", "handoffs.contracts", "handoffs.receivers",
-                                     "handoffs.lab", "handoffs.contracts.policy",
-                                     "handoffs.integrity", "handoffs.receivers.models"])
+                                     "handoffs.receivers.chains", "handoffs.receivers.models",
+                                     "handoffs.lab", "handoffs.lab.perturbations",
+                                     "handoffs.contracts.policy", "handoffs.integrity"])
 def test_every_public_name_resolves_and_is_listed(package: str) -> None:
     import importlib
 

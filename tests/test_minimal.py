@@ -31,9 +31,7 @@ from handoffs.lab import (
     counterfactual_triggers,
     load_experiment,
     minimal_message,
-    render_markdown,
     run,
-    validate_report,
 )
 from handoffs.lab._minimal import (
     Constraint,
@@ -42,6 +40,7 @@ from handoffs.lab._minimal import (
     region_sufficient,
     search_receiver,
 )
+from handoffs.lab.reports import render_markdown, validate_report
 from handoffs.receivers import Decision, Reason, Step, Verdict
 
 

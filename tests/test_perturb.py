@@ -14,13 +14,15 @@ from jsonschema import Draft202012Validator
 from handoffs.contracts import Contract, Interval, LossMatrix, decision_field, to_json_schema
 from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples.payment import PAYMENT_RELEASE
-from handoffs.lab import (
+from handoffs.lab import ExperimentError, Reference
+from handoffs.lab.perturbations import (
     NOT_APPLICABLE,
+    REMOVED,
     UNCHANGED,
     ActionAdded,
     AuthoritativeSender,
+    CaseContext,
     ConstantMessage,
-    ExperimentError,
     Falsehood,
     LossChanged,
     MergeEnumValues,
@@ -28,23 +30,18 @@ from handoffs.lab import (
     NoMessage,
     Perturbation,
     PolicyVersionChanged,
-    Reference,
     Relay,
     RemoveDecisionField,
     RemoveGovernanceField,
     RoundNumeric,
+    Scoring,
     ShortenEvidenceRefs,
     ShuffledMessage,
     WidenInterval,
     declare_perturbation,
-    standard_perturbations,
-)
-from handoffs.lab._perturb import (
-    REMOVED,
-    CaseContext,
-    Scoring,
     perturbation_from_json,
     select_perturbations,
+    standard_perturbations,
 )
 
 

@@ -20,7 +20,8 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from handoffs.examples.payment_lab import payment_experiment
-from handoffs.lab import render_html, run
+from handoffs.lab import run
+from handoffs.lab.reports import render_html
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

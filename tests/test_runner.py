@@ -19,10 +19,8 @@ from hypothesis import strategies as st
 from handoffs.examples.payment import synthetic_cases
 from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import (
-    ConstantMessage,
     ExperimentError,
     IterableCases,
-    NoMessage,
     ReferenceReceiver,
     RunLogError,
     Strategy,
@@ -31,6 +29,7 @@ from handoffs.lab import (
     run,
 )
 from handoffs.lab._runlog import COLUMNS, read_run_log
+from handoffs.lab.perturbations import ConstantMessage, NoMessage
 from handoffs.receivers import Decision
 from inline_executor import Inline
 

@@ -68,7 +68,7 @@ except ImportError as exc:  # the testing extra is absent
     raise MissingExtra("handoffs.testing", extra="testing", module="hypothesis") from exc
 
 if TYPE_CHECKING:
-    from handoffs.lab._experiment import Experiment
+    from handoffs.lab import Experiment
 
 __all__ = [
     "assert_sufficient",
@@ -424,7 +424,8 @@ def cases(
         source: a contract, or an experiment whose cases to sample.
         limit: how many of an experiment's cases to sample from.
     """
-    from handoffs.lab._experiment import Experiment, GeneratedCase
+    from handoffs.lab import Experiment
+    from handoffs.lab._experiment import GeneratedCase
 
     if isinstance(source, Experiment):
         if limit < 1:
@@ -543,15 +544,9 @@ def assert_sufficient(
         InvalidArgument: no cases, or a receiver that is not a ``Receiver``.
         ExperimentError: bad tolerances (before any work starts).
     """
-    from handoffs.lab._experiment import (
-        Experiment,
-        IterableCases,
-        Strategy,
-        Tolerances,
-        default_state_of,
-    )
+    from handoffs.lab import Experiment, IterableCases, Strategy, Tolerances, run
+    from handoffs.lab._experiment import default_state_of
     from handoffs.lab._runlog import read_run_log
-    from handoffs.lab._runner import run
 
     _check_contract(contract)
     if not isinstance(receiver, Receiver):

@@ -26,17 +26,17 @@ import click
 from handoffs._errors import HandoffsError, MalformedJSON, MissingExtra
 from handoffs._json import JSONLimits, dumps, loads
 from handoffs.cli._contracts import cli_registry
-from handoffs.lab._experiment import Experiment, ExperimentError, Tolerances
-from handoffs.lab._release import (
-    EXIT_ERROR,
+from handoffs.lab import Experiment, ExperimentError, Tolerances, load_experiment, rescore, run
+from handoffs.lab._release import EXIT_ERROR
+from handoffs.lab._runner import EXECUTORS
+from handoffs.lab.reports import (
     evaluate_gate,
     release_artefact,
+    render_html,
+    render_markdown,
     sign_artefact,
+    validate_report,
 )
-from handoffs.lab._render import render_html, render_markdown
-from handoffs.lab._report import validate_report
-from handoffs.lab._runner import EXECUTORS, rescore, run
-from handoffs.lab._toml import load_experiment
 
 __all__ = ["lab"]
 
@@ -440,9 +440,9 @@ def _read_report(path: Path) -> Mapping[str, Any]:
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("new_path", metavar="NEW.json",
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--format", "output", type=click.Choice(["text", "md", "json"]),
+@click.option("--format", "output", type=click.Choice(["text", "markdown", "json"]),
               default="text", show_default=True,
-              help="text for a terminal, md for a CI comment, json for tools.")
+              help="text for a terminal, markdown for a CI comment, json for tools.")
 @click.option("--budget-agreement", type=click.FloatRange(min=0), default=0.0,
               show_default=True, help="Agreement may fall by this much (absolute).")
 @click.option("--budget-regret", type=click.FloatRange(min=0), default=0.0,
@@ -469,7 +469,8 @@ def diff_command(ctx: click.Context, old_path: Path, new_path: Path, output: str
     lists new hard violations by case. Exit 0 when nothing regressed beyond the
     budget, 1 when something did, 2 when a report cannot be read.
     """
-    from handoffs.lab._diff import DiffBudget, diff_reports, render_diff
+    from handoffs.lab._diff import render_diff
+    from handoffs.lab.reports import DiffBudget, diff_reports
 
     budget = DiffBudget(agreement=budget_agreement, regret=budget_regret,
                         hard_violations=budget_hard_violations, bytes=budget_bytes,
@@ -478,6 +479,6 @@ def diff_command(ctx: click.Context, old_path: Path, new_path: Path, output: str
     if output == "json":
         click.echo(dumps(diff.to_json(), indent=2))
     else:
-        click.echo(render_diff(diff, format="md" if output == "md" else "text", limit=limit),
-                   nl=False)
+        shape = "markdown" if output == "markdown" else "text"
+        click.echo(render_diff(diff, format=shape, limit=limit), nl=False)
     ctx.exit(diff.exit_code)

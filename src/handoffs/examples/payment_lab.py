@@ -39,14 +39,17 @@ from handoffs.examples.payment import (
     decision_contract_encoder,
     synthetic_cases,
 )
-from handoffs.lab._baselines import (
+from handoffs.lab import (
     AdvisoryActionReceiver,
+    Experiment,
     FullRecordReceiver,
     GovernanceChecker,
+    IterableCases,
     ScoreReceiver,
+    Strategy,
+    Tolerances,
 )
-from handoffs.lab._experiment import Experiment, IterableCases, Strategy, Tolerances
-from handoffs.lab._perturb import (
+from handoffs.lab.perturbations import (
     ActionAdded,
     Falsehood,
     LossChanged,

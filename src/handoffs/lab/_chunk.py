@@ -50,12 +50,6 @@ from handoffs.lab._memo import (
     send_ahead,
     send_batch,
 )
-from handoffs.lab._perturb import (
-    REMOVED,
-    CaseContext,
-    Perturbation,
-    Variant,
-)
 from handoffs.lab._plan import (
     _ENVELOPE,
     _FORBIDDEN,
@@ -70,6 +64,7 @@ from handoffs.lab._plan import (
     receipt_id,
 )
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of, user_error
+from handoffs.lab.perturbations import REMOVED, CaseContext, Perturbation, Variant
 from handoffs.receivers import Receiver, Verdict
 from handoffs.receivers.models import ModelReceiver
 

@@ -216,7 +216,7 @@ def _lines(diff: ReportDiff, limit: int) -> list[tuple[str, ...]]:
     return rows
 
 
-def render_diff(diff: ReportDiff, *, format: Literal["text", "md"] = "text",
+def render_diff(diff: ReportDiff, *, format: Literal["text", "markdown"] = "text",
                 limit: int = 50) -> str:
     """The diff as plain text or Markdown (a CI comment): the verdict, then the
     changes (regressions first, at most ``limit``), then new hard violations.
@@ -230,7 +230,7 @@ def render_diff(diff: ReportDiff, *, format: Literal["text", "md"] = "text",
     hard = [f"{f['case_id']}: {f['strategy']} under {f['perturbation']} chose {f['action']} "
             f"for {f['reference_action']} ({', '.join(f['hard_violations'])})"
             for f in diff.new_hard_violations[:limit]]
-    if format == "md":
+    if format == "markdown":
         out = [f"### handoffs lab diff: **{'REGRESSED' if regressions else 'OK'}** "
                f"({verdict})", ""]
         if rows:

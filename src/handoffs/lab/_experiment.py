@@ -727,7 +727,7 @@ class Experiment:
         subject: the strategy whose message the ablations, coarsenings and
             falsehoods change (default: the first strategy that sends receipts).
         perturbations: perturbations to apply (default: the standard set generated
-            from the contract, see :func:`handoffs.lab.standard_perturbations`).
+            from the contract, see :func:`handoffs.lab.perturbations.standard_perturbations`).
         injections: declared schema-valid falsehoods in named cases (the essay's
             error injection); the first is reported under ``error_injection``.
         tolerances: the release thresholds.

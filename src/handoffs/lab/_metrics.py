@@ -21,8 +21,8 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Final
 
 from handoffs._json import dumps
-from handoffs.lab._perturb import Falsehood, Mutate, Perturbation, Scoring
 from handoffs.lab._runlog import expand_rows
+from handoffs.lab.perturbations import Falsehood, Mutate, Perturbation, Scoring
 
 if TYPE_CHECKING:
     from handoffs.lab._experiment import Experiment

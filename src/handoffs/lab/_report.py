@@ -32,8 +32,8 @@ from handoffs.contracts._fields import MISSING
 from handoffs.contracts._schema import schema_id
 from handoffs.contracts.policy import policy_fingerprint
 from handoffs.lab._experiment import wire_value
-from handoffs.lab._perturb import Mutate, RemoveDecisionField, RemoveGovernanceField
 from handoffs.lab._release import evaluate_gate, release_artefact
+from handoffs.lab.perturbations import Mutate, RemoveDecisionField, RemoveGovernanceField
 
 if TYPE_CHECKING:
     from handoffs.lab._experiment import Experiment

@@ -33,7 +33,7 @@ from handoffs.lab._experiment import (
 from handoffs.lab._imports import ensure_importable
 
 if TYPE_CHECKING:
-    from handoffs.lab._perturb import Falsehood
+    from handoffs.lab.perturbations import Falsehood
 
 __all__ = ["load_experiment", "model_from_toml", "resolve"]
 
@@ -125,7 +125,7 @@ def load_experiment(path: Path | str, *,
                                 # parameters; see model_from_toml)
         [tolerances]            # see Tolerances
         [perturbations]         # standard = true/false, include/exclude id patterns,
-                                # [[perturbations.extra]] kind = ... (see _perturb)
+                                # [[perturbations.extra]] kind = ... (handoffs.lab.perturbations)
         [[injection]]           # case_id, field, value
 
     With ``experiment.factory`` the named Python factory builds the experiment and
@@ -198,7 +198,7 @@ def _head_from_toml(head: dict[str, Any], *, path: Path, registry: Registry
 def _tables_from_toml(data: Mapping[str, Any], contract: Contract[Any, Any],
                       base: Experiment | None, *, path: Path) -> dict[str, Any]:
     """Every table but ``[experiment]``."""
-    from handoffs.lab._perturb import perturbation_from_json, select_perturbations
+    from handoffs.lab.perturbations import perturbation_from_json, select_perturbations
 
     changes: dict[str, Any] = {}
     if "cases" in data:
@@ -240,7 +240,7 @@ _INJECTION_KEYS: Final = ("case_id", "field", "value")
 
 def _injections(tables: Any, path: Path) -> tuple[Falsehood, ...]:
     """``[[injection]]``: each a table of exactly ``case_id``, ``field`` and ``value``."""
-    from handoffs.lab._perturb import Falsehood
+    from handoffs.lab.perturbations import Falsehood
 
     if not isinstance(tables, list):
         raise ExperimentError(f"{path}: injection must be an array of tables "

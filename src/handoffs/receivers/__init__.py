@@ -18,9 +18,10 @@ Receiver contracts (all implement :class:`Receiver`): :class:`StrictContractRece
 :class:`AuthoritativeActuator`, :class:`FunctionReceiver`,
 :class:`~handoffs.receivers.models.ModelReceiver` (a language model behind an
 OpenAI-compatible API, in :mod:`handoffs.receivers.models`) and, for signed multi-hop
-handoff chains, :class:`IdentityCompositionReceiver`; each
-stands behind an :class:`Admission` (a :class:`Gate` for signed receipts). The essay's
-baseline receivers are lab instruments and live in :mod:`handoffs.lab`.
+handoff chains, :class:`~handoffs.receivers.chains.IdentityCompositionReceiver` (with
+the chain format and builders, in :mod:`handoffs.receivers.chains`); each stands behind
+an :class:`Admission` (a :class:`Gate` for signed receipts). The essay's baseline
+receivers are lab instruments and live in :mod:`handoffs.lab`.
 :class:`SQLiteDecisionLog` records every decision and doubles as a replay store that
 holds across processes (a :class:`ReplayLog`: the replay claim and the decision row
 commit together).
@@ -30,18 +31,6 @@ from handoffs._json import JSONLimits
 from handoffs.receivers._carried import CarriedReceiptReceiver, carried_receipt, carry
 from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
 from handoffs.receivers._gate import Admitted, Gate, UnsafeConfigurationWarning, UnsafeNoProofs
-from handoffs.receivers._identity import (
-    DerivedFrom,
-    HandoffChain,
-    Hop,
-    HopRole,
-    IdentityCompositionReceiver,
-    SeparationOfDuties,
-    add_hop,
-    approve,
-    handoff_chain_schema,
-    start_chain,
-)
 from handoffs.receivers._log import DecisionLogError, SQLiteDecisionLog
 from handoffs.receivers._receivers import (
     Admission,
@@ -67,15 +56,10 @@ __all__ = [
     "CarriedReceiptReceiver",
     "Decision",
     "DecisionLogError",
-    "DerivedFrom",
     "EvidenceResolver",
     "FunctionReceiver",
     "Gate",
     "HTTPEvidenceResolver",
-    "HandoffChain",
-    "Hop",
-    "HopRole",
-    "IdentityCompositionReceiver",
     "InMemoryEvidenceResolver",
     "InMemoryPolicyService",
     "JSONLimits",
@@ -89,16 +73,11 @@ __all__ = [
     "ReplayStoreError",
     "ResolvedEvidence",
     "SQLiteDecisionLog",
-    "SeparationOfDuties",
     "Step",
     "StrictContractReceiver",
     "UnsafeConfigurationWarning",
     "UnsafeNoProofs",
     "Verdict",
-    "add_hop",
-    "approve",
     "carried_receipt",
     "carry",
-    "handoff_chain_schema",
-    "start_chain",
 ]
