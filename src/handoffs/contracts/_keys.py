@@ -184,7 +184,7 @@ def decode_public_key_multibase(text: str, *, json_path: str = "$") -> bytes:
     """Return the raw 32-byte Ed25519 public key of a Multikey ``publicKeyMultibase``.
 
     Only the ``z`` (base58btc) multibase and the ``0xed01`` (ed25519-pub) header are
-    accepted. The point itself is not checked here; see :func:`check_public_key`.
+    accepted. The point itself is not checked here; see ``check_public_key``.
 
     Raises:
         KeyRingError: ``invalid-multibase`` or ``wrong-key-type``.
@@ -297,7 +297,8 @@ def check_public_key(public_key: bytes, *, json_path: str = "$") -> None:
 
     Raises:
         KeyRingError: ``bad-key-length``, ``not-on-curve`` or ``bad-key``.
-        WeakKey: ``small-order-key``, ``non-canonical-key`` or ``mixed-order-key``.
+        KeyRingError: ``WeakKey``, ``small-order-key``, ``non-canonical-key`` or
+            ``mixed-order-key``.
 
     """
     if not isinstance(public_key, bytes | bytearray) or len(public_key) != 32:
@@ -610,7 +611,7 @@ class KeyEntry:
     """One enrolled public key: who controls it, what it may do, and when.
 
     A ``KeyEntry`` cannot be built around an unsafe key: construction runs
-    :func:`check_public_key`, and a ``did:key`` verification method must name this
+    ``check_public_key``, and a ``did:key`` verification method must name this
     very key.
 
     Attributes:
@@ -795,7 +796,7 @@ class KeyRing:
         issuer's key needs ``policy-service``).
 
         Raises:
-            WeakKey: for a small-order, non-canonical or mixed-order key.
+            KeyRingError: ``WeakKey``, for a small-order, non-canonical or mixed-order key.
             KeyRingError: for an undecodable key, a bad entry or a duplicate.
 
         """
@@ -891,7 +892,7 @@ class KeyRing:
         path, e.g. ``$.keys[2].not_before``.
 
         Raises:
-            KeyRingError: (or :class:`WeakKey`) with the path of the first problem.
+            KeyRingError: (or its subclass ``WeakKey``) with the path of the first problem.
 
         """
         if not isinstance(data, Mapping):

@@ -332,7 +332,7 @@ def _render(text: Text, obj: object) -> str:
 
 @attrs.frozen
 class Declaration:
-    """What a perturbation class is, declared once (see :func:`declare_perturbation`).
+    """What a perturbation class is, declared once (see :func:`~handoffs.lab.declare_perturbation`).
 
     Templates are ``str.format`` strings over the instance's attributes
     (``"round-numeric:{field}:{step:g}"``); ``id``, ``description`` and ``target`` may
@@ -414,7 +414,7 @@ def declare_perturbation(
 class Perturbation:
     """Base of perturbations (frozen attrs subclasses).
 
-    A subclass is declared with :func:`declare_perturbation` (its kind, id,
+    A subclass is declared with :func:`~handoffs.lab.declare_perturbation` (its kind, id,
     description, and the member it changes) and writes either :meth:`change` (one
     member's new value: the generic engine makes the variant) or :meth:`variants`.
     A subclass may instead set ``kind`` and write the properties below itself.
@@ -1445,13 +1445,13 @@ def has_predicates(policy: Policy[Any]) -> bool:
 
 
 def has_arithmetic(policy: Policy[Any]) -> bool:
-    """Whether any rule compares an arithmetic expression (:class:`Compare`)."""
+    """Whether any rule compares an arithmetic expression (``Compare``)."""
     return any(isinstance(c, Compare) for rule in policy.rules for c in _walk(rule.when))
 
 
 def opaque_conditions(policy: Policy[Any]) -> list[dict[str, Any]]:
     """The conditions whose cells the lab cannot derive, with the fields they hide:
-    every :class:`Predicate`, and each :class:`Compare` for the fields it reads more
+    every :class:`Predicate`, and each ``Compare`` for the fields it reads more
     than once (no cut point can be solved for them). The report lists them, so that an
     analysis that had to fall back is never silent.
     """

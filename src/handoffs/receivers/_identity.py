@@ -217,7 +217,7 @@ def _check_chain_id(instance: object, attribute: attrs.Attribute[Any], value: ob
 class DerivedFrom:
     """The parent a hop was derived from, pinned by digest.
 
-    ``digest`` is :func:`handoffs._json.digest` of the parent hop exactly as received
+    ``digest`` is the digest of the parent hop exactly as received
     (RFC 8785 canonical form, its proofs included).
     """
 
@@ -237,7 +237,7 @@ class Hop:
     is verified by the receiver, not interpreted here.
 
     Attributes:
-        contract: always :data:`HANDOFF_CHAIN_CONTRACT`; binds the hop to its format.
+        contract: always ``HANDOFF_CHAIN_CONTRACT``; binds the hop to its format.
         chain_id: the envelope ``id`` of the chain this hop was signed for.
         hop: the hop's position in the chain, from 0.
         case_id: the case the chain is about.
@@ -325,7 +325,7 @@ class HandoffChain:
     :meth:`from_json`.
 
     Attributes:
-        contract: always :data:`HANDOFF_CHAIN_CONTRACT`.
+        contract: always ``HANDOFF_CHAIN_CONTRACT``.
         id: unique chain id (``urn:uuid:...``), signed by every hop as ``chain_id``.
         case_id: the case the chain is about.
         hops: the hops, hop 0 first.
@@ -430,7 +430,7 @@ def handoff_chain_schema() -> dict[str, Any]:
     """Generate the Draft 2020-12 JSON Schema of ``handoff-chain/2.0.0`` messages.
 
     Closed (``additionalProperties: false``) at every level, a ``description`` on
-    every property, and the stable ``$id`` :data:`HANDOFF_CHAIN_SCHEMA_ID`. The
+    every property, and the stable ``$id`` ``HANDOFF_CHAIN_SCHEMA_ID``. The
     checked-in copy is ``schemas/handoff-chain/2.0.0.json`` (``1.0.0.json`` stays as
     the record of the retired version).
     """
@@ -590,7 +590,8 @@ def start_chain(*, case_id: str, id: str | None = None) -> HandoffChain:
     """Return an empty chain for ``case_id`` (add hops with :func:`add_hop`).
 
     Raises:
-        InvalidArgument: ``case_id`` or ``id`` is not a valid identifier.
+        ValueError: ``InvalidArgument`` (also a TypeError), ``case_id`` or ``id`` is not a valid
+            identifier.
 
     """
     return HandoffChain(id=id or f"urn:uuid:{uuid.uuid4()}", case_id=case_id)
@@ -638,7 +639,8 @@ def add_hop(
     ``urn:uuid`` by default; give one to sign the same bytes again).
 
     Raises:
-        InvalidArgument: a missing ``sender`` on hop 0, a wrong type or a naive
+        ValueError: ``InvalidArgument`` (also a TypeError), a missing ``sender`` on hop 0, a wrong
+            type or a naive
             datetime; an unknown role or authority, a DECIDE or proposer hop without an
             action, an invalid identifier or an over-long transformation.
         ReceiptValidationError: the signed chain would not satisfy the schema.
@@ -698,7 +700,8 @@ def approve(
     Approve before adding the next hop: that hop's digest then covers the approval.
 
     Raises:
-        InvalidArgument: a wrong type or a naive datetime; the chain does not end
+        ValueError: ``InvalidArgument`` (also a TypeError), a wrong type or a naive datetime; the
+            chain does not end
             with a proposer hop, or the proposal's proof has no ``id`` to chain to.
 
     """
@@ -791,7 +794,8 @@ class SeparationOfDuties:
         """Return a policy that lets one identity hold both roles of each given pair.
 
         Raises:
-            InvalidArgument: a pair is not in this policy, or nothing would remain.
+            ValueError: ``InvalidArgument`` (also a TypeError), a pair is not in this policy, or
+                nothing would remain.
 
         """
         if not pairs:
