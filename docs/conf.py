@@ -54,7 +54,8 @@ autodoc_default_options = {
 autodoc_class_signature = "mixed"
 autodoc_typehints = "signature"
 autodoc_typehints_format = "short"
-autodoc_preserve_defaults = True
+# Defaults as values: attrs' generated source would read ``attr_dict['clock'].default``.
+autodoc_preserve_defaults = False
 autodoc_inherit_docstrings = True
 # Docstrings are Google style (Args:, Raises:, Attributes:). Attributes: becomes a
 # field list, so that it does not describe an attrs field a second time beside autodoc.
@@ -172,8 +173,24 @@ class _NotEmptyGlob(std_logging.Filter):
         return "didn't match any documents" not in record.getMessage()
 
 
+_REPR = re.compile(r"<(?:function|class|built-in function) '?([\w.]+?)'?(?: at 0x[0-9a-f]+)?>"
+                   r"|<[^<>]* at 0x[0-9a-f]+>|<[^<>]*>")
+
+
+def _readable_defaults(*args: Any) -> Any:
+    """A default whose repr is ``<function utc_now>`` shows as ``utc_now`` (and any other
+    ``<...>`` repr as ``...``), so that Sphinx can still read the signature as Python.
+    The handler's arguments end with the signature and the return annotation."""
+    signature, return_annotation = args[-2:]
+    if signature is None:
+        return None
+    readable = _REPR.sub(lambda m: m.group(1) or "...", signature)
+    return readable, return_annotation
+
+
 def setup(app: Any) -> None:
     """Register the handlers above."""
+    app.connect("autodoc-process-signature", _readable_defaults)
     std_logging.getLogger("sphinx.sphinx.directives.other").addFilter(_NotEmptyGlob())
     app.connect("env-check-consistency", _every_public_name)
     app.connect("autodoc-process-docstring", _shared_fields, priority=400)
