@@ -41,7 +41,7 @@ nothing (no key validity, binding, audience, time, replay, typed receipt, contex
 evidence, readback or policy), so no accept path built on these helpers costs less; its
 ratio to the bare verifies is what is left, under a gate/verify target, for every check.
 
-Run: ``python benchmarks/gate.py [--receipts K] [--rounds R]`` (needs the ``bench``
+Run: ``python benchmarks/gate.py [--receipts K] [--rounds R] [--quick]`` (needs the ``bench``
 extra: PyJWT for the peer, based58 as the ``fast`` extra installs it). The line before
 the headline is ``floor/verify ratio: <x>``; the last two lines are the headline:
 ``gate/peer ratio: <x>`` and ``gate/verify ratio: <x>``.
@@ -471,7 +471,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--notes", default=None,
                         help="sign every receipt with these notes (say, text beyond ASCII)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run for CI: 20 receipts, 2 rounds")
     args = parser.parse_args()
+    if args.quick:
+        args.receipts, args.rounds = 20, 2
     world = build(args.receipts, args.notes)
     world["triples"] = bare_verifies(world)
     count = len(world["messages"])

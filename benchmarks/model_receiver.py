@@ -198,7 +198,11 @@ def main() -> None:
     parser.add_argument("--run-log", help=argparse.SUPPRESS)
     parser.add_argument("--cache", help=argparse.SUPPRESS)
     parser.add_argument("--resume", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run for CI: 280 cases, 120 s budget")
     args = parser.parse_args()
+    if args.quick:
+        args.cases, args.budget = 280, 120.0
     if args.child:
         child(args)
         return

@@ -28,7 +28,7 @@ Audit (SQL over the store, against what the clients were told):
 All three must be 0. ``receipts/s`` is acknowledged answers per second of the main
 phase, for the whole cluster (clients, replicas and PostgreSQL share the machine).
 
-Run: ``python benchmarks/replicas.py [--replicas 3] [--receipts 1000] [--clients 8]``.
+Run: ``python benchmarks/replicas.py [--replicas 3] [--receipts 1000] [--clients 8] [--quick]``.
 Bounded: ``--time-limit`` seconds for the main phase (default 180), then the re-send
 phase (at most 60 s); exits non-zero if any count is not 0.
 """
@@ -416,7 +416,11 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=180.0)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--fsync", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run for CI: 3 replicas, 100 receipts, 2 clients, 60 s")
     args = parser.parse_args()
+    if args.quick:
+        args.replicas, args.receipts, args.clients, args.time_limit = 3, 100, 2, 60.0
     if args.replicas < 3 and args.replicas != 2:
         parser.error("--replicas must be at least 2 (3 for the issue's scenario)")
     if not 0.2 <= args.duplicates <= 1:

@@ -58,3 +58,36 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return str(tmp_path / "decisions.sqlite")
     server: PostgresServer = request.getfixturevalue("postgres")
     return server.create_database(f"t{next(_databases)}")
+
+
+# ------------------------------------------------------------ no silent skips in CI
+
+# A skip hides a test that did not run. Under CI (CI set), any skip not listed here
+# fails the run; each entry is a node-id prefix and the reason it may skip.
+ALLOWED_SKIPS: dict[str, str] = {}
+
+_skipped: list[tuple[str, str]] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Remember every skipped test and its reason."""
+    if report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _skipped.append((report.nodeid, reason))
+
+
+def unlisted_skips() -> list[tuple[str, str]]:
+    """The skips this run saw that ``ALLOWED_SKIPS`` does not list."""
+    return [(node, why) for node, why in _skipped
+            if not any(node.startswith(prefix) for prefix in ALLOWED_SKIPS)]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under CI, an unlisted skip fails the run."""
+    if not os.environ.get("CI"):
+        return
+    unlisted = unlisted_skips()
+    if unlisted:
+        lines = "\n".join(f"  {node}: {why}" for node, why in unlisted)
+        print(f"\n{len(unlisted)} skipped test(s) not listed in conftest.ALLOWED_SKIPS:\n{lines}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

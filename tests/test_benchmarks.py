@@ -29,10 +29,24 @@ def test_gate_benchmark_runs_its_self_checks_and_ends_with_both_ratios() -> None
     assert re.fullmatch(r"gate/verify ratio: \d+\.\d\d", last[1]), last
 
 
-def test_imports_benchmark_ends_with_the_ratio() -> None:
+def test_cli_benchmark_ends_with_the_three_ratios() -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "imports.py"), "--rounds", "1"],
+        [sys.executable, str(ROOT / "benchmarks" / "cli.py"), "--rounds", "1"],
         capture_output=True, text=True, timeout=120, check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert re.fullmatch(r"import ratio: \d+\.\d\d", done.stdout.splitlines()[-1])
+    lines = done.stdout.splitlines()
+    assert re.fullmatch(r"its libraries: \d+ modules of .*attrs.*", lines[-4]), lines
+    assert re.fullmatch(r"help/click ratio: \d+\.\d\d", lines[-3]), lines
+    assert re.fullmatch(r"version/click ratio: \d+\.\d\d", lines[-2]), lines
+    assert re.fullmatch(r"import handoffs.receivers / its libraries ratio: \d+\.\d\d",
+                        lines[-1]), lines
+
+
+@pytest.mark.parametrize("bench", sorted(p.name for p in (ROOT / "benchmarks").glob("*.py")))
+def test_every_benchmark_has_a_quick_mode(bench: str) -> None:
+    # CI runs each with --quick (.ci/run), so that none can rot unseen
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / bench), "--help"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "--quick" in done.stdout

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import pickle
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -32,6 +31,7 @@ from handoffs.receivers import (
     ModelReceiver,
     OpenAICompatibleClient,
     Verdict,
+    _chat,
     action_schema,
 )
 from handoffs.receivers._chat import ModelTimeout, retry_after
@@ -160,16 +160,41 @@ def test_an_inadmissible_message_never_reaches_the_model() -> None:
     assert server.requests == []
 
 
-def test_429_with_retry_after_is_honoured() -> None:
+class FakeClock:
+    """The model client's clock in a test: time passes only when the client sleeps, and
+    every sleep is recorded (no test times a wait).
+    """
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+        monkeypatch.setattr(_chat, "_monotonic", lambda: self.now)
+        monkeypatch.setattr(_chat, "_sleep", self.sleep)
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_429_with_retry_after_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock(monkeypatch)
     script = sequence((429, {"retry-after": "0.3"}, {"error": "slow down"}),
                       (200, {}, completion('{"action": "HOLD"}')))
     with serving(script) as server:
-        started = time.perf_counter()
         answer = _client(server.url).complete(_request())
-        elapsed = time.perf_counter() - started
     assert answer.content == '{"action": "HOLD"}'
     assert len(server.requests) == 2
-    assert elapsed >= 0.3  # waited as told, not the 10 ms backoff
+    assert clock.slept == [0.3]  # waited as told, not the 10 ms backoff
+
+
+def test_a_retry_without_retry_after_backs_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock(monkeypatch)
+    script = sequence((429, {}, {"error": "slow down"}),
+                      (200, {}, completion('{"action": "HOLD"}')))
+    with serving(script) as server:
+        _client(server.url).complete(_request())
+    assert len(clock.slept) == 1
+    assert 0 <= clock.slept[0] <= 0.01  # full jitter under the first backoff step
 
 
 def test_a_500_then_success_is_retried_with_backoff() -> None:
@@ -218,23 +243,27 @@ def test_the_concurrency_limit_holds() -> None:
     assert server.max_in_flight == 3
 
 
-def test_the_rate_limits_space_calls() -> None:
+def test_the_rate_limits_space_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock(monkeypatch)
     heavy = sequence((200, {}, completion('{"action": "HOLD"}', tokens_in=600)))
     with serving(heavy) as server:
         requests = _client(server.url, requests_per_minute=120)  # bursts up to 120
-        started = time.perf_counter()
         for _ in range(3):
             requests.complete(_request())
-        burst = time.perf_counter() - started
+        assert clock.slept == []  # a burst within the limit does not wait
         # 10 tokens a second: the first call is estimated at 51 tokens but used 605, so
-        # the bucket is in debt and the second call (11 tokens) waits about 1.6 s.
+        # the bucket is in debt by 5 and the second call (its estimate: prompt
+        # characters / 4 + 10 tokens) waits until 5 + that estimate are back, in waits
+        # of at most a second.
         tokens = _client(server.url, tokens_per_minute=600)
-        started = time.perf_counter()
         tokens.complete(_request(max_tokens=50))
+        assert clock.slept == []
         tokens.complete(_request(max_tokens=10))
-        waited = time.perf_counter() - started
-    assert burst < 1.0
-    assert waited >= 1.0
+    assert len(server.requests) == 5
+    second = _request(max_tokens=10).prompt_chars() / 4 + 10
+    assert clock.slept[0] == 1.0
+    assert sum(clock.slept) == pytest.approx((5 + second) / 10)
+    assert len(clock.slept) == 2
 
 
 def test_the_key_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,12 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from handoffs._errors import HandoffsError, MissingExtra
+from handoffs._version import __version__
 
 if TYPE_CHECKING:
     from handoffs.contracts import Contract, Receipt
     from handoffs.receivers import UnsafeConfigurationWarning
-
-    __version__: str
 
 __all__ = [
     "Contract",
@@ -36,19 +35,8 @@ _LAZY = {
 }
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("handoffs")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "0.0.0"
-
-
 def __getattr__(name: str) -> Any:
-    if name == "__version__":
-        value: Any = _version()
-    elif name in _LAZY:
+    if name in _LAZY:
         import importlib
 
         value = getattr(importlib.import_module(_LAZY[name]), name)

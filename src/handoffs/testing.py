@@ -40,10 +40,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import attrs
-from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from handoffs._errors import InvalidArgument
+from handoffs._errors import InvalidArgument, MissingExtra
 from handoffs._json import MAX_SAFE_INTEGER
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._encoders import Encoder, GovernanceService, ReceiptEncoder
@@ -57,6 +56,11 @@ from handoffs.contracts._receipt import (
 )
 from handoffs.contracts._schema import to_json_schema
 from handoffs.receivers._decision import Receiver
+
+try:
+    from hypothesis import strategies as st
+except ImportError as exc:  # the testing extra is absent
+    raise MissingExtra("handoffs.testing", extra="testing", module="hypothesis") from exc
 
 if TYPE_CHECKING:
     from handoffs.lab._experiment import Experiment

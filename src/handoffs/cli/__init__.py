@@ -28,6 +28,7 @@ from typing import Final
 
 import click
 
+from handoffs._version import __version__
 from handoffs.cli._group import CLIState, LazyGroup, TableEntry
 
 __all__ = ["COMMANDS", "main"]
@@ -64,7 +65,7 @@ COMMANDS: Final = {
 
 @click.group(cls=LazyGroup, table=COMMANDS,
              context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(None, "--version", package_name="handoffs", prog_name="handoffs")
+@click.version_option(__version__, "--version", prog_name="handoffs")
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks with errors.")
 @click.option("--contracts", "contract_flags", multiple=True, metavar="MODULE:ATTR",
               help="Use the contracts of MODULE:ATTR (a Contract, a Registry or an iterable "

@@ -4,13 +4,8 @@
 ``MODULE:ATTR`` references with their one-line help, so ``handoffs --help`` and
 ``handoffs --version`` import no command module (and so none of the contracts,
 receivers or lab); a command's module is imported when the command is invoked or
-its own ``--help`` is asked for.
-
-Exit codes: ``0`` success; ``1`` the input was read and found wanting (an invalid
-receipt, a breaking diff, drifted schema files, or any other
-:class:`~handoffs.HandoffsError`); ``2`` the command could not run (bad usage, an
-unreadable file, an internal error). Every error is one line on stderr,
-``error: <message> @ <path> [code]``; ``-v`` adds the traceback.
+its own ``--help`` is asked for. Errors leave as one line and an exit code, as
+:mod:`handoffs.cli` describes.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ Exit codes: 0 the gate passed; 1 it failed; 2 the command could not run.
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -47,9 +48,21 @@ class _CannotRun(click.ClickException):
     exit_code = EXIT_ERROR
 
 
+_LAB_EXTRA: Final = ("hypothesis", "rich")
+"""What the ``lab`` extra installs: Hypothesis draws cases and falsehoods, rich prints."""
+
+
 @click.group("lab")
 def lab() -> None:
     """Ablate until the decision changes: run experiments and gate releases."""
+    for module in _LAB_EXTRA:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ImportError:  # an import hook refused it: as good as absent
+            found = False
+        if not found:
+            missing = MissingExtra("handoffs lab", extra="lab", module=module)
+            raise _CannotRun(f"{missing.message} [{missing.code}]")
 
 
 def _console() -> Any:

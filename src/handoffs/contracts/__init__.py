@@ -84,7 +84,7 @@ if TYPE_CHECKING:
     )
 
 # Imported on first use: importing the package costs only what its eager names
-# need (benchmarks/imports.py).
+# need (benchmarks/cli.py).
 _LAZY = {
     "ContractDiff": "handoffs.contracts._diff",
     "Finding": "handoffs.contracts._diff",

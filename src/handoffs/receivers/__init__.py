@@ -90,7 +90,7 @@ if TYPE_CHECKING:
     from handoffs.receivers._model import ModelReceiver, action_schema
 
 # Imported on first use: importing the package costs only what its eager names
-# need (benchmarks/imports.py).
+# need (benchmarks/cli.py).
 _LAZY = {
     "CarriedReceiptReceiver": "handoffs.receivers._carried",
     "carried_receipt": "handoffs.receivers._carried",

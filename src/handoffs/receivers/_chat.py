@@ -21,7 +21,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
@@ -135,6 +135,12 @@ class ChatClient(Protocol):
 
 # ----------------------------------------------------------------- rate limiting
 
+# Where the client reads the time and waits (rate limits, backoff, Retry-After): the
+# system's monotonic clock and sleep, looked up on every use so that a test can put a
+# fake clock here instead of timing the waits.
+_monotonic: Callable[[], float] = time.monotonic
+_sleep: Callable[[float], None] = time.sleep
+
 
 class _Bucket:
     """A token bucket: ``rate`` units per minute, bursts up to one minute's worth."""
@@ -143,7 +149,7 @@ class _Bucket:
         self.rate = per_minute / 60.0
         self.capacity = float(per_minute)
         self.level = self.capacity
-        self.stamp = time.monotonic()
+        self.stamp = _monotonic()
         self.lock = threading.Lock()
 
     def take(self, amount: float) -> None:
@@ -151,14 +157,14 @@ class _Bucket:
         amount = min(amount, self.capacity)
         while True:
             with self.lock:
-                now = time.monotonic()
+                now = _monotonic()
                 self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
                 self.stamp = now
                 if self.level >= amount:
                     self.level -= amount
                     return
                 wait = (amount - self.level) / self.rate
-            time.sleep(min(wait, 1.0))
+            _sleep(min(wait, 1.0))
 
     def settle(self, amount: float) -> None:
         """Return units an estimate took but the call did not use (``amount`` > 0), or
@@ -349,7 +355,7 @@ class OpenAICompatibleClient:
                 raise failure
             if wait is None:
                 wait = jitter.uniform(0, min(self.backoff_max, self.backoff * 2 ** attempt))
-            time.sleep(min(wait, self.backoff_max))
+            _sleep(min(wait, self.backoff_max))
             attempt += 1
 
     def _parse(self, response: Any, started: float) -> Completion:
