@@ -10,19 +10,20 @@ from __future__ import annotations
 import importlib
 import logging as std_logging
 import re
-from importlib.metadata import version as _version
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sphinx.ext.napoleon.docstring import GoogleDocstring
 from sphinx.util import logging
 
+import handoffs
+
 logger = logging.getLogger(__name__)
 
 project = "handoffs"
 author = "handoffs developers"
 copyright = "handoffs developers"
-release = _version("handoffs")
+release = handoffs.__version__
 
 extensions = [
     "myst_parser",
