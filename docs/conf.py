@@ -49,7 +49,9 @@ autodoc_default_options = {
     "members": True,
     "member-order": "bysource",
     "show-inheritance": True,
-    # Every name in a namespace's __all__ is listed, constants without a docstring too.
+    # Every name in a namespace's __all__ is listed, constants without a docstring too,
+    # and every attrs field (a target for :attr: references; the class's Attributes:
+    # section describes it).
     "undoc-members": True,
 }
 autodoc_class_signature = "mixed"
@@ -109,7 +111,7 @@ def _public_bases(app: Any, name: str, obj: Any, options: Any, bases: list[type]
             return [base]
         return [b for parent in base.__bases__ for b in public(parent)
                 if b is not object]
-    bases[:] = [b for base in list(bases) for b in public(base)] or bases[:0]
+    bases[:] = [b for base in list(bases) for b in public(base)]
 
 
 _SHARED_FIELD = re.compile(r"^(?P<indent>\s+)(?P<names>\w+(?:\s*/\s*\w+)+):(?P<rest>.*)$")
