@@ -111,7 +111,7 @@ def _public_bases(app: Any, name: str, obj: Any, options: Any, bases: list[type]
             return [base]
         return [b for parent in base.__bases__ for b in public(parent)
                 if b is not object]
-    bases[:] = [b for base in list(bases) for b in public(base)]
+    bases[:] = [b for base in list(bases) for b in public(base)] or [object]
 
 
 _SHARED_FIELD = re.compile(r"^(?P<indent>\s+)(?P<names>\w+(?:\s*/\s*\w+)+):(?P<rest>.*)$")
