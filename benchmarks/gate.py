@@ -50,13 +50,18 @@ the headline is ``floor/verify ratio: <x>``; the last two lines are the headline
 from __future__ import annotations
 
 import argparse
+import ast
+import base64
 import gc
 import hashlib
+import io
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import tokenize
 import warnings
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -69,14 +74,17 @@ import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from jwt import PyJWS
 from jwt.exceptions import InvalidSignatureError
+from nacl.bindings import crypto_sign_open
+from nacl.exceptions import BadSignatureError
 
 from handoffs._json import canonical_bytes, dumps, loads
 from handoffs.contracts import Authority, EvidenceRef, Governance, Receipt
-from handoffs.contracts._keys import KeyRing, SigningKey, _b58decode_or_none
+from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._proofs import CLOCK_SKEW
 from handoffs.contracts._schema import _fast_validator, to_json_schema
 from handoffs.contracts._signing import issue_grant, sign_receipt, verify_receipt
 from handoffs.examples import payment
+from handoffs.integrity._base58 import _b58decode_or_none
 from handoffs.receivers import (
     Gate,
     InMemoryEvidenceResolver,
@@ -171,12 +179,13 @@ def build(count: int, notes: str | None = None) -> dict[str, Any]:
 
 
 class PeerKey:
-    """A key table entry of the peer: public key, controller, roles."""
+    """A key table entry of the peer: public key (loaded and raw), controller, roles."""
 
-    __slots__ = ("controller", "key", "roles")
+    __slots__ = ("controller", "key", "raw", "roles")
 
     def __init__(self, key: Ed25519PublicKey, controller: str, roles: frozenset[str]) -> None:
         self.key, self.controller, self.roles = key, controller, roles
+        self.raw = key.public_bytes_raw()
 
 
 class PeerRefused(Exception):
@@ -271,8 +280,36 @@ class PeerReceiver:
         return "accept"
 
 
-def check_peer(world: dict[str, Any]) -> None:
+class HandPeer(PeerReceiver):
+    """The strongest peer: the same checks, with the JWS compact form parsed by hand
+    (split, base64url, orjson), the header's ``alg`` pinned to EdDSA, and each
+    signature verified by libsodium (PyNaCl), as the gate verifies.
+    """
+
+    def _open(self, token: str | bytes) -> tuple[PeerKey, Any]:
+        raw = token.encode() if isinstance(token, str) else token
+        try:
+            head, payload, signature = raw.split(b".")
+            header = orjson.loads(base64.urlsafe_b64decode(head + b"=" * (-len(head) % 4)))
+        except (ValueError, orjson.JSONDecodeError) as exc:
+            raise PeerRefused("malformed") from exc
+        if header.get("alg") != "EdDSA":
+            raise PeerRefused("wrong-alg")
+        entry = self.keys.get(header.get("kid", ""))
+        if entry is None:
+            raise PeerRefused("unknown-key")
+        try:
+            crypto_sign_open(
+                base64.urlsafe_b64decode(signature + b"=" * (-len(signature) % 4))
+                + head + b"." + payload, entry.raw)
+        except (BadSignatureError, ValueError) as exc:
+            raise PeerRefused("bad-signature") from exc
+        return entry, orjson.loads(base64.urlsafe_b64decode(payload + b"=" * (-len(payload) % 4)))
+
+
+def check_peer(world: dict[str, Any], kind: type[PeerReceiver] = PeerReceiver) -> None:
     """The peer accepts the receipts once, and refuses what the gate refuses."""
+    PeerReceiver = kind  # noqa: N806 - the same checks for either peer
     peer = PeerReceiver(world["peer_keys"], identity="case-owner", now=lambda: NOW)
     tokens: list[bytes] = world["tokens"]
     assert all(peer.receive(t) == "accept" for t in tokens)
@@ -301,7 +338,9 @@ def check_peer(world: dict[str, Any]) -> None:
 
 
 def bare_verifies(world: dict[str, Any]) -> list[tuple[Ed25519PublicKey, bytes, bytes]]:
-    """The (key, signature, hashData) triples of the two proofs on every receipt."""
+    """The (key, signature, hashData) triples of the two proofs on every receipt
+    (the key as ``cryptography`` loads it; :func:`raw_triples` for libsodium).
+    """
     keys = {e.verification_method: Ed25519PublicKey.from_public_bytes(e.public_key_bytes)
             for e in world["ring"]}
     triples = []
@@ -319,6 +358,12 @@ def bare_verifies(world: dict[str, Any]) -> list[tuple[Ed25519PublicKey, bytes, 
             key.verify(signature, data)  # the triple is exactly what the gate checks
             triples.append((key, signature, data))
     return triples
+
+
+def raw_triples(triples: list[tuple[Ed25519PublicKey, bytes, bytes]]
+                ) -> list[tuple[bytes, bytes, bytes]]:
+    """The same triples as libsodium takes them: raw key, signature + message."""
+    return [(key.public_bytes_raw(), signature, data) for key, signature, data in triples]
 
 
 def gate_for(world: dict[str, Any], **options: Any) -> Gate:
@@ -366,6 +411,14 @@ def operations(world: dict[str, Any], tmp: Path) -> dict[str, Callable[[], float
         return loop
 
     def bare() -> Callable[[], None]:
+        raw = raw_triples(triples)
+
+        def loop() -> None:
+            for key, signature, data in raw:
+                crypto_sign_open(signature + data, key)
+        return loop
+
+    def bare_openssl() -> Callable[[], None]:
         def loop() -> None:
             for key, signature, data in triples:
                 key.verify(signature, data)
@@ -397,18 +450,19 @@ def operations(world: dict[str, Any], tmp: Path) -> dict[str, Callable[[], float
                                audience="case-owner")
         return loop
 
-    def peer() -> Callable[[], None]:
-        receiver = PeerReceiver(world["peer_keys"], identity="case-owner", now=lambda: NOW)
-        tokens: list[bytes] = world["tokens"]
+    def peer_of(kind: type[PeerReceiver]) -> Callable[[], Callable[[], None]]:
+        def setup() -> Callable[[], None]:
+            receiver = kind(world["peer_keys"], identity="case-owner", now=lambda: NOW)
+            tokens: list[bytes] = world["tokens"]
 
-        def loop() -> None:
-            for token in tokens:
-                receiver.receive(token)
-        return loop
+            def loop() -> None:
+                for token in tokens:
+                    receiver.receive(token)
+            return loop
+        return setup
 
     def floor() -> Callable[[], None]:
-        keys = {e.verification_method: Ed25519PublicKey.from_public_bytes(e.public_key_bytes)
-                for e in world["ring"]}
+        keys = {e.verification_method: e.public_key_bytes for e in world["ring"]}
         valid = _fast_validator(CONTRACT).is_valid
         sha256, serialise, parse, b58decode = (hashlib.sha256, orjson.dumps, orjson.loads,
                                                based58.b58decode)
@@ -424,10 +478,11 @@ def operations(world: dict[str, Any], tmp: Path) -> dict[str, Callable[[], float
                     value = config.pop("proofValue")
                     unsecured = dict(secured)
                     del unsecured["proof"]
-                    keys[config["verificationMethod"]].verify(
-                        b58decode(value[1:].encode()),
-                        sha256(serialise(config, option=orjson.OPT_SORT_KEYS)).digest()
-                        + sha256(serialise(unsecured, option=orjson.OPT_SORT_KEYS)).digest())
+                    crypto_sign_open(
+                        b58decode(value[1:].encode())
+                        + sha256(serialise(config, option=orjson.OPT_SORT_KEYS)).digest()
+                        + sha256(serialise(unsecured, option=orjson.OPT_SORT_KEYS)).digest(),
+                        keys[config["verificationMethod"]])
         return loop
 
     def gate_unsafe() -> Callable[[], None]:
@@ -438,8 +493,10 @@ def operations(world: dict[str, Any], tmp: Path) -> dict[str, Callable[[], float
 
     return {
         BARE: timed(bare),
+        BARE_OPENSSL: timed(bare_openssl),
         GATE: timed(gate_memory),
-        PEER: timed(peer),
+        PEER: timed(peer_of(HandPeer)),
+        PYJWT_PEER: timed(peer_of(PeerReceiver)),
         GATE_SQLITE: timed(gate_sqlite),
         GATE_TEXT: timed(gate_on([m.decode() for m in messages])),
         GATE_PARSED: timed(gate_on([loads(m) for m in messages])),
@@ -450,14 +507,74 @@ def operations(world: dict[str, Any], tmp: Path) -> dict[str, Callable[[], float
     }
 
 
-BARE = "bare Ed25519 verifies"
-PEER = "peer: PyJWT ×2 + jsonschema-rs + checks"
+BARE = "bare Ed25519 verifies (libsodium)"
+BARE_OPENSSL = "bare Ed25519 verifies (OpenSSL)"
+PEER = "peer: hand JWS + PyNaCl ×2 + jsonschema-rs"
+PYJWT_PEER = "peer: PyJWT ×2 + jsonschema-rs + checks"
 GATE = "gate, all steps (memory replay)"
 GATE_SQLITE = "gate, all steps + SQLite log"
 GATE_TEXT = "gate, the receipt as text (str)"
 GATE_PARSED = "gate, the receipt parsed (dict)"
 VERIFY = "  of which: parse + verify_receipt"
 FLOOR = "floor: the accept path's library calls"
+
+
+# ------------------------------------------------------------- lines of code
+
+ROOT = Path(__file__).resolve().parent.parent
+BEFORE = "0ff9115"  # main before the one check path (issue 20)
+# The modules the gate's steps (1) and (2) run through: parse, keys, proofs, receipt
+# and grant verification, the gate itself; ``integrity/`` from issue 20 on.
+VERIFICATION_PATH = ("src/handoffs/_json.py", "src/handoffs/_time.py",
+                     "src/handoffs/contracts/_keys.py", "src/handoffs/contracts/_proofs.py",
+                     "src/handoffs/contracts/_signing.py", "src/handoffs/receivers/_gate.py",
+                     "src/handoffs/integrity/")
+BEFORE_LINES = 2752  # code_lines of VERIFICATION_PATH at BEFORE, for a tree without git
+
+
+def code_lines(source: str) -> int:
+    """Lines holding code: not blank, not only a comment, not a docstring."""
+    docstrings: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        body = getattr(node, "body", None)
+        if (isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            docstrings.update(range(body[0].lineno, (body[0].end_lineno or 0) + 1))
+    lines: set[int] = set()
+    skip = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
+            tokenize.DEDENT, tokenize.ENDMARKER)
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type not in skip:
+            lines.update(range(token.start[0], token.end[0] + 1))
+    return len(lines - docstrings)
+
+
+def verification_lines(revision: str | None) -> int | None:
+    """:func:`code_lines` over :data:`VERIFICATION_PATH` at ``revision`` (``None``: the
+    working tree); ``None`` when git cannot show that revision.
+    """
+    total = 0
+    if revision is None:
+        for entry in VERIFICATION_PATH:
+            path = ROOT / entry
+            files = sorted(path.glob("*.py")) if entry.endswith("/") else [path]
+            total += sum(code_lines(f.read_text()) for f in files if f.exists())
+        return total
+    try:
+        listing = subprocess.run(  # noqa: S603 - git, with fixed arguments
+            ["git", "-C", str(ROOT), "ls-tree", "-r", "--name-only", revision,  # noqa: S607
+             "--", *VERIFICATION_PATH],
+            capture_output=True, text=True, check=True).stdout.split()
+        for name in listing:
+            if name.endswith(".py"):
+                total += code_lines(subprocess.run(  # noqa: S603 - git, fixed arguments
+                    ["git", "-C", str(ROOT), "show", f"{revision}:{name}"],  # noqa: S607
+                    capture_output=True, text=True, check=True).stdout)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return total
 
 
 def paired(samples: dict[str, list[float]], name: str, base: str = BARE) -> float:
@@ -469,13 +586,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--receipts", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--quick", action="store_true",
+                        help="35 receipts, 3 rounds (while developing; not for figures)")
     parser.add_argument("--notes", default=None,
                         help="sign every receipt with these notes (say, text beyond ASCII)")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run for CI: 20 receipts, 2 rounds")
     args = parser.parse_args()
     if args.quick:
-        args.receipts, args.rounds = 20, 2
+        args.receipts, args.rounds = 35, 3
     world = build(args.receipts, args.notes)
     world["triples"] = bare_verifies(world)
     count = len(world["messages"])
@@ -486,6 +605,7 @@ def main() -> None:
     assert all(d.verdict is Verdict.ACCEPT and d.readback == "agree"
                for d in map(check.receive, world["messages"]))
     check_peer(world)
+    check_peer(world, HandPeer)
 
     samples: dict[str, list[float]] = {name: [] for name in ops}
     for round_ in range(args.rounds + 1):
@@ -503,8 +623,6 @@ def main() -> None:
         print(f"{name:40} {median[name]:18.1f} {min(values):8.1f} "
               f"{1e6 / median[name]:11,.0f}")
     parse = median["  of which: strict parse"]
-    # The gate takes its fused accept path, not verify_receipt (the public reference
-    # path), so the two are set beside the bare verifies, not one inside the other.
     print(f"beyond the bare verifies: the gate, all steps {median[GATE] - median[BARE]:.1f} µs; "
           f"strict parse + verify_receipt {median[VERIFY] - median[BARE]:.1f} µs "
           f"(the parse {parse:.1f} µs)")
@@ -512,12 +630,18 @@ def main() -> None:
           f"{1e6 / median[GATE_SQLITE]:,.0f} (SQLite decision log)")
     print(f"floor/verify ratio: {paired(samples, FLOOR):.2f} (what no check is left to cost)")
     print(f"peer/verify ratio: {paired(samples, PEER):.2f}")
+    print(f"OpenSSL/libsodium bare verifies ratio: {paired(samples, BARE_OPENSSL):.2f}")
     print(f"gate+SQLite/verify ratio: {paired(samples, GATE_SQLITE):.2f}")
     print(f"gate(text)/verify ratio: {paired(samples, GATE_TEXT):.2f}, "
           f"gate(dict)/verify ratio: {paired(samples, GATE_PARSED):.2f}")
+    before = verification_lines(BEFORE)
+    print(f"verification path, lines of code ({', '.join(VERIFICATION_PATH)}; no blank, "
+          f"comment or docstring lines): before ({BEFORE}) "
+          f"{BEFORE_LINES if before is None else before}"
+          f"{' (recorded)' if before is None else ''}, now {verification_lines(None)}")
+    print(f"gate/PyJWT-peer ratio: {paired(samples, GATE, PYJWT_PEER):.2f}")
     print(f"gate/peer ratio: {paired(samples, GATE, PEER):.2f}")
     print(f"gate/verify ratio: {paired(samples, GATE):.2f}")
-
 
 if __name__ == "__main__":
     main()

@@ -3,50 +3,54 @@
 
 The built-in payment experiment on the essay's interventions (``profile="essay"``)
 with two of its receivers replaced by :class:`~handoffs.receivers.ModelReceiver`
-instances whose client is a *latency model*: it sleeps 20 ms per call, answers
-deterministically (the payment policy applied to the decision state in the prompt,
-``ESCALATE`` when there is none) and logs one line per call to a file, so that calls
-are counted across threads and processes. It stands in for a remote model provider,
-whose bookkeeping costs the lab nothing: only the resume measurement's runs, whose
-log is read while they run, write each line as the call ends (with its cache key);
-the other runs note calls in memory and write the lines (request digests included)
-after the run: a stand-in that hashes a 4 KB request and writes a line in the lab's
-call threads spent 230 µs of CPU per call there, where the lab's own work took about
-90 (see :class:`LatencyModel`). The lab's side (run-wide memo, scheduling pass,
-call cache, run log) is the library's real code. The two receivers are the decision
-contract's (admitted by the payment gate) and the full record's (admitted by a
-governance checker).
+instances that call a **stub OpenAI-compatible server** on 127.0.0.1 through the
+library's real HTTP client (:class:`~handoffs.receivers.OpenAICompatibleClient`, 16
+calls in flight). The stub stands in for a remote model provider: it runs in a process
+of its own (so its work does not take the lab's interpreter), sleeps the configured
+latency per call, answers deterministically (the payment policy applied to the
+decision state in the prompt, ``ESCALATE`` when there is none), names the served model
+(``model``, ``system_fingerprint``) and logs every call it serves (its start and end on
+the machine's monotonic clock, and the request body). The lab's side — run-wide memo,
+scheduling pass, call pool, call cache, run log — is the library's real code. The two
+receivers are the decision contract's (admitted by the payment gate) and the full
+record's (admitted by a governance checker).
 
 Printed figures:
 
-- ``calls/distinct: <x>``: model calls ÷ distinct requests the model saw, over a
-  whole run of ``--cases`` (≥ 2,800) cases with a fresh call cache (target ≤ 1.0).
+- ``calls/distinct: <x>``: model calls ÷ distinct requests the stub served, over a
+  whole run of ``--cases`` cases (2,800; 280 with ``--quick``) with a fresh call cache
+  (target ≤ 1.0).
 - ``resumed repeat calls: <n>``: a run with a run log and call cache is started in a
-  child process and killed (SIGKILL) once about half of its calls are made, then
+  child process and killed (SIGKILL) once about half of its calls are served, then
   resumed; ``n`` is how many requests the resumed run sent whose answers the killed
-  run had received and stored (target 0). A call the model had answered at the
-  instant of the kill but whose answer the killed process had not yet committed is
-  counted apart (``answered at the kill, not yet stored``): the model writes its log
-  line before it returns the answer, and the library commits the answer in the
-  thread that receives it as its first act, but no code of the killed process runs
-  between the model's line and that commit, so no library can keep such a call from
-  being asked again; the script checks the call cache file right after the kill.
-- ``effective concurrency: <x> of <w>``: the latency model's busy time (20 ms per
-  call, as the provider counts it) ÷ the wall time from the first call's start to the
-  last call's end, at 280 cases with ``w`` = 16 calls in flight (target ≥ 0.8 · w).
-  A chunk's scheduling pass makes all its requests before it sends them together, so
-  the figure starts with the first chunk's calls; the line before it gives the whole
-  run's time too.
+  run had received and stored (target 0). A call the stub had answered at the instant
+  of the kill but whose answer the killed process had not yet committed is counted
+  apart (``answered at the kill, not yet stored``): no code of the killed process runs
+  between the stub's answer and the commit, so no library can keep such a call from
+  being asked again.
+- ``effective concurrency (whole run): <x> of 16``: the sum of the calls' durations
+  (the configured latency per call: the provider's busy time) ÷ the wall time from
+  the run's start (before the first case is read) to its end, at 280 cases, once with a
+  200 ms and once with a 20 ms stub (targets ≥ 12.8 and ≥ 9.6 of 16). The time before
+  the first call and after the last counts against it. Beside it, measured in the same
+  run: the harness alone (the same stub and client, 16 threads sending the same number
+  of calls back to back, no lab), the ceiling this machine gives the figure. The line
+  before it also gives the calls' time as the stub served them (with its own lateness
+  under load) and as the client timed them (send to answer, with the time a call
+  thread waits for the interpreter while the lab works): both run higher, and neither
+  is the figure.
 
-Each run is bounded (``--budget`` seconds overall, default 240); the script says
+Each run is bounded (``--budget`` seconds overall, default 300); the script says
 when it had to stop early.
 
-    python benchmarks/model_receiver.py
+    python benchmarks/model_receiver.py            # the figures
+    python benchmarks/model_receiver.py --quick    # 280 cases throughout
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import signal
@@ -55,6 +59,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,10 +69,10 @@ from handoffs.examples.payment import PAYMENT_RELEASE
 from handoffs.examples.payment_lab import payment_experiment, payment_gate
 from handoffs.lab import GovernanceChecker, run
 from handoffs.lab._cache import CallCache, close_connections
-from handoffs.receivers import ChatRequest, Completion, ModelReceiver
+from handoffs.receivers import ModelReceiver, OpenAICompatibleClient
 
-LATENCY = 0.020
 WIDTH = 16
+ROUTES = {"decision_contract": "stub/decision-contract", "full_record": "stub/full-record"}
 
 
 def _policy(state: dict[str, Any]) -> str:
@@ -76,159 +81,207 @@ def _policy(state: dict[str, Any]) -> str:
     return PAYMENT_RELEASE.fail_closed_action.value if action is None else action.value
 
 
-@attrs.frozen
-class LatencyModel:
-    """A chat client that sleeps ``latency`` seconds per call and logs the call.
+def _answer(body: dict[str, Any]) -> str:
+    """The stub's answer: the payment policy on the decision state in the prompt."""
+    prompt = str(body["messages"][-1]["content"])
+    action = "ESCALATE"
+    opening = prompt.find("{")
+    if opening >= 0:
+        state = json.loads(prompt[opening:prompt.rindex("}") + 1]).get("decision_state")
+        if isinstance(state, dict):
+            action = _policy(state)
+    return json.dumps({"action": action})
 
-    Each line of ``log`` is ``<request digest> <start> <end> <cache key>`` (seconds,
-    monotonic clock of the machine; the key under which the lab's call cache stores
-    the answer for the receiver with ``fingerprint``, ``-`` without one). With a
-    ``fingerprint`` (the resume measurement, whose log is read while the run goes on
-    and after it is killed) each line is written and flushed when its call completes;
-    without one, the call only notes its request and times in memory and
-    :func:`write_logs` writes the lines (digests included) after the run, so that a
-    stand-in provider's bookkeeping (a digest of a 4 KB request, a write that gives up
-    the interpreter lock) does not take the lab's CPU while its calls are measured.
+
+def serve(latency: float, log: str) -> None:
+    """The stub provider (``--serve``): print the port, serve until killed.
+
+    One asyncio event loop (h11 for HTTP/1.1 with keep-alive): a call's latency is an
+    ``asyncio.sleep``, so sixteen calls in flight cost the stub one thread. Each call is
+    logged as one JSON line ``[start, end, body]`` (monotonic seconds, the request body
+    as sent), written when the answer is ready, before it is sent.
     """
+    import asyncio
 
-    log: str
-    latency: float = LATENCY
-    max_concurrency: int = WIDTH
-    fingerprint: str = ""
-    _lock: threading.Lock = attrs.field(factory=threading.Lock, eq=False, repr=False)
+    import h11
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (LatencyModel, (self.log, self.latency, self.max_concurrency,
-                               self.fingerprint))
+    out = open(log, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the server
 
-    def complete(self, request: ChatRequest) -> Completion:
-        """Sleep, answer, log."""
+    async def respond(body: bytes) -> bytes:
         start = time.monotonic()
-        time.sleep(self.latency)
-        prompt = request.messages[-1][1]
-        action = "ESCALATE"
-        opening = prompt.find("{")
-        if opening >= 0:
-            state = json.loads(prompt[opening:prompt.rindex("}") + 1]).get("decision_state")
-            if isinstance(state, dict):
-                action = _policy(state)
-        end = time.monotonic()
-        if self.fingerprint:
-            line = _line(request, start, end, CallCache.key(self.fingerprint, request))
-            with self._lock:
-                out = _LOGS.get(self.log)
-                if out is None:
-                    out = _LOGS[self.log] = open(self.log, "a", encoding="utf-8")  # noqa: SIM115
-                out.write(line)
-                out.flush()
-        else:
-            _NOTED.setdefault(self.log, []).append((request, start, end))  # atomic append
-        return Completion(content=json.dumps({"action": action}),
-                          tokens_in=len(prompt) // 4, tokens_out=7,
-                          latency_ms=(end - start) * 1000)
+        request = json.loads(body)
+        await asyncio.sleep(latency)
+        reply = json.dumps({
+            "id": "chatcmpl-stub", "object": "chat.completion",
+            "model": f"{request['model']}@stub", "system_fingerprint": "fp_stub",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                "role": "assistant", "content": _answer(request)}}],
+            "usage": {"prompt_tokens": len(body) // 4, "completion_tokens": 7,
+                      "total_tokens": len(body) // 4 + 7},
+        }).encode()
+        out.write(json.dumps([start, time.monotonic(), body.decode()]) + "\n")
+        out.flush()
+        return reply
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = h11.Connection(h11.SERVER)
+        body = b""
+        try:
+            while True:
+                event = conn.next_event()
+                if event is h11.NEED_DATA:
+                    data = await reader.read(65536)
+                    conn.receive_data(data)
+                    if not data and conn.their_state is not h11.DONE:
+                        return
+                elif isinstance(event, h11.Data):
+                    body += event.data
+                elif isinstance(event, h11.EndOfMessage):
+                    reply = await respond(body)
+                    writer.write(conn.send(h11.Response(status_code=200, headers=[
+                        ("content-type", "application/json"),
+                        ("content-length", str(len(reply)))])))
+                    writer.write(conn.send(h11.Data(data=reply)))
+                    writer.write(conn.send(h11.EndOfMessage()))
+                    await writer.drain()
+                    conn.start_next_cycle()
+                    body = b""
+                elif isinstance(event, h11.ConnectionClosed):
+                    return
+        except (ConnectionError, h11.RemoteProtocolError):
+            return  # a killed client
+        finally:
+            writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(connection, "127.0.0.1", 0, backlog=128)
+        print(server.sockets[0].getsockname()[1], flush=True)
+        await server.serve_forever()
+
+    asyncio.run(main())
 
 
-def _line(request: ChatRequest, start: float, end: float, key: str) -> str:
-    digest = hashlib.sha256(repr((request.model, request.messages, request.temperature,
-                                  request.seed, request.max_tokens)).encode()).hexdigest()
-    return f"{digest[:24]} {start:.6f} {end:.6f} {key}\n"
+@contextlib.contextmanager
+def stub(latency: float, log: Path) -> Iterator[str]:
+    """A stub provider in a child process; yields its ``base_url``."""
+    proc = subprocess.Popen(  # noqa: S603 - ourselves
+        [sys.executable, __file__, "--serve", "--latency", str(latency), "--log", str(log)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        proc.wait()
 
 
-_LOGS: dict[str, Any] = {}
-_NOTED: dict[str, list[tuple[ChatRequest, float, float]]] = {}
-
-
-def write_logs() -> None:
-    """Write the lines of the calls noted in memory (see :class:`LatencyModel`)."""
-    for log, noted in list(_NOTED.items()):
-        with open(log, "a", encoding="utf-8") as out:
-            out.writelines(_line(request, start, end, "-") for request, start, end in noted)
-        del _NOTED[log]
-
-
-def experiment(variants: int, log: str, *, keyed: bool = False) -> Any:
-    """The essay-profile experiment with two latency-model receivers (whose calls log
-    their cache keys when ``keyed``: the resume measurement).
-    """
+def experiment(variants: int, url: str) -> Any:
+    """The essay-profile experiment whose two slow receivers call the stub at ``url``."""
     base = payment_experiment(variants=variants, profile="essay")
-    model = LatencyModel(log)
-    declared = {
-        "decision_contract": ModelReceiver(gate=payment_gate(), client=model,
-                                           model_route="latency/20ms",
-                                           name="latency-contract"),
+    client = OpenAICompatibleClient(base_url=url, max_concurrency=WIDTH, timeout=30.0)
+    receivers = {
+        "decision_contract": ModelReceiver(gate=payment_gate(), client=client,
+                                           model_route=ROUTES["decision_contract"],
+                                           name="stub-contract"),
         "full_record": ModelReceiver(gate=GovernanceChecker(PAYMENT_RELEASE, required=()),
-                                     client=model, model_route="latency/20ms",
-                                     name="latency-full-record"),
+                                     client=client, model_route=ROUTES["full_record"],
+                                     name="stub-full-record"),
     }
-    receivers = {name: attrs.evolve(r, client=attrs.evolve(
-        model, fingerprint=r.fingerprint() if keyed else "")) for name, r in declared.items()}
     strategies = tuple(attrs.evolve(s, receiver=receivers[s.name]) if s.name in receivers
                        else s for s in base.strategies)
     return attrs.evolve(base, strategies=strategies)
 
 
-def calls_in(log: Path) -> list[tuple[str, float, float]]:
-    return [(digest, start, end) for digest, start, end, _ in keyed_calls_in(log)]
+def fingerprints(variants: int) -> dict[str, str]:
+    """Each model route's receiver fingerprint (which keys its call cache entries)."""
+    declared = experiment(variants, "http://127.0.0.1:1/v1")
+    return {s.receiver.model_route: s.receiver.fingerprint() for s in declared.strategies
+            if isinstance(s.receiver, ModelReceiver)}
 
 
-def keyed_calls_in(log: Path) -> list[tuple[str, float, float, str]]:
+def served(log: Path) -> list[tuple[float, float, str]]:
+    """(start, end, body) of every call the stub served, in the order it logged them."""
     if not log.exists():
         return []
     out = []
     for line in log.read_text(encoding="utf-8").splitlines():
-        digest, start, end, key = line.split()
-        out.append((digest, float(start), float(end), key))
+        try:
+            start, end, body = json.loads(line)
+        except ValueError:  # a line cut by the stub's own end
+            continue
+        out.append((float(start), float(end), str(body)))
     return out
+
+
+def digest(body: str) -> str:
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def cache_key(keys: dict[str, str], body: str) -> str:
+    """The call cache's key of a served request (:meth:`CallCache.key`: the receiver's
+    fingerprint and the request body exactly as the client sent it)."""
+    fingerprint = keys[json.loads(body)["model"]]
+    return hashlib.sha256((fingerprint + "\n" + body).encode("utf-8")).hexdigest()
 
 
 def child(args: argparse.Namespace) -> None:
     """One run in this process (the resume measurement's killed run)."""
-    run(experiment(args.variants, args.log, keyed=True), run_log=args.run_log, cache=args.cache,
+    run(experiment(args.variants, args.url), run_log=args.run_log, cache=args.cache,
         resume=args.resume, chunk_size=args.chunk_size)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--cases", type=int, default=2800)
-    parser.add_argument("--budget", type=float, default=240.0)
+    parser.add_argument("--cases", type=int, default=None)
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run for CI: 280 cases throughout, 120 s budget")
+    parser.add_argument("--budget", type=float, default=300.0)
     parser.add_argument("--chunk-size", type=int, default=256)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--latency", type=float, default=0.02, help=argparse.SUPPRESS)
     parser.add_argument("--variants", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--log", help=argparse.SUPPRESS)
     parser.add_argument("--run-log", help=argparse.SUPPRESS)
     parser.add_argument("--cache", help=argparse.SUPPRESS)
     parser.add_argument("--resume", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--quick", action="store_true",
-                        help="a smoke run for CI: 280 cases, 120 s budget")
     args = parser.parse_args()
+    if args.serve:
+        serve(args.latency, args.log)
+        return
     if args.quick:
-        args.cases, args.budget = 280, 120.0
+        args.budget = min(args.budget, 120.0)
     if args.child:
         child(args)
         return
     deadline = time.monotonic() + args.budget
-    variants = max(1, -(-args.cases // 7))
+    cases = args.cases or (280 if args.quick else 2800)
+    variants = max(1, -(-cases // 7))
     work = Path(tempfile.mkdtemp(prefix="handoffs-model-bench-"))
-    print(f"latency model: {LATENCY * 1000:.0f} ms per call; essay profile; "
-          f"{7 * variants} cases; chunk size {args.chunk_size}")
+    print(f"stub OpenAI-compatible server on 127.0.0.1 (a stand-in for a remote provider); "
+          f"essay profile; {7 * variants} cases; chunk size {args.chunk_size}; "
+          f"{WIDTH} calls in flight")
     calls, elapsed = calls_per_distinct(work, variants, args.chunk_size)
     if time.monotonic() + 3 * elapsed + 30 > deadline:
         print("resumed repeat calls: not measured (over the time budget)")
     else:
         resumed_repeats(work, variants, args.chunk_size, calls, elapsed)
-    concurrency(work, args.chunk_size)
+    for latency in (0.2, 0.02):
+        concurrency(work, args.chunk_size, latency)
 
 
 def calls_per_distinct(work: Path, variants: int, chunk_size: int) -> tuple[int, float]:
-    """(1) Model calls / distinct requests over a whole run, fresh call cache."""
+    """(1) Model calls / distinct requests over a whole run, fresh call cache, 20 ms."""
     log = work / "calls-1.log"
-    started = time.perf_counter()
-    report = run(experiment(variants, str(log)), cache=work / "calls-1.sqlite",
-                 chunk_size=chunk_size).report
-    elapsed = time.perf_counter() - started
-    write_logs()
-    calls = calls_in(log)
-    distinct = len({d for d, _, _ in calls})
+    with stub(0.02, log) as url:
+        started = time.perf_counter()
+        report = run(experiment(variants, url), cache=work / "calls-1.sqlite",
+                     chunk_size=chunk_size).report
+        elapsed = time.perf_counter() - started
+    calls = served(log)
+    distinct = len({digest(body) for _, _, body in calls})
     print(f"run: {elapsed:.1f} s wall, {len(calls)} model calls, {distinct} distinct requests, "
           f"{report['provenance']['memo_hits']} memo hits")
     for row in report["cost"]["strategies"]:
@@ -240,55 +293,99 @@ def calls_per_distinct(work: Path, variants: int, chunk_size: int) -> tuple[int,
 
 def resumed_repeats(work: Path, variants: int, chunk_size: int, calls: int,
                     elapsed: float) -> None:
-    """(2) Stop a run midway (SIGKILL once half its calls are answered), resume it."""
+    """(2) Stop a run midway (SIGKILL once half its calls are served), resume it."""
     first, second = work / "calls-2a.log", work / "calls-2b.log"
     run_log, cache = work / "run.jsonl", work / "calls-2.sqlite"
-    common = [sys.executable, __file__, "--child", "--variants", str(variants),
-              "--run-log", str(run_log), "--cache", str(cache),
-              "--chunk-size", str(chunk_size)]
-    proc = subprocess.Popen([*common, "--log", str(first)])  # noqa: S603 - ourselves
-    limit = time.monotonic() + max(60.0, 6 * elapsed)
-    while proc.poll() is None and len(calls_in(first)) < calls // 2 \
-            and time.monotonic() < limit:
-        time.sleep(0.01)
-    killed = proc.poll() is None
-    if killed:
-        proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    logged = keyed_calls_in(first)
-    answered = {d for d, _, _, _ in logged}
+    keys = fingerprints(variants)
+    with stub(0.02, first) as url:
+        common = [sys.executable, __file__, "--child", "--variants", str(variants),
+                  "--url", url, "--run-log", str(run_log), "--cache", str(cache),
+                  "--chunk-size", str(chunk_size)]
+        proc = subprocess.Popen(common)  # noqa: S603 - ourselves
+        limit = time.monotonic() + max(60.0, 6 * elapsed)
+        while proc.poll() is None and len(served(first)) < calls // 2 \
+                and time.monotonic() < limit:
+            time.sleep(0.01)
+        killed = proc.poll() is None
+        if killed:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    logged = served(first)
+    answered = {cache_key(keys, body) for _, _, body in logged}
     kept = CallCache(cache)
-    stored = {d for d, _, _, key in logged if kept.get(key) is not None}
+    stored = {key for key in answered if kept.get(key) is not None}
     close_connections()
-    subprocess.run([*common, "--log", str(second), "--resume"],  # noqa: S603
-                   check=True, timeout=max(60.0, 6 * elapsed))
-    resumed = [d for d, _, _ in calls_in(second)]
-    repeat = sum(1 for d in resumed if d in stored)
+    with stub(0.02, second) as url:
+        resume = [*common[:common.index("--url") + 1], url,
+                  *common[common.index("--url") + 2:], "--resume"]
+        subprocess.run(resume, check=True, timeout=max(60.0, 6 * elapsed))  # noqa: S603
+    resumed = [cache_key(keys, body) for _, _, body in served(second)]
+    repeat = sum(1 for key in resumed if key in stored)
     lost = answered - stored
     print(f"stopped run: {'killed' if killed else 'finished before the kill'} after "
           f"{len(answered)} answered calls ({len(stored)} stored); answered at the kill, "
           f"not yet stored: {len(lost)} (asked again: "
-          f"{sum(1 for d in resumed if d in lost)}); resumed run: {len(resumed)} calls")
+          f"{sum(1 for key in resumed if key in lost)}); resumed run: {len(resumed)} calls")
     print(f"resumed repeat calls: {repeat}")
 
 
-def concurrency(work: Path, chunk_size: int) -> None:
-    """(3) Effective concurrency at 280 cases, 16 calls in flight."""
-    log = work / "calls-3.log"
-    started = time.perf_counter()
-    run(experiment(40, str(log)), cache=False, chunk_size=chunk_size)
-    whole = time.perf_counter() - started
-    write_logs()
-    spans = calls_in(log)
-    # Busy time as the provider counts it: 20 ms per call (the measured spans also hold
-    # the time a woken thread waits for the interpreter lock, which is ours, not theirs).
-    busy = LATENCY * len(spans)
-    measured = sum(end - start for _, start, end in spans)
-    wall = max(end for _, _, end in spans) - min(start for _, start, _ in spans)
-    print(f"280 cases: {len(spans)} calls, {busy:.2f} s busy (measured spans {measured:.2f} s) "
-          f"from the first call's start to the last one's end, {wall:.2f} s; the whole run "
-          f"{whole:.2f} s (busy / run {busy / whole:.1f})")
-    print(f"effective concurrency: {busy / wall:.1f} of {WIDTH}")
+def concurrency(work: Path, chunk_size: int, latency: float) -> None:
+    """(3) Effective concurrency over the whole run at 280 cases, 16 calls in flight."""
+    log = work / f"calls-3-{round(latency * 1000)}ms.log"
+    with stub(latency, log) as url:
+        declared = experiment(40, url)
+        started = time.monotonic()
+        report = run(declared, cache=False, chunk_size=chunk_size).report
+        ended = time.monotonic()
+    spans = served(log)
+    calls = report["cost"]["totals"]["latency_ms"] / 1000
+    provider = sum(end - start for start, end, _ in spans)
+    busy = latency * len(spans)
+    first = min(start for start, _, _ in spans) - started
+    last = ended - max(end for _, end, _ in spans)
+    wall = ended - started
+    print(f"{latency * 1000:.0f} ms stub, 280 cases: {len(spans)} calls; the run {wall:.2f} s "
+          f"wall from its start (first call after {first * 1000:.0f} ms, run end "
+          f"{last * 1000:.0f} ms after the last call); calls {busy:.2f} s at "
+          f"{latency * 1000:.0f} ms each; {provider:.2f} s as the stub served them "
+          f"({provider / wall:.1f} of {WIDTH}), {calls:.2f} s as the client timed them "
+          f"({calls / wall:.1f} of {WIDTH})")
+    bare = harness(latency, len(spans), work)
+    print(f"effective concurrency (whole run) at {latency * 1000:.0f} ms: "
+          f"{busy / wall:.1f} of {WIDTH} (the harness alone: {bare:.1f}; lab / harness "
+          f"{busy / wall / bare:.2f})")
+
+
+def harness(latency: float, calls: int, work: Path) -> float:
+    """The same stub and client with no lab: ``WIDTH`` threads send ``calls`` requests
+    (each a 3.5 kB prompt, as the full record's) back to back. The ceiling this machine
+    gives the figure above, measured beside it."""
+    from handoffs.receivers import ChatRequest
+
+    log = work / f"harness-{round(latency * 1000)}ms.log"
+    request = ChatRequest(model="stub/harness", messages=(("user", "x" * 3500),))
+    left, lock = [calls], threading.Lock()
+    with stub(latency, log) as url:
+        client = OpenAICompatibleClient(base_url=url, max_concurrency=WIDTH, timeout=30.0)
+
+        def worker() -> None:
+            while True:
+                with lock:
+                    if not left[0]:
+                        return
+                    left[0] -= 1
+                client.complete(request)
+
+        threads = [threading.Thread(target=worker) for _ in range(WIDTH)]
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        wall = time.monotonic() - started
+        client.close()
+    return latency * calls / wall
+
 
 if __name__ == "__main__":
     main()

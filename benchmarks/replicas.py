@@ -28,9 +28,19 @@ Audit (SQL over the store, against what the clients were told):
 All three must be 0. ``receipts/s`` is acknowledged answers per second of the main
 phase, for the whole cluster (clients, replicas and PostgreSQL share the machine).
 
-Run: ``python benchmarks/replicas.py [--replicas 3] [--receipts 1000] [--clients 8] [--quick]``.
-Bounded: ``--time-limit`` seconds for the main phase (default 180), then the re-send
-phase (at most 60 s); exits non-zero if any count is not 0.
+Then the stalled-store phase: every PostgreSQL process is stopped (SIGSTOP, as a
+hung host) while C clients send ``--stall-receipts`` further genuine receipts; each
+answer's wall time is measured. ``stall: max answer time`` must stay within 2× the
+store's timeout (3 s) and ``stall: admitted during stall`` must be 0. The server is
+then resumed and those receipts re-sent until acknowledged (a statement cut during the
+stall may commit on the resume: its receipt is then refused as a replay, never
+admitted twice); they join the audit above.
+
+Run: ``python benchmarks/replicas.py [--replicas 3] [--receipts 1000] [--clients 8]``
+(``--quick``: a smoke run for CI: 3 replicas, 100 receipts, 2 clients, 16 receipts
+during the stall). Bounded: ``--time-limit`` seconds for
+the main phase (default 180), then the re-send phase (at most 60 s); exits non-zero if
+any count is not 0 or a stall target is missed.
 """
 
 from __future__ import annotations
@@ -115,6 +125,14 @@ class Postgres:
         with contextlib.suppress(subprocess.CalledProcessError):
             self._run(str(self.bindir / "pg_ctl"), "-D", str(self.root / "data"), "-m", mode,
                       "-w", "-t", "60", "stop")
+
+    def pids(self) -> list[int]:
+        """The postmaster and every backend."""
+        main = int((self.root / "data" / "postmaster.pid").read_text().split()[0])
+        children = subprocess.run(["pgrep", "-P", str(main)],  # noqa: S603,S607 - ours
+                                  capture_output=True,
+                                  text=True, check=False).stdout.split()
+        return [main, *map(int, children)]
 
     def cleanup(self) -> None:
         self.stop("immediate")
@@ -228,13 +246,58 @@ class Cluster:
             return self.replicas[index % len(self.replicas)].url
 
 
+JSON = {"Content-Type": "application/json"}
+STORE_TIMEOUT = 3.0
+
+
 def _send(client: httpx.Client, url: str, body: bytes) -> tuple[int | None, str | None]:
     try:
-        answer = client.post(url + "/receipts", content=body)
+        answer = client.post(url + "/receipts", content=body, headers=JSON)
     except httpx.HTTPError as exc:
         return None, type(exc).__name__
     return answer.status_code, answer.json().get("verdict") if answer.status_code in (
         200, 422, 503) else None
+
+
+def _stall_phase(pg: Postgres, cluster: Cluster, stalled: list[tuple[str, bytes]],
+                 clients: int) -> tuple[list[float], Counter[str]]:
+    """Send ``stalled`` with every PostgreSQL process stopped; each answer's wall time."""
+    for replica in list(cluster.replicas):
+        _ready(replica.url, time.monotonic() + 60)
+    times: list[float] = []
+    statuses: Counter[str] = Counter()
+    lock = threading.Lock()
+    work: queue.Queue[tuple[int, bytes]] = queue.Queue()
+    for index, (_, body) in enumerate(stalled):
+        work.put((index, body))
+
+    def client() -> None:
+        with httpx.Client(timeout=60) as http:
+            while True:
+                try:
+                    index, body = work.get_nowait()
+                except queue.Empty:
+                    return
+                began = time.monotonic()
+                status, _ = _send(http, cluster.url(index), body)
+                with lock:
+                    times.append(time.monotonic() - began)
+                    statuses[str(status) if status else "connection-error"] += 1
+
+    frozen = pg.pids()
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        threads = [threading.Thread(target=client) for _ in range(clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+    finally:
+        for pid in frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    return times, statuses
 
 
 def run(args: argparse.Namespace) -> int:  # noqa: PLR0912, PLR0915 - one linear scenario
@@ -250,7 +313,8 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0912, PLR0915 - one linear
         with psycopg.connect(pg.url(), autocommit=True) as conn:
             conn.execute("CREATE DATABASE replicas")
         store = pg.url("replicas")
-        receipts, trust = build(args.receipts, directory)
+        everything, trust = build(args.receipts + args.stall_receipts, directory)
+        receipts, stalled = everything[:args.receipts], everything[args.receipts:]
         config = directory / "serve.toml"
         config.write_text(f'''identity = "case-owner"
 trust = "{trust}"
@@ -260,7 +324,7 @@ roles = ["case-owner"]
 current = ["PAY-7.4"]
 [store]
 url = "{store}"
-timeout = 3
+timeout = {STORE_TIMEOUT}
 pool_size = {args.clients}
 [server]
 host = "127.0.0.1"
@@ -359,6 +423,16 @@ port = 0
                     if status in (200, 422):
                         break
                     time.sleep(0.2)
+        stall_times, stall_statuses = _stall_phase(pg, cluster, stalled, args.clients)
+        for index, (rid, body) in enumerate(stalled):  # acknowledged after the thaw
+            with httpx.Client(timeout=30) as http:
+                while time.monotonic() < resend_deadline + 60:
+                    status, verdict = _send(http, cluster.url(index), body)
+                    answers.append((rid, status, verdict))
+                    if status in (200, 422):
+                        break
+                    time.sleep(0.2)
+        receipts = receipts + stalled
         for replica in cluster.replicas:
             replica.stop()
 
@@ -394,10 +468,18 @@ port = 0
         print(f"lost acknowledged rows: {lost}")
         print(f"burned ids: {burned}")
         print(f"receipts/s: {len(acknowledged) / elapsed:.1f}")
+        admitted_in_stall = stall_statuses.get("200", 0)
+        slowest = max(stall_times, default=0.0)
+        print(f"stall: {len(stalled)} receipts sent with every PostgreSQL process stopped; "
+              f"answers {dict(sorted(stall_statuses.items()))}")
+        print(f"stall: max answer time {slowest:.2f} s (store timeout {STORE_TIMEOUT:g} s, "
+              f"target <= {2 * STORE_TIMEOUT:g} s)")
+        print(f"stall: admitted during stall {admitted_in_stall}")
         complete = len(faults) == 4
         if not complete:
             print("incomplete: the run ended before every fault was injected")
-        return 0 if not double and not lost and not burned and complete else 1
+        stall_ok = admitted_in_stall == 0 and slowest <= 2 * STORE_TIMEOUT
+        return 0 if not double and not lost and not burned and complete and stall_ok else 1
     finally:
         for replica in replicas:
             with contextlib.suppress(Exception):
@@ -416,11 +498,15 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=180.0)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--fsync", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--stall-receipts", type=int, default=64,
+                        help="genuine receipts sent while the store is stopped")
     parser.add_argument("--quick", action="store_true",
-                        help="a smoke run for CI: 3 replicas, 100 receipts, 2 clients, 60 s")
+                        help="a smoke run for CI: 3 replicas, 100 receipts, 2 clients, 60 s, "
+                             "16 receipts during the stall")
     args = parser.parse_args()
     if args.quick:
         args.replicas, args.receipts, args.clients, args.time_limit = 3, 100, 2, 60.0
+        args.stall_receipts = 16
     if args.replicas < 3 and args.replicas != 2:
         parser.error("--replicas must be at least 2 (3 for the issue's scenario)")
     if not 0.2 <= args.duplicates <= 1:

@@ -93,7 +93,7 @@ SCRIPTED: Final = "scripted"
 OWNER_INSTRUCTIONS: Final = (
     "You are the case owner of a payment-release case, handed over by an evidence "
     "specialist. Decide from what you were handed: the gate's decision and, when it "
-    "admitted the handover, the verified receipt. Answer with a JSON object "
+    "admitted the handover, the verified receipt's content. Answer with a JSON object "
     '{"action": "<action>"} and nothing else, where <action> is one of '
     f"{', '.join(a.value for a in CONTRACT.actions)}. Without a verified receipt, answer "
     f"{CONTRACT.fail_closed_action.value}.")
@@ -225,7 +225,7 @@ def _handovers(call: ModelCall) -> Iterator[dict[str, Any]]:
 
 def _owner_step(call: ModelCall) -> Any:
     """The case-owner stand-in: the contract's policy on the receipt it reads."""
-    receipts = [h["receipt"] for h in _handovers(call) if h["receipt"] is not None]
+    receipts = [h["content"] for h in _handovers(call) if h["content"] is not None]
     if not receipts:
         return [assistant_message(json.dumps({"action": CONTRACT.fail_closed_action.value}))]
     outcome = CONTRACT.evaluate(receipts[-1]["decision_state"])

@@ -61,7 +61,7 @@ def payment_policy(body: dict[str, Any]) -> Reply:
 def handover_policy(body: dict[str, Any]) -> Reply:
     """A 'model' for the agents experiment's case owner: the payment policy on the
     decision state of the last verified receipt in the conversation (a handover's
-    ``receipt``), ESCALATE when there is none.
+    ``content``), ESCALATE when there is none.
     """
     action = "ESCALATE"
     for message in reversed(body["messages"]):
@@ -70,7 +70,7 @@ def handover_policy(body: dict[str, Any]) -> Reply:
             value = json.loads(content) if isinstance(content, str) else None
         except ValueError:
             continue
-        receipt = value.get("receipt") if isinstance(value, dict) else None
+        receipt = value.get("content") if isinstance(value, dict) else None
         if isinstance(receipt, dict) and isinstance(receipt.get("decision_state"), dict):
             action = _policy(receipt["decision_state"])
             break

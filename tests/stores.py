@@ -13,10 +13,12 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +27,19 @@ import attrs
 PG_USER = "pgtest"
 
 
+# The test world's gates run on a fixed clock (tests/test_gate.py's NOW), months behind
+# the server's: a PostgreSQL store refuses such claims as ``clock-skew`` unless its
+# retention (and so the tolerated lag, retain / 2) covers the gap.
+WORLD_RETAIN = timedelta(days=3650)
+
+
 def open_log(url: str, **options: Any) -> Any:
-    """A decision log and replay store for ``url`` (a path or ``postgresql://``)."""
+    """A decision log and replay store for ``url`` (a path or ``postgresql://``), with
+    a retention that tolerates the test world's fixed clock unless ``retain`` is given.
+    """
     from handoffs.service import open_store
 
+    options.setdefault("retain", WORLD_RETAIN)
     return open_store(url, **options)
 
 
@@ -99,6 +110,26 @@ class PostgresServer:
         """Stop (``immediate``: as after a crash, recovery from the WAL) and start."""
         self.stop(mode)
         self.start()
+
+    def pids(self) -> list[int]:
+        """The postmaster's process id and its children's (every backend)."""
+        main = int((self.root / "data" / "postmaster.pid").read_text().split()[0])
+        children = subprocess.run(["pgrep", "-P", str(main)], capture_output=True, text=True,
+                                  check=False).stdout.split()
+        return [main, *map(int, children)]
+
+    @contextlib.contextmanager
+    def stalled(self) -> Iterator[None]:
+        """Freeze every process of the server (SIGSTOP), as a hung host; thaw after."""
+        frozen = self.pids()
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for pid in frozen:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
 
     def create_database(self, name: str) -> str:
         import psycopg

@@ -50,3 +50,27 @@ def test_every_benchmark_has_a_quick_mode(bench: str) -> None:
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert "--quick" in done.stdout
+
+
+
+@pytest.mark.slow
+def test_serve_benchmark_counts_one_round_trip_and_prints_its_ratios() -> None:
+    """A real PostgreSQL server, ``handoffs serve`` and the Starlette peer."""
+    from stores import why_no_postgres
+
+    pytest.importorskip("psutil")
+    pytest.importorskip("starlette")
+    reason = why_no_postgres()
+    if reason is not None:
+        pytest.skip(reason)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "serve.py"), "--receipts", "100"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+    last = done.stdout.splitlines()[-5:]
+    for line, name in zip(last, ("serve/gate cpu ratio", "serve/gate+pg cpu ratio",
+                                 "serve/peer cpu ratio"), strict=False):
+        assert re.fullmatch(rf"{re.escape(name)}: \d+\.\d\d", line), last
+    assert last[3] == "pg round trips per decision: 1.00"  # counted by the server
+    assert re.fullmatch(r"receipts/s per core: \d+", last[4]), last

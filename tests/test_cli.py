@@ -72,32 +72,46 @@ def test_a_group_without_a_command_shows_its_help_and_exits_2() -> None:
 def test_schema_export_writes_and_checks(tmp_path: Path) -> None:
     written = run("schema", "export", tmp_path)
     target = tmp_path / "payment-release" / "1.0.0.json"
+    policy = tmp_path / "payment-release" / "1.0.0.policy.json"
     chain = tmp_path / "handoff-chain" / "2.0.0.json"
-    assert (written.exit_code, written.stdout) == (0, f"wrote {target}\nwrote {chain}\n")
+    assert (written.exit_code, written.stdout) == (
+        0, f"wrote {target}\nwrote {policy}\nwrote {chain}\n")
     assert target.read_text("utf-8") == CHECKED_IN.read_text("utf-8")
     again = run("schema", "export", tmp_path)
-    assert (again.exit_code, again.stdout) == (0, f"unchanged {target}\nunchanged {chain}\n")
+    assert (again.exit_code, again.stdout) == (
+        0, f"unchanged {target}\nunchanged {policy}\nunchanged {chain}\n")
     check = run("schema", "export", tmp_path, "--check")
-    assert (check.exit_code, check.stdout) == (0, f"ok: 2 schema file(s) up to date in "
+    assert (check.exit_code, check.stdout) == (0, f"ok: 3 file(s) up to date in "
                                                   f"{tmp_path}\n")
 
 
 def test_schema_export_check_reports_drift_without_writing(tmp_path: Path) -> None:
     run("schema", "export", tmp_path)
     target = tmp_path / "payment-release" / "1.0.0.json"
-    target.write_text("{}\n", encoding="utf-8")
+    text = target.read_text("utf-8")
+    target.write_text(text.replace("\n", "\n  "), encoding="utf-8")  # same content
     result = run("schema", "export", tmp_path, "--check")
     assert result.exit_code == 1
     assert result.stderr.splitlines() == [
-        f"drifted: {target} (payment-release/1.0.0)",
-        f"error: 1 schema file(s) out of date; run 'handoffs schema export {tmp_path}' "
-        "[schema-drift]",
+        f"reformatted: {target} (payment-release/1.0.0, same content)",
+        f"error: 1 file(s) missing or reformatted; run 'handoffs schema export {tmp_path}' "
+        "(it writes only these, and no released version changes) [schema-drift]",
     ]
+    assert target.read_text("utf-8") != text
+    target.write_text("{}\n", encoding="utf-8")  # a released schema edited
+    changed = run("schema", "export", tmp_path, "--check")
+    assert changed.exit_code == 1
+    assert changed.stderr.splitlines()[0].startswith(
+        f"changed: payment-release/1.0.0 is released ({tmp_path / 'payment-release'}")
+    assert "publish the change as payment-release/" in changed.stderr
+    assert "run 'handoffs schema export" not in changed.stderr
     assert target.read_text("utf-8") == "{}\n"
     target.unlink()
+    (tmp_path / "payment-release" / "1.0.0.policy.json").unlink()
     missing = run("schema", "export", tmp_path, "--check")
     assert missing.exit_code == 1
-    assert missing.stderr.splitlines()[0] == f"missing: {target} (payment-release/1.0.0)"
+    assert missing.stderr.splitlines()[0] == (
+        f"missing: {target} (payment-release/1.0.0, not yet exported)")
     assert not target.exists()
 
 
@@ -109,9 +123,14 @@ def test_the_repository_schemas_are_up_to_date() -> None:
 
 
 def _breaking_schema(tmp_path: Path) -> Path:
-    schema = to_json_schema(attrs.evolve(PAYMENT_RELEASE, version="1.1.0", max_notes_length=10))
+    """The schema of a 1.1.0 with shorter notes, its policy document beside it."""
+    from handoffs.contracts import policy_document
+
+    contract = attrs.evolve(PAYMENT_RELEASE, version="1.1.0", max_notes_length=10)
     path = tmp_path / "1.1.0.json"
-    path.write_text(json.dumps(schema), encoding="utf-8")
+    path.write_text(json.dumps(to_json_schema(contract)), encoding="utf-8")
+    (tmp_path / "1.1.0.policy.json").write_text(json.dumps(policy_document(contract)),
+                                                encoding="utf-8")
     return path
 
 
@@ -366,10 +385,10 @@ def test_verbose_adds_the_traceback(files: Signed) -> None:
 
 
 def test_internal_errors_exit_2_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(*_: object) -> None:
+    def broken(*_: object, **__: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("handoffs.contracts._diff.diff", broken)
+    monkeypatch.setattr("handoffs.contracts._diff.diff_policies", broken)
     result = run("schema", "diff", "payment-release/1.0.0", "payment-release/1.0.0")
     assert result.exit_code == 2
     assert one_error_line(result) == ("error: internal error: RuntimeError: boom [internal] "

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from handoffs import HandoffsError
 from handoffs import _json as hj
 from handoffs._json import canonical_bytes, canonical_bytes_plain, jcs_plain, loads_plain
-from handoffs.contracts import _keys
-from handoffs.contracts._keys import _B58_ALPHABET, b58encode
+from handoffs.integrity import _base58
+from handoffs.integrity._base58 import _B58_ALPHABET, b58encode
 
 SAFE = 2**53 - 1
 
@@ -228,33 +228,33 @@ alphabet_text = st.text(alphabet=_B58_ALPHABET, max_size=100)
 
 @given(st.binary(max_size=80))
 def test_base58_encoding_agrees_with_pure_python(data: bytes) -> None:
-    assert b58encode(data) == _keys._b58encode_python(data)
+    assert b58encode(data) == _base58._b58encode_python(data)
 
 
 @given(alphabet_text | st.text(max_size=20))
 def test_base58_decoding_agrees_with_pure_python(text: str) -> None:
-    expected = (_keys._b58decode_python(text) if _keys._B58_CHARS.issuperset(text)
+    expected = (_base58._b58decode_python(text) if _base58._B58_CHARS.issuperset(text)
                 else None)
-    assert _keys._b58decode_or_none(text) == expected
+    assert _base58._b58decode_or_none(text) == expected
 
 
 @pytest.mark.parametrize("text", ["", "1", "11", "z", "1z", "2" * 88, "0", "O", "I", "l",
                                   "é", "1\u0661"])
 def test_base58_edges(text: str) -> None:
-    saved = _keys._based58
+    saved = _base58._based58
     try:
-        fast = _keys._b58decode_or_none(text)
-        _keys._based58 = None
-        assert _keys._b58decode_or_none(text) == fast
+        fast = _base58._b58decode_or_none(text)
+        _base58._based58 = None
+        assert _base58._b58decode_or_none(text) == fast
     finally:
-        _keys._based58 = saved
+        _base58._based58 = saved
 
 
 def test_the_pure_python_base58_fallback_is_in_use_without_based58(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_keys, "_based58", None)
+    monkeypatch.setattr(_base58, "_based58", None)
     assert b58encode(b"\0\0\x01") == "112"
-    assert _keys._b58decode_or_none("112") == b"\0\0\x01"
+    assert _base58._b58decode_or_none("112") == b"\0\0\x01"
 
 
 def test_orjson_writes_every_bmp_character_as_jcs_does() -> None:

@@ -95,12 +95,14 @@ def test_a_user_contract_works_through_every_command(user_dir: Path) -> None:
     assert listed == "pump-maintenance/1.0.0  mymodule:MY_CONTRACT  (HANDOFFS_CONTRACTS)\n"
     # schema export writes the user's schema, and only it; --check reads it back
     assert run("schema", "export", "schemas").stdout == (
-        "wrote schemas/pump-maintenance/1.0.0.json\n")
+        "wrote schemas/pump-maintenance/1.0.0.json\n"
+        "wrote schemas/pump-maintenance/1.0.0.policy.json\n")
     assert sorted(str(p.relative_to(user_dir)) for p in (user_dir / "schemas").rglob("*.json")
-                  ) == ["schemas/pump-maintenance/1.0.0.json"]
+                  ) == ["schemas/pump-maintenance/1.0.0.json",
+                        "schemas/pump-maintenance/1.0.0.policy.json"]
     written = json.loads((user_dir / "schemas/pump-maintenance/1.0.0.json").read_text())
     assert written["$id"] == "urn:handoffs:schema:pump-maintenance:1.0.0"
-    assert "ok: 1 schema file(s)" in run("schema", "export", "schemas", "--check").stdout
+    assert "ok: 2 file(s)" in run("schema", "export", "schemas", "--check").stdout
     assert "no differences" in run("schema", "diff", "pump-maintenance/1.0.0",
                                    "schemas/pump-maintenance/1.0.0.json").stdout
     for controller, roles, purposes in (

@@ -22,10 +22,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from handoffs._errors import ProofError, UnknownContract
-from handoffs._json import dumps
+from handoffs._json import JSONLimits, dumps
 from handoffs.contracts import Authority, Governance, Receipt
 from handoffs.contracts._keys import KeyRing, SigningKey
-from handoffs.contracts._proofs import sign
+from handoffs.contracts._proofs import CLOCK_SKEW, sign
 from handoffs.contracts._signing import issue_grant
 from handoffs.examples import payment
 from handoffs.receivers import (
@@ -110,10 +110,11 @@ class World:
         audience: str = RECEIVER,
         policy_version: str = "PAY-7.4",
         key: SigningKey | None = None,
+        contract: Any = CONTRACT,
     ) -> dict[str, Any]:
         return issue_grant(
             key or self.service_key, issuer=SERVICE, subject=subject, audience=audience,
-            contract=CONTRACT, case_id=case_id, policy_version=policy_version,
+            contract=contract, case_id=case_id, policy_version=policy_version,
             authority=authority, valid_until=valid_until, created=T0,
         )
 
@@ -246,10 +247,13 @@ def test_bytes_text_and_mapping_inputs_decide_alike() -> None:
 
 @given(state=st.fixed_dictionaries({name: st.booleans() for name in payment.DECISION_FIELDS}))
 def test_any_signed_state_is_decided_as_the_policy_says(state: dict[str, bool]) -> None:
-    doc = WORLD.signed("routine-01", state=state,
+    registry = _no_context_registry()
+    # The policy service governs the receiver's contract (no context dependencies).
+    grant = WORLD.grant("routine-01", contract=registry.by_id(CONTRACT.id))
+    doc = WORLD.signed("routine-01", state=state, grant=grant,
                        mutate=lambda d: d.update(
                            proposed_action=CONTRACT.decide(payment.PaymentState(**state)).value))
-    decision = strict(WORLD.gate(evidence=None, registry=_no_context_registry())).receive(raw(doc))
+    decision = strict(WORLD.gate(evidence=None, registry=registry)).receive(raw(doc))
     assert decision.verdict is Verdict.ACCEPT
     assert decision.action == CONTRACT.decide(payment.PaymentState(**state)).value
 
@@ -379,6 +383,51 @@ def test_evidence_without_observation_time_is_not_fresh() -> None:
         raw(WORLD.signed()))
     assert codes(decision) == ["evidence-stale"]
     assert decision.reasons[0].json_path == "$.evidence_refs[1]"
+
+
+@pytest.mark.parametrize(("ahead", "stale"), [
+    (CLOCK_SKEW, False),
+    (CLOCK_SKEW + timedelta(microseconds=1), True),
+])
+def test_evidence_observed_in_the_future_beyond_the_skew_is_stale(
+        ahead: timedelta, stale: bool) -> None:
+    evidence = dict(ALL_EVIDENCE)
+    uri = "evidence://policy/1/screening"
+    evidence[uri] = attrs.evolve(evidence[uri], observed_at=NOW + ahead)
+    decision = strict(WORLD.gate(evidence=InMemoryEvidenceResolver(evidence))).receive(
+        raw(WORLD.signed()))
+    if stale:
+        assert (decision.verdict, decision.step, codes(decision)) == (
+            Verdict.ESCALATE, Step.CONTEXT, ["evidence-stale"])
+        assert decision.reasons[0].json_path == "$.evidence_refs[1]"
+    else:
+        assert decision.verdict is Verdict.ACCEPT
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    """A receipt whose deepest member sits ``levels`` objects down from the top."""
+    doc = WORLD.signed()
+    inner: dict[str, Any] = {}
+    doc["deep"] = inner
+    for _ in range(levels - 2):
+        inner["a"] = inner = {}
+    return doc
+
+
+@pytest.mark.parametrize(("levels", "too_deep"), [(8, False), (9, True)])
+@pytest.mark.parametrize("form", ["bytes", "parsed"])
+def test_a_mapping_one_level_deeper_than_the_limit_is_too_deep_as_bytes_are(
+        levels: int, too_deep: bool, form: str) -> None:
+    doc = _nested(levels)
+    assert raw(doc).count(b"{") >= levels  # the receipt itself nests less deeply
+    gate = WORLD.gate(limits=JSONLimits(max_depth=8))
+    decision = strict(gate).receive(raw(doc) if form == "bytes" else doc)
+    assert decision.verdict is Verdict.REJECT
+    assert decision.step is Step.PARSE
+    if too_deep:
+        assert codes(decision) == ["too-deep"]
+    else:
+        assert "too-deep" not in codes(decision)  # parsed; the schema refuses "deep"
 
 
 # ------------------------------------------------------------- (4) evidence

@@ -121,6 +121,39 @@ def test_calls_overlap_across_cases_and_the_call_threads_only_wait_for_the_model
     assert not [name for name in rendered if name.startswith("handoffs-calls")]
 
 
+def test_requests_go_out_as_the_scheduling_pass_makes_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression (#23): a chunk's scheduling pass made all its requests before it sent
+    any, so 45 % of a run passed before the first call. The first call now leaves while
+    the first chunk's pass is still making requests: here the pass holds at its second
+    request until the model has seen a call (at most 10 s: a failure, not a hang, in a
+    build that sends a chunk's requests only at the end of its pass)."""
+    from handoffs.lab import _chunk
+
+    made: list[int] = []
+    called = threading.Event()
+    made_at_first_call: list[int] = []
+    send_ahead = _chunk.send_ahead
+
+    def counting(*args: Any, **kwargs: Any) -> None:
+        send_ahead(*args, **kwargs)
+        made.append(1)
+        if len(made) == 2:
+            called.wait(10)
+
+    def script(body: dict[str, Any]) -> Any:
+        if not called.is_set():
+            made_at_first_call.append(len(made))
+            called.set()
+        return payment_policy(body)
+
+    monkeypatch.setattr(_chunk, "send_ahead", counting)
+    with serving(script) as server:
+        run(_experiment(server.url), cache=False, chunk_size=7)
+    assert made_at_first_call == [2]
+    assert len(made) > 2 * 2  # the first chunk had more to make after the first call
+
+
 def test_a_repeated_run_and_other_processes_ask_nothing_again(tmp_path: Path) -> None:
     cache = tmp_path / "calls.sqlite"
     with serving() as server:
@@ -496,7 +529,7 @@ class _Counting(CallCache):
         return super().get_many(keys)
 
 
-def test_a_scheduling_pass_looks_its_requests_up_at_once(tmp_path: Path) -> None:
+def test_a_scheduling_pass_looks_its_requests_up_in_batches(tmp_path: Path) -> None:
     with serving() as server:
         run(_experiment(server.url), cache=tmp_path / "calls.sqlite", chunk_size=7)
         asked = len(server.requests)
@@ -505,10 +538,12 @@ def test_a_scheduling_pass_looks_its_requests_up_at_once(tmp_path: Path) -> None
                     chunk_size=7).report
     assert len(server.requests) == asked
     assert again["cost"]["totals"]["cache_hits"] == asked
-    # one look-up per chunk and model receiver (two chunks, two receivers), each of
-    # the chunk's requests: none asked one by one
-    assert len(_Counting.looked) <= 4
+    # requests go out as the scheduling pass makes them, the first alone, then in
+    # batches that double up to the pool's width (8): each batch is one look-up, so
+    # a chunk's requests are not asked one by one
     assert sum(_Counting.looked) == asked
+    assert max(_Counting.looked) > 2
+    assert len(_Counting.looked) < asked
 
 
 def test_scheduling_passes_take_turns_in_stream_order(

@@ -60,13 +60,17 @@ def part(module: str) -> str:
         return "root"
     if parts[1] in ("cli", "__main__"):
         return "cli"
-    if parts[1] in ("contracts", "receivers", "lab", "examples", "adapters", "service"):
+    if parts[1] in ("integrity", "contracts", "receivers", "lab", "examples", "adapters",
+                    "service"):
         return parts[1]
     return parts[1]  # a root-level module: _errors, _json, _discovery, testing
 
 
 # (from part, to part): why it is forbidden.
 FORBIDDEN = {
+    **{("integrity", upper): "integrity (keys, suites, signing) is below every other part"
+       for upper in ("contracts", "receivers", "lab", "examples", "adapters", "service",
+                     "_discovery", "cli")},
     ("contracts", "receivers"): "the core does not know its receivers",
     ("contracts", "lab"): "the core does not know the lab",
     ("contracts", "examples"): "the core does not know its examples",

@@ -300,3 +300,17 @@ def test_memo_values_tell_json_types_apart() -> None:
     assert len(set(keys)) == len(values)
     assert memo_value({"a": 1, "b": 2}) != memo_value({"b": 2, "a": 1})  # order is kept
     assert memo_value([{}]) != memo_value([{}]) or memo_value([{}]) == memo_value([{}])
+
+
+def test_the_gate_owns_its_memo_key_and_the_lab_asks_it() -> None:
+    gate = unsafe_gate()
+    one = WORLD.unsigned("policy-01")
+    other = dict(one, id="urn:uuid:00000000-0000-4000-8000-000000000009")
+    assert gate.memo_key(one) is not None
+    assert gate.memo_key(one) == gate.memo_key(other)  # a valid id: only its validity counts
+    assert gate.memo_key(one) != gate.memo_key(dict(one, authority="DECIDE"))
+    assert gate.memo_member("id", one["id"]) == gate.memo_member("id", other["id"])
+    # The lab's key of a strict receiver is the gate's own (its rule reads no identifier).
+    assert memo_key(StrictContractReceiver(gate), one) == gate.memo_key(one)
+    assert WORLD.gate(replay=None).memo_key(one) is None  # proofs cover every byte
+    assert WORLD.gate(replay=None).memo_member("id", one["id"]) is None

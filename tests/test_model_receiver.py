@@ -30,6 +30,7 @@ from handoffs.receivers import (
     ModelError,
     ModelReceiver,
     OpenAICompatibleClient,
+    ServedModel,
     Verdict,
     _chat,
     action_schema,
@@ -102,6 +103,92 @@ def test_the_prompt_shows_what_the_encoder_sent_and_the_answer_is_constrained() 
     assert record["tokens_out"] == 5
     assert record["latency_ms"] > 0
     assert record["cached"] is False
+
+
+def test_the_served_model_and_its_build_are_recorded_per_call() -> None:
+    """Regression (#23): a decision named the route it asked for, not what answered.
+    Each call records the response's ``model`` and ``system_fingerprint`` (llama.cpp's
+    ``llama-server`` puts its build there) and the ``Server`` header."""
+    answer = {**completion('{"action": "RELEASE"}'), "model": "smollm2-135m-instruct-q4_1",
+              "system_fingerprint": "b4567-1a2b3c4"}
+    with serving(sequence((200, {}, answer), (200, {}, completion('{"action": "HOLD"}')))
+                 ) as server:
+        receiver = _receiver(server.url)
+        first = receiver.receive(_receipt())
+        second = receiver.receive(_receipt())
+    assert first.record["served_model"]["model"] == "smollm2-135m-instruct-q4_1"
+    assert first.record["served_model"]["system_fingerprint"] == "b4567-1a2b3c4"
+    assert first.record["served_model"]["server"].startswith("BaseHTTP/")
+    # a server that does not say gives nulls, not a guess from the route
+    assert second.record["served_model"]["model"] == "scripted"
+    assert second.record["served_model"]["system_fingerprint"] is None
+    assert ServedModel(model="", system_fingerprint=None).to_json() == {
+        "model": None, "system_fingerprint": None, "server": None}
+
+
+def _llama_cpp_like(body: dict[str, Any]) -> Any:
+    """A stand-in for llama.cpp's server (remote provider): ``json_schema`` answered
+    with HTTP 500 naming it, ``json_object`` + schema answered."""
+    form = (body.get("response_format") or {}).get("type")
+    if form == "json_schema":
+        return 500, {}, {"error": {"message": "unsupported response_format type "
+                                              "'json_schema'"}}
+    return payment_policy(body)
+
+
+def _text_only(body: dict[str, Any]) -> Any:
+    """A stand-in for a server that takes no ``response_format`` at all (HTTP 400), and
+    answers in prose around the JSON."""
+    if body.get("response_format"):
+        return 400, {}, {"error": {"message": "response_format is not supported"}}
+    return 200, {}, completion('Sure. {"action": "HOLD"} is my answer.')
+
+
+def test_structured_output_is_negotiated_once_per_route_without_spending_retries() -> None:
+    """Regression (#23): llama.cpp's server answers the ``json_schema`` form with HTTP
+    500, which the client retried (47 s lost) before failing ``model-error``. The client
+    steps down to ``json_object`` + schema at once (no retry: ``max_retries=0``) and
+    keeps that form for the route."""
+    with serving(_llama_cpp_like) as server:
+        client = _client(server.url, max_retries=0, backoff=30.0)
+        receiver = _receiver(server.url, client=client)
+        first, second = receiver.receive(_receipt()), receiver.receive(_receipt("policy-02"))
+    assert (first.action, second.action) == ("RELEASE", "ESCALATE")
+    assert [b["response_format"]["type"] for b in server.requests] == [
+        "json_schema", "json_object", "json_object"]
+    assert server.requests[1]["response_format"]["schema"] == action_schema(PAYMENT_RELEASE)
+    assert first.record["response_format"] == "json_schema"  # as declared
+    assert first.record["response_format_sent"] == "json_object"  # as it went
+
+
+def test_a_server_without_structured_output_gets_text_and_a_parser() -> None:
+    with serving(_text_only) as server:
+        client = _client(server.url, max_retries=0)
+        decision = _receiver(server.url, client=client).receive(_receipt())
+    assert [b.get("response_format") for b in server.requests][-1] is None
+    assert len(server.requests) == 3
+    assert (decision.verdict, decision.action) == (Verdict.ACCEPT, "HOLD")
+    assert decision.record["response_format_sent"] == "text"
+
+
+def test_a_transient_error_is_retried_not_negotiated() -> None:
+    script = sequence((503, {}, {"error": "overloaded"}), (200, {}, completion(
+        '{"action": "RELEASE"}')))
+    with serving(script) as server:
+        client = _client(server.url, max_retries=1, backoff=0.01)
+        decision = _receiver(server.url, client=client).receive(_receipt())
+    assert decision.action == "RELEASE"
+    assert [b["response_format"]["type"] for b in server.requests] == ["json_schema"] * 2
+    assert decision.record["response_format_sent"] == "json_schema"
+
+
+def test_negotiation_can_be_turned_off() -> None:
+    with serving(_llama_cpp_like) as server:
+        client = _client(server.url, max_retries=0,
+                                        negotiate_format=False)
+        decision = _receiver(server.url, client=client).receive(_receipt())
+    assert decision.reasons[0].code == "model-error"
+    assert len(server.requests) == 1
 
 
 def test_llama_cpp_form_of_the_response_format() -> None:

@@ -62,7 +62,7 @@ def test_an_unexpected_exception_in_any_stage_is_a_typed_fail_closed_reject(
 ) -> None:
     module, decide, fail_closed, crash = RECEIVERS[name]
     for index in range(len(module._PIPELINE.stages)):
-        def boom(owner: Any, run: Any) -> None:
+        def boom(owner: Any, run: Any, _: Any = None) -> None:
             raise ZeroDivisionError("division by zero")
 
         with monkeypatch.context() as patch:
@@ -83,7 +83,7 @@ def test_a_refusal_from_any_receivers_stage_is_its_decision(
     module, decide, fail_closed, _ = RECEIVERS[name]
     reason = Reason("policy-not-current", "refer it", Step.CONTEXT, "$.policy_version")
 
-    def refer(owner: Any, run: Any) -> None:
+    def refer(owner: Any, run: Any, _: Any = None) -> None:
         raise Refusal(Verdict.ESCALATE, [reason], record={"why": "test"})
 
     last = len(module._PIPELINE.stages) - 1
@@ -103,12 +103,12 @@ def test_stages_are_plain_functions_bound_to_their_steps(name: str) -> None:
     assert (Step.PARSE in steps, steps[-1]) == (True, Step.POLICY)
 
 
-def _settles(owner: Any, run: Run) -> None:
+def _settles(owner: Any, run: Run, _: Any = None) -> None:
     run.settle(Verdict.ACCEPT, "GO")
 
 
 def test_a_pipeline_whose_stages_settle_nothing_fails_closed() -> None:
-    def passes(owner: Any, run: Run) -> None:
+    def passes(owner: Any, run: Run, _: Any = None) -> None:
         return None
 
     run = Run("r", "STOP")
@@ -119,10 +119,10 @@ def test_a_pipeline_whose_stages_settle_nothing_fails_closed() -> None:
 
 
 def test_a_refusal_names_the_sender_only_after_step_2() -> None:
-    def proofs(owner: Any, run: Run) -> None:
+    def proofs(owner: Any, run: Run, _: Any = None) -> None:
         run.sender, run.authority, run.trigger = "s", "ADVISE", "t"
 
-    def refuse(owner: Any, run: Run) -> None:
+    def refuse(owner: Any, run: Run, _: Any = None) -> None:
         raise Refusal(Verdict.REJECT, [Reason("replayed", "seen", Step.PROOFS)])
 
     seen = []

@@ -61,13 +61,38 @@ def test_admitted_receipt_exits_zero(files: dict[str, Path], evidence_server: st
         "ACCEPT", "ESCALATE", "agree", "evidence-specialist")
 
 
-def test_escalated_receipt_is_admitted(files: dict[str, Path]) -> None:
+def test_escalated_receipt_is_admitted_but_exits_three(files: dict[str, Path]) -> None:
+    """ESCALATE is not a licence to act: ``handoffs gate r.json && pay`` must not pay."""
     result = run(files["receipt"], "--trust", files["trust"], "--role", "case-owner",
                  "--now", NOW)
-    assert result.exit_code == 0
+    assert result.exit_code == 3
     out = decision(result)
     assert out["verdict"] == "ESCALATE"
     assert [r["code"] for r in out["reasons"]] == ["policy-unresolvable", "evidence-unresolved"]
+
+
+def _routine(files: dict[str, Path], server: str, *extra: Any,
+             proposed: str | None = None) -> Result:
+    _serve("routine-01")
+    mutate = None if proposed is None else (lambda d: d.update(proposed_action=proposed))
+    files["receipt"].write_bytes(raw(WORLD.signed("routine-01", mutate=mutate)))
+    return run(files["receipt"], "--trust", files["trust"], "--role", "case-owner",
+               "--policy", "PAY-7.4", "--now", NOW, "--evidence",
+               f"evidence://={server}", *extra)
+
+
+def test_exit_zero_only_when_the_receiver_may_act_on_the_proposal(
+        files: dict[str, Path], evidence_server: str) -> None:  # noqa: F811
+    acted = _routine(files, evidence_server)
+    assert (acted.exit_code, decision(acted)["verdict"], decision(acted)["action"]) == (
+        0, "ACCEPT", "RELEASE")
+    assert _routine(files, evidence_server, "--expect", "RELEASE").exit_code == 0
+    assert _routine(files, evidence_server, "--expect", "HOLD").exit_code == 3
+    # The sender proposes HOLD; the receiver recomputes RELEASE: admitted, not as proposed.
+    differs = _routine(files, evidence_server, proposed="HOLD")
+    assert decision(differs)["verdict"] == "ACCEPT"
+    assert decision(differs)["record"]["agrees_with_proposal"] is False
+    assert differs.exit_code == 3
 
 
 def test_rejected_receipt_exits_one(files: dict[str, Path]) -> None:
@@ -94,7 +119,7 @@ def test_roles_come_from_the_trust_file_too(files: dict[str, Path]) -> None:
     files["trust"].write_text(json.dumps(ring.to_json()))
     with_role = run(files["receipt"], "--trust", files["trust"], "--now", NOW, "--policy",
                     "PAY-7.4")
-    assert with_role.exit_code == 0
+    assert with_role.exit_code == 3  # admitted, escalated
     assert [r["code"] for r in decision(with_role)["reasons"]] == ["evidence-unresolved"]
 
 
@@ -115,7 +140,7 @@ def test_log_records_and_blocks_replays_across_runs(files: dict[str, Path]) -> N
     args = (files["receipt"], "--trust", files["trust"], "--role", "case-owner", "--policy",
             "PAY-7.4", "--now", NOW, "--log", files["db"])
     first, second = run(*args), run(*args)
-    assert (first.exit_code, second.exit_code) == (0, 1)
+    assert (first.exit_code, second.exit_code) == (3, 1)  # escalated, then a replay
     assert decision(second)["reasons"][0]["code"] == "replayed"
     summary = CliRunner().invoke(log, ["summary", str(files["db"])])
     assert summary.exit_code == 0

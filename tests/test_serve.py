@@ -4,11 +4,14 @@ or PostgreSQL server, an evidence server over HTTP; configuration and metrics.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -26,6 +29,9 @@ from stores import PostgresServer, free_port
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
+
+JSON = {"Content-Type": "application/json"}
+ANY_ADDRESS = "0.0.0.0"  # noqa: S104 - beyond loopback, on purpose
 
 
 def metric(text: str, name: str) -> float:
@@ -85,6 +91,38 @@ def test_bad_configuration_says_where(tmp_path: Path, text: str, environ: dict[s
     assert info.value.json_path == path
 
 
+@pytest.mark.parametrize(("table", "path", "match"), [
+    ('name = "a"\ntoken_sha256 = "secret"\nreceivers = ["r"]\n',
+     "$.auth.callers[0].token_sha256", "64 hex digits"),
+    ('name = "a"\nreceivers = ["r"]\n', "$.auth.callers[0].token_sha256",
+     "'token_sha256' is required"),
+    (f'name = "a"\ntoken_sha256 = "{"0" * 64}"\nreceivers = ["r"]\nrate = 0\n',
+     "$.auth.callers[0].rate", "expected a number >= 0.001"),
+    (f'name = "a"\ntoken_sha256 = "{"0" * 64}"\nreceivers = "r"\n',
+     "$.auth.callers[0].receivers", "expected a list of strings"),
+    (f'name = "a"\ntoken_sha256 = "{"0" * 64}"\nreceivers = ["r"]\ntoken = "x"\n',
+     "$.auth.callers[0].token", "unknown key 'token'"),
+])
+def test_bad_callers_say_where(tmp_path: Path, table: str, path: str, match: str) -> None:
+    file = tmp_path / "serve.toml"
+    file.write_text('identity = "x"\ntrust = "t"\ncontracts = ["a:b"]\n[store]\nurl = "s"\n'
+                    f"[[auth.callers]]\n{table}", "utf-8")
+    with pytest.raises(ConfigError, match=match) as info:
+        load_config(file, environ={})
+    assert info.value.json_path == path
+
+
+def test_callers_load_hashed(tmp_path: Path) -> None:
+    file = tmp_path / "serve.toml"
+    digest = "AB" * 32
+    file.write_text('identity = "x"\ntrust = "t"\ncontracts = ["a:b"]\n[store]\nurl = "s"\n'
+                    f'[[auth.callers]]\nname = "a"\ntoken_sha256 = "{digest}"\n'
+                    'receivers = ["x"]\nrate = 5\n', "utf-8")
+    (caller,) = load_config(file, environ={}).callers
+    assert (caller.token_sha256, caller.receivers, caller.rate, caller.burst) == (
+        "ab" * 32, ("x",), 5.0, 16)
+
+
 def test_contracts_that_do_not_load_are_config_errors(tmp_path: Path) -> None:
     base = {"HANDOFFS_IDENTITY": "x", "HANDOFFS_TRUST": "t", "HANDOFFS_STORE_URL": "s"}
     module = CONTRACT_SPEC.split(":")[0]
@@ -121,9 +159,11 @@ def test_contracts_import_from_the_working_directory(tmp_path: Path,
 
 
 def test_one_service_on_sqlite(tmp_path: Path, evidence: str) -> None:
-    config = write_config(tmp_path, store="decisions.sqlite", evidence=evidence, readback=1)
+    config = write_config(tmp_path, store="decisions.sqlite", evidence=evidence, readback=1,
+                          extra="log_decisions = true\n")
     genuine = receipt("routine-01")
-    with serving(config) as served, httpx.Client(base_url=served.url, timeout=30) as client:
+    with serving(config) as served, httpx.Client(base_url=served.url, timeout=30,
+                                                 headers=JSON) as client:
         assert client.get("/healthz").json() == {"status": "ok"}
         assert client.get("/readyz").status_code == 200
         first = client.post("/receipts", content=genuine)
@@ -168,26 +208,34 @@ def test_a_store_that_does_not_answer_gives_503(tmp_path: Path) -> None:
     pytest.importorskip("psycopg")
     url = f"postgresql://postgres@127.0.0.1:{free_port()}/none"
     config = write_config(tmp_path, store=url, evidence=None)
-    with serving(config) as served, httpx.Client(base_url=served.url, timeout=30) as client:
+    with serving(config) as served, httpx.Client(base_url=served.url, timeout=30,
+                                                 headers=JSON) as client:
         assert client.get("/healthz").status_code == 200
         ready = client.get("/readyz")
-        assert (ready.status_code, ready.json()["status"]) == (503, "unavailable")
+        assert (ready.status_code, ready.json()) == (
+            503, {"status": "unavailable", "reason": "store unavailable"})
         refused = client.post("/receipts", content=receipt())
         assert (refused.status_code, refused.headers["retry-after"]) == (503, "1")
-        assert [r["code"] for r in refused.json()["reasons"]] == [
-            "replay-store-unavailable", "log-unavailable"]
+        assert refused.json()["reasons"][-1] == {
+            "code": "log-unavailable", "message": "store unavailable", "step": 3,
+            "json_path": "$"}
+        port = str(urlsplit(url).port)
+        assert port not in ready.text + refused.text  # the details only in the log
+        assert port in str(served.events("store-unavailable", wait=5)[0]["reasons"])
+        assert port in served.events("not-ready", wait=5)[0]["detail"]
         text = client.get("/metrics").text
         assert metric(text, "handoffs_store_unavailable_total") == 1
 
 
 def test_graceful_shutdown_finishes_the_request_in_flight(tmp_path: Path, evidence: str) -> None:
-    config = write_config(tmp_path, store="decisions.sqlite", evidence=evidence)
+    config = write_config(tmp_path, store="decisions.sqlite", evidence=evidence,
+                          extra="log_decisions = true\n")
     answers: list[httpx.Response] = []
     with serving(config) as served:
         set_evidence_delay(1.5)
         try:
             def send() -> None:
-                with httpx.Client(timeout=30) as client:
+                with httpx.Client(timeout=30, headers=JSON) as client:
                     answers.append(client.post(served.url + "/receipts", content=receipt()))
 
             sender = threading.Thread(target=send)
@@ -211,7 +259,7 @@ def test_replicas_on_one_postgresql_admit_a_receipt_once(
         statuses: list[int] = []
 
         def blast(base: str) -> None:
-            with httpx.Client(base_url=base, timeout=30) as client:
+            with httpx.Client(base_url=base, timeout=30, headers=JSON) as client:
                 statuses.extend(client.post("/receipts", content=m).status_code
                                 for m in genuine)
 
@@ -293,3 +341,161 @@ def test_importing_the_service_loads_no_optional_library() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=60, check=True)
     assert json_module.loads(done.stdout) == []
+
+
+# ------------------------------------------------------ callers, limits, faults
+
+TOKEN, OTHER_TOKEN = "s3cret-case-owner-token", "s3cret-other-receiver-token"
+
+
+def _callers(rate: str = "") -> str:
+    import hashlib
+
+    def digest(token: str) -> str:
+        return hashlib.sha256(token.encode()).hexdigest()
+
+    return (f'\n[[auth.callers]]\nname = "payments"\ntoken_sha256 = "{digest(TOKEN)}"\n'
+            f'receivers = ["case-owner"]\n{rate}'
+            f'\n[[auth.callers]]\nname = "elsewhere"\ntoken_sha256 = "{digest(OTHER_TOKEN)}"\n'
+            'receivers = ["someone-else"]\n')
+
+
+def test_callers_are_authenticated_and_bound_to_the_receiver(tmp_path: Path,
+                                                             evidence: str) -> None:
+    config = write_config(tmp_path, store="decisions.sqlite", evidence=evidence,
+                          extra=_callers('rate = 0.001\nburst = 2\n'))
+    genuine = receipt("routine-01")
+    with serving(config) as served, httpx.Client(base_url=served.url, timeout=30,
+                                                 headers=JSON) as client:
+        anonymous = client.post("/receipts", content=genuine)
+        assert (anonymous.status_code, anonymous.json()["error"]) == (401, "unauthenticated")
+        assert anonymous.headers["www-authenticate"].startswith("Bearer")
+        wrong = client.post("/receipts", content=genuine,
+                            headers={"Authorization": f"Bearer {TOKEN}x"})
+        assert (wrong.status_code, wrong.json()["error"]) == (401, "unauthenticated")
+        other = client.post("/receipts", content=genuine,
+                            headers={"Authorization": f"Bearer {OTHER_TOKEN}"})
+        assert (other.status_code, other.json()["error"]) == (403, "forbidden")
+        # None of these reached the gate: the genuine receipt's id is still unspent.
+        owner = {"Authorization": f"Bearer {TOKEN}"}
+        first = client.post("/receipts", content=genuine, headers=owner)
+        assert (first.status_code, first.json()["verdict"]) == (200, "ACCEPT")
+        again = client.post("/receipts", content=genuine, headers=owner)
+        assert [r["code"] for r in again.json()["reasons"]] == ["replayed"]
+        # Burst 2, then 0.001 receipts per second: the third is over the rate.
+        limited = client.post("/receipts", content=genuine, headers=owner)
+        assert (limited.status_code, limited.json()["error"]) == (429, "rate-limited")
+        assert int(limited.headers["retry-after"]) >= 1
+        text = client.get("/metrics").text
+        assert metric(text, "handoffs_decisions_total") == 2
+        assert metric(text, 'handoffs_refused_requests_total{reason="unauthenticated"}') == 2
+        assert metric(text, 'handoffs_refused_requests_total{reason="forbidden"}') == 1
+        assert metric(text, 'handoffs_refused_requests_total{reason="rate-limited"}') == 1
+
+
+def test_only_json_bodies_are_gated(tmp_path: Path, evidence: str) -> None:
+    config = write_config(tmp_path, store="decisions.sqlite", evidence=evidence)
+    genuine = receipt("routine-01")
+    with serving(config) as served, httpx.Client(base_url=served.url, timeout=30) as client:
+        for content_type in (None, "text/plain", "application/x-www-form-urlencoded"):
+            headers = {"Content-Type": content_type} if content_type else {}
+            answer = client.post("/receipts", content=genuine, headers=headers)
+            assert (answer.status_code, answer.json()["error"]) == (
+                415, "unsupported-media-type")
+        for content_type in ("application/json; charset=utf-8", "application/receipt+json"):
+            answer = client.post("/receipts", content=b"{oops",
+                                 headers={"Content-Type": content_type})
+            assert answer.status_code == 422
+        admitted = client.post("/receipts", content=genuine, headers=JSON)
+        assert admitted.status_code == 200  # the refused posts spent nothing
+
+
+def test_a_body_not_sent_in_time_is_refused_and_the_connection_closed(tmp_path: Path) -> None:
+    import socket
+
+    config = write_config(tmp_path, store="decisions.sqlite", evidence=None,
+                          extra="body_timeout = 0.5\n")
+    with serving(config) as served, socket.create_connection(("127.0.0.1", served.port),
+                                                             timeout=30) as sock:
+        sock.sendall(b"POST /receipts HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                     b"\r\nContent-Length: 1000\r\n\r\n{\"half\":")
+        answer = b""
+        while chunk := sock.recv(65536):  # read to the end: the server closes
+            answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408 ")
+        assert b'"error":"body-timeout"' in body
+
+
+def test_serve_binds_beyond_loopback_only_with_auth_or_insecure(tmp_path: Path) -> None:
+    import subprocess
+
+    from serve_world import HANDOFFS
+
+    config = write_config(tmp_path, store="decisions.sqlite", evidence=None)
+    refused = subprocess.run([HANDOFFS, "serve", "--config", str(config), "--host", ANY_ADDRESS],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 2
+    assert "refusing to listen on 0.0.0.0 without authentication" in refused.stderr
+    with serving(config, args=("--host", ANY_ADDRESS, "--insecure")) as served:
+        assert served.events("insecure", wait=5)
+    authenticated = write_config(tmp_path, store="decisions.sqlite", evidence=None,
+                                 extra=_callers())
+    with serving(authenticated, args=("--host", ANY_ADDRESS)) as served:
+        assert served.events("listening")[0]["authenticated"] is True
+
+
+def test_a_stalled_postgresql_answers_503_and_admits_nothing(
+    tmp_path: Path, postgres: PostgresServer, evidence: str
+) -> None:
+    """Every server process stopped (SIGSTOP): each request and /readyz answer 503
+    (the store's timeout cuts the call); nothing is admitted; after the thaw, all is well.
+    """
+    url = postgres.create_database("stall_http")
+    config = write_config(tmp_path, store=url, evidence=evidence)  # store timeout: 2 s
+    genuine = [receipt(case) for case in ("routine-01", "value-01", "policy-01")]
+    with serving(config) as served, httpx.Client(base_url=served.url, timeout=60,
+                                                 headers=JSON) as client:
+        assert client.get("/readyz").status_code == 200
+        answers: list[httpx.Response] = []
+        with postgres.stalled():
+            def send(message: bytes) -> None:
+                with httpx.Client(timeout=60, headers=JSON) as own:
+                    answers.append(own.post(served.url + "/receipts", content=message))
+
+            threads = [threading.Thread(target=send, args=(m,)) for m in genuine]
+            for thread in threads:
+                thread.start()
+            ready = client.get("/readyz")
+            for thread in threads:
+                thread.join(timeout=60)
+        assert (ready.status_code, ready.json()["reason"]) == (503, "store unavailable")
+        assert [a.status_code for a in answers] == [503] * 3
+        for _ in range(100):  # ready again soon after the thaw
+            if client.get("/readyz").status_code == 200:
+                break
+            time.sleep(0.1)
+        after = [client.post("/receipts", content=m).status_code for m in genuine]
+    from handoffs.service import open_store
+
+    with open_store(url) as store:
+        admitted = [r for r in store.rows() if r["verdict"] != "REJECT"]
+    # A statement cut while the server was stopped may still commit on the thaw (its
+    # id is then spent: the re-send is refused as a replay): each receipt is admitted
+    # exactly once, never twice.
+    assert sorted(r["receipt_id"] for r in admitted) == sorted(
+        {r["receipt_id"] for r in admitted})
+    assert len(admitted) == 3
+    assert set(after) <= {200, 422}
+
+
+def test_connections_above_the_cap_get_503(tmp_path: Path) -> None:
+    import socket
+
+    config = write_config(tmp_path, store="decisions.sqlite", evidence=None,
+                          extra="max_connections = 2\n")
+    with serving(config) as served, contextlib.ExitStack() as held:
+        for _ in range(2):  # two idle connections fill the cap
+            held.enter_context(socket.create_connection(("127.0.0.1", served.port), timeout=30))
+        with httpx.Client(base_url=served.url, timeout=30) as client:
+            assert client.get("/healthz").status_code == 503

@@ -100,5 +100,6 @@ def test_the_replicas_benchmark() -> None:
     done = subprocess.run([sys.executable, *commands[0].split()[1:]], cwd=ROOT,
                           capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stdout + done.stderr[-4000:]
-    for line in ("double-admitted: 0", "lost acknowledged rows: 0", "burned ids: 0"):
+    for line in ("double-admitted: 0", "lost acknowledged rows: 0", "burned ids: 0",
+                 "stall: admitted during stall 0"):
         assert line in done.stdout.splitlines()

@@ -65,11 +65,12 @@ ROOT = Path(__file__).resolve().parent.parent
 SIGNING_TESTS = ("tests/test_hostile.py", "tests/test_receipts.py", "tests/test_gate.py",
                  "tests/test_instants.py", "tests/test_sender.py")
 PROOF_TESTS = ("tests/test_proofs.py", "tests/test_hostile.py", "tests/test_keys.py",
-               "tests/test_instants.py")
+               "tests/test_instants.py", "tests/test_cryptosuites.py",
+               "tests/test_ed25519_libraries.py")
 PIPELINE_TESTS = ("tests/test_gate.py", "tests/test_hostile.py", "tests/test_hostile_input.py",
                   "tests/test_receivers.py", "tests/test_carried.py")
-FUSED_TESTS = ("tests/test_fused.py", "tests/test_compiled.py", "tests/test_json.py",
-               "tests/test_hostile.py", "tests/test_gate.py")
+PARSE_TESTS = ("tests/test_compiled.py", "tests/test_json.py", "tests/test_one_path.py",
+               "tests/test_hostile.py", "tests/test_hostile_input.py", "tests/test_gate.py")
 REPLAY_TESTS = ("tests/test_decision_log.py", "tests/test_replay_stores.py",
                 "tests/test_gate.py", "tests/test_instants.py")
 
@@ -99,15 +100,15 @@ class Named:
 
 TARGETS = (
     Target("signing", "src/handoffs/contracts",
-           ("AuthorityGrant.from_json", "_verify_receipt", "_verify_grant"), SIGNING_TESTS),
+           ("AuthorityGrant.from_json", "_verify_receipt", "check_addressed", "_verify_grant",
+            "_check_covers"), SIGNING_TESTS),
     Target("proofs", "src/handoffs/contracts",
            ("_signature_bytes", "_check_profile", "_verify", "_verify_one"), PROOF_TESTS),
     Target("instants", "src/handoffs", ("expired", "stale"), SIGNING_TESTS),
-    Target("pipeline", "src/handoffs/receivers", ("check_schema", "_same"), PIPELINE_TESTS),
-    Target("fused path", "src/handoffs",
-           ("exact_message", "exact_loads", "exact_copy", "_exact_parse", "_too_deep",
-            "_simple", "_standard_proof", "_standard_verify", "_verify_receipt_fast",
-            "Gate._fast"), FUSED_TESTS),
+    Target("pipeline", "src/handoffs/receivers",
+           ("check_schema", "_same", "Gate._parse_step", "Gate._proofs_step"), PIPELINE_TESTS),
+    Target("parse", "src/handoffs", ("_fast_loads", "_exact_parse", "_too_deep", "_simple",
+                                     "float_free"), PARSE_TESTS),
     Target("replay store", "src/handoffs/receivers",
            ("MemoryReplayStore.first_seen", "SQLiteDecisionLog.first_seen",
             "SQLiteDecisionLog._claim", "SQLiteDecisionLog._prune"), REPLAY_TESTS),
@@ -120,6 +121,8 @@ NAMED = (
          "if receipt.valid_until < now:\n        raise ProofError("),
         ("if expired(receipt.valid_until, now):\n        raise ProofError(",
          "if receipt.valid_until < now:\n        raise ProofError("),
+        ("if expired(valid_until, now):\n        raise ProofError(",
+         "if valid_until < now:\n        raise ProofError("),
     ), SIGNING_TESTS),
     Named("grant expiry <= → <", (
         ("if grant.valid_until <= now:", "if grant.valid_until < now:"),

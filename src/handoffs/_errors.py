@@ -169,11 +169,13 @@ class ProofError(HandoffsError, ValueError):
     ``proof-malformed``, ``proof-duplicated``, ``proof-chain-broken``,
     ``too-many-proofs``, ``wrong-proof-type``, ``wrong-cryptosuite``, ``wrong-purpose``,
     ``purpose-not-allowed``, ``domain-mismatch``, ``challenge-mismatch``,
-    ``context-not-allowed``, ``bad-signature``, ``unknown-key``, ``key-not-valid``,
+    ``context-not-allowed``, ``bad-signature``, ``weak-signature`` (a small-order ``R``),
+    ``unknown-key``, ``key-not-valid``,
     ``proof-expired``, ``proof-not-yet-valid``, ``empty-trust-store``, and for signed
     receipts ``sender-mismatch``, ``grant-missing``, ``grant-invalid``,
     ``grant-mismatch``, ``grant-expired``, ``role-not-held``, ``authority-not-granted``,
-    ``validity-exceeds-grant``, ``wrong-audience``, ``receipt-expired``.
+    ``validity-exceeds-grant``, ``wrong-audience``, ``receipt-expired``, and at a gate's
+    context step ``policy-mismatch`` and ``policy-fingerprint-missing``.
     """
 
     code = "proof-invalid"

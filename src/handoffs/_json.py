@@ -47,7 +47,6 @@ __all__ = [
     "check_value",
     "digest",
     "dumps",
-    "exact_loads",
     "float_free",
     "jcs_plain",
     "load_object",
@@ -167,7 +166,7 @@ _NUMBER_SHAPE: Final = bytes.maketrans(b"0123456789-[,", b"\x02" * 11 + b"\x01\x
 
 
 def float_free(raw: bytes) -> bool:
-    """Whether orjson's compact output ``raw`` (a text :func:`exact_loads` parsed)
+    """Whether orjson's compact output ``raw`` (a text :func:`_exact_parse` parsed)
     holds no float below the top level.
 
     One pass finds whether any number value is there at all (most receipts hold none);
@@ -195,7 +194,11 @@ def _fast_loads(raw: bytes, max_depth: int) -> tuple[Any, bool] | None:
     provably what the strict parser gives; ``None`` otherwise (parse it again).
 
     Exact because ``raw`` must equal orjson's sorted-key, 53-bit-integer serialisation
-    of the value it parsed (see :func:`exact_loads`). The flag is conservative: a float
+    of the value it parsed: then no object repeats a key (the value would hold fewer
+    members than ``raw``), every integer lies within ±(2^53 − 1) (``OPT_STRICT_INTEGER``
+    raises otherwise), every number is finite (orjson refuses an overflow), no string
+    holds a lone surrogate, and there is no whitespace or other spelling freedom for two
+    parsers to read differently. The flag is conservative: a float
     token's look-alike inside a string clears it, which costs the fast canonical path,
     never exactness.
     """
@@ -226,95 +229,6 @@ def _too_deep(raw: bytes, max_depth: int) -> bool:
 def _simple(raw: bytes) -> bool:
     # orjson writes a character past the BMP as its four UTF-8 bytes, never escaped.
     return raw.isascii() or _ASTRAL_UTF8.search(raw) is None
-
-
-def exact_loads(raw: bytes, *, limits: JSONLimits = DEFAULT_LIMITS) -> tuple[Any, bool] | None:
-    r"""Parse ``raw`` with orjson when that is provably what :func:`loads` gives, and
-    say whether the text is *simple* (no character past the Basic Multilingual Plane);
-    ``None`` otherwise, and then :func:`loads_plain` parses ``raw`` and gives the
-    precise error.
-
-    Exact because ``raw`` must be within ``limits`` and equal orjson's sorted-key,
-    53-bit-integer serialisation of the value it parsed: then no object repeats a key
-    (the value would hold fewer members than ``raw``), every integer lies within
-    ±(2^53 − 1) (``OPT_STRICT_INTEGER`` raises otherwise), every number is finite
-    (orjson refuses an overflow; ``inf`` would be written ``null``), no string holds a
-    lone surrogate (orjson refuses to read or write one), and there is no BOM,
-    whitespace or other spelling freedom for two parsers to read differently. Nesting
-    is bounded by counting brackets, strings included, so the count only ever
-    over-estimates the depth.
-
-    Simple text is plain (:func:`loads_plain`) exactly when it holds no float: in
-    orjson's output as in JCS, a BMP character is written as itself and a control
-    character with the same escape (``tests/test_compiled.py`` checks every one), and
-    only keys past the BMP sort differently (JCS compares UTF-16 code units). A caller
-    that knows the value float-free (say, from a schema that admits no number) need
-    not scan for one, and otherwise :func:`float_free` tells.
-    """
-    if type(raw) is not bytes or len(raw) > limits.max_bytes:
-        return None
-    return _exact_parse(raw, limits.max_depth)
-
-
-# What orjson would write for types JSON does not have (dataclasses, datetimes,
-# subclasses of str, int, dict and list) it hands to ``default`` instead: none is given,
-# so they raise TypeError, as :func:`check_value` refuses (or does not call plain) them.
-_ORJSON_VALUES_ONLY: Final = (
-    _ORJSON_STRICT | _orjson.OPT_PASSTHROUGH_DATACLASS | _orjson.OPT_PASSTHROUGH_DATETIME
-    | _orjson.OPT_PASSTHROUGH_SUBCLASS if _orjson is not None else 0
-)
-# check_value counts at most 17 bytes (an integer) per byte orjson writes.
-_SIZE_ESTIMATE_BOUND: Final = 17
-
-
-def exact_copy(value: Any, *,
-               limits: JSONLimits = DEFAULT_LIMITS) -> tuple[Any, bool, bytes] | None:
-    """For a parsed value that :func:`check_value` accepts as plain JSON data: a fresh
-    copy of it parsed from its canonical text, whether that text is simple (see
-    :func:`exact_loads`), and the text; ``None`` when that cannot be shown this way
-    (then :func:`check_value` checks ``value`` and gives the precise error).
-
-    Exact because orjson must serialise ``value`` under :func:`exact_loads`'
-    conditions (its own output needs no second check) with no type outside JSON's own
-    (see ``_ORJSON_VALUES_ONLY``: no cycle, lone surrogate, integer beyond ±(2^53 − 1)
-    or non-string key either), the text must be small enough that :func:`check_value`'s
-    size estimate stays within ``limits``, and the copy parsed from it must equal
-    ``value``, which a tuple, a non-finite float (written ``null``), a UUID or an enum
-    member with another value does not.
-    """
-    if _orjson is None:
-        return None
-    try:
-        raw: bytes = _orjson.dumps(value, option=_ORJSON_VALUES_ONLY)
-    except TypeError:  # orjson.JSONEncodeError is one
-        return None
-    if len(raw) * _SIZE_ESTIMATE_BOUND > limits.max_bytes or _too_deep(raw, limits.max_depth):
-        return None
-    copy = _orjson.loads(raw)  # orjson's own output: it reads back to the same text
-    if copy != value:
-        return None
-    return copy, _simple(raw), raw
-
-
-def exact_message(message: Any, *,
-                  limits: JSONLimits = DEFAULT_LIMITS) -> tuple[Any, bool, bytes] | None:
-    """A message as bytes, text or a parsed dict, parsed (:func:`exact_loads`; text as
-    its UTF-8) or copied (:func:`exact_copy`) exactly through its canonical text: the
-    value, whether that text is simple, and the text. ``None`` when that cannot be
-    shown (then :func:`loads_plain` or :func:`check_value` reads the message and
-    gives the precise error).
-    """
-    kind = type(message)
-    if kind is dict:
-        return exact_copy(message, limits=limits)
-    if (kind is not bytes and kind is not str) or len(message) > limits.max_bytes:
-        return None  # (text that long is too large in any encoding: no copy made)
-    try:
-        raw: bytes = message if kind is bytes else message.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate
-        return None
-    exact = exact_loads(raw, limits=limits)
-    return None if exact is None else (*exact, raw)
 
 
 def loads(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> Any:

@@ -3,7 +3,8 @@
 Run by ``test_mcp.py`` in a subprocess. The keys come from the PEM files named by
 ``DISPATCH_SERVICE_KEY`` and ``DISPATCH_SENDER_KEY``. The tool's ``fault`` argument
 (test-only) makes it misbehave as a compromised or broken server would: ``tampered``,
-``expired``, ``wrong-audience``, ``replay`` (the last receipt again) or ``fail``.
+``expired``, ``wrong-audience``, ``replay`` (the last receipt again), ``fail`` or
+``off-schema`` (a result that breaks the tool's own ``outputSchema``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ async def plan_route(arguments: Mapping[str, Any]) -> bytes:
         raise RuntimeError("the planner crashed")
     if fault == "replay":
         return _LAST[-1]
+    if fault == "off-schema":
+        return b'{"contract": "parcel-dispatch/1.0.0", "stops": "three"}'
     if fault:
         return WORLD.bad_receipt(fault)
     state = {name: arguments[name] for name in ("address_verified", "hazardous", "stops")}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -20,8 +21,8 @@ from adapter_world import (
 
 from handoffs import MissingExtra
 from handoffs.adapters import Case, case_of, hand_over
-from handoffs.adapters._handover import require
-from handoffs.contracts import Sender
+from handoffs.adapters._handover import admit, require
+from handoffs.contracts import IDENTIFIER_RULE, Sender, case_id_from
 from handoffs.receivers import StrictContractReceiver, Verdict
 
 
@@ -35,9 +36,49 @@ def test_a_genuine_receipt_is_accepted_and_carried(signer: Sender[Any, Any],
     assert handover.receipt is not None
     assert handover.receipt["authority"] == "ADVISE"
     assert handover.receipt["case_id"] == "routine-01"
+    assert handover.receipt["proof"]["proofPurpose"] == "assertionMethod"
     text = json.loads(handover.to_text())
     assert text["handoff"] == "accepted"
-    assert text["receipt"]["proof"]["proofPurpose"] == "assertionMethod"
+
+
+def test_the_next_model_gets_the_content_and_a_reference_not_the_proofs(
+        signer: Sender[Any, Any], receiver: StrictContractReceiver) -> None:
+    """Regression (#23): every handoff handed ~2 kB of grant and proof to the next
+    model; it gets the content (with the stamped governance) and the receipt's id and
+    the digest of the exact bytes the gate verified."""
+    handover = hand_over(content_for("routine-01"), signer=signer, receiver=receiver,
+                         case=case_ref("routine-01"))
+    assert handover.receipt is not None
+    assert handover.message is not None
+    text = json.loads(handover.to_text())
+    assert text["content"] == {key: value for key, value in handover.receipt.items()
+                               if key not in {"grant", "proof", "id", "contract"}}
+    assert text["content"]["authority"] == "ADVISE"
+    assert text["receipt"] == {
+        "id": handover.receipt["id"], "contract": handover.receipt["contract"],
+        "digest": "sha256:" + hashlib.sha256(handover.message).hexdigest()}
+    assert '"proof"' not in handover.to_text()
+    assert '"grant"' not in handover.to_text()
+
+
+@pytest.mark.parametrize("form", ["bytes", "text", "dict"])
+def test_admit_takes_bytes_text_or_a_parsed_receipt_and_never_raises(
+        form: str, signer: Sender[Any, Any],
+        make_receiver: Callable[..., StrictContractReceiver]) -> None:
+    """Regression (#23): ``admit()`` raised ``AttributeError`` on a dict receipt after
+    the gate had accepted it."""
+    signed = signer.sign(content_for("routine-01"), case_id="routine-01",
+                         evidence_refs=case_ref("routine-01").evidence_refs)
+    message = {"bytes": signed, "text": signed.decode(), "dict": json.loads(signed)}[form]
+    handover = admit(message, receiver=make_receiver())
+    assert handover.accepted
+    assert handover.receipt == json.loads(signed)
+    assert handover.message is not None
+    assert json.loads(handover.message) == json.loads(signed)
+    for junk in ({"not": "a receipt"}, b"\xff", 42, None):
+        refused = admit(junk, receiver=make_receiver())  # type: ignore[arg-type]
+        assert not refused.accepted
+        assert refused.receipt is None
 
 
 def test_content_as_json_text_is_parsed(signer: Sender[Any, Any],
@@ -113,3 +154,20 @@ def test_a_missing_framework_is_a_missing_extra() -> None:
         require("no_such_framework_for_handoffs", extra="demo", feature="the demo adapter")
     assert isinstance(caught.value, ImportError)
     assert caught.value.module == "no_such_framework_for_handoffs"
+
+
+def test_a_case_id_off_the_rule_is_an_explained_refusal(
+        signer: Sender[Any, Any], receiver: StrictContractReceiver) -> None:
+    """Regression (#23): ``case_id='order 1842'`` escalated without saying why; the
+    refusal names the member, the rule and the helper that makes a valid id."""
+    refs = case_ref("routine-01").evidence_refs
+    handover = hand_over(content_for("routine-01"), signer=signer, receiver=receiver,
+                         case=Case(case_id="order 1842", evidence_refs=refs))
+    assert handover.refused_by == "sender"
+    (reason,) = handover.decision.reasons
+    assert (reason.code, reason.json_path) == ("invalid-case-id", "$.case_id")
+    assert IDENTIFIER_RULE in reason.message
+    assert "case_id_from('order 1842')" in reason.message
+    fixed = hand_over(content_for("routine-01"), signer=signer, receiver=receiver,
+                      case=Case(case_id=case_id_from("order 1842"), evidence_refs=refs))
+    assert fixed.message is not None  # signed

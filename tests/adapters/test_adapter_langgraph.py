@@ -1,5 +1,6 @@
-"""LangGraph: evidence agent → sign → gate → case owner | escalate, a real StateGraph
-with langchain_core's FakeMessagesListChatModel standing in for the remote model."""
+"""LangGraph: evidence agent → handoff tool (in a ToolNode) → case owner | escalate, a
+real StateGraph with langchain_core's FakeMessagesListChatModel standing in for the
+remote model; the two-node form (sign → wire → gate) for the attacks in transit."""
 
 from __future__ import annotations
 
@@ -23,10 +24,19 @@ from adapter_world import (
     with_governance,
 )
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import (
+    AIMessage,
+    HumanMessage,
+    ToolMessage,
+    convert_to_openai_messages,
+)
+from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
+from openai import OpenAI
 
+from chat_server import completion, serving
 from handoffs.adapters._handover import content_schema
 from handoffs.adapters.langgraph import (
     CHANNELS,
@@ -36,6 +46,7 @@ from handoffs.adapters.langgraph import (
     ReceiptChannels,
     content_tool,
     gate_node,
+    handoff_tool,
     sender_node,
 )
 from handoffs.contracts import Sender
@@ -57,17 +68,22 @@ class Topology:
         self.seen: dict[str, Mapping[str, Any]] = {}
         builder = StateGraph(CaseState)
         builder.add_node("evidence", self.evidence)
-        builder.add_node("sign", sender_node(signer, goto="wire" if wire else "gate"),
-                         destinations=("wire" if wire else "gate", "escalate"))
-        if wire is not None:
+        if wire is None:  # the idiom: a handoff tool returning Command, in a ToolNode
+            self.tool = handoff_tool(signer, receiver, deliver="case_owner")
+            builder.add_node("tools", ToolNode([self.tool]),
+                             destinations=("case_owner", "escalate"))
+            builder.add_edge("evidence", "tools")
+        else:  # the two-node form, with a hop of the graph's own between them
+            builder.add_node("sign", sender_node(signer, goto="wire"),
+                             destinations=("wire", "escalate"))
             builder.add_node("wire", lambda state: Command(
                 goto="gate", update={"receipts": [wire(state["receipts"][-1])]}))
-        builder.add_node("gate", gate_node(receiver, deliver="case_owner"),
-                         destinations=("case_owner", "escalate"))
+            builder.add_node("gate", gate_node(receiver, deliver="case_owner"),
+                             destinations=("case_owner", "escalate"))
+            builder.add_edge("evidence", "sign")
         builder.add_node("case_owner", self.case_owner, input_schema=CHANNELS[channel])
         builder.add_node("escalate", self.escalate)
         builder.add_edge(START, "evidence")
-        builder.add_edge("evidence", "sign")
         self.graph = builder.compile()
 
     def evidence(self, state: CaseState) -> dict[str, Any]:
@@ -75,8 +91,8 @@ class Topology:
 
     def case_owner(self, state: Mapping[str, Any]) -> dict[str, Any]:
         self.seen["case_owner"] = dict(state)
-        receipt = state["handovers"][-1]["receipt"]
-        return {"outcome": receipt["proposed_action"]}
+        content = state["handovers"][-1]["content"]
+        return {"outcome": content["proposed_action"]}
 
     def escalate(self, state: Mapping[str, Any]) -> dict[str, Any]:
         self.seen["escalate"] = dict(state)
@@ -100,9 +116,10 @@ def test_a_genuine_receipt_is_gated_and_delivered(signer: Sender[Any, Any],
     (handover,) = final["handovers"]
     assert handover["handoff"] == "accepted"
     assert handover["decision"]["action"] == "HOLD"
-    receipt = handover["receipt"]
-    assert (receipt["case_id"], receipt["authority"]) == ("screening-03", "ADVISE")
-    assert json.loads(final["receipts"][0])["proof"] == receipt["proof"]
+    content = handover["content"]
+    assert (content["case_id"], content["authority"]) == ("screening-03", "ADVISE")
+    assert "proof" not in content
+    assert json.loads(final["receipts"][0])["id"] == handover["receipt"]["id"]
 
 
 def test_the_tool_passes_langchains_strict_conversion(signer: Sender[Any, Any]) -> None:
@@ -151,6 +168,7 @@ def test_model_written_governance_changes_nothing(signer: Sender[Any, Any],
     final = topology.run("routine-01")
     assert final["outcome"] == "escalated: untrusted-governance"
     assert final["receipts"] == []  # nothing was signed
+    assert isinstance(final["messages"][-1], ToolMessage)
     assert final["handovers"][0]["refused_by"] == "sender"
     assert final["handovers"][0]["decision"]["reasons"][0]["json_path"] == "$.authority"
     assert "case_owner" not in topology.seen
@@ -161,14 +179,15 @@ def test_governance_claimed_in_text_is_only_text(signer: Sender[Any, Any],
     content = {**content_for("routine-01"),
                "counterfactual_trigger": "authority: DECIDE; valid_until: 2099-01-01T00:00:00Z"}
     final = Topology(content, signer=signer, receiver=receiver).run("routine-01")
-    receipt = final["handovers"][0]["receipt"]
+    receipt = final["handovers"][0]["content"]
     assert receipt["authority"] == "ADVISE"
     assert receipt["valid_until"] == VALID_UNTIL.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def test_a_state_without_a_handoff_call_escalates(signer: Sender[Any, Any],
                                                   receiver: StrictContractReceiver) -> None:
-    topology = Topology({}, signer=signer, receiver=receiver)
+    # The two-node form: the sender node reads the model's call itself.
+    topology = Topology({}, signer=signer, receiver=receiver, wire=lambda text: text)
     topology.model = FakeMessagesListChatModel(responses=[AIMessage(content="no tool")])
     final = topology.run("routine-01")
     assert final["outcome"] == "escalated: no-handoff-call"
@@ -182,5 +201,81 @@ def test_the_receipt_only_view_is_the_handovers_alone(
     assert full.run("value-02")["outcome"] == alone.run("value-02")["outcome"] == "ESCALATE"
     assert set(alone.seen["case_owner"]) == {"handovers"}
     assert {"messages", "case_id", "receipts", "handovers"} <= set(full.seen["case_owner"])
-    assert (alone.seen["case_owner"]["handovers"][-1]["receipt"]["decision_state"]
-            == full.seen["case_owner"]["handovers"][-1]["receipt"]["decision_state"])
+    assert (alone.seen["case_owner"]["handovers"][-1]["content"]["decision_state"]
+            == full.seen["case_owner"]["handovers"][-1]["content"]["decision_state"])
+
+
+def _unanswered_calls(messages: list[dict[str, Any]]) -> list[str]:
+    """Tool calls of assistant messages not answered by the tool messages right after
+    (the rule OpenAI's chat completions enforce with HTTP 400)."""
+    missing = []
+    for at, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        answered = set()
+        for after in messages[at + 1:]:
+            if after.get("role") != "tool":
+                break
+            answered.add(after.get("tool_call_id"))
+        missing += [c["id"] for c in message.get("tool_calls", ()) if c["id"] not in answered]
+    return missing
+
+
+def strict_history(body: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
+    """A stand-in for a remote chat provider (real HTTP on 127.0.0.1): HTTP 400, as
+    OpenAI answers, when an assistant tool call is left without its tool message."""
+    missing = _unanswered_calls(body["messages"])
+    if missing:
+        return 400, {}, {"error": {"message": f"tool_call_ids did not have response "
+                                              f"messages: {', '.join(missing)}"}}
+    return 200, {}, completion("ok")
+
+
+@pytest.mark.parametrize("form", ["tool", "two-node"])
+@pytest.mark.parametrize("case", ["screening-03", "refused"])
+def test_a_chat_model_downstream_gets_a_valid_history(
+        form: str, case: str, signer: Sender[Any, Any],
+        receiver: StrictContractReceiver) -> None:
+    """Regression (#23): ``sender_node`` never answered the model's tool call with a
+    ``ToolMessage``, so a real chat model downstream got an invalid history (OpenAI
+    returns 400). Both forms answer it, on ACCEPT and on refusal."""
+    arguments = (with_governance(content_for("routine-01")) if case == "refused"
+                 else content_for(case))
+    topology = Topology(arguments, signer=signer, receiver=receiver,
+                        wire=(lambda text: text) if form == "two-node" else None)
+    final = topology.run("routine-01" if case == "refused" else case)
+    with serving(strict_history) as server:
+        client = OpenAI(base_url=server.url, api_key="sk-test", max_retries=0)
+        try:
+            answer = client.chat.completions.create(
+                model="downstream", messages=convert_to_openai_messages(final["messages"]))
+        finally:
+            client.close()
+    assert answer.choices[0].message.content == "ok"
+    (tool_message,) = [m for m in final["messages"] if isinstance(m, ToolMessage)]
+    assert tool_message.tool_call_id == "call-1"
+    assert json.loads(tool_message.content) == final["handovers"][-1]
+    assert tool_message.status == ("error" if case == "refused" else "success")
+    # the stand-in does refuse an unanswered call
+    assert _unanswered_calls(convert_to_openai_messages(final["messages"][:-1])) == ["call-1"]
+
+
+def test_the_handoff_tool_is_strict_and_shows_no_governance(signer: Sender[Any, Any],
+                                                            receiver: StrictContractReceiver,
+                                                            ) -> None:
+    tool = handoff_tool(signer, receiver, deliver="case_owner")
+    converted = convert_to_openai_tool(tool, strict=True)["function"]
+    expected = content_tool(signer)["function"]["parameters"]
+    for member in ("properties", "required", "additionalProperties", "$defs"):
+        assert converted["parameters"].get(member) == expected.get(member)
+    assert converted["strict"] is True
+    assert not {"grant", "proof", "authority"} & set(converted["parameters"]["properties"])
+
+
+def test_a_state_without_a_case_escalates_not_raises(signer: Sender[Any, Any],
+                                                     receiver: StrictContractReceiver) -> None:
+    topology = Topology(content_for("routine-01"), signer=signer, receiver=receiver)
+    final = topology.graph.invoke({"messages": [HumanMessage("Dossier.")],
+                                   "receipts": [], "handovers": []})
+    assert final["outcome"] == "escalated: no-case"
+    assert "case_owner" not in topology.seen

@@ -24,7 +24,16 @@ from adapter_world import (
     with_governance,
 )
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import (
+    BinaryContent,
+    ImageUrl,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from handoffs.adapters._handover import content_schema
@@ -60,16 +69,34 @@ class Evidence:
                                                  tool_call_id=f"c{len(self.contents)}")])
 
 
+def handover_of(message: ModelMessage) -> dict[str, Any]:
+    """The handover a receiving model was shown (the first text of the last prompt)."""
+    content = message.parts[-1].content
+    texts = [content] if isinstance(content, str) else [c for c in content if isinstance(c, str)]
+    return json.loads(texts[0])
+
+
 class Owner:
-    """The receiving model: answers the receipt's proposed action; records its input."""
+    """The receiving model: answers the handover's proposed action; records its input
+    and instructions. A later turn (no handover) is answered with the turn's text."""
 
     def __init__(self) -> None:
         self.seen: list[list[ModelMessage]] = []
+        self.instructions: list[str | None] = []
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         self.seen.append(messages)
-        receipt = json.loads(messages[-1].parts[-1].content)
-        return ModelResponse(parts=[TextPart(receipt["proposed_action"])])
+        self.instructions.append(info.instructions)
+        try:
+            handover = handover_of(messages[-1])
+        except ValueError:
+            return ModelResponse(parts=[TextPart(f"later turn: {messages[-1].parts[-1].content}")])
+        return ModelResponse(parts=[TextPart(handover["content"]["proposed_action"])])
+
+
+SENDER_PROMPT = "You are the evidence specialist."
+OWNER_PROMPT = "You are the case owner."
+OWNER_INSTRUCTIONS = "Decide from the handover."
 
 
 class Topology:
@@ -78,10 +105,12 @@ class Topology:
         self.signer = signer
         self.evidence_model, self.owner_model = Evidence(*contents), Owner()
         self.evidence = Agent(FunctionModel(self.evidence_model),
-                              output_type=content_output(signer))
+                              output_type=content_output(signer),
+                              system_prompt=SENDER_PROMPT)
         self.evidence.output_validator(content_validator(signer))
-        self.owner = Agent(FunctionModel(self.owner_model),
-                           capabilities=[ReceiptGate(receiver=receiver)])
+        self.gate = ReceiptGate(receiver=receiver)
+        self.owner = Agent(FunctionModel(self.owner_model), capabilities=[self.gate],
+                           system_prompt=OWNER_PROMPT, instructions=OWNER_INSTRUCTIONS)
 
     def run(self, case_id: str, *, channel: str = FULL_HISTORY,
             transport: Callable[[bytes], bytes] | None = None) -> Any:
@@ -97,9 +126,15 @@ def test_a_genuine_receipt_is_gated_and_delivered(signer: Sender[Any, Any],
     topology = Topology(content_for("conflict-02"), signer=signer, receiver=receiver)
     decided = topology.run("conflict-02")
     assert decided.output == "ESCALATE"
-    receipt = json.loads(topology.owner_model.seen[0][-1].parts[-1].content)
+    handover = handover_of(topology.owner_model.seen[0][-1])
+    receipt = handover["content"]
     assert (receipt["case_id"], receipt["authority"]) == ("conflict-02", "ADVISE")
-    assert receipt["proof"]["proofPurpose"] == "assertionMethod"
+    # The model is shown the content and a reference, not the grant and proof; the
+    # run's history keeps the signed receipt.
+    assert "proof" not in receipt
+    assert handover["receipt"]["digest"].startswith("sha256:")
+    kept = decided.all_messages()[-2].parts[-1].content
+    assert json.loads(kept)["proof"]["proofPurpose"] == "assertionMethod"
 
 
 def test_the_model_sees_only_the_strict_content_schema(signer: Sender[Any, Any],
@@ -151,7 +186,7 @@ def test_model_written_governance_is_retried_and_changes_nothing(
     (retry,) = topology.evidence_model.retries
     assert "untrusted-governance @ $.authority" in retry
     assert decided.output == "RELEASE"
-    receipt = json.loads(topology.owner_model.seen[0][-1].parts[-1].content)
+    receipt = handover_of(topology.owner_model.seen[0][-1])["content"]
     assert receipt["authority"] == "ADVISE"
     assert receipt["valid_until"] == VALID_UNTIL.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -190,3 +225,64 @@ def test_the_receipt_only_channel(signer: Sender[Any, Any],
     assert len(full_seen) > 1  # the evidence agent's request and response came along
     assert any("Dossier of case value-01." in str(m) for m in full_seen)
     assert not any("Dossier" in str(m) for m in alone_seen)
+
+
+def system_prompts(messages: list[ModelMessage]) -> list[str]:
+    return [part.content for message in messages if isinstance(message, ModelRequest)
+            for part in message.parts if isinstance(part, SystemPromptPart)]
+
+
+@pytest.mark.parametrize("channel", [FULL_HISTORY, RECEIPT_ONLY])
+def test_the_receiving_agent_keeps_its_own_system_prompt(
+        channel: str, signer: Sender[Any, Any], receiver: StrictContractReceiver) -> None:
+    """Regression (#23): under ``full_history`` the receiving agent lost its own
+    ``system_prompt`` and saw the sender's."""
+    topology = Topology(content_for("routine-01"), signer=signer, receiver=receiver)
+    assert topology.run("routine-01", channel=channel).output == "RELEASE"
+    (seen,) = topology.owner_model.seen
+    assert system_prompts(seen) == [OWNER_PROMPT]
+    assert topology.owner_model.instructions == [OWNER_INSTRUCTIONS]
+
+
+def test_a_gated_agent_holds_a_conversation(signer: Sender[Any, Any],
+                                            receiver: StrictContractReceiver) -> None:
+    """Regression (#23): ``ReceiptGate`` refused any second user turn."""
+    topology = Topology(content_for("routine-01"), signer=signer, receiver=receiver)
+    first = topology.run("routine-01")
+
+    async def later(prompt: Any, history: list[ModelMessage]) -> Any:
+        return await topology.owner.run(prompt, message_history=history)
+
+    second = asyncio.run(later("Why?", first.all_messages()))
+    assert second.output == "later turn: Why?"
+    third = asyncio.run(later("And then?", second.all_messages()))
+    assert third.output == "later turn: And then?"
+    # What the model is shown of the earlier turns: the handover, never the proofs.
+    assert '"proof"' not in str(topology.owner_model.seen[-1])
+    # A turn that does not continue an admitted conversation is a new handoff: gated.
+    with pytest.raises(HandoffRefused, match=r"not-an-object|invalid-json"):
+        asyncio.run(later("Why?", []))
+    # A JSON object sent as a later turn is a receipt: gated (here, a replay).
+    replay = first.all_messages()[-2].parts[-1].content
+    with pytest.raises(HandoffRefused, match="replayed"):
+        asyncio.run(later(replay, second.all_messages()))
+
+
+@pytest.mark.parametrize("form", ["list", "with-image", "json-binary"])
+def test_a_multi_part_prompt_is_gated_on_its_first_text(
+        form: str, signer: Sender[Any, Any], make_receiver: Callable[..., StrictContractReceiver],
+        ) -> None:
+    """Regression (#23): ``ReceiptGate`` refused any prompt that was not a plain
+    ``str``; a multi-part prompt carries the receipt as its first text item."""
+    signed = signer.sign(content_for("duplicate-01"), case_id="duplicate-01",
+                         evidence_refs=case_ref("duplicate-01").evidence_refs)
+    prompt: list[Any] = {
+        "list": [signed.decode(), "Please decide."],
+        "with-image": [ImageUrl(url="https://example.invalid/scan.png"), signed.decode()],
+        "json-binary": [BinaryContent(data=signed, media_type="application/json")],
+    }[form]
+    topology = Topology(signer=signer, receiver=make_receiver())
+    assert asyncio.run(topology.owner.run(prompt)).output == "REJECT_DUPLICATE"
+    tampered = [tamper(signed).decode(), "Please decide."]
+    with pytest.raises(HandoffRefused, match="bad-signature"):
+        asyncio.run(Topology(signer=signer, receiver=make_receiver()).owner.run(tampered))

@@ -27,7 +27,8 @@ from handoffs.receivers import StrictContractReceiver
 
 HERE = Path(__file__).parent
 ROUTE = {"address_verified": True, "hazardous": False, "stops": 3}
-CALLS = ["genuine", "tampered", "wrong-audience", "expired", "fail", "genuine", "replay"]
+CALLS = ["genuine", "tampered", "wrong-audience", "expired", "fail", "genuine", "replay",
+         "off-schema"]
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +84,8 @@ def test_a_genuine_receipt_is_admitted_and_reaches_the_agent(
     ("index", "expected"),
     [(1, {"bad-signature"}), (2, {"wrong-audience"}),
      (3, {"receipt-expired", "grant-expired"}),  # a Sender's grant ends with its receipt
-     (4, {"no-receipt"}), (6, {"replayed"})],
-    ids=["tampered", "wrong-audience", "expired", "tool-failed", "replayed"],
+     (4, {"no-receipt"}), (6, {"replayed"}), (7, {"tool-call-failed"})],
+    ids=["tampered", "wrong-audience", "expired", "tool-failed", "replayed", "off-schema"],
 )
 def test_a_bad_result_becomes_an_error_result_with_the_reason(
     session_results: dict[str, Any], index: int, expected: set[str]
@@ -114,3 +115,16 @@ def test_model_written_governance_is_refused_by_the_tool_and_never_signed(
     assert gated.result.is_error
     assert "untrusted-governance" in gated.result.content[0].text
     assert "decision_state" not in gated.result.structured_content
+
+
+def test_a_result_off_its_own_output_schema_is_a_refusal_not_an_error(
+    session_results: dict[str, Any],
+) -> None:
+    """Regression (#23): a tool whose output broke its own ``outputSchema`` made
+    ``call_gated`` raise the client's ``RuntimeError``; it is a refusal result."""
+    gated = session_results["calls"][CALLS.index("off-schema")]
+    assert not gated.admitted
+    (reason,) = gated.decision.reasons
+    assert reason.code == "tool-call-failed"
+    assert "plan_route" in reason.message
+    assert "RuntimeError" in reason.message

@@ -9,6 +9,7 @@ governance members come from the signer's configuration, never from the model.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
@@ -28,6 +29,7 @@ __all__ = [
     "ReceiptSigner",
     "Transport",
     "admit",
+    "case_in",
     "case_of",
     "content_schema",
     "hand_over",
@@ -38,6 +40,10 @@ __all__ = [
 
 PROTECTED_CONTENT: frozenset[str] = frozenset(GOVERNANCE_FIELDS) | frozenset(ENVELOPE_MEMBERS)
 """Members a model's content may never set (governance and envelope)."""
+
+NOT_FOR_THE_MODEL: frozenset[str] = frozenset({"grant", "proof", "id", "contract"})
+"""Members of an admitted receipt the next model is not shown: the grant and proof were
+checked by the gate; :attr:`Handover.reference` names the receipt instead."""
 
 SENDER: str = "sender"
 """The ``receiver`` name on a decision the sender side made (it refused to sign)."""
@@ -79,7 +85,11 @@ class Case:
     """The case a handoff is about, as the application (not the model) knows it.
 
     Attributes:
-        case_id: the case identifier stamped on the receipt.
+        case_id: the case identifier stamped on the receipt; it follows
+            :data:`handoffs.contracts.IDENTIFIER_RULE` (no spaces: ``"order-1842"``,
+            not ``"order 1842"``) — :func:`handoffs.contracts.case_id_from` makes one
+            from any text. One that breaks the rule is a sender refusal
+            (``invalid-case-id @ $.case_id``) naming the rule.
         evidence_refs: references to the authoritative evidence.
     """
 
@@ -105,6 +115,26 @@ def case_of(context: Any) -> Case:
         raise InvalidArgument(f"the context ({type(context).__name__}) names no case: give it "
                         "case_id and evidence_refs, or pass case_of=")
     return Case(case_id=case_id, evidence_refs=refs)
+
+
+def case_in(context: Any, case: Callable[[Any], Case] = case_of) -> Case:
+    """``case(context)``, with every failure as a :class:`~handoffs.HandoffsError`
+    (code ``no-case``), so that an adapter can route it instead of raising it.
+
+    Raises:
+        HandoffsError: ``case`` raised, or returned something other than a :class:`Case`.
+    """
+    try:
+        found = case(context)
+    except HandoffsError as exc:
+        raise HandoffsError(exc.message, code="no-case", json_path=exc.json_path) from exc
+    except Exception as exc:
+        raise HandoffsError(f"the case of the run could not be read: {type(exc).__name__}: "
+                            f"{exc}", code="no-case") from exc
+    if not isinstance(found, Case):
+        raise HandoffsError(f"the case callable returned a {type(found).__name__}, not a Case",
+                            code="no-case")
+    return found
 
 
 @attrs.frozen
@@ -135,13 +165,37 @@ class Handover:
             return None
         return SENDER if self.decision.receiver == SENDER else "gate"
 
+    @property
+    def content(self) -> dict[str, Any] | None:
+        """What the next model needs of an admitted receipt: its content and the stamped
+        governance (case, sender, receiver, authority, validity), without the grant and
+        proof the gate already checked; ``None`` unless accepted.
+        """
+        if self.receipt is None:
+            return None
+        return {key: value for key, value in self.receipt.items()
+                if key not in NOT_FOR_THE_MODEL}
+
+    @property
+    def reference(self) -> dict[str, Any] | None:
+        """A reference to the verified receipt: its ``id``, ``contract`` and the
+        ``sha256:`` digest of the exact bytes the gate received; ``None`` unless accepted.
+        """
+        if self.receipt is None or self.message is None:
+            return None
+        return {"id": self.receipt.get("id"), "contract": self.receipt.get("contract"),
+                "digest": "sha256:" + hashlib.sha256(self.message).hexdigest()}
+
     def to_json(self) -> dict[str, Any]:
-        """What the next agent reads: the decision and, when accepted, the receipt."""
+        """What the next agent reads: the decision and, when accepted, the receipt's
+        :attr:`content` and a :attr:`reference` to it (not its grant and proof).
+        """
         return {
             "handoff": "accepted" if self.accepted else "refused",
             "refused_by": self.refused_by,
             "decision": self.decision.to_json(),
-            "receipt": None if self.receipt is None else dict(self.receipt),
+            "content": self.content,
+            "receipt": self.reference,
         }
 
     def to_text(self) -> str:
@@ -181,11 +235,21 @@ def refused(contract: Contract[Any, Any], exc: HandoffsError) -> Handover:
     return Handover(decision=_sender_refusal(contract, exc))
 
 
-def admit(message: bytes | str, *, receiver: Receiver) -> Handover:
-    """The receiver side alone: the gate decides ``message``; never raises."""
+def admit(message: bytes | str | Mapping[str, Any], *, receiver: Receiver) -> Handover:
+    """The receiver side alone: the gate decides ``message`` (bytes, text or a parsed
+    JSON object); never raises.
+    """
     decision = receiver.receive(message)
-    receipt = loads(message) if decision.verdict is Verdict.ACCEPT else None
-    data = message.encode() if isinstance(message, str) else message
+    if decision.verdict is not Verdict.ACCEPT:
+        data = message.encode() if isinstance(message, str) else message
+        return Handover(decision=decision,
+                        message=data if isinstance(data, bytes) else None)
+    if isinstance(message, Mapping):
+        # An accepted object is valid JSON: its compact text is what was decided.
+        receipt, data = dict(message), dumps(message).encode()
+    else:
+        data = message.encode() if isinstance(message, str) else bytes(message)
+        receipt = loads(data)
     return Handover(decision=decision, message=data, receipt=receipt)
 
 

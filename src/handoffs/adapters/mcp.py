@@ -148,6 +148,13 @@ def _no_receipt(receiver: Receiver, result: types.CallToolResult) -> Decision:
                     receiver=receiver.name)
 
 
+def _call_failed(receiver: Receiver, name: str, exc: Exception) -> Decision:
+    why = f"calling tool {name!r} failed: {type(exc).__name__}: {exc}"
+    return Decision(verdict=Verdict.REJECT, action=None, step=Step.PARSE,
+                    reasons=(Reason("tool-call-failed", why, Step.PARSE, "$"),),
+                    receiver=receiver.name)
+
+
 def _refusal(decision: Decision) -> types.CallToolResult:
     reasons = "; ".join(f"{r.code}: {r.message}" for r in decision.reasons) or "refused"
     text = (f"handoffs gate refused the handoff: {decision.verdict.value} at step "
@@ -167,9 +174,17 @@ async def call_gated(
     The receiver decides in a worker thread (the gate's stores and resolvers may
     block). Whatever the tool returns, the answer is a :class:`GatedToolResult`: an
     admitted receipt passes through unchanged, anything else becomes an ``isError``
-    result carrying the gate's reasons.
+    result carrying the gate's reasons — also when the call itself fails (a result the
+    client refuses because it breaks the tool's own ``outputSchema``, a broken session:
+    ``tool-call-failed``). It never raises (cancellation excepted).
     """
-    result = await session.call_tool(name, dict(arguments or {}))
+    try:
+        result = await session.call_tool(name, dict(arguments or {}))
+    except Exception as exc:
+        # The client refuses a result that breaks the tool's own outputSchema (the MCP
+        # SDK raises RuntimeError); a broken session raises too. Either way: no receipt.
+        decision = _call_failed(receiver, name, exc)
+        return GatedToolResult(_refusal(decision), decision)
     receipt = _receipt_in(result)
     if receipt is None:
         decision = _no_receipt(receiver, result)

@@ -29,15 +29,17 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, Final
 
-from handoffs._errors import InvalidArgument
+from handoffs._errors import HandoffsError, InvalidArgument
 from handoffs.adapters._handover import (
     Case,
     Handover,
     ReceiptSigner,
     Transport,
+    case_in,
     case_of,
     content_schema,
     hand_over,
+    refused,
     require,
 )
 from handoffs.receivers import Receiver
@@ -54,7 +56,6 @@ __all__ = [
     "FULL_HISTORY",
     "RECEIPT_ONLY",
     "gated_handoff",
-    "receipt_only",
     "strict_content_schema",
 ]
 
@@ -64,26 +65,8 @@ RECEIPT_ONLY: Final = "receipt_only"
 """Channel arm: the receiving agent sees the handover (decision and receipt) alone."""
 
 
-def receipt_only(data: HandoffInputData) -> HandoffInputData:
-    """The :data:`RECEIPT_ONLY` input filter: drop the history, keep the handover.
-
-    The handover (the handoff's tool output) becomes the next agent's only input
-    message; the tool call and its output are dropped with the rest, so the next
-    model's input stays well formed.
-    """
-    handover = next((item for item in reversed(data.new_items)
-                     if isinstance(item, HandoffOutputItem)), None)
-    text = "" if handover is None else str(_output_of(handover.raw_item))
-    return data.clone(input_history=({"role": "user", "content": text},),
-                      pre_handoff_items=(), new_items=(), input_items=None)
-
-
-def _output_of(item: Any) -> Any:
-    return item.get("output", "") if isinstance(item, dict) else getattr(item, "output", "")
-
-
-CHANNELS: Final = {FULL_HISTORY: None, RECEIPT_ONLY: receipt_only}
-"""The channel arms by name, each an ``input_filter`` (``None``: the SDK's full history)."""
+CHANNELS: Final = (FULL_HISTORY, RECEIPT_ONLY)
+"""The channel arms by name."""
 
 
 def strict_content_schema(signer: ReceiptSigner) -> dict[str, Any]:
@@ -100,16 +83,54 @@ def strict_content_schema(signer: ReceiptSigner) -> dict[str, Any]:
                          f"strict-schema rules: {exc}") from exc
 
 
-@dataclasses.dataclass
-class _GatedHandoff(Handoff[Any, Agent[Any]]):
-    """A Handoff whose tool output is the handover of the call that returned the agent."""
+def _handover_output(data: HandoffInputData) -> HandoffOutputItem | None:
+    return next((item for item in reversed(data.new_items)
+                 if isinstance(item, HandoffOutputItem)), None)
 
-    pending: dict[int, tuple[Agent[Any], Handover]] = dataclasses.field(
-        default_factory=dict, kw_only=True, repr=False)
 
-    def get_transfer_message(self, agent: Any) -> str:
-        entry = self.pending.pop(id(agent), None)
-        return super().get_transfer_message(agent) if entry is None else entry[1].to_text()
+def _answered(item: HandoffOutputItem, text: str) -> HandoffOutputItem:
+    raw = item.raw_item
+    # The SDK writes a handoff's output as a function_call_output dict.
+    answer = {**raw, "output": text} if isinstance(raw, dict) else raw
+    return dataclasses.replace(item, raw_item=answer)  # type: ignore[arg-type]
+
+
+class _Deliveries:
+    """The handover of each run's handoff call, from ``on_invoke_handoff`` (where the
+    gate decides) to the ``input_filter`` (where it becomes the tool's answer). Keyed by
+    the run's context wrapper, which the SDK passes to both; the entry keeps the
+    wrapper alive, so its id cannot be reused while the entry waits.
+    """
+
+    def __init__(self) -> None:
+        self._pending: dict[int, tuple[RunContextWrapper[Any], Handover]] = {}
+
+    def put(self, ctx: RunContextWrapper[Any], handover: Handover) -> None:
+        self._pending[id(ctx)] = (ctx, handover)
+
+    def take(self, ctx: RunContextWrapper[Any] | None) -> Handover | None:
+        entry = self._pending.pop(id(ctx), None)
+        return entry[1] if entry is not None and entry[0] is ctx else None
+
+    def filter(self, channel: str) -> Callable[[HandoffInputData], HandoffInputData]:
+        """The ``input_filter`` of ``channel``: the handoff tool's output becomes the
+        handover; :data:`RECEIPT_ONLY` also drops the rest of the history.
+        """
+
+        def deliver(data: HandoffInputData) -> HandoffInputData:
+            handover = self.take(data.run_context)
+            item = _handover_output(data)
+            text = "" if handover is None else handover.to_text()
+            if channel == RECEIPT_ONLY:
+                # The call and its output go with the rest: the input stays well formed.
+                return data.clone(input_history=({"role": "user", "content": text},),
+                                  pre_handoff_items=(), new_items=(), input_items=None)
+            if item is None or handover is None:
+                return data
+            return data.clone(new_items=tuple(
+                _answered(each, text) if each is item else each for each in data.new_items))
+
+        return deliver
 
 
 def gated_handoff(
@@ -147,21 +168,25 @@ def gated_handoff(
             refuses.
     """
     if channel not in CHANNELS:
-        raise InvalidArgument(f"unknown channel {channel!r}; expected one of {sorted(CHANNELS)}")
+        raise InvalidArgument(f"unknown channel {channel!r}; expected one of {list(CHANNELS)}")
     schema = strict_content_schema(signer)
-    handoff: _GatedHandoff
+    deliveries = _Deliveries()
 
     async def invoke(ctx: RunContextWrapper[Any], arguments: str) -> Agent[Any]:
-        handover = hand_over(arguments, signer=signer, receiver=receiver,
-                             case=case(ctx.context), transport=transport)
-        # A per-call clone keys this call's handover for its tool output.
-        target = (agent if handover.accepted else escalation).clone()
-        handoff.pending[id(target)] = (target, handover)
+        try:
+            found = case_in(ctx.context, case)
+        except HandoffsError as exc:  # no case (a run without context=): refused, routed
+            handover = refused(signer.contract, exc)
+        else:
+            handover = hand_over(arguments, signer=signer, receiver=receiver, case=found,
+                                 transport=transport)
+        deliveries.put(ctx, handover)
         if on_handover is not None:
             on_handover(ctx, handover)
-        return target
+        # The agents the user configured, never copies: result.last_agent is one of them.
+        return agent if handover.accepted else escalation
 
-    handoff = _GatedHandoff(
+    return Handoff(
         tool_name=tool_name or Handoff.default_tool_name(agent),
         tool_description=tool_description or (
             f"Hand the case to {agent.name}: {signer.contract.description} Fill only the "
@@ -169,8 +194,7 @@ def gated_handoff(
         input_json_schema=schema,
         on_invoke_handoff=invoke,
         agent_name=agent.name,
-        input_filter=CHANNELS[channel],
+        input_filter=deliveries.filter(channel),
         nest_handoff_history=False,
         strict_json_schema=True,
     )
-    return handoff

@@ -9,12 +9,18 @@ hand-off"). The adapter gives both ends of that code:
   governance member or breaks the schema is answered with ``ModelRetry`` naming the
   member, so the model corrects itself before anything is signed.
 * **receiver** — :class:`ReceiptGate` is a capability of the receiving agent: its
-  ``before_run`` gates the run's prompt (the signed receipt) before the model is
-  called and raises :class:`HandoffRefused` (with the gate's decision) on refusal.
+  ``before_run`` gates the run's prompt (the signed receipt: the prompt text, or the
+  first text item of a multi-part prompt) before the model is called and raises
+  :class:`HandoffRefused` (with the gate's decision) on refusal. The model is shown
+  the :class:`~handoffs.adapters.Handover` in the receipt's place — its content and a
+  reference to the verified receipt, not its grant and proof. A later turn of the same
+  conversation (a run whose history holds a receipt this gate admitted) is not a new
+  handoff and runs, unless its prompt is itself a JSON object (a receipt: gated).
 
 :func:`hand_off` joins them: sign the sending agent's output, carry it, run the
-receiving agent on it — with the sender's messages (:data:`FULL_HISTORY`) or on the
-receipt alone (:data:`RECEIPT_ONLY`)::
+receiving agent on it — with the sender's messages (:data:`FULL_HISTORY`; the sender's
+system prompt is replaced by the receiving agent's own) or on the receipt alone
+(:data:`RECEIPT_ONLY`)::
 
     evidence = Agent(model, output_type=content_output(sender), deps_type=CaseFile)
     evidence.output_validator(content_validator(sender))
@@ -28,10 +34,12 @@ Needs the ``pydantic-ai`` extra (``pydantic-ai-slim`` is enough).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from handoffs._errors import HandoffsError, InvalidArgument
+from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON
+from handoffs._json import loads
 from handoffs.adapters._handover import (
     PROTECTED_CONTENT,
     Case,
@@ -51,6 +59,14 @@ require("pydantic_ai", extra="pydantic-ai", feature="the Pydantic AI adapter")
 import jsonschema  # noqa: E402
 from pydantic_ai import Agent, ModelRetry, RunContext, StructuredDict, ToolOutput  # noqa: E402
 from pydantic_ai.capabilities import AbstractCapability  # noqa: E402
+from pydantic_ai.messages import (  # noqa: E402
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    SystemPromptPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import ModelRequestContext  # noqa: E402
 from pydantic_ai.run import AgentRunResult  # noqa: E402
 
 __all__ = [
@@ -126,23 +142,106 @@ def content_validator(signer: ReceiptSigner) -> Any:
     return validate
 
 
+def _texts(prompt: Any) -> list[str]:
+    """The text items of a prompt: the prompt itself, or of a multi-part prompt its
+    ``str`` items and JSON binary items, in order.
+    """
+    if isinstance(prompt, str):
+        return [prompt]
+    if not isinstance(prompt, Sequence):
+        return []
+    texts = []
+    for item in prompt:
+        if isinstance(item, str):
+            texts.append(item)
+        elif isinstance(item, BinaryContent) and item.media_type == "application/json":
+            texts.append(item.data.decode("utf-8", "replace"))
+    return texts
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _is_object(text: str) -> bool:
+    try:
+        return isinstance(loads(text), Mapping)
+    except MalformedJSON:
+        return False
+
+
 @dataclasses.dataclass
 class ReceiptGate(AbstractCapability[Any]):
     """The receiving agent's gate: ``before_run`` decides the run's prompt (the signed
-    receipt as text) and raises :class:`HandoffRefused` unless the gate accepts it.
+    receipt as text, or the first text item of a multi-part prompt) and raises
+    :class:`HandoffRefused` unless the gate accepts it; the model is then shown the
+    handover (content and a reference to the receipt) in the receipt's place.
+
+    A run whose message history holds a receipt this gate admitted continues that
+    conversation: it runs without a new receipt, unless its prompt is a JSON object
+    (a new handoff, gated).
 
     Attributes:
         receiver: the receiving side's receiver contract behind its gate.
     """
 
     receiver: Receiver = dataclasses.field(kw_only=True)
+    _admitted: dict[str, Handover] = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False)
+
+    def _admitted_in(self, messages: Sequence[ModelMessage]) -> bool:
+        return any(_digest(text) in self._admitted
+                   for message in messages if isinstance(message, ModelRequest)
+                   for part in message.parts if isinstance(part, UserPromptPart)
+                   for text in _texts(part.content))
 
     async def before_run(self, ctx: RunContext[Any]) -> None:
         """Gate the prompt before the model is called."""
-        prompt = ctx.prompt if isinstance(ctx.prompt, str) else ""
-        handover = admit(prompt, receiver=self.receiver)
+        texts = _texts(ctx.prompt)
+        if self._admitted_in(ctx.messages) and not any(_is_object(t) for t in texts):
+            return  # a later turn of a conversation this gate admitted
+        handover = admit(texts[0] if texts else "", receiver=self.receiver)
         if not handover.accepted:
             raise HandoffRefused(handover)
+        self._admitted[_digest(texts[0])] = handover
+
+    async def before_model_request(self, ctx: RunContext[Any],
+                                   request_context: ModelRequestContext,
+                                   ) -> ModelRequestContext:
+        """Show the model the handover where the admitted receipt was (the history
+        keeps the signed receipt).
+        """
+        return dataclasses.replace(request_context, messages=[
+            self._shown(message) for message in request_context.messages])
+
+    def _shown(self, message: ModelMessage) -> ModelMessage:
+        if not isinstance(message, ModelRequest):
+            return message
+        parts = [self._part_shown(part) if isinstance(part, UserPromptPart) else part
+                 for part in message.parts]
+        return dataclasses.replace(message, parts=parts)
+
+    def _part_shown(self, part: UserPromptPart) -> UserPromptPart:
+        def shown(item: Any) -> Any:
+            for text in _texts([item]):
+                if handover := self._admitted.get(_digest(text)):
+                    return handover.to_text()
+            return item
+        content = part.content
+        return dataclasses.replace(part, content=shown(content) if isinstance(content, str)
+                                   else [shown(item) for item in content])
+
+
+def _without_system_prompts(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    kept: list[ModelMessage] = []
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            kept.append(message)
+            continue
+        parts = [p for p in message.parts if not isinstance(p, SystemPromptPart)]
+        if parts:
+            kept.append(dataclasses.replace(message, parts=parts))
+    return kept
 
 
 async def hand_off(
@@ -170,5 +269,11 @@ async def hand_off(
         raise HandoffRefused(refused(signer.contract, exc)) from exc
     if transport is not None:
         message = transport(message)
-    history = drafted.all_messages() if channel == FULL_HISTORY else None
+    if channel == RECEIPT_ONLY:
+        return await to.run(message.decode(), deps=deps)
+    # The sender's system prompt is the sender's: the receiving agent gets its own.
+    history = _without_system_prompts(drafted.all_messages())
+    own = await to.system_prompt_parts(deps=deps)
+    if own:
+        history.insert(0, ModelRequest(parts=list(own)))
     return await to.run(message.decode(), message_history=history, deps=deps)

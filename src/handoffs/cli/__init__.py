@@ -50,8 +50,8 @@ COMMANDS: Final = {
                          "Verify a signed RECEIPT: exit 0 when valid, 1 with the reason "
                          "when not."),
     "gate": TableEntry("handoffs.cli._gate:gate",
-                       "Gate one RECEIPT: print the decision as JSON; exit 0 if admitted, "
-                       "1 if rejected."),
+                       "Gate one RECEIPT: print the decision; exit 0 only if the receiver "
+                       "may act on the proposal."),
     "log": TableEntry("handoffs.cli._gate:log", "Read a gate's SQLite decision log."),
     "serve": TableEntry("handoffs.cli._serve:serve",
                         "Run the gate as an HTTP service: POST /receipts, /healthz, "

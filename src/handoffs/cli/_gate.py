@@ -1,10 +1,18 @@
 """Command-line front ends of the gate: ``handoffs gate`` and ``handoffs log summary``.
 
 ``handoffs gate RECEIPT --trust TRUST --as RECEIVER [--log DB]`` runs the strict
-contract receiver's gate on one receipt file (``-`` for standard input), prints the
-:class:`~handoffs.receivers.Decision` as JSON and exits 0 when the receipt was
-admitted (any action, escalations included), 1 when it was rejected. Configuration
-problems (an unreadable file, a bad trust file) exit 2 with a one-line error.
+contract receiver's gate on one receipt file (``-`` for standard input) and prints the
+:class:`~handoffs.receivers.Decision` as JSON. Its exit status is one a shell can
+trust (``handoffs gate r.json && act``):
+
+* ``0`` (:data:`EXIT_ACT`): admitted (``ACCEPT``) and the receiver's own action is the
+  proposed action (and, with ``--expect ACTION``, is ``ACTION``): the receiver may act
+  on the proposal;
+* ``1`` (:data:`EXIT_REFUSED`): refused (``REJECT``), nothing to act on;
+* ``2``: the command could not run (an unreadable file, a bad trust file, bad usage);
+* ``3`` (:data:`EXIT_NOT_AS_PROPOSED`): admitted, but not to be acted on as proposed:
+  the gate escalated, or the receiver decided another action than the proposal (or
+  than ``--expect``). Read ``action`` in the printed decision.
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import click
 
@@ -22,12 +30,20 @@ from handoffs.cli._common import CommandError, one_line_errors
 from handoffs.cli._contracts import cli_registry
 from handoffs.contracts._keys import KeyRing
 from handoffs.contracts._receipt import parse_time
+from handoffs.receivers._decision import Decision, Verdict
 from handoffs.receivers._gate import Gate
 from handoffs.receivers._log import open_log
 from handoffs.receivers._receivers import StrictContractReceiver
 from handoffs.receivers._services import HTTPEvidenceResolver, InMemoryPolicyService, Readback
 
-__all__ = ["gate", "log"]
+__all__ = ["EXIT_ACT", "EXIT_NOT_AS_PROPOSED", "EXIT_REFUSED", "gate", "log", "shell_status"]
+
+EXIT_ACT: Final = 0
+"""``handoffs gate``: admitted, and the receiver may act on the proposed action."""
+EXIT_REFUSED: Final = 1
+"""``handoffs gate``: refused (``REJECT``)."""
+EXIT_NOT_AS_PROPOSED: Final = 3
+"""``handoffs gate``: admitted, but escalated or decided another action than proposed."""
 
 
 def _read(path: str, what: str, limit: int) -> bytes:
@@ -58,6 +74,20 @@ def _routes(values: Sequence[str]) -> dict[str, str]:
     return routes
 
 
+def shell_status(decision: Decision, *, expect: str | None = None) -> int:
+    """The exit status of ``handoffs gate`` for ``decision`` (see the module docs):
+    :data:`EXIT_ACT` only when it was accepted, its action is the proposed action
+    (``record["agrees_with_proposal"]`` is true) and, if ``expect`` is given, is
+    ``expect``; :data:`EXIT_REFUSED` when refused; :data:`EXIT_NOT_AS_PROPOSED` else.
+    """
+    if not decision.admitted:
+        return EXIT_REFUSED
+    if (decision.verdict is Verdict.ACCEPT and decision.record.get("agrees_with_proposal") is True
+            and (expect is None or decision.action == expect)):
+        return EXIT_ACT
+    return EXIT_NOT_AS_PROPOSED
+
+
 @click.command("gate")
 @click.argument("receipt", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--trust", "trust_path", required=True, type=click.Path(dir_okay=False),
@@ -79,6 +109,9 @@ def _routes(values: Sequence[str]) -> dict[str, str]:
               help="Fraction of receipts whose decisive claims are read back (needs --evidence).")
 @click.option("--now", "now_text", metavar="TIME",
               help="Decide as of this RFC 3339 UTC time (for audits); default: now.")
+@click.option("--expect", metavar="ACTION",
+              help="Exit 0 only when the decided action is also ACTION (e.g. RELEASE), so "
+                   "that 'handoffs gate r.json --expect RELEASE && pay' never pays otherwise.")
 def gate(
     *,
     receipt: str,
@@ -90,8 +123,16 @@ def gate(
     routes: tuple[str, ...],
     readback: float,
     now_text: str | None,
+    expect: str | None,
 ) -> None:
-    """Gate one RECEIPT: print the decision as JSON; exit 0 if admitted, 1 if rejected."""
+    """Gate one RECEIPT: print the decision; exit 0 only if the receiver may act on the
+    proposal.
+
+    The decision is printed as JSON. Exit 0 only when admitted and the receiver's
+    action is the proposed action (and --expect's), 1 when refused, 3 when admitted
+    but escalated or decided otherwise than proposed, 2 when the command could not
+    run.
+    """
     if readback > 0 and not routes:
         raise CommandError("--readback needs --evidence PREFIX=URL: claims are read back "
                            "from resolved evidence [usage]")
@@ -123,7 +164,7 @@ def gate(
         if log is not None:
             log.close()
     click.echo(dumps(decision.to_json(), indent=2))
-    sys.exit(0 if decision.admitted else 1)
+    sys.exit(shell_status(decision, expect=expect))
 
 
 @click.group("log")

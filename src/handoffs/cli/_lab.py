@@ -297,6 +297,25 @@ def rescore_command(ctx: click.Context, experiment: Path | None, run_log: Path,
     ctx.exit(int(report["gate"]["exit_code"]))
 
 
+def _receivers_now(report: Mapping[str, Any], experiment_path: Path | None
+                   ) -> dict[str, dict[str, Any]] | None:
+    """Each strategy's receiver fingerprint as the experiment is now, or ``None`` when
+    the experiment is unknown (a user's report without --experiment).
+    """
+    from handoffs.receivers._fingerprint import receiver_fingerprint
+
+    try:
+        if experiment_path is None:
+            declared = _declared(None)
+            if declared.name != report["experiment"]["name"]:
+                return None
+        else:
+            declared = _declared(experiment_path)
+    except HandoffsError as exc:
+        raise _CannotRun(f"{exc} [{exc.code}]") from exc
+    return {s.name: receiver_fingerprint(s.receiver) for s in declared.strategies}
+
+
 def _budget(values: Sequence[str], base: Tolerances) -> Tolerances:
     merged: dict[str, Any] = base.to_json()
     for value in values:
@@ -341,10 +360,23 @@ def _budget(values: Sequence[str], base: Tolerances) -> Tolerances:
 @click.option("--sign-key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="PEM Ed25519 private key: sign the artefact with an "
                                  "eddsa-jcs-2022 proof.")
+@click.option("--experiment", "experiment_path",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="The experiment TOML the report was made from, as it is now: a release "
+                   "whose receivers changed since the run (fingerprints differ) fails. "
+                   "Default: the built-in experiment for its own reports; else unchecked.")
+@click.option("--allow-stale-receiver", is_flag=True,
+              help="Let a stale release pass (the change is printed as a warning).")
 @click.pass_context
-def gate_command(ctx: click.Context, report_path: Path, budgets: tuple[str, ...],
-                 artefact: Path | None, sign_key: Path | None) -> None:
-    """Evaluate the release gate on REPORT.json; exit 0 pass, 1 fail, 2 error."""
+def gate_command(ctx: click.Context, *, report_path: Path, budgets: tuple[str, ...],
+                 artefact: Path | None, sign_key: Path | None, experiment_path: Path | None,
+                 allow_stale_receiver: bool) -> None:
+    """Evaluate the release gate on REPORT.json; exit 0 pass, 1 fail, 2 error.
+
+    The receivers are fingerprinted as they are now (--experiment, or the built-in
+    experiment for its own reports) and compared with those the report measured: a
+    stale release fails unless --allow-stale-receiver.
+    """
     try:
         report = loads(report_path.read_bytes(), limits=_REPORT_LIMITS)
         validate_report(report)
@@ -358,7 +390,12 @@ def gate_command(ctx: click.Context, report_path: Path, budgets: tuple[str, ...]
                          f"{unknown}; {report_path} holds {ran}")
     updated = {**report,
                "experiment": {**report["experiment"], "tolerances": tolerances.to_json()}}
-    gate = updated["gate"] = evaluate_gate(updated, tolerances)
+    receivers = _receivers_now(report, experiment_path)
+    gate = updated["gate"] = evaluate_gate(updated, tolerances, receivers=receivers,
+                                           allow_stale_receiver=allow_stale_receiver)
+    if receivers is None:
+        gate["warnings"].append("receiver fingerprints not checked: pass --experiment with "
+                                "the experiment the report was made from")
     document = release_artefact(updated)
     if sign_key is not None:
         from handoffs.contracts._keys import SigningKey

@@ -74,10 +74,13 @@ def _listen(host: str, port: int) -> socket.socket:
               help="Listen on this port; 0 picks a free one (logged as 'listening').")
 @click.option("--log", "store_url", metavar="URL",
               help="The decision log and replay store: a SQLite path or postgresql://…")
+@click.option("--insecure", is_flag=True, default=None,
+              help="UNSAFE: listen beyond loopback without authentication (anyone who "
+                   "reaches the port can spend receipt ids).")
 def serve(*, config_path: str | None, host: str | None, port: int | None,
-          store_url: str | None) -> None:
+          store_url: str | None, insecure: bool | None) -> None:
     """Run the gate as an HTTP service: POST /receipts, /healthz, /readyz, /metrics."""
-    from handoffs.service._config import load_config
+    from handoffs.service._config import check_exposure, load_config
 
     try:
         import starlette  # noqa: F401
@@ -91,7 +94,9 @@ def serve(*, config_path: str | None, host: str | None, port: int | None,
     log = logging.getLogger("handoffs.service")
     try:
         config = load_config(config_path, overrides={
-            "server.host": host, "server.port": port, "store.url": store_url})
+            "server.host": host, "server.port": port, "store.url": store_url,
+            "server.insecure": insecure})
+        check_exposure(config)
         service = Service(config)
     except HandoffsError as exc:
         raise CommandError(f"{exc} [{exc.code}]") from exc
@@ -100,15 +105,22 @@ def serve(*, config_path: str | None, host: str | None, port: int | None,
     except OSError as exc:
         raise CommandError(f"cannot listen on {config.host}:{config.port}: "
                            f"{exc.strerror or exc} [io]") from exc
+    if config.insecure and not config.callers:
+        log.warning("insecure", extra={"fields": {
+            "message": "no authentication: anyone who reaches the port can spend receipt ids"}})
     app = create_app(service)
+    # httptools and uvloop when installed (the serve extra): uvicorn's "auto".
     server = _server_class(uvicorn.Server)(uvicorn.Config(
-        app, log_config=None, access_log=False, lifespan="off",
+        app, log_config=None, access_log=False, lifespan="off", loop="auto", http="auto",
         timeout_graceful_shutdown=max(1, round(config.graceful_timeout)), server_header=False,
+        limit_concurrency=config.max_connections,
+        timeout_keep_alive=max(1, round(config.body_timeout)),
     ))
     bound = sock.getsockname()
     log.info("listening", extra={"fields": {
         "host": bound[0], "port": bound[1], "identity": config.identity,
         "store": getattr(service.store, "where", config.store_url),
+        "authenticated": bool(config.callers),
         "contracts": sorted(c.id for c in service.gate.registry)}})
     started = time.monotonic()
     server.on_exit = lambda sig: _stopping(service, log, sig)

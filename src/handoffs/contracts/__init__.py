@@ -39,6 +39,7 @@ from handoffs.contracts._contract import (
 )
 from handoffs.contracts._encoders import Encoder, GovernanceService, ReceiptEncoder
 from handoffs.contracts._fields import Interval, decision_field
+from handoffs.contracts._jwks import key_ring_from_agent_card, key_ring_from_jwks
 from handoffs.contracts._keys import KeyEntry, KeyRing, SigningKey
 from handoffs.contracts._policy import (
     AllOf,
@@ -57,10 +58,12 @@ from handoffs.contracts._policy import (
 from handoffs.contracts._proofs import VerifiedProof
 from handoffs.contracts._receipt import (
     GOVERNANCE_FIELDS,
+    IDENTIFIER_RULE,
     DecisionContent,
     EvidenceRef,
     Governance,
     Receipt,
+    case_id_from,
 )
 from handoffs.contracts._registry import Registry
 from handoffs.contracts._schema import iter_violations, to_json_schema, validate, write_schema
@@ -81,7 +84,9 @@ if TYPE_CHECKING:
         FindingCode,
         VersionBumpError,
         diff,
+        diff_policies,
     )
+    from handoffs.contracts._fingerprint import policy_document, policy_fingerprint
 
 # Imported on first use: importing the package costs only what its eager names
 # need (benchmarks/cli.py).
@@ -91,6 +96,9 @@ _LAZY = {
     "FindingCode": "handoffs.contracts._diff",
     "VersionBumpError": "handoffs.contracts._diff",
     "diff": "handoffs.contracts._diff",
+    "diff_policies": "handoffs.contracts._diff",
+    "policy_document": "handoffs.contracts._fingerprint",
+    "policy_fingerprint": "handoffs.contracts._fingerprint",
 }
 
 # Importable, resolved on first use, but not public: not in __all__ (see
@@ -114,6 +122,7 @@ __getattr__, __dir__ = attach(__name__, {**_LAZY, **_NOT_PUBLIC})
 __all__ = [
     "ANY_AUDIENCE",
     "GOVERNANCE_FIELDS",
+    "IDENTIFIER_RULE",
     "AllOf",
     "AnyOf",
     "Authority",
@@ -168,10 +177,16 @@ __all__ = [
     "VerifiedReceipt",
     "VersionBumpError",
     "Violation",
+    "case_id_from",
     "decision_field",
     "diff",
+    "diff_policies",
     "issue_grant",
     "iter_violations",
+    "key_ring_from_agent_card",
+    "key_ring_from_jwks",
+    "policy_document",
+    "policy_fingerprint",
     "sign_receipt",
     "to_json_schema",
     "validate",

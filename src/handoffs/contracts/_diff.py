@@ -83,32 +83,16 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, Literal
 
 import attrs
 
 from handoffs._errors import ContractDefinitionError, HandoffsError
 from handoffs._json import canonical_bytes
-from handoffs.contracts._contract import ContextDependency, Contract, HardConstraint
-from handoffs.contracts._fields import MISSING, Interval
-from handoffs.contracts._policy import (
-    AllOf,
-    Always,
-    AnyOf,
-    Arith,
-    Compare,
-    Condition,
-    Const,
-    Expr,
-    Field,
-    Is,
-    Not,
-    Over,
-    Policy,
-    Predicate,
-    Under,
-)
+from handoffs.contracts._contract import Contract
+from handoffs.contracts._fields import MISSING
+from handoffs.contracts._fingerprint import policy_document
 from handoffs.contracts._schema import to_json_schema
 
 __all__ = [
@@ -120,6 +104,7 @@ __all__ = [
     "FindingCode",
     "VersionBumpError",
     "diff",
+    "diff_policies",
     "diff_schemas",
 ]
 
@@ -897,73 +882,47 @@ def diff_schemas(old_schema: Mapping[str, Any], new_schema: Mapping[str, Any]) -
 # ---------------------------------------------------------------- contract diff
 
 
-def _value_key(value: Any) -> Hashable:
-    if isinstance(value, enum.Enum):
-        return ("enum", value.value)
-    if isinstance(value, Interval):
-        return ("interval", value.lo, value.hi)
-    if value is MISSING:
-        return ("missing",)
-    return (type(value).__name__, value)
-
-
-def _condition_key(condition: Condition) -> Hashable:  # noqa: PLR0911
-    if isinstance(condition, Always):
-        return ("always",)
-    if isinstance(condition, Is):
-        return ("is", condition.field, _value_key(condition.value))
-    if isinstance(condition, Over | Under):
-        return (type(condition).__name__, condition.field, float(condition.threshold),
-                condition.inclusive)
-    if isinstance(condition, Not):
-        return ("not", _condition_key(condition.operand))
-    if isinstance(condition, AllOf | AnyOf):
-        return (type(condition).__name__, tuple(_condition_key(o) for o in condition.operands))
-    if isinstance(condition, Predicate):
-        return ("predicate", tuple(sorted(condition.fields)), condition.description)
-    if isinstance(condition, Compare):
-        return ("compare", condition.op, _expr_key(condition.left), _expr_key(condition.right))
-    return ("custom", type(condition).__qualname__, condition.describe())
-
-
-def _expr_key(expr: Expr) -> Hashable:
-    """Structural key of an arithmetic expression; constants by exact value (2 == 2.0)."""
-    if isinstance(expr, Field):
-        return ("field", expr.name)
-    if isinstance(expr, Const):
-        return ("const", expr.exact)
-    if isinstance(expr, Arith):
-        return (expr.op, _expr_key(expr.left), _expr_key(expr.right))
-    return ("custom", type(expr).__qualname__, expr.describe())
-
-
 def _shown(value: Any) -> str:
+    """An ``if_missing`` value of a policy document as the finding shows it."""
     if value is MISSING:
         return "none (fail closed)"
-    if isinstance(value, enum.Enum):
-        return repr(value.value)
-    return str(value) if isinstance(value, Interval) else repr(value)
+    if isinstance(value, Mapping) and set(value) == {"lo", "hi"}:
+        return f"[{value['lo']}, {value['hi']}]"
+    return repr(value)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as canonical JSON (``2`` and ``2.0`` are the same number)."""
+    return a is b or (a is not MISSING and b is not MISSING and _key(a) == _key(b))
+
+
+def _rows(document: Mapping[str, Any], member: str) -> list[Mapping[str, Any]]:
+    rows = document.get(member)
+    if not isinstance(rows, list) or not all(isinstance(r, Mapping) for r in rows):
+        raise ContractDefinitionError(f"a policy document's {member!r} must be a list of "
+                                      "objects", code="bad-policy-document",
+                                      json_path=f"$.{member}")
+    return rows
 
 
 @attrs.frozen
 class _RuleView:
     name: str
-    key: Hashable
+    key: bytes
     action: str
     text: str
 
 
-def _rule_views(policy: Policy[Any]) -> list[_RuleView]:
-    views = [
-        _RuleView(r.name, _condition_key(r.when), str(r.action.value), r.when.describe())
-        for r in policy.rules
-    ]
-    views.append(_RuleView(policy.default_name, ("otherwise",), str(policy.default.value),
-                           "otherwise"))
+def _rule_views(document: Mapping[str, Any]) -> list[_RuleView]:
+    views = [_RuleView(str(r["rule"]), _key([r["guard"], r["action"]]), str(r["action"]),
+                       str(r["when"])) for r in _rows(document, "rules")]
+    default = document["default"]
+    views.append(_RuleView(str(default["rule"]), _key(["otherwise", default["action"]]),
+                           str(default["action"]), "otherwise"))
     return views
 
 
-def _policy_findings(old: Policy[Any], new: Policy[Any]) -> Iterator[Finding]:
+def _policy_findings(old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator[Finding]:
     before = {v.name: v for v in _rule_views(old)}
     after = {v.name: v for v in _rule_views(new)}
     for name, view in before.items():
@@ -978,7 +937,7 @@ def _policy_findings(old: Policy[Any], new: Policy[Any]) -> Iterator[Finding]:
                            Direction.BOTH,
                            f"rule {name!r} (when {view.text} → {view.action}) added",
                            category=Category.DECISION)
-        elif (before[name].key, before[name].action) != (view.key, view.action):
+        elif before[name].key != view.key:
             was = before[name]
             yield _finding(FindingCode.POLICY_RULE_CHANGED, f"$.policy.rules.{name}",
                            Direction.BOTH,
@@ -994,38 +953,41 @@ def _policy_findings(old: Policy[Any], new: Policy[Any]) -> Iterator[Finding]:
                        category=Category.DECISION)
 
 
-def _default_findings(old: Contract[Any, Any], new: Contract[Any, Any]) -> Iterator[Finding]:
-    if old.fail_closed_action.value != new.fail_closed_action.value:
+def _default_findings(old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator[Finding]:
+    if old["fail_closed_action"] != new["fail_closed_action"]:
         yield _finding(FindingCode.DEFAULT_CHANGED, "$.fail_closed_action", Direction.BOTH,
-                       f"fail_closed_action changed from {old.fail_closed_action.value!r} to "
-                       f"{new.fail_closed_action.value!r}", category=Category.DECISION)
-    for spec in new.fields:
-        path = f"$.decision_state.{spec.name}"
-        was = old.field_map.get(spec.name)
-        if was is None:
-            if spec.if_missing is not MISSING:
+                       f"fail_closed_action changed from {old['fail_closed_action']!r} to "
+                       f"{new['fail_closed_action']!r}", category=Category.DECISION)
+    before = {str(f["name"]): f for f in _rows(old, "decision_fields")}
+    for spec in _rows(new, "decision_fields"):
+        name = str(spec["name"])
+        path = f"$.decision_state.{name}"
+        now = spec.get("if_missing", MISSING)
+        if name not in before:
+            if now is not MISSING:
                 yield _finding(
                     FindingCode.DEFAULT_CHANGED, path, Direction.BOTH,
-                    f"new decision field {spec.name!r} declares if_missing="
-                    f"{_shown(spec.if_missing)}: a receiver would assume it when the field "
+                    f"new decision field {name!r} declares if_missing="
+                    f"{_shown(now)}: a receiver would assume it when the field "
                     "is absent (an unsafe benign default)", category=Category.DECISION)
             continue
-        if _value_key(was.if_missing) == _value_key(spec.if_missing):
+        was = before[name].get("if_missing", MISSING)
+        if _same(was, now):
             continue
-        if spec.if_missing is MISSING:
+        if now is MISSING:
             why = "a receiver now fails closed when it is absent"
-        elif was.if_missing is MISSING:
+        elif was is MISSING:
             why = "a receiver now assumes a benign default instead of failing closed"
         else:
             why = "a receiver now assumes a different value when it is absent"
         yield _finding(FindingCode.DEFAULT_CHANGED, path, Direction.BOTH,
-                       f"if_missing of {spec.name!r} changed from {_shown(was.if_missing)} to "
-                       f"{_shown(spec.if_missing)}: {why}", category=Category.DECISION)
+                       f"if_missing of {name!r} changed from {_shown(was)} to "
+                       f"{_shown(now)}: {why}", category=Category.DECISION)
 
 
-def _loss_findings(old: Contract[Any, Any], new: Contract[Any, Any]) -> Iterator[Finding]:
-    before = {(c.value, r.value): v for (c, r), v in old.loss.entries.items()}
-    after = {(c.value, r.value): v for (c, r), v in new.loss.entries.items()}
+def _loss_findings(old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator[Finding]:
+    before = {(r["chosen"], r["reference"]): r["loss"] for r in _rows(old, "loss")}
+    after = {(r["chosen"], r["reference"]): r["loss"] for r in _rows(new, "loss")}
     for pair, value in before.items():
         if pair in after and after[pair] != value:
             chosen, reference = pair
@@ -1036,27 +998,31 @@ def _loss_findings(old: Contract[Any, Any], new: Contract[Any, Any]) -> Iterator
                            "move with it", category=Category.DECISION)
 
 
-def _constraint_json(constraint: HardConstraint[Any]) -> dict[str, Any]:
-    return {k: v for k, v in constraint.to_json().items() if k != "description"}
+def _constraint_key(row: Mapping[str, Any]) -> bytes:
+    return _key({k: row.get(k) for k in ("chosen", "allowed_references", "guard")})
 
 
-def _constraint_findings(old: Contract[Any, Any], new: Contract[Any, Any]
+def _constraint_shown(row: Mapping[str, Any]) -> str:
+    return _short({k: v for k, v in row.items()
+                   if k in ("name", "chosen", "allowed_references", "when") and v is not None})
+
+
+def _constraint_findings(old: Mapping[str, Any], new: Mapping[str, Any]
                          ) -> Iterator[Finding]:
-    before = {h.name: h for h in old.hard_constraints}
-    after = {h.name: h for h in new.hard_constraints}
+    before = {str(h["name"]): h for h in _rows(old, "hard_constraints")}
+    after = {str(h["name"]): h for h in _rows(new, "hard_constraints")}
     for name, item in before.items():
         path = f"$.hard_constraints.{name}"
         if name not in after:
             yield _finding(FindingCode.HARD_CONSTRAINT_REMOVED, path, Direction.BOTH,
                            f"hard constraint {name!r} removed: its violations are no longer "
                            "counted", category=Category.DECISION)
-        elif _constraint_json(item) != _constraint_json(after[name]):
+        elif _constraint_key(item) != _constraint_key(after[name]):
             yield _finding(FindingCode.HARD_CONSTRAINT_CHANGED, path, Direction.BOTH,
-                           f"hard constraint {name!r} changed from "
-                           f"{_short(_constraint_json(item))} to "
-                           f"{_short(_constraint_json(after[name]))}",
+                           f"hard constraint {name!r} changed from {_constraint_shown(item)} "
+                           f"to {_constraint_shown(after[name])}",
                            category=Category.DECISION)
-        elif item.description != after[name].description:
+        elif item.get("description") != after[name].get("description"):
             yield _finding(FindingCode.DESCRIPTION_CHANGED, path, Direction.NONE,
                            f"description of hard constraint {name!r} changed",
                            category=Category.DECISION)
@@ -1068,12 +1034,11 @@ def _constraint_findings(old: Contract[Any, Any], new: Contract[Any, Any]
                            "may now be hard violations", category=Category.DECISION)
 
 
-def _dependency_map(deps: Sequence[ContextDependency]) -> dict[str, dict[str, Any]]:
-    found: dict[str, dict[str, Any]] = {}
-    for dep in deps:
-        data = dep.to_json()
+def _dependency_map(deps: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    found: dict[str, Mapping[str, Any]] = {}
+    for data in deps:
         ident = next((data[k] for k in ("role", "evidence", "name") if k in data), None)
-        key = str(data.get("kind", type(dep).__name__))
+        key = str(data.get("kind", "?"))
         if ident is not None:
             key = f"{key}:{ident}"
         base, n = key, 2
@@ -1083,15 +1048,16 @@ def _dependency_map(deps: Sequence[ContextDependency]) -> dict[str, dict[str, An
     return found
 
 
-def _context_findings(old: Contract[Any, Any], new: Contract[Any, Any]) -> Iterator[Finding]:
-    before, after = _dependency_map(old.context), _dependency_map(new.context)
+def _context_findings(old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator[Finding]:
+    before = _dependency_map(_rows(old, "context"))
+    after = _dependency_map(_rows(new, "context"))
     for key, data in before.items():
         path = f"$.context.{key}"
         if key not in after:
             yield _finding(FindingCode.CONTEXT_DEPENDENCY_REMOVED, path, Direction.BOTH,
                            f"context dependency {key!r} removed: receivers stop checking "
                            "it before deciding", category=Category.DECISION)
-        elif after[key] != data:
+        elif not _same(after[key], data):
             yield _finding(FindingCode.CONTEXT_DEPENDENCY_CHANGED, path, Direction.BOTH,
                            f"context dependency {key!r} changed from {_short(data)} to "
                            f"{_short(after[key])}", category=Category.DECISION)
@@ -1103,6 +1069,56 @@ def _context_findings(old: Contract[Any, Any], new: Contract[Any, Any]) -> Itera
                            "before deciding", category=Category.DECISION)
 
 
+_POLICY_MEMBERS: Final = ("contract", "actions", "decision_fields", "rules", "default", "loss",
+                          "hard_constraints", "context", "fail_closed_action",
+                          "counterfactual_trigger")
+
+
+def _decision_findings(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Finding]:
+    for side, document in (("OLD", old), ("NEW", new)):
+        if not isinstance(document, Mapping):
+            raise ContractDefinitionError(f"{side}: a policy document is a JSON object",
+                                          code="bad-policy-document")
+        missing = [m for m in _POLICY_MEMBERS if m not in document]
+        if missing:
+            raise ContractDefinitionError(
+                f"{side}: not a policy document (no {missing[0]!r} member)",
+                code="bad-policy-document", json_path=f"$.{missing[0]}")
+    findings = list(_default_findings(old, new))
+    findings.extend(_policy_findings(old, new))
+    findings.extend(_loss_findings(old, new))
+    findings.extend(_constraint_findings(old, new))
+    findings.extend(_context_findings(old, new))
+    if old["counterfactual_trigger"] != new["counterfactual_trigger"]:
+        findings.append(_finding(
+            FindingCode.COUNTERFACTUAL_TRIGGER_CHANGED, "$.counterfactual_trigger",
+            Direction.BOTH,
+            "counterfactual trigger changed: the condition under which a receipt may be "
+            f"reused is now {new['counterfactual_trigger']!r}", category=Category.DECISION,
+        ))
+    return findings
+
+
+def diff_policies(old_policy: Mapping[str, Any], new_policy: Mapping[str, Any], *,
+                  old_schema: Mapping[str, Any] | None = None,
+                  new_schema: Mapping[str, Any] | None = None) -> ContractDiff:
+    """Compare two policy documents (``schemas/<name>/<version>.policy.json``, see
+    :func:`~handoffs.contracts.policy_document`) and, when given, their receipt schemas:
+    the same findings :func:`diff` gives for the two contracts.
+
+    Actions added or removed show in the schemas (the ``proposed_action`` enum); without
+    them only the decision findings are compared.
+
+    Raises:
+        ContractDefinitionError: ``bad-policy-document`` when a document lacks a member.
+    """
+    findings = (_SchemaDiffer(old_schema, new_schema).run()
+                if old_schema is not None and new_schema is not None else [])
+    findings.extend(_decision_findings(old_policy, new_policy))
+    return ContractDiff(str(old_policy["contract"]), str(new_policy["contract"]),
+                        _ordered(findings))
+
+
 def diff(old: Contract[Any, Any], new: Contract[Any, Any]) -> ContractDiff:
     """Compare two contract versions: wire findings from their receipt schemas, plus
     decision findings from actions, policy, defaults, loss, hard constraints, context
@@ -1112,17 +1128,5 @@ def diff(old: Contract[Any, Any], new: Contract[Any, Any]) -> ContractDiff:
     land) is an ``ACTION_ADDED`` finding, breaking in the ``DECISION`` category even
     though every old receipt still validates.
     """
-    findings = _SchemaDiffer(to_json_schema(old), to_json_schema(new)).run()
-    findings.extend(_default_findings(old, new))
-    findings.extend(_policy_findings(old.policy, new.policy))
-    findings.extend(_loss_findings(old, new))
-    findings.extend(_constraint_findings(old, new))
-    findings.extend(_context_findings(old, new))
-    if old.counterfactual_trigger != new.counterfactual_trigger:
-        findings.append(_finding(
-            FindingCode.COUNTERFACTUAL_TRIGGER_CHANGED, "$.counterfactual_trigger",
-            Direction.BOTH,
-            "counterfactual trigger changed: the condition under which a receipt may be "
-            f"reused is now {new.counterfactual_trigger!r}", category=Category.DECISION,
-        ))
-    return ContractDiff(old.id, new.id, _ordered(findings))
+    return diff_policies(policy_document(old), policy_document(new),
+                         old_schema=to_json_schema(old), new_schema=to_json_schema(new))

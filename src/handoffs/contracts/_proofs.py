@@ -39,23 +39,21 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final, cast
 
 import attrs
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from handoffs._errors import InvalidArgument, KeyRingError, MalformedJSON, ProofError, UnknownKey
 from handoffs._json import canonical_bytes, canonical_bytes_plain, check_value
 from handoffs._time import expired
-from handoffs.contracts._keys import (
-    KeyEntry,
-    KeyRing,
-    SigningKey,
-    _aware_utc,
-    _b58decode_or_none,
-    _format_utc,
-    _parse_utc,
-    b58encode,
-    check_public_key,
-    revoked,
+from handoffs._time import format_utc as _format_utc
+from handoffs._time import parse_utc as _parse_utc
+from handoffs.integrity._base58 import _b58decode_or_none, b58encode
+from handoffs.integrity._keyring import KeyEntry, KeyRing, revoked
+from handoffs.integrity._keys import _aware_utc
+from handoffs.integrity._signer import Signer
+from handoffs.integrity._suites import (
+    EDDSA_JCS_2022,
+    Cryptosuite,
+    cryptosuite,
+    registered_cryptosuites,
 )
 
 __all__ = [
@@ -114,19 +112,14 @@ def _without_proof(document: Mapping[str, Any]) -> dict[str, Any]:
     return unsecured
 
 
-def _check_suite(config: Mapping[str, Any], *, path: str) -> None:
+def _check_suite(config: Mapping[str, Any], *, path: str) -> Cryptosuite:
     if config.get("type") != PROOF_TYPE:
         raise ProofError(
             f"expected proof type {PROOF_TYPE!r}, got {config.get('type')!r}",
             code="wrong-proof-type",
             json_path=f"{path}.type",
         )
-    if config.get("cryptosuite") != CRYPTOSUITE:
-        raise ProofError(
-            f"expected cryptosuite {CRYPTOSUITE!r}, got {config.get('cryptosuite')!r}",
-            code="wrong-cryptosuite",
-            json_path=f"{path}.cryptosuite",
-        )
+    return cryptosuite(config.get("cryptosuite"), json_path=f"{path}.cryptosuite")
 
 
 def _signature_bytes(proof_value: object, *, path: str) -> bytes:
@@ -158,39 +151,17 @@ def _signature_bytes(proof_value: object, *, path: str) -> bytes:
         )
     if len(signature) != 64:
         raise ProofError(
-            f"proofValue must decode to a 64-byte Ed25519 signature, got {len(signature)} bytes",
+            f"proofValue must decode to a 64-byte signature, got {len(signature)} bytes",
             code="proof-malformed",
             json_path=f"{path}.proofValue",
         )
     return signature
 
 
-def _ed25519_verify(
-    public_key: bytes | Ed25519PublicKey, signature: bytes, message: bytes, *, path: str,
-    who: str,
-) -> None:
-    try:
-        if isinstance(public_key, bytes):
-            public_key = Ed25519PublicKey.from_public_bytes(public_key)
-        public_key.verify(signature, message)
-    except InvalidSignature as exc:
-        raise ProofError(
-            f"the signature does not verify under {who}",
-            code="bad-signature",
-            json_path=f"{path}.proofValue",
-        ) from exc
-    except ValueError as exc:  # pragma: no cover - keys are checked before this point
-        raise ProofError(
-            f"cannot load the public key of {who}: {exc}",
-            code="bad-signature",
-            json_path=f"{path}.proofValue",
-        ) from exc
-
-
 def create_proof(
     document: Mapping[str, Any],
     options: Mapping[str, Any],
-    key: SigningKey,
+    key: Signer,
     *,
     copy_context: bool = True,
 ) -> dict[str, Any]:
@@ -218,7 +189,9 @@ def create_proof(
             json_path="$.proof.proofValue",
         )
     config = _proof_config(document, options, copy_context=copy_context)
-    _check_suite(config, path="$.proof")
+    suite = _check_suite(config, path="$.proof")
+    if not isinstance(key, Signer):
+        raise InvalidArgument(f"key must be a Signer (a SigningKey, say), got {type(key).__name__}")
     created = config.get("created")
     if created is not None and not (isinstance(created, str) and _XSD_DATETIME.fullmatch(created)):
         raise ProofError(
@@ -227,7 +200,7 @@ def create_proof(
             json_path="$.proof.created",
         )
     message = _hash_data(canonical_bytes(config), canonical_bytes(_without_proof(document)))
-    config["proofValue"] = "z" + b58encode(key.sign(message))
+    config["proofValue"] = "z" + b58encode(suite.sign(key, message))
     return config
 
 
@@ -256,13 +229,15 @@ def verify_proof(
             code="proof-malformed",
             json_path="$.proof",
         )
+    named = proof.get("cryptosuite")
     try:
-        check_public_key(public_key_bytes)
+        (cryptosuite(named) if named in registered_cryptosuites() else EDDSA_JCS_2022
+         ).check_public_key(bytes(public_key_bytes), json_path="$")
     except KeyRingError as exc:
         raise ProofError(
             f"unusable public key: {exc.message}", code="bad-key", json_path="$.proof"
         ) from exc
-    _check_suite(proof, path="$.proof")
+    suite = _check_suite(proof, path="$.proof")
     signature = _signature_bytes(proof.get("proofValue"), path="$.proof")
     unsecured = _without_proof(document)
     if "@context" in proof:
@@ -270,9 +245,8 @@ def verify_proof(
         unsecured["@context"] = proof["@context"]
     config = {key: value for key, value in proof.items() if key != "proofValue"}
     message = _hash_data(canonical_bytes(config), canonical_bytes(unsecured))
-    _ed25519_verify(
-        bytes(public_key_bytes), signature, message, path="$.proof", who="the given key"
-    )
+    suite.verify(bytes(public_key_bytes), signature, message, json_path="$.proof.proofValue",
+                 who="the given key")
 
 
 def _check_context_prefix(document: Mapping[str, Any], proof_context: object) -> None:
@@ -684,6 +658,13 @@ def _verify_one(
         if exc.code == "key-revoked":
             raise
         raise ProofError(exc.message, code=exc.code, json_path=f"{path}.created") from exc
+    if proof["cryptosuite"] != entry.suite.name:
+        raise ProofError(
+            f"key {vm!r} is a {entry.suite.name!r} key; the proof names "
+            f"{proof['cryptosuite']!r} (the key, never the message, picks the algorithm)",
+            code="wrong-cryptosuite",
+            json_path=f"{path}.cryptosuite",
+        )
     if purpose not in entry.purposes:
         raise ProofError(
             f"key {vm!r} of {entry.controller!r} may not serve {purpose!r} "
@@ -700,7 +681,8 @@ def _verify_one(
     del config["proofValue"]
     input_document = _input_document(document, proofs, item.previous)
     message = _hash_data(encode(config), encode(input_document))
-    _ed25519_verify(entry.public_key, item.signature, message, path=path, who=f"key {vm!r}")
+    entry.suite.verify(entry.public_key_raw, item.signature, message,
+                       json_path=f"{path}.proofValue", who=f"key {vm!r}")
 
     if item.expires is not None and expired(item.expires, now):
         raise ProofError(
@@ -726,83 +708,6 @@ def _verify_one(
         previous_proof=item.previous,
         key_entry=entry,
     )
-
-
-# ------------------------------------------------------- the standard proof, fused
-
-# The members of a proof :func:`sign` makes without options: the one shape the fused
-# accept path below takes. Any other proof goes the whole way through :func:`_verify`.
-_STANDARD: Final = frozenset(_PRESENT)
-
-
-class _Standard:
-    """A standard proof whose every check but the signature passed (see
-    :func:`_standard_proof`).
-    """
-
-    __slots__ = ("created", "entry", "proof", "signature", "vm")
-
-    def __init__(self, proof: dict[str, Any], vm: str, entry: KeyEntry, created: datetime,
-                 signature: bytes) -> None:
-        self.proof = proof
-        self.vm = vm
-        self.entry = entry
-        self.created = created
-        self.signature = signature
-
-    def verified(self, purpose: str) -> VerifiedProof:
-        """The proof as :func:`_verify` reports it (no id, expiry or chain)."""
-        entry = self.entry
-        return VerifiedProof(proof_id=None, verification_method=self.vm,
-                             controller=entry.controller, roles=entry.roles, purpose=purpose,
-                             created=self.created, expires=None, previous_proof=(),
-                             key_entry=entry)
-
-
-def _standard_proof(document: Mapping[str, Any], keyring: KeyRing, purpose: str,
-                    now: datetime) -> _Standard | None:
-    """The accept path of :func:`_verify` up to the signature, for a document with one
-    proof of the standard shape (exactly the members of :data:`_PRESENT`, no
-    ``@context``): the same checks of profile, key (in the ring, not revoked at
-    ``now``, valid at ``created``, allowed ``purpose``) and time (``created`` at most
-    :data:`CLOCK_SKEW` after ``now``). ``None`` when any check fails or the shape is
-    another one: then :func:`_verify` runs and says why.
-    """
-    proof = document.get("proof")
-    if type(proof) is not dict or proof.keys() != _STANDARD or "@context" in document:
-        return None
-    vm = proof["verificationMethod"]
-    value = proof["proofValue"]
-    if (proof["type"] != PROOF_TYPE or proof["cryptosuite"] != CRYPTOSUITE
-            or proof["proofPurpose"] != purpose or type(vm) is not str
-            or type(value) is not str or len(value) > _PROOF_VALUE_MAX_CHARS
-            or value[:1] != "z"):
-        return None
-    signature = _b58decode_or_none(value[1:])
-    created = _parse_utc(proof["created"])
-    entry = keyring._get(vm)
-    if signature is None or len(signature) != 64 or created is None or entry is None:
-        return None
-    if (revoked(entry, now) or not entry.valid_at(created) or purpose not in entry.purposes
-            or created > now + CLOCK_SKEW):
-        return None
-    return _Standard(proof, vm, entry, created, signature)
-
-
-def _standard_verify(checked: _Standard, document: Mapping[str, Any]) -> None:
-    """Verify the signature of a :func:`_standard_proof` over ``document``, which the
-    caller vouches is plain (:func:`~handoffs._json.canonical_bytes_plain`).
-
-    Raises:
-        ProofError: ``bad-signature``, exactly as :func:`_verify` refuses it.
-    """
-    config = dict(checked.proof)
-    del config["proofValue"]
-    unsecured = dict(document)
-    del unsecured["proof"]
-    message = _hash_data(canonical_bytes_plain(config), canonical_bytes_plain(unsecured))
-    _ed25519_verify(checked.entry.public_key, checked.signature, message, path="$.proof",
-                    who=f"key {checked.vm!r}")
 
 
 def _optional_text(value: object, name: str) -> None:
@@ -860,7 +765,7 @@ def _check_sign_set(
 
 def sign(
     document: Mapping[str, Any],
-    key: SigningKey,
+    key: Signer,
     *,
     purpose: str = "assertionMethod",
     created: datetime,
@@ -891,8 +796,9 @@ def sign(
 
     """
     # Arguments first, before any work.
-    if not isinstance(key, SigningKey):
-        raise InvalidArgument(f"key must be a SigningKey, got {type(key).__name__}")
+    if not isinstance(key, Signer):
+        raise InvalidArgument(f"key must be a Signer (a SigningKey, say), got {type(key).__name__}")
+    suite = cryptosuite(key.cryptosuite, json_path="$.proof.cryptosuite")
     if not isinstance(purpose, str) or not purpose:
         raise InvalidArgument(f"purpose must be a non-empty string, got {purpose!r}")
     for value, name in ((proof_id, "proof_id"), (domain, "domain"), (challenge, "challenge")):
@@ -927,7 +833,7 @@ def sign(
     }
     proof: dict[str, Any] = {
         "type": PROOF_TYPE,
-        "cryptosuite": CRYPTOSUITE,
+        "cryptosuite": suite.name,
         "created": _format_utc(created),
         "verificationMethod": key.verification_method,
         "proofPurpose": purpose,
@@ -935,7 +841,7 @@ def sign(
     }
     input_document = copy.deepcopy(_input_document(document, existing, previous))
     message = _hash_data(canonical_bytes(proof), canonical_bytes(input_document))
-    proof["proofValue"] = "z" + b58encode(key.sign(message))
+    proof["proofValue"] = "z" + b58encode(suite.sign(key, message))
 
     secured = copy.deepcopy(_without_proof(document))
     secured["proof"] = [*copy.deepcopy(existing), proof] if existing else proof

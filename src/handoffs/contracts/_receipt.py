@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import enum
 import re
+import unicodedata
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final, Generic, TypeVar
 
 import attrs
@@ -21,17 +22,20 @@ from handoffs._errors import (
     Violation,
 )
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, load_object
+from handoffs._time import format_utc, parse_utc, why_not_utc
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._fields import Interval
 
 __all__ = [
     "ENVELOPE_MEMBERS",
     "GOVERNANCE_FIELDS",
+    "IDENTIFIER_RULE",
     "PROTECTED_MEMBERS",
     "DecisionContent",
     "EvidenceRef",
     "Governance",
     "Receipt",
+    "case_id_from",
     "content_members",
     "format_time",
     "parse_time",
@@ -69,64 +73,69 @@ PROTECTED_MEMBERS: Final = frozenset(GOVERNANCE_FIELDS) | frozenset(ENVELOPE_MEM
 the signing layer."""
 
 _IDENT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}")
-_TIME: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
-
-
-_PARSED: dict[str, datetime] = {}
-_PARSED_LIMIT: Final = 1024
+IDENTIFIER_RULE: Final = (
+    "1 to 128 ASCII characters: a letter or digit first, then letters, digits and "
+    "'.', '_', ':', '/', '@', '-' (no spaces)")
+"""The rule every identifier of a receipt follows (``case_id``, ``sender``,
+``receiver``, ``policy_version``): the JSON Schema pattern
+``^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$`` in words."""
+_NOT_IDENT: Final = re.compile(r"[^A-Za-z0-9._:/@-]+")
 
 
 def parse_time(text: str, *, json_path: str = "$") -> datetime:
-    """Parse an RFC 3339 UTC timestamp written with ``Z`` (the only form receipts use)."""
-    if type(text) is str:
-        found = _PARSED.get(text)  # recent results: receipts of one hour share their times
-        if found is not None:
-            return found
-    if not isinstance(text, str) or not _TIME.fullmatch(text):
-        raise MalformedJSON(
-            f"expected an RFC 3339 UTC time like 2027-01-01T00:00:00Z, got {text!r}",
-            code="bad-time", json_path=json_path,
-        )
-    try:
-        parsed = datetime.fromisoformat(text[:-1]).replace(tzinfo=UTC)
-    except ValueError as exc:
-        raise MalformedJSON(f"invalid time {text!r}: {exc}", code="bad-time",
-                            json_path=json_path) from exc
-    if type(text) is str:
-        if len(_PARSED) >= _PARSED_LIMIT:
-            _PARSED.clear()
-        _PARSED[text] = parsed
+    """Parse an RFC 3339 UTC timestamp written with ``Z`` (the only form receipts use;
+    :func:`handoffs._time.parse_utc`).
+
+    Raises:
+        MalformedJSON: ``bad-time``, at ``json_path``.
+    """
+    parsed = parse_utc(text)
+    if parsed is None:
+        raise MalformedJSON(why_not_utc(text), code="bad-time", json_path=json_path)
     return parsed
-
-
-_FORMATTED: dict[datetime, str] = {}
-_FORMATTED_LIMIT: Final = 1024
 
 
 def format_time(moment: datetime) -> str:
     """Format an aware datetime as RFC 3339 UTC with ``Z`` (microseconds only if set)."""
     if moment.tzinfo is None:
         raise InvalidArgument("times must be timezone-aware")
-    cached = moment.tzinfo is UTC  # UTC has no folds: equal values are one instant
-    if cached:
-        found = _FORMATTED.get(moment)
-        if found is not None:
-            return found
-    utc = moment.astimezone(UTC)
-    text = utc.strftime("%Y-%m-%dT%H:%M:%S")
-    if utc.microsecond:
-        text += f".{utc.microsecond:06d}".rstrip("0")
-    text += "Z"
-    if cached:
-        if len(_FORMATTED) >= _FORMATTED_LIMIT:
-            _FORMATTED.clear()
-        _FORMATTED[moment] = text
-    return text
+    return format_utc(moment)
 
 
 def _ident(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
     if not isinstance(value, str) or not _IDENT.fullmatch(value):
-        raise InvalidArgument(f"{attribute.name} {value!r} is not a valid identifier")
+        hint = (f"; handoffs.contracts.case_id_from({value!r}) makes one"
+                if attribute.name == "case_id" and isinstance(value, str) else "")
+        raise InvalidArgument(
+            f"{attribute.name} {value!r} is not a valid identifier: {IDENTIFIER_RULE}{hint}",
+            code=f"invalid-{attribute.name.replace('_', '-')}",
+            json_path=f"$.{attribute.name}")
+
+
+def case_id_from(text: str) -> str:
+    """A valid ``case_id`` made from ``text`` (an order number, a ticket title).
+
+    Text that already follows :data:`IDENTIFIER_RULE` comes back unchanged. Otherwise
+    letters lose their accents (NFKD, then ASCII), every run of other characters
+    becomes one ``-``, leading separators go, and the result is cut to 128 characters:
+    ``case_id_from("order 1842") == "order-1842"``,
+    ``case_id_from("Bestellung Nr. 1842 – Müller") == "Bestellung-Nr.-1842-Muller"``.
+    The mapping is deterministic but not one-to-one (``"order 1842"`` and
+    ``"order-1842"`` give the same id): keep your own ids distinct before mapping them.
+
+    Raises:
+        InvalidArgument: ``text`` is not a string, or has no ASCII letter or digit to keep.
+    """
+    if not isinstance(text, str):
+        raise InvalidArgument(f"case_id_from takes text, got {type(text).__name__}")
+    if _IDENT.fullmatch(text):
+        return text
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    slug = _NOT_IDENT.sub("-", ascii_text).lstrip("._:/@-")[:128].rstrip("-")
+    if not slug:
+        raise InvalidArgument(f"{text!r} has no ASCII letter or digit to make a case_id from",
+                              code="invalid-case-id")
+    return slug
 
 
 def _aware(_: Any, attribute: attrs.Attribute[datetime], value: datetime) -> None:

@@ -27,7 +27,6 @@ if TYPE_CHECKING:  # python-jsonschema describes rare violations; imported when 
 __all__ = [
     "content_json_schema",
     "iter_violations",
-    "numbers_outside",
     "render_json_schema",
     "render_schema",
     "schema_id",
@@ -257,7 +256,6 @@ class _Compiled:
         self.schema = to_json_schema(contract)
         self.fast: Any = jsonschema_rs.validator_for(self.schema)
         self._reference: Draft202012Validator | None = None
-        self.numbers: dict[str, bool] = {}  # numbers_outside, by member
 
     def reference(self) -> Draft202012Validator:
         if self._reference is None:
@@ -278,89 +276,6 @@ def _compiled(contract: Contract[Any, Any]) -> _Compiled:
     if entry is None or entry.contract is not contract:
         entry = _validators[id(contract)] = _Compiled(contract)
     return entry
-
-
-def numbers_outside(contract: Contract[Any, Any], member: str) -> bool:
-    """Whether a receipt valid under ``contract``'s schema may hold a JSON number
-    anywhere but in its top-level ``member`` (``True`` whenever that is not certain).
-
-    A document valid under a schema that admits no number holds no float, so its
-    canonical form needs no scan for one (see :func:`handoffs._json.exact_loads`).
-    """
-    entry = _compiled(contract)
-    found = entry.numbers.get(member)
-    if found is None:
-        schema = entry.schema
-        properties = schema.get("properties")
-        if isinstance(properties, dict) and member in properties:
-            schema = {**schema, "properties": {**properties, member: False}}
-        found = entry.numbers[member] = _admits_numbers(schema, schema, frozenset())
-    return found
-
-
-def _holds_number(value: Any) -> bool:
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return False
-    if isinstance(value, list):
-        return any(map(_holds_number, value))
-    if isinstance(value, dict):
-        return any(map(_holds_number, value.values()))
-    return True
-
-
-def _admits_numbers(  # noqa: PLR0911 - one return per keyword that settles it
-    root: Mapping[str, Any], node: Any, seen: frozenset[str],
-) -> bool:
-    """Whether a value valid under ``node`` may hold a number; ``True`` when unsure.
-
-    A schema's keywords all constrain the one value, so it is number-free as soon as
-    one of them is: ``const`` or ``enum`` without numbers, a ``$ref`` to a number-free
-    definition, a ``type`` without ``integer``/``number`` whose objects and arrays are
-    closed over number-free members, or ``anyOf``/``oneOf`` of number-free branches.
-    """
-    if node is False:
-        return False
-    if not isinstance(node, dict):
-        return True
-    if "const" in node and not _holds_number(node["const"]):
-        return False
-    enum = node.get("enum")
-    if isinstance(enum, list) and not _holds_number(enum):
-        return False
-    ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/") and ref not in seen:
-        target = root.get("$defs", {}).get(ref[len("#/$defs/"):])
-        if target is not None and not _admits_numbers(root, target, seen | {ref}):
-            return False
-    types = node.get("type")
-    names = [types] if isinstance(types, str) else types
-    if isinstance(names, list) and names and not _types_admit_numbers(root, node, names, seen):
-        return False
-    for keyword in ("anyOf", "oneOf"):
-        branches = node.get(keyword)
-        if isinstance(branches, list) and branches and not any(
-                _admits_numbers(root, branch, seen) for branch in branches):
-            return False
-    all_of = node.get("allOf")
-    return not (isinstance(all_of, list) and any(
-        not _admits_numbers(root, branch, seen) for branch in all_of))
-
-
-def _types_admit_numbers(root: Mapping[str, Any], node: Mapping[str, Any],
-                         names: list[Any], seen: frozenset[str]) -> bool:
-    if "integer" in names or "number" in names:
-        return True
-    if "object" in names:
-        members = [*dict(node.get("properties") or {}).values(),
-                   *dict(node.get("patternProperties") or {}).values(),
-                   node.get("additionalProperties", True)]
-        if any(_admits_numbers(root, member, seen) for member in members):
-            return True
-    if "array" in names:
-        elements = [*list(node.get("prefixItems") or []), node.get("items", True)]
-        if any(_admits_numbers(root, element, seen) for element in elements):
-            return True
-    return False
 
 
 def _validator(contract: Contract[Any, Any]) -> Draft202012Validator:

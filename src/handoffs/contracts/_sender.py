@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
 from handoffs._errors import InvalidArgument
+from handoffs._time import utc_now
 from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._encoders import GovernanceService
 from handoffs.contracts._keys import KeyRing, SigningKey
@@ -89,11 +90,6 @@ class GrantIssuer:
             created=now,
             roles=self.roles,
         )
-
-
-def utc_now() -> datetime:
-    """The system clock, in UTC."""
-    return datetime.now(UTC)
 
 
 def _optional_grants(_: object, __: attrs.Attribute[Any], value: Any) -> None:

@@ -19,19 +19,18 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON, ProofError
+from handoffs._errors import InvalidArgument, MalformedJSON, ProofError
 from handoffs._json import canonical_bytes, canonical_bytes_plain, check_value
 from handoffs._time import expired, stale
 from handoffs.contracts._contract import Authority, Contract
-from handoffs.contracts._keys import KeyRing, SigningKey
+from handoffs.contracts._fingerprint import policy_fingerprint as fingerprint_of
+from handoffs.contracts._keys import KeyRing
 from handoffs.contracts._proofs import (
     VerifiedProof,
-    _standard_proof,
-    _standard_verify,
     _verify,
     sign,
 )
@@ -44,6 +43,7 @@ from handoffs.contracts._receipt import (
     structure_valid,
 )
 from handoffs.contracts._registry import Registry, as_registry
+from handoffs.integrity._signer import Signer
 
 __all__ = [
     "ANY_AUDIENCE",
@@ -52,6 +52,7 @@ __all__ = [
     "RECEIPT_PURPOSE",
     "AuthorityGrant",
     "VerifiedReceipt",
+    "check_addressed",
     "issue_grant",
     "sign_receipt",
     "verify_receipt",
@@ -91,7 +92,7 @@ names itself instead; there is no silent default.
 
 _GRANT_KEYS: Final = frozenset({
     "type", "id", "issuer", "subject", "audience", "contract", "case_id", "policy_version",
-    "authority", "roles", "valid_until", "proof",
+    "authority", "roles", "valid_until", "proof", "policy_fingerprint",
 })
 
 
@@ -110,6 +111,10 @@ class AuthorityGrant:
         authority: authorities the sender may claim (``ADVISE``, ``DECIDE``).
         roles: roles the subject holds for this case.
         valid_until: no receipt under this grant may be valid later.
+        policy_fingerprint: the fingerprint of the contract the policy service governs
+            (:func:`~handoffs.contracts.policy_fingerprint`); a
+            gate refuses a grant naming another fingerprint than its own contract's
+            (``policy-mismatch``), or none (``policy-fingerprint-missing``).
     """
 
     id: str
@@ -122,10 +127,11 @@ class AuthorityGrant:
     authority: frozenset[Authority]
     roles: frozenset[str] = frozenset()
     valid_until: datetime
+    policy_fingerprint: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Unsigned wire form."""
-        return {
+        out = {
             "type": "AuthorityGrant",
             "id": self.id,
             "issuer": self.issuer,
@@ -138,6 +144,9 @@ class AuthorityGrant:
             "roles": sorted(self.roles),
             "valid_until": format_time(self.valid_until),
         }
+        if self.policy_fingerprint is not None:
+            out["policy_fingerprint"] = self.policy_fingerprint
+        return out
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> AuthorityGrant:
@@ -174,11 +183,16 @@ class AuthorityGrant:
         if not authority:
             raise ProofError("the grant allows no authority", code="grant-invalid",
                              json_path="$.grant.authority")
-        return cls(authority=authority, roles=roles, valid_until=valid_until, **text)
+        pinned = doc.get("policy_fingerprint")
+        if pinned is not None and not isinstance(pinned, str):
+            raise ProofError("grant member 'policy_fingerprint' must be a string",
+                             code="grant-invalid", json_path="$.grant.policy_fingerprint")
+        return cls(authority=authority, roles=roles, valid_until=valid_until,
+                   policy_fingerprint=pinned, **text)
 
 
 def issue_grant(
-    key: SigningKey,
+    key: Signer,
     *,
     issuer: str,
     subject: str,
@@ -191,8 +205,14 @@ def issue_grant(
     created: datetime,
     roles: Iterable[str] = (),
     grant_id: str | None = None,
+    policy_fingerprint: str | None = None,
 ) -> dict[str, Any]:
     """Issue a signed authority grant (what the policy service does, deterministically).
+
+    The grant names the fingerprint of the contract the service governs:
+    ``policy_fingerprint`` if given, else the contract's fingerprint when ``contract`` is a
+    :class:`~handoffs.contracts.Contract`. A contract given by id alone, with no
+    fingerprint, makes a grant every gate refuses (``policy-fingerprint-missing``).
 
     Returns:
         the grant document with its ``capabilityDelegation`` proof.
@@ -208,13 +228,15 @@ def issue_grant(
         authority=frozenset(authority),
         roles=frozenset(roles),
         valid_until=valid_until,
+        policy_fingerprint=(policy_fingerprint if policy_fingerprint is not None
+                            or isinstance(contract, str) else fingerprint_of(contract)),
     )
     return sign(grant.to_json(), key, purpose=GRANT_PURPOSE, created=created)
 
 
 def sign_receipt(
     receipt: Receipt[Any, Any],
-    key: SigningKey,
+    key: Signer,
     *,
     grant: Mapping[str, Any] | None,
     created: datetime,
@@ -308,27 +330,6 @@ def verify_receipt(
         raise MalformedJSON(
             f"a signed receipt is a JSON object, got {type(document).__name__}",
             code="not-an-object")
-    encode = canonical_bytes_plain if check_value(document) else canonical_bytes
-    return _verify_receipt(document, keyring, now=now, registry=registry, audience=audience,
-                           require_grant=require_grant, encode=encode, valid=False,
-                           max_proof_age=max_proof_age)
-
-
-def _verify_receipt(
-    document: Mapping[str, Any],
-    keyring: KeyRing,
-    *,
-    now: datetime,
-    registry: Registry | Contract[Any, Any] | Iterable[Contract[Any, Any]],
-    audience: str | AnyAudience,
-    require_grant: bool,
-    encode: Callable[[Any], bytes],
-    valid: bool,
-    max_proof_age: timedelta | None = None,
-) -> VerifiedReceipt:
-    """:func:`verify_receipt`, canonicalising with ``encode``; ``valid`` says the caller
-    has already checked the document against its contract's schema.
-    """
     if not isinstance(audience, _AUDIENCE_TYPES) or not audience:
         raise InvalidArgument(
             f"audience must name the receiver, or be ANY_AUDIENCE, got {audience!r}")
@@ -337,7 +338,30 @@ def _verify_receipt(
     ):
         raise InvalidArgument(
             f"max_proof_age must be a positive timedelta or None, got {max_proof_age!r}")
+    encode = canonical_bytes_plain if check_value(document) else canonical_bytes
     contract = as_registry(registry).for_document(document)
+    return _verify_receipt(
+        document, keyring, now=now, contract=contract, audience=audience,
+        require_grant=require_grant, encode=encode, valid=False,
+        max_age=contract.max_proof_age if max_proof_age is None else max_proof_age)
+
+
+def _verify_receipt(
+    document: Mapping[str, Any],
+    keyring: KeyRing,
+    *,
+    now: datetime,
+    contract: Contract[Any, Any],
+    audience: str | AnyAudience,
+    require_grant: bool,
+    encode: Callable[[Any], bytes],
+    valid: bool,
+    max_age: timedelta,
+) -> VerifiedReceipt:
+    """The one receipt verification (:func:`verify_receipt` and the gate's step (2)),
+    canonicalising with ``encode``; ``valid`` says the caller has already checked the
+    document against ``contract``'s schema.
+    """
     proofs = _verify(document, keyring, purpose=RECEIPT_PURPOSE, now=now, max_proofs=8,
                      expected_domain=None, expected_challenge=None, encode=encode)
     if len(proofs) != 1:
@@ -358,13 +382,7 @@ def _verify_receipt(
                              json_path="$.grant")
     else:
         grant, grant_proof = _verify_grant(receipt, contract, keyring, now, encode)
-    if audience is not ANY_AUDIENCE and receipt.receiver != audience:
-        raise ProofError(f"addressed to {receipt.receiver!r}, this receiver is {audience!r}",
-                         code="wrong-audience", json_path="$.receiver")
-    if expired(receipt.valid_until, now):
-        raise ProofError(f"the receipt expired at {format_time(receipt.valid_until)}",
-                         code="receipt-expired", json_path="$.valid_until")
-    max_age = contract.max_proof_age if max_proof_age is None else max_proof_age
+    check_addressed(receipt.receiver, receipt.valid_until, audience, now)
     if stale(signer.created, max_age, now):
         raise ProofError(
             f"the proof was created at {format_time(signer.created)}, {now - signer.created} "
@@ -373,93 +391,25 @@ def _verify_receipt(
     return VerifiedReceipt(receipt=receipt, signer=signer, grant=grant, grant_proof=grant_proof)
 
 
-_GRANT_TEXT: Final = ("id", "issuer", "subject", "audience", "contract", "case_id",
-                      "policy_version", "valid_until")
-_AUTHORITIES: Final = Authority._value2member_map_
+def check_addressed(receiver: str | None, valid_until: datetime | None,
+                    audience: str | AnyAudience, now: datetime | None) -> None:
+    """A message names ``receiver`` as its audience and is valid until ``valid_until``:
+    it must be addressed to ``audience`` (unless :data:`ANY_AUDIENCE`) and not expired
+    at ``now`` (unless ``now`` is ``None``). The one place ``wrong-audience`` and
+    ``receipt-expired`` are raised: for verified receipts, for receipts under
+    :class:`~handoffs.receivers.UnsafeNoProofs`, and for the lab's unsigned forms.
 
-
-def _verify_receipt_fast(  # noqa: PLR0911 - one return per declined check
-    document: Mapping[str, Any],
-    keyring: KeyRing,
-    *,
-    contract: Contract[Any, Any],
-    now: datetime,
-    audience: str | AnyAudience,
-    max_age: timedelta,
-) -> VerifiedReceipt | None:
-    """The accept path of :func:`_verify_receipt` (grant required) in one pass, or
-    ``None``: then :func:`_verify_receipt` runs and gives the refusal's reason. When
-    every other check passes and a signature does not verify, it raises the refusal
-    :func:`_verify_receipt` would (``bad-signature`` on the sender's proof, checked
-    first, else ``grant-invalid``), so that a forged receipt costs no verify twice.
-
-    It takes the one shape :func:`sign_receipt` and :func:`issue_grant` make (a
-    standard proof on the receipt and on its grant, see
-    :func:`~handoffs.contracts._proofs._standard_proof`; grant members of exactly their
-    JSON types) and runs the same checks; it returns a result only when every one
-    passes, and that result equals :func:`_verify_receipt`'s. ``document`` must be
-    valid under ``contract``'s schema, and plain except perhaps inside ``grant``
-    (the grant's members are checked to be strings and arrays of strings, so float-free,
-    before anything canonicalises it). ``tests/test_fused.py`` runs both paths on the
-    hostile suite and on mutated receipts.
+    Raises:
+        ProofError: ``wrong-audience`` or ``receipt-expired``.
     """
-    grant = document.get("grant")
-    if (type(grant) is not dict or not _GRANT_KEYS.issuperset(grant)
-            or grant.get("type") != "AuthorityGrant"):
-        return None
-    for name in _GRANT_TEXT:
-        value = grant.get(name)
-        if type(value) is not str or not value:
-            return None
-    granted = grant.get("authority")
-    roles = grant.get("roles", [])
-    if type(granted) is not list or type(roles) is not list:  # (none granted: see below)
-        return None
-    named = frozenset([_AUTHORITIES.get(a) if type(a) is str else None for a in granted])
-    if None in named or not all(type(role) is str for role in roles):
-        return None
-    signer = _standard_proof(document, keyring, RECEIPT_PURPOSE, now)
-    issuer = _standard_proof(grant, keyring, GRANT_PURPOSE, now)
-    if signer is None or issuer is None:
-        return None
-    sender = document["sender"]
-    receiver = document["receiver"]
-    if (signer.entry.controller != sender or POLICY_SERVICE_ROLE not in issuer.entry.roles
-            or grant["issuer"] != issuer.entry.controller or grant["subject"] != sender
-            or grant["audience"] != receiver or grant["case_id"] != document["case_id"]
-            or grant["contract"] != contract.id
-            or grant["policy_version"] != document["policy_version"]):
-        return None
-    authority = cast("frozenset[Authority]", named)
-    try:
-        receipt = structure_valid(contract, document)
-        grant_until = parse_time(grant["valid_until"])
-    except HandoffsError:
-        return None
-    if (receipt.authority not in authority or receipt.valid_until > grant_until
-            or expired(grant_until, now)
-            or (audience is not ANY_AUDIENCE and receiver != audience)
-            or expired(receipt.valid_until, now) or stale(signer.created, max_age, now)):
-        return None
-    # The signatures last (a refusal found above costs no verify), the sender's first,
-    # as _verify_receipt checks them: with every other check passed, a signature that
-    # fails is the very refusal _verify_receipt gives, raised here without verifying
-    # again.
-    _standard_verify(signer, document)
-    try:
-        _standard_verify(issuer, grant)
-    except ProofError as exc:
-        raise _grant_refusal(exc) from exc
-    return VerifiedReceipt(
-        receipt=receipt,
-        signer=signer.verified(RECEIPT_PURPOSE),
-        grant=AuthorityGrant(
-            id=grant["id"], issuer=grant["issuer"], subject=sender, audience=receiver,
-            contract=grant["contract"], case_id=grant["case_id"],
-            policy_version=grant["policy_version"], authority=authority,
-            roles=frozenset(roles), valid_until=grant_until),
-        grant_proof=issuer.verified(GRANT_PURPOSE),
-    )
+    if audience is not ANY_AUDIENCE and receiver != audience:
+        raise ProofError(f"addressed to {receiver!r}, this receiver is {audience!r}",
+                         code="wrong-audience", json_path="$.receiver")
+    if now is None or valid_until is None:
+        return
+    if expired(valid_until, now):
+        raise ProofError(f"the message expired at {format_time(valid_until)}",
+                         code="receipt-expired", json_path="$.valid_until")
 
 
 def _grant_refusal(exc: ProofError) -> ProofError:

@@ -26,16 +26,16 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Hashable, Iterable, Mapping
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import attrs
 
-from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON, ProofError
+from handoffs._errors import InvalidArgument, MalformedJSON
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, check_value
-from handoffs._time import expired
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
-from handoffs.contracts._receipt import GOVERNANCE_FIELDS, format_time, parse_time
+from handoffs.contracts._receipt import GOVERNANCE_FIELDS, parse_time
+from handoffs.contracts._signing import ANY_AUDIENCE, check_addressed
 from handoffs.lab._keys import _MISSING_MEMBER, memo_value
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._gate import (
@@ -46,7 +46,7 @@ from handoffs.receivers._gate import (
     _parse,
     _text,
 )
-from handoffs.receivers._pipeline import Refusal
+from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers._receivers import _fail, _is_contract, _ViaAdmission
 
 __all__ = [
@@ -173,54 +173,19 @@ class GovernanceChecker:
         receiver: str,
         record: Mapping[str, Any] | None = None,
     ) -> Decision:
-        """Check governance, then apply ``rule``; never raises."""
-        record = {} if record is None else record
-        step = Step.PARSE
-        doc: Mapping[str, Any] | None = None
-        fail = str(self.contract.fail_closed_action.value)
-        try:
-            # (1) parse, governance present
-            doc = _parse(message, self.limits)
-            self._check_present(doc)
-            # (2) audience and validity window
-            step = Step.PROOFS
-            self._check_window(doc)
-            # (5) policy
-            step = Step.POLICY
-            admitted = Admitted(document=doc, contract=self.contract)
-            ruling = rule(admitted)
-            return Decision(
-                verdict=ruling.verdict,
-                action=ruling.action,
-                step=Step.POLICY,
-                reasons=ruling.reasons,
-                receiver=receiver,
-                contract=self.contract.id,
-                receipt_id=_text(doc.get("id")),
-                sender=_text(doc.get("sender")),
-                authority=admitted.authority,
-                counterfactual_trigger=_text(doc.get("counterfactual_trigger")),
-                record={**record, **ruling.record},
-            )
-        except HandoffsError as exc:
-            error = exc
-        except Exception as exc:
-            error = HandoffsError(f"unexpected {type(exc).__name__}: {exc}", code="internal-error")
-        if isinstance(error, MalformedJSON):
-            step = Step.PARSE
-        refusal = Refusal.of(error, step)
-        return Decision(
-            verdict=refusal.verdict,
-            action=fail,
-            step=step,
-            reasons=refusal.reasons,
-            receiver=receiver,
-            contract=self.contract.id,
-            receipt_id=_text(doc.get("id")) if doc is not None else None,
-            record=dict(record),
-        )
+        """Check governance, then apply ``rule``, on the one admission engine
+        (:class:`~handoffs.receivers._pipeline.Pipeline`); never raises.
+        """
+        run = _GovernanceRun(message, rule, receiver,
+                             str(self.contract.fail_closed_action.value),
+                             {} if record is None else record)
+        return _GOVERNANCE.run(self, run)
 
-    def _check_present(self, doc: Mapping[str, Any]) -> None:
+    def _parse_step(self, run: _GovernanceRun, _: object = None) -> None:
+        """(1) parse with limits; governance members present, ``authority`` known."""
+        doc = run.document = _parse(run.message, self.limits)
+        run.contract = self.contract.id
+        run.receipt_id = _text(doc.get("id"))
         missing = tuple(
             Reason("missing-field", f"required field {name!r} missing", Step.PARSE, f"$.{name}")
             for name in self.required
@@ -236,17 +201,45 @@ class GovernanceChecker:
                 Step.PARSE, "$.authority",
             ),))
 
-    def _check_window(self, doc: Mapping[str, Any]) -> None:
-        if self.identity is not None and doc.get("receiver") != self.identity:
-            raise ProofError(
-                f"addressed to {doc.get('receiver')!r}, this receiver is {self.identity!r}",
-                code="wrong-audience", json_path="$.receiver",
-            )
+    def _window_step(self, run: _GovernanceRun, _: object = None) -> None:
+        """(2) audience when ``identity`` is set, expiry when ``clock`` is set."""
+        doc = run.document
+        until = None
         if self.clock is not None:
             until = parse_time(cast(str, doc.get("valid_until")), json_path="$.valid_until")
-            if expired(until, self.clock()):
-                raise ProofError(f"the message expired at {format_time(until)}",
-                                 code="receipt-expired", json_path="$.valid_until")
+        check_addressed(doc.get("receiver"), until,
+                        ANY_AUDIENCE if self.identity is None else self.identity,
+                        None if self.clock is None else self.clock())
+        run.sender = _text(doc.get("sender"))
+        run.trigger = _text(doc.get("counterfactual_trigger"))
+
+    def _policy_step(self, run: _GovernanceRun, _: object = None) -> None:
+        """(5) the receiver's rule."""
+        admitted = Admitted(document=run.document, contract=self.contract)
+        run.authority = admitted.authority
+        ruling = run.rule(admitted)
+        run.settle(ruling.verdict, ruling.action, ruling.reasons, ruling.record)
+
+
+class _GovernanceRun(Run):
+    """Per-decision state of a :class:`GovernanceChecker`."""
+
+    __slots__ = ("document", "message", "rule")
+    document: Mapping[str, Any]  # (1)
+
+    def __init__(self, message: Any, rule: ReceiverRule, receiver: str, fail_closed: str,
+                 record: Mapping[str, Any]) -> None:
+        super().__init__(receiver, fail_closed, record)
+        self.message = message
+        self.rule = rule
+
+
+_GOVERNANCE: Final[Pipeline[GovernanceChecker, _GovernanceRun]] = Pipeline((
+    Stage(Step.PARSE, "parse", GovernanceChecker._parse_step),
+    Stage(Step.PROOFS, "audience and validity", GovernanceChecker._window_step),
+    Stage(Step.POLICY, "policy", GovernanceChecker._policy_step),
+), crash="internal-error")
+"""The governance checker's steps, run by the one admission engine."""
 
 
 def _admission_for(contract: Contract[Any, Any],

@@ -147,19 +147,22 @@ def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
         plan = known
     shared = _shared_for(plan)
     if plan.prefetch:
-        # (0) schedule: walk the chunk once without deciding, making every distinct
-        # request of a slow receiver, then send them all to the shared pool (one pass
-        # at a time, in stream order); the pass below then finds the answers.
+        # (0) schedule: walk the chunk without deciding, making every distinct request
+        # of a slow receiver and sending it to the shared pool as it is made (one pass
+        # at a time, in stream order). The walk goes in slices that double from
+        # _FIRST_SLICE cases, so the first request is made after a few cases are
+        # encoded, not the whole chunk. The pass below then finds the answers, in
+        # flight or done: it waits for each as it needs it.
         with shared.scheduling(index):
-            dry = _Chunk(plan, constants, shared, dry=True)
-            try:
-                dry.encode(cases)
-                dry.decide(start)
-            finally:  # sent even if the pass failed: other chunks may wait for them
-                send_batch(shared, dry.batch, dry.scheduled)
-        # The engine's own work waits until the chunk's calls are answered, so that it
-        # does not compete with them (for the interpreter lock, on a small machine).
-        cf.wait(dry.scheduled)
+            at, size = 0, _FIRST_SLICE
+            while at < len(cases):
+                dry = _Chunk(plan, constants, shared, dry=True)
+                try:
+                    dry.encode(cases[at:at + size])
+                    dry.decide(start + at)
+                finally:  # sent even if the pass failed: other chunks may wait for them
+                    dry.send()
+                at, size = at + size, 2 * size
     chunk = _Chunk(plan, constants, shared)
     chunk.encode(cases)
     chunk.decide(start)
@@ -186,6 +189,9 @@ class _Gone:
 
 
 _GONE: Final = _Gone()
+
+_FIRST_SLICE: Final = 8
+"""Cases in the scheduling pass's first slice (the slices double from there)."""
 
 
 _ABSENT: Final = _Gone()
@@ -443,7 +449,11 @@ class _Chunk:
         # the scheduling pass needs the messages and their keys, not their sizes or checks
         self.sized = plan.tokenizer is None and not dry
         self.scheduled: list[cf.Future[Any]] = []
-        self.batch: list[_Pending] = []  # the scheduling pass's requests, to send at its end
+        # The scheduling pass's requests, sent as they are made: the first alone, then
+        # in batches that double up to the pool's width (one call-cache look-up each),
+        # so that the first call leaves at once and the pool stays fed.
+        self.batch: list[_Pending] = []
+        self.flush_at = 1
         # per strategy: [model calls, cache hits, tokens in, tokens out, latency µs]
         self.usage: dict[int, list[int]] = {}
         self.constants = constants
@@ -1092,6 +1102,13 @@ class _Chunk:
         self.hits += 1
         return oid, 0, 1
 
+    def send(self) -> None:
+        """Send the scheduling pass's pending requests (:func:`send_batch`)."""
+        batch, self.batch = self.batch, []
+        if batch:
+            send_batch(self.shared, batch, self.scheduled)
+        self.flush_at = min(2 * self.flush_at, max(1, self.shared.concurrency))
+
     def _schedule(self, slot: _Slot, facts: _Facts, *, memoise: bool, sample: int = 0
                   ) -> tuple[int, int, int]:
         """The scheduling pass: hand a slow receiver's new requests (draw ``sample``)
@@ -1117,6 +1134,8 @@ class _Chunk:
                             entry.set((self.fail, "ERROR",
                                        (f"receiver-raised:{type(exc).__name__}",)), 0, None)
                         raise
+                    if len(self.batch) >= self.flush_at:
+                        self.send()
                 elif mine:
                     self.scheduled.append(shared.submit(
                         _whole, entry, slot.receiver, facts.message(), self.fail, sample))

@@ -33,6 +33,7 @@ from handoffs.contracts._fields import MISSING, FieldKind, FieldSpec, Interval
 from handoffs.contracts._receipt import EvidenceRef
 from handoffs.lab._keys import memo_value
 from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
+from handoffs.receivers._fingerprint import receiver_fingerprint
 
 __all__ = [
     "CaseSource",
@@ -250,6 +251,7 @@ class Strategy:
             "receipts": self.receipts,
             "gated": self.gated,
             "record": dict(record) if isinstance(record, Mapping) else {},
+            "receiver_fingerprint": receiver_fingerprint(self.receiver),
         }
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import functools
 import itertools
 import threading
 import time
@@ -67,6 +68,9 @@ class _Shared:
         self.ids = itertools.count()
         self.lock = threading.Lock()
         self.pool: cf.ThreadPoolExecutor | None = None
+        # One thread makes the rulings on arrived answers, so that a call thread goes
+        # from one answer straight to its next request.
+        self.rulings: cf.ThreadPoolExecutor | None = None
         self.concurrency = plan.concurrency
         # scheduling passes: one at a time, in stream order (see ``scheduling``)
         self.turns = threading.Condition()
@@ -177,10 +181,24 @@ class _Shared:
             pool = self.start()
         return pool.submit(fn, *args)
 
+    def rule(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on the ruling thread (started on first use)."""
+        rulings = self.rulings
+        if rulings is None:
+            with self.lock:
+                if self.rulings is None:
+                    self.rulings = cf.ThreadPoolExecutor(
+                        max_workers=1, thread_name_prefix="handoffs-rulings")
+                rulings = self.rulings
+        rulings.submit(fn, *args)
+
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
+        if self.rulings is not None:
+            self.rulings.shutdown(wait=True)
+            self.rulings = None
 
 
 _RUN_MEMO_LIMIT: Final = 65_536
@@ -330,7 +348,7 @@ class _Pending:
                  started=started)
 
     def arrived(self, future: cf.Future[Completion]) -> None:
-        """The call's answer (or failure) is in: make the ruling (in the pool's thread)."""
+        """The call's answer (or failure) is in: make the ruling (on the ruling thread)."""
         answer: Completion | BaseException
         try:
             answer = future.result()
@@ -367,7 +385,7 @@ def send_batch(shared: _Shared, batch: list[_Pending],
         else:
             pending.rule(answer, now - pending.spent)
     for pending, future in waiting:
-        future.add_done_callback(pending.arrived)
+        future.add_done_callback(functools.partial(shared.rule, pending.arrived))
         scheduled.append(future)
 
 

@@ -67,9 +67,21 @@ def _fmt(value: float | None) -> str:
     return "missing" if value is None else f"{value:.6g}"
 
 
-def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = None
-                  ) -> dict[str, Any]:
+def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = None, *,
+                  receivers: Mapping[str, Mapping[str, Any]] | None = None,
+                  allow_stale_receiver: bool = False) -> dict[str, Any]:
     """Evaluate the release gate on a report (its own tolerances unless given).
+
+    Args:
+        report: the report.
+        tolerances: the budget (the report's own unless given).
+        receivers: the receivers as they are now, each strategy's
+            :func:`~handoffs.receivers._fingerprint.receiver_fingerprint` by name: a
+            strategy whose receiver's digest differs from the one the report recorded
+            (or that the report recorded none for) is *stale*, a failed
+            ``receiver_fingerprint`` check, since the measurements are of another
+            receiver. ``None``: not checked.
+        allow_stale_receiver: report a stale receiver as a warning instead.
 
     Returns:
         the report's ``gate`` section: ``passed``, ``exit_code``, every check,
@@ -161,10 +173,54 @@ def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = Non
             reason=f"{len(stopped)} minimal-message search(es) stopped before finishing, "
                    f"so they found no minimal message: {named}{more}"))
     warnings = _warnings(report, gated, tol)
+    checks += _receiver_checks(report, receivers, warnings, allow=allow_stale_receiver)
     reasons = [c["reason"] for c in checks if not c["passed"]]
     passed = not reasons
     return {"passed": passed, "exit_code": EXIT_PASS if passed else EXIT_FAIL,
             "checks": checks, "reasons": reasons, "warnings": warnings}
+
+
+def _receiver_checks(report: Mapping[str, Any],
+                     receivers: Mapping[str, Mapping[str, Any]] | None,
+                     warnings: list[str], *, allow: bool) -> list[dict[str, Any]]:
+    """A failed ``receiver_fingerprint`` check per stale strategy (a warning if ``allow``);
+    none when ``receivers`` is ``None`` (not checked).
+    """
+    checks = []
+    for strategy, reason in (stale_receivers(report, receivers) if receivers is not None
+                             else ()):
+        if allow:
+            warnings.append(f"{reason} (accepted with --allow-stale-receiver)")
+            continue
+        checks.append({"metric": "stale_receivers", "strategy": strategy,
+                       "perturbation": None, "comparison": "<=", "threshold": 0,
+                       "value": 1, "passed": False, "reason": reason})
+    return checks
+
+
+def stale_receivers(report: Mapping[str, Any], receivers: Mapping[str, Mapping[str, Any]]
+                    ) -> list[tuple[str, str]]:
+    """``(strategy, reason)`` for every strategy of ``report`` whose receiver is not the
+    one the report measured: its fingerprint digest differs from ``receivers``' (the
+    receivers as they are now), the report recorded none, or the strategy is gone.
+    """
+    out: list[tuple[str, str]] = []
+    for row in report["experiment"]["strategies"]:
+        name = row["name"]
+        recorded = row.get("receiver_fingerprint")
+        now = receivers.get(name)
+        if now is None:
+            out.append((name, f"stale release: strategy {name} has no receiver now"))
+        elif not isinstance(recorded, Mapping):
+            out.append((name, f"stale release: the report records no receiver fingerprint "
+                              f"for {name}, so nothing shows it measured the receiver of now"))
+        elif recorded.get("digest") != now.get("digest"):
+            changed = sorted(k for k in {*recorded, *now} - {"digest", "served"}
+                             if recorded.get(k) != now.get(k))
+            out.append((name, f"stale release: the receiver of {name} changed since the run "
+                              f"({', '.join(changed) or 'digest'}: {recorded.get('digest')} → "
+                              f"{now.get('digest')}); rerun the experiment"))
+    return out
 
 
 def _warnings(report: Mapping[str, Any], gated: Sequence[str], tol: Tolerances) -> list[str]:
@@ -207,7 +263,10 @@ def release_artefact(report: Mapping[str, Any], *, created: datetime | None = No
         "schema_id": experiment["schema_id"],
         "schema_digest": experiment["schema_digest"],
         "contract_digest": experiment["contract_digest"],
+        "policy_fingerprint": experiment["policy_fingerprint"],
         "case_set_digest": experiment["case_set_digest"],
+        "receivers": {s["name"]: s["receiver_fingerprint"] for s in experiment["strategies"]
+                      if "receiver_fingerprint" in s},
         "cases": experiment["cases"],
         "regret_budget": dict(experiment["tolerances"]),
         "ablation_record": [

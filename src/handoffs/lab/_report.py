@@ -26,6 +26,7 @@ from handoffs import __version__
 from handoffs._errors import HandoffsError, Violation
 from handoffs._json import digest
 from handoffs.contracts._fields import MISSING
+from handoffs.contracts._fingerprint import policy_fingerprint
 from handoffs.contracts._receipt import format_time
 from handoffs.contracts._schema import schema_id, to_json_schema
 from handoffs.lab._experiment import wire_value
@@ -106,6 +107,7 @@ def _experiment_section(experiment: Experiment, plan: Plan, aggregator: Aggregat
         "schema_id": schema_id(contract),
         "schema_digest": digest(to_json_schema(contract)),
         "contract_digest": digest(contract.describe()),
+        "policy_fingerprint": policy_fingerprint(contract),
         "case_set_digest": aggregator.case_set_digest(),
         "case_source": experiment.cases.description,
         "cases": aggregator.cases,

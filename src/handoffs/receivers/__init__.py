@@ -73,6 +73,7 @@ if TYPE_CHECKING:
         Completion,
         ModelError,
         OpenAICompatibleClient,
+        ServedModel,
     )
     from handoffs.receivers._identity import (
         DerivedFrom,
@@ -100,6 +101,7 @@ _LAZY = {
     "Completion": "handoffs.receivers._chat",
     "ModelError": "handoffs.receivers._chat",
     "OpenAICompatibleClient": "handoffs.receivers._chat",
+    "ServedModel": "handoffs.receivers._chat",
     "DerivedFrom": "handoffs.receivers._identity",
     "HandoffChain": "handoffs.receivers._identity",
     "Hop": "handoffs.receivers._identity",
@@ -169,6 +171,7 @@ __all__ = [
     "Ruling",
     "SQLiteDecisionLog",
     "SeparationOfDuties",
+    "ServedModel",
     "Step",
     "StrictContractReceiver",
     "UnsafeConfigurationWarning",

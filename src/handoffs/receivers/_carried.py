@@ -158,7 +158,7 @@ class CarriedReceiptReceiver:
 
     # ---------------------------------------------------------------- steps
 
-    def _parse_step(self, run: _Run) -> None:
+    def _parse_step(self, run: _Run, _: object = None) -> None:
         """(1) parse: strict JSON within limits, then the two signed members."""
         message = run.message
         doc: Any = message  # anything but bytes, text or an object: carrier-invalid below
@@ -177,7 +177,7 @@ class CarriedReceiptReceiver:
             raise Refusal(Verdict.REJECT, reasons)
         run.receipt, run.chain = doc["receipt"], doc["chain"]
 
-    def _chain_step(self, run: _Run) -> None:
+    def _chain_step(self, run: _Run, _: object = None) -> None:
         """(2) the chain, by the identity-composition receiver; an escalation is passed on."""
         decision = self.chain_receiver.receive(run.chain)
         if decision.verdict is not Verdict.ACCEPT:
@@ -185,7 +185,7 @@ class CarriedReceiptReceiver:
                           record=decision.record, step=decision.step)
         run.chain_digest = decision.record.get("chain_digest")
 
-    def _binding_step(self, run: _Run) -> None:
+    def _binding_step(self, run: _Run, _: object = None) -> None:
         """(2) binding: same case, the first sender's receipt, pinned by every hop."""
         receipt, chain = run.receipt, run.chain
         pin = run.pin = receipt_pin(receipt)
@@ -213,7 +213,7 @@ class CarriedReceiptReceiver:
         if reasons:
             raise Refusal(Verdict.REJECT, reasons)
 
-    def _receipt_step(self, run: _Run) -> None:
+    def _receipt_step(self, run: _Run, _: object = None) -> None:
         """Steps (1)-(5) of the receipt, by the receipt receiver; its decision is this one's."""
         decision = self.receipt_receiver.receive(run.receipt)
         record = {

@@ -36,6 +36,7 @@ __all__ = [
     "ModelError",
     "ModelTimeout",
     "OpenAICompatibleClient",
+    "ServedModel",
 ]
 
 
@@ -101,6 +102,35 @@ class ChatRequest:
         return sum(len(content) for _, content in self.messages)
 
 
+def _optional_text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+@attrs.frozen(kw_only=True)
+class ServedModel:
+    """Who answered a call, as the server said: the served model's identity and build.
+
+    A route (``model_route``) names what was asked for; this names what answered, so
+    that a receiver's fingerprint can say which model and build its decisions came from.
+
+    Attributes:
+        model: the response's ``model`` (OpenAI: the dated snapshot behind an alias;
+            vLLM, Ollama: the served model's name; llama.cpp: the model file or alias).
+        system_fingerprint: the response's ``system_fingerprint`` (OpenAI: the backend
+            configuration; llama.cpp's ``llama-server``: its build, ``b<number>-<commit>``).
+        server: the HTTP ``Server`` header (the serving software, when it says).
+    """
+
+    model: str | None = attrs.field(default=None, converter=_optional_text)
+    system_fingerprint: str | None = attrs.field(default=None, converter=_optional_text)
+    server: str | None = attrs.field(default=None, converter=_optional_text)
+
+    def to_json(self) -> dict[str, str | None]:
+        """The record's JSON form (every member, ``null`` when the server was silent)."""
+        return {"model": self.model, "system_fingerprint": self.system_fingerprint,
+                "server": self.server}
+
+
 @attrs.frozen(kw_only=True)
 class Completion:
     """A model's answer and what it cost.
@@ -111,6 +141,11 @@ class Completion:
         latency_ms: wall time of the call, retries included (0 for a cache hit).
         cached: whether it came from a call cache rather than the model.
         finish_reason: the choice's ``finish_reason`` when given.
+        served: who answered (:class:`ServedModel`), when the call reached a server;
+            ``None`` for an answer from a call cache or a client that does not say.
+        response_format: the structured-output form the answer was asked in
+            (``"json_schema"``, ``"json_object"`` or ``"text"``) when the client
+            negotiated it (see :class:`OpenAICompatibleClient`); ``None`` otherwise.
     """
 
     content: str
@@ -119,6 +154,8 @@ class Completion:
     latency_ms: float = 0.0
     cached: bool = False
     finish_reason: str | None = None
+    served: ServedModel | None = None
+    response_format: str | None = None
 
 
 @runtime_checkable
@@ -202,6 +239,38 @@ def _non_negative_int(_: Any, attribute: attrs.Attribute[Any], value: int) -> No
 
 
 _RETRY_STATUS: Final = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+_FORM_NAMES: Final = ("json_schema", "json_object", "text")
+_UNSUPPORTED_WORDS: Final = ("response_format", "json_schema", "schema")
+
+
+def _forms(response_format: Mapping[str, Any] | None
+           ) -> tuple[Mapping[str, Any] | None, ...]:
+    """The structured-output forms to try for a request, strongest first: its own
+    ``json_schema`` form, ``json_object`` with the same schema, no ``response_format``
+    (text). Empty when the request is not sent as ``json_schema`` (nothing to negotiate).
+    """
+    if not response_format or response_format.get("type") != "json_schema":
+        return ()
+    spec = response_format.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, Mapping) else None
+    if not isinstance(schema, Mapping):
+        return ()
+    return (response_format, {"type": "json_object", "schema": dict(schema)}, None)
+
+
+def _body(request: ChatRequest, forms: tuple[Mapping[str, Any] | None, ...],
+          form: int) -> bytes:
+    if not forms:
+        return dumps(request.to_json()).encode("utf-8")
+    return dumps(attrs.evolve(request, response_format=forms[form]).to_json()).encode("utf-8")
+
+
+def _unsupported(status: int, text: str) -> bool:
+    """Whether an error answer means "this response_format is not supported here"."""
+    if status in {400, 422}:
+        return True
+    lowered = text[:2000].lower()
+    return status >= 500 and any(word in lowered for word in _UNSUPPORTED_WORDS)
 
 
 class _Runtime:
@@ -224,6 +293,9 @@ class _Runtime:
                          else _Bucket(client.requests_per_minute))
         self.tokens = (None if client.tokens_per_minute is None
                        else _Bucket(client.tokens_per_minute))
+        # structured-output form each model route settled on (index into _FORMS)
+        self.forms: dict[str, int] = {}
+        self.forms_lock = threading.Lock()
 
 
 @attrs.frozen(kw_only=True)
@@ -247,6 +319,15 @@ class OpenAICompatibleClient:
         max_concurrency: requests in flight at once (a semaphore; also the pool size).
         headers: extra headers.
         seed: seeds the jitter (``None``: random).
+        negotiate_format: negotiate the structured-output form once per model route:
+            a request sent as ``json_schema`` (OpenAI, vLLM, Ollama) that the server
+            answers as unsupported — HTTP 400 or 422, or a 5xx whose body names
+            ``response_format``, ``json_schema`` or ``schema`` (llama.cpp's server
+            answers ``json_schema`` with HTTP 500) — is sent again at once as
+            ``json_object`` with the schema, then as plain text (the answer parsed
+            from the text), without spending a retry or a backoff; the first form
+            that is answered is kept for the route. ``False``: every request is
+            sent as it is.
     """
 
     base_url: str
@@ -261,6 +342,7 @@ class OpenAICompatibleClient:
     max_concurrency: int = attrs.field(default=8)
     headers: Mapping[str, str] = attrs.field(factory=dict)
     seed: int | None = None
+    negotiate_format: bool = True
     _runtime: list[_Runtime] = attrs.field(init=False, factory=list, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -318,7 +400,9 @@ class OpenAICompatibleClient:
                 body that is not a chat completion.
         """
         live = self._live()
-        body = dumps(request.to_json()).encode("utf-8")
+        forms = _forms(request.response_format) if self.negotiate_format else ()
+        form = live.forms.get(request.model, 0) if forms else 0
+        body = _body(request, forms, form)
         estimate = request.prompt_chars() / 4 + request.max_tokens
         jitter = random.Random(self.seed)  # noqa: S311 - jitter, not cryptography
         started = time.perf_counter()
@@ -340,14 +424,17 @@ class OpenAICompatibleClient:
                 failure = ModelError(f"{self.base_url}: {type(exc).__name__}: {exc}")
             else:
                 if response.status_code == 200:
-                    completion = self._parse(response, started)
-                    if live.tokens is not None:
-                        used = completion.tokens_in + completion.tokens_out
-                        if used:
-                            live.tokens.settle(estimate - used)
-                    return completion
+                    return self._answered(live, response, started, estimate=estimate,
+                                          route=request.model if forms else None,
+                                          form=form)
                 failure = ModelError(f"{self.base_url}: HTTP {response.status_code}: "
                                      f"{response.text[:200]}")
+                if forms and form + 1 < len(forms) and request.model not in live.forms \
+                        and _unsupported(response.status_code, response.text):
+                    # the form is not supported here: the next one, at once, no retry spent
+                    form += 1
+                    body = _body(request, forms, form)
+                    continue
                 if response.status_code not in _RETRY_STATUS:
                     raise failure
                 wait = retry_after(response.headers.get("retry-after"))
@@ -358,6 +445,22 @@ class OpenAICompatibleClient:
             _sleep(min(wait, self.backoff_max))
             attempt += 1
 
+    def _answered(self, live: _Runtime, response: Any, started: float, *,
+                  estimate: float, route: str | None, form: int) -> Completion:
+        """The completion of a 200 answer: tokens settled with the limiter and, for a
+        negotiated ``route``, the form settled for it.
+        """
+        completion = self._parse(response, started)
+        if live.tokens is not None:
+            used = completion.tokens_in + completion.tokens_out
+            if used:
+                live.tokens.settle(estimate - used)
+        if route is None:
+            return completion
+        with live.forms_lock:  # settled: the route keeps this form
+            live.forms.setdefault(route, form)
+        return attrs.evolve(completion, response_format=_FORM_NAMES[form])
+
     def _parse(self, response: Any, started: float) -> Completion:
         try:
             data = response.json()
@@ -367,6 +470,9 @@ class OpenAICompatibleClient:
             tokens_in = int(usage.get("prompt_tokens") or 0)
             tokens_out = int(usage.get("completion_tokens") or 0)
             finish = choice.get("finish_reason")
+            served = ServedModel(model=data.get("model"),
+                                 system_fingerprint=data.get("system_fingerprint"),
+                                 server=response.headers.get("server"))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ModelError(f"{self.base_url}: not a chat completion: "
                              f"{type(exc).__name__}: {exc}") from exc
@@ -376,7 +482,8 @@ class OpenAICompatibleClient:
             raise ModelError(f"{self.base_url}: the message content is not text")
         return Completion(content=content, tokens_in=tokens_in, tokens_out=tokens_out,
                           latency_ms=(time.perf_counter() - started) * 1000,
-                          finish_reason=finish if isinstance(finish, str) else None)
+                          finish_reason=finish if isinstance(finish, str) else None,
+                          served=served)
 
 
 _CLIENT_LOCK: Final = threading.Lock()

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime, timedelta
-from typing import Any, Final, cast
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any, Final, NamedTuple, cast
 
 import attrs
 
@@ -49,12 +49,9 @@ from handoffs._json import (
     canonical_bytes,
     canonical_bytes_plain,
     check_value,
-    exact_message,
-    float_free,
-    jcs_plain,
     loads_plain,
 )
-from handoffs._time import expired
+from handoffs._time import utc_now
 from handoffs.contracts._contract import (
     ContextDependency,
     Contract,
@@ -63,7 +60,9 @@ from handoffs.contracts._contract import (
     PolicyResolvable,
     RoleHeld,
 )
+from handoffs.contracts._fingerprint import check_policy_pin
 from handoffs.contracts._keys import KeyRing
+from handoffs.contracts._proofs import CLOCK_SKEW
 from handoffs.contracts._receipt import (
     EvidenceRef,
     Receipt,
@@ -71,10 +70,10 @@ from handoffs.contracts._receipt import (
     structure,
 )
 from handoffs.contracts._registry import Registry, as_registry
-from handoffs.contracts._schema import _fast_validator, numbers_outside
 from handoffs.contracts._schema import validate_checked as _validate
-from handoffs.contracts._signing import VerifiedReceipt, _verify_receipt, _verify_receipt_fast
+from handoffs.contracts._signing import VerifiedReceipt, _verify_receipt, check_addressed
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
+from handoffs.receivers._memo import gate_memo
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers._replay import (
     DecisionLog,
@@ -105,11 +104,6 @@ __all__ = [
 
 Clock = Callable[[], datetime]
 """An injectable clock: returns the current instant as an aware datetime."""
-
-
-def utc_now() -> datetime:
-    """The system clock in UTC (the default :data:`Clock`)."""
-    return datetime.now(UTC)
 
 
 # ------------------------------------------------------------------------ unsafe hatch
@@ -194,9 +188,9 @@ def _parse(message: Any, limits: JSONLimits) -> Mapping[str, Any]:
     return _parse_plain(message, limits)[0]
 
 
-def _parse_plain(message: Any, limits: JSONLimits) -> tuple[Mapping[str, Any], bool | None]:
+def _parse_plain(message: Any, limits: JSONLimits) -> tuple[Mapping[str, Any], bool]:
     """(1) :func:`_parse`, and whether the parsed document is plain (see
-    :func:`handoffs._json.loads_plain`); ``None`` for a mapping passed in.
+    :func:`handoffs._json.loads_plain` and :func:`handoffs._json.check_value`).
     """
     if type(message) is bytes:  # the wire's type first: no ABC check on the accept path
         doc, plain = loads_plain(message, limits=limits)
@@ -335,43 +329,67 @@ def _callable(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 
 
 class _Run(Run):
-    """Per-decision state of the gate (kept off the frozen gate)."""
+    """What one decision reports (the steps' data flows through the typed values below)."""
 
-    __slots__ = ("claim", "definition", "document", "fast", "message", "now", "plain", "raw",
-                 "receipt", "resolved", "rule", "verified")
-    # Set by the step named beside it before a later step reads it (no casts, no
-    # per-message defaults on the accept path).
-    document: Mapping[str, Any]  # (1)
-    plain: bool | None  # (1)
-    raw: bytes  # (1) on the fast path: the canonical text
-    definition: Contract[Any, Any]  # (1)
-    receipt: Receipt[Any, Any]  # (1) without proofs, else (2)
-    now: datetime  # (2)
+    __slots__ = ("claim", "document", "message", "rule")
+    document: Mapping[str, Any]  # (1) the parsed message, for the decision log
 
     def __init__(self, message: Any, rule: ReceiverRule, receiver: str,
                  fail_closed: str | None, record: Mapping[str, Any]) -> None:
         super().__init__(receiver, fail_closed, record)
         self.message = message
         self.rule = rule
-        self.verified: VerifiedReceipt | None = None
-        self.resolved: dict[str, ResolvedEvidence] = {}
         self.claim: ReplayClaim | None = None
-        self.fast = False  # (1) took the exact fast parse; (2) then tries the fused path
+
+
+# What each step hands the next (immutable, typed; NamedTuples: a tuple's cost per
+# message, where an attrs instance costs a setattr per field).
+
+
+class _Parsed(NamedTuple):
+    """(1) → (2): the parsed message under its contract's plan, schema-valid."""
+
+    document: Mapping[str, Any]
+    plain: bool  # every part takes the fast canonical form
+    plan: _Plan
+    unverified: Receipt[Any, Any] | None  # the typed receipt under UnsafeNoProofs
+
+
+class _Verified(NamedTuple):
+    """(2) → (3): the typed receipt whose proofs, grant, audience, time and replay passed."""
+
+    parsed: _Parsed
+    receipt: Receipt[Any, Any]
+    verified: VerifiedReceipt | None  # None under UnsafeNoProofs
+    now: datetime
+
+
+class _InContext(NamedTuple):
+    """(3) → (4): the receiver-context dependencies met; evidence resolved so far."""
+
+    verified: _Verified
+    resolved: dict[str, ResolvedEvidence]
+
+
+class _WithEvidence(NamedTuple):
+    """(4) → (5): evidence resolved, digests verified, decisive claims read back."""
+
+    in_context: _InContext
+    readback: str | None
 
 
 class _Plan:
-    """What the gate knows of one contract version before any message arrives."""
+    """What the gate knows of one contract version before any message arrives: the
+    contract, its fail-closed action and the proof age it accepts (the compiled
+    validator and the key index live with the schema and the key ring).
+    """
 
-    __slots__ = ("contract", "fail_closed", "max_age", "numbers", "valid")
+    __slots__ = ("contract", "fail_closed", "max_age")
 
     def __init__(self, contract: Contract[Any, Any], max_proof_age: timedelta | None) -> None:
         self.contract = contract
         self.fail_closed = contract.fail_closed_action.value
         self.max_age = contract.max_proof_age if max_proof_age is None else max_proof_age
-        # Whether a schema-valid receipt may hold a number outside its grant (whose
-        # members the fused proofs path checks itself).
-        self.numbers = numbers_outside(contract, "grant")
-        self.valid: Callable[[Any], bool] = _fast_validator(contract).is_valid
 
 
 @attrs.frozen(kw_only=True)
@@ -428,7 +446,7 @@ class Gate:
     max_proof_age: timedelta | None = attrs.field(default=None, validator=_optional_age)
     _fail_closed: str | None = attrs.field(init=False, repr=False, eq=False)
     _joint: bool = attrs.field(init=False, repr=False, eq=False, default=False)
-    # Per contract id, for the fast parse and the fused proofs path (KeyRing trust only).
+    # Per contract id: what steps (1) and (2) need of it, computed once.
     _plans: Mapping[str, _Plan] = attrs.field(init=False, repr=False, eq=False, factory=dict)
 
     def __attrs_post_init__(self) -> None:
@@ -442,9 +460,8 @@ class Gate:
         object.__setattr__(self, "_joint", self.log is not None
                            and cast(object, self.replay) is self.log
                            and isinstance(self.log, ReplayLog))
-        if isinstance(self.trust, KeyRing):
-            object.__setattr__(self, "_plans", {
-                contract.id: _Plan(contract, self.max_proof_age) for contract in self.registry})
+        object.__setattr__(self, "_plans", {
+            contract.id: _Plan(contract, self.max_proof_age) for contract in self.registry})
         if isinstance(self.trust, UnsafeNoProofs):
             warnings.warn(
                 f"gate {self.identity!r} is built with UnsafeNoProofs: proofs, keys and "
@@ -459,6 +476,28 @@ class Gate:
         (given a fixed clock and fixed context services).
         """
         return self.replay is None
+
+    def memo_key(self, message: Mapping[str, Any]) -> Hashable | None:
+        """A key on which this gate's decisions of a parsed ``message`` may be memoised,
+        or ``None`` when they depend on more than the message.
+
+        Two messages with equal keys get the same verdict, action and reason codes from
+        steps (1)–(4). It exists only for a deterministic gate (no replay store) that
+        checks no proofs (a signature covers every byte), keeps no log, and whose
+        evidence resolver, if any, has its own ``memo_key(ref)``. Every member is kept
+        as it is, except ``id`` and ``case_id`` (only their validity under the schema
+        decides here; the id is kept when readback samples by id) and
+        ``evidence_refs`` (validity, the resolver's key, and which freshness
+        dependencies each names): see :mod:`handoffs.receivers._memo`, which a new
+        check on one of those members must extend.
+        """
+        memo = gate_memo(self)
+        return None if memo is None else memo.key(message)
+
+    def memo_member(self, name: str, value: Any) -> Hashable | None:
+        """One member's contribution to :meth:`memo_key` (``None`` when there is no key)."""
+        memo = gate_memo(self)
+        return None if memo is None else memo.member(name, value)
 
     @property
     def verifies_proofs(self) -> bool:
@@ -489,111 +528,74 @@ class Gate:
 
     # ------------------------------------------------------------------ steps (1)-(5)
 
-    def _parse_step(self, run: _Run) -> None:
+    def _parse_step(self, run: _Run, _: object) -> _Parsed:
         """(1) parse: limits, the contract version the message names, then its schema."""
-        message = run.message
-        if self._plans and self._fast(run, message):
-            return
-        document, run.plain = _parse_plain(message, self.limits)
+        document, plain = _parse_plain(run.message, self.limits)
         run.document = document
-        run.contract = _text(document.get("contract"))
-        run.receipt_id = _text(document.get("id"))
-        contract = run.definition = self.registry.for_document(document)
-        run.fail_closed = contract.fail_closed_action.value
-        if isinstance(self.trust, KeyRing):
-            check_schema(contract, document)  # the typed receipt comes from verification
-        else:
-            run.receipt = _structure(contract, document)
-
-    def _fast(self, run: _Run, message: Any) -> bool:
-        """Step (1) the fast way, for a message the fused proofs path may take: parsed
-        or copied exactly through simple canonical text
-        (:func:`~handoffs._json.exact_message`), an object naming one of the registry's
-        contracts, valid under its schema and with no number outside the grant.
-        ``False``: the reference steps run, and give the reason of a refusal.
-        """
-        found = exact_message(message, limits=self.limits)
-        if found is None:
-            return False
-        document, simple, raw = found
-        if not simple or type(document) is not dict:
-            return False
         named = document.get("contract")
-        plan = self._plans.get(named) if type(named) is str else None
-        if plan is None or not plan.valid(document) or (plan.numbers and not float_free(raw)):
-            return False
-        run.document = document
-        run.contract = named
+        run.contract = _text(named)
         run.receipt_id = _text(document.get("id"))
-        run.definition = plan.contract
+        plan = self._plans.get(named) if type(named) is str else None
+        if plan is None:  # the registry says why: no contract named, or an unknown one
+            plan = self._plans[self.registry.for_document(document).id]
         run.fail_closed = plan.fail_closed
-        run.raw = raw
-        run.fast = True
-        return True
+        if isinstance(self.trust, KeyRing):
+            check_schema(plan.contract, document)  # the typed receipt comes from (2)
+            return _Parsed(document, plain, plan, None)
+        return _Parsed(document, plain, plan, _structure(plan.contract, document))
 
-    def _proofs_step(self, run: _Run) -> None:
+    def _proofs_step(self, run: _Run, parsed: _Parsed) -> _Verified:
         """(2) proofs: sender proof, grant, key validity, purpose, audience, time, replay."""
-        now = run.now = self.clock()
+        now = self.clock()
         if now.tzinfo is None:
             raise InvalidArgument("the gate's clock returned a naive datetime", code="bad-clock")
-        doc = run.document
+        verified = None
         if isinstance(self.trust, KeyRing):
-            verified = None
-            if run.fast:
-                # The fused accept path; any refusal is found and explained below.
-                verified = _verify_receipt_fast(
-                    doc, self.trust, contract=run.definition, now=now, audience=self.identity,
-                    max_age=self._plans[cast(str, run.contract)].max_age)
-                plain: bool | None = True if verified is not None else float_free(run.raw)
-            else:
-                plain = run.plain
-            if verified is None:
-                # One check that the whole document takes the canonical fast path (or
-                # the parser's word for it) covers every part the proofs canonicalise.
-                if plain is None:
-                    plain = jcs_plain(doc)
-                verified = _verify_receipt(
-                    doc, self.trust, now=now, registry=self.registry, audience=self.identity,
-                    require_grant=True,
-                    encode=canonical_bytes_plain if plain else canonical_bytes,
-                    valid=True, max_proof_age=self.max_proof_age,
-                )
-            run.verified = verified
-            receipt = run.receipt = verified.receipt
+            # The parser's word that the document is plain covers every part the
+            # proofs canonicalise.
+            verified = _verify_receipt(
+                parsed.document, self.trust, now=now, contract=parsed.plan.contract,
+                audience=self.identity, require_grant=True,
+                encode=canonical_bytes_plain if parsed.plain else canonical_bytes,
+                valid=True, max_age=parsed.plan.max_age,
+            )
+            receipt = verified.receipt
             run.sender = verified.signer.controller
         else:
-            receipt = run.receipt  # built in step (1)
-            if receipt.receiver != self.identity:
-                raise ProofError(
-                    f"addressed to {receipt.receiver!r}, this receiver is {self.identity!r}",
-                    code="wrong-audience", json_path="$.receiver",
-                )
-            if expired(receipt.valid_until, now):
-                raise ProofError(
-                    f"the receipt expired at {format_time(receipt.valid_until)}",
-                    code="receipt-expired", json_path="$.valid_until",
-                )
+            receipt = cast("Receipt[Any, Any]", parsed.unverified)
+            check_addressed(receipt.receiver, receipt.valid_until, self.identity, now)
             run.sender = receipt.sender
         run.authority = str(receipt.authority.value)
         run.trigger = receipt.counterfactual_trigger
         self._check_replay(receipt, now, run)
+        return _Verified(parsed, receipt, verified, now)
 
-    def _context_step(self, run: _Run) -> None:
+    def _context_step(self, run: _Run, verified: _Verified) -> _InContext:
         """(3) context: the contract's declared receiver-context dependencies."""
-        contract = run.definition
+        resolved: dict[str, ResolvedEvidence] = {}
+        contract = verified.parsed.plan.contract
+        check_policy_pin(contract, verified.verified)
         if contract.context:
-            self._check_context(contract, run.receipt, run.now, run.resolved)
+            self._check_context(contract, verified.receipt, verified.now, resolved)
+        return _InContext(verified, resolved)
 
-    def _evidence_step(self, run: _Run) -> None:
+    def _evidence_step(self, run: _Run, in_context: _InContext) -> _WithEvidence:
         """(4) evidence: resolve, verify digests, read decisive claims back."""
-        if self.evidence is not None:
-            run.readback = self._check_evidence(run.receipt, run.document, run.resolved, run)
+        if self.evidence is None:
+            return _WithEvidence(in_context, None)
+        verified = in_context.verified
+        readback = run.readback = self._check_evidence(
+            verified.receipt, verified.parsed.document, in_context.resolved, run)
+        return _WithEvidence(in_context, readback)
 
-    def _policy_step(self, run: _Run) -> None:
+    def _policy_step(self, run: _Run, admitted: _WithEvidence) -> None:
         """(5) policy: the receiver contract's rule over the admitted message."""
+        in_context = admitted.in_context
+        verified = in_context.verified
         ruling = run.rule(Admitted(
-            document=run.document, contract=run.definition, receipt=run.receipt,
-            verified=run.verified, evidence=run.resolved, readback=run.readback,
+            document=verified.parsed.document, contract=verified.parsed.plan.contract,
+            receipt=verified.receipt, verified=verified.verified,
+            evidence=in_context.resolved, readback=admitted.readback,
         ))
         run.settle(ruling.verdict, ruling.action, ruling.reasons, ruling.record)
 
@@ -773,9 +775,8 @@ class Gate:
 
     def _check_replay(self, receipt: Receipt[Any, Any], now: datetime, run: _Run) -> None:
         if self._joint:
-            # Checked now, claimed by the log in one transaction with the decision row.
-            if cast(ReplayLog, self.replay).seen(receipt.id):
-                raise ReplayedReceipt(f"receipt {receipt.id} was seen before", json_path="$.id")
+            # Claimed by the log in one statement with the decision row, which also
+            # detects a replay (no read before: one round trip per decision).
             run.claim = ReplayClaim(receipt_id=receipt.id, expires=receipt.valid_until,
                                     claimed_at=now)
         elif self.replay is not None and not self.replay.first_seen(
@@ -794,7 +795,8 @@ class Gate:
         assert self.log is not None  # noqa: S101 - checked by the caller
         try:
             digest, size, raw = _digest(message, document)
-            claim = run.claim
+            # A refusal claims nothing: only an admitted receipt's id is spent.
+            claim = run.claim if decision.admitted else None
             if claim is not None and cast(ReplayLog, self.log).record(
                 decision, claim=claim, digest=digest, message_bytes=size, message=raw,
                 decided_at=self.clock(),
@@ -829,8 +831,9 @@ class Gate:
         return self._fail_closed
 
 
-_FUTURE_SKEW: Final = timedelta(minutes=5)
-_PAST_SKEW: Final = -_FUTURE_SKEW  # an observation at most this far in the future
+# An observation may lie at most the proofs' clock skew in the future (one skew for
+# every "made after now" check); further ahead it is ``evidence-stale``.
+_PAST_SKEW: Final = -CLOCK_SKEW
 
 _PIPELINE: Final[Pipeline[Gate, _Run]] = Pipeline((
     Stage(Step.PARSE, "parse", Gate._parse_step),

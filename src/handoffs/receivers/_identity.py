@@ -970,7 +970,7 @@ class IdentityCompositionReceiver:
 
     # ---------------------------------------------------------------- stages
 
-    def _clock(self, run: _Run) -> None:
+    def _clock(self, run: _Run, _: object = None) -> None:
         # (2) the clock, read once per message (before the message is read).
         now = self.clock()
         if not isinstance(now, datetime) or now.tzinfo is None or now.utcoffset() is None:
@@ -980,7 +980,7 @@ class IdentityCompositionReceiver:
             ])
         run.now = now
 
-    def _parse(self, run: _Run) -> None:
+    def _parse(self, run: _Run, _: object = None) -> None:
         # (1) limits and strict JSON; a parsed object is re-read under the same limits.
         message = run.message
         if isinstance(message, bytes | bytearray | memoryview | str):
@@ -1020,7 +1020,7 @@ class IdentityCompositionReceiver:
             ])
         run.raw, run.chain = doc, _structure(doc)
 
-    def _proofs(self, run: _Run) -> None:
+    def _proofs(self, run: _Run, _: object = None) -> None:
         # (2) every proof of every hop against the pinned key ring.
         raw, chain, now = run.raw, run.chain, run.now
         reasons: list[Reason] = []
@@ -1063,7 +1063,7 @@ class IdentityCompositionReceiver:
             raise Refusal(Verdict.REJECT, reasons)
         run.verified = verified
 
-    def _lineage(self, run: _Run) -> None:
+    def _lineage(self, run: _Run, _: object = None) -> None:
         chain, verified = run.chain, run.verified
         # (2) lineage: numbering and role order, case, digests, alignment, audience.
         reasons: list[Reason] = []
@@ -1085,7 +1085,7 @@ class IdentityCompositionReceiver:
         if reasons:
             raise Refusal(Verdict.REJECT, reasons)
 
-    def _validity(self, run: _Run) -> None:
+    def _validity(self, run: _Run, _: object = None) -> None:
         # (2) validity: the earliest expiry in the chain, hop or proof.
         verified, now = run.verified, run.now
         candidates: list[tuple[datetime, str]] = []
@@ -1102,7 +1102,7 @@ class IdentityCompositionReceiver:
                 Step.PROOFS, where)])
         run.validity = earliest
 
-    def _replay(self, run: _Run) -> None:
+    def _replay(self, run: _Run, _: object = None) -> None:
         # (2) replay: claim the signed id (and length) until the earliest expiry.
         if self.replay is None:
             return
@@ -1118,7 +1118,7 @@ class IdentityCompositionReceiver:
                 ReplayedReceipt.code, f"chain {claim} was seen before", Step.PROOFS, "$.id",
             )])
 
-    def _policy(self, run: _Run) -> None:
+    def _policy(self, run: _Run, _: object = None) -> None:
         # (5) policy: approvals, attenuation, separation of duties, required roles.
         verified, validity = run.verified, run.validity
         reasons, approved = _approvals(verified)

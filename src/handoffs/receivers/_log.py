@@ -6,7 +6,9 @@ receipt id, so that "first seen" is a single atomic ``INSERT OR IGNORE`` that ho
 across threads, processes and restarts. The database runs in WAL mode with a busy
 timeout; every write is one short ``BEGIN IMMEDIATE`` transaction, retried while
 another writer holds the lock, so no row is lost when several processes write at
-once.
+once. Every call has one deadline, ``busy_timeout`` seconds from its start (waiting
+for this object's lock, for the file's lock and the retries together): a database
+locked for longer fails the call closed within about that time.
 
 As a :class:`~handoffs.receivers.ReplayLog`, the claim of a receipt id and its
 decision row are written in **one** transaction (:meth:`SQLiteDecisionLog.record`):
@@ -26,12 +28,13 @@ readback and the distribution of counterfactual triggers.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, TypeVar
 
@@ -51,6 +54,8 @@ EXPIRED_CODES: Final = ("receipt-expired", "proof-expired", "grant-expired")
 DEFAULT_RETAIN: Final = timedelta(hours=1)
 DEFAULT_PRUNE_EVERY: Final = 1024
 # SQLite's own clock, in the fixed-width text form the tables hold.
+# The longest one attempt waits for the file's lock; retries run to the call's deadline.
+_ATTEMPT: Final = 0.05
 _STORE_NOW: Final = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 
 STORE_ENTRY_POINTS: Final = "handoffs.stores"
@@ -231,10 +236,13 @@ class SQLiteDecisionLog:
     Args:
         path: the database file (created if missing).
         keep_messages: also store each message's bytes (for audits; grows the file).
-        busy_timeout: seconds a writer waits for another writer's lock.
+        busy_timeout: seconds a call may wait in all (for this object's lock and the
+            file's) before failing closed.
         retain: how long past its own ``valid_until`` (by the store's clock) an id
             is kept; it bounds how far behind a writer's clock may run.
         prune_every: prune expired ids once every this many claims of this process.
+        refused_retain: how long refused decision rows are kept (by the store's
+            clock; pruned every ``prune_every`` appends); ``None``: forever.
 
     Raises:
         DecisionLogError: the file cannot be opened or has an unknown schema version.
@@ -248,7 +256,13 @@ class SQLiteDecisionLog:
         busy_timeout: float = 30.0,
         retain: timedelta = DEFAULT_RETAIN,
         prune_every: int = DEFAULT_PRUNE_EVERY,
+        refused_retain: timedelta | None = None,
     ) -> None:
+        if refused_retain is not None and (not isinstance(refused_retain, timedelta)
+                                           or refused_retain <= timedelta(0)):
+            raise InvalidArgument(
+                f"refused_retain must be a positive timedelta, got {refused_retain!r}")
+        self.refused_retain = refused_retain
         if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float) or (
             busy_timeout <= 0
         ):
@@ -271,7 +285,7 @@ class SQLiteDecisionLog:
     def __getstate__(self) -> dict[str, Any]:
         return {"path": self.path, "keep_messages": self.keep_messages,
                 "busy_timeout": self.busy_timeout, "retain": self.retain,
-                "prune_every": self.prune_every}
+                "prune_every": self.prune_every, "refused_retain": self.refused_retain}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["path"], **{k: v for k, v in state.items()  # type: ignore[misc]
@@ -296,13 +310,14 @@ class SQLiteDecisionLog:
             return self._conn
         try:
             conn = sqlite3.connect(
-                self.path, timeout=self.busy_timeout, isolation_level=None,
+                self.path, timeout=min(self.busy_timeout, _ATTEMPT), isolation_level=None,
                 check_same_thread=False,
             )
         except sqlite3.Error as exc:
             raise DecisionLogError(f"cannot open decision log {self.path!r}: {exc}") from exc
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            # Each attempt waits briefly; _retry retries until the call's deadline.
+            conn.execute(f"PRAGMA busy_timeout = {int(min(self.busy_timeout, _ATTEMPT) * 1000)}")
             self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
             conn.execute("PRAGMA synchronous = NORMAL")
             self._transaction(conn, self._init_schema)
@@ -328,8 +343,9 @@ class SQLiteDecisionLog:
         conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
                      "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (SCHEMA_VERSION,))
 
-    def _retry(self, fn: Callable[[], T]) -> T:
-        deadline = time.monotonic() + self.busy_timeout
+    def _retry(self, fn: Callable[[], T], deadline: float | None = None) -> T:
+        if deadline is None:
+            deadline = time.monotonic() + self.busy_timeout
         delay = 0.001
         while True:
             try:
@@ -341,7 +357,8 @@ class SQLiteDecisionLog:
                 delay = min(delay * 2, 0.05)
 
     def _transaction(
-        self, conn: sqlite3.Connection, body: Callable[[sqlite3.Connection], T]
+        self, conn: sqlite3.Connection, body: Callable[[sqlite3.Connection], T],
+        deadline: float | None = None,
     ) -> T:
         """Run ``body`` in one short ``BEGIN IMMEDIATE`` transaction, retried while busy."""
 
@@ -355,13 +372,25 @@ class SQLiteDecisionLog:
             conn.execute("COMMIT")
             return result
 
-        return self._retry(attempt)
+        return self._retry(attempt, deadline)
+
+    @contextlib.contextmanager
+    def _locked(self, deadline: float, what: str) -> Iterator[None]:
+        """Hold the lock of this object, waited for until ``deadline`` at most."""
+        if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise DecisionLogError(f"cannot {what} in {self.path!r}: the database is busy "
+                                   f"(waited {self.busy_timeout:g} s)")
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def _write(self, body: Callable[[sqlite3.Connection], T], *, what: str) -> T:
-        with self._lock:
+        deadline = time.monotonic() + self.busy_timeout
+        with self._locked(deadline, what):
             try:
                 conn = self._connection()
-                return self._transaction(conn, body)
+                return self._transaction(conn, body, deadline)
             except sqlite3.Error as exc:
                 raise DecisionLogError(f"cannot {what} in {self.path!r}: {exc}") from exc
 
@@ -383,7 +412,23 @@ class SQLiteDecisionLog:
         """
         insert = self._inserter(decision, digest=digest, message_bytes=message_bytes,
                                 message=message, decided_at=decided_at)
-        self._write(insert, what="append a decision")
+
+        def body(conn: sqlite3.Connection) -> None:
+            self._writes += 1
+            if self.refused_retain is not None and self._writes % self.prune_every == 0:
+                self._prune_refused(conn, self.refused_retain)
+            insert(conn)
+
+        self._write(body, what="append a decision")
+
+    @staticmethod
+    def _prune_refused(conn: sqlite3.Connection, retain: timedelta) -> None:
+        """Forget refused rows recorded more than ``retain`` ago (store clock)."""
+        old = ("SELECT seq FROM decisions WHERE verdict = 'REJECT' AND recorded_at < "
+               "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?)")
+        since = (f"-{retain.total_seconds():.6f} seconds",)
+        conn.execute(f"DELETE FROM decision_reasons WHERE decision IN ({old})", since)
+        conn.execute(f"DELETE FROM decisions WHERE seq IN ({old})", since)
 
     def record(
         self,
@@ -505,12 +550,13 @@ class SQLiteDecisionLog:
             raise ReplayStoreError(exc.message) from exc
 
     def ping(self) -> None:
-        """Check that the database answers (readiness).
+        """Check that the database answers and a writer can take its lock (readiness).
 
         Raises:
-            DecisionLogError: it does not.
+            DecisionLogError: it does not, within ``busy_timeout`` seconds.
         """
-        self._read(lambda conn: conn.execute("SELECT COUNT(*) FROM meta").fetchone())
+        self._write(lambda conn: conn.execute("SELECT COUNT(*) FROM meta").fetchone(),
+                    what="reach the database")
 
     # ----------------------------------------------------------------- reading
 
@@ -537,9 +583,10 @@ class SQLiteDecisionLog:
         return self._read(query)
 
     def _read(self, query: Callable[[sqlite3.Connection], T]) -> T:
-        with self._lock:
+        deadline = time.monotonic() + self.busy_timeout
+        with self._locked(deadline, "read"):
             try:
-                return self._retry(lambda: query(self._connection()))
+                return self._retry(lambda: query(self._connection()), deadline)
             except sqlite3.Error as exc:
                 raise DecisionLogError(f"cannot read {self.path!r}: {exc}") from exc
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import string
+import threading
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -38,7 +39,7 @@ from handoffs._errors import InvalidArgument
 from handoffs._json import dumps
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._receipt import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS
-from handoffs.receivers._chat import ChatClient, ChatRequest, Completion, ModelError
+from handoffs.receivers._chat import ChatClient, ChatRequest, Completion, ModelError, ServedModel
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._gate import Admitted, Gate, Ruling
 from handoffs.receivers._receivers import Admission
@@ -164,6 +165,10 @@ class ModelReceiver:
     tools: tuple[str, ...] = attrs.field(default=(), converter=_tools)
     concurrency: int | None = None
     record: Mapping[str, Any] = attrs.field(init=False, eq=False)
+    _served: dict[ServedModel, None] = attrs.field(
+        init=False, eq=False, repr=False, factory=dict)
+    _served_lock: threading.Lock = attrs.field(init=False, eq=False, repr=False,
+                                               factory=threading.Lock)
 
     def __attrs_post_init__(self) -> None:
         if self.concurrency is not None and (not isinstance(self.concurrency, int)
@@ -210,6 +215,24 @@ class ModelReceiver:
             "response_format": self.response_format,
             "tools": list(self.tools),
         }
+
+    def served(self) -> list[dict[str, str | None]]:
+        """Every distinct served identity (:class:`~handoffs.receivers.ServedModel`'s
+        JSON form) this receiver's answers have named, in the order first seen, in this
+        process.
+        """
+        with self._served_lock:
+            return [served.to_json() for served in self._served]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {a.name: getattr(self, a.name) for a in attrs.fields(type(self))
+                 if a.name not in ("_served", "_served_lock")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "_served", {})
+        object.__setattr__(self, "_served_lock", threading.Lock())
 
     def fingerprint(self) -> str:
         """A digest of the declaration and the receiver's name (keys the call cache)."""
@@ -304,7 +327,13 @@ class ModelReceiver:
                                   "cached": False, **drawn})
         completion = answer
         usage = {**_usage(completion), **drawn}
+        if completion.served is not None and completion.served not in self._served:
+            with self._served_lock:
+                self._served[completion.served] = None
         action = _answer(completion.content)
+        if action is None and completion.response_format == "text":
+            # asked as plain text (the server constrains no form): parsed from the text
+            action = _answer_in_text(completion.content)
         if action is None:
             return Ruling(action=fail, verdict=Verdict.REJECT, reasons=(Reason(
                 "malformed-answer",
@@ -325,8 +354,30 @@ TRANSIENT_CODES: Final = _CALL_CODES
 
 
 def _usage(completion: Completion) -> dict[str, Any]:
-    return {"tokens_in": completion.tokens_in, "tokens_out": completion.tokens_out,
-            "latency_ms": round(completion.latency_ms, 3), "cached": completion.cached}
+    usage: dict[str, Any] = {
+        "tokens_in": completion.tokens_in, "tokens_out": completion.tokens_out,
+        "latency_ms": round(completion.latency_ms, 3), "cached": completion.cached}
+    if completion.served is not None:  # who answered: the served model and its build
+        usage["served_model"] = completion.served.to_json()
+    if completion.response_format is not None:  # the form the client negotiated
+        usage["response_format_sent"] = completion.response_format
+    return usage
+
+
+def _answer_in_text(content: str) -> str | None:
+    """The action of the first ``{"action": "<text>"}`` object inside free text."""
+    decoder = json.JSONDecoder()
+    at = content.find("{")
+    while at >= 0:
+        try:
+            data, _ = decoder.raw_decode(content, at)
+        except (ValueError, RecursionError):
+            data = None
+        if isinstance(data, dict) and set(data) == {"action"} \
+                and isinstance(data["action"], str):
+            return str(data["action"])
+        at = content.find("{", at + 1)
+    return None
 
 
 def _answer(content: str) -> str | None:

@@ -5,9 +5,11 @@ Every receiver that admits messages is a :class:`Pipeline` of :class:`Stage` s: 
 :class:`~handoffs.receivers.IdentityCompositionReceiver` for handoff chains and the
 :class:`~handoffs.receivers.CarriedReceiptReceiver` for a receipt carried through a chain.
 
-A stage is a plain function ``check(owner, run)`` bound to its
-:class:`~handoffs.receivers.Step`. It passes by returning, refuses by raising, and the
-last one settles the outcome on the :class:`Run` (:meth:`Run.settle`). The engine,
+A stage is a plain function ``check(owner, run, value)`` bound to its
+:class:`~handoffs.receivers.Step`. It passes by returning the typed value the next
+stage takes (the gate: parsed → verified → in context → with evidence), refuses by
+raising, and the last one settles the outcome on the :class:`Run` (:meth:`Run.settle`),
+which holds only what the decision reports. The engine,
 :meth:`Pipeline.run`, is the only place that catches, and it never raises:
 
 - a :class:`Refusal` (verdict and reasons, optionally a record) becomes a fail-closed
@@ -159,7 +161,8 @@ RunT = TypeVar("RunT", bound=Run)
 
 @attrs.frozen
 class Stage(Generic[OwnerT, RunT]):
-    """One numbered step: ``check(owner, run)`` passes, raises, or settles the outcome.
+    """One numbered step: ``check(owner, run, value)`` returns the next stage's value,
+    raises, or settles the outcome.
 
     Attributes:
         step: the step it belongs to (several stages may share one).
@@ -169,7 +172,7 @@ class Stage(Generic[OwnerT, RunT]):
 
     step: Step
     name: str
-    check: Callable[[OwnerT, RunT], None]
+    check: Callable[[OwnerT, RunT, Any], Any]
 
 
 @attrs.frozen
@@ -186,18 +189,20 @@ class Pipeline(Generic[OwnerT, RunT]):
     crash: str
     crash_step: Step | None = None
     # (step, check) of every stage, read once at construction instead of per message.
-    _plan: tuple[tuple[Step, Callable[[OwnerT, RunT], None]], ...] = attrs.field(
+    _plan: tuple[tuple[Step, Callable[[OwnerT, RunT, Any], Any]], ...] = attrs.field(
         init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "_plan", tuple((s.step, s.check) for s in self.stages))
 
-    def run(self, owner: OwnerT, run: RunT) -> Decision:
-        """Run every stage on ``run`` and return the decision; never raises."""
+    def run(self, owner: OwnerT, run: RunT, value: Any = None) -> Decision:
+        """Run every stage on ``run``, each on the value the one before returned (the
+        first on ``value``), and return the decision; never raises.
+        """
         try:
             for step, check in self._plan:
                 run.step = step
-                check(owner, run)
+                value = check(owner, run, value)
             return run.decided()
         except HandoffsError as exc:
             return run.refused(Refusal.of(exc, run.step))

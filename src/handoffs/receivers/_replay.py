@@ -145,10 +145,12 @@ class ReplayClaim:
 class ReplayLog(ReplayStore, DecisionLog, Protocol):
     """A decision log that is also the replay store, with one transaction for both.
 
-    When a gate's ``replay`` and ``log`` are the same object of this kind, step (2)
-    only asks :meth:`seen`; the id is claimed by :meth:`record`, which writes the
-    claim and the decision row in one transaction. A process killed in between leaves
-    neither, so no genuine receipt id is ever "seen" without its decision.
+    When a gate's ``replay`` and ``log`` are the same object of this kind, the id of
+    an admitted receipt is claimed by :meth:`record`, which writes the claim and the
+    decision row in one transaction and finds a replay there (no read before it: one
+    round trip per decision); a refusal is appended without a claim. A process killed
+    in between leaves neither, so no genuine receipt id is ever "seen" without its
+    decision. :meth:`seen` is for readers (audits, tests).
     """
 
     def seen(self, receipt_id: str) -> bool:

@@ -2,33 +2,48 @@
 
 Endpoints:
 
-- ``POST /receipts``: the body is the receipt's bytes as sent. The answer is the
-  :class:`~handoffs.receivers.Decision` as JSON with status **200** when admitted
-  (``ACCEPT`` or ``ESCALATE``), **422** when refused, **503** (with ``Retry-After``)
-  when refused because the store did not answer (nothing was claimed: sending the
-  same bytes again is safe), **413** when the body exceeds ``max_body_bytes`` (refused
-  before parsing; no decision).
+- ``POST /receipts``: the body is the receipt's bytes as sent, with ``Content-Type:
+  application/json``. The answer is the :class:`~handoffs.receivers.Decision` as JSON
+  with status **200** when admitted (``ACCEPT`` or ``ESCALATE``), **422** when refused,
+  **503** (with ``Retry-After``) when refused because the store did not answer (nothing
+  was claimed: sending the same bytes again is safe; the answer says only "store
+  unavailable", the details go to the log). Before the gate, without a decision:
+  **401** without a valid bearer token (when callers are configured), **403** for a
+  caller not bound to this receiver, **429** over the caller's rate, **415** for a body
+  that is not declared JSON, **413** above ``max_body_bytes``, **408** when the body
+  is not sent within ``body_timeout``.
 - ``GET /healthz``: 200 while the process serves.
-- ``GET /readyz``: 200 when the store answers, 503 otherwise or while shutting down.
+- ``GET /readyz``: 200 when the store answers, 503 ("store unavailable") otherwise or
+  while shutting down.
 - ``GET /metrics``: the boundary metrics in Prometheus text format.
 
-Each decision is one JSON log line (logger ``handoffs.service``).
+The gate runs on a thread pool (its store call blocks for up to the store's timeout;
+the event loop keeps answering meanwhile). A JSON log line per decision only with
+``log_decisions``: the store holds every decision.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import hmac
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+import orjson
 
 from handoffs._json import JSONLimits, dumps
 from handoffs.contracts._keys import KeyRing
 from handoffs.receivers._decision import Decision
 from handoffs.receivers._gate import Gate
 from handoffs.receivers._receivers import StrictContractReceiver
+from handoffs.receivers._replay import MemoryReplayStore
 from handoffs.receivers._services import HTTPEvidenceResolver, InMemoryPolicyService, Readback
-from handoffs.service._config import ConfigError, ServiceConfig
+from handoffs.service._config import Caller, ConfigError, ServiceConfig
 from handoffs.service._metrics import STORE_DOWN_CODES, BoundaryMetrics
 from handoffs.service._store import DecisionStore, open_store
 
@@ -41,10 +56,48 @@ __all__ = ["Service", "create_app"]
 
 LOG: Final = logging.getLogger("handoffs.service")
 RECEIPTS_PATH: Final = "/receipts"
+STORE_UNAVAILABLE: Final = "store unavailable"
+"""What answers say when the store did not answer (its address stays in the log)."""
 
 
 def _event(event: str, **fields: Any) -> None:
     LOG.info(event, extra={"fields": fields})
+
+
+def gate_of(config: ServiceConfig, *, store: DecisionStore | None,
+            memory_replay: bool = False) -> StrictContractReceiver:
+    """The strict receiver over the gate ``config`` describes, on ``store`` (its decision
+    log and replay store); without a store, an in-memory replay store when
+    ``memory_replay``, else none (the benchmarks' references).
+
+    Raises:
+        ConfigError: the trust file or the contracts cannot be loaded.
+    """
+    try:
+        ring = KeyRing.from_json(json.loads(config.trust.read_text("utf-8")))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the trust file {config.trust}: "
+                          f"{exc.strerror or exc}", json_path="$.trust") from exc
+    except ValueError as exc:
+        raise ConfigError(f"bad trust file {config.trust}: {exc}",
+                          json_path="$.trust") from exc
+    roles = set(config.roles).union(
+        *(entry.roles for entry in ring.for_controller(config.identity)))
+    options: dict[str, Any] = {}
+    versions = {**dict.fromkeys(config.policy_superseded, False),
+                **dict.fromkeys(config.policy_current, True)}
+    if versions:
+        options["policy_service"] = InMemoryPolicyService(versions)
+    if config.evidence_routes:
+        options["evidence"] = HTTPEvidenceResolver(routes=config.evidence_routes,
+                                                   timeout=config.evidence_timeout)
+    replay: Any = store if store is not None or not memory_replay else MemoryReplayStore()
+    gate = Gate(
+        identity=config.identity, trust=ring, registry=config.registry(), roles=roles,
+        replay=replay, log=store, readback=Readback(config.readback),
+        limits=JSONLimits(max_bytes=config.max_body_bytes), **options,
+    )
+    return StrictContractReceiver(gate)
 
 
 class Service:
@@ -58,61 +111,92 @@ class Service:
 
     def __init__(self, config: ServiceConfig, *, store: DecisionStore | None = None) -> None:
         self.config = config
-        try:
-            ring = KeyRing.from_json(json.loads(config.trust.read_text("utf-8")))
-        except OSError as exc:
-            raise ConfigError(f"cannot read the trust file {config.trust}: "
-                              f"{exc.strerror or exc}", json_path="$.trust") from exc
-        except ValueError as exc:
-            raise ConfigError(f"bad trust file {config.trust}: {exc}",
-                              json_path="$.trust") from exc
-        roles = set(config.roles).union(
-            *(entry.roles for entry in ring.for_controller(config.identity)))
         self.store = store if store is not None else open_store(
             config.store_url, keep_messages=config.keep_messages, retain=config.retain,
+            **({"refused_retain": config.refused_retain} if config.refused_retain else {}),
             **({"timeout": config.store_timeout, "pool_size": config.pool_size}
-               if "://" in config.store_url else {}),
+               if "://" in config.store_url else {"busy_timeout": config.store_timeout}),
         )
-        options: dict[str, Any] = {}
-        versions = {**dict.fromkeys(config.policy_superseded, False),
-                    **dict.fromkeys(config.policy_current, True)}
-        if versions:
-            options["policy_service"] = InMemoryPolicyService(versions)
-        if config.evidence_routes:
-            options["evidence"] = HTTPEvidenceResolver(routes=config.evidence_routes,
-                                                       timeout=config.evidence_timeout)
-        self.gate = Gate(
-            identity=config.identity, trust=ring, registry=config.registry(), roles=roles,
-            replay=self.store, log=self.store, readback=Readback(config.readback),
-            limits=JSONLimits(max_bytes=config.max_body_bytes), **options,
-        )
-        self.receiver = StrictContractReceiver(self.gate)
+        self.receiver = gate_of(config, store=self.store)
+        self.gate = self.receiver.gate
         self.metrics = BoundaryMetrics(otel=config.otel)
         self.stopping = False
+        self.callers = {caller.token_sha256: caller for caller in config.callers}
+        self.clock: Callable[[], float] = time.monotonic
+        self._buckets: dict[str, tuple[float, float]] = {}
 
     def decide(self, body: bytes) -> Decision:
-        """Gate ``body``, count it and log it (runs in a worker thread)."""
+        """Gate ``body`` and count it (runs in a worker thread)."""
         with self.metrics.span(self.receiver.name) as attributes:
             started = time.perf_counter()
             decision = self.receiver.receive(body)
             seconds = time.perf_counter() - started
             attributes.update(self.metrics.observe(decision, message_bytes=len(body),
                                                    seconds=seconds))
-        _event("decision", receipt_id=decision.receipt_id, contract=decision.contract,
-               verdict=decision.verdict.value, action=decision.action,
-               step=int(decision.step), reasons=[r.code for r in decision.reasons],
-               status=status_of(decision), bytes=len(body), ms=round(seconds * 1000, 3))
+        status = status_of(decision)
+        if status == 503:  # the details (the store's address) only here
+            LOG.warning("store-unavailable", extra={"fields": {
+                "receipt_id": decision.receipt_id,
+                "reasons": [r.message for r in decision.reasons
+                            if r.code in STORE_DOWN_CODES]}})
+        if self.config.log_decisions:
+            _event("decision", receipt_id=decision.receipt_id, contract=decision.contract,
+                   verdict=decision.verdict.value, action=decision.action,
+                   step=int(decision.step), reasons=[r.code for r in decision.reasons],
+                   status=status, bytes=len(body), ms=round(seconds * 1000, 3))
         return decision
 
     def ready(self) -> str | None:
-        """None when ready, else why not."""
+        """None when ready, else why not (the store's details go to the log only)."""
         if self.stopping:
             return "shutting down"
         try:
             self.store.ping()
         except Exception as exc:  # any failure means "not ready"
-            return str(exc)
+            LOG.warning("not-ready", extra={"fields": {"detail": str(exc)}})
+            return STORE_UNAVAILABLE
         return None
+
+    def caller(self, authorization: str | None) -> Caller | None:
+        """The caller whose bearer token this ``Authorization`` header carries."""
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        digest = hashlib.sha256(token.strip().encode()).hexdigest()
+        found = None
+        for known, caller in self.callers.items():  # every one, in constant time each
+            if hmac.compare_digest(known, digest):
+                found = caller
+        return found
+
+    def admit_rate(self, caller: Caller) -> float:
+        """0 when ``caller`` may send one more receipt now, else seconds to wait."""
+        if caller.rate is None:
+            return 0.0
+        now = self.clock()
+        tokens, then = self._buckets.get(caller.name, (float(caller.burst), now))
+        tokens = min(float(caller.burst), tokens + (now - then) * caller.rate)
+        if tokens < 1:
+            self._buckets[caller.name] = (tokens, now)
+            return (1 - tokens) / caller.rate
+        self._buckets[caller.name] = (tokens - 1, now)
+        return 0.0
+
+
+def answer_of(decision: Decision) -> dict[str, Any]:
+    """The decision as answered: a store failure's reason says only "store unavailable"."""
+    document = decision.to_json()
+    if any(reason.code in STORE_DOWN_CODES for reason in decision.reasons):
+        document["reasons"] = [
+            {**reason, "message": STORE_UNAVAILABLE} if reason.get("code") in STORE_DOWN_CODES
+            else reason for reason in document["reasons"]]
+    return document
+
+
+def _is_json(content_type: str | None) -> bool:
+    media = (content_type or "").partition(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/")
+                                            and media.endswith("+json"))
 
 
 def status_of(decision: Decision) -> int:
@@ -124,49 +208,135 @@ def status_of(decision: Decision) -> int:
     return 422
 
 
-def create_app(service: Service) -> Starlette:
+_ORJSON: Final = orjson.OPT_SORT_KEYS
+_Answer: TypeAlias = tuple[int, bytes, list[tuple[bytes, bytes]]]
+
+
+class _Endpoint:
+    """An ASGI callable as a route's endpoint (Starlette calls it with scope, receive,
+    send instead of wrapping it in a Request).
+    """
+
+    def __init__(self, app: Callable[[Any, Any, Any], Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+
+def create_app(service: Service) -> Starlette:  # noqa: PLR0915 - one closure per endpoint
     """The Starlette application serving ``service``."""
     from starlette.applications import Starlette
-    from starlette.concurrency import run_in_threadpool
     from starlette.responses import Response
     from starlette.routing import Route
 
-    def json_response(content: Any, status_code: int = 200) -> Response:
+    def json_response(content: Any, status_code: int = 200,
+                      headers: dict[str, str] | None = None) -> Response:
         """JSON with a final newline (for curl and line-oriented clients)."""
-        return Response(dumps(content) + "\n", status_code=status_code,
+        return Response(dumps(content) + "\n", status_code=status_code, headers=headers,
                         media_type="application/json")
 
-    limit = service.config.max_body_bytes
+    config = service.config
+    limit = config.max_body_bytes
+    # The gate and the store block (up to the store's timeout): they run on threads, so
+    # that a stalled store never stalls the event loop; one thread per pooled
+    # connection (more would only contend for the GIL: benchmarks/serve.py).
+    executor = ThreadPoolExecutor(max_workers=config.pool_size,
+                                  thread_name_prefix="handoffs-gate")
 
-    def too_large(size: int | None) -> Response:
+    # POST /receipts is a bare ASGI endpoint (no Request or Response objects): the hot path.
+    close = [(b"connection", b"close")]
+
+    def answer(status: int, content: Any, headers: list[tuple[bytes, bytes]] | None = None,
+               ) -> _Answer:
+        return status, orjson.dumps(content, option=_ORJSON) + b"\n", headers or []
+
+    def refused(status: int, error: str, message: str, *,
+                headers: list[tuple[bytes, bytes]] | None = None) -> _Answer:
+        service.metrics.refused_requests.labels(reason=error).inc()
+        if config.log_decisions:
+            _event("refused-before-parsing", reason=error, status=status)
+        return answer(status, {"error": error, "message": message}, headers)
+
+    def too_large(size: int | None) -> _Answer:
         service.metrics.oversize.inc()
-        _event("refused-before-parsing", reason="too-large", limit=limit, bytes=size)
-        return json_response({"error": "too-large", "limit": limit,
-                             "message": f"the body exceeds {limit} bytes"}, status_code=413)
+        if config.log_decisions:
+            _event("refused-before-parsing", reason="too-large", limit=limit, bytes=size)
+        return answer(413, {"error": "too-large", "limit": limit,
+                            "message": f"the body exceeds {limit} bytes"}, close)
 
-    async def receipts(request: Request) -> Response:
-        declared = request.headers.get("content-length")
+    async def read_body(headers: dict[bytes, bytes], receive: Any) -> bytes | _Answer:
+        declared = headers.get(b"content-length")
         if declared is not None:
             if not declared.isdigit():
-                return json_response({"error": "bad-content-length"}, status_code=400)
+                return answer(400, {"error": "bad-content-length"}, close)
             if int(declared) > limit:
                 return too_large(int(declared))
         body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                return too_large(None)
-        decision = await run_in_threadpool(service.decide, bytes(body))
+        try:
+            async with asyncio.timeout(config.body_timeout):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return answer(400, {"error": "disconnected"}, close)
+                    body += message.get("body", b"")
+                    if len(body) > limit:
+                        return too_large(None)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            return refused(408, "body-timeout",
+                           f"the body was not sent within {config.body_timeout:g} s",
+                           headers=close)
+        return bytes(body)
+
+    def authorise(headers: dict[bytes, bytes]) -> _Answer | None:
+        if not service.callers:
+            return None
+        token = headers.get(b"authorization")
+        caller = service.caller(token.decode("latin-1") if token is not None else None)
+        if caller is None:
+            return refused(401, "unauthenticated", "a valid bearer token is required",
+                           headers=[(b"www-authenticate", b'Bearer realm="handoffs"')])
+        if config.identity not in caller.receivers:
+            return refused(403, "forbidden", f"caller {caller.name!r} may not decide for "
+                           f"receiver {config.identity!r}")
+        wait = service.admit_rate(caller)
+        if wait > 0:
+            return refused(429, "rate-limited", f"caller {caller.name!r} is over its rate",
+                           headers=[(b"retry-after", str(max(1, round(wait + 0.5))).encode())])
+        return None
+
+    async def decide(headers: dict[bytes, bytes], receive: Any) -> _Answer:
+        denied = authorise(headers)
+        if denied is not None:
+            return denied
+        content_type = headers.get(b"content-type")
+        if not _is_json(content_type.decode("latin-1") if content_type is not None else None):
+            return refused(415, "unsupported-media-type",
+                           "the body must be declared Content-Type: application/json")
+        body = await read_body(headers, receive)
+        if isinstance(body, tuple):
+            return body
+        decision = await asyncio.get_running_loop().run_in_executor(
+            executor, service.decide, body)
         status = status_of(decision)
-        headers = {"Retry-After": "1"} if status == 503 else None
-        return Response(dumps(decision.to_json()) + "\n", status_code=status, headers=headers,
-                        media_type="application/json")
+        return answer(status, answer_of(decision),
+                      [(b"retry-after", b"1")] if status == 503 else None)
+
+    async def receipts(scope: Any, receive: Any, send: Any) -> None:
+        headers = {name.lower(): value for name, value in scope["headers"]}
+        status, body, extra = await decide(headers, receive)
+        await send({"type": "http.response.start", "status": status, "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()), *extra]})
+        await send({"type": "http.response.body", "body": body})
 
     async def healthz(_: Request) -> Response:
         return json_response({"status": "ok"})
 
     async def readyz(_: Request) -> Response:
-        why = await run_in_threadpool(service.ready)
+        why = await asyncio.get_running_loop().run_in_executor(executor, service.ready)
         if why is None:
             return json_response({"status": "ready"})
         return json_response({"status": "unavailable", "reason": why}, status_code=503)
@@ -177,7 +347,7 @@ def create_app(service: Service) -> Starlette:
         return Response(service.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     return Starlette(routes=[
-        Route(RECEIPTS_PATH, receipts, methods=["POST"]),
+        Route(RECEIPTS_PATH, _Endpoint(receipts), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),

@@ -9,7 +9,9 @@ which key (``$.store.url``) and why, before anything starts.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -24,7 +26,7 @@ from handoffs._json import DEFAULT_LIMITS
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._registry import Registry
 
-__all__ = ["ENVIRONMENT", "ConfigError", "ServiceConfig", "load_config"]
+__all__ = ["ENVIRONMENT", "Caller", "ConfigError", "ServiceConfig", "load_config"]
 
 
 class ConfigError(HandoffsError, ValueError):
@@ -46,11 +48,34 @@ ENVIRONMENT: Final = {
     "HANDOFFS_HOST": "server.host",
     "HANDOFFS_PORT": "server.port",
     "HANDOFFS_MAX_BODY_BYTES": "server.max_body_bytes",
+    "HANDOFFS_INSECURE": "server.insecure",
 }
 """Environment variable → setting. Lists are comma-separated; routes are
 ``PREFIX=URL`` pairs separated by commas."""
 
 _LISTS: Final = {"contracts", "roles", "policy.current", "policy.superseded"}
+_SHA256: Final = re.compile(r"[0-9a-f]{64}")
+
+
+@attrs.frozen(kw_only=True)
+class Caller:
+    """One authenticated caller: a bearer token (kept as its SHA-256), the receiver
+    identities it may decide for, and its rate limit.
+
+    Attributes:
+        name: the caller's name (in logs and metrics; never the token).
+        token_sha256: the SHA-256 of the bearer token, 64 lowercase hex digits
+            (``printf %s "$TOKEN" | sha256sum``); the token itself is not stored.
+        receivers: the receiver identities this caller may post receipts to.
+        rate: receipts per second allowed on average (``None``: unlimited).
+        burst: receipts allowed at once above the average (the bucket's size).
+    """
+
+    name: str
+    token_sha256: str
+    receivers: tuple[str, ...]
+    rate: float | None = None
+    burst: int = 16
 
 
 @attrs.frozen(kw_only=True)
@@ -76,6 +101,17 @@ class ServiceConfig:
         max_body_bytes: requests above this are refused with 413 before parsing.
         graceful_timeout: seconds in-flight requests get at shutdown.
         otel: emit OpenTelemetry metrics and spans (``None``: when installed).
+        callers: the authenticated callers (``[[auth.callers]]``); empty: none is
+            authenticated, and ``handoffs serve`` then binds only to loopback unless
+            ``insecure``.
+        insecure: serve without authentication beyond loopback (**unsafe**: anyone who
+            reaches the port can spend receipt ids).
+        body_timeout: seconds a client has to send the whole body (else 408).
+        max_connections: connections and requests served at once; above it, 503.
+        log_decisions: one JSON log line per decision (off: the store holds every
+            decision; logging each costs CPU on the hot path).
+        refused_retain: how long refused decision rows are kept (store clock);
+            ``None``: forever.
     """
 
     identity: str
@@ -97,6 +133,12 @@ class ServiceConfig:
     max_body_bytes: int = DEFAULT_LIMITS.max_bytes
     graceful_timeout: float = 10.0
     otel: bool | None = None
+    callers: tuple[Caller, ...] = ()
+    insecure: bool = False
+    body_timeout: float = 10.0
+    max_connections: int = 256
+    log_decisions: bool = False
+    refused_retain: timedelta | None = None
 
     def registry(self) -> Registry:
         """The contracts named by :attr:`contracts`, loaded.
@@ -128,7 +170,7 @@ def _flatten(document: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for key, value in document.items():
         name = f"{prefix}{key}"
-        if isinstance(value, Mapping) and name not in {"evidence.routes"}:
+        if isinstance(value, Mapping) and name not in {"evidence.routes", "auth"}:
             flat.update(_flatten(value, name + "."))
         else:
             flat[name] = value
@@ -165,6 +207,9 @@ _KEYS: Final = {
     "store.timeout": "store_timeout", "store.pool_size": "pool_size",
     "server.host": "host", "server.port": "port", "server.max_body_bytes": "max_body_bytes",
     "server.graceful_timeout": "graceful_timeout", "otel.enabled": "otel",
+    "auth": "callers", "server.insecure": "insecure", "server.body_timeout": "body_timeout",
+    "server.max_connections": "max_connections", "server.log_decisions": "log_decisions",
+    "store.refused_retain_seconds": "refused_retain",
 }
 
 
@@ -213,6 +258,63 @@ def _routes(name: str, value: Any) -> dict[str, str]:
     return dict(value)
 
 
+def _callers(name: str, value: Any) -> tuple[Caller, ...]:
+    """``[[auth.callers]]`` tables: name, token_sha256, receivers, rate, burst."""
+    if not isinstance(value, Mapping) or set(value) - {"callers"}:
+        raise ConfigError("expected [[auth.callers]] tables only", json_path=f"$.{name}")
+    entries = value.get("callers", [])
+    if not isinstance(entries, list):
+        raise ConfigError("expected [[auth.callers]] tables", json_path=f"$.{name}.callers")
+    callers: list[Caller] = []
+    for i, entry in enumerate(entries):
+        where = f"{name}.callers[{i}]"
+        if not isinstance(entry, Mapping):
+            raise ConfigError("expected a table", json_path=f"$.{where}")
+        unknown = sorted(set(entry) - {"name", "token_sha256", "receivers", "rate", "burst"})
+        if unknown:
+            raise ConfigError(f"unknown key {unknown[0]!r}", json_path=f"$.{where}.{unknown[0]}")
+        for key in ("name", "token_sha256", "receivers"):
+            if key not in entry:
+                raise ConfigError(f"the key {key!r} is required", json_path=f"$.{where}.{key}")
+        digest = _text(f"{where}.token_sha256", entry["token_sha256"]).lower()
+        if not _SHA256.fullmatch(digest):
+            raise ConfigError("expected the token's SHA-256 as 64 hex digits (not the token)",
+                              json_path=f"$.{where}.token_sha256")
+        rate = entry.get("rate")
+        callers.append(Caller(
+            name=_text(f"{where}.name", entry["name"]), token_sha256=digest,
+            receivers=_texts(f"{where}.receivers", entry["receivers"]),
+            rate=None if rate is None else float(_number(f"{where}.rate", rate, low=0.001)),
+            burst=int(_number(f"{where}.burst", entry.get("burst", 16), integer=True, low=1)),
+        ))
+    names = [c.name for c in callers]
+    digests = [c.token_sha256 for c in callers]
+    if len(set(names)) != len(names) or len(set(digests)) != len(digests):
+        raise ConfigError("each caller needs its own name and token", json_path=f"$.{name}")
+    return tuple(callers)
+
+
+def check_exposure(config: ServiceConfig) -> None:
+    """Refuse to listen beyond loopback without authentication unless ``insecure``.
+
+    Raises:
+        ConfigError: ``host`` is not a loopback address, no caller is configured and
+            ``insecure`` is off.
+    """
+    if config.callers or config.insecure:
+        return
+    host = config.host.strip("[]")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigError(
+            f"refusing to listen on {config.host} without authentication: configure "
+            "[[auth.callers]] tokens, or listen on 127.0.0.1, or pass --insecure",
+            json_path="$.server.host")
+
+
 def _relative(name: str, value: Any, base: Path) -> Any:
     """A path in the file is relative to the file (a URL is not a path)."""
     if name == "trust":
@@ -229,10 +331,15 @@ _CONVERTERS: Final[dict[str, Callable[[str, Any], Any]]] = {
     **dict.fromkeys(("evidence.timeout", "store.timeout", "server.graceful_timeout"),
                     lambda n, v: float(_number(n, v, low=0.001))),
     "store.retain_seconds": lambda n, v: timedelta(seconds=_number(n, v)),
+    "store.refused_retain_seconds": lambda n, v: timedelta(seconds=_number(n, v, low=1)),
+    "server.body_timeout": lambda n, v: float(_number(n, v, low=0.001)),
+    "server.max_connections": lambda n, v: int(_number(n, v, integer=True, low=1)),
+    "auth": _callers,
     **dict.fromkeys(("store.pool_size", "server.max_body_bytes"),
                     lambda n, v: int(_number(n, v, integer=True, low=1))),
     "server.port": lambda n, v: int(_number(n, v, integer=True, high=65535)),
-    **dict.fromkeys(("store.keep_messages", "otel.enabled"), _flag),
+    **dict.fromkeys(("store.keep_messages", "otel.enabled", "server.insecure",
+                     "server.log_decisions"), _flag),
     "trust": lambda n, v: Path(_text(n, v)),
 }
 

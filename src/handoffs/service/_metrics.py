@@ -82,6 +82,10 @@ class BoundaryMetrics:
                                          registry=r)
         self.oversize = Counter("handoffs_oversize_requests",
                                 "Requests refused before parsing (body too large).", registry=r)
+        self.refused_requests = Counter(
+            "handoffs_refused_requests", "Requests refused before the gate (unauthenticated, "
+            "forbidden, rate-limited, unsupported-media-type, body-timeout).", ["reason"],
+            registry=r)
         self._lock = threading.Lock()
         self._trigger_labels: set[str] = set()
         self.otel = (_OTel.create(meter_provider, tracer_provider) if otel is not False

@@ -13,10 +13,12 @@
 
 Guarantees:
 
-- **One statement, one transaction**: the claim of a receipt id (``INSERT … ON
-  CONFLICT DO NOTHING`` on the ``seen`` primary key) and its decision row are one
-  statement, so a replica killed at any instant leaves both or neither, and two
-  replicas racing on one id admit it at most once.
+- **One statement, one round trip per decision**: the claim of a receipt id
+  (``INSERT … ON CONFLICT DO NOTHING`` on the ``seen`` primary key), the replay check
+  (the claim's conflict) and the decision row are one statement, so a replica killed
+  at any instant leaves both or neither, and two replicas racing on one id admit it at
+  most once. A refusal is one ``INSERT`` without a claim. No query checks a pooled
+  connection before use: one that broke is discarded and the call fails closed.
 - **The store's clock**: an id is pruned only once its own ``expires`` (the receipt's
   ``valid_until``) lies more than ``retain`` before the server's ``now()``; a writer's
   clock is recorded, never trusted.
@@ -24,7 +26,16 @@ Guarantees:
   :class:`~handoffs.receivers.DecisionLogError` /
   :class:`~handoffs.receivers.ReplayStoreError` within ``timeout`` seconds, which the
   gate turns into a refusal with the reason ``log-unavailable`` or
-  ``replay-store-unavailable``; nothing is claimed.
+  ``replay-store-unavailable``. Every call has one deadline: the wait for a
+  connection and the statement share ``timeout``; the server cancels a statement
+  past it (``statement_timeout``), and a server that does not answer at all (stopped,
+  partitioned) has its connection cut by this process at the deadline. A statement
+  cut while the server was stopped may still commit when it resumes: the id is then
+  spent although the caller was told 503 (a retry is refused as a replay).
+- **Clock skew is bounded**: a claim whose ``claimed_at`` (the writer's clock) is older
+  than the server's ``now()`` minus ``retain / 2`` is refused with
+  :class:`~handoffs.receivers.DecisionLogError` code ``clock-skew``, so a writer whose
+  clock lags cannot claim an id that may already have been pruned.
 - **Versioned schema**: tables live in the ``handoffs`` schema; ``handoffs.meta``
   holds the schema version, migrations run once under an advisory lock, and a newer
   version than this code knows is refused (``log-version``).
@@ -34,12 +45,18 @@ Needs the ``postgres`` extra (``psycopg`` 3 and ``psycopg-pool``).
 
 from __future__ import annotations
 
-import json
+import base64
+import heapq
+import itertools
 import os
+import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import orjson
 
 from handoffs._errors import InvalidArgument
 from handoffs.receivers._decision import Decision
@@ -61,7 +78,7 @@ __all__ = ["SCHEMA_VERSION", "PostgresDecisionLog"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION: Final = "1"
+SCHEMA_VERSION: Final = "2"
 # An arbitrary constant: the advisory lock that serialises migrations across replicas.
 _MIGRATION_LOCK: Final = 0x68616E64
 
@@ -104,39 +121,72 @@ CREATE TABLE handoffs.seen (
 );
 CREATE INDEX seen_expires ON handoffs.seen (expires);
 """,
+    # Version 2: refused rows are pruned by age (``refused_retain``).
+    # The reasons' foreign key goes: each row and its reasons are one statement, and
+    # its check was a second (internal) query per decision.
+    2: """
+CREATE INDEX decisions_refused ON handoffs.decisions (recorded_at) WHERE verdict = 'REJECT';
+ALTER TABLE handoffs.decision_reasons DROP CONSTRAINT IF EXISTS decision_reasons_decision_fkey;
+""",
 }
 
+# Each write is one statement with one parameter, a JSON document (``p.j``): the
+# client serialises it once (orjson) instead of adapting some twenty parameters.
 _ROW: Final = """
     INSERT INTO handoffs.decisions (decided_at, receipt_id, digest, contract, version, sender,
         receiver, step, verdict, action, authority, reasons, readback, counterfactual_trigger,
         message_bytes, message, pid)
-    SELECT %(decided_at)s::timestamptz, %(receipt_id)s::text, %(digest)s::text,
-        %(contract)s::text, %(version)s::text, %(sender)s::text, %(receiver)s::text,
-        %(step)s::smallint, %(verdict)s::text, %(action)s::text, %(authority)s::text,
-        %(reasons)s::jsonb, %(readback)s::text, %(trigger)s::text, %(bytes)s::integer,
-        %(message)s::bytea, %(pid)s::integer
+    SELECT (j->>'decided_at')::timestamptz, j->>'receipt_id', j->>'digest', j->>'contract',
+        j->>'version', j->>'sender', j->>'receiver', (j->>'step')::smallint, j->>'verdict',
+        j->>'action', j->>'authority', j->'reasons', j->>'readback', j->>'trigger',
+        (j->>'bytes')::integer, decode(j->>'message', 'base64'), (j->>'pid')::integer
+    FROM p
 """
 _REASONS: Final = """
     reasons AS (
         INSERT INTO handoffs.decision_reasons (decision, code, step)
-        SELECT drow.seq, r.code, r.step FROM drow,
-            unnest(%(codes)s::text[], %(steps)s::smallint[]) AS r (code, step)
+        SELECT drow.seq, r.code, r.step FROM drow, p,
+            jsonb_to_recordset(p.j->'codes') AS r (code text, step smallint)
     )
 """
-# The claim and the decision row in one statement (one transaction, one round trip).
+# Pruning, the skew check, the claim (replay detection) and the decision row in one
+# statement (one transaction, one round trip).
 _RECORD: Final = f"""
-WITH claim AS (
+WITH p AS (SELECT %s::jsonb AS j),
+pruned AS (
+    DELETE FROM handoffs.seen
+    WHERE (SELECT (j->>'prune')::boolean FROM p)
+        AND expires < now() - (SELECT (j->>'retain')::interval FROM p)
+),
+fresh AS (
+    SELECT (j->>'claimed_at')::timestamptz >= now() - (j->>'skew')::interval AS ok FROM p
+),
+claim AS (
     INSERT INTO handoffs.seen (receipt_id, first_seen, expires, pid)
-    VALUES (%(claim)s, %(claimed_at)s, %(expires)s, %(pid)s)
+    SELECT j->>'claim', (j->>'claimed_at')::timestamptz, (j->>'expires')::timestamptz,
+        (j->>'pid')::integer
+    FROM p, fresh WHERE fresh.ok
     ON CONFLICT (receipt_id) DO NOTHING
     RETURNING receipt_id
 ),
 drow AS ({_ROW} WHERE EXISTS (SELECT 1 FROM claim) RETURNING seq),
 {_REASONS}
-SELECT count(*) FROM claim
+SELECT (SELECT count(*) FROM claim), (SELECT ok FROM fresh)
 """
+# A refusal: its row, and (every ``prune_every`` writes) refused rows past
+# ``refused_retain`` by the server's clock forgotten, in one statement.
 _APPEND: Final = f"""
-WITH drow AS ({_ROW} RETURNING seq),
+WITH p AS (SELECT %s::jsonb AS j),
+old AS (
+    SELECT seq FROM handoffs.decisions
+    WHERE (SELECT (j->>'prune')::boolean AND j->>'refused_retain' IS NOT NULL FROM p)
+        AND verdict = 'REJECT'
+        AND recorded_at < now() - (SELECT (j->>'refused_retain')::interval FROM p)
+    LIMIT 10000
+),
+old_reasons AS (DELETE FROM handoffs.decision_reasons WHERE decision IN (SELECT seq FROM old)),
+old_rows AS (DELETE FROM handoffs.decisions WHERE seq IN (SELECT seq FROM old)),
+drow AS ({_ROW} RETURNING seq),
 {_REASONS}
 SELECT count(*) FROM drow
 """
@@ -145,6 +195,79 @@ INSERT INTO handoffs.seen (receipt_id, first_seen, expires, pid)
 VALUES (%s, %s, %s, %s) ON CONFLICT (receipt_id) DO NOTHING
 """
 _PRUNE: Final = "DELETE FROM handoffs.seen WHERE expires < now() - %s::interval"
+
+
+class _Watchdog:
+    """One thread per process that cuts the connection of a call past its deadline.
+
+    ``statement_timeout`` cancels a slow statement on a server that runs; a server
+    that does not run (stopped, partitioned) answers nothing, so the socket is shut
+    down here and the waiting call fails with an error at once.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._due: list[tuple[float, int]] = []
+        self._active: dict[int, Any] = {}
+        self._ticket = itertools.count()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def watch(self, deadline: float, conn: Any) -> int:
+        """Cut ``conn`` at ``deadline`` (monotonic) unless :meth:`done` is called first."""
+        ticket = next(self._ticket)
+        with self._cond:
+            if self._thread is None or self._pid != os.getpid():
+                self._due, self._active, self._pid = [], {}, os.getpid()
+                self._thread = threading.Thread(target=self._loop, name="handoffs-pg-deadline",
+                                                daemon=True)
+                self._thread.start()
+            self._active[ticket] = conn
+            heapq.heappush(self._due, (deadline, ticket))
+            if self._due[0][1] == ticket:
+                self._cond.notify()
+        return ticket
+
+    def done(self, ticket: int) -> None:
+        """The call finished in time."""
+        with self._cond:
+            self._active.pop(ticket, None)
+
+    def _loop(self) -> None:
+        with self._cond:
+            while True:
+                while self._due and self._due[0][1] not in self._active:
+                    heapq.heappop(self._due)
+                if not self._due:
+                    self._cond.wait()
+                    continue
+                wait = self._due[0][0] - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                _, ticket = heapq.heappop(self._due)
+                _cut(self._active.pop(ticket))
+
+
+def _cut(conn: Any) -> None:
+    """Shut the connection's socket down (the blocked call then fails at once)."""
+    try:
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+    except Exception:  # already closed: nothing to cut
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
+_WATCHDOG: Final = _Watchdog()
+# After a call ran into its timeout, further calls of this process fail at once for this
+# many seconds (then one tries again): callers queued behind a stalled server are
+# answered within about one timeout, not one timeout each.
+_STALL_HOLD: Final = 1.0
 
 
 def _stamp(moment: datetime | None) -> str | None:
@@ -179,8 +302,11 @@ class PostgresDecisionLog:
         retain: how long past its own ``valid_until`` (by the server's clock) an id
             is kept; it bounds how far behind a writer's clock may run.
         prune_every: prune expired ids once every this many claims of this process.
-        timeout: seconds a call waits for a connection before failing closed.
+        timeout: seconds a call may take in all (waiting for a connection, connecting
+            and running its statement) before failing closed.
         pool_size: the most connections this process opens.
+        refused_retain: how long refused decision rows are kept (by the server's
+            clock; pruned every ``prune_every`` writes); ``None``: forever.
 
     Raises:
         DecisionLogError: ``psycopg`` is not installed, or an option is bad.
@@ -195,6 +321,7 @@ class PostgresDecisionLog:
         prune_every: int = DEFAULT_PRUNE_EVERY,
         timeout: float = 5.0,
         pool_size: int = 8,
+        refused_retain: timedelta | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
             raise InvalidArgument(f"a PostgreSQL URL starts with postgresql://, got {url!r}")
@@ -216,12 +343,18 @@ class PostgresDecisionLog:
         self.prune_every = prune_every
         self.timeout = float(timeout)
         self.pool_size = pool_size
+        if refused_retain is not None and (not isinstance(refused_retain, timedelta)
+                                           or refused_retain <= timedelta(0)):
+            raise InvalidArgument(
+                f"refused_retain must be a positive timedelta, got {refused_retain!r}")
+        self.refused_retain = refused_retain
         self.where = _redact(url)
         self._lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] | None = None
         self._pid = 0
         self._migrated = False
         self._writes = 0
+        self._stalled_until = 0.0
 
     # ------------------------------------------------------------- connection
 
@@ -231,7 +364,7 @@ class PostgresDecisionLog:
     def __getstate__(self) -> dict[str, Any]:
         return {"url": self.url, "keep_messages": self.keep_messages, "retain": self.retain,
                 "prune_every": self.prune_every, "timeout": self.timeout,
-                "pool_size": self.pool_size}
+                "pool_size": self.pool_size, "refused_retain": self.refused_retain}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state)  # type: ignore[misc]
@@ -254,11 +387,19 @@ class PostgresDecisionLog:
             if self._pool is None or self._pid != os.getpid():
                 from psycopg_pool import ConnectionPool
 
+                millis = max(1, round(self.timeout * 1000))
+                # No check query per checkout: a broken connection fails its call
+                # (closed) and the pool replaces it. libpq's connect timeout is whole
+                # seconds (at least 2); the call's deadline bounds the wait anyway.
                 self._pool = ConnectionPool(
                     self.url, min_size=1, max_size=self.pool_size, open=False,
-                    kwargs={"autocommit": True, "connect_timeout": max(1, int(self.timeout))},
-                    check=ConnectionPool.check_connection, timeout=self.timeout,
-                    reconnect_timeout=max(self.timeout, 30.0), name="handoffs",
+                    kwargs={"autocommit": True,
+                            "connect_timeout": max(2, int(self.timeout + 0.999)),
+                            "options": f"-c statement_timeout={millis} "
+                                       f"-c idle_in_transaction_session_timeout={millis} "
+                                       f"-c lock_timeout={millis}"},
+                    timeout=self.timeout, reconnect_timeout=max(self.timeout, 30.0),
+                    name="handoffs",
                 )
                 self._pool.open(wait=False)
                 self._pid, self._migrated, self._writes = os.getpid(), False, 0
@@ -268,14 +409,26 @@ class PostgresDecisionLog:
         import psycopg
         import psycopg_pool
 
+        began = time.monotonic()
+        deadline = began + self.timeout
+        if began < self._stalled_until:
+            raise DecisionLogError(f"cannot {what} in {self.where}: a call ran into the "
+                                   f"{self.timeout:g} s timeout less than "
+                                   f"{_STALL_HOLD:g} s ago (the server is stalled?)")
         try:
-            with self._connections().connection() as conn:
-                if not self._migrated:
-                    self._migrate(conn)
-                return body(conn)
+            with self._connections().connection(timeout=self.timeout) as conn:
+                ticket = _WATCHDOG.watch(deadline, conn)
+                try:
+                    if not self._migrated:
+                        self._migrate(conn)
+                    return body(conn)
+                finally:
+                    _WATCHDOG.done(ticket)
         except DecisionLogError:
             raise
         except (psycopg.Error, psycopg_pool.PoolTimeout, OSError) as exc:
+            if time.monotonic() >= deadline:  # a stall, not a refusal: fail fast a while
+                self._stalled_until = time.monotonic() + _STALL_HOLD
             raise DecisionLogError(
                 f"cannot {what} in {self.where}: {type(exc).__name__}: {exc}".rstrip()
             ) from exc
@@ -313,18 +466,22 @@ class PostgresDecisionLog:
         if decided_at.tzinfo is None:
             raise InvalidArgument("times must be timezone-aware")
         name, _, version = (decision.contract or "").partition("/")
+        self._writes += 1
         return {
-            "decided_at": decided_at, "receipt_id": decision.receipt_id, "digest": digest,
-            "contract": name or None, "version": version or None, "sender": decision.sender,
-            "receiver": decision.receiver, "step": int(decision.step),
-            "verdict": decision.verdict.value, "action": decision.action,
-            "authority": decision.authority,
-            "reasons": json.dumps([r.to_json() for r in decision.reasons], ensure_ascii=False),
+            "decided_at": _stamp(decided_at), "receipt_id": decision.receipt_id,
+            "digest": digest, "contract": name or None, "version": version or None,
+            "sender": decision.sender, "receiver": decision.receiver,
+            "step": int(decision.step), "verdict": decision.verdict.value,
+            "action": decision.action, "authority": decision.authority,
+            "reasons": [r.to_json() for r in decision.reasons],
             "readback": decision.readback, "trigger": decision.counterfactual_trigger,
-            "bytes": int(message_bytes), "message": message if self.keep_messages else None,
+            "bytes": int(message_bytes),
+            "message": (base64.b64encode(message).decode()
+                        if self.keep_messages and message is not None else None),
             "pid": os.getpid(),
-            "codes": [r.code for r in decision.reasons],
-            "steps": [int(r.step) for r in decision.reasons],
+            "codes": [{"code": r.code, "step": int(r.step)} for r in decision.reasons],
+            "prune": self._writes % self.prune_every == 0,
+            "refused_retain": _interval(self.refused_retain),
         }
 
     def append(
@@ -341,9 +498,10 @@ class PostgresDecisionLog:
         Raises:
             DecisionLogError: the row could not be written.
         """
-        params = self._params(decision, digest=digest, message_bytes=message_bytes,
-                              message=message, decided_at=decided_at)
-        self._run(lambda conn: conn.execute(_APPEND, params), what="append a decision")
+        params = _document(self._params(decision, digest=digest, message_bytes=message_bytes,
+                                        message=message, decided_at=decided_at))
+        self._run(lambda conn: conn.execute(_APPEND, params, prepare=True),
+                  what="append a decision")
 
     def record(
         self,
@@ -361,19 +519,27 @@ class PostgresDecisionLog:
 
         Raises:
             DecisionLogError: nothing was written (or, if the connection broke during
-                the commit, it cannot be known; a retry then finds the id claimed).
+                the commit, it cannot be known; a retry then finds the id claimed);
+                code ``clock-skew`` when ``claim.claimed_at`` is older than the
+                server's ``now()`` minus ``retain / 2``.
         """
-        params = self._params(decision, digest=digest, message_bytes=message_bytes,
-                              message=message, decided_at=decided_at)
-        params.update(claim=claim.receipt_id, claimed_at=claim.claimed_at,
-                      expires=claim.expires)
-
-        def body(conn: psycopg.Connection[Any]) -> bool:
-            self._maybe_prune(conn)
-            row = conn.execute(_RECORD, params).fetchone()
-            return bool(row and row[0])
-
-        return self._run(body, what="record a decision")
+        if claim.claimed_at.tzinfo is None or claim.expires.tzinfo is None:
+            raise InvalidArgument("times must be timezone-aware")
+        document = self._params(decision, digest=digest, message_bytes=message_bytes,
+                                message=message, decided_at=decided_at)
+        document.update(claim=claim.receipt_id, claimed_at=_stamp(claim.claimed_at),
+                        expires=_stamp(claim.expires), retain=_interval(self.retain),
+                        skew=_interval(self.retain / 2))
+        params = _document(document)
+        row = self._run(lambda conn: conn.execute(_RECORD, params, prepare=True).fetchone(),
+                        what="record a decision")
+        if row is not None and not row[1]:
+            raise DecisionLogError(
+                f"the claim of receipt {claim.receipt_id} was made at "
+                f"{_stamp(claim.claimed_at)} by this process's clock, more than "
+                f"retain/2 = {self.retain / 2} before the store's clock: this clock lags",
+                code="clock-skew")
+        return bool(row and row[0])
 
     # ------------------------------------------------------------ replay store
 
@@ -459,6 +625,14 @@ class PostgresDecisionLog:
     def summary(self) -> LogSummary:
         """The boundary metrics and totals over every decision in the log."""
         return self._run(_summarise, what="summarise decisions")
+
+
+def _interval(span: timedelta | None) -> str | None:
+    return None if span is None else f"{span.total_seconds():.6f} seconds"
+
+
+def _document(document: dict[str, Any]) -> tuple[str]:
+    return (orjson.dumps(document).decode(),)
 
 
 def _version(value: str, where: str) -> int:

@@ -1,0 +1,299 @@
+"""Trusted keys from where agents publish them: a JWK Set (RFC 7517) or an A2A agent card.
+
+The receiver pins what it trusts: it fetches a JWK Set or an agent card *once*, reviews
+it, stores it, and loads the stored copy here. Nothing is fetched — not here, and never
+at decision time — so a key change at the publisher reaches a gate only through a new
+pinned copy. Every refusal is a :class:`~handoffs.KeyRingError` whose ``json_path``
+says which member of the document and whose message says why.
+
+Key types: ``OKP`` / ``Ed25519`` keys are enrolled (with the key ring's weak-key
+checks). ``EC`` / ``P-256`` keys are read and checked (a point on the curve), and then
+refused with ``unsupported-key-type`` while the key ring verifies Ed25519 only; name
+the Ed25519 keys with ``kids=`` to pin them from a mixed set.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from handoffs._errors import KeyRingError, MalformedJSON
+from handoffs._json import dumps, loads
+from handoffs.contracts._keys import DEFAULT_PURPOSES, KeyRing, encode_public_key_multibase
+
+__all__ = ["key_ring_from_agent_card", "key_ring_from_jwks"]
+
+_B64URL: Final = re.compile(r"[A-Za-z0-9_-]*")
+_PRIVATE: Final = ("d", "p", "q", "dp", "dq", "qi", "k")
+_SIGNING_OPS: Final = frozenset({"verify"})
+
+Document = Mapping[str, Any] | str | bytes | Path
+"""A pinned document: parsed JSON, JSON text or bytes, or the path of a JSON file."""
+
+
+def _fail(message: str, *, code: str, json_path: str) -> KeyRingError:
+    return KeyRingError(message, code=code, json_path=json_path)
+
+
+def _document(source: Document, *, what: str) -> Mapping[str, Any]:
+    if not isinstance(source, Mapping | str | bytes | Path):
+        raise _fail(f"the {what} must be a JSON object, JSON text or bytes, or a path; got "
+                    f"{type(source).__name__}", code=f"bad-{what.replace(' ', '-')}",
+                    json_path="$")
+    try:
+        if isinstance(source, Path):
+            source = source.read_bytes()
+        value = source if isinstance(source, Mapping) else loads(source)
+    except OSError as exc:
+        raise _fail(f"cannot read the {what}: {exc}", code=f"bad-{what.replace(' ', '-')}",
+                    json_path="$") from exc
+    except MalformedJSON as exc:
+        raise _fail(f"the {what} is not valid JSON: {exc.message}",
+                    code=f"bad-{what.replace(' ', '-')}", json_path=exc.json_path) from exc
+    if not isinstance(value, Mapping):
+        raise _fail(f"the {what} must be a JSON object, got {type(value).__name__}",
+                    code=f"bad-{what.replace(' ', '-')}", json_path="$")
+    return value
+
+
+def _b64url(value: Any, *, json_path: str, size: int) -> bytes:
+    if not isinstance(value, str) or not _B64URL.fullmatch(value):
+        raise _fail(f"expected unpadded base64url text, got {value!r}", code="bad-jwk",
+                    json_path=json_path)
+    try:
+        data = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+    except (binascii.Error, ValueError) as exc:
+        raise _fail(f"not base64url: {value!r}", code="bad-jwk", json_path=json_path) from exc
+    if len(data) != size:
+        raise _fail(f"expected {size} bytes, got {len(data)}", code="bad-jwk",
+                    json_path=json_path)
+    return data
+
+
+def _member(jwk: Mapping[str, Any], name: str, *, json_path: str) -> Any:
+    if name not in jwk:
+        raise _fail(f"required member {name!r} missing", code="bad-jwk",
+                    json_path=f"{json_path}.{name}")
+    return jwk[name]
+
+
+def _check_use(jwk: Mapping[str, Any], *, json_path: str) -> None:
+    private = [name for name in _PRIVATE if name in jwk]
+    if private:
+        raise _fail("a private key member in a set of trusted public keys: remove it, "
+                    "and treat the key as exposed", code="private-key-in-jwks",
+                    json_path=f"{json_path}.{private[0]}")
+    use = jwk.get("use")
+    if use is not None and use != "sig":
+        raise _fail(f"the key is published for {use!r}, not for signatures ('sig')",
+                    code="not-a-signing-key", json_path=f"{json_path}.use")
+    ops = jwk.get("key_ops")
+    if ops is not None and (not isinstance(ops, list) or not _SIGNING_OPS & set(ops)):
+        raise _fail(f"key_ops {ops!r} does not allow 'verify'", code="not-a-signing-key",
+                    json_path=f"{json_path}.key_ops")
+
+
+def _ed25519(jwk: Mapping[str, Any], *, json_path: str) -> str:
+    """The multibase public key of one JWK, or a typed refusal."""
+    if not isinstance(jwk, Mapping):
+        raise _fail(f"a JWK must be a JSON object, got {type(jwk).__name__}", code="bad-jwk",
+                    json_path=json_path)
+    _check_use(jwk, json_path=json_path)
+    kty = _member(jwk, "kty", json_path=json_path)
+    crv = _member(jwk, "crv", json_path=json_path) if kty in {"OKP", "EC"} else None
+    alg = jwk.get("alg")
+    if kty == "OKP" and crv == "Ed25519":
+        if alg not in {None, "EdDSA", "Ed25519"}:
+            raise _fail(f"alg {alg!r} does not match an Ed25519 key", code="bad-jwk",
+                        json_path=f"{json_path}.alg")
+        public = _b64url(_member(jwk, "x", json_path=json_path), json_path=f"{json_path}.x",
+                         size=32)
+        return encode_public_key_multibase(public)
+    if kty == "EC" and crv == "P-256":
+        x = _b64url(_member(jwk, "x", json_path=json_path), json_path=f"{json_path}.x",
+                    size=32)
+        y = _b64url(_member(jwk, "y", json_path=json_path), json_path=f"{json_path}.y",
+                    size=32)
+        try:
+            ec.EllipticCurvePublicNumbers(int.from_bytes(x, "big"), int.from_bytes(y, "big"),
+                                          ec.SECP256R1()).public_key()
+        except ValueError as exc:
+            raise _fail("the point is not on P-256", code="not-on-curve",
+                        json_path=json_path) from exc
+        raise _fail("a valid P-256 key, but this key ring verifies Ed25519 (OKP) keys "
+                    "only; pin the set's Ed25519 keys with kids=", code="unsupported-key-type",
+                    json_path=f"{json_path}.crv")
+    where = f"{json_path}.crv" if crv is not None else f"{json_path}.kty"
+    raise _fail(f"unsupported key type kty={kty!r} crv={crv!r}: expected OKP/Ed25519 "
+                "(or EC/P-256)", code="unsupported-key-type", json_path=where)
+
+
+def _pin(
+    found: Sequence[tuple[str | None, Mapping[str, Any], str]],
+    *,
+    kids: Iterable[str] | None,
+    controller: str,
+    not_before: datetime,
+    roles: Iterable[str],
+    purposes: Iterable[str],
+    ring: KeyRing | None,
+) -> KeyRing:
+    wanted = None if kids is None else list(kids)
+    if wanted is not None:
+        named = {kid for kid, _, _ in found}
+        missing = [kid for kid in wanted if kid not in named]
+        if missing:
+            raise _fail(f"no key with kid {missing[0]!r} in the document (it has "
+                        f"{sorted(k for k in named if k is not None)})", code="unknown-kid",
+                        json_path="$")
+    chosen = [(kid, jwk, path) for kid, jwk, path in found
+              if wanted is None or kid in wanted]
+    if not chosen:
+        raise _fail("the document holds no key to trust (an empty key ring trusts no one)",
+                    code="no-keys", json_path="$")
+    result = ring if ring is not None else KeyRing()
+    for _, jwk, path in chosen:
+        multibase = _ed25519(jwk, json_path=path)
+        try:
+            result = result.enrol(multibase, controller=controller, not_before=not_before,
+                                  roles=roles, purposes=purposes)
+        except KeyRingError as exc:
+            raise _fail(exc.message, code=exc.code, json_path=path) from exc
+    return result
+
+
+def key_ring_from_jwks(
+    jwks: Document,
+    *,
+    controller: str,
+    not_before: datetime,
+    roles: Iterable[str] = (),
+    purposes: Iterable[str] = DEFAULT_PURPOSES,
+    kids: Iterable[str] | None = None,
+    ring: KeyRing | None = None,
+) -> KeyRing:
+    """A key ring holding the keys of a pinned JWK Set (RFC 7517 ``{"keys": [...]}``).
+
+    Args:
+        jwks: the JWK Set the receiver pinned (parsed, text, bytes or a file path).
+        controller: who the keys belong to (the agent that publishes the set).
+        not_before: when the keys start to be trusted (aware datetime).
+        roles: the roles the keys hold (none by default).
+        purposes: the proof purposes the keys may sign for.
+        kids: pin only the keys with these ``kid`` values (default: every key).
+        ring: add the keys to this ring (default: a new one).
+
+    Raises:
+        KeyRingError: ``bad-jwks`` (not a JWK Set), ``bad-jwk`` (a member missing or
+            malformed), ``unsupported-key-type``, ``not-a-signing-key``,
+            ``private-key-in-jwks``, ``not-on-curve``, ``unknown-kid``, ``no-keys``, or
+            what enrolment raises (a weak key, a duplicate) — each at its JSON path.
+    """
+    document = _document(jwks, what="jwks")
+    keys = document.get("keys")
+    if not isinstance(keys, list):
+        raise _fail("a JWK Set has a 'keys' array", code="bad-jwks", json_path="$.keys")
+    found = [(jwk.get("kid") if isinstance(jwk, Mapping) else None, jwk, f"$.keys[{at}]")
+             for at, jwk in enumerate(keys)]
+    return _pin(found, kids=kids, controller=controller, not_before=not_before,
+                roles=roles, purposes=purposes, ring=ring)
+
+
+def _protected_header(signature: Any, *, json_path: str) -> Mapping[str, Any]:
+    if not isinstance(signature, Mapping):
+        raise _fail("a card signature must be a JSON object", code="bad-agent-card",
+                    json_path=json_path)
+    protected = signature.get("protected")
+    if not isinstance(protected, str) or not _B64URL.fullmatch(protected):
+        raise _fail("the protected header must be base64url text", code="bad-agent-card",
+                    json_path=f"{json_path}.protected")
+    try:
+        header = loads(base64.urlsafe_b64decode(protected + "=" * (-len(protected) % 4)))
+    except (binascii.Error, ValueError, MalformedJSON) as exc:
+        raise _fail("the protected header is not base64url JSON", code="bad-agent-card",
+                    json_path=f"{json_path}.protected") from exc
+    if not isinstance(header, Mapping):
+        raise _fail("the protected header must be a JSON object", code="bad-agent-card",
+                    json_path=f"{json_path}.protected")
+    return header
+
+
+def key_ring_from_agent_card(
+    card: Document,
+    *,
+    controller: str | None = None,
+    not_before: datetime,
+    roles: Iterable[str] = (),
+    purposes: Iterable[str] = DEFAULT_PURPOSES,
+    jwks: Document | None = None,
+    ring: KeyRing | None = None,
+) -> KeyRing:
+    """A key ring holding the signing keys of a pinned A2A agent card.
+
+    An agent card (A2A §8.4) names the keys it is signed with in each signature's
+    protected header: the key itself (``jwk``), or its ``kid`` in a JWK Set published at
+    ``jku``. A ``jwk`` is pinned as it stands; a ``kid`` is looked up in ``jwks``, the
+    JWK Set *you* fetched from ``jku`` once and pinned (it is never fetched here).
+    Pinning a card's keys is the receiver's trust decision: the card's own signature
+    does not make a key trustworthy.
+
+    Args:
+        card: the agent card JSON the receiver pinned (parsed, text, bytes or a path).
+        controller: who the keys belong to (default: the card's ``name``).
+        not_before: when the keys start to be trusted (aware datetime).
+        roles: the roles the keys hold (none by default).
+        purposes: the proof purposes the keys may sign for.
+        jwks: the pinned JWK Set that the card's ``kid`` references resolve in.
+        ring: add the keys to this ring (default: a new one).
+
+    Raises:
+        KeyRingError: ``bad-agent-card`` (no signatures, a malformed header),
+            ``card-key-by-reference`` (a ``kid`` and no ``jwks=`` to find it in),
+            ``unknown-kid``, or what :func:`key_ring_from_jwks` raises — each at its
+            JSON path.
+    """
+    document = _document(card, what="agent card")
+    owner = controller if controller is not None else document.get("name")
+    if not isinstance(owner, str) or not owner:
+        raise _fail("the card has no name: pass controller=", code="bad-agent-card",
+                    json_path="$.name")
+    signatures = document.get("signatures")
+    if not isinstance(signatures, list) or not signatures:
+        raise _fail("the card publishes no signatures, so it names no keys",
+                    code="bad-agent-card", json_path="$.signatures")
+    pinned = None if jwks is None else _document(jwks, what="jwks")
+    found: list[tuple[str | None, Mapping[str, Any], str]] = []
+    for at, signature in enumerate(signatures):
+        path = f"$.signatures[{at}]"
+        header = _protected_header(signature, json_path=path)
+        kid = header.get("kid")
+        if isinstance(header.get("jwk"), Mapping):
+            found.append((kid, header["jwk"], f"{path}.protected.jwk"))
+            continue
+        if not isinstance(kid, str):
+            raise _fail("the signature names no key (no jwk, no kid)",
+                        code="bad-agent-card", json_path=f"{path}.protected")
+        if pinned is None:
+            raise _fail(f"the card names key {kid!r} by reference (jku "
+                        f"{header.get('jku')!r}): fetch that JWK Set once, pin it, and "
+                        "pass it as jwks=", code="card-key-by-reference",
+                        json_path=f"{path}.protected.kid")
+        listed = pinned.get("keys")
+        keys: list[Any] = listed if isinstance(listed, list) else []
+        index = next((i for i, jwk in enumerate(keys)
+                      if isinstance(jwk, Mapping) and jwk.get("kid") == kid), None)
+        if index is None:
+            raise _fail(f"key {kid!r} is not in the pinned JWK Set", code="unknown-kid",
+                        json_path=f"{path}.protected.kid")
+        found.append((kid, keys[index], f"$.keys[{index}]"))
+    unique = {dumps(jwk): (kid, jwk, path) for kid, jwk, path in reversed(found)}
+    found = list(reversed(unique.values()))  # a key that signs twice is pinned once
+    return _pin(found, kids=None, controller=owner, not_before=not_before, roles=roles,
+                purposes=purposes, ring=ring)

@@ -1,0 +1,218 @@
+"""The gate's memo key: what its decision on a parsed message depends on.
+
+:meth:`~handoffs.receivers.Gate.memo_key` and
+:meth:`~handoffs.receivers.Gate.memo_member` answer from here; the lab memoises
+decisions on them and restates nothing of the gate. The key keeps every member as it
+is except the three that carry per-case identifiers (``id``, ``case_id``,
+``evidence_refs``), which the gate's steps read only for their validity under the
+schema, their evidence resolution and the freshness dependencies they name. A check
+that reads one of them otherwise belongs in :data:`PROJECTED`'s treatment here, beside
+the gate (``tests/test_memo.py`` decides messages both ways).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, Final, cast
+
+import attrs
+import jsonschema_rs
+
+from handoffs._json import canonical_bytes
+from handoffs.contracts._contract import EvidenceFresh
+from handoffs.contracts._receipt import EvidenceRef
+from handoffs.contracts._schema import to_json_schema_cached
+
+__all__ = ["PROJECTED", "GateMemo", "gate_memo", "memo_value"]
+
+
+
+_FLAT: Final = frozenset({str, int, float, bool, type(None)})
+
+
+class _Unique:
+    """A key part equal only to itself (for values that cannot be compared safely)."""
+
+    __slots__ = ()
+
+
+def memo_value(value: Any) -> Hashable:  # noqa: PLR0911 - one return per JSON shape
+    """A hashable stand-in for a JSON value, equal exactly when the values are equal
+    *and* of the same types (``True``, ``1`` and ``1.0`` are different values here),
+    with object members in order. Unhashable foreign values never compare equal.
+    """
+    kind = type(value)
+    if kind is str:
+        return cast(str, value)
+    if kind is dict:
+        types = tuple(map(type, value.values()))
+        if _FLAT.issuperset(types):
+            return (dict, tuple(value.items()), types)
+        return (dict, tuple((k, memo_value(v)) for k, v in value.items()))
+    if kind in _FLAT:
+        return (kind, value)
+    if kind is list or kind is tuple:
+        types = tuple(map(type, value))
+        if _FLAT.issuperset(types):
+            return (kind, tuple(value), types)
+        return (kind, tuple(memo_value(v) for v in value))
+    if isinstance(value, Mapping):
+        return (kind, tuple((k, memo_value(v)) for k, v in value.items()))
+    try:
+        hash(value)
+    except TypeError:
+        return _Unique()
+    return (kind, value)
+
+
+
+# The members of a receipt that carry per-case identifiers.
+PROJECTED: Final = frozenset({"id", "case_id", "evidence_refs"})
+
+
+class _Valid:
+    """Stands for "a value valid under its member's schema" in memo keys."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<valid>"
+
+
+_VALID: Final = _Valid()
+_MEMO_VALIDATORS: dict[str, Any] = {}
+
+
+class _MemberValidator:
+    """``is_valid`` of one member's subschema (compiled once per process; picklable)."""
+
+    __slots__ = ("text", "validator")
+
+    def __init__(self, subschema: Mapping[str, Any]) -> None:
+        self.text = json.dumps(subschema, sort_keys=True)
+        found = _MEMO_VALIDATORS.get(self.text)
+        if found is None:
+            found = _MEMO_VALIDATORS[self.text] = jsonschema_rs.validator_for(
+                {"$schema": "https://json-schema.org/draft/2020-12/schema", **subschema})
+        self.validator = found
+
+    def __call__(self, value: Any) -> bool:
+        try:
+            return bool(self.validator.is_valid(value))
+        except (ValueError, TypeError, OverflowError):
+            return False
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_MemberValidator, (json.loads(self.text),))
+
+
+@attrs.frozen
+class GateMemo:
+    """What a gate's memo keys need: member validators, freshness names, the resolver.
+
+    A gate's decisions may be memoised when they depend on the message alone: it is
+    deterministic (no replay store), checks no proofs (a signature covers every
+    byte), keeps no decision log, and its evidence resolver (if any) says by its own
+    ``memo_key(ref)`` what its answer for a reference depends on. The key then keeps
+    every member as it is, except three that carry per-case identifiers, whose only
+    effect on the decision is this:
+
+    - ``id`` and ``case_id``: whether each is valid under the contract schema (the
+      receipt id is kept as it is when readback samples receipts by id);
+    - ``evidence_refs``: per reference, whether it is valid under the schema, the
+      resolver's ``memo_key`` for it, and which of the contracts' freshness
+      dependencies it names.
+
+    This holds for rules that read only the typed receipt's decision state, proposed
+    action and authority (the strict receiver, the actuator); a rule that reads an
+    identifier declares it, and the lab keeps that member by value too.
+    """
+
+    enabled: bool
+    id_ok: Callable[[Any], bool] | None = None
+    case_ok: Callable[[Any], bool] | None = None
+    ref_ok: Callable[[Any], bool] | None = None
+    fresh: tuple[str, ...] = ()
+    resolver: Callable[[EvidenceRef], Hashable] | None = None
+    keep_id: bool = False
+
+    @classmethod
+    def build(cls, gate: Any) -> GateMemo:
+        """What :meth:`Gate.memo_key` needs of ``gate`` (``enabled=False``: nothing
+        smaller than the whole message).
+        """
+        resolver = None
+        if gate.evidence is not None:
+            resolver = getattr(gate.evidence, "memo_key", None)
+            if not callable(resolver):
+                return cls(enabled=False)
+        if not gate.deterministic or gate.verifies_proofs or gate.log is not None:
+            return cls(enabled=False)
+        subschemas = set()
+        fresh: list[str] = []
+        for contract in gate.registry:
+            properties = to_json_schema_cached(contract)["properties"]
+            subschemas.add(canonical_bytes([properties["id"], properties["case_id"],
+                                            properties["evidence_refs"]["items"]]))
+            fresh += [d.evidence for d in contract.context if isinstance(d, EvidenceFresh)]
+        if len(subschemas) != 1:  # contracts that disagree on what a valid id is
+            return cls(enabled=False)
+        properties = to_json_schema_cached(next(iter(gate.registry)))["properties"]
+        sampled = gate.readback.enabled and gate.readback.fraction < 1
+        return cls(
+            enabled=True,
+            id_ok=_MemberValidator(properties["id"]),
+            case_ok=_MemberValidator(properties["case_id"]),
+            ref_ok=_MemberValidator(properties["evidence_refs"]["items"]),
+            fresh=tuple(sorted(set(fresh))),
+            resolver=resolver,
+            keep_id=sampled,
+        )
+
+    def key(self, message: Mapping[str, Any]) -> Hashable:
+        """The key of a message (a frozenset of the members' contributions)."""
+        member = self.member
+        # Most members are strings, which stand for themselves (see memo_value).
+        return frozenset([(name, value if type(value) is str and name not in PROJECTED
+                           else member(name, value)) for name, value in message.items()])
+
+    def member(self, name: str, value: Any) -> Hashable:
+        """One member's contribution."""
+        if name == "id":
+            if not self.keep_id and self.id_ok is not None and self.id_ok(value):
+                return _VALID
+        elif name == "case_id":
+            if self.case_ok is not None and self.case_ok(value):
+                return _VALID
+        elif name == "evidence_refs" and type(value) is list:
+            return tuple([self._ref(item) for item in value])
+        return memo_value(value)
+
+    def _ref(self, item: Any) -> Hashable:
+        if self.ref_ok is None or not self.ref_ok(item):
+            return ("invalid", memo_value(item))
+        ref = EvidenceRef(item) if type(item) is str else EvidenceRef.from_json(item)
+        resolved = None if self.resolver is None else self.resolver(ref)
+        uri = ref.uri
+        return (_VALID, resolved, tuple([name in uri for name in self.fresh]))
+
+
+_GATES: dict[int, tuple[Any, GateMemo]] = {}
+_GATES_KEPT: Final = 256
+_GATES_LOCK: Final = threading.Lock()
+
+
+def gate_memo(gate: Any) -> GateMemo | None:
+    """The gate's memo configuration (built once per gate object and process)."""
+    found = _GATES.get(id(gate))
+    if found is None or found[0] is not gate:
+        memo = GateMemo.build(gate)
+        with _GATES_LOCK:
+            if len(_GATES) >= _GATES_KEPT:
+                _GATES.clear()
+            _GATES[id(gate)] = found = (gate, memo)  # the gate pinned: its id stays its
+    return found[1] if found[1].enabled else None
+
+

@@ -1,0 +1,192 @@
+"""Trusted keys from where agents publish them: a pinned JWK Set (RFC 7517) or a pinned
+A2A agent card, loaded into a key ring explicitly (nothing is fetched)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+from handoffs.contracts import (
+    KeyRing,
+    KeyRingError,
+    SigningKey,
+    key_ring_from_agent_card,
+    key_ring_from_jwks,
+)
+
+SINCE = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def okp(key: SigningKey, kid: str, **extra: Any) -> dict[str, Any]:
+    return {"kty": "OKP", "crv": "Ed25519", "x": b64url(key.public_key_bytes),
+            "kid": kid, "use": "sig", "alg": "EdDSA", **extra}
+
+
+def p256(kid: str) -> dict[str, Any]:
+    numbers = ec.generate_private_key(ec.SECP256R1()).public_key().public_numbers()
+    return {"kty": "EC", "crv": "P-256", "kid": kid, "x": b64url(numbers.x.to_bytes(32, "big")),
+            "y": b64url(numbers.y.to_bytes(32, "big"))}
+
+
+KEY, OTHER = SigningKey.generate(), SigningKey.generate()
+
+
+def direct(*keys: SigningKey) -> KeyRing:
+    ring = KeyRing()
+    for key in keys:
+        ring = ring.enrol(key.public_key_multibase, controller="route-planner",
+                          not_before=SINCE, roles=["proposer"])
+    return ring
+
+
+@pytest.mark.parametrize("form", ["dict", "text", "bytes", "path"])
+def test_a_pinned_jwks_gives_the_ring_enrolment_gives(form: str, tmp_path: Path) -> None:
+    jwks = {"keys": [okp(KEY, "k1"), okp(OTHER, "k2")]}
+    source: Any = {"dict": jwks, "text": json.dumps(jwks), "bytes": json.dumps(jwks).encode(),
+                   "path": tmp_path / "jwks.json"}[form]
+    if form == "path":
+        source.write_text(json.dumps(jwks))
+    ring = key_ring_from_jwks(source, controller="route-planner", not_before=SINCE,
+                              roles=["proposer"])
+    assert ring == direct(KEY, OTHER)
+
+
+def test_kids_pin_part_of_a_mixed_set() -> None:
+    jwks = {"keys": [p256("ec-1"), okp(KEY, "k1")]}
+    ring = key_ring_from_jwks(jwks, controller="route-planner", not_before=SINCE,
+                              roles=["proposer"], kids=["k1"])
+    assert ring == direct(KEY)
+    with pytest.raises(KeyRingError, match="verifies Ed25519") as caught:
+        key_ring_from_jwks(jwks, controller="route-planner", not_before=SINCE)
+    assert (caught.value.code, caught.value.json_path) == ("unsupported-key-type",
+                                                           "$.keys[0].crv")
+
+
+def _off_curve() -> dict[str, Any]:
+    jwk = p256("ec-1")
+    jwk["y"] = b64url((int.from_bytes(base64.urlsafe_b64decode(jwk["y"] + "=="), "big") ^ 1)
+                      .to_bytes(32, "big"))
+    return jwk
+
+
+@pytest.mark.parametrize(("jwks", "code", "path"), [
+    ([], "bad-jwks", "$"),
+    ({"keys": {}}, "bad-jwks", "$.keys"),
+    ({"keys": []}, "no-keys", "$"),
+    ({"keys": ["k"]}, "bad-jwk", "$.keys[0]"),
+    ({"keys": [{"crv": "Ed25519", "x": "AA"}]}, "bad-jwk", "$.keys[0].kty"),
+    ({"keys": [{"kty": "OKP", "crv": "Ed25519"}]}, "bad-jwk", "$.keys[0].x"),
+    ({"keys": [okp(KEY, "k1", x="AAAA")]}, "bad-jwk", "$.keys[0].x"),
+    ({"keys": [okp(KEY, "k1", x=b64url(KEY.public_key_bytes) + "=")]}, "bad-jwk",
+     "$.keys[0].x"),
+    ({"keys": [okp(KEY, "k1", d="secret")]}, "private-key-in-jwks", "$.keys[0].d"),
+    ({"keys": [okp(KEY, "k1", use="enc")]}, "not-a-signing-key", "$.keys[0].use"),
+    ({"keys": [okp(KEY, "k1", key_ops=["sign"])]}, "not-a-signing-key",
+     "$.keys[0].key_ops"),
+    ({"keys": [okp(KEY, "k1", alg="ES256")]}, "bad-jwk", "$.keys[0].alg"),
+    ({"keys": [{"kty": "RSA", "n": "AQAB", "e": "AQAB"}]}, "unsupported-key-type",
+     "$.keys[0].kty"),
+    ({"keys": [{"kty": "OKP", "crv": "X25519", "x": "AA"}]}, "unsupported-key-type",
+     "$.keys[0].crv"),
+    ({"keys": [_off_curve()]}, "not-on-curve", "$.keys[0]"),
+    ({"keys": [okp(KEY, "k1"), okp(KEY, "k1-again")]}, "duplicate-key", "$.keys[1]"),
+    ({"keys": [okp(KEY, "k1", x=b64url(bytes(32)))]}, "small-order-key", "$.keys[0]"),
+], ids=lambda v: v if isinstance(v, str) else None)
+def test_a_bad_document_is_a_typed_error_at_its_path(jwks: Any, code: str, path: str) -> None:
+    with pytest.raises(KeyRingError) as caught:
+        key_ring_from_jwks(jwks, controller="route-planner", not_before=SINCE)
+    assert (caught.value.code, caught.value.json_path) == (code, path)
+
+
+def test_unknown_kids_and_unreadable_files_are_typed(tmp_path: Path) -> None:
+    with pytest.raises(KeyRingError, match="no key with kid 'k9'"):
+        key_ring_from_jwks({"keys": [okp(KEY, "k1")]}, controller="c", not_before=SINCE,
+                           kids=["k9"])
+    with pytest.raises(KeyRingError) as caught:
+        key_ring_from_jwks(tmp_path / "absent.json", controller="c", not_before=SINCE)
+    assert caught.value.code == "bad-jwks"
+    with pytest.raises(KeyRingError) as caught:
+        key_ring_from_jwks(b'{"keys": [', controller="c", not_before=SINCE)
+    assert caught.value.code == "bad-jwks"
+
+
+# ------------------------------------------------------------ A2A agent cards
+
+a2a = pytest.importorskip("a2a")
+
+
+def signed_card(key: SigningKey, kid: str) -> dict[str, Any]:
+    """An agent card signed with the a2a-sdk's own card signer, as JSON."""
+    from a2a.types import AgentCapabilities, AgentCard, AgentInterface
+    from a2a.utils.signing import create_agent_card_signer
+    from google.protobuf.json_format import MessageToDict
+
+    card = AgentCard(name="route-planner", description="Plans routes.", version="1.0.0",
+                     supported_interfaces=[AgentInterface(
+                         protocol_binding="JSONRPC", url="http://127.0.0.1:1/",
+                         protocol_version="1.0")],
+                     capabilities=AgentCapabilities(), default_input_modes=["text/plain"],
+                     default_output_modes=["text/plain"])
+    private = load_pem_private_key(key.to_pem(), password=None)
+    signer = create_agent_card_signer(private, {
+        "kid": kid, "alg": "EdDSA", "jku": "https://planner.example/jwks.json", "typ": "JOSE"})
+    return MessageToDict(signer(card))
+
+
+def test_a_cards_keys_resolve_in_the_pinned_jwks() -> None:
+    card = signed_card(KEY, "k1")
+    jwks = {"keys": [okp(OTHER, "k2"), okp(KEY, "k1")]}
+    ring = key_ring_from_agent_card(card, jwks=jwks, not_before=SINCE, roles=["proposer"])
+    assert ring == direct(KEY)  # controller: the card's name; only the key it names
+
+
+def test_the_pinned_keys_verify_the_card_with_the_sdks_verifier() -> None:
+    from a2a.types import AgentCard
+    from a2a.utils.signing import create_signature_verifier
+    from google.protobuf.json_format import ParseDict
+    from jwt import PyJWK
+
+    card = signed_card(KEY, "k1")
+    jwks = {"keys": [okp(KEY, "k1")]}
+    key_ring_from_agent_card(card, jwks=jwks, not_before=SINCE)
+    pinned = {jwk["kid"]: PyJWK(jwk) for jwk in jwks["keys"]}
+    verify = create_signature_verifier(lambda kid, _jku: pinned[kid], ["EdDSA"])
+    verify(ParseDict(card, AgentCard()))  # raises unless a signature verifies
+
+
+def test_a_card_key_by_reference_needs_a_pinned_jwks() -> None:
+    card = signed_card(KEY, "k1")
+    with pytest.raises(KeyRingError, match="fetch that JWK Set once, pin it") as caught:
+        key_ring_from_agent_card(card, not_before=SINCE)
+    assert (caught.value.code, caught.value.json_path) == (
+        "card-key-by-reference", "$.signatures[0].protected.kid")
+    with pytest.raises(KeyRingError) as caught:
+        key_ring_from_agent_card(card, jwks={"keys": [okp(OTHER, "k2")]}, not_before=SINCE)
+    assert caught.value.code == "unknown-kid"
+
+
+def test_an_embedded_jwk_is_pinned_and_bad_cards_are_typed() -> None:
+    header = b64url(json.dumps({"alg": "EdDSA", "jwk": okp(KEY, "k1")}).encode())
+    card = {"name": "route-planner", "signatures": [{"protected": header, "signature": "x"},
+                                                    {"protected": header, "signature": "y"}]}
+    assert key_ring_from_agent_card(card, not_before=SINCE, roles=["proposer"]) == direct(KEY)
+    for bad, path in [({"name": "n"}, "$.signatures"),
+                      ({"name": "n", "signatures": [{"protected": "%%"}]},
+                       "$.signatures[0].protected"),
+                      ({"name": "n", "signatures": [{"protected": b64url(b"{}")}]},
+                       "$.signatures[0].protected"),
+                      ({"signatures": []}, "$.name")]:
+        with pytest.raises(KeyRingError) as caught:
+            key_ring_from_agent_card(bad, not_before=SINCE)
+        assert (caught.value.code, caught.value.json_path) == ("bad-agent-card", path)
