@@ -199,7 +199,8 @@ class Sender(Generic[S, A]):
 
         For a receiver in the same program (an example, a test, a lab). A receiver
         elsewhere pins the keys it was given out of band: the trust file
-        ``handoffs keys new --trust`` writes, or its own :meth:`KeyRing.enrol` calls.
+        ``handoffs keys new --trust`` writes, or its own
+        :meth:`~handoffs.integrity.KeyRing.enrol` calls.
 
         Raises:
             ValueError: ``InvalidArgument`` (also a TypeError), ``not_before`` has no time zone, or

@@ -174,7 +174,7 @@ class GovernanceChecker:
         record: Mapping[str, Any] | None = None,
     ) -> Decision:
         """Check governance, then apply ``rule``, on the one admission engine
-        (:class:`~handoffs.receivers._pipeline.Pipeline`); never raises.
+        (``handoffs.receivers._pipeline``); never raises.
         """
         run = _GovernanceRun(message, rule, receiver,
                              str(self.contract.fail_closed_action.value),
