@@ -33,7 +33,7 @@ from handoffs.lab._minimal import (
     counterfactual_triggers,
     minimal_message,
 )
-from handoffs.lab._perturb import (
+from handoffs.lab.perturbations import (
     SUBJECT,
     Falsehood,
     Mutate,
@@ -128,7 +128,7 @@ def compile_plan(experiment: Experiment) -> Plan:
             gate perturbation the experiment does not run, or a perturbation that
             cannot be prepared for the contract.
     """
-    from handoffs.lab._perturb import standard_perturbations
+    from handoffs.lab.perturbations import standard_perturbations
 
     contract = experiment.contract
     declared = experiment.perturbations

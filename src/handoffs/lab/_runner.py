@@ -34,6 +34,7 @@ from typing import Any, Final
 
 import attrs
 
+from handoffs._errors import HandoffsError
 from handoffs.contracts._contract import LossMatrix
 from handoffs.contracts._receipt import format_time
 from handoffs.lab._cache import Budget, CallCache, LabClient, close_connections
@@ -41,6 +42,8 @@ from handoffs.lab._chunk import run_chunk, sampled
 from handoffs.lab._experiment import (
     Experiment,
     ExperimentError,
+    UserCodeError,
+    qualified_name,
     typed_value,
 )
 from handoffs.lab._keys import keyed, memo_key
@@ -50,14 +53,11 @@ from handoffs.lab._minimal import (
     exhaustive_minimum,
     search_receiver,
 )
-from handoffs.lab._perturb import (
-    Falsehood,
-    Scoring,
-    has_predicates,
-    opaque_conditions,
-)
 from handoffs.lab._plan import Plan, _compose, _reference_for, compile_plan, fingerprint
+from handoffs.lab._policy_scan import has_predicates, opaque_conditions
 from handoffs.lab._runlog import RunLog, RunLogError, read_run_log
+from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of
+from handoffs.lab.perturbations import Falsehood, Scoring
 from handoffs.receivers._decision import Receiver
 from handoffs.receivers._model import ModelReceiver
 
@@ -357,8 +357,32 @@ def _cases(experiment: Experiment, plan: Plan) -> tuple[Any, Iterator[Any]]:
         first = next(source)
     except StopIteration:
         raise ExperimentError("the case source yielded no cases", code="no-cases") from None
-    return first, _check_injected_cases(plan, experiment.cases,
-                                        itertools.chain([first], source), source)
+    except Exception as exc:
+        raise _source_error(experiment.cases, 0, exc) from exc
+    return first, _guarded(experiment.cases, _check_injected_cases(
+        plan, experiment.cases, itertools.chain([first], source), source), start=1)
+
+
+def _source_error(cases: Any, read: int, exc: Exception) -> Exception:
+    """A case source that raised, named with how far it got (the library's own
+    errors, such as a bad line of a JSON Lines file, already say where).
+    """
+    if isinstance(exc, HandoffsError):
+        return exc
+    name = getattr(cases, "description", None) or qualified_name(cases)
+    return UserCodeError(role="case source", callable_name=str(name), case_id=None,
+                         error=exc, at=f"while reading case {read + 1}")
+
+
+def _guarded(cases: Any, stream: Iterator[Any], *, start: int) -> Iterator[Any]:
+    """``stream``, with a failure of the case source named (:class:`UserCodeError`)."""
+    read = start - 1
+    try:
+        for case in stream:
+            read += 1
+            yield case
+    except Exception as exc:
+        raise _source_error(cases, read, exc) from exc
 
 
 def _execute(experiment: Experiment, plan: Plan, log: RunLog, aggregator: Aggregator, *,
@@ -439,7 +463,7 @@ def _check_injected_cases(plan: Plan, cases: Any, stream: Iterator[Any],
         for case in scan:
             if one_shot:
                 ahead.append(case)
-            wanted.discard(str(plan.case_id_of(case)))
+            wanted.discard(case_id_of(plan.case_id_of, case))
             if not wanted:
                 break
     except Exception as exc:  # the user's source may raise anything; the run re-meets it
@@ -478,12 +502,12 @@ def _warm(plan: Plan, constants: Sequence[Mapping[str, Any] | None]) -> None:
 
 def _constants(plan: Plan, first: Any) -> list[Mapping[str, Any] | None]:
     constants: list[Mapping[str, Any] | None] = []
-    case_id = str(plan.case_id_of(first))
-    refs = tuple(plan.evidence_refs_of(first))
+    case_id = case_id_of(plan.case_id_of, first)
+    refs = evidence_refs_of(plan.evidence_refs_of, first, case_id)
     for strategy in plan.strategies:
         stamp = plan.governance.stamp(case_id=case_id, evidence_refs=refs,
                                       authority=strategy.authority).to_json()
-        constants.append(_compose(plan, strategy, strategy.encoder.encode(first), stamp,
+        constants.append(_compose(plan, strategy, encoded(strategy, first, case_id), stamp,
                                   case_id))
     return constants
 

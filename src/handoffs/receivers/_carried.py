@@ -52,8 +52,8 @@ import attrs
 from handoffs._errors import InvalidArgument
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, check_value, digest, loads
 from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
-from handoffs.receivers._identity import IdentityCompositionReceiver
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
+from handoffs.receivers.chains import IdentityCompositionReceiver
 
 __all__ = ["CARRY_PIN", "CarriedReceiptReceiver", "carried_receipt", "carry", "receipt_pin"]
 

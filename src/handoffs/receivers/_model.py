@@ -216,13 +216,14 @@ class ModelReceiver:
             "tools": list(self.tools),
         }
 
-    def served(self) -> list[dict[str, str | None]]:
-        """Every distinct served identity (:class:`~handoffs.receivers.ServedModel`'s
-        JSON form) this receiver's answers have named, in the order first seen, in this
-        process.
+    def served(self) -> list[dict[str, str]]:
+        """Every distinct served identity (the members of
+        :class:`~handoffs.receivers.ServedModel` the server named) this receiver's
+        answers have named, in the order first seen, in this process.
         """
         with self._served_lock:
-            return [served.to_json() for served in self._served]
+            return [{key: value for key, value in served.to_json().items() if value}
+                    for served in self._served]
 
     def __getstate__(self) -> dict[str, Any]:
         return {a.name: getattr(self, a.name) for a in attrs.fields(type(self))
