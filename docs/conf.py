@@ -74,7 +74,7 @@ nitpicky = True
 _ELSEWHERE = (
     # the standard library
     "collections", "concurrent", "datetime", "enum", "fractions", "os", "pathlib",
-    "typing", "typing_extensions", "asyncio", "json", "contextlib", "types",
+    "typing", "typing_extensions", "asyncio", "json", "contextlib", "types", "difflib",
     # the libraries handoffs builds on, and the frameworks its adapters gate
     "attrs", "attr", "cattrs", "cryptography", "jsonschema", "click", "hypothesis",
     "distributed", "psycopg", "psycopg_pool", "starlette", "httpx", "opentelemetry",
