@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.resources
+import json
 import os
 import socket
 import subprocess
@@ -86,8 +87,9 @@ def run_example(out: Path, *, cache: Path | None = None) -> dict[str, Any]:
 
     ``cache``: the call cache (default: ``run.jsonl.calls.sqlite`` in ``out``).
     """
-    from handoffs.cli._lab import _write_report
+
     from handoffs.lab import load_experiment, run
+    from handoffs.lab.reports import render_html, render_markdown
 
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -102,7 +104,9 @@ def run_example(out: Path, *, cache: Path | None = None) -> dict[str, Any]:
                 os.environ.pop("HANDOFFS_MODEL_URL", None)
             else:
                 os.environ["HANDOFFS_MODEL_URL"] = previous
-    _write_report(report, out, also=("run.jsonl",))
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    (out / "report.md").write_text(render_markdown(report), encoding="utf-8")
+    (out / "report.html").write_text(render_html(report), encoding="utf-8")
     report["provenance"]["example_seconds"] = round(time.perf_counter() - started, 1)
     return report
 

@@ -50,6 +50,8 @@ from handoffs.contracts import (
     DecisionContent,
     Encoder,
     EvidenceRef,
+    FieldKind,
+    FieldSpec,
     Governance,
     GovernanceService,
     Interval,
@@ -58,7 +60,6 @@ from handoffs.contracts import (
     Uncertainty,
     to_json_schema,
 )
-from handoffs.contracts._fields import FieldKind, FieldSpec
 from handoffs.contracts._receipt import _converter
 from handoffs.receivers import Receiver
 
@@ -253,9 +254,9 @@ def receipts(
 
     Args:
         contract: the contract whose receipts to draw.
-        governance: a fixed :class:`Governance` stamp; or a
-            :class:`GovernanceService` that stamps each receipt (with a drawn case id
-            and evidence, ``DECIDE`` only if the service may decide); or ``None`` to
+        governance: a fixed :class:`~handoffs.contracts.Governance` stamp; or a
+            :class:`~handoffs.contracts.GovernanceService` that stamps each receipt (with a drawn
+            case id and evidence, ``DECIDE`` only if the service may decide); or ``None`` to
             draw governance members freely.
         honest: when True the proposed action is the reference policy's action for
             the drawn state; when False it is any action (a sender that disagrees).
@@ -356,7 +357,8 @@ def falsehoods(
         max_changed: how many fields at most change at once.
 
     Raises:
-        InvalidArgument: unknown field names, ``max_changed`` < 1, or no field can be
+        ValueError: ``InvalidArgument`` (also a TypeError), unknown field names, ``max_changed`` <
+            1, or no field can be
             falsified (every candidate has a one-value domain).
     """
     _check_contract(contract)
@@ -414,7 +416,7 @@ def cases(
 ) -> st.SearchStrategy[Any]:
     """Cases (the sender's evidence) in the shape an experiment reads them.
 
-    For a contract: :class:`~handoffs.lab.GeneratedCase` objects with a drawn case
+    For a contract: ``GeneratedCase`` objects with a drawn case
     id, a complete decision state from :func:`states` and evidence references; the
     lab's default readers (``state``, ``case_id``, ``evidence_refs``) accept them.
     For an :class:`~handoffs.lab.Experiment`: cases drawn from the first ``limit``
@@ -541,7 +543,8 @@ def assert_sufficient(
 
     Raises:
         AssertionError: the receiver is not sufficient within the tolerances.
-        InvalidArgument: no cases, or a receiver that is not a ``Receiver``.
+        ValueError: ``InvalidArgument`` (also a TypeError), no cases, or a receiver that is not a
+            ``Receiver``.
         ExperimentError: bad tolerances (before any work starts).
     """
     from handoffs.lab import Experiment, IterableCases, Strategy, Tolerances, run

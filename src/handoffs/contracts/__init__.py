@@ -36,7 +36,7 @@ from handoffs.contracts._contract import (
     Uncertainty,
 )
 from handoffs.contracts._encoders import Encoder, GovernanceService, ReceiptEncoder
-from handoffs.contracts._fields import Interval, decision_field
+from handoffs.contracts._fields import FieldKind, FieldSpec, Interval, decision_field
 from handoffs.contracts._receipt import (
     GOVERNANCE_FIELDS,
     DecisionContent,
@@ -68,6 +68,8 @@ __all__ = [
     "Encoder",
     "EvidenceFresh",
     "EvidenceRef",
+    "FieldKind",
+    "FieldSpec",
     "Governance",
     "GovernanceService",
     "GrantIssuer",

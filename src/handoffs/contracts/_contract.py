@@ -382,7 +382,7 @@ class Contract(Generic[S, A]):
         return {spec.name: spec for spec in self.fields}
 
     def view(self, state: S) -> dict[str, Any]:
-        """A full state as a view for :meth:`Policy.evaluate`."""
+        """A full state as a view for :meth:`~handoffs.contracts.policy.Policy.evaluate`."""
         return {spec.name: getattr(state, spec.name) for spec in self.fields}
 
     def decide(self, state: S) -> A:
@@ -394,10 +394,11 @@ class Contract(Generic[S, A]):
 
     def evaluate(self, view: S | Mapping[str, Any]) -> Outcome[A]:
         """The policy on a full state object or a partial view (a mapping of field
-        names to values; see :meth:`Policy.evaluate`).
+        names to values; see :meth:`~handoffs.contracts.policy.Policy.evaluate`).
 
         Raises:
-            InvalidArgument: ``view`` is neither an instance of :attr:`state` nor a
+            ValueError: ``InvalidArgument`` (also a TypeError), ``view`` is neither an instance of
+                :attr:`state` nor a
                 mapping (a ``TypeError`` and a ``ValueError``).
         """
         if isinstance(view, self.state):

@@ -95,7 +95,7 @@ def _ident(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
 def case_id_from(text: str) -> str:
     """A valid ``case_id`` made from ``text`` (an order number, a ticket title).
 
-    Text that already follows :data:`IDENTIFIER_RULE` comes back unchanged. Otherwise
+    Text that already follows the identifier rule comes back unchanged. Otherwise
     letters lose their accents (NFKD, then ASCII), every run of other characters
     becomes one ``-``, leading separators go, and the result is cut to 128 characters:
     ``case_id_from("order 1842") == "order-1842"``,
@@ -104,7 +104,8 @@ def case_id_from(text: str) -> str:
     ``"order-1842"`` give the same id): keep your own ids distinct before mapping them.
 
     Raises:
-        InvalidArgument: ``text`` is not a string, or has no ASCII letter or digit to keep.
+        ValueError: ``InvalidArgument`` (also a TypeError), ``text`` is not a string,
+            or has no ASCII letter or digit to keep.
     """
     if not isinstance(text, str):
         raise InvalidArgument(f"case_id_from takes text, got {type(text).__name__}")

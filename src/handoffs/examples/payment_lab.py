@@ -61,14 +61,15 @@ from handoffs.lab.perturbations import (
 )
 from handoffs.receivers import (
     AuthoritativeActuator,
+    EvidenceError,
     Gate,
+    PolicyStatus,
     Receiver,
     ResolvedEvidence,
     StrictContractReceiver,
     UnsafeConfigurationWarning,
     UnsafeNoProofs,
 )
-from handoffs.receivers._services import EvidenceError, PolicyStatus
 
 __all__ = [
     "ASSUMPTIONS",

@@ -33,8 +33,14 @@ import attrs
 from handoffs._errors import InvalidArgument, MalformedJSON
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, check_value
 from handoffs._time import parse_time
-from handoffs.contracts import ANY_AUDIENCE, GOVERNANCE_FIELDS, Contract, Interval
-from handoffs.contracts._fields import FieldKind, FieldSpec
+from handoffs.contracts import (
+    ANY_AUDIENCE,
+    GOVERNANCE_FIELDS,
+    Contract,
+    FieldKind,
+    FieldSpec,
+    Interval,
+)
 from handoffs.contracts._signing import check_addressed
 from handoffs.lab._keys import _MISSING_MEMBER, memo_value
 from handoffs.receivers import Admitted, Decision, Reason, Step, Verdict
@@ -64,7 +70,8 @@ def _fields(value: Iterable[str]) -> tuple[str, ...]:
 class GovernanceChecker:
     """Admission for the message forms that are not receipts (full record, risk
     score, action-only): the essay's ``governance_valid`` plus optional audience and
-    expiry checks. It checks **no proof**; use a :class:`Gate` for signed receipts.
+    expiry checks. It checks **no proof**; use a :class:`~handoffs.receivers.Gate` for signed
+    receipts.
 
     Steps it runs: (1) parse with limits; governance members present and non-empty
     (``missing-field``), ``authority`` one of ADVISE/DECIDE; (2) audience when
@@ -105,7 +112,7 @@ class GovernanceChecker:
         ``keep``: the members the receiver's rule reads. ``None`` for raw bytes or
         text, with a ``clock`` (time-dependent decisions), and for a message the
         checker refuses at parse whatever its members say (not JSON data, or beyond
-        the limits: see :func:`handoffs._json.check_value`).
+        the limits: see ``check_value``).
         """
         if self.clock is not None or not isinstance(message, Mapping):
             return None
@@ -166,7 +173,7 @@ class GovernanceChecker:
         record: Mapping[str, Any] | None = None,
     ) -> Decision:
         """Check governance, then apply ``rule``, on the one admission engine
-        (:class:`~handoffs.receivers._pipeline.Pipeline`); never raises.
+        (``handoffs.receivers._pipeline``); never raises.
         """
         run = _GovernanceRun(message, rule, receiver,
                              str(self.contract.fail_closed_action.value),

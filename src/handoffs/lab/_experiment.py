@@ -33,11 +33,13 @@ from handoffs.contracts import (
     Contract,
     Encoder,
     EvidenceRef,
+    FieldKind,
+    FieldSpec,
     GovernanceService,
     Interval,
     ReceiptEncoder,
 )
-from handoffs.contracts._fields import MISSING, FieldKind, FieldSpec
+from handoffs.contracts._fields import MISSING
 from handoffs.lab._keys import memo_value
 from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
 from handoffs.receivers._fingerprint import receiver_fingerprint

@@ -42,8 +42,7 @@ from typing import Any, Final, TypeVar
 
 import attrs
 
-from handoffs.contracts import Contract, Interval
-from handoffs.contracts._fields import FieldKind, FieldSpec
+from handoffs.contracts import Contract, FieldKind, FieldSpec, Interval
 from handoffs.lab._experiment import wire_value
 from handoffs.lab._policy_scan import has_arithmetic, has_predicates
 from handoffs.receivers import Receiver, Verdict

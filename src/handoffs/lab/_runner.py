@@ -70,7 +70,7 @@ EXECUTORS: Final = ("threads", "processes", "dask")
 
 @attrs.frozen
 class LabRun:
-    """The outcome of :func:`run`: the report and where the run log lives."""
+    """The outcome of :func:`~handoffs.lab.run`: the report and where the run log lives."""
 
     report: dict[str, Any]
     run_log: Path | None
@@ -199,7 +199,7 @@ def run(
         resume: continue the run log at ``run_log`` after its last complete chunk.
         progress: show a rich progress bar on stderr.
         created: timestamp recorded in the report (default: now).
-        cache: the call cache of model receivers (a :class:`CallCache` or its SQLite
+        cache: the call cache of model receivers (a ``CallCache`` or its SQLite
             path); by default the file ``<run_log>.calls.sqlite`` beside the run log,
             so that a resumed run asks the model nothing twice; without a run log, none
             (the run-wide memo still asks each distinct request once per process).
@@ -603,7 +603,7 @@ def rescore(
     Args:
         experiment: the experiment the log was written for.
         run_log: the run log.
-        loss: the new loss matrix (a :class:`LossMatrix`, or entries keyed by
+        loss: the new loss matrix (a :class:`~handoffs.contracts.LossMatrix`, or entries keyed by
             ``(chosen, reference)`` action values).
         name: the name of the new matrix, recorded as ``provenance.rescored_with``.
         created: report timestamp.

@@ -40,11 +40,13 @@ from handoffs.receivers._receivers import (
 )
 from handoffs.receivers._replay import MemoryReplayStore, ReplayLog, ReplayStore, ReplayStoreError
 from handoffs.receivers._services import (
+    EvidenceError,
     EvidenceResolver,
     HTTPEvidenceResolver,
     InMemoryEvidenceResolver,
     InMemoryPolicyService,
     PolicyService,
+    PolicyStatus,
     Readback,
     ResolvedEvidence,
 )
@@ -56,6 +58,7 @@ __all__ = [
     "CarriedReceiptReceiver",
     "Decision",
     "DecisionLogError",
+    "EvidenceError",
     "EvidenceResolver",
     "FunctionReceiver",
     "Gate",
@@ -65,6 +68,7 @@ __all__ = [
     "JSONLimits",
     "MemoryReplayStore",
     "PolicyService",
+    "PolicyStatus",
     "Readback",
     "Reason",
     "Receiver",

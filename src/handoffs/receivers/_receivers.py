@@ -253,7 +253,7 @@ class FunctionReceiver:
 
     The function receives the :class:`~handoffs.receivers.Admitted` message (the
     verified document, never the raw bytes) and returns an action (its value or an
-    enum member) or a :class:`~handoffs.receivers.Ruling`. An action outside the
+    enum member) or a :class:`~handoffs.receivers._gate.Ruling`. An action outside the
     contract's action set is rejected (``invalid-action``); an exception escalates
     (``receiver-error``).
 

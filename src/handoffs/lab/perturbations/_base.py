@@ -12,8 +12,7 @@ from typing import Any, ClassVar, Final, TypeVar
 
 import attrs
 
-from handoffs.contracts import Contract
-from handoffs.contracts._fields import FieldKind, FieldSpec
+from handoffs.contracts import Contract, FieldKind, FieldSpec
 from handoffs.lab._experiment import ExperimentError
 
 __all__ = [
@@ -276,7 +275,8 @@ def _render(text: Text, obj: object) -> str:
 
 @attrs.frozen
 class Declaration:
-    """What a perturbation class is, declared once (see :func:`declare_perturbation`).
+    """What a perturbation class is, declared once (see
+    :func:`~handoffs.lab.perturbations.declare_perturbation`).
 
     Templates are ``str.format`` strings over the instance's attributes
     (``"round-numeric:{field}:{step:g}"``); ``id``, ``description`` and ``target`` may

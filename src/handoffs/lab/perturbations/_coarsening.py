@@ -9,8 +9,7 @@ from typing import Any
 
 import attrs
 
-from handoffs.contracts import Contract
-from handoffs.contracts._fields import FieldKind
+from handoffs.contracts import Contract, FieldKind
 from handoffs.lab._experiment import ExperimentError
 from handoffs.lab.perturbations._base import (
     NOT_APPLICABLE,

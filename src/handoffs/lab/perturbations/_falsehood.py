@@ -14,8 +14,7 @@ import attrs
 from jsonschema import Draft202012Validator
 
 from handoffs._json import dumps
-from handoffs.contracts import Contract, to_json_schema
-from handoffs.contracts._fields import FieldKind, FieldSpec
+from handoffs.contracts import Contract, FieldKind, FieldSpec, to_json_schema
 from handoffs.lab._experiment import ExperimentError, draw, typed_value, wire_value
 from handoffs.lab.perturbations._base import (
     CaseContext,

@@ -9,8 +9,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from handoffs.contracts import GOVERNANCE_FIELDS, Contract, Uncertainty
-from handoffs.contracts._fields import FieldKind
+from handoffs.contracts import GOVERNANCE_FIELDS, Contract, FieldKind, Uncertainty
 from handoffs.contracts.policy import AllOf, AnyOf, Condition, Is, Not, Over, Under
 from handoffs.lab._experiment import ExperimentError, wire_value
 from handoffs.lab.perturbations._ablation import RemoveDecisionField, RemoveGovernanceField
