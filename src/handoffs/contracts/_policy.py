@@ -335,7 +335,8 @@ def _rational(value: float) -> Fraction:
 
 def _exact(value: Any, name: str) -> Bounds:
     """The exact bounds of a field's value (a number or an
-    :class:`~handoffs.contracts.Interval`)."""
+    :class:`~handoffs.contracts.Interval`).
+    """
     if isinstance(value, Interval):
         return _rational(float(value.lo)), _rational(float(value.hi))
     if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
