@@ -111,7 +111,8 @@ class ControlExpectations:
 def control_expectations(experiment: Experiment, *, chunk_size: int = 256
                          ) -> ControlExpectations:
     """Compute :class:`~handoffs.lab._controls.ControlExpectations` from an experiment's
-    cases, chunked as a run with ``chunk_size`` chunks them (the shuffle pairs cases within a chunk).
+    cases, chunked as a run with ``chunk_size`` chunks them (the shuffle pairs cases
+    within a chunk).
 
     Raises:
         ExperimentError: a bad chunk size, or no cases.
