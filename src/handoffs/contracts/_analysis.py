@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import InvalidArgument, MissingExtra
+from handoffs._errors import InvalidArgument, MissingExtra, PolicyError
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
 from handoffs.contracts._policy import (
@@ -34,6 +34,8 @@ __all__ = [
     "Analysis",
     "Boundary",
     "ConstraintReach",
+    "Coverage",
+    "CoverageTracker",
     "Cuts",
     "Equivalence",
     "MinimalSets",
@@ -41,7 +43,12 @@ __all__ = [
     "Relevance",
     "Sufficiency",
     "analyse",
+    "coverage",
     "equivalence",
+    "geometry",
+    "geometry_states",
+    "realistic_states",
+    "realistic_value",
     "sufficiency",
 ]
 
@@ -167,6 +174,7 @@ class Boundary:
     states: tuple[State, State]
     cut: float
     method: str = CERTIFIED
+    expr: Expr | None = attrs.field(default=None, eq=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -771,7 +779,8 @@ class _Analyser:
                         continue
                     found.append(Boundary((name, other), (self.actions[i], self.actions[j]),
                                           axis.name, axis.kind, axis.delta,
-                                          (states[0], states[1]), self._cut(axis, states)))
+                                          (states[0], states[1]), self._cut(axis, states),
+                                          expr=axis.expr))
         for constraint in self.contract.hard_constraints:
             if constraint.when is None:
                 continue
@@ -800,7 +809,8 @@ class _Analyser:
                 found.append(Boundary((f"{constraint.name}: applies",
                                        f"{constraint.name}: does not apply"),
                                       (acts[0], acts[1]), axis.name, axis.kind, axis.delta,
-                                      (states[0], states[1]), self._cut(axis, states)))
+                                      (states[0], states[1]), self._cut(axis, states),
+                                      expr=axis.expr))
         return found
 
     # relevance and sufficiency -----------------------------------------------------
@@ -1111,3 +1121,237 @@ def draw_value(spec: FieldSpec, rng: random.Random) -> Any:
     half = rng.uniform(0, (hi - lo) / 40)
     return Interval(_clip(spec, _decimal(Fraction(value - half), 6)),
                     _clip(spec, _decimal(Fraction(value + half), 6)))
+
+
+# ---------------------------------------------------------------------- coverage
+
+
+@attrs.frozen
+class Coverage:
+    """How much of a policy's geometry a set of cases covers.
+
+    Attributes:
+        regions_live: the live regions (rules, then the default).
+        regions_witnessed: the live regions some case falls in.
+        boundaries_found: every boundary the analysis found.
+        boundaries_covered: the boundaries with a case within δ of the cut on each
+            side.
+        dead_rules: rules no state reaches.
+        missed_regions / missed_boundaries: what the cases miss (boundaries as
+            ``"<side> | <side> along <axis>"``).
+        method: the analysis's method (``certified`` or ``sampled``).
+        unknown: solver queries left undecided (their regions are not counted).
+    """
+
+    regions_live: tuple[str, ...]
+    regions_witnessed: tuple[str, ...]
+    boundaries_found: int
+    boundaries_covered: int
+    dead_rules: tuple[str, ...]
+    missed_regions: tuple[str, ...]
+    missed_boundaries: tuple[str, ...]
+    method: str
+    unknown: int
+
+    @property
+    def complete(self) -> bool:
+        """Every live region witnessed and every boundary covered."""
+        return not self.missed_regions and not self.missed_boundaries
+
+    def line(self) -> str:
+        """One line for a report: ``regions 6/6 witnessed, boundaries 14/14 covered``."""
+        text = (f"regions {len(self.regions_witnessed)}/{len(self.regions_live)} witnessed, "
+                f"boundaries {self.boundaries_covered}/{self.boundaries_found} covered")
+        if self.dead_rules:
+            text += f", dead rules: {', '.join(self.dead_rules)}"
+        if self.method != CERTIFIED:
+            text += f" ({self.method})"
+        if self.unknown:
+            text += f", {self.unknown} queries unknown"
+        if not self.complete:
+            missed = [*self.missed_regions, *self.missed_boundaries]
+            text += f"; the cases miss {len(missed)}: {'; '.join(missed[:4])}"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form (the lab report's ``coverage`` section)."""
+        return {"available": True, "method": self.method,
+                "regions_live": len(self.regions_live),
+                "regions_witnessed": len(self.regions_witnessed),
+                "boundaries_found": self.boundaries_found,
+                "boundaries_covered": self.boundaries_covered,
+                "dead_rules": list(self.dead_rules),
+                "missed_regions": list(self.missed_regions),
+                "missed_boundaries": list(self.missed_boundaries),
+                "unknown_queries": self.unknown, "complete": self.complete,
+                "line": self.line()}
+
+
+def _side(contract: Contract[Any, Any], boundary: Boundary, index: int,
+          state: State) -> bool:
+    label = boundary.sides[index]
+    for constraint in contract.hard_constraints:
+        if constraint.when is not None and label in (f"{constraint.name}: applies",
+                                                     f"{constraint.name}: does not apply"):
+            return constraint.when.evaluate(state) is label.endswith(": applies")
+    outcome = contract.evaluate(state)
+    return outcome.determined and outcome.rule == label
+
+
+def _shifted(spec: FieldSpec, value: Any, step: float) -> Any:
+    if spec.kind is FieldKind.INTERVAL:
+        return Interval(_clip(spec, value.lo + step), _clip(spec, value.hi + step))
+    if spec.kind is FieldKind.INT:
+        return int(_clip(spec, value + step))
+    return _clip(spec, value + step)
+
+
+class CoverageTracker:
+    """Feeds case states one at a time and keeps only what coverage needs (a flag per
+    region and per boundary side): memory does not grow with the number of cases.
+    """
+
+    def __init__(self, contract: Contract[Any, Any], analysis: Analysis) -> None:
+        self.contract = contract
+        self.analysis = analysis
+        self.witnessed: set[str] = set()
+        self.near: set[tuple[int, int]] = set()
+        live = {r.rule for r in analysis.live}
+        self.live = [r.rule for r in analysis.regions if r.rule in live]
+
+    def feed(self, state: State) -> None:
+        """Count one case's true state."""
+        try:
+            outcome = self.contract.evaluate(state)
+        except PolicyError:  # an opaque predicate's failure is not coverage
+            return
+        if outcome.determined:
+            self.witnessed.add(outcome.rule)
+        for number, boundary in enumerate(self.analysis.boundaries):
+            for side in (0, 1):
+                if (number, side) in self.near:
+                    continue
+                try:
+                    if _side(self.contract, boundary, side, state) and self._at(
+                            boundary, side, state):
+                        self.near.add((number, side))
+                except PolicyError:
+                    continue
+
+    def _at(self, boundary: Boundary, side: int, state: State) -> bool:
+        if boundary.axis_kind == "expression":
+            if boundary.expr is None:
+                return False
+            value = axis_value(boundary.expr, state)
+            return value is not None and abs(float(value) - boundary.cut) <= boundary.delta
+        spec = self.contract.field_map[boundary.axis]
+        other = 1 - side
+        for step in (boundary.delta, -boundary.delta):
+            moved = {**state, boundary.axis: _shifted(spec, state[boundary.axis], step)}
+            if _side(self.contract, boundary, other, moved):
+                return True
+        return False
+
+    def result(self) -> Coverage:
+        """The coverage of the states fed so far."""
+        found = self.analysis.boundaries
+        covered = [i for i in range(len(found))
+                   if (i, 0) in self.near and (i, 1) in self.near]
+        missed = tuple(f"{b.sides[0]} | {b.sides[1]} along {b.axis}"
+                       for i, b in enumerate(found) if i not in covered)
+        return Coverage(
+            regions_live=tuple(self.live),
+            regions_witnessed=tuple(r for r in self.live if r in self.witnessed),
+            boundaries_found=len(found), boundaries_covered=len(covered),
+            dead_rules=tuple(r.rule for r in self.analysis.dead),
+            missed_regions=tuple(r for r in self.live if r not in self.witnessed),
+            missed_boundaries=missed, method=self.analysis.method,
+            unknown=len(self.analysis.unknown))
+
+
+def coverage(contract: Contract[Any, Any], analysis: Analysis,
+             states: Iterable[State | Any]) -> Coverage:
+    """The coverage of ``states`` (views or state objects) against ``analysis``."""
+    tracker = CoverageTracker(contract, analysis)
+    for state in states:
+        tracker.feed(state if isinstance(state, Mapping) else contract.view(state))
+    return tracker.result()
+
+
+# ---------------------------------------------------------------------- case generation
+
+_GRID: Final = 10**9
+_GEOMETRY: dict[int, tuple[Contract[Any, Any], Analysis | None, str]] = {}
+GEOMETRY_TIMEOUT_MS: Final = 2000
+
+
+def _scaled(lo: float, hi: float, digits: int = 6) -> Callable[[int], float]:
+    def value(k: int) -> float:
+        return min(max(_decimal(Fraction(lo + (hi - lo) * k / _GRID), digits), lo), hi)
+
+    return value
+
+
+def realistic_value(spec: FieldSpec) -> Any:
+    """A Hypothesis strategy for realistic values of one field: numbers spread evenly
+    over the declared bounds as six-digit decimals (no subnormal floats, no pile-up
+    at 0), intervals no wider than a twentieth of the range and inside it, fair
+    booleans, every enum member.
+    """
+    from hypothesis import strategies as st
+
+    domain = spec.domain()
+    if domain is not None:
+        return st.sampled_from(domain)
+    lo, hi = float(spec.minimum or 0), float(spec.maximum or 0)
+    if spec.kind is FieldKind.INT:
+        return st.integers(math.ceil(lo), math.floor(hi))
+    points = st.integers(0, _GRID).map(_scaled(lo, hi))
+    if spec.kind is FieldKind.FLOAT:
+        return points
+    half = st.integers(0, _GRID).map(_scaled(0.0, (hi - lo) / 40))
+
+    def interval(pair: tuple[float, float]) -> Interval:
+        centre, width = pair
+        return Interval(_clip(spec, _decimal(Fraction(centre - width), 6)),
+                        _clip(spec, _decimal(Fraction(centre + width), 6)))
+
+    return st.tuples(points, half).map(interval)
+
+
+def realistic_states(contract: Contract[Any, Any]) -> Any:
+    """A Hypothesis strategy for complete states with :func:`realistic_value` fields."""
+    from hypothesis import strategies as st
+
+    fields = {spec.name: realistic_value(spec) for spec in contract.fields}
+    return st.fixed_dictionaries(fields).map(lambda values: contract.state(**values))
+
+
+def geometry(contract: Contract[Any, Any]) -> tuple[Analysis | None, str]:
+    """The contract's analysis for case generation and coverage (computed once per
+    contract object), or ``None`` and the reason when it cannot run (z3 missing).
+    """
+    cached = _GEOMETRY.get(id(contract))
+    if cached is not None and cached[0] is contract:
+        return cached[1], cached[2]
+    try:
+        found: Analysis | None = analyse(contract, timeout_ms=GEOMETRY_TIMEOUT_MS)
+        reason = ""
+    except MissingExtra as exc:
+        found, reason = None, str(exc)
+    if len(_GEOMETRY) >= 64:
+        _GEOMETRY.clear()
+    _GEOMETRY[id(contract)] = (contract, found, reason)
+    return found, reason
+
+
+def geometry_states(contract: Contract[Any, Any]) -> tuple[Any, ...]:
+    """The states a test set of ``contract`` needs first (as state objects): a witness
+    of every live region, both sides of every boundary (per field and on products and
+    sums), the hard constraints' witnesses and boundaries. Empty when the analysis
+    cannot run.
+    """
+    found, _ = geometry(contract)
+    if found is None:
+        return ()
+    return tuple(contract.state(**state) for state in found.cover_states())
