@@ -480,10 +480,14 @@ def _view(report: Mapping[str, Any], *, compact: bool) -> _View:
 
     verdict = "PASS" if passed else "FAIL"
     title = f"handoffs lab: {experiment['name']}"
+    coverage = report.get("coverage")
     subtitle = (
         f"{experiment['contract']} · {_num(experiment['cases'])} cases · subject "
         f"{subject} · gate exit {gate['exit_code']}"
+        + (f" · coverage: {coverage['line']}" if coverage else "")
     )
+    covered = () if not coverage or (coverage.get("complete", True) and not coverage.get(
+        "dead_rules")) else (f"policy coverage: {coverage['line']}",)
     facts = (
         ("contract", experiment["contract"]),
         ("schema", experiment["schema_id"]),
@@ -509,7 +513,7 @@ def _view(report: Mapping[str, Any], *, compact: bool) -> _View:
         verdict=verdict,
         subtitle=subtitle,
         reasons=tuple(gate["reasons"]),
-        warnings=tuple(gate["warnings"]),
+        warnings=(*gate["warnings"], *covered),
         tables=tuple(tables),
         facts=facts,
         provenance=prov,

@@ -34,6 +34,7 @@ from typing import Any, Final
 
 import attrs
 
+from handoffs._errors import HandoffsError
 from handoffs.contracts._contract import LossMatrix
 from handoffs.contracts._receipt import format_time
 from handoffs.lab._cache import Budget, CallCache, LabClient, close_connections
@@ -248,10 +249,12 @@ def run(
     # The case source is checked before the run log is opened: a run refused here
     # (no cases, an injection naming a case the source lacks) leaves any log as it was.
     first, stream = _cases(experiment, plan)
+    tracker, stream = _coverage_tracker(experiment, stream)
     if log_path is None:
         log = RunLog.discarding(header)
     else:
         log = RunLog.resume(log_path, header) if resume else RunLog.create(log_path, header)
+    measured = not log.complete
     plan, confirming = _wired(plan, experiment.confirming, calls, budget, concurrency)
     if plan.prefetch:
         _shared_for(plan).start()
@@ -291,9 +294,52 @@ def run(
         "budget": {"max_calls": max_calls, "max_tokens": max_tokens},
         "concurrency": plan.concurrency if plan.prefetch else None,
     }
+    coverage = _coverage_section(experiment, tracker, complete=measured)
     report = build_report(experiment, plan, aggregator, provenance=provenance,
-                          minimal_extra=minimal_extra, created=created, cost=cost)
+                          minimal_extra=minimal_extra, created=created, cost=cost,
+                          coverage=coverage)
     return LabRun(report=report, run_log=log_path)
+
+
+def _coverage_tracker(experiment: Experiment, stream: Iterator[Any]
+                      ) -> tuple[Any, Iterator[Any]]:
+    """A tracker of the cases' coverage of the policy's geometry and the stream that
+    feeds it, or ``None`` and the stream as it was when the analysis cannot run (z3
+    missing: the report says so).
+    """
+    from handoffs.contracts.analysis import CoverageTracker, geometry
+
+    found, _ = geometry(experiment.contract)
+    if found is None:
+        return None, stream
+    tracker = CoverageTracker(experiment.contract, found)
+    return tracker, _tracked(stream, tracker, experiment.state_of, experiment.contract)
+
+
+def _tracked(stream: Iterator[Any], tracker: Any, state_of: Any,
+             contract: Any) -> Iterator[Any]:
+    for case in stream:
+        try:
+            view = contract.view(state_of(case))
+        except (HandoffsError, AttributeError, KeyError, TypeError, ValueError):
+            view = None  # the chunk reports the bad case; it covers nothing
+        if view is not None:
+            tracker.feed(view)
+        yield case
+
+
+def _coverage_section(experiment: Experiment, tracker: Any, *,
+                      complete: bool) -> dict[str, Any]:
+    """The report's ``coverage``: regions and boundaries the cases cover, or why not."""
+    from handoffs.contracts.analysis import geometry
+
+    found, reason = geometry(experiment.contract)
+    if tracker is None or found is None:
+        return {"available": False, "line": f"coverage not measured: {reason}"}
+    if not complete:
+        return {"available": False, "line": "coverage not measured: the run was resumed "
+                                            "from a complete run log"}
+    return dict(tracker.result().to_json())
 
 
 def _release(plan: Plan, confirming: Receiver) -> None:
