@@ -93,7 +93,7 @@ def claim_triage(*, investigate_over: float = 500.0, partial_over: float = 10_00
         hard_constraints=(
             HardConstraint("no-pay-when-fraud-likely", chosen=ClaimAction.PAY,
                            allowed_references=frozenset({ClaimAction.PAY}),
-                           when=Field("fraud_probability") * Field("claim_amount") > 500),
+                           when=Field("fraud_probability") * Field("claim_amount") > 500.0),
         ),
     )
 

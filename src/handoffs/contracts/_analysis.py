@@ -896,6 +896,35 @@ class _Analyser:
         return MinimalSets("unknown" if undecided else "none", ())
 
 
+def _surface_cuts(compare: Compare, name: str, bounds: Mapping[str, Interval]) -> list[float]:
+    """The cut of ``name`` at every corner of the other fields' bounds; where a corner
+    has none (``p = 0`` in ``p * h = 500``), just inside it, so that a cut that runs
+    off to infinity there reaches the field's bound.
+    """
+    if not compare.invertible(name):
+        return []
+    difference = Arith("-", compare.left, compare.right)
+    others = sorted(compare.reads() - {name})
+    found: list[float] = []
+    for corner in itertools.product(*((0, 1) for _ in others)):
+        point: dict[str, Fraction] = {}
+        inside: dict[str, Fraction] = {}
+        for other, end in zip(others, corner, strict=True):
+            lo, hi = (_rational(float(v)) for v in (bounds[other].lo, bounds[other].hi))
+            nudge = (hi - lo) / 10**9
+            point[other] = hi if end else lo
+            inside[other] = hi - nudge if end else lo + nudge
+        for view in (point, inside):
+            value = difference.solve(name, Fraction(0), view)
+            if value is not None:
+                try:
+                    found.append(float(value))
+                except OverflowError:
+                    found.append(math.inf if value > 0 else -math.inf)
+                break
+    return found
+
+
 def _cuts(contract: Contract[Any, Any]) -> list[Cuts]:
     conditions = _conditions(contract)
     found: list[Cuts] = []
@@ -914,15 +943,15 @@ def _cuts(contract: Contract[Any, Any]) -> list[Cuts]:
             for compare in _compares(condition):
                 if spec.name not in compare.reads() or len(compare.reads()) < 2:
                     continue
-                others = {n: bounds[n] for n in compare.reads() - {spec.name}}
-                cuts = [c for n, c in compare.cuts(others) if n == spec.name
-                        and math.isfinite(c)]
+                cuts = _surface_cuts(compare, spec.name, bounds)
                 band = None
                 if cuts:
                     b_lo, b_hi = max(min(cuts), lo), min(max(cuts), hi)
                     band = (b_lo, b_hi) if b_lo <= b_hi else None
-                surfaces.append(Surface(compare.describe(),
-                                        tuple(sorted(compare.reads() - {spec.name})), band))
+                surface = Surface(compare.describe(),
+                                  tuple(sorted(compare.reads() - {spec.name})), band)
+                if surface not in surfaces:
+                    surfaces.append(surface)
         ordered = sorted(points)
         edges = [lo, *ordered, hi]
         cells = tuple(itertools.pairwise(edges))

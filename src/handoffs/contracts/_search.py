@@ -46,14 +46,19 @@ _PAIRS = 400
 _BISECTIONS = 80
 
 
+UNDETERMINED = "undetermined"
+
+
 def _outcome(contract: Contract[Any, Any], state: State) -> tuple[str | None, str | None]:
-    """``(deciding rule, action)``; ``(None, None)`` when undetermined or it raised."""
+    """``(deciding rule, reference action)``: ``"undetermined"`` and the fail-closed
+    action when the policy cannot decide; ``(None, None)`` when a predicate raised.
+    """
     try:
         outcome = contract.evaluate(state)
     except PolicyError:
         return None, None
     if not outcome.determined or outcome.action is None:
-        return None, None
+        return UNDETERMINED, contract.fail_closed_action.value
     return outcome.rule, outcome.action.value
 
 
@@ -91,9 +96,11 @@ def sampled_analysis(  # noqa: PLR0912, PLR0915 - one pass over the draws
     for state in states:
         rule, action = _outcome(contract, state)
         if rule is None or action is None:
-            undetermined = undetermined or state
             continue
-        seen.setdefault(rule, state)
+        if rule == UNDETERMINED:
+            undetermined = undetermined or state
+        else:
+            seen.setdefault(rule, state)
         labelled.append((state, rule, action))
     regions = tuple(Region(n, a, "live" if n in seen else "unknown", seen.get(n),
                            method=SAMPLED) for n, a in zip(names, actions, strict=True))
