@@ -111,3 +111,22 @@ def test_realistic_draws_are_realistic() -> None:
             assert value == 0.0 or abs(value) >= 2.2250738585072014e-308  # no subnormals
     active = sum(s.policy_active for s in states[60:]) / len(states[60:])
     assert 0.4 < active < 0.6
+
+
+def test_minimal_messages_are_certified_by_the_analysis_or_labelled_sampled() -> None:
+    import ph_pump
+    from test_policy_lab import experiment as pump_experiment
+
+    report = run(experiment(0)).report
+    minimal = report["minimal_messages"]
+    assert minimal["certification"] == "certified"
+    assert minimal["regions"]
+    for region in minimal["regions"]:
+        certificate = region["certificate"]
+        assert certificate["method"] == "certified"
+        assert certificate["sufficient"] is True
+        assert certificate["triggers_agree"] is True
+        assert set(certificate["trigger_fields"]) == set(region["trigger_fields"])
+    sampled = run(pump_experiment(ph_pump.PREDICATE)).report["minimal_messages"]
+    assert sampled["certification"] == "sampled"
+    assert {r["certificate"]["method"] for r in sampled["regions"]} == {"sampled"}

@@ -237,6 +237,8 @@ def build_report(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
             "exhaustive_check": minimal_extra["exhaustive_check"],
             "receiver_calls": minimal_extra["receiver_calls"],
             "opaque_conditions": minimal_extra.get("opaque_conditions", []),
+            **({"certification": minimal_extra["certification"]}
+               if "certification" in minimal_extra else {}),
         },
     }
     strategies = aggregator.model_cost()

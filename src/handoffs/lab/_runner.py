@@ -562,6 +562,7 @@ def finish_minimal(experiment: Experiment, plan: Plan, aggregator: Aggregator, *
             region["receiver_fields"] = None
             region["search"] = None
         region["duality_holds"] = set(region["trigger_fields"]) == set(region["fields"])
+        region["certificate"] = _certificate(plan.contract, region)
         if exhaustive:
             truth = {spec.name: typed_value(spec, truth_wire[spec.name])
                      for spec in plan.contract.fields}
@@ -569,8 +570,11 @@ def finish_minimal(experiment: Experiment, plan: Plan, aggregator: Aggregator, *
             checked += 1
             if len(region["fields"]) != size or tuple(region["fields"]) not in sets:
                 exhaustive_ok = False
+    methods = {r["certificate"]["method"] for r in aggregator.regions()}
     return {
         "method": method,
+        "certification": "sampled" if "sampled" in methods else "unknown"
+        if "unknown" in methods else "certified",
         "opaque_conditions": opaque_conditions(plan.contract.policy),
         "confirming_receiver": str(getattr(receiver, "name", type(receiver).__name__)),
         "receiver_calls": calls,
@@ -580,6 +584,17 @@ def finish_minimal(experiment: Experiment, plan: Plan, aggregator: Aggregator, *
             "states_checked": checked,
         },
     }
+
+
+def _certificate(contract: Any, region: Mapping[str, Any]) -> dict[str, Any]:
+    """The policy analysis's check of a region's minimal message and trigger fields at
+    its example state (see ``handoffs.contracts.analysis.certify_message``).
+    """
+    from handoffs.contracts.analysis import certify_message
+
+    truth = {spec.name: typed_value(spec, region["truth"][spec.name])
+             for spec in contract.fields}
+    return certify_message(contract, truth, region["fields"], region["trigger_fields"])
 
 
 def _confirm_region(region: dict[str, Any], experiment: Experiment, plan: Plan,
