@@ -86,8 +86,8 @@ def run_example(out: Path, *, cache: Path | None = None) -> dict[str, Any]:
 
     ``cache``: the call cache (default: ``run.jsonl.calls.sqlite`` in ``out``).
     """
+    from handoffs.cli._lab import _write_report
     from handoffs.lab import load_experiment, run
-    from handoffs.lab._commands import _write_report
 
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()

@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import click
 import pytest
 from click.testing import CliRunner, Result
 
 import handoffs
-from handoffs._cli import main
 from handoffs._json import dumps
+from handoffs.cli import main
 from handoffs.contracts import Authority, Receipt, to_json_schema
 from handoffs.contracts._keys import SigningKey
 from handoffs.contracts._proofs import sign
@@ -478,16 +479,40 @@ def test_grant_command_refuses_bad_options(files: Signed, changes: dict[str, str
     assert one_error_line(result).endswith(code)
 
 
-def test_the_version_and_the_key_commands_load_neither_lab_nor_service() -> None:
+def _loaded_by(args: list[str]) -> list[str]:
+    """The handoffs parts, rich and hypothesis a fresh ``handoffs ARGS`` run has loaded."""
     probe = ("import sys\n"
              "from click.testing import CliRunner\n"
-             "from handoffs._cli import main\n"
-             "assert CliRunner().invoke(main, ['--version']).output.startswith('handoffs, ')\n"
+             "from handoffs.cli import main\n"
+             f"assert CliRunner().invoke(main, {args!r}).exit_code == 0\n"
              "print(sorted(m for m in sys.modules if m.startswith(('handoffs.lab',"
-             " 'handoffs.service', 'handoffs.receivers', 'rich', 'hypothesis'))))\n")
+             " 'handoffs.service', 'handoffs.receivers', 'handoffs.contracts',"
+             " 'handoffs.examples', 'handoffs.cli._', 'rich', 'hypothesis', 'jsonschema'))"
+             " or m == 'handoffs.cli._group'))\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=60, check=True)
-    assert done.stdout.strip() == "[]"
+    return list(json.loads(done.stdout.replace("'", '"')))
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"], ["-h"]])
+def test_help_and_version_load_no_command(args: list[str]) -> None:
+    assert _loaded_by(args) == ["handoffs.cli._group"]
+
+
+def test_a_command_loads_only_its_own_group() -> None:
+    loaded = _loaded_by(["keys", "--help"])
+    assert "handoffs.cli._keys" in loaded
+    assert [m for m in loaded if m.startswith(("handoffs.lab", "handoffs.service",
+                                               "handoffs.receivers", "rich"))] == []
+
+
+def test_the_table_help_is_each_commands_own() -> None:
+    from handoffs.cli import COMMANDS
+
     listed = run("--help").output
-    for name in ("gate", "lab", "log", "serve", "keys", "schema"):
+    for name, entry in COMMANDS.items():
+        command = main.get_command(click.Context(main), name)
+        assert command is not None, name
+        assert command.name == name
+        assert command.get_short_help_str(limit=1000) == entry.summary, name
         assert f"  {name} " in listed

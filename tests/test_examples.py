@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from handoffs.cli._lab import lab
 from handoffs.contracts import FindingCode, Interval, Receipt
 from handoffs.lab import run
-from handoffs.lab._commands import lab
 from handoffs.receivers import Step, Verdict
 
 ROOT = Path(__file__).resolve().parents[1]

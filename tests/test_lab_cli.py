@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from handoffs.cli._lab import lab
 from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.lab import verify_artefact
-from handoffs.lab._commands import lab
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "payment.toml"
 

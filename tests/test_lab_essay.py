@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from handoffs.lab._commands import lab
+from handoffs.cli._lab import lab
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "payment.toml"
 

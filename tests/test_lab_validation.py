@@ -274,7 +274,7 @@ def test_good_tolerances_still_load() -> None:
 
 @pytest.fixture(scope="module")
 def report_path(tmp_path_factory: pytest.TempPathFactory, mymodule: Any) -> Path:
-    from handoffs.lab._commands import _write_report
+    from handoffs.cli._lab import _write_report
 
     out = tmp_path_factory.mktemp("report")
     report = run(experiment(mymodule, mymodule.planner(),

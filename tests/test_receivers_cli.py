@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from handoffs.cli._gate import gate, log
 from handoffs.contracts._keys import b58encode
-from handoffs.receivers._commands import gate, log
 from test_gate import WORLD, _serve, evidence_server, raw  # noqa: F401 - a fixture
 
 NOW = "2026-06-01T12:01:00Z"

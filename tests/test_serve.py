@@ -285,7 +285,7 @@ def test_importing_the_service_loads_no_optional_library() -> None:
     import subprocess
     import sys
 
-    probe = ("import handoffs.service, handoffs.service.postgres, handoffs._cli, sys, json\n"
+    probe = ("import handoffs.service, handoffs.service.postgres, handoffs.cli, sys, json\n"
              "heavy = ('starlette', 'uvicorn', 'prometheus_client', 'psycopg', 'psycopg_pool',"
              " 'opentelemetry', 'httpx')\n"
              "print(json.dumps(sorted(m for m in sys.modules"

@@ -1,6 +1,6 @@
 """``python -m handoffs``: the same command line as the ``handoffs`` script."""
 
-from handoffs._cli import main
+from handoffs.cli import main
 
 if __name__ == "__main__":
     main(prog_name="handoffs")

@@ -1,9 +1,9 @@
-"""Contract discovery: which contracts a ``handoffs`` command uses, and where each came from.
+"""Contract discovery: ``MODULE:ATTR`` references to contracts, and where each came from.
 
 The library never trusts a contract it was not given (every loader, verifier and gate
-takes ``registry=``); the command line builds its registry here, the way other tools
-find a user's code (``uvicorn module:app``, pytest plugins). Sources, each a list of
-``MODULE:ATTR`` references:
+takes ``registry=``); the command line and the service build their registry here, the
+way other tools find a user's code (``uvicorn module:app``, pytest plugins). Sources,
+each a list of ``MODULE:ATTR`` references:
 
 1. ``handoffs --contracts MODULE:ATTR`` (repeatable), else
 2. the environment variable ``HANDOFFS_CONTRACTS`` (comma-separated), else
@@ -18,9 +18,9 @@ always. ``ATTR`` may be a :class:`~handoffs.contracts.Contract`, a
 (``module:Class.attr``). Modules import from the working directory, which is put on
 ``sys.path`` as ``uvicorn`` does.
 
-When nothing is configured, the command line uses the shipped examples
-(:mod:`handoffs.examples`), and says so on stderr once. A configured source never
-mixes with them: list ``handoffs.examples.payment:PAYMENT_RELEASE`` to use both.
+When nothing is configured, :func:`discover` finds no source (an empty
+:class:`Discovered`); what to do then is the caller's choice (the command line uses
+its shipped example, and says so).
 
 A source that cannot be loaded is one line naming it: :class:`ContractSourceError`
 (``bad-contract-source``); two sources defining the same ``name/version`` differently
@@ -47,14 +47,10 @@ from handoffs.contracts._registry import Registry, as_registry
 __all__ = [
     "ENTRY_POINT_GROUP",
     "ENV_VAR",
-    "SHIPPED_EXAMPLES",
     "ContractSource",
     "Discovered",
-    "cli_discovered",
-    "cli_registry",
     "discover",
     "load_source",
-    "unknown_hint",
 ]
 
 ENV_VAR: Final = "HANDOFFS_CONTRACTS"
@@ -63,12 +59,8 @@ ENV_VAR: Final = "HANDOFFS_CONTRACTS"
 ENTRY_POINT_GROUP: Final = "handoffs.contracts"
 """The entry-point group through which installed packages offer their contracts."""
 
-SHIPPED_EXAMPLES: Final = ("handoffs.examples.payment:PAYMENT_RELEASE",)
-"""The shipped example contracts, used when nothing is configured."""
-
 FLAG: Final = "--contracts"
 PYPROJECT: Final = "pyproject.toml [tool.handoffs] contracts"
-EXAMPLE: Final = "shipped example"
 
 
 @attrs.frozen
@@ -79,7 +71,7 @@ class ContractSource:
         spec: the reference as written, e.g. ``"mymodule:MY_CONTRACT"``.
         origin: where it was configured: ``"--contracts"``, ``"HANDOFFS_CONTRACTS"``,
             ``"pyproject.toml [tool.handoffs] contracts"``, ``"entry point NAME
-            (DISTRIBUTION)"`` or ``"shipped example"``.
+            (DISTRIBUTION)"``, or the caller's own label.
         contracts: the contracts it names, in order.
     """
 
@@ -90,17 +82,27 @@ class ContractSource:
 
 @attrs.frozen
 class Discovered:
-    """The contracts a command uses.
+    """The contracts found, by source.
 
     Attributes:
-        sources: every source, in the order they were read.
+        sources: every source, in the order they were read (none when nothing is
+            configured).
         registry: all their contracts.
-        examples: whether these are the shipped examples (nothing was configured).
     """
 
     sources: tuple[ContractSource, ...]
     registry: Registry
-    examples: bool
+
+    @classmethod
+    def from_sources(cls, sources: Iterable[ContractSource]) -> Discovered:
+        """The contracts of ``sources``, in order.
+
+        Raises:
+            UnknownContract: two sources define one ``name/version`` differently
+                (``duplicate-contract``).
+        """
+        listed = tuple(sources)
+        return cls(sources=listed, registry=_merge(listed))
 
 
 def _fail(spec: str, origin: str, why: str) -> ContractSourceError:
@@ -195,10 +197,7 @@ def discover(flags: Sequence[str] = (), *, environ: Mapping[str, str] | None = N
             dist = point.dist.name if point.dist is not None else "unknown distribution"
             sources.append(load_source(point.value, origin=f"entry point {point.name} ({dist})",
                                        cwd=cwd))
-    examples = not sources
-    if examples:
-        sources = [load_source(spec, origin=EXAMPLE, cwd=cwd) for spec in SHIPPED_EXAMPLES]
-    return Discovered(sources=tuple(sources), registry=_merge(sources), examples=examples)
+    return Discovered.from_sources(sources)
 
 
 def _merge(sources: Iterable[ContractSource]) -> Registry:
@@ -214,33 +213,3 @@ def _merge(sources: Iterable[ContractSource]) -> Registry:
                     code="duplicate-contract")
             registry = registry.with_contracts((contract,))
     return registry
-
-
-def cli_discovered() -> Discovered:
-    """The contracts of the running ``handoffs`` command, discovered once per run from
-    its ``--contracts`` flags (kept in the root context's state) and the environment.
-    """
-    import click
-
-    ctx = click.get_current_context(silent=True)
-    state = ctx.find_root().obj if ctx is not None else None
-    found = getattr(state, "discovered", None)
-    if isinstance(found, Discovered):
-        return found
-    found = discover(tuple(getattr(state, "contract_flags", ()) or ()))
-    if state is not None and hasattr(state, "discovered"):
-        state.discovered = found
-    return found
-
-
-def cli_registry() -> Registry:
-    """The registry of the running ``handoffs`` command (see :func:`cli_discovered`)."""
-    return cli_discovered().registry
-
-
-def unknown_hint(discovered: Discovered) -> str:
-    """What to say after ``unknown contract``: what is configured, and how to add yours."""
-    known = ", ".join(sorted(discovered.registry.contracts)) or "none"
-    where = " (the shipped example: nothing is configured)" if discovered.examples else ""
-    return (f"; known: {known}{where}; add yours with --contracts MODULE:ATTR, "
-            f"{ENV_VAR} or [tool.handoffs] contracts (see 'handoffs contracts')")

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from handoffs._errors import HandoffsError, MissingExtra
+from handoffs.cli._common import CommandError
 
 __all__ = ["JSONLogFormatter", "serve"]
 
@@ -76,7 +77,6 @@ def _listen(host: str, port: int) -> socket.socket:
 def serve(*, config_path: str | None, host: str | None, port: int | None,
           store_url: str | None) -> None:
     """Run the gate as an HTTP service: POST /receipts, /healthz, /readyz, /metrics."""
-    from handoffs.receivers._commands import CommandError
     from handoffs.service._config import load_config
 
     try:

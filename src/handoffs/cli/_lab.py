@@ -12,7 +12,6 @@ Exit codes: 0 the gate passed; 1 it failed; 2 the command could not run.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -21,9 +20,9 @@ from typing import Any, Final
 
 import click
 
-from handoffs._discovery import cli_registry
 from handoffs._errors import HandoffsError, MalformedJSON, MissingExtra
 from handoffs._json import JSONLimits, dumps, loads
+from handoffs.cli._contracts import cli_registry
 from handoffs.lab._experiment import Experiment, ExperimentError, Tolerances
 from handoffs.lab._release import (
     EXIT_ERROR,
@@ -38,7 +37,6 @@ from handoffs.lab._toml import load_experiment
 
 __all__ = ["lab"]
 
-_ESSAY_EXPERIMENT: Final = ("handoffs.examples.payment_lab", "payment_experiment")
 _REPORT_LIMITS: Final = JSONLimits(max_bytes=1 << 28, max_depth=64)
 _RENDERERS: Final = (("report.md", render_markdown), ("report.html", render_html))
 
@@ -246,13 +244,11 @@ def _loss_entries(path: Path) -> dict[tuple[str, str], float]:
 
 
 def _declared(experiment: Path | None) -> Experiment:
-    """The experiment a command runs: EXPERIMENT, or the essay's (loaded by name)."""
+    """The experiment a command runs: EXPERIMENT, or the built-in (the essay's)."""
     if experiment is None:
-        module = importlib.import_module(_ESSAY_EXPERIMENT[0])
-        built = getattr(module, _ESSAY_EXPERIMENT[1])()
-        if not isinstance(built, Experiment):  # pragma: no cover - the shipped example
-            raise ExperimentError(f"{':'.join(_ESSAY_EXPERIMENT)} built no Experiment")
-        return built
+        from handoffs.examples.payment_lab import payment_experiment
+
+        return payment_experiment()
     return load_experiment(experiment, registry=cli_registry())
 
 

@@ -10,17 +10,16 @@ problems (an unreadable file, a bad trust file) exit 2 with a one-line error.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import click
 
-from handoffs._discovery import cli_registry
-from handoffs._errors import HandoffsError
 from handoffs._json import DEFAULT_LIMITS, dumps, loads
+from handoffs.cli._common import CommandError, one_line_errors
+from handoffs.cli._contracts import cli_registry
 from handoffs.contracts._keys import KeyRing
 from handoffs.contracts._receipt import parse_time
 from handoffs.receivers._gate import Gate
@@ -29,32 +28,6 @@ from handoffs.receivers._receivers import StrictContractReceiver
 from handoffs.receivers._services import HTTPEvidenceResolver, InMemoryPolicyService, Readback
 
 __all__ = ["gate", "log"]
-
-
-class CommandError(click.ClickException):
-    """A one-line configuration or usage error (exit status 2)."""
-
-    exit_code = 2
-
-    def show(self, file: Any = None) -> None:
-        """Print ``error: <message>`` on one line, no traceback."""
-        click.echo(f"error: {self.format_message()}", err=True)
-
-
-@contextmanager
-def _errors() -> Iterator[None]:
-    """Turn configuration errors into one line: ``<message> @ <path> [<code>]``."""
-    try:
-        yield
-    except click.ClickException:
-        raise
-    except HandoffsError as exc:
-        raise CommandError(f"{exc} [{exc.code}]") from exc
-    except OSError as exc:
-        where = f": {exc.filename}" if exc.filename else ""
-        raise CommandError(f"{exc.strerror or exc}{where} [io]") from exc
-    except (ValueError, TypeError) as exc:
-        raise CommandError(f"{exc} [usage]") from exc
 
 
 def _read(path: str, what: str, limit: int) -> bytes:
@@ -71,7 +44,7 @@ def _read(path: str, what: str, limit: int) -> bytes:
 
 def _keyring(path: str) -> KeyRing:
     raw = _read(path, "trust file", DEFAULT_LIMITS.max_bytes)
-    with _errors():
+    with one_line_errors():
         return KeyRing.from_json(loads(raw))
 
 
@@ -126,7 +99,7 @@ def gate(
     keyring = _keyring(trust_path)
     who = identity
     held = set(roles).union(*(entry.roles for entry in keyring.for_controller(who)))
-    with _errors():
+    with one_line_errors():
         clock = None
         if now_text is not None:
             moment: datetime = parse_time(now_text, json_path="--now")
@@ -164,6 +137,6 @@ def summary(db: str) -> None:
     """Print the boundary metrics and totals of decision log DB as JSON."""
     if "://" not in db and not Path(db).is_file():
         raise CommandError(f"no decision log at {db} [io]")
-    with _errors(), open_log(db) as store:
+    with one_line_errors(), open_log(db) as store:
         result = store.summary()
     click.echo(dumps(result.to_json(), indent=2))

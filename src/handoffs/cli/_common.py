@@ -1,0 +1,128 @@
+"""What the commands share: reading JSON files, option parsers, one-line errors.
+
+Errors a command raises are :class:`~handoffs.HandoffsError` (exit 1, or 2 for a bad
+contract source), :class:`CommandError` (exit 2) or click's usage errors; the root
+group prints each as one line ending in its ``[code]``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from handoffs._errors import HandoffsError, MalformedJSON
+from handoffs._json import loads
+
+__all__ = [
+    "CommandError",
+    "comma_items",
+    "error_line",
+    "one_line_errors",
+    "passphrase_from_env",
+    "read_json",
+    "read_object",
+    "time_option",
+    "utc_now",
+    "write_new",
+]
+
+
+class CommandError(click.ClickException):
+    """A one-line configuration or usage error (exit status 2); the message ends in its
+    ``[code]``.
+    """
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        """Print ``error: <message>`` on one line, no traceback."""
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+@contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Turn configuration errors into one :class:`CommandError` line:
+    ``<message> @ <path> [<code>]``.
+    """
+    try:
+        yield
+    except click.ClickException:
+        raise
+    except HandoffsError as exc:
+        raise CommandError(f"{exc} [{exc.code}]") from exc
+    except OSError as exc:
+        where = f": {exc.filename}" if exc.filename else ""
+        raise CommandError(f"{exc.strerror or exc}{where} [io]") from exc
+    except (ValueError, TypeError) as exc:
+        raise CommandError(f"{exc} [usage]") from exc
+
+
+def error_line(message: str) -> None:
+    """Print ``error: <message>`` on stderr."""
+    click.echo(f"error: {message}", err=True)
+
+
+def read_json(path: Path | str, *, what: str) -> Any:
+    """Parse a JSON file (``-`` for stdin) strictly; errors name the file."""
+    raw = sys.stdin.buffer.read() if str(path) == "-" else Path(path).read_bytes()
+    try:
+        return loads(raw)
+    except MalformedJSON as exc:
+        raise MalformedJSON(f"{what} {path}: {exc.message}", code=exc.code,
+                            json_path=exc.json_path) from exc
+
+
+def read_object(path: Path | str, *, what: str) -> dict[str, Any]:
+    """Parse a JSON file that must hold an object; errors name the file."""
+    data = read_json(path, what=what)
+    if not isinstance(data, dict):
+        raise MalformedJSON(f"{what} {path} is not a JSON object", code="not-an-object")
+    return data
+
+
+def passphrase_from_env(variable: str | None) -> bytes | None:
+    """The passphrase in environment variable ``variable`` (``None``: no passphrase)."""
+    if variable is None:
+        return None
+    value = os.environ.get(variable)
+    if not value:
+        raise click.UsageError(f"environment variable {variable} is not set or empty")
+    return value.encode("utf-8")
+
+
+def time_option(ctx: click.Context, param: click.Parameter, value: str | None
+                ) -> datetime | None:
+    """Parse an RFC 3339 UTC time written with ``Z``, e.g. ``2027-01-01T00:00:00Z``."""
+    if value is None:
+        return None
+    from handoffs.contracts._receipt import parse_time
+
+    try:
+        return parse_time(value)
+    except MalformedJSON as exc:
+        raise click.BadParameter(exc.message, ctx=ctx, param=param) from exc
+
+
+def comma_items(text: str) -> list[str]:
+    """Split a comma-separated option value, dropping blanks."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def utc_now() -> datetime:
+    """The current UTC time, to the second."""
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def write_new(path: Path, data: bytes, *, private: bool = False) -> None:
+    """Create ``path``; never overwrite (a key file lost to a typo is not recoverable)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    fd = os.open(path, flags, 0o600 if private else 0o644)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
