@@ -463,6 +463,7 @@ class _Axis:
     expr: Expr
     reads: frozenset[str]
     delta: float
+    cut: Fraction | None = None  # an expression's compared constant (0 for a difference)
 
 
 def _field_delta(spec: FieldSpec, ratio: float) -> float:
@@ -485,15 +486,17 @@ def _axes(contract: Contract[Any, Any], conditions: Sequence[Condition],
         for compare in _compares(condition):
             if len(compare.reads()) < 2:
                 continue
-            expr = compare.left if isinstance(compare.right, Const) else Arith(
-                "-", compare.left, compare.right)
+            if isinstance(compare.right, Const):
+                expr, cut = compare.left, compare.right.exact
+            else:
+                expr, cut = Arith("-", compare.left, compare.right), Fraction(0)
             text = expr.describe()
             if text in axes:
                 continue
             found = expr.bounds(ranges)
             width = float(found[1] - found[0]) if found is not None else 1.0
             axes[text] = _Axis(text, "expression", expr, expr.reads(),
-                               max(width * ratio, 1e-12))
+                               max(width * ratio, 1e-12), cut)
     return list(axes.values())
 
 
@@ -734,6 +737,10 @@ class _Analyser:
                      a_hi - b_hi <= delta, b_hi - a_hi <= delta]
         if axis.kind == "field":
             formulas.append(z3.Not(z3.And(*self.pair.a.equal(self.pair.b, [axis.name]))))
+        if axis.cut is not None:  # both states at the expression's cut, within delta
+            cut = self.smt._real(axis.cut)
+            for lo, hi in ((a_lo, a_hi), (b_lo, b_hi)):
+                formulas += [lo - cut <= delta, cut - hi <= delta]
         return formulas
 
     def _near(self, axis: _Axis, states: Sequence[State]) -> bool:
@@ -870,6 +877,22 @@ class _Analyser:
         if status == "sat":
             return Sufficiency(key, "insufficient", self._pair(model), at)
         return Sufficiency(key, "sufficient" if status == "unsat" else "unknown", None, at)
+
+    def global_minimal(self, relevance: Sequence[Relevance]) -> MinimalSets:
+        """The minimum sufficient set over every state: on a product of field domains
+        it is unique and equals the relevant fields (an irrelevant field can always be
+        reset, and two sufficient sets' intersection is sufficient). One query proves
+        it sufficient; each field's relevance pair shows its removal breaks it.
+        """
+        if any(r.relevant is None for r in relevance):
+            return MinimalSets("unknown", ())
+        chosen = tuple(r.field for r in relevance if r.relevant)
+        result = self.sufficiency(chosen)
+        if result.status != "sufficient":
+            return MinimalSets("unknown", ())
+        broken = tuple((chosen, r.field, r.pair) for r in relevance
+                       if r.relevant and r.pair is not None)
+        return MinimalSets(CERTIFIED, (chosen,), broken)
 
     def minimal_sets(self, candidates: Sequence[str], at: State | None = None) -> MinimalSets:
         checked: dict[frozenset[str], Sufficiency] = {}
@@ -1010,8 +1033,7 @@ def analyse(contract: Contract[Any, Any], *, timeout_ms: int = DEFAULT_TIMEOUT_M
     analyser = _Analyser(contract, timeout_ms, delta_ratio, minimal_budget)
     regions = analyser.regions()
     relevance = analyser.relevance()
-    candidates = [r.field for r in relevance if r.relevant is not False]
-    minimal = analyser.minimal_sets(candidates)
+    minimal = analyser.global_minimal(relevance)
     result = Analysis(
         contract=contract.id, method=CERTIFIED, regions=tuple(regions),
         undetermined=analyser.undetermined(), constraints=tuple(analyser.constraints()),
@@ -1073,6 +1095,8 @@ def minimal_sets(contract: Contract[Any, Any], *, at: State | Any | None = None,
         return MinimalSets("unknown", ())
     view = None if at is None else (at if isinstance(at, Mapping) else contract.view(at))
     analyser = _Analyser(contract, timeout_ms, DEFAULT_DELTA_RATIO, budget)
+    if view is None:
+        return analyser.global_minimal(analyser.relevance())
     order = [s.name for s in contract.fields if s.name in contract.policy.reads()]
     return analyser.minimal_sets(order, view)
 
