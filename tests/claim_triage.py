@@ -27,7 +27,8 @@ from handoffs.contracts import (
     decision_field,
 )
 
-__all__ = ["CLAIM_TRIAGE", "ClaimAction", "ClaimState", "Coverage", "claim_triage"]
+__all__ = ["CLAIM_TRIAGE", "WITH_DEAD_RULE", "ClaimAction", "ClaimState", "Coverage",
+           "claim_triage"]
 
 
 class ClaimAction(enum.Enum):
@@ -60,8 +61,13 @@ class ClaimState:
 
 
 def claim_triage(*, investigate_over: float = 500.0, partial_over: float = 10_000.0,
-                 version: str = "1.0.0") -> Contract[ClaimState, ClaimAction]:
-    """The contract, with its two thresholds adjustable (for version comparisons)."""
+                 version: str = "1.0.0",
+                 dead_rule: bool = False) -> Contract[ClaimState, ClaimAction]:
+    """The contract, with its two thresholds adjustable (for version comparisons), and
+    with ``dead_rule`` a rule that the partial-coverage rule shadows.
+    """
+    dead = (Rule("small-partial", Is("coverage", Coverage.PARTIAL) & ~Over("claim_amount", 100),
+                 ClaimAction.PAY),) if dead_rule else ()
     loss = {(c, r): 0.0 if c is r else 1.0 for c in ClaimAction for r in ClaimAction}
     loss.update({(ClaimAction.PAY, ClaimAction.INVESTIGATE): 20.0,
                  (ClaimAction.PAY, ClaimAction.DENY): 50.0,
@@ -82,6 +88,7 @@ def claim_triage(*, investigate_over: float = 500.0, partial_over: float = 10_00
                      ClaimAction.INVESTIGATE),
                 Rule("partial-coverage", Is("coverage", Coverage.PARTIAL),
                      ClaimAction.PARTIAL_PAY),
+                *dead,
                 Rule("over-limit", Over("claim_amount", partial_over), ClaimAction.PARTIAL_PAY),
             ),
             default=ClaimAction.PAY,
@@ -99,3 +106,4 @@ def claim_triage(*, investigate_over: float = 500.0, partial_over: float = 10_00
 
 
 CLAIM_TRIAGE: Final = claim_triage()
+WITH_DEAD_RULE: Final = claim_triage(dead_rule=True, version="0.9.0")
