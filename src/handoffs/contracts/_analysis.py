@@ -1270,22 +1270,36 @@ class CoverageTracker:
         self.near: set[tuple[int, int]] = set()
         live = {r.rule for r in analysis.live}
         self.live = [r.rule for r in analysis.regions if r.rule in live]
+        self.by_label: dict[str, list[tuple[int, int]]] = {}
+        for number, boundary in enumerate(analysis.boundaries):
+            for side in (0, 1):
+                self.by_label.setdefault(boundary.sides[side], []).append((number, side))
+        self.constraints = [(h.name, h.when) for h in contract.hard_constraints
+                            if h.when is not None]
 
     def feed(self, state: State) -> None:
-        """Count one case's true state."""
+        """Count one case's true state: its region, and each boundary side it lies on
+        within δ of the cut (only the boundaries whose side names its region or one of
+        the hard constraints' sides are looked at).
+        """
         try:
             outcome = self.contract.evaluate(state)
+            labels = [outcome.rule] if outcome.determined else []
+            for name, when in self.constraints:
+                truth = when.evaluate(state)
+                if truth is not None:
+                    labels.append(f"{name}: applies" if truth else f"{name}: does not apply")
         except PolicyError:  # an opaque predicate's failure is not coverage
             return
         if outcome.determined:
             self.witnessed.add(outcome.rule)
-        for number, boundary in enumerate(self.analysis.boundaries):
-            for side in (0, 1):
+        boundaries = self.analysis.boundaries
+        for label in labels:
+            for number, side in self.by_label.get(label, ()):
                 if (number, side) in self.near:
                     continue
                 try:
-                    if _side(self.contract, boundary, side, state) and self._at(
-                            boundary, side, state):
+                    if self._at(boundaries[number], side, state):
                         self.near.add((number, side))
                 except PolicyError:
                     continue
