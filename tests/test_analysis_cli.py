@@ -72,3 +72,44 @@ def test_the_listing_still_works_without_a_subcommand() -> None:
     done = run("--contracts", "claim_triage:CLAIM_TRIAGE", "contracts")
     assert done.exit_code == 0
     assert done.stdout.startswith("claim-triage/1.0.0  claim_triage:CLAIM_TRIAGE")
+
+
+EXPERIMENT = """\
+[experiment]
+name = "claims-with-a-dead-rule"
+contract = "claim-triage/0.9.0"
+subject = "receipt"
+
+[cases]
+hypothesis = 60
+
+[governance]
+object = "claim_lab:GOVERNANCE"
+
+[[strategy]]
+name = "receipt"
+encoder = "claim_lab:encoder"
+receiver = "claim_lab:handler"
+gated = true
+
+[tolerances]
+gate_perturbations = ["none"]
+controls_must_fail = false
+"""
+
+
+def test_lab_run_reports_a_dead_rule_and_fails_with_strict(tmp_path: Path) -> None:
+    toml = tmp_path / "experiment.toml"
+    toml.write_text(EXPERIMENT, encoding="utf-8")
+    args = ("--contracts", "claim_triage:WITH_DEAD_RULE", "lab", "run", str(toml),
+            "--no-cache")
+    passed = run(*args, "--out", str(tmp_path / "plain"))
+    assert passed.exit_code == 0, passed.stderr
+    report = json.loads((tmp_path / "plain" / "report.json").read_text(encoding="utf-8"))
+    assert report["coverage"]["dead_rules"] == ["small-partial"]
+    markdown = (tmp_path / "plain" / "report.md").read_text(encoding="utf-8")
+    assert "dead rules: small-partial" in markdown
+    strict = run(*args, "--out", str(tmp_path / "strict"), "--strict")
+    assert strict.exit_code == 1
+    assert strict.stderr.strip().splitlines()[-1] == (
+        "error: claim-triage/0.9.0 has dead rules: small-partial [dead-rule]")
