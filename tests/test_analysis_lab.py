@@ -127,6 +127,8 @@ def test_minimal_messages_are_certified_by_the_analysis_or_labelled_sampled() ->
         assert certificate["sufficient"] is True
         assert certificate["triggers_agree"] is True
         assert set(certificate["trigger_fields"]) == set(region["trigger_fields"])
+    # run after an expression contract with the same id: the lab's per-state memo must
+    # not answer for the other spelling (it did, keyed by contract id alone)
     sampled = run(pump_experiment(ph_pump.PREDICATE)).report["minimal_messages"]
     assert sampled["certification"] == "sampled"
     assert {r["certificate"]["method"] for r in sampled["regions"]} == {"sampled"}

@@ -471,7 +471,15 @@ class _Axis:
 def _field_delta(spec: FieldSpec, ratio: float) -> float:
     if spec.kind is FieldKind.INT:
         return 1.0
-    return max(_span(spec) * ratio, 1e-12)
+    return _tidy(max(_span(spec) * ratio, 1e-12))
+
+
+def _tidy(delta: float) -> float:
+    """δ as a short decimal (``1e-4``, not ``9.999999999999999e-05``)."""
+    return float(f"{delta:.12g}")
+
+
+_SLACK: Final = 1 + 1e-6  # float rounding of a state's value near its cut
 
 
 def _axes(contract: Contract[Any, Any], conditions: Sequence[Condition],
@@ -498,7 +506,7 @@ def _axes(contract: Contract[Any, Any], conditions: Sequence[Condition],
             found = expr.bounds(ranges)
             width = float(found[1] - found[0]) if found is not None else 1.0
             axes[text] = _Axis(text, "expression", expr, expr.reads(),
-                               max(width * ratio, 1e-12), cut)
+                               _tidy(max(width * ratio, 1e-12)), cut)
     return list(axes.values())
 
 
@@ -749,9 +757,15 @@ class _Analyser:
         values = [axis_value(axis.expr, s) for s in states]
         if any(v is None for v in values):
             return False
-        return abs(float(values[0] - values[1])) <= axis.delta * 1.01  # type: ignore[operator]
+        if abs(float(values[0] - values[1])) > axis.delta * 1.01:  # type: ignore[operator]
+            return False
+        if axis.cut is None:
+            return True
+        return all(_at_cut(axis.expr, float(axis.cut), axis.delta, s) for s in states)
 
     def _cut(self, axis: _Axis, states: Sequence[State]) -> float:
+        if axis.cut is not None:  # an expression's compared constant
+            return float(axis.cut)
         values = [axis_value(axis.expr, s) for s in states]
         return float(sum(v for v in values if v is not None) / 2)
 
@@ -1250,12 +1264,25 @@ def _side(contract: Contract[Any, Any], boundary: Boundary, index: int,
     return outcome.determined and outcome.rule == label
 
 
+def _at_cut(expr: Expr, cut: float, delta: float, state: State) -> bool:
+    """The expression's value on ``state`` (an interval for ranges) is within δ of
+    ``cut``.
+    """
+    found = expr.bounds(state)
+    return found is not None and (float(found[0]) - delta * _SLACK <= cut
+                                  <= float(found[1]) + delta * _SLACK)
+
+
 def _shifted(spec: FieldSpec, value: Any, step: float) -> Any:
+    """``value`` moved by ``step``, as the decimal a user would write (15 digits)."""
+    def move(x: float) -> float:
+        return _clip(spec, float(f"{x + step:.15g}"))
+
     if spec.kind is FieldKind.INTERVAL:
-        return Interval(_clip(spec, value.lo + step), _clip(spec, value.hi + step))
+        return Interval(move(value.lo), move(value.hi))
     if spec.kind is FieldKind.INT:
         return int(_clip(spec, value + step))
-    return _clip(spec, value + step)
+    return move(value)
 
 
 class CoverageTracker:
@@ -1308,11 +1335,13 @@ class CoverageTracker:
         if boundary.axis_kind == "expression":
             if boundary.expr is None:
                 return False
-            value = axis_value(boundary.expr, state)
-            return value is not None and abs(float(value) - boundary.cut) <= boundary.delta
+            return _at_cut(boundary.expr, boundary.cut, boundary.delta, state)
         spec = self.contract.field_map[boundary.axis]
         other = 1 - side
-        for step in (boundary.delta, -boundary.delta):
+        steps: tuple[float, ...] = (boundary.delta, -boundary.delta)
+        if spec.kind is not FieldKind.INT:
+            steps += (boundary.delta / 2, -boundary.delta / 2)
+        for step in steps:
             moved = {**state, boundary.axis: _shifted(spec, state[boundary.axis], step)}
             if _side(self.contract, boundary, other, moved):
                 return True
