@@ -329,3 +329,21 @@ def test_the_geometry_covers_itself_and_routine_cases_do_not() -> None:
     assert found.regions_witnessed == ("pay",)
     assert found.boundaries_covered == 0
     assert "the cases miss" in found.line()
+
+
+def test_the_testing_strategy_reaches_the_product_cut_on_both_sides() -> None:
+    from hypothesis import find
+
+    from handoffs.testing import states
+
+    product = Field("fraud_probability") * Field("claim_amount")
+
+    def near_cut(state: Any, rule: str) -> bool:
+        view = CLAIM_TRIAGE.view(state)
+        found = product.bounds(view)
+        return (CLAIM_TRIAGE.evaluate(view).rule == rule and found is not None
+                and abs(float(found[0]) - 500) <= 0.2 and abs(float(found[1]) - 500) <= 0.2)
+
+    assert near_cut(find(states(CLAIM_TRIAGE), lambda s: near_cut(s, "likely-fraud")),
+                    "likely-fraud")
+    assert near_cut(find(states(CLAIM_TRIAGE), lambda s: near_cut(s, "pay")), "pay")
