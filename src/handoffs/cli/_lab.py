@@ -19,7 +19,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import click
 
@@ -486,6 +486,6 @@ def diff_command(ctx: click.Context, old_path: Path, new_path: Path, output: str
     if output == "json":
         click.echo(dumps(diff.to_json(), indent=2))
     else:
-        shape = "markdown" if output == "markdown" else "text"
+        shape: Literal["text", "markdown"] = "markdown" if output == "markdown" else "text"
         click.echo(render_diff(diff, format=shape, limit=limit), nl=False)
     ctx.exit(diff.exit_code)
