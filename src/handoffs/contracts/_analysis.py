@@ -56,8 +56,11 @@ __all__ = [
 ]
 
 CERTIFIED: Final = "certified"
+"""A result the solver proved (every state was considered)."""
 SAMPLED: Final = "sampled"
+"""A result found by search over opaque predicates: evidence, not a proof."""
 DEFAULT_TIMEOUT_MS: Final = 5000
+"""The solver's time limit per query; a query past it is ``unknown``."""
 DEFAULT_DELTA_RATIO: Final = 1e-6
 _DIGITS: Final = (6, 9, 12, 15, 17)
 
@@ -1031,7 +1034,8 @@ def analyse(contract: Contract[Any, Any], *, timeout_ms: int = DEFAULT_TIMEOUT_M
         seed: the search's seed.
 
     Raises:
-        InvalidArgument: not a contract, or a bad option (before any work starts).
+        ValueError: ``InvalidArgument`` (also a TypeError), not a contract, or a bad
+            option (before any work starts).
         MissingExtra: z3-solver is not installed (``pip install 'handoffs[lab]'``).
     """
     _check_contract(contract)
@@ -1082,8 +1086,9 @@ def sufficiency(contract: Contract[Any, Any], fields: Iterable[str], *,
     states equal to ``at`` on ``fields``) the policy's action is fixed by them.
 
     Raises:
-        InvalidArgument: unknown fields, or a policy holding an opaque predicate (it
-            cannot be certified; use the lab's sampled search).
+        ValueError: ``InvalidArgument`` (also a TypeError), unknown fields, or a policy
+            holding an opaque predicate (it cannot be certified; use the lab's sampled
+            search).
     """
     _check_contract(contract)
     _check_options(timeout_ms, DEFAULT_DELTA_RATIO)
@@ -1120,7 +1125,8 @@ def equivalence(first: Contract[Any, Any], second: Contract[Any, Any], *,
     """Whether two contracts (two versions) decide alike on every state valid under both.
 
     Raises:
-        InvalidArgument: the two contracts' decision fields differ in name or kind.
+        ValueError: ``InvalidArgument`` (also a TypeError), the two contracts' decision
+            fields differ in name or kind.
     """
     _check_contract(first)
     _check_contract(second)
