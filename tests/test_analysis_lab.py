@@ -16,13 +16,12 @@ from handoffs.contracts import GovernanceService, ReceiptEncoder, Registry
 from handoffs.lab import (
     Experiment,
     GeneratedCases,
-    RoundNumeric,
     Strategy,
     Tolerances,
-    WidenInterval,
     render_markdown,
     run,
 )
+from handoffs.lab.perturbations import RoundNumeric, WidenInterval
 from handoffs.receivers import (
     Gate,
     StrictContractReceiver,
