@@ -3,8 +3,9 @@
 Strategies (each takes the contract first and returns a Hypothesis
 ``SearchStrategy``):
 
-- :func:`states` draws complete decision states, with extra weight on the
-  numeric thresholds the contract's policy compares against;
+- :func:`states` draws complete decision states: first the policy's geometry (a
+  witness of every live region, both sides of every boundary), then realistic
+  values;
 - :func:`receipts` draws typed receipts that pass the contract's JSON Schema and
   survive a ``Receipt.to_json`` → ``Receipt.from_json`` round trip;
 - :func:`falsehoods` draws schema-valid decision states that differ from a given
@@ -61,6 +62,7 @@ from handoffs.contracts import (
     to_json_schema,
 )
 from handoffs.contracts._receipt import _converter
+from handoffs.contracts.analysis import geometry_states, realistic_value
 from handoffs.receivers import Receiver
 
 try:
@@ -214,23 +216,29 @@ def _value_strategy(contract: Contract[Any, Any], spec: FieldSpec) -> st.SearchS
             max_value=min(math.floor(hi), MAX_SAFE_INTEGER),
         )
         return st.sampled_from(edges) | ints if edges else ints
-    floats = st.floats(min_value=lo, max_value=hi, allow_nan=False, allow_infinity=False)
-    points = st.sampled_from(edges) | floats if edges else floats
+    realistic: st.SearchStrategy[Any] = realistic_value(spec)
     if spec.kind is FieldKind.FLOAT:
-        return points
-    return st.tuples(points, points).map(lambda pair: Interval(min(pair), max(pair)))
+        return st.sampled_from(edges) | realistic if edges else realistic
+    return st.sampled_from([Interval.point(e) for e in edges]) | realistic if edges else realistic
 
 
 def states(contract: Contract[S, Any]) -> st.SearchStrategy[S]:
     """Complete decision states of ``contract``: every field in its domain.
 
-    Booleans and enums range over their whole domain; numbers and intervals range
-    over their declared bounds, with extra weight on each policy threshold and the
-    values just across it, where decisions change.
+    Half the draws come from the policy's geometry
+    (:func:`handoffs.contracts.analysis.geometry_states`: a witness of every live
+    region, both sides of every boundary, per field and on products and sums, and the
+    hard constraints' boundaries). The rest, and what failing examples shrink
+    towards, are realistic values: booleans and enums over their whole domain, numbers
+    spread over their declared bounds (no subnormal floats), narrow intervals inside
+    the range, with extra weight on each constant threshold and the values just
+    across it. Without z3 (the ``lab`` extra) only the realistic values are drawn.
     """
     _check_contract(contract)
     fields = {spec.name: _value_strategy(contract, spec) for spec in contract.fields}
-    return st.builds(contract.state, **fields)
+    realistic: st.SearchStrategy[S] = st.builds(contract.state, **fields)
+    cover = geometry_states(contract)
+    return realistic | st.sampled_from(cover) if cover else realistic
 
 
 def _check_contract(contract: object) -> None:

@@ -786,7 +786,13 @@ class Policy(Generic[A]):
         return frozenset().union(*(rule.when.reads() for rule in self.rules))
 
     def thresholds(self) -> tuple[tuple[str, float], ...]:
-        """Every numeric threshold in the rules, in precedence order."""
+        """Every constant numeric threshold in the rules, in precedence order.
+
+        A comparison over two fields (``p * h > 500``) has no constant threshold: its
+        cut is a surface. :func:`handoffs.contracts.analysis.analyse` gives the cut
+        surfaces and the boundary pairs on either side of them; the lab's generated
+        cases and :func:`handoffs.testing.states` use those.
+        """
         return tuple(t for rule in self.rules for t in rule.when.thresholds())
 
     def describe(self) -> list[dict[str, str]]:
