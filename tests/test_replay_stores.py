@@ -29,6 +29,7 @@ from handoffs.receivers import (
     Step,
     Verdict,
 )
+from handoffs.service.postgres import SCHEMA_VERSION
 from stores import PostgresServer, free_port, open_log
 from test_gate import CASES, NOW, WORLD, codes, raw, strict
 
@@ -90,6 +91,40 @@ def test_a_lost_claim_writes_nothing(store_url: str) -> None:
     assert log.record(_decision("urn:x"), claim=claim, **kwargs)
     assert not log.record(_decision("urn:x"), claim=claim, **kwargs)
     assert log.count() == 1
+    log.close()
+
+
+def test_every_field_of_a_decision_is_kept(store_url: str) -> None:
+    """The row holds the whole decision: each column, the message bytes (when
+    kept, even bytes that are not UTF-8) and every reason code with its step.
+    """
+    from handoffs.receivers import Reason
+
+    log = open_log(store_url, keep_messages=True)
+    decision = Decision(
+        verdict=Verdict.ESCALATE, action="HOLD", step=Step.POLICY,
+        reasons=(Reason("evidence-unresolved", "no resolver", Step.EVIDENCE),
+                 Reason("policy-stale", "PAY-7.3", Step.POLICY, json_path="$.policy")),
+        receiver="case-owner", receipt_id="urn:full", contract="payment-release/1.0",
+        sender="intake", authority="payments", readback="agree",
+        counterfactual_trigger="amount")
+    claim = ReplayClaim(receipt_id="urn:full", expires=NOW + timedelta(hours=1), claimed_at=NOW)
+    message = b"\x00\xff{not utf-8}"
+    assert log.record(decision, claim=claim, digest="sha256:ab", message_bytes=len(message),
+                      message=message, decided_at=NOW)
+    (row,) = query(store_url, "SELECT receipt_id, digest, contract, version, sender, receiver, "
+                              "step, verdict, action, authority, readback, "
+                              "counterfactual_trigger, message_bytes, message FROM decisions")
+    assert row[:13] == ("urn:full", "sha256:ab", "payment-release", "1.0", "intake",
+                        "case-owner", 5, "ESCALATE", "HOLD", "payments", "agree", "amount",
+                        len(message))
+    assert bytes(row[13]) == message
+    assert sorted(query(store_url, "SELECT code, step FROM decision_reasons")) == [
+        ("evidence-unresolved", 4), ("policy-stale", 5)]
+    (stored,) = log.rows(limit=1)
+    reasons = stored["reasons"]
+    reasons = json.loads(reasons) if isinstance(reasons, str) else reasons
+    assert reasons == [r.to_json() for r in decision.reasons]
     log.close()
 
 
@@ -284,6 +319,45 @@ def test_a_restart_fails_closed_then_recovers(postgres: PostgresServer) -> None:
     log.close()
 
 
+def test_a_version_2_log_migrates_its_reason_rows_into_the_view(
+    postgres: PostgresServer,
+) -> None:
+    """Version 3 drops the ``decision_reasons`` table for a view over each row's
+    ``reasons``: a version-2 log keeps every reason code it had, with its step.
+    """
+    import psycopg
+
+    from handoffs.service.postgres import _MIGRATIONS
+
+    url = postgres.create_database("v2")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA handoffs")
+        conn.execute("CREATE TABLE handoffs.meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        for version in (1, 2):
+            for statement in _MIGRATIONS[version].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        conn.execute("INSERT INTO handoffs.meta VALUES ('schema_version', '2')")
+        seq = conn.execute(
+            "INSERT INTO handoffs.decisions (decided_at, receiver, step, verdict, reasons, "
+            "message_bytes, pid) VALUES (now(), 'r', 2, 'REJECT', %s::jsonb, 1, 1) "
+            "RETURNING seq",
+            ('[{"code": "replayed", "step": 2}, {"code": "expired", "step": 2}]',),
+        ).fetchone()
+        assert seq is not None
+        conn.execute("INSERT INTO handoffs.decision_reasons VALUES (%s, 'replayed', 2), "
+                     "(%s, 'expired', 2)", (seq[0], seq[0]))
+    with open_log(url) as log:
+        summary = log.summary()
+    assert summary.by_reason == {"expired": 1, "replayed": 1}
+    assert summary.replays == 1
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert sorted(conn.execute(
+            "SELECT decision, code, step FROM handoffs.decision_reasons").fetchall()) == [
+            (seq[0], "expired", 2), (seq[0], "replayed", 2)]
+        assert conn.execute("SELECT value FROM handoffs.meta").fetchone() == (SCHEMA_VERSION,)
+
+
 def test_a_newer_schema_is_refused(postgres: PostgresServer) -> None:
     url = postgres.create_database("newer")
     with open_log(url) as log:
@@ -291,7 +365,7 @@ def test_a_newer_schema_is_refused(postgres: PostgresServer) -> None:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        assert conn.execute("SELECT value FROM handoffs.meta").fetchone() == ("2",)
+        assert conn.execute("SELECT value FROM handoffs.meta").fetchone() == (SCHEMA_VERSION,)
         conn.execute("UPDATE handoffs.meta SET value = '99'")
     with pytest.raises(DecisionLogError, match="schema version '99'") as info, \
             open_log(url) as log:

@@ -45,7 +45,6 @@ Needs the ``postgres`` extra (``psycopg`` 3 and ``psycopg-pool``).
 
 from __future__ import annotations
 
-import base64
 import heapq
 import itertools
 import os
@@ -78,7 +77,7 @@ __all__ = ["SCHEMA_VERSION", "PostgresDecisionLog"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION: Final = "2"
+SCHEMA_VERSION: Final = "3"
 # An arbitrary constant: the advisory lock that serialises migrations across replicas.
 _MIGRATION_LOCK: Final = 0x68616E64
 
@@ -128,66 +127,69 @@ CREATE INDEX seen_expires ON handoffs.seen (expires);
 CREATE INDEX decisions_refused ON handoffs.decisions (recorded_at) WHERE verdict = 'REJECT';
 ALTER TABLE handoffs.decision_reasons DROP CONSTRAINT IF EXISTS decision_reasons_decision_fkey;
 """,
+    # Version 3: the reason codes are read from each row's ``reasons`` (which always
+    # held them, with their steps): ``decision_reasons`` becomes a view over it, so a
+    # decision is one heap row and its indexes instead of one more row and index entry
+    # per reason. Every old ``decision_reasons`` row repeats its decision's ``reasons``.
+    3: """
+DROP TABLE handoffs.decision_reasons;
+CREATE VIEW handoffs.decision_reasons AS
+    SELECT d.seq AS decision, r.code, r.step
+    FROM handoffs.decisions d,
+        jsonb_to_recordset(d.reasons) AS r (code text, step smallint)
+""",
 }
 
-# Each write is one statement with one parameter, a JSON document (``p.j``): the
-# client serialises it once (orjson) instead of adapting some twenty parameters.
+# Each write is one statement with one parameter, a JSON document: the client
+# serialises it once (orjson) instead of adapting some twenty parameters, and the
+# server unpacks it in one pass (``jsonb_to_record``) into typed columns.
+_FIELDS: Final = """
+    decided_at timestamptz, receipt_id text, digest text, contract text, version text,
+    sender text, receiver text, step smallint, verdict text, action text, authority text,
+    reasons jsonb, readback text, counterfactual_trigger text, message_bytes integer,
+    message bytea, pid integer, prune boolean, refused_retain interval, claim text,
+    claimed_at timestamptz, expires timestamptz, retain interval, skew interval
+"""
 _ROW: Final = """
     INSERT INTO handoffs.decisions (decided_at, receipt_id, digest, contract, version, sender,
         receiver, step, verdict, action, authority, reasons, readback, counterfactual_trigger,
         message_bytes, message, pid)
-    SELECT (j->>'decided_at')::timestamptz, j->>'receipt_id', j->>'digest', j->>'contract',
-        j->>'version', j->>'sender', j->>'receiver', (j->>'step')::smallint, j->>'verdict',
-        j->>'action', j->>'authority', j->'reasons', j->>'readback', j->>'trigger',
-        (j->>'bytes')::integer, decode(j->>'message', 'base64'), (j->>'pid')::integer
+    SELECT decided_at, receipt_id, digest, contract, version, sender, receiver, step, verdict,
+        action, authority, reasons, readback, counterfactual_trigger, message_bytes, message,
+        pid
     FROM p
-"""
-_REASONS: Final = """
-    reasons AS (
-        INSERT INTO handoffs.decision_reasons (decision, code, step)
-        SELECT drow.seq, r.code, r.step FROM drow, p,
-            jsonb_to_recordset(p.j->'codes') AS r (code text, step smallint)
-    )
 """
 # Pruning, the skew check, the claim (replay detection) and the decision row in one
 # statement (one transaction, one round trip).
 _RECORD: Final = f"""
-WITH p AS (SELECT %s::jsonb AS j),
+WITH p AS MATERIALIZED (SELECT * FROM jsonb_to_record(%s::jsonb) AS j ({_FIELDS})),
 pruned AS (
     DELETE FROM handoffs.seen
-    WHERE (SELECT (j->>'prune')::boolean FROM p)
-        AND expires < now() - (SELECT (j->>'retain')::interval FROM p)
+    WHERE (SELECT prune FROM p) AND expires < now() - (SELECT retain FROM p)
 ),
-fresh AS (
-    SELECT (j->>'claimed_at')::timestamptz >= now() - (j->>'skew')::interval AS ok FROM p
-),
+fresh AS (SELECT claimed_at >= now() - skew AS ok FROM p),
 claim AS (
     INSERT INTO handoffs.seen (receipt_id, first_seen, expires, pid)
-    SELECT j->>'claim', (j->>'claimed_at')::timestamptz, (j->>'expires')::timestamptz,
-        (j->>'pid')::integer
-    FROM p, fresh WHERE fresh.ok
+    SELECT claim, claimed_at, expires, pid FROM p, fresh WHERE fresh.ok
     ON CONFLICT (receipt_id) DO NOTHING
     RETURNING receipt_id
 ),
-drow AS ({_ROW} WHERE EXISTS (SELECT 1 FROM claim) RETURNING seq),
-{_REASONS}
+drow AS ({_ROW} WHERE EXISTS (SELECT 1 FROM claim) RETURNING seq)
 SELECT (SELECT count(*) FROM claim), (SELECT ok FROM fresh)
 """
 # A refusal: its row, and (every ``prune_every`` writes) refused rows past
 # ``refused_retain`` by the server's clock forgotten, in one statement.
 _APPEND: Final = f"""
-WITH p AS (SELECT %s::jsonb AS j),
-old AS (
-    SELECT seq FROM handoffs.decisions
-    WHERE (SELECT (j->>'prune')::boolean AND j->>'refused_retain' IS NOT NULL FROM p)
-        AND verdict = 'REJECT'
-        AND recorded_at < now() - (SELECT (j->>'refused_retain')::interval FROM p)
-    LIMIT 10000
+WITH p AS MATERIALIZED (SELECT * FROM jsonb_to_record(%s::jsonb) AS j ({_FIELDS})),
+old_rows AS (
+    DELETE FROM handoffs.decisions WHERE seq IN (
+        SELECT seq FROM handoffs.decisions
+        WHERE (SELECT prune AND refused_retain IS NOT NULL FROM p)
+            AND verdict = 'REJECT'
+            AND recorded_at < now() - (SELECT refused_retain FROM p)
+        LIMIT 10000)
 ),
-old_reasons AS (DELETE FROM handoffs.decision_reasons WHERE decision IN (SELECT seq FROM old)),
-old_rows AS (DELETE FROM handoffs.decisions WHERE seq IN (SELECT seq FROM old)),
-drow AS ({_ROW} RETURNING seq),
-{_REASONS}
+drow AS ({_ROW} RETURNING seq)
 SELECT count(*) FROM drow
 """
 _FIRST_SEEN: Final = """
@@ -474,12 +476,12 @@ class PostgresDecisionLog:
             "step": int(decision.step), "verdict": decision.verdict.value,
             "action": decision.action, "authority": decision.authority,
             "reasons": [r.to_json() for r in decision.reasons],
-            "readback": decision.readback, "trigger": decision.counterfactual_trigger,
-            "bytes": int(message_bytes),
-            "message": (base64.b64encode(message).decode()
+            "readback": decision.readback,
+            "counterfactual_trigger": decision.counterfactual_trigger,
+            "message_bytes": int(message_bytes),
+            "message": ("\\x" + message.hex()
                         if self.keep_messages and message is not None else None),
             "pid": os.getpid(),
-            "codes": [{"code": r.code, "step": int(r.step)} for r in decision.reasons],
             "prune": self._writes % self.prune_every == 0,
             "refused_retain": _interval(self.refused_retain),
         }
@@ -493,7 +495,7 @@ class PostgresDecisionLog:
         message: bytes | None = None,
         decided_at: datetime,
     ) -> None:
-        """Record one decision (one row, plus one row per reason code).
+        """Record one decision (one row; its reason codes are in ``reasons``).
 
         Raises:
             DecisionLogError: the row could not be written.
