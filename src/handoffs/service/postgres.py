@@ -131,12 +131,15 @@ ALTER TABLE handoffs.decision_reasons DROP CONSTRAINT IF EXISTS decision_reasons
     # held them, with their steps): ``decision_reasons`` becomes a view over it, so a
     # decision is one heap row and its indexes instead of one more row and index entry
     # per reason. Every old ``decision_reasons`` row repeats its decision's ``reasons``.
+    # The index on ``decisions.receipt_id`` goes too (a write per decision that no
+    # query of the gate reads; an auditor may create it back, see the how-to).
     3: """
 DROP TABLE handoffs.decision_reasons;
 CREATE VIEW handoffs.decision_reasons AS
     SELECT d.seq AS decision, r.code, r.step
     FROM handoffs.decisions d,
-        jsonb_to_recordset(d.reasons) AS r (code text, step smallint)
+        jsonb_to_recordset(d.reasons) AS r (code text, step smallint);
+DROP INDEX handoffs.decisions_receipt
 """,
 }
 
@@ -391,7 +394,8 @@ class PostgresDecisionLog:
 
                 millis = max(1, round(self.timeout * 1000))
                 # No check query per checkout: a broken connection fails its call
-                # (closed) and the pool replaces it. libpq's connect timeout is whole
+                # (closed) and the pool replaces it. Generic plans: the statements take
+                # one JSON parameter, so replanning per call buys nothing. libpq's connect timeout is whole
                 # seconds (at least 2); the call's deadline bounds the wait anyway.
                 self._pool = ConnectionPool(
                     self.url, min_size=1, max_size=self.pool_size, open=False,
@@ -399,7 +403,8 @@ class PostgresDecisionLog:
                             "connect_timeout": max(2, int(self.timeout + 0.999)),
                             "options": f"-c statement_timeout={millis} "
                                        f"-c idle_in_transaction_session_timeout={millis} "
-                                       f"-c lock_timeout={millis}"},
+                                       f"-c lock_timeout={millis} "
+                                       "-c plan_cache_mode=force_generic_plan"},
                     timeout=self.timeout, reconnect_timeout=max(self.timeout, 30.0),
                     name="handoffs",
                 )
