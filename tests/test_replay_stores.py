@@ -383,6 +383,9 @@ def test_bad_options_are_refused_before_connecting() -> None:
         PostgresDecisionLog("postgresql://x@127.0.0.1/db", timeout=0)
     with pytest.raises(ValueError, match="pool_size"):
         PostgresDecisionLog("postgresql://x@127.0.0.1/db", pool_size=0)
+    for window in (-0.001, 0.2, True, "1"):
+        with pytest.raises(ValueError, match="group_commit"):
+            PostgresDecisionLog("postgresql://x@127.0.0.1/db", group_commit=window)
 
 
 def test_gate_and_log_summary_take_a_postgresql_url(postgres: PostgresServer,
@@ -454,6 +457,120 @@ def test_a_stalled_server_fails_closed_and_admits_nothing(postgres: PostgresServ
             time.sleep(0.1)
     after = strict(gate).receive(receipt("routine-02"))
     assert after.admitted
+    log.close()
+
+
+# ------------------------------------------------------------------ group commit
+
+
+def test_group_commit_batches_and_admits_each_id_once(postgres: PostgresServer) -> None:
+    """Twelve threads post the same 20 ids, and 20 of their own, at once through one
+    store that gathers for 50 ms: each id is admitted exactly once, every caller gets
+    its own row's outcome, and the rows went in fewer transactions than decisions.
+    """
+    log = open_log(postgres.create_database("group"), group_commit=0.05, pool_size=4)
+    until = datetime.now(UTC) + timedelta(hours=1)
+    start = threading.Barrier(12)
+    outcomes: list[tuple[int, str, bool]] = []
+    lock = threading.Lock()
+
+    def post(worker: int) -> None:
+        start.wait()
+        for receipt_id in [f"{kind}-{i}" for i in range(20) for kind in ("id", worker)]:
+            claim = ReplayClaim(receipt_id=receipt_id, expires=until, claimed_at=NOW)
+            won = log.record(_decision(receipt_id), claim=claim, digest=None,
+                             message_bytes=worker, decided_at=NOW)
+            with lock:
+                outcomes.append((worker, receipt_id, won))
+
+    threads = [threading.Thread(target=post, args=(w,)) for w in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(outcomes) == 12 * 40
+    admitted = Counter(receipt_id for _, receipt_id, won in outcomes if won)
+    assert admitted == Counter({f"{kind}-{i}": 1 for i in range(20)
+                                for kind in ("id", *range(12))})
+    rows = query(log.url, "SELECT receipt_id, message_bytes, xmin::text FROM decisions")
+    assert sorted((r, w) for r, w, _ in rows) == sorted(
+        (receipt_id, worker) for worker, receipt_id, won in outcomes if won)
+    assert len({xmin for _, _, xmin in rows}) < len(rows)  # grouped transactions
+    assert query(log.url, "SELECT count(*) FROM seen") == [(20 * 13,)]
+    log.close()
+
+
+def test_group_commit_answers_a_skewed_claim_alone(postgres: PostgresServer) -> None:
+    """In one batch, a claim from a lagging clock is refused (clock-skew) and writes
+    nothing, while its neighbour is admitted.
+    """
+    log = open_log(postgres.create_database("groupskew"), group_commit=0.05,
+                   retain=timedelta(hours=1))
+    real = datetime.now(UTC)
+    start = threading.Barrier(2)
+    answers: dict[str, object] = {}
+
+    def post(receipt_id: str, lag: timedelta) -> None:
+        claim = ReplayClaim(receipt_id=receipt_id, expires=real + timedelta(hours=1),
+                            claimed_at=real - lag)
+        start.wait()
+        try:
+            answers[receipt_id] = log.record(_decision(receipt_id), claim=claim, digest=None,
+                                             message_bytes=1, decided_at=real)
+        except DecisionLogError as exc:
+            answers[receipt_id] = exc.code
+
+    threads = [threading.Thread(target=post, args=("fresh", timedelta(0))),
+               threading.Thread(target=post, args=("lagging", timedelta(minutes=31)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert answers == {"fresh": True, "lagging": "clock-skew"}
+    assert query(log.url, "SELECT receipt_id FROM decisions") == [("fresh",)]
+    assert query(log.url, "SELECT receipt_id FROM seen") == [("fresh",)]
+    log.close()
+
+
+def test_group_commit_on_a_stalled_server_fails_closed(
+    postgres: PostgresServer,
+) -> None:
+    """With the server stopped, eight concurrent callers of a grouping store each get
+    an error (fail closed; the deadline cuts the batch, a queued caller withdraws),
+    and nothing is admitted.
+    """
+    log = open_log(postgres.create_database("groupstall"), timeout=1, group_commit=0.01,
+                   retain=timedelta(hours=1))
+    log.ping()
+    real = datetime.now(UTC)
+    answers: list[object] = []
+    lock = threading.Lock()
+
+    def post(i: int) -> None:
+        claim = ReplayClaim(receipt_id=f"stall-{i}", expires=real + timedelta(hours=1),
+                            claimed_at=real)
+        try:
+            answer: object = log.record(_decision(f"stall-{i}"), claim=claim, digest=None,
+                                        message_bytes=1, decided_at=real)
+        except DecisionLogError as exc:
+            answer = exc.code
+        with lock:
+            answers.append(answer)
+
+    with postgres.stalled():
+        threads = [threading.Thread(target=post, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert answers == ["log-unavailable"] * 8
+    for _ in range(100):  # a stalled store fails fast for a moment after the thaw
+        try:
+            log.ping()
+            break
+        except DecisionLogError:
+            time.sleep(0.1)
+    assert log.count() == 0
     log.close()
 
 
