@@ -670,7 +670,7 @@ def main() -> None:
     parser.add_argument("--receipts", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--quick", action="store_true",
-                        help="a smoke run for CI and while developing: 35 receipts, 3 rounds (not for figures)")
+                        help="a smoke run for CI: 35 receipts, 3 rounds (not for figures)")
     parser.add_argument("--notes", default=None,
                         help="sign every receipt with these notes (say, text beyond ASCII)")
     args = parser.parse_args()

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import click
 
@@ -204,12 +204,15 @@ def _write_renderings(report: Mapping[str, Any], out: Path) -> list[str]:
               help="Budget: model tokens (in + out) in this run.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=None,
               help="Model calls in flight at once (default: the receivers' own).")
+@click.option("--strict", is_flag=True,
+              help="Exit 1 when the contract has a dead (shadowed) rule, even if the "
+                   "release gate passes.")
 @click.pass_context
 def run_command(  # noqa: PLR0917 - click passes every option as a parameter
     ctx: click.Context, experiment: Path | None, out: Path, executor: str,
     workers: int | None, chunk_size: int, resume: bool, no_progress: bool,
     cache_path: Path | None, no_cache: bool, refresh: bool, max_calls: int | None,
-    max_tokens: int | None, concurrency: int | None,
+    max_tokens: int | None, concurrency: int | None, strict: bool,
 ) -> None:
     """Run EXPERIMENT (a TOML file; default: the built-in payment experiment)."""
     if no_cache and (cache_path is not None or refresh):
@@ -226,6 +229,11 @@ def run_command(  # noqa: PLR0917 - click passes every option as a parameter
         raise _CannotRun(f"{exc} [{exc.code}]") from exc
     report = result.report
     _write_report(report, out, also=("run.jsonl",))
+    dead = (report.get("coverage") or {}).get("dead_rules") or []
+    if strict and dead:
+        click.echo(f"error: {report['experiment']['contract']} has dead rules: "
+                   f"{', '.join(dead)} [dead-rule]", err=True)
+        ctx.exit(1)
     ctx.exit(result.exit_code)
 
 
@@ -478,6 +486,6 @@ def diff_command(ctx: click.Context, old_path: Path, new_path: Path, output: str
     if output == "json":
         click.echo(dumps(diff.to_json(), indent=2))
     else:
-        shape = "markdown" if output == "markdown" else "text"
+        shape: Literal["text", "markdown"] = "markdown" if output == "markdown" else "text"
         click.echo(render_diff(diff, format=shape, limit=limit), nl=False)
     ctx.exit(diff.exit_code)

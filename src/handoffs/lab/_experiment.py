@@ -535,28 +535,6 @@ class GeneratedCase:
     evidence_refs: tuple[str, ...]
 
 
-def _field_strategy(spec: FieldSpec, thresholds: Sequence[float]) -> Any:
-    from hypothesis import strategies as st
-
-    if spec.kind is FieldKind.BOOL:
-        return st.booleans()
-    if spec.kind is FieldKind.ENUM:
-        return st.sampled_from(list(spec.domain() or ()))
-    lo = spec.minimum if spec.minimum is not None else -1e9
-    hi = spec.maximum if spec.maximum is not None else 1e9
-    marks = [t for t in thresholds if lo <= t <= hi]
-    if spec.kind is FieldKind.INT:
-        near = [int(v) for t in marks for v in (math.floor(t), math.ceil(t), t + 1, t - 1)
-                if lo <= int(v) <= hi]
-        ints = st.integers(math.ceil(lo), math.floor(hi))
-        return st.one_of(st.sampled_from(near), ints) if near else ints
-    floats = st.floats(lo, hi, allow_nan=False, allow_infinity=False)
-    points = st.one_of(st.sampled_from(marks), floats) if marks else floats
-    if spec.kind is FieldKind.FLOAT:
-        return points
-    return st.tuples(points, points).map(lambda p: Interval(min(p), max(p)))
-
-
 def draw(strategy: Any, count: int, *, seed: int) -> list[Any]:
     """Draw up to ``count`` examples from a Hypothesis strategy, reproducibly.
 
@@ -581,11 +559,17 @@ def draw(strategy: Any, count: int, *, seed: int) -> list[Any]:
 
 @attrs.frozen
 class GeneratedCases:
-    """``count`` cases whose decision states Hypothesis draws from the contract.
+    """``count`` cases that cover the contract's policy geometry, then realistic draws.
 
-    Numeric fields are weighted towards the policy's thresholds. Drawing happens in
-    batches, so memory does not grow with ``count``; the same ``seed`` gives the
-    same cases.
+    First the states the policy analysis
+    (:func:`handoffs.contracts.analysis.analyse`) says a test set needs: a witness of
+    every live region, both sides of every boundary (per field and on the products
+    and sums the guards compare) and the hard constraints' witnesses and boundaries.
+    Then Hypothesis draws realistic states (numbers spread over the declared bounds,
+    no subnormal floats, intervals inside the range, fair booleans). Without z3 (the
+    ``lab`` extra) only the draws are made, and the report's coverage says so.
+    Drawing happens in batches, so memory does not grow with ``count``; the same
+    ``seed`` gives the same cases.
     """
 
     contract: Contract[Any, Any]
@@ -599,16 +583,18 @@ class GeneratedCases:
         return f"hypothesis:{self.contract.id}:{self.count}:seed={self.seed}"
 
     def __iter__(self) -> Iterator[GeneratedCase]:
-        """Draw the cases batch by batch."""
-        from hypothesis import strategies as st
+        """The geometry's states, then draws batch by batch."""
+        from handoffs.contracts.analysis import geometry_states, realistic_states
 
-        thresholds = self.contract.policy.thresholds()
-        fields = {
-            spec.name: _field_strategy(spec, [t for f, t in thresholds if f == spec.name])
-            for spec in self.contract.fields
-        }
-        strategy = st.fixed_dictionaries(fields).map(lambda d: self.contract.state(**d))
         produced = 0
+        for state in geometry_states(self.contract)[: self.count]:
+            yield GeneratedCase(
+                case_id=f"generated-{produced + 1:06d}",
+                state=state,
+                evidence_refs=(f"urn:handoffs:generated:{self.seed}:{produced + 1}",),
+            )
+            produced += 1
+        strategy = realistic_states(self.contract)
         round_ = 0
         while produced < self.count:
             want = min(self.batch, self.count - produced)

@@ -180,7 +180,8 @@ def essay_tables(results: Sequence[Mapping[str, Any]], *, strategies: Sequence[s
 def build_report(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
                  provenance: Mapping[str, Any], minimal_extra: Mapping[str, Any],
                  created: datetime | None = None,
-                 cost: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 cost: Mapping[str, Any] | None = None,
+                 coverage: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Assemble ``report.json`` from a fed aggregator, evaluate the gate, attach the
     release artefact, and validate the whole against the report schema.
 
@@ -240,6 +241,8 @@ def build_report(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
             "exhaustive_check": minimal_extra["exhaustive_check"],
             "receiver_calls": minimal_extra["receiver_calls"],
             "opaque_conditions": minimal_extra.get("opaque_conditions", []),
+            **({"certification": minimal_extra["certification"]}
+               if "certification" in minimal_extra else {}),
         },
     }
     strategies = aggregator.model_cost()
@@ -253,6 +256,8 @@ def build_report(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
         "budget": extra.get("budget", {"max_calls": None, "max_tokens": None}),
         "concurrency": extra.get("concurrency"),
     }
+    if coverage is not None:
+        report["coverage"] = dict(coverage)
     report["gate"] = evaluate_gate(report, experiment.tolerances)
     report["release"] = release_artefact(report, created=created_at)
     validate_report(report)

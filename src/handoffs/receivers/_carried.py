@@ -78,7 +78,7 @@ def carry(note: str, receipt: Mapping[str, Any]) -> str:
     ``"forwarded unchanged [carries receipt sha256:…]"``.
 
     Raises:
-        InvalidArgument: ``note`` already contains a receipt pin.
+        ValueError: ``InvalidArgument`` (also a TypeError), ``note`` already contains a receipt pin.
     """
     if _PIN.search(note):
         raise InvalidArgument("the note already pins a receipt")

@@ -490,7 +490,7 @@ class Gate:
         as it is, except ``id`` and ``case_id`` (only their validity under the schema
         decides here; the id is kept when readback samples by id) and
         ``evidence_refs`` (validity, the resolver's key, and which freshness
-        dependencies each names): see :mod:`handoffs.receivers._memo`, which a new
+        dependencies each names): see ``handoffs.receivers._memo``, which a new
         check on one of those members must extend.
         """
         memo = gate_memo(self)

@@ -131,16 +131,21 @@ def view(report: Mapping[str, Any], *, compact: bool) -> View:
     tables = [t for t in (section(report, compact) for section in SECTIONS) if t is not None]
     findings = [f for f in (_falsehood_finding(report), _failure_finding(report),
                             _receiver_error_finding(report)) if f]
+    coverage = report.get("coverage")
+    # a missed region or boundary, or a dead rule, is said next to the verdict
+    covered = () if not coverage or (coverage.get("complete", True) and not coverage.get(
+        "dead_rules")) else (f"policy coverage: {coverage['line']}",)
     return View(
         title=f"handoffs lab: {experiment['name']}",
         passed=passed,
         exit_code=int(gate["exit_code"]),
         verdict="PASS" if passed else "FAIL",
         subtitle=(f"{experiment['contract']} · {num(experiment['cases'])} cases · subject "
-                  f"{experiment['subject']} · gate exit {gate['exit_code']}"),
+                  f"{experiment['subject']} · gate exit {gate['exit_code']}"
+                  + (f" · coverage: {coverage['line']}" if coverage else "")),
         findings=tuple(findings),
         reasons=tuple(gate["reasons"]),
-        warnings=tuple(gate["warnings"]),
+        warnings=(*gate["warnings"], *covered),
         checks=gate_checks(report),
         tables=tuple(tables),
         facts=(

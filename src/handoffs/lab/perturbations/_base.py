@@ -276,7 +276,8 @@ def _render(text: Text, obj: object) -> str:
 
 @attrs.frozen
 class Declaration:
-    """What a perturbation class is, declared once (see :func:`declare_perturbation`).
+    """What a perturbation class is, declared once (see
+    :func:`~handoffs.lab.perturbations.declare_perturbation`).
 
     Templates are ``str.format`` strings over the instance's attributes
     (``"round-numeric:{field}:{step:g}"``); ``id``, ``description`` and ``target`` may

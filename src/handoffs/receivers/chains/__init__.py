@@ -33,18 +33,20 @@ chain re-sent as is, to anyone, is the same claim. The prefix keeps chain claims
 from receipt ids (``urn:uuid:…``) in a store shared with a receipt gate.
 
 :class:`IdentityCompositionReceiver` admits a chain only when, in this order (the
-stages of the one admission pipeline, :mod:`handoffs.receivers._pipeline`; the step
+stages of the one admission pipeline, ``handoffs.receivers._pipeline``; the step
 numbers match :class:`~handoffs.receivers.Step` and the docs; the clock is read first,
 for step 2):
 
 (1) parse: limits, strict JSON, the contract the message names, hop count, the
     closed JSON Schema and the typed model;
+
 (2) proofs: every proof verifies against the pinned key ring; each hop's signer *is*
     its ``sender`` and held the claimed role when it signed, and every approval was
     signed by a key holding ``approver`` — all according to the key ring, never the
     message text; then the lineage (hop numbers and role order, digests, the envelope's
     ``id`` and case as every hop signed them, principal alignment, audience), the
     chain's validity (earliest expiry) and replay (the chain claimed in the store);
+
 (5) policy: authority only narrows (DECIDE needs an approval over the exact proposal),
     validity never extends, separation of duties, required roles. A chain that is
     sound but lacks a required approval is escalated, not rejected.

@@ -28,7 +28,8 @@ def start_chain(*, case_id: str, id: str | None = None) -> HandoffChain:
     """Return an empty chain for ``case_id`` (add hops with :func:`add_hop`).
 
     Raises:
-        InvalidArgument: ``case_id`` or ``id`` is not a valid identifier.
+        ValueError: ``InvalidArgument`` (also a TypeError), ``case_id`` or ``id`` is not
+            a valid identifier.
 
     """
     return HandoffChain(id=id or f"urn:uuid:{uuid.uuid4()}", case_id=case_id)
@@ -76,9 +77,10 @@ def add_hop(
     ``urn:uuid`` by default; give one to sign the same bytes again).
 
     Raises:
-        InvalidArgument: a missing ``sender`` on hop 0, a wrong type or a naive
-            datetime; an unknown role or authority, a DECIDE or proposer hop without an
-            action, an invalid identifier or an over-long transformation.
+        ValueError: ``InvalidArgument`` (also a TypeError), a missing ``sender`` on hop 0,
+            a wrong type or a naive datetime; an unknown role or authority, a DECIDE or
+            proposer hop without an action, an invalid identifier or an over-long
+            transformation.
         ReceiptValidationError: the signed chain would not satisfy the schema.
 
     """
@@ -136,8 +138,9 @@ def approve(
     Approve before adding the next hop: that hop's digest then covers the approval.
 
     Raises:
-        InvalidArgument: a wrong type or a naive datetime; the chain does not end
-            with a proposer hop, or the proposal's proof has no ``id`` to chain to.
+        ValueError: ``InvalidArgument`` (also a TypeError), a wrong type or a naive
+            datetime; the chain does not end with a proposer hop, or the proposal's proof
+            has no ``id`` to chain to.
 
     """
     if not isinstance(chain, HandoffChain):

@@ -69,7 +69,8 @@ class SeparationOfDuties:
         """Return a policy that lets one identity hold both roles of each given pair.
 
         Raises:
-            InvalidArgument: a pair is not in this policy, or nothing would remain.
+            ValueError: ``InvalidArgument`` (also a TypeError), a pair is not in this
+                policy, or nothing would remain.
 
         """
         if not pairs:

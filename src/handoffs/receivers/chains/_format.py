@@ -80,7 +80,7 @@ def _check_chain_id(instance: object, attribute: attrs.Attribute[Any], value: ob
 class DerivedFrom:
     """The parent a hop was derived from, pinned by digest.
 
-    ``digest`` is :func:`handoffs._json.digest` of the parent hop exactly as received
+    ``digest`` is the digest of the parent hop exactly as received
     (RFC 8785 canonical form, its proofs included).
     """
 
