@@ -3,12 +3,11 @@
 Inside a chunk each case is encoded once per encoder and stamped once per authority,
 and every message is measured from the canonical sizes of its members. A deterministic
 receiver is memoised on the canonical message or on the projection it declares
-(``memo_key``), first in the chunk and then run-wide (:mod:`handoffs.lab._memo`);
-perturbations that describe their messages as one-member patches are sized, checked
-and keyed from the unperturbed message and that member alone (``memo_member``),
-without building the message; and when a case's messages have the same keys, checks
-and reference as an earlier case's, its rows are replayed from that case's, every
-decision a memo hit. A sampled receiver is called again for every epoch, except a
+(``memo_key``), first in the chunk and then run-wide (:mod:`handoffs.lab._memo`).
+Every perturbed message is built, measured and keyed whole (``benchmarks/lab.py``
+showed that sizing and keying one-member patches, caching variants per declared
+read, and replaying a case's rows from an earlier alike case each paid less than 2×
+in CPU time, so they were removed). A sampled receiver is called again for every epoch, except a
 sampled model receiver with a deterministic admission, which is memoised per draw: the
 request of epoch ``i`` is asked once per run (and kept by the call cache), so ``n``
 epochs of one prompt are ``n`` calls.
@@ -29,18 +28,15 @@ import hashlib
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Final
 
-import attrs
-
 from handoffs._errors import UntrustedGovernance
 from handoffs._json import canonical_bytes, canonical_size, digest, dumps
 from handoffs.contracts._contract import Authority
 from handoffs.contracts._encoders import GovernanceService
-from handoffs.contracts._receipt import ENVELOPE_MEMBERS
 from handoffs.lab._experiment import (
     Strategy,
     wire_value,
 )
-from handoffs.lab._keys import keyed, memo_key, memo_member, memo_value
+from handoffs.lab._keys import keyed, memo_key
 from handoffs.lab._memo import (
     _decide,
     _memoisable,
@@ -52,9 +48,7 @@ from handoffs.lab._memo import (
     send_batch,
 )
 from handoffs.lab._perturb import (
-    REMOVED,
     CaseContext,
-    Perturbation,
     Variant,
 )
 from handoffs.lab._plan import (
@@ -80,48 +74,6 @@ _plans: dict[str, Plan] = {}
 
 
 _PLANS_KEPT: Final = 8
-
-
-@attrs.frozen
-class _Base:
-    message: dict[str, Any]
-    key: bytes
-    size: int
-    tokens: int | None
-    governance: bool
-    schema: bool | None
-    parts: dict[str, bytes] = attrs.field(factory=dict, eq=False)
-
-
-def _patch(message: Mapping[str, Any], base: _Base, touched: frozenset[str] | None
-           ) -> tuple[bytes, int] | None:
-    """(memo key, payload bytes) of a variant that changed one payload member of its base
-    message, without canonicalising the whole message again.
-
-    The key is the base key plus the patch (a NUL byte never occurs in canonical JSON,
-    so a patched key cannot equal a plain one); the same key always means the same
-    message. Sizes follow from JCS writing each member as ``"name":value``.
-    """
-    if touched is None or len(touched) != 1:
-        return None
-    (member,) = touched
-    if member in _ENVELOPE or len(base.message) - len(
-            [k for k in ENVELOPE_MEMBERS if k in base.message]) < 2:
-        return None
-    old = base.parts.get(member)
-    if old is None and member in base.message:
-        old = base.parts[member] = canonical_bytes(base.message[member])
-    name = len(canonical_bytes(member))
-    if member in message:
-        new = canonical_bytes(message[member])
-        if old is None:
-            size = base.size + name + 1 + len(new) + 1
-        else:
-            size = base.size - len(old) + len(new)
-        return base.key + b"\x00" + member.encode() + b"=" + new, size
-    if old is None:
-        return None
-    return base.key + b"\x00-" + member.encode(), base.size - (name + 1 + len(old) + 1)
 
 
 def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
@@ -182,19 +134,8 @@ def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
     }
 
 
-class _Gone:
-    """The memo-key part of a removed member."""
-
-    __slots__ = ()
-
-
-_GONE: Final = _Gone()
-
 _FIRST_SLICE: Final = 8
 """Cases in the scheduling pass's first slice (the slices double from there)."""
-
-
-_ABSENT: Final = _Gone()
 
 
 _KEY_SIZES: dict[str, int] = {}
@@ -211,7 +152,7 @@ def _member_size(name: str) -> int:
 class _Slot:
     """One receiver of the chunk, with its memoisation interface."""
 
-    __slots__ = ("ahead", "deterministic", "index", "member", "memoised", "project",
+    __slots__ = ("ahead", "deterministic", "index", "memoised", "project",
                  "receiver", "sampled", "slow")
 
     def __init__(self, index: int, receiver: Receiver) -> None:
@@ -230,10 +171,8 @@ class _Slot:
         self.ahead = getattr(getattr(receiver, "gate", None), "log", None) is None
         # the memo key the lab derives from the receiver's declaration (_keys)
         self.project: Callable[[Any], Hashable | None] | None = None
-        self.member: Callable[[str, Any], Hashable] | None = None
         if keyed(receiver):
             self.project = functools.partial(memo_key, receiver)
-            self.member = functools.partial(memo_member, receiver)
 
 
 def sampled(receiver: Receiver) -> bool:
@@ -252,41 +191,16 @@ def _drawn(key: Hashable, sample: int) -> Hashable:
 class _Msg:
     """A measured message: size, validity and (lazily) its memo keys."""
 
-    __slots__ = ("canon", "governance", "keys", "message", "parts", "payload", "pieces",
-                 "reads", "schema", "size", "tokens", "total")
+    __slots__ = ("canon", "governance", "keys", "message", "schema", "size", "tokens")
 
     def __init__(self, message: Mapping[str, Any], slots: int) -> None:
         self.message = message
         self.keys: list[Any] = [None] * slots
         self.canon: bytes | None = None
-        self.reads: dict[str, Hashable] = {}
-        self.parts: dict[str, int] | None = None
-        self.pieces: tuple[dict[str, int], ...] = ()
-        self.payload = 0
-        self.total = 0
         self.size = 0
         self.tokens: int | None = None
         self.governance = False
         self.schema: bool | None = None
-
-    def read(self, name: str) -> Hashable:
-        """``memo_value`` of one member (``_ABSENT`` when missing), computed once."""
-        found = self.reads.get(name, _ABSENT)
-        if found is _ABSENT:
-            found = self.reads[name] = memo_value(self.message[name]) \
-                if name in self.message else _ABSENT
-        return found
-
-    def part_sizes(self) -> dict[str, int]:
-        """Canonical ``"name":value`` size of every payload member (merged on first use
-        from the sizes measured per piece: encoder content, governance stamp).
-        """
-        parts = self.parts
-        if parts is None:
-            parts = self.parts = {}
-            for piece in self.pieces:
-                parts.update(piece)
-        return parts
 
     def has_state(self) -> bool:
         """Whether the message carries a decision state object."""
@@ -344,50 +258,18 @@ class _Piece:
         return cls(members, sizes, total)
 
 
-class _Value:
-    """What a patch's new member value contributes: size, validity, memo entries."""
-
-    __slots__ = ("entries", "governance", "member", "schema", "size", "value")
-
-    def __init__(self, member: str, value: Any) -> None:
-        self.member = member
-        self.value = value
-        self.entries: dict[int, Hashable] = {}
-        self.size = -1
-        self.governance: bool | None = None
-        self.schema: bool | None = None
-
-
-class _Cached:
-    """One variant kept for reuse by a perturbation that declares what it reads."""
-
-    __slots__ = ("falsehood", "falsified", "full_validation", "label", "reference",
-                 "value")
-
-    def __init__(self, variant: Variant, value: _Value | None) -> None:
-        self.label = variant.label
-        self.reference = variant.reference
-        self.falsehood = variant.falsehood
-        self.falsified = variant.falsified
-        self.full_validation = variant.full_validation
-        self.value = value  # None: the message itself, unchanged
-
-
-_UNCHANGED: Final = frozenset[str]()
-
-
 class _Facts:
     """One message to decide: what is known of it without building it, and how to
     key it and build it.
     """
 
-    __slots__ = ("governance", "has_state", "key", "message", "meta", "ref", "rule",
-                 "schema", "size", "tokens")
+    __slots__ = ("governance", "has_state", "key", "message", "meta", "ref", "schema",
+                 "size", "tokens")
 
-    def __init__(self, *, meta: Variant | _Cached | None, ref: str, size: int,
+    def __init__(self, *, meta: Variant | None, ref: str, size: int,
                  tokens: int | None, governance: bool, schema: bool | None, has_state: bool,
-                 key: Callable[[_Slot], Hashable], message: Callable[[], Mapping[str, Any]],
-                 rule: _Value | None = None) -> None:
+                 key: Callable[[_Slot], Hashable], message: Callable[[], Mapping[str, Any]]
+                 ) -> None:
         self.meta = meta
         self.ref = ref
         self.size = size
@@ -397,45 +279,6 @@ class _Facts:
         self.has_state = has_state
         self.key = key
         self.message = message
-        self.rule = rule  # the patch, for replaying the size of a recorded row
-
-
-class _Run:
-    """Consecutive perturbations of a strategy that declare what they read."""
-
-    __slots__ = ("members", "present", "values")
-
-    def __init__(self) -> None:
-        self.members: list[tuple[int, Perturbation, tuple[str, ...], tuple[str, ...]]] = []
-        self.values: tuple[str, ...] = ()
-        self.present: tuple[str, ...] = ()
-
-    def add(self, pi: int, perturbation: Perturbation, values: frozenset[str],
-            present: frozenset[str]) -> None:
-        self.members.append((pi, perturbation, tuple(sorted(values)), tuple(sorted(present))))
-        self.values = tuple(sorted({*self.values, *values}))
-        self.present = tuple(sorted({*self.present, *present}))
-
-
-class _Block:
-    """Recorded rows to replay: (perturbation, template, patched member or ``None``, the
-    member's new ``"name":value`` size or ``-1`` for a removal, has state).
-    """
-
-    __slots__ = ("patched", "perturbations", "rows")
-
-    def __init__(self, rows: list[tuple[int, int, _Value | None, bool]]) -> None:
-        self.rows: list[tuple[int, int, str | None, int, bool]] = []
-        for pi, t, value, has_state in rows:
-            if value is None or value.member in _ENVELOPE:  # the payload is the base's
-                self.rows.append((pi, t, None, 0, has_state))
-            else:
-                removed = value.value is REMOVED
-                assert removed or value.size >= 0  # noqa: S101 - sized when recorded
-                self.rows.append((pi, t, value.member, -1 if removed else value.size,
-                                  has_state))
-        self.perturbations = tuple(dict.fromkeys(pi for pi, _, _, _ in rows))
-        self.patched = any(member is not None for _, _, member, _, _ in self.rows)
 
 
 class _Chunk:
@@ -485,7 +328,6 @@ class _Chunk:
         self.outcome_ids: dict[tuple[str, str, tuple[str, ...]], int] = {}
         self.calls = 0
         self.hits = 0
-        self.variants: dict[Hashable, list[_Cached] | None] = {}
         self.truth_memo: dict[Hashable, tuple[str, str]] = {}
         # compact decision rows
         self.template_ids: dict[Hashable, int] = {}
@@ -496,10 +338,6 @@ class _Chunk:
         self.last_case: dict[tuple[int, int], int] = {}
         self.special = plan.special
         self.special_cases: set[int] = set()
-        # blocks of rows replayed for later cases with the same block key
-        self.blocks: dict[Hashable, _Block] = {}
-        self.recording: list[tuple[int, int, _Value | None, bool]] | None = None
-        self.exact = True
         # the last value and size of each stamp member, and of each encoder's members
         self.last_sizes: dict[str, tuple[Any, int]] = {}
         self.content_sizes: dict[int, dict[str, tuple[Any, int]]] = {}
@@ -633,9 +471,8 @@ class _Chunk:
             msg.canon, msg.size = _measure(message)
             msg.tokens = _tokens(plan, msg.canon, msg.size)
         else:
-            msg.pieces = (content.sizes, stamp.sizes)
-            msg.payload = payload = len(content.sizes) + len(stamp.sizes)
-            msg.total = total = content.total + stamp.total
+            payload = len(content.sizes) + len(stamp.sizes)
+            total = content.total + stamp.total
             msg.size = total + payload + 1 if payload else 2
         msg.governance = stamp.governance
         if self.receipts[si]:
@@ -646,10 +483,8 @@ class _Chunk:
     def _sizes(msg: _Msg) -> None:
         piece = _Piece.measure({k: v for k, v in msg.message.items() if k not in _ENVELOPE},
                                True)
-        msg.parts = piece.sizes
-        msg.payload = len(piece.sizes)
-        msg.total = piece.total
-        msg.size = piece.total + msg.payload + 1 if msg.payload else 2
+        payload = len(piece.sizes)
+        msg.size = piece.total + payload + 1 if payload else 2
 
     # (2) decide: every strategy unperturbed first, then under each perturbation.
     def decide(self, start: int) -> None:
@@ -659,13 +494,12 @@ class _Chunk:
         if self.dry:  # the scheduling pass walks only the slow receivers' messages
             strategies = [si for si in strategies
                           if self.slots[si].slow and self.slots[si].memoised]
-        replayable = [slot.deterministic and self.semantic.deterministic
-                      and plan.tokenizer is None for slot in self.slots]
         for j in range(count):
             ref = self.case_rows[j][3]
             for si in strategies:
-                self._base_row(j, si, self.bases[j][si], ref, replayable=replayable[si])
-        segments = {si: self._segments(si) for si in strategies}
+                self._emit_base((j, si, 0), self.bases[j][si], ref, None)
+        perturbations = {si: [(pi, p) for pi, p in enumerate(plan.perturbations, start=1)
+                              if si in plan.targets[pi - 1]] for si in strategies}
         contexts: dict[int, CaseContext] = {}
 
         def context(j: int) -> CaseContext:
@@ -684,153 +518,11 @@ class _Chunk:
             for si in strategies:
                 strategy = plan.strategies[si]
                 base = self.bases[j][si]
-                for segment in segments[si]:
-                    if isinstance(segment, _Run):
-                        self._run((j, si), base, segment, case_ref, context,
-                                  replayable=replayable[si])
-                        continue
-                    pi, perturbation = segment
+                for pi, perturbation in perturbations[si]:
                     for variant in perturbation.variants(base.message, context(j),
                                                          strategy.name):
                         self._emit_variant((j, si, pi), base, variant, case_ref)
             contexts.pop(j, None)
-
-    def _segments(self, si: int) -> list[_Run | tuple[int, Perturbation]]:
-        """The perturbations of one strategy, in order, consecutive ones that declare
-        what they read grouped into runs.
-        """
-        plan = self.plan
-        out: list[_Run | tuple[int, Perturbation]] = []
-        for pi, perturbation in enumerate(plan.perturbations, start=1):
-            if si not in plan.targets[pi - 1]:
-                continue
-            reads = perturbation.reads if plan.tokenizer is None else None
-            if reads is None:
-                out.append((pi, perturbation))
-                continue
-            run = out[-1] if out else None
-            if not isinstance(run, _Run):
-                run = _Run()
-                out.append(run)
-            run.add(pi, perturbation, reads, perturbation.presence)
-        return out
-
-    def _block_key(self, si: int, base: _Msg, *parts: Hashable) -> Hashable:
-        """What a block of rows for one strategy's message depends on: the memo keys
-        of the strategy's and the semantic receiver's, the checks, and ``parts``;
-        ``None`` when a memo key is the whole message (nothing to replay).
-        """
-        rk = self._key(self.slots[si], base)
-        if rk[0] != "k":
-            return None
-        has_state = base.has_state()
-        sk: Hashable = None
-        if has_state:
-            sk = self._key(self.semantic, base)
-            if sk[0] != "k":  # type: ignore[index]
-                return None
-        return (si, rk[2], sk, has_state, base.governance, base.schema, *parts)
-
-    def _base_row(self, j: int, si: int, base: _Msg, ref: str, *, replayable: bool) -> None:
-        """The unperturbed message's row (replayed from an earlier case when alike)."""
-        block_key = self._block_key(si, base, ref, self.holding[j]) if replayable else None
-        if block_key is not None:
-            block = self.blocks.get(block_key)
-            if block is not None:
-                self._replay(j, si, base, block)
-                return
-            self.recording, self.exact = [], True
-        self._emit_base((j, si, 0), base, ref, None)
-        if block_key is not None:
-            if self.exact:
-                self.blocks[block_key] = _Block(self.recording or [])
-            self.recording = None
-
-    def _run(self, at: tuple[int, int], base: _Msg, run: _Run, case_ref: str,
-             context: Callable[[int], CaseContext], *, replayable: bool) -> None:
-        """Rows of a run of perturbations that declare what they read: replayed when an
-        earlier case of the chunk had the same block key (the same read members, memo
-        keys, checks and reference), else computed from the cached variants.
-        """
-        j, si = at
-        message = base.message
-        block_key = self._block_key(
-            si, base, run, case_ref, self.holding[j],
-            tuple([base.read(name) for name in run.values]),
-            tuple([name in message for name in run.present])) if replayable else None
-        if block_key is not None:
-            block = self.blocks.get(block_key)
-            if block is not None:
-                self._replay(j, si, base, block)
-                return
-            self.recording, self.exact = [], True
-        strategy = self.plan.strategies[si].name
-        for pi, perturbation, values, present in run.members:
-            read_key = (pi, tuple([base.read(name) for name in values]),
-                        tuple([name in message for name in present]))
-            cached = self._cached_variants(read_key, perturbation, base, context(j), strategy)
-            if cached is None:
-                self.exact = False
-                for variant in perturbation.variants(message, context(j), strategy):
-                    self._emit_variant((j, si, pi), base, variant, case_ref)
-                continue
-            for item in cached:
-                self._emit_cached((j, si, pi), base, item, case_ref)
-        if block_key is not None:
-            if self.exact:
-                self.blocks[block_key] = _Block(self.recording or [])
-            self.recording = None
-
-    def _replay(self, j: int, si: int, base: _Msg, block: _Block) -> None:
-        """Record a block's rows for another case: every decision a memo hit."""
-        for pi in block.perturbations:
-            counted = (si, pi)
-            self.case_counts[counted] = self.case_counts.get(counted, 0) + 1
-            self.last_case[counted] = j
-        keep = self.plan.keep_rows
-        special = j in self.special_cases
-        parts = base.part_sizes() if block.patched else {}
-        for pi, t, member, new, has_state in block.rows:
-            if member is None:
-                size = base.size
-            else:  # as _patched_size
-                payload, total = base.payload, base.total
-                old = parts.get(member)
-                if old is not None:
-                    payload -= 1
-                    total -= old
-                if new >= 0:
-                    payload += 1
-                    total += new
-                size = total + payload + 1 if payload else 2
-            stats = self.stats[t]
-            stats[0] += 1
-            stats[1] += size
-            stats[2] = max(stats[2], size)
-            stats[6] += 1
-            self.hits += 2 if has_state else 1
-            if keep or (special and pi == 0):
-                self.rows.append((j, t, size, None, 0, 1))
-
-    @staticmethod
-    def _patched_size(base: _Msg, value: _Value) -> int:
-        """Payload bytes of ``base`` with one member set (or removed): JCS writes each
-        member as ``"name":value``, separated by commas, inside braces.
-        """
-        member = value.member
-        if member in _ENVELOPE:
-            return base.size
-        payload, total = base.payload, base.total
-        old = base.part_sizes().get(member)
-        if old is not None:
-            payload -= 1
-            total -= old
-        if value.value is not REMOVED:
-            if value.size < 0:
-                value.size = _member_size(member) + canonical_size(value.value)
-            payload += 1
-            total += value.size
-        return total + payload + 1 if payload else 2
 
     def _neighbour(self, other: int, own: int, name: str) -> Mapping[str, Any] | None:
         if other == own:
@@ -842,48 +534,9 @@ class _Chunk:
 
     # ---------------------------------------------------------------- variants
 
-    def _cached_variants(self, key: Hashable, perturbation: Perturbation, base: _Msg,
-                         ctx: CaseContext, strategy: str) -> list[_Cached] | None:
-        """The variants of a perturbation that depends only on the members it declares,
-        computed once per distinct value of those members (``key``; ``None``: the
-        variants are not patches of the message, so they cannot be cached).
-        """
-        if key in self.variants:
-            return self.variants[key]
-        items: list[_Cached] = []
-        for variant in perturbation.variants(base.message, ctx, strategy):
-            if variant.patch is not None and variant.base is base.message:
-                member, value = variant.patch
-                items.append(_Cached(variant, _Value(member, value)))
-            elif variant.patch is None and variant.message is base.message \
-                    and variant.touched == _UNCHANGED:
-                items.append(_Cached(variant, None))
-            else:  # not a patch of this message: the declaration does not hold
-                self.variants[key] = None
-                return None
-        self.variants[key] = items
-        return items
-
-    def _emit_cached(self, at: tuple[int, int, int], base: _Msg, item: _Cached,
-                     case_ref: str) -> None:
-        ref = item.reference or case_ref
-        value = item.value
-        if value is None:
-            self._emit_base(at, base, ref, item)
-            return
-        variant = Variant.patched(base.message, value.member, value.value, label=item.label,
-                                  reference=item.reference, falsehood=item.falsehood,
-                                  falsified=item.falsified,
-                                  full_validation=item.full_validation)
-        self._emit_patch(at, base, variant, value, ref)
-
     def _emit_variant(self, at: tuple[int, int, int], base: _Msg, variant: Variant,
                       case_ref: str) -> None:
         ref = variant.reference or case_ref
-        if variant.patch is not None and variant.base is base.message \
-                and self.plan.tokenizer is None:
-            self._emit_patch(at, base, variant, _Value(*variant.patch), ref)
-            return
         message = variant.message
         if message is base.message:
             self._emit_base(at, base, ref, variant)
@@ -921,70 +574,15 @@ class _Chunk:
         return msg
 
     def _emit_base(self, at: tuple[int, int, int], base: _Msg, ref: str,
-                   meta: Variant | _Cached | None) -> None:
+                   meta: Variant | None) -> None:
         schema = base.schema
         if meta is not None and meta.full_validation and self.receipts[at[1]] \
                 and not self.dry:
             schema = self.checks.schema_valid(base.message)
-            self.exact = False
         self._emit(at, _Facts(
             meta=meta, ref=ref, size=base.size, tokens=base.tokens,
             governance=base.governance, schema=schema, has_state=base.has_state(),
             key=lambda slot: self._key(slot, base), message=lambda: base.message))
-
-    def _emit_patch(self, at: tuple[int, int, int], base: _Msg, variant: Variant,
-                    value: _Value, ref: str) -> None:
-        """A variant that sets (or removes) one member of its base: sized, checked and
-        keyed from the base and the member alone.
-        """
-        member, new = value.member, value.value
-        if new is REMOVED and member not in base.message:  # removes nothing: the base
-            self._emit_base(at, base, ref, variant)
-            return
-        has_state = isinstance(new, Mapping) if member == "decision_state" \
-            else base.has_state()
-        if self.dry:
-            size, governance, schema = 0, True, None
-            value.size = max(value.size, 0)  # recorded blocks need a size
-        else:
-            size = self._patched_size(base, value)
-            governance = self._patched_governance(base, variant, value)
-            schema = self._patched_schema(base, variant, value) if self.receipts[at[1]] \
-                else None
-        self._emit(at, _Facts(
-            meta=variant, ref=ref, size=size, tokens=None, governance=governance,
-            schema=schema,
-            has_state=has_state,
-            key=lambda slot: self._patch_key(slot, base, variant, value),
-            message=lambda: variant.message, rule=value))
-
-    def _patched_governance(self, base: _Msg, variant: Variant, value: _Value) -> bool:
-        """Governance members present and valid, from the base's check and the member."""
-        member, new = value.member, value.value
-        if member not in _GOVERNANCE:
-            return base.governance
-        if new is REMOVED:
-            return False  # every governance member is required
-        if base.governance:
-            if value.governance is None:
-                value.governance = self.checks.member_valid(member, new)
-            return value.governance
-        self.exact = False  # depends on the other members too
-        return self.checks.governance_valid(variant.message)
-
-    def _patched_schema(self, base: _Msg, variant: Variant, value: _Value) -> bool:
-        """Receipt-schema validity, from the base's and the member's (when the base is
-        valid and the schema is member-wise), else of the whole message.
-        """
-        checks = self.checks
-        if variant.full_validation or not checks.memberwise or not base.schema:
-            self.exact = False
-            return checks.schema_valid(variant.message)
-        if value.value is REMOVED:
-            return value.member not in checks.required
-        if value.schema is None:
-            value.schema = checks.member_valid(value.member, value.value)
-        return value.schema
 
     # ------------------------------------------------------------------- keys
 
@@ -1001,24 +599,6 @@ class _Chunk:
                 found = ("c", slot.index, msg.canonical())
             msg.keys[slot.index] = found
         return found
-
-    def _patch_key(self, slot: _Slot, base: _Msg, variant: Variant, value: _Value) -> Hashable:
-        """The memo key of a patched message, from its base's key and the patch."""
-        key = self._key(slot, base)
-        member, new = value.member, value.value
-        if key[0] == "k":
-            if slot.member is not None:
-                entry = value.entries.get(slot.index, _ABSENT)
-                if entry is _ABSENT:
-                    entry = value.entries[slot.index] = \
-                        _GONE if new is REMOVED else slot.member(member, new)
-                return ("p", slot.index, key[2], member, entry)
-            assert slot.project is not None  # noqa: S101 - a "k" key needs a projection
-            projected = slot.project(variant.message)
-            if projected is not None:
-                return ("k", slot.index, self.shared.intern(projected))
-        patch = _GONE if new is REMOVED else canonical_bytes(new)
-        return ("c", slot.index, base.canonical(), member, patch)
 
     # ------------------------------------------------------------------- rows
 
@@ -1053,9 +633,7 @@ class _Chunk:
         outcome, latency, usage, ok = _decide(slot.receiver, facts.message(), self.fail,
                                               sample)
         oid = self._outcome_id(outcome)
-        if not ok:
-            self.exact = False
-        elif memo_key is not None:
+        if ok and memo_key is not None:
             self.memo[memo_key] = oid
         self.calls += 1
         self._account(si, usage)
@@ -1093,8 +671,6 @@ class _Chunk:
         oid = self._outcome_id(outcome)
         if ok:
             self.memo[memo_key] = oid
-        else:
-            self.exact = False
         if counted:
             self.calls += 1
             self._account(si, usage)
@@ -1182,8 +758,6 @@ class _Chunk:
             if facts.has_state:
                 sid = self._outcome(semantic, facts, memoise=semantic.deterministic)[0]
             t = self._template(at, epoch, facts, oid, sid)
-            if self.recording is not None:
-                self.recording.append((pi, t, facts.rule, facts.has_state))
             stats = self.stats[t]
             stats[0] += 1
             stats[1] += size
