@@ -257,7 +257,8 @@ def test_measured_sizes_equal_full_canonicalisation(base: dict[str, Any], member
                                                     envelope: bool) -> None:
     """A perturbed message's payload bytes, summed from its members' canonical sizes,
     are those of the canonical message without its envelope."""
-    from handoffs.lab._chunk import _Chunk, _Msg
+    from handoffs.lab._chunk import _Chunk
+    from handoffs.lab._messages import Message
     from handoffs.lab._plan import _ENVELOPE, _measure
 
     if envelope:
@@ -267,7 +268,7 @@ def test_measured_sizes_equal_full_canonicalisation(base: dict[str, Any], member
         variant.pop(member, None)
     else:
         variant[member] = value
-    msg = _Msg(variant, 1)
+    msg = Message(variant, 1)
     _Chunk._sizes(msg)
     assert msg.size == _measure({k: v for k, v in variant.items() if k not in _ENVELOPE})[1]
 

@@ -4,10 +4,12 @@ Inside a chunk each case is encoded once per encoder and stamped once per author
 and every message is measured from the canonical sizes of its members. A deterministic
 receiver is memoised on the canonical message or on the projection it declares
 (``memo_key``), first in the chunk and then run-wide (:mod:`handoffs.lab._memo`).
-Every perturbed message is built, measured and keyed whole (``benchmarks/lab.py``
-showed that sizing and keying one-member patches, caching variants per declared
-read, and replaying a case's rows from an earlier alike case each paid less than 2×
-in CPU time, so they were removed). A sampled receiver is called again for every epoch, except a
+Perturbations that describe their messages as one-member patches are sized, checked
+and keyed from the unperturbed message and that member alone (``memo_member``);
+every other perturbed message is built, measured and keyed whole. (Caching variants
+per declared read and replaying a case's rows from an earlier alike case each paid
+less than 2× in CPU time in ``benchmarks/lab.py``, and were removed.) A sampled
+receiver is called again for every epoch, except a
 sampled model receiver with a deterministic admission, which is memoised per draw: the
 request of epoch ``i`` is asked once per run (and kept by the call cache), so ``n``
 epochs of one prompt are ``n`` calls.
@@ -25,7 +27,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import functools
 import hashlib
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Final
 
 from handoffs._errors import UntrustedGovernance
@@ -36,7 +38,6 @@ from handoffs.lab._experiment import (
     Strategy,
     wire_value,
 )
-from handoffs.lab._keys import keyed, memo_key
 from handoffs.lab._memo import (
     _decide,
     _memoisable,
@@ -47,7 +48,19 @@ from handoffs.lab._memo import (
     send_ahead,
     send_batch,
 )
+from handoffs.lab._messages import (
+    ABSENT,
+    GONE,
+    Facts,
+    Message,
+    PatchValue,
+    Piece,
+    Slot,
+    drawn,
+    member_size,
+)
 from handoffs.lab._perturb import (
+    REMOVED,
     CaseContext,
     Variant,
 )
@@ -64,8 +77,7 @@ from handoffs.lab._plan import (
     analyse_state,
     receipt_id,
 )
-from handoffs.receivers._decision import Receiver, Verdict
-from handoffs.receivers._model import ModelReceiver
+from handoffs.receivers._decision import Verdict
 
 __all__ = ["run_chunk"]
 
@@ -138,149 +150,6 @@ _FIRST_SLICE: Final = 8
 """Cases in the scheduling pass's first slice (the slices double from there)."""
 
 
-_KEY_SIZES: dict[str, int] = {}
-
-
-def _member_size(name: str) -> int:
-    """Canonical size of a member name plus its colon."""
-    size = _KEY_SIZES.get(name)
-    if size is None:
-        size = _KEY_SIZES[name] = canonical_size(name) + 1
-    return size
-
-
-class _Slot:
-    """One receiver of the chunk, with its memoisation interface."""
-
-    __slots__ = ("ahead", "deterministic", "index", "memoised", "project",
-                 "receiver", "sampled", "slow")
-
-    def __init__(self, index: int, receiver: Receiver) -> None:
-        self.index = index
-        self.receiver = receiver
-        self.deterministic = bool(receiver.deterministic)
-        # A receiver that says how many calls it may have in flight is slow (a model).
-        self.slow = isinstance(getattr(receiver, "max_in_flight", None), int)
-        # A sampled model receiver whose admission is deterministic is memoised per
-        # draw: its decision of a message in epoch i is the ruling on the model's i-th
-        # answer to the request, asked once per run (and kept by the call cache).
-        self.sampled = sampled(receiver)
-        self.memoised = self.deterministic or self.sampled
-        # Its requests are produced by the scheduling pass, unless its admission keeps a
-        # decision log (each receive writes a row: the whole decision goes to the pool).
-        self.ahead = getattr(getattr(receiver, "gate", None), "log", None) is None
-        # the memo key the lab derives from the receiver's declaration (_keys)
-        self.project: Callable[[Any], Hashable | None] | None = None
-        if keyed(receiver):
-            self.project = functools.partial(memo_key, receiver)
-
-
-def sampled(receiver: Receiver) -> bool:
-    """Whether ``receiver`` is a sampled model receiver memoised per draw (its answers
-    differ from call to call, its admission's decisions do not).
-    """
-    return isinstance(receiver, ModelReceiver) and not receiver.deterministic \
-        and bool(receiver.gate.deterministic)
-
-
-def _drawn(key: Hashable, sample: int) -> Hashable:
-    """The memo key of draw ``sample`` of a message keyed ``key`` (draw 0: ``key``)."""
-    return (key, sample) if sample else key
-
-
-class _Msg:
-    """A measured message: size, validity and (lazily) its memo keys."""
-
-    __slots__ = ("canon", "governance", "keys", "message", "schema", "size", "tokens")
-
-    def __init__(self, message: Mapping[str, Any], slots: int) -> None:
-        self.message = message
-        self.keys: list[Any] = [None] * slots
-        self.canon: bytes | None = None
-        self.size = 0
-        self.tokens: int | None = None
-        self.governance = False
-        self.schema: bool | None = None
-
-    def has_state(self) -> bool:
-        """Whether the message carries a decision state object."""
-        return isinstance(self.message.get("decision_state"), Mapping)
-
-    def canonical(self) -> bytes:
-        """The canonical memo key (payload and envelope), computed once."""
-        if self.canon is None:
-            self.canon = _measure(self.message)[0]
-        return self.canon
-
-
-class _Piece:
-    """Members shared by the messages of one case (a stamp, an encoder's content),
-    with their canonical ``"name":value`` sizes.
-    """
-
-    __slots__ = ("governance", "members", "sizes", "total")
-
-    def __init__(self, members: dict[str, Any], sizes: dict[str, int], total: int) -> None:
-        self.members = members
-        self.sizes = sizes
-        self.total = total
-        self.governance = False
-
-    @classmethod
-    def measure(cls, members: dict[str, Any], sized: bool,
-                last: dict[str, tuple[Any, int]] | None = None) -> _Piece:
-        """Measure every member; ``last`` remembers each member's last value and size,
-        reused when the next piece holds the very same object (a service's constants).
-        """
-        sizes: dict[str, int] = {}
-        total = 0
-        if sized:
-            names = _KEY_SIZES
-            seen = {} if last is None else last
-            for name, value in members.items():
-                known = seen.get(name)
-                if known is not None and known[0] is value:
-                    size = known[1]
-                else:
-                    kind = type(value)
-                    # The commonest values inline; everything else by canonical_size.
-                    if kind is str and len(value) < 64 and value.isascii() \
-                            and value.isprintable() and '"' not in value and "\\" not in value:
-                        size = len(value) + 2
-                    elif kind is bool:
-                        size = 4 if value else 5
-                    else:
-                        size = canonical_size(value)
-                    size += names.get(name) or _member_size(name)
-                    seen[name] = (value, size)
-                sizes[name] = size
-                total += size
-        return cls(members, sizes, total)
-
-
-class _Facts:
-    """One message to decide: what is known of it without building it, and how to
-    key it and build it.
-    """
-
-    __slots__ = ("governance", "has_state", "key", "message", "meta", "ref", "schema",
-                 "size", "tokens")
-
-    def __init__(self, *, meta: Variant | None, ref: str, size: int,
-                 tokens: int | None, governance: bool, schema: bool | None, has_state: bool,
-                 key: Callable[[_Slot], Hashable], message: Callable[[], Mapping[str, Any]]
-                 ) -> None:
-        self.meta = meta
-        self.ref = ref
-        self.size = size
-        self.tokens = tokens
-        self.governance = governance
-        self.schema = schema
-        self.has_state = has_state
-        self.key = key
-        self.message = message
-
-
 class _Chunk:
     """The work on one chunk: encode every case once, then decide every message."""
 
@@ -303,12 +172,12 @@ class _Chunk:
         self.contract = plan.contract
         self.checks = _checks_for(plan.contract)
         self.reference = _reference_for(plan.contract)
-        slots: dict[int, _Slot] = {}
+        slots: dict[int, Slot] = {}
         for strategy in plan.strategies:
             if id(strategy.receiver) not in slots:
-                slots[id(strategy.receiver)] = _Slot(len(slots), strategy.receiver)
+                slots[id(strategy.receiver)] = Slot(len(slots), strategy.receiver)
         self.slots = [slots[id(s.receiver)] for s in plan.strategies]
-        self.semantic = _Slot(len(slots), plan.semantic)
+        self.semantic = Slot(len(slots), plan.semantic)
         self.nslots = len(slots) + 1
         self.fail = str(plan.contract.fail_closed_action.value)
         self.receipts = [s.receipts for s in plan.strategies]
@@ -318,7 +187,7 @@ class _Chunk:
         self.conditioned = tuple(h for h in plan.contract.hard_constraints
                                  if h.when is not None)
         self.holding: list[tuple[str, ...]] = []
-        self.bases: list[list[_Msg]] = []
+        self.bases: list[list[Message]] = []
         self.states: dict[str, dict[str, Any]] = {}
         # memoisation: the chunk's outcome ids by memo key, in front of the run's memo
         self.memo: dict[Hashable, int] = {}
@@ -341,6 +210,8 @@ class _Chunk:
         # the last value and size of each stamp member, and of each encoder's members
         self.last_sizes: dict[str, tuple[Any, int]] = {}
         self.content_sizes: dict[int, dict[str, tuple[Any, int]]] = {}
+        # and of each strategy's variant messages
+        self.variant_sizes: dict[int, dict[str, tuple[Any, int]]] = {}
 
     # (1) encode every case once per encoder, stamp governance once per authority.
     def encode(self, cases: Sequence[Any]) -> None:
@@ -353,12 +224,12 @@ class _Chunk:
             state_key, ref = self._truth(truth, evidence)
             case_id = str(plan.case_id_of(evidence))
             evidence_refs = tuple(plan.evidence_refs_of(evidence))
-            stamps: dict[Authority, _Piece] = {}
-            contents: dict[int, _Piece] = {}
-            row: list[_Msg] = []
+            stamps: dict[Authority, Piece] = {}
+            contents: dict[int, Piece] = {}
+            row: list[Message] = []
             for si, strategy in enumerate(strategies):
                 if self.dry and not self.slots[si].slow:  # not walked by the scheduling pass
-                    row.append(_Msg({}, self.nslots))
+                    row.append(Message({}, self.nslots))
                     continue
                 authority = strategy.authority
                 stamp = stamps.get(authority)
@@ -382,7 +253,7 @@ class _Chunk:
                 for si, msg in enumerate(row):  # the unperturbed messages, at once
                     slot = self.slots[si]
                     if slot.slow and slot.memoised:
-                        facts = _Facts(
+                        facts = Facts(
                             meta=None, ref=ref, size=0, tokens=None, governance=True,
                             schema=None, has_state=False,
                             key=functools.partial(self._key, msg=msg),
@@ -416,8 +287,8 @@ class _Chunk:
             return found[0], str(declared.value if hasattr(declared, "value") else declared)
         return found
 
-    def _stamp(self, stamps: dict[Authority, _Piece], authority: Authority,
-               case_id: str, evidence_refs: tuple[Any, ...], derive: bool) -> _Piece:
+    def _stamp(self, stamps: dict[Authority, Piece], authority: Authority,
+               case_id: str, evidence_refs: tuple[Any, ...], derive: bool) -> Piece:
         """The governance stamp for one authority, measured and checked once. For the
         library's own (deterministic) service, a second authority's stamp is the first
         with ``authority`` changed, exactly as the service would write it (it refuses
@@ -432,17 +303,17 @@ class _Chunk:
             members["authority"] = authority.value
             sizes = dict(first.sizes)
             total = first.total - sizes.get("authority", 0)
-            sizes["authority"] = _member_size("authority") + canonical_size(authority.value)
-            piece = _Piece(members, sizes, total + sizes["authority"])
+            sizes["authority"] = member_size("authority") + canonical_size(authority.value)
+            piece = Piece(members, sizes, total + sizes["authority"])
         else:
             members = service.stamp(case_id=case_id, evidence_refs=evidence_refs,
                                     authority=authority).to_json()
-            piece = _Piece.measure(members, self.sized, self.last_sizes)
+            piece = Piece.measure(members, self.sized, self.last_sizes)
         piece.governance = self.checks.governance_valid(members)
         stamps[authority] = piece
         return piece
 
-    def _content(self, strategy: Strategy, content: dict[str, Any]) -> _Piece:
+    def _content(self, strategy: Strategy, content: dict[str, Any]) -> Piece:
         """An encoder's content, checked (it may not set governance or envelope
         members) and measured once per case.
         """
@@ -451,11 +322,11 @@ class _Chunk:
             first = sorted(clash)
             raise UntrustedGovernance(f"encoder {strategy.name} content may not set "
                                       f"{', '.join(first)}", json_path=f"$.{first[0]}")
-        return _Piece.measure(content, self.sized,
+        return Piece.measure(content, self.sized,
                               self.content_sizes.setdefault(id(strategy.encoder), {}))
 
-    def _base(self, strategy: Strategy, si: int, content: _Piece, stamp: _Piece,
-              case_id: str) -> _Msg:
+    def _base(self, strategy: Strategy, si: int, content: Piece, stamp: Piece,
+              case_id: str) -> Message:
         """One strategy's message for one case, measured and checked."""
         plan = self.plan
         message: dict[str, Any] = {}
@@ -464,15 +335,16 @@ class _Chunk:
             message["id"] = receipt_id(plan.name, strategy.name, case_id)
         message.update(content.members)
         message.update(stamp.members)
-        msg = _Msg(message, self.nslots)
+        msg = Message(message, self.nslots)
         if self.dry:
             return msg
         if plan.tokenizer is not None:
             msg.canon, msg.size = _measure(message)
             msg.tokens = _tokens(plan, msg.canon, msg.size)
         else:
-            payload = len(content.sizes) + len(stamp.sizes)
-            total = content.total + stamp.total
+            msg.pieces = (content.sizes, stamp.sizes)
+            msg.payload = payload = len(content.sizes) + len(stamp.sizes)
+            msg.total = total = content.total + stamp.total
             msg.size = total + payload + 1 if payload else 2
         msg.governance = stamp.governance
         if self.receipts[si]:
@@ -480,9 +352,12 @@ class _Chunk:
         return msg
 
     @staticmethod
-    def _sizes(msg: _Msg) -> None:
-        piece = _Piece.measure({k: v for k, v in msg.message.items() if k not in _ENVELOPE},
-                               True)
+    def _sizes(msg: Message, last: dict[str, tuple[Any, int]] | None = None) -> None:
+        """Measure a whole message; ``last`` as in :meth:`Piece.measure` (a variant
+        holds its base's member objects, so only the members it changed are measured).
+        """
+        piece = Piece.measure({k: v for k, v in msg.message.items() if k not in _ENVELOPE},
+                              True, last)
         payload = len(piece.sizes)
         msg.size = piece.total + payload + 1 if payload else 2
 
@@ -534,9 +409,13 @@ class _Chunk:
 
     # ---------------------------------------------------------------- variants
 
-    def _emit_variant(self, at: tuple[int, int, int], base: _Msg, variant: Variant,
+    def _emit_variant(self, at: tuple[int, int, int], base: Message, variant: Variant,
                       case_ref: str) -> None:
         ref = variant.reference or case_ref
+        if variant.patch is not None and variant.base is base.message \
+                and self.plan.tokenizer is None:
+            self._emit_patch(at, base, variant, PatchValue(*variant.patch), ref)
+            return
         message = variant.message
         if message is base.message:
             self._emit_base(at, base, ref, variant)
@@ -546,24 +425,115 @@ class _Chunk:
         schema = msg.schema
         if variant.full_validation and self.receipts[si] and not self.dry:
             schema = self.checks.schema_valid(message)
-        self._emit(at, _Facts(
+        self._emit(at, Facts(
             meta=variant, ref=ref, size=msg.size, tokens=msg.tokens,
             governance=msg.governance, schema=schema, has_state=msg.has_state(),
             key=lambda slot: self._key(slot, msg), message=lambda: msg.message))
 
-    def _measured(self, message: Mapping[str, Any], base: _Msg,
-                  touched: frozenset[str] | None, si: int) -> _Msg:
+    def _emit_patch(self, at: tuple[int, int, int], base: Message, variant: Variant,
+                    value: PatchValue, ref: str) -> None:
+        """A variant that sets (or removes) one member of its base: sized, checked and
+        keyed from the base and the member alone.
+        """
+        member, new = value.member, value.value
+        if new is REMOVED and member not in base.message:  # removes nothing: the base
+            self._emit_base(at, base, ref, variant)
+            return
+        has_state = isinstance(new, Mapping) if member == "decision_state" \
+            else base.has_state()
+        if self.dry:
+            size, governance, schema = 0, True, None
+            value.size = max(value.size, 0)  # recorded blocks need a size
+        else:
+            size = self._patched_size(base, value)
+            governance = self._patched_governance(base, variant, value)
+            schema = self._patched_schema(base, variant, value) if self.receipts[at[1]] \
+                else None
+        self._emit(at, Facts(
+            meta=variant, ref=ref, size=size, tokens=None, governance=governance,
+            schema=schema,
+            has_state=has_state,
+            key=lambda slot: self._patch_key(slot, base, variant, value),
+            message=lambda: variant.message))
+
+    @staticmethod
+    def _patched_size(base: Message, value: PatchValue) -> int:
+        """Payload bytes of ``base`` with one member set (or removed): JCS writes each
+        member as ``"name":value``, separated by commas, inside braces.
+        """
+        member = value.member
+        if member in _ENVELOPE:
+            return base.size
+        payload, total = base.payload, base.total
+        old = base.part_sizes().get(member)
+        if old is not None:
+            payload -= 1
+            total -= old
+        if value.value is not REMOVED:
+            if value.size < 0:
+                value.size = member_size(member) + canonical_size(value.value)
+            payload += 1
+            total += value.size
+        return total + payload + 1 if payload else 2
+
+    def _patched_governance(self, base: Message, variant: Variant, value: PatchValue) -> bool:
+        """Governance members present and valid, from the base's check and the member."""
+        member, new = value.member, value.value
+        if member not in _GOVERNANCE:
+            return base.governance
+        if new is REMOVED:
+            return False  # every governance member is required
+        if base.governance:
+            if value.governance is None:
+                value.governance = self.checks.member_valid(member, new)
+            return value.governance
+        return self.checks.governance_valid(variant.message)
+
+    def _patched_schema(self, base: Message, variant: Variant, value: PatchValue) -> bool:
+        """Receipt-schema validity, from the base's and the member's (when the base is
+        valid and the schema is member-wise), else of the whole message.
+        """
+        checks = self.checks
+        if variant.full_validation or not checks.memberwise or not base.schema:
+            return checks.schema_valid(variant.message)
+        if value.value is REMOVED:
+            return value.member not in checks.required
+        if value.schema is None:
+            value.schema = checks.member_valid(value.member, value.value)
+        return value.schema
+
+    def _patch_key(self, slot: Slot, base: Message, variant: Variant, value: PatchValue
+                   ) -> Hashable:
+        """The memo key of a patched message, from its base's key and the patch."""
+        key = self._key(slot, base)
+        member, new = value.member, value.value
+        if key[0] == "k":
+            if slot.member is not None:
+                entry = value.entries.get(slot.index, ABSENT)
+                if entry is ABSENT:
+                    entry = value.entries[slot.index] = \
+                        GONE if new is REMOVED else slot.member(member, new)
+                return ("p", slot.index, key[2], member, entry)
+            assert slot.project is not None  # noqa: S101 - a "k" key needs a projection
+            projected = slot.project(variant.message)
+            if projected is not None:
+                return ("k", slot.index, self.shared.intern(projected))
+        patch = GONE if new is REMOVED else canonical_bytes(new)
+        return ("c", slot.index, base.canonical(), member, patch)
+
+    def _measured(self, message: Mapping[str, Any], base: Message,
+                  touched: frozenset[str] | None, si: int) -> Message:
         """A whole variant message, measured (sizes and checks reuse the base's when
         the variant says which members it changed).
         """
-        msg = _Msg(dict(message), self.nslots)
+        msg = Message(dict(message), self.nslots)
         if self.dry:
             return msg
         if self.plan.tokenizer is not None:
             msg.canon, msg.size = _measure(message)
             msg.tokens = _tokens(self.plan, msg.canon, msg.size)
         else:
-            self._sizes(msg)
+            self._sizes(msg, self.variant_sizes.setdefault(si, {}))
         if touched is not None and not touched & _GOVERNANCE:
             msg.governance = base.governance
         else:
@@ -573,20 +543,20 @@ class _Chunk:
                 self.checks.schema_valid(message)
         return msg
 
-    def _emit_base(self, at: tuple[int, int, int], base: _Msg, ref: str,
+    def _emit_base(self, at: tuple[int, int, int], base: Message, ref: str,
                    meta: Variant | None) -> None:
         schema = base.schema
         if meta is not None and meta.full_validation and self.receipts[at[1]] \
                 and not self.dry:
             schema = self.checks.schema_valid(base.message)
-        self._emit(at, _Facts(
+        self._emit(at, Facts(
             meta=meta, ref=ref, size=base.size, tokens=base.tokens,
             governance=base.governance, schema=schema, has_state=base.has_state(),
             key=lambda slot: self._key(slot, base), message=lambda: base.message))
 
     # ------------------------------------------------------------------- keys
 
-    def _key(self, slot: _Slot, msg: _Msg) -> Any:
+    def _key(self, slot: Slot, msg: Message) -> Any:
         """The memo key of a whole message for one receiver: ``("k", slot, id)`` of its
         projection, or ``("c", slot, canonical bytes)``.
         """
@@ -602,7 +572,7 @@ class _Chunk:
 
     # ------------------------------------------------------------------- rows
 
-    def _outcome(self, slot: _Slot, facts: _Facts, *, memoise: bool, si: int = -1,
+    def _outcome(self, slot: Slot, facts: Facts, *, memoise: bool, si: int = -1,
                  sample: int = 0) -> tuple[int, int, int]:
         """(outcome id, latency µs, memo flag) of one receiver decision.
 
@@ -616,7 +586,7 @@ class _Chunk:
             return self._schedule(slot, facts, memoise=memoise, sample=sample)
         if not memoise:
             return self._call(slot, facts, si, None, sample)
-        memo_key = _drawn(facts.key(slot), sample)
+        memo_key = drawn(facts.key(slot), sample)
         found = self.memo.get(memo_key)
         if found is not None:
             self.hits += 1
@@ -627,7 +597,7 @@ class _Chunk:
             return self._call(slot, facts, si, memo_key)
         return self._shared_outcome(slot, facts, si, memo_key, sample)
 
-    def _call(self, slot: _Slot, facts: _Facts, si: int, memo_key: Hashable, sample: int = 0
+    def _call(self, slot: Slot, facts: Facts, si: int, memo_key: Hashable, sample: int = 0
               ) -> tuple[int, int, int]:
         """Call the receiver; memoise the outcome in the chunk under ``memo_key``."""
         outcome, latency, usage, ok = _decide(slot.receiver, facts.message(), self.fail,
@@ -639,7 +609,7 @@ class _Chunk:
         self._account(si, usage)
         return oid, latency, 0
 
-    def _shared_outcome(self, slot: _Slot, facts: _Facts, si: int, memo_key: Hashable,
+    def _shared_outcome(self, slot: Slot, facts: Facts, si: int, memo_key: Hashable,
                         sample: int) -> tuple[int, int, int]:
         """The outcome from the run-wide memo (filled by another chunk, or by the call
         pool for a request a scheduling pass sent ahead), calling the receiver if no
@@ -685,7 +655,7 @@ class _Chunk:
             send_batch(self.shared, batch, self.scheduled)
         self.flush_at = min(2 * self.flush_at, max(1, self.shared.concurrency))
 
-    def _schedule(self, slot: _Slot, facts: _Facts, *, memoise: bool, sample: int = 0
+    def _schedule(self, slot: Slot, facts: Facts, *, memoise: bool, sample: int = 0
                   ) -> tuple[int, int, int]:
         """The scheduling pass: hand a slow receiver's new requests (draw ``sample``)
         to the run's call pool (:func:`~handoffs.lab._memo.send_ahead`: admission,
@@ -695,7 +665,7 @@ class _Chunk:
         pool (each decision writes one row).
         """
         if slot.slow and memoise:
-            key = _drawn(facts.key(slot), sample)
+            key = drawn(facts.key(slot), sample)
             if key not in self.memo:
                 self.memo[key] = 0
                 shared = self.shared
@@ -740,7 +710,7 @@ class _Chunk:
             row[3] += tokens_out
             row[4] += round(latency_ms * 1000)
 
-    def _emit(self, at: tuple[int, int, int], facts: _Facts) -> None:
+    def _emit(self, at: tuple[int, int, int], facts: Facts) -> None:
         """Decide one message (every epoch of a sampled receiver) and record the rows."""
         j, si, pi = at
         plan = self.plan
@@ -773,7 +743,7 @@ class _Chunk:
             if plan.keep_rows or pi in self.special or (pi == 0 and j in self.special_cases):
                 self.rows.append((j, t, size, tokens, latency, memo))
 
-    def _template(self, at: tuple[int, int, int], epoch: int, facts: _Facts, oid: int,
+    def _template(self, at: tuple[int, int, int], epoch: int, facts: Facts, oid: int,
                   sid: int) -> int:
         """The id of the distinct row (all but case, bytes, tokens, latency, memo)."""
         j, si, pi = at
