@@ -10,7 +10,14 @@ import the engine). Both see the same case objects, in the same process,
 interleaved round by round; the figures they report must be identical. Printed:
 medians per side, the median of the per-round ratios, and throughput engine/plain.
 
-(b) Memory. Peak resident memory (the kernel's ``VmHWM``) of a fresh
+(b) CPU per case, side by side in one process (``time.process_time``): the engine;
+the plain loop; the memoised floor (the plain loop's rows with every decision already
+known: one look-up per row); and the engine with each optimisation it still has
+switched off on its own (a patch of the engine's class for one run). An optimisation
+stays only if the engine with it off takes at least 2x the CPU. Printed: engine ÷
+plain loop and engine ÷ floor.
+
+(c) Memory. Peak resident memory (the kernel's ``VmHWM``) of a fresh
 subprocess that runs the engine on 28,000 and on 280,000 cases, twice each, with
 the resident size just before the run (interpreter, imports, experiment) shown
 apart. A streaming engine keeps the two sizes' largest peaks within 10 %.
@@ -424,10 +431,11 @@ def switches() -> dict[str, Callable[[], Any]]:
     Measured before they were removed (at main, ``--quick``, 2,800 cases, shared
     machine; engine 233 µs per case): row replay off 368 µs (it paid 1.58x),
     declared-reads runs (variant cache and run replay) off 411 µs (1.76x), patch sizing
-    and keys off 286 µs (1.22x), chunk memo off 299 µs (1.28x). The first three went;
-    the chunk memo stays because it is the memo of a receiver keyed on the whole
-    canonical message (one call per distinct message, which the runner's tests pin),
-    not a speed-up alone.
+    and keys off 286 µs (1.22x), chunk memo off 299 µs (1.28x). Row replay and the
+    declared-reads runs were removed. Without them the patch route pays 2.09x on its
+    own (852 vs 407 µs per case), so it stays. The chunk memo stays because it is the
+    memo of a receiver keyed on the whole canonical message (one call per distinct
+    message, which the runner's tests pin), not a speed-up alone.
     """
     from handoffs.lab import _chunk
 
