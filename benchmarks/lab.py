@@ -25,8 +25,9 @@ apart. A streaming engine keeps the two sizes' largest peaks within 10 %.
 The whole script keeps to ``--budget`` seconds (default 300): it runs as many
 speed rounds as fit (at most ``--rounds``) and, when the memory runs at the
 requested sizes would not fit at the measured engine speed, measures them at
-sizes ten times smaller and says so. When the speed target is missed it prints a
-profile of where the engine's time goes.
+sizes ten times smaller and says so. With ``--profile`` it also prints where the
+engine's time goes. No overall speed-up is a target: the issue's target is that each
+optimisation the engine keeps pays at least 2x in CPU time on its own (part (b)).
 
 The last line is ``lab speed-up vs plain loop: <x>``.
 """
@@ -55,7 +56,6 @@ from typing import Any
 
 from handoffs.examples.payment import synthetic_cases
 
-SPEED_TARGET = 20.0
 MEMORY_TARGET = 0.10
 MEMORY_REPEATS = 2
 
@@ -671,8 +671,7 @@ def speed(cases: Sequence[Any], variants: int, *, rounds: int, budget: float,
     print(f"speed ({done} interleaved round{'s' * (done > 1)}, medians): plain loop "
           f"{plain_median:.2f} s ({len(cases) / plain_median:,.0f} cases/s), engine "
           f"{engine_median:.2f} s ({len(cases) / engine_median:,.0f} cases/s)")
-    print(f"throughput engine/plain: {ratio:.2f}x (median of per-round ratios {paired:.2f}x; "
-          f"target >= {SPEED_TARGET:.0f}x: {'met' if ratio >= SPEED_TARGET else 'MISSED'})")
+    print(f"throughput engine/plain: {ratio:.2f}x (median of per-round ratios {paired:.2f}x)")
     if done < 3:
         print(f"  note: only {done} round(s) fit the budget")
     return ratio, engine_median / len(cases)
@@ -722,6 +721,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ablation-variants", type=int, default=0,
                         help="variants per scenario for the CPU table (default: a tenth "
                              "of --variants, at least 40; --quick: 400)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also print where the engine's time goes (cProfile)")
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
@@ -744,7 +745,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   rounds=max(1, min(3, args.rounds)))
     memory(small, large, per_case=per_case,
            remaining=args.budget - (time.perf_counter() - start))
-    if ratio < SPEED_TARGET:
+    if args.profile:
         profiled = max(40, args.variants // 10)
         for line in profile_engine(list(synthetic_cases(profiled)), profiled):
             print(line)

@@ -75,15 +75,13 @@ from handoffs.receivers import (
     CarriedReceiptReceiver,
     Decision,
     Gate,
-    IdentityCompositionReceiver,
     StrictContractReceiver,
     UnsafeConfigurationWarning,
     UnsafeNoProofs,
-    add_hop,
     carried_receipt,
     carry,
-    start_chain,
 )
+from handoffs.receivers.chains import IdentityCompositionReceiver, add_hop, start_chain
 
 DECISION_TIME: Final = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 """The instant the loop controller decides."""

@@ -59,7 +59,6 @@ from handoffs.contracts import (
 )
 from handoffs.examples.payment_lab import FixedClock
 from handoffs.lab import (
-    ActionAdded,
     AdvisoryActionReceiver,
     Experiment,
     GovernanceChecker,
@@ -67,8 +66,8 @@ from handoffs.lab import (
     Strategy,
     Tolerances,
     run,
-    standard_perturbations,
 )
+from handoffs.lab.perturbations import ActionAdded, standard_perturbations
 from handoffs.receivers import (
     AuthoritativeActuator,
     Gate,

@@ -37,15 +37,12 @@ from handoffs.contracts import (
 )
 from handoffs.receivers import (
     Gate,
-    IdentityCompositionReceiver,
     Receiver,
     Step,
     StrictContractReceiver,
     UnsafeConfigurationWarning,
     UnsafeNoProofs,
     Verdict,
-    add_hop,
-    start_chain,
 )
 from handoffs.receivers._carried import (
     CARRY_PIN,
@@ -54,6 +51,7 @@ from handoffs.receivers._carried import (
     carry,
     receipt_pin,
 )
+from handoffs.receivers.chains import IdentityCompositionReceiver, add_hop, start_chain
 
 T = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 ORIGIN, RELAY, FINAL, POLICY = "origin", "relay", "final", "policy-service"

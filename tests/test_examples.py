@@ -334,7 +334,8 @@ def test_relay_planner_cannot_pose_as_the_originator(ex: SimpleNamespace) -> Non
     """B starting its own chain: the binding holds, but B has no grant to author it."""
     from datetime import timedelta
 
-    from handoffs.receivers import add_hop, carried_receipt, carry, start_chain
+    from handoffs.receivers import carried_receipt, carry
+    from handoffs.receivers.chains import add_hop, start_chain
 
     r = ex.relay
     case = next(c for c in r.analyses() if c.sources is r.SourceAgreement.CONFLICT)

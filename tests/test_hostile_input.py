@@ -22,14 +22,8 @@ from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON
 from handoffs._json import canonical_bytes, check_value, dumps, loads
 from handoffs.contracts import Receipt, validate
 from handoffs.examples import payment
-from handoffs.receivers import (
-    Decision,
-    SQLiteDecisionLog,
-    Step,
-    StrictContractReceiver,
-    Verdict,
-)
-from handoffs.receivers._identity import HandoffChain
+from handoffs.receivers import Decision, SQLiteDecisionLog, Step, StrictContractReceiver, Verdict
+from handoffs.receivers.chains import HandoffChain
 from test_gate import WORLD, codes, raw
 
 R, P = Verdict.REJECT, Step.PARSE

@@ -32,7 +32,8 @@ from handoffs.contracts import ANY_AUDIENCE
 from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._proofs import sign
 from handoffs.receivers._decision import Decision, Receiver, Step, Verdict
-from handoffs.receivers._identity import (
+from handoffs.receivers._replay import MemoryReplayStore
+from handoffs.receivers.chains import (
     HANDOFF_CHAIN_CONTRACT,
     HANDOFF_CHAIN_SCHEMA_ID,
     HOP_PROOF_PURPOSE,
@@ -47,7 +48,6 @@ from handoffs.receivers._identity import (
     handoff_chain_schema,
     start_chain,
 )
-from handoffs.receivers._replay import MemoryReplayStore
 
 ROOT = Path(__file__).resolve().parent.parent
 T = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
@@ -1182,6 +1182,7 @@ def test_a_failing_clock_fails_closed() -> None:
 def test_reason_codes_in_the_docs_are_the_receivers() -> None:
     text = (ROOT / "docs" / "explanation" / "identity-composition.md").read_text("utf-8")
     documented = set(re.findall(r"^\| `([a-z-]+)` \|", text, flags=re.MULTILINE))
-    source = (ROOT / "src" / "handoffs" / "receivers" / "_identity.py").read_text("utf-8")
+    package = ROOT / "src" / "handoffs" / "receivers" / "chains"
+    source = "".join(p.read_text("utf-8") for p in sorted(package.glob("*.py")))
     emitted = set(re.findall(r'Reason\(\s*"([a-z-]+)"', source))
     assert emitted <= documented, emitted - documented

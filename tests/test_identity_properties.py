@@ -25,7 +25,7 @@ from handoffs.contracts._keys import KeyRing, SigningKey
 from handoffs.contracts._proofs import sign
 from handoffs.contracts._receipt import format_time
 from handoffs.receivers._decision import Decision, Verdict
-from handoffs.receivers._identity import (
+from handoffs.receivers.chains import (
     HANDOFF_CHAIN_CONTRACT,
     HOP_PROOF_PURPOSE,
     IdentityCompositionReceiver,

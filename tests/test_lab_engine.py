@@ -53,7 +53,7 @@ from handoffs.lab import (
     verify_artefact,
 )
 from handoffs.lab._metrics import falsehood_class
-from handoffs.lab._perturb import Scoring
+from handoffs.lab.perturbations import Scoring
 from handoffs.receivers import (
     Gate,
     StrictContractReceiver,
@@ -399,7 +399,9 @@ value = false
     ('[experiment]\nfactory = "handoffs.examples.payment_lab:payment_experiment"\n'
      '[[injection]]\ncase_id = "x"\n', "injection needs"),
     ('[experiment]\nfactory = "handoffs.examples.payment_lab:payment_experiment"\n'
-     '[cases]\nnothing = 1\n', "needs one of"),
+     '[cases]\nnothing = 1\n', "unknown key 'nothing' in \\[cases\\]"),
+    ('[experiment]\nfactory = "handoffs.examples.payment_lab:payment_experiment"\n'
+     '[cases]\nstructure = "x"\n', "read only with cases.jsonl"),
     ('[experiment]\nfactory = "handoffs.examples.payment_lab:payment_experiment"\n'
      '[[strategy]]\nname = "x"\nencoder = "a:b"\nreceiver = "a:b"\ncolour = 1\n',
      "unknown strategy key"),

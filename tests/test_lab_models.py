@@ -20,7 +20,7 @@ import pytest
 from chat_server import ScriptedServer, completion, payment_policy, prompt_of, serving
 from handoffs.examples.payment import PAYMENT_RELEASE, synthetic_cases
 from handoffs.examples.payment_lab import payment_experiment, payment_gate
-from handoffs.lab import GovernanceChecker, IterableCases, load_experiment, run
+from handoffs.lab import GovernanceChecker, IterableCases, UserCodeError, load_experiment, run
 from handoffs.lab._cache import Budget, CallCache, CallCacheError, LabClient
 from handoffs.lab._render import render_markdown
 from handoffs.receivers import (
@@ -184,7 +184,7 @@ def test_processes_share_one_cache_and_never_ask_twice(tmp_path: Path) -> None:
 def test_a_resumed_run_repeats_no_call(tmp_path: Path) -> None:
     log = tmp_path / "run.jsonl"
     with serving() as server:
-        with pytest.raises(Boom):
+        with pytest.raises(UserCodeError, match="Boom"):
             run(_experiment(server.url, fail_after=9), chunk_size=4, run_log=log,
                 executor=Inline())
         first = _prompts(server)
@@ -485,7 +485,7 @@ def test_sampled_calls_overlap_like_deterministic_ones(tmp_path: Path) -> None:
 def test_a_resumed_run_draws_no_sample_twice(tmp_path: Path) -> None:
     log = tmp_path / "run.jsonl"
     with serving(_drawing()) as server:
-        with pytest.raises(Boom):
+        with pytest.raises(UserCodeError, match="Boom"):
             run(_sampled_experiment(server.url, fail_after=9), chunk_size=4, run_log=log,
                 executor=Inline())
         first = len(server.requests)
@@ -635,6 +635,6 @@ def test_a_scheduling_pass_that_fails_sends_what_it_made_and_the_run_stops(
             experiment, cases=IterableCases(lambda: iter(order), description="four"), injections=(),
             strategies=tuple(attrs.evolve(s, encoder=_FailingEncoder(s.encoder, "identity-01"))
                              if s.name == "full_record" else s for s in experiment.strategies))
-        with pytest.raises(Boom):
+        with pytest.raises(UserCodeError, match="Boom"):
             run(experiment, chunk_size=2, cache=tmp_path / "calls.sqlite")
     assert server.requests

@@ -18,7 +18,8 @@ from handoffs.examples.payment_lab import (
     FixedClock,
     payment_experiment,
 )
-from handoffs.lab import Experiment, Mutate, Strategy, run
+from handoffs.lab import Experiment, Strategy, run
+from handoffs.lab.perturbations import Mutate
 from handoffs.receivers import (
     EvidenceError,
     Gate,

@@ -23,14 +23,15 @@ import pytest
 from handoffs.lab import (
     Experiment,
     ExperimentError,
-    Falsehood,
     GeneratedCases,
     IterableCases,
     Strategy,
     Tolerances,
+    UserCodeError,
     load_experiment,
     run,
 )
+from handoffs.lab.perturbations import Falsehood
 from handoffs.receivers import Decision
 from inline_executor import Inline
 
@@ -150,10 +151,13 @@ def test_a_source_that_fails_while_read_fails_where_it_fails(mymodule: Any) -> N
         if source is not None:
             source._iterator = failing()
         chosen = source if source is not None else IterableCases(failing)
-        with pytest.raises(Broken):
+        with pytest.raises(UserCodeError) as caught:
             run(experiment(mymodule, planner, cases=chosen, injections=(far,)), chunk_size=2,
                 executor=Inline())
         assert planner.calls >= 4  # two chunks of two cases, before the failure
+        assert isinstance(caught.value.__cause__, Broken)
+        assert caught.value.role == "case source"
+        assert str(caught.value).endswith(" raised while reading case 6: Broken:  @ $")
 
 
 @pytest.fixture
@@ -185,7 +189,7 @@ receiver = "mymodule:planner"
      "injection 1: an injection needs 'value'"),
     ('[[injection]]\ncase_id = "generated-000001"\nfield = "calibrated"\nvalue = true\n'
      'feild = "x"\n',
-     "injection 1: unknown key 'feild'; an injection has case_id, field, value"),
+     "unknown key 'feild' in [injection[0]]; did you mean 'field'?"),
     ('[[injection]]\ncase_id = 7\nfield = "calibrated"\nvalue = true\n',
      "injection 1: case_id must be a non-empty string, got 7"),
     ('[[injection]]\ncase_id = "generated-000001"\nfield = ""\nvalue = true\n',
@@ -197,7 +201,8 @@ def test_a_malformed_injection_table_is_named(user_dir: Path, injection: str,
     path.write_text(TOML + "\n" + injection)
     with pytest.raises(ExperimentError) as caught:
         load_experiment(path)
-    assert str(caught.value) == f"{path}: {message} @ $"
+    where = ".injection[0].feild" if "feild" in injection else ""
+    assert str(caught.value) == f"{path}: {message} @ ${where}"
 
 
 def test_injection_must_be_an_array_of_tables(user_dir: Path) -> None:
@@ -314,3 +319,175 @@ def test_a_budget_naming_a_perturbation_the_run_applied_gates(report_path: Path)
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode in (0, 1), done.stderr
     assert "receipt under remove-decision-field:calibrated: agreement" in done.stdout
+
+
+# --------------------------------------------------------------- strict experiment files
+
+
+@pytest.mark.parametrize(("edit", "table", "key", "suggestion"), [
+    # A misspelt seed would otherwise draw other cases and flip the verdict.
+    (("hypothesis = 6", "hypothesis = 6\nsead = 4"), "cases", "sead", "seed"),
+    (("[governance]", '[evidence]\nstaet = "mymodule:state_of"\n\n[governance]'),
+     "evidence", "staet", "state"),
+    (('name = "pump"', 'name = "pump"\nepocks = 2'), "experiment", "epocks", "epochs"),
+    (('object = "mymodule:GOVERNANCE"', 'object = "mymodule:GOVERNANCE"\nobject_arg = {}'),
+     "governance", "object_arg", "object_args"),
+    (('receiver = "mymodule:planner"', 'receiver = "mymodule:planner"\ngate = true'),
+     "strategy[0]", "gate", "gated"),
+    (("[[strategy]]", "[tolerances]\nregret_delt = 0.1\n\n[[strategy]]"),
+     "tolerances", "regret_delt", "regret_delta"),
+    (("[[strategy]]", "[perturbations]\nstandrad = false\n\n[[strategy]]"),
+     "perturbations", "standrad", "standard"),
+    (("[[strategy]]", "[tolerance]\nregret_delta = 0.1\n\n[[strategy]]"),
+     "", "tolerance", "tolerances"),
+])
+def test_a_typo_in_any_table_is_refused_with_a_suggestion(
+        user_dir: Path, edit: tuple[str, str], table: str, key: str, suggestion: str) -> None:
+    from handoffs.lab import UnknownExperimentKey
+
+    path = user_dir / "experiment.toml"
+    path.write_text(TOML.replace(*edit, 1))
+    with pytest.raises(UnknownExperimentKey) as caught:
+        load_experiment(path)
+    error = caught.value
+    assert (error.key, error.table, error.suggestion) == (key, table, suggestion)
+    assert error.code == "unknown-experiment-key"
+    assert error.json_path == (f"$.{table}.{key}" if table else f"$.{key}")
+    if table:
+        assert str(error).startswith(f"{path}: unknown ")
+        assert f" {key!r} in [{table}]; did you mean {suggestion!r}? @ " in str(error)
+    else:
+        assert str(error) == (f"{path}: unknown table [{key}]; did you mean [{suggestion}]? "
+                              f"@ $.{key}")
+
+
+def test_a_typo_in_a_model_table_names_its_toml_path(user_dir: Path) -> None:
+    from handoffs.lab import UnknownExperimentKey
+
+    path = user_dir / "experiment.toml"
+    path.write_text(TOML.replace('receiver = "mymodule:planner"',
+                                 '[strategy.model]\nroute = "m"\nbase_url = "http://127.0.0.1:1"'
+                                 '\ntemprature = 0'))
+    with pytest.raises(UnknownExperimentKey, match=r"unknown model key 'temprature' in "
+                                                   r"\[strategy\[0\]\.model\]; did you mean "
+                                                   r"'temperature'\?") as caught:
+        load_experiment(path)
+    assert caught.value.json_path == "$.strategy[0].model.temprature"
+
+
+def test_a_key_for_another_case_source_is_refused(user_dir: Path) -> None:
+    path = user_dir / "experiment.toml"
+    path.write_text(TOML.replace("hypothesis = 6", 'source = "mymodule:cases"\nseed = 4'))
+    with pytest.raises(ExperimentError, match=r"cases\.seed is read only with "
+                                              r"cases\.hypothesis @ \$\.cases\.seed"):
+        load_experiment(path)
+
+
+# ------------------------------------------------------------------ errors in user code
+
+
+class RaisingEncoder:
+    """An encoder with a bug."""
+
+    def encode(self, evidence: Any) -> dict[str, Any]:
+        raise ZeroDivisionError("division by zero")
+
+
+def test_a_raising_encoder_is_named_with_its_case(mymodule: Any) -> None:
+    planner = Counting(mymodule.planner())
+    broken = experiment(mymodule, planner, strategies=(
+        Strategy(name="receipt", encoder=RaisingEncoder(), receiver=planner, gated=True),))
+    with pytest.raises(UserCodeError) as caught:
+        run(broken, executor=Inline())
+    error = caught.value
+    assert error.code == "user-code-error"
+    assert error.callable_name == f"{__name__}.RaisingEncoder.encode"
+    assert error.case_id == "generated-000001"
+    assert str(error) == (f"the encoder of strategy 'receipt' {__name__}.RaisingEncoder.encode "
+                          "raised on case 'generated-000001': ZeroDivisionError: division by "
+                          "zero @ $")
+    assert isinstance(error.__cause__, ZeroDivisionError)
+    assert planner.calls == 0
+
+
+def test_a_raising_state_function_and_unjsonable_evidence_are_named(mymodule: Any) -> None:
+    cases = list(GeneratedCases(mymodule.MY_CONTRACT, 3, seed=3))
+
+    def state_of(evidence: Any) -> Any:
+        return evidence.state_of_pump  # misspelt
+
+    with pytest.raises(UserCodeError, match=(
+            r"^the state function .*state_of raised on case 'generated-000001': "
+            r"AttributeError: .*state_of_pump")):
+        run(experiment(mymodule, mymodule.planner(), cases=IterableCases(lambda: cases),
+                       state_of=state_of), executor=Inline())
+    odd = [attrs.evolve(cases[0], evidence_refs=(object(),)), *cases[1:]]
+    with pytest.raises(UserCodeError, match=(
+            r"^the case JSON function handoffs\.lab\._experiment\.default_case_json raised "
+            r"on case 'generated-000001': ")):
+        run(experiment(mymodule, mymodule.planner(), cases=IterableCases(lambda: odd),
+                       evidence_refs_of=lambda e: ["ref"]), executor=Inline())
+
+
+def test_a_raising_structure_function_names_its_line(mymodule: Any, tmp_path: Path) -> None:
+    from handoffs.lab import JSONLinesCases
+
+    path = tmp_path / "cases.jsonl"
+    path.write_text('{"id": 1}\n\n{"id": 2}\n', encoding="utf-8")
+
+    def structure(row: dict[str, Any]) -> Any:
+        if row["id"] == 2:
+            raise ValueError("no pump 2")
+        return row
+
+    cases = list(GeneratedCases(mymodule.MY_CONTRACT, 1, seed=3))
+    source = JSONLinesCases(path, structure)
+    with pytest.raises(UserCodeError) as caught:
+        list(source)
+    assert str(caught.value) == (
+        f"the structure function {__name__}.test_a_raising_structure_function_names_its_line"
+        f".<locals>.structure raised on {path} line 3: ValueError: no pump 2 @ $")
+    del cases
+
+
+def test_the_command_line_names_a_raising_encoder(user_dir: Path) -> None:
+    (user_dir / "bad.py").write_text(
+        "class BadEncoder:\n"
+        "    def encode(self, evidence):\n"
+        "        raise ZeroDivisionError('division by zero in my encoder')\n",
+        encoding="utf-8")
+    path = user_dir / "experiment.toml"
+    path.write_text(TOML.replace('encoder = "mymodule:encoder"', 'encoder = "bad:BadEncoder"'))
+    done = subprocess.run([HANDOFFS, "lab", "run", "experiment.toml", "--out", "report",
+                           "--no-progress"], cwd=user_dir, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "error: the encoder of strategy 'receipt' bad.BadEncoder.encode raised on case "
+        "'generated-000001': ZeroDivisionError: division by zero in my encoder @ $ "
+        "[user-code-error]\n")
+
+
+class RaisingReceiver:
+    """A receiver with a bug: the lab records its decisions as errors (fail closed)."""
+
+    name = "flaky"
+    deterministic = True
+
+    def receive(self, message: Any) -> Decision:
+        raise RuntimeError("my receiver broke")
+
+
+def test_a_raising_receiver_fails_closed_and_is_named(mymodule: Any) -> None:
+    from handoffs.lab import render_markdown
+
+    report = run(experiment(mymodule, RaisingReceiver()), executor=Inline()).report
+    assert report["gate"]["passed"] is False
+    failure = report["failures"]["cases"][0]
+    assert failure["verdict"] == "ERROR"
+    assert failure["reasons"] == ["receiver-raised:RuntimeError"]
+    assert failure["case_id"].startswith("generated-")
+    text = render_markdown(report)
+    assert ("> Receiver errors: receipt's receiver 'flaky' raised (RuntimeError) on 12 "
+            f"decisions, for example on case {failure['case_id']!r}. Each decided the "
+            "fail-closed action.") in text

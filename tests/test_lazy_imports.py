@@ -71,7 +71,8 @@ def test_the_version_needs_no_installed_metadata() -> None:
 
 
 @pytest.mark.parametrize("package", ["handoffs", "handoffs.contracts", "handoffs.receivers",
-                                     "handoffs.lab"])
+                                     "handoffs.receivers.chains", "handoffs.lab",
+                                     "handoffs.lab.perturbations"])
 def test_every_public_name_resolves_and_is_listed(package: str) -> None:
     import importlib
 

@@ -23,13 +23,15 @@ from handoffs.contracts import (
     to_json_schema,
 )
 from handoffs.examples.payment import PAYMENT_RELEASE
-from handoffs.lab import (
+from handoffs.lab import ExperimentError, Reference
+from handoffs.lab.perturbations import (
     NOT_APPLICABLE,
+    REMOVED,
     UNCHANGED,
     ActionAdded,
     AuthoritativeSender,
+    CaseContext,
     ConstantMessage,
-    ExperimentError,
     Falsehood,
     LossChanged,
     MergeEnumValues,
@@ -37,23 +39,18 @@ from handoffs.lab import (
     NoMessage,
     Perturbation,
     PolicyVersionChanged,
-    Reference,
     Relay,
     RemoveDecisionField,
     RemoveGovernanceField,
     RoundNumeric,
+    Scoring,
     ShortenEvidenceRefs,
     ShuffledMessage,
     WidenInterval,
     declare_perturbation,
-    standard_perturbations,
-)
-from handoffs.lab._perturb import (
-    REMOVED,
-    CaseContext,
-    Scoring,
     perturbation_from_json,
     select_perturbations,
+    standard_perturbations,
 )
 
 

@@ -19,10 +19,10 @@ from handoffs.receivers import (
     Verdict,
     _carried,
     _gate,
-    _identity,
     carried_receipt,
 )
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
+from handoffs.receivers.chains import _receiver as _chain_receiver
 from test_carried import STABLE, carrier, chain
 from test_gate import WORLD, raw, strict
 from test_identity import STANDARD, make_chain
@@ -35,7 +35,7 @@ RECEIVERS: dict[str, tuple[Any, Callable[[], Decision], str, str]] = {
              "ESCALATE", "internal-error"),
     "carried": (_carried, lambda: carrier().receive(
         carried_receipt(STABLE, chain((STABLE, STABLE)))), "STOP", "receiver-error"),
-    "identity": (_identity, lambda: identity_receiver(fail_closed_action="HOLD").receive(
+    "identity": (_chain_receiver, lambda: identity_receiver(fail_closed_action="HOLD").receive(
         make_chain(STANDARD).to_bytes()), "HOLD", "receiver-error"),
 }
 

@@ -17,11 +17,11 @@ from handoffs.lab import (
     Reference,
     Strategy,
     Tolerances,
-    WidenInterval,
     counterfactual_triggers,
     minimal_message,
     run,
 )
+from handoffs.lab.perturbations import WidenInterval
 
 WIDEN = "widen-interval:failure_probability:0.1"
 

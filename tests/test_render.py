@@ -20,7 +20,7 @@ import pytest
 from handoffs import HandoffsError, MissingExtra
 from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import ReportError, render_html, render_markdown, run
-from handoffs.lab import _render as render_module
+from handoffs.lab._render import html as html_module
 
 SAMPLE = Path(__file__).parent / "vectors" / "lab-report-sample.json"
 CREATED = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -51,7 +51,7 @@ def failing(report: dict[str, Any]) -> dict[str, Any]:
 
 def test_markdown_opens_with_the_verdict(report: dict[str, Any]) -> None:
     first = render_markdown(report).splitlines()[0]
-    assert first == "### ✅ handoffs lab: payment-release-essay — **PASS**"
+    assert first == "### handoffs lab: payment-release-essay: **PASS** (gate exit 0)"
 
 
 def sections(text: str) -> dict[str, dict[str, str]]:
@@ -101,9 +101,10 @@ def test_markdown_has_the_labs_findings(report: dict[str, Any]) -> None:
                     "#### Falsehoods caught and missed", "#### Controls",
                     "#### Minimal messages", "#### Counterfactual triggers",
                     "<details><summary>Falsehoods by field</summary>",
-                    "<details><summary>Gate checks</summary>"):
+                    "#### Gate checks", "#### Failing decisions",
+                    "<details><summary>Perturbations</summary>"):
         assert heading in text
-    assert ("| decision_contract | no-message | 0.4286 | 2.5714 | 0 | ✅ fails as it should |"
+    assert ("| decision_contract | no-message | 0.4286 | 2.5714 | 0 | fails as it should |"
             in text)
     assert "| HOLD | identity_verified=false | 4 | minimum |" in text
     assert "| identity_verified | 24 | 0.8571 |" in text
@@ -114,7 +115,7 @@ def test_markdown_has_the_labs_findings(report: dict[str, Any]) -> None:
 
 def test_markdown_is_compact(report: dict[str, Any]) -> None:
     text = render_markdown(report)
-    assert len(text) < 10_000
+    assert len(text) < 16_000
     # Only the gated strategy's controls; the others are counted, not listed.
     assert "| full_record | no-message |" not in text
     assert "rows for ungated strategies are in the HTML report" in text
@@ -123,9 +124,10 @@ def test_markdown_is_compact(report: dict[str, Any]) -> None:
 def test_a_failing_gate_says_why_and_escapes(report: dict[str, Any]) -> None:
     text = render_markdown(failing(report))
     lines = text.splitlines()
-    assert lines[0] == "### ❌ handoffs lab: payment-release-essay — **FAIL**"
+    assert lines[0] == "### handoffs lab: payment-release-essay: **FAIL** (gate exit 1)"
     assert "gate exit 1" in lines[2]
-    assert lines[4:7] == [
+    start = lines.index("**Why it failed:**")
+    assert lines[start:start + 3] == [
         "**Why it failed:**",
         "- decision_contract under none: agreement 0.9 against 1 - ε = 1",
         "- &lt;script&gt;alert('x')&lt;/script&gt; \\| pipe",
@@ -138,6 +140,9 @@ def test_the_published_sample_renders() -> None:
     text = render_markdown(sample)
     assert "| policy_current | 0.8571 | 17.1429 | 4 | 0.4286 | 0 |" in text
     assert render_html(sample).count("<svg") == 3
+    # A report written before failing decisions were listed still renders.
+    assert "failures" not in sample
+    assert "#### Failing decisions" not in text
 
 
 @pytest.mark.parametrize("bad", [{}, [], {"report_format": "handoffs-lab-report/0"}])
@@ -235,13 +240,13 @@ def test_html_escapes_report_text(report: dict[str, Any]) -> None:
 @pytest.mark.parametrize("missing", ["jinja2", "matplotlib", "markupsafe"])
 def test_html_without_the_report_extra(report: dict[str, Any], missing: str,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    render_module._environment.cache_clear()
+    html_module.environment.cache_clear()
     monkeypatch.setitem(sys.modules, missing, None)
     try:
         with pytest.raises(MissingExtra) as caught:
             render_html(report)
     finally:
-        render_module._environment.cache_clear()
+        html_module.environment.cache_clear()
     error = caught.value
     assert isinstance(error, ImportError)
     assert isinstance(error, HandoffsError)
@@ -263,3 +268,134 @@ def test_minimal_messages_show_intervals_and_unconfirmed_regions() -> None:
     text = render_markdown(sample)
     assert ("| failure∈[0.2⁺, 1]; loop∈{SAFETY, BACKUP} | 4 | minimum | "
             "no: the receiver needs failure, loop |") in text
+
+
+# ------------------------------------------------------------ reports you can act on
+
+
+def test_a_hard_violation_names_its_case(report: dict[str, Any]) -> None:
+    failures = report["failures"]
+    assert failures["disagreements"] >= failures["hard_violations"] > 0
+    assert len(failures["cases"]) == failures["disagreements"]
+    injected = [f for f in failures["cases"]
+                if f["perturbation"] == "inject:policy-01:policy_current=true"]
+    assert len(injected) == 1
+    failure = injected[0]
+    assert failure["case_id"] == "policy-01"
+    assert failure["strategy"] == "decision_contract"
+    assert (failure["reference_action"], failure["action"], failure["verdict"]) == (
+        "ESCALATE", "RELEASE", "ACCEPT")
+    assert failure["hard_violations"] == ["unsafe-release"]
+    assert failure["reference_rule"] == "policy-stale"
+    assert failure["falsehood"] == {"field": "policy_current", "true_value": False,
+                                    "value": True}
+    # The message that was sent: the false value is in it.
+    assert failure["message"]["decision_state"]["policy_current"] is True
+    assert failure["message"]["case_id"] == "policy-01"
+    # Hard violations come first.
+    flags = [bool(f["hard_violations"]) for f in failures["cases"]]
+    assert flags == sorted(flags, reverse=True)
+
+
+def test_markdown_lists_failing_decisions_capped(report: dict[str, Any]) -> None:
+    text = render_markdown(report)
+    body = text.split("#### Failing decisions")[1].split("####")[0]
+    assert len([line for line in body.splitlines() if line.startswith("| ")]) == 2 + 10
+    assert ("| policy-01 | decision_contract | inject:policy-01:policy_current=true "
+            "(policy_current: false → true) | ESCALATE | RELEASE | ACCEPT | receiver: its "
+            "policy on the message; reference rule policy-stale | unsafe-release |") in text
+    total = report["failures"]["disagreements"]
+    assert f"_{total} decisions differ from the reference action" in text
+    assert f"{total - 10} more in report.json._" in text
+
+
+@pytest.mark.parametrize("perturbation", [
+    "merge-enum-values:uncertainty:CONFLICT+MISSING->RESOLVED", "relay:2",
+    "relay:2:soften:collapse", "mutate", "shorten-evidence-refs:keep=1",
+    "authoritative-sender", "loss-changed:costly-referrals",
+])
+def test_every_declared_perturbation_is_a_row(report: dict[str, Any], html: str,
+                                              perturbation: str) -> None:
+    row = next(r for r in report["results"]
+               if r["strategy"] == "decision_contract" and r["perturbation"] == perturbation)
+    body = render_markdown(report).split("<summary>Perturbations</summary>")[1]
+    line = next(line for line in body.splitlines()
+                if line.startswith(f"| decision_contract | {escape(perturbation)} |"))
+    assert line.split(" | ")[2:4] == [row["kind"], render_num(row["agreement"])]
+    assert f"<td>{escape(perturbation)}</td>" in html
+
+
+def render_num(value: float) -> str:
+    from handoffs.lab._render._format import num
+
+    return num(value)
+
+
+def escape(text: str) -> str:
+    import html as html_lib
+
+    return html_lib.escape(text)
+
+
+def test_the_verdict_is_words_not_emoji(report: dict[str, Any], html: str) -> None:
+    text = render_markdown(report)
+    for rendering in (text, html, render_markdown(failing(report)), render_html(failing(report))):
+        assert not re.search("[\u2705\u274c\U0001F300-\U0001FAFF]", rendering)
+    assert '<span id="verdict" class="verdict pass">PASS</span>' in html
+    # The gate checks sit beside the verdict, open, each passed or failed in words.
+    assert html.index('id="gate-checks"') < html.index("<main>")
+    assert '<td class="status-pass">passed</td>' in html
+    failed = copy.deepcopy(report)
+    failed["gate"]["checks"][0]["passed"] = False
+    assert '<td class="status-fail">FAILED</td>' in render_html(failed)
+    assert "| FAILED | agreement | decision_contract | none |" in render_markdown(failed)
+
+
+def test_surviving_falsehoods_are_explained_beside_the_verdict(report: dict[str, Any],
+                                                                html: str) -> None:
+    sentence = ("Falsehoods: decision_contract: 308 schema-valid falsehoods sent, 0 caught, "
+                "92 survived (24 catastrophic). The gate does not bound them")
+    text = render_markdown(report)
+    assert text.index(sentence) < text.index("#### Gate checks")
+    assert html.index(sentence) < html.index('id="gate-checks"')
+    bounded = copy.deepcopy(report)
+    bounded["experiment"]["tolerances"]["surviving_catastrophic_falsehoods"] = 0
+    assert "The gate allows 0 catastrophic survivor(s)." in render_markdown(bounded)
+
+
+def test_provenance_has_no_placeholder(html: str) -> None:
+    assert "× —" not in html
+    assert "threads, the executor&#39;s default worker count, chunks of 256 cases" in html
+
+
+def test_all_zero_panels_are_not_plotted(report: dict[str, Any]) -> None:
+    quiet = copy.deepcopy(report)
+    for row in quiet["decision_field_ablation"]:
+        row["mean_regret"], row["catastrophic_errors"] = 0.0, 0
+    for row in quiet["results"]:
+        if row["perturbation"].startswith("remove-decision-field:"):
+            row["mean_regret"], row["hard_violations"] = 0.0, 0
+    page = render_html(quiet)
+    assert "Regret and hard violations when one decision field is removed" not in page
+    assert page.count("<svg") == 2
+    # Regret without hard violations: one panel, no empty hard-violation axis.
+    regret_only = copy.deepcopy(quiet)
+    regret_only["decision_field_ablation"][0]["mean_regret"] = 2.0
+    page = render_html(regret_only)
+    assert page.count("<svg") == 3
+    assert ">hard violations<" not in page.split('id="decision-ablation"')[1].split("</figure>")[0]
+
+
+def test_a_long_failure_list_is_capped_with_hard_violations_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from handoffs.lab import _metrics
+
+    monkeypatch.setattr(_metrics, "_FAILURE_LIMIT", 5)
+    capped = run(payment_experiment(), created=CREATED).report
+    failures = capped["failures"]
+    assert (failures["disagreements"], failures["hard_violations"]) == (834, 125)
+    assert failures["truncated"] is True
+    assert len(failures["cases"]) == 5
+    assert all(f["hard_violations"] for f in failures["cases"])
+    assert ("_834 decisions differ from the reference action, 125 of them hard violations; "
+            "829 more (report.json lists 5, the run log every one)._") in render_markdown(capped)

@@ -19,17 +19,17 @@ from hypothesis import strategies as st
 from handoffs.examples.payment import synthetic_cases
 from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import (
-    ConstantMessage,
     ExperimentError,
     IterableCases,
-    NoMessage,
     ReferenceReceiver,
     RunLogError,
     Strategy,
+    UserCodeError,
     rescore,
     run,
 )
 from handoffs.lab._runlog import COLUMNS, read_run_log
+from handoffs.lab.perturbations import ConstantMessage, NoMessage
 from handoffs.receivers import Decision
 from inline_executor import Inline
 
@@ -113,7 +113,7 @@ def test_resume_after_an_interrupted_run(tmp_path: Path, threaded: dict[str, Any
     # Case 20 is past policy-01 (case 16), the case the essay's injection names, which
     # the runner's check of injection case ids reads up to before any chunk runs.
     broken = essay(cases=IterableCases(_cases(20), description="payment-28"))
-    with pytest.raises(Boom):
+    with pytest.raises(UserCodeError, match="Boom"):
         run(broken, executor=Inline(), chunk_size=7, run_log=path)
     _, records = read_run_log(path)
     assert [r["chunk"] for r in records] == [0, 1]
@@ -125,7 +125,13 @@ def test_resume_after_an_interrupted_run(tmp_path: Path, threaded: dict[str, Any
     assert normalise(report) == normalise(threaded)
     again = run(healthy, chunk_size=7, run_log=path, resume=True, created=CREATED).report
     assert again["provenance"]["executor"] == "resumed"
-    assert normalise(again) == normalise(threaded)
+    # a run resumed from a complete log sees no case, so it cannot measure coverage,
+    # and says so; every other section is the uninterrupted run's
+    assert again["coverage"] == {"available": False, "line": "coverage not measured: the "
+                                 "run was resumed from a complete run log"}
+    assert threaded["coverage"]["available"] is True
+    assert ({**normalise(again), "coverage": None}
+            == {**normalise(threaded), "coverage": None})
 
 
 def test_resume_refuses_another_experiment(tmp_path: Path) -> None:

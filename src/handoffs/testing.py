@@ -3,8 +3,9 @@
 Strategies (each takes the contract first and returns a Hypothesis
 ``SearchStrategy``):
 
-- :func:`states` draws complete decision states, with extra weight on the
-  numeric thresholds the contract's policy compares against;
+- :func:`states` draws complete decision states: first the policy's geometry (a
+  witness of every live region, both sides of every boundary), then realistic
+  values;
 - :func:`receipts` draws typed receipts that pass the contract's JSON Schema and
   survive a ``Receipt.to_json`` → ``Receipt.from_json`` round trip;
 - :func:`falsehoods` draws schema-valid decision states that differ from a given
@@ -55,6 +56,7 @@ from handoffs.contracts._receipt import (
     _converter,
 )
 from handoffs.contracts._schema import to_json_schema
+from handoffs.contracts.analysis import geometry_states, realistic_value
 from handoffs.receivers._decision import Receiver
 
 try:
@@ -208,23 +210,29 @@ def _value_strategy(contract: Contract[Any, Any], spec: FieldSpec) -> st.SearchS
             max_value=min(math.floor(hi), MAX_SAFE_INTEGER),
         )
         return st.sampled_from(edges) | ints if edges else ints
-    floats = st.floats(min_value=lo, max_value=hi, allow_nan=False, allow_infinity=False)
-    points = st.sampled_from(edges) | floats if edges else floats
+    realistic: st.SearchStrategy[Any] = realistic_value(spec)
     if spec.kind is FieldKind.FLOAT:
-        return points
-    return st.tuples(points, points).map(lambda pair: Interval(min(pair), max(pair)))
+        return st.sampled_from(edges) | realistic if edges else realistic
+    return st.sampled_from([Interval.point(e) for e in edges]) | realistic if edges else realistic
 
 
 def states(contract: Contract[S, Any]) -> st.SearchStrategy[S]:
     """Complete decision states of ``contract``: every field in its domain.
 
-    Booleans and enums range over their whole domain; numbers and intervals range
-    over their declared bounds, with extra weight on each policy threshold and the
-    values just across it, where decisions change.
+    Half the draws come from the policy's geometry
+    (:func:`handoffs.contracts.analysis.geometry_states`: a witness of every live
+    region, both sides of every boundary, per field and on products and sums, and the
+    hard constraints' boundaries). The rest, and what failing examples shrink
+    towards, are realistic values: booleans and enums over their whole domain, numbers
+    spread over their declared bounds (no subnormal floats), narrow intervals inside
+    the range, with extra weight on each constant threshold and the values just
+    across it. Without z3 (the ``lab`` extra) only the realistic values are drawn.
     """
     _check_contract(contract)
     fields = {spec.name: _value_strategy(contract, spec) for spec in contract.fields}
-    return st.builds(contract.state, **fields)
+    realistic: st.SearchStrategy[S] = st.builds(contract.state, **fields)
+    cover = geometry_states(contract)
+    return realistic | st.sampled_from(cover) if cover else realistic
 
 
 def _check_contract(contract: object) -> None:
@@ -248,9 +256,9 @@ def receipts(
 
     Args:
         contract: the contract whose receipts to draw.
-        governance: a fixed :class:`Governance` stamp; or a
-            :class:`GovernanceService` that stamps each receipt (with a drawn case id
-            and evidence, ``DECIDE`` only if the service may decide); or ``None`` to
+        governance: a fixed :class:`~handoffs.contracts.Governance` stamp; or a
+            :class:`~handoffs.contracts.GovernanceService` that stamps each receipt (with a drawn
+            case id and evidence, ``DECIDE`` only if the service may decide); or ``None`` to
             draw governance members freely.
         honest: when True the proposed action is the reference policy's action for
             the drawn state; when False it is any action (a sender that disagrees).
@@ -351,7 +359,8 @@ def falsehoods(
         max_changed: how many fields at most change at once.
 
     Raises:
-        InvalidArgument: unknown field names, ``max_changed`` < 1, or no field can be
+        ValueError: ``InvalidArgument`` (also a TypeError), unknown field names, ``max_changed`` <
+            1, or no field can be
             falsified (every candidate has a one-value domain).
     """
     _check_contract(contract)
@@ -409,7 +418,7 @@ def cases(
 ) -> st.SearchStrategy[Any]:
     """Cases (the sender's evidence) in the shape an experiment reads them.
 
-    For a contract: :class:`~handoffs.lab.GeneratedCase` objects with a drawn case
+    For a contract: ``GeneratedCase`` objects with a drawn case
     id, a complete decision state from :func:`states` and evidence references; the
     lab's default readers (``state``, ``case_id``, ``evidence_refs``) accept them.
     For an :class:`~handoffs.lab.Experiment`: cases drawn from the first ``limit``
@@ -535,7 +544,8 @@ def assert_sufficient(
 
     Raises:
         AssertionError: the receiver is not sufficient within the tolerances.
-        InvalidArgument: no cases, or a receiver that is not a ``Receiver``.
+        ValueError: ``InvalidArgument`` (also a TypeError), no cases, or a receiver that is not a
+            ``Receiver``.
         ExperimentError: bad tolerances (before any work starts).
     """
     from handoffs.lab._experiment import (

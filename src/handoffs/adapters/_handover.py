@@ -102,7 +102,7 @@ def case_of(context: Any) -> Case:
     with ``case_id`` and ``evidence_refs`` attributes (or keys, for a mapping).
 
     Raises:
-        InvalidArgument: the context names no case.
+        ValueError: ``InvalidArgument`` (also a TypeError), the context names no case.
     """
     if isinstance(context, Case):
         return context

@@ -8,7 +8,7 @@ before the receiving agent runs — and returns the receiving agent on ACCEPT, t
 escalation agent otherwise. The SDK's simple ``handoff(agent, input_type=...)`` cannot
 do this: it always returns the agent it was built with.
 
-The handoff's tool output (what the next agent reads) is the :class:`Handover` as
+The handoff's tool output (what the next agent reads) is the :class:`~handoffs.adapters.Handover` as
 JSON: the gate's decision with its reasons and, when accepted, the verified receipt.
 What else the next agent sees is the *channel*: :data:`FULL_HISTORY` (the SDK's
 default, the whole conversation) or :data:`RECEIPT_ONLY` (an ``input_filter`` that
@@ -73,7 +73,8 @@ def strict_content_schema(signer: ReceiptSigner) -> dict[str, Any]:
     """The contract's content schema, passed through the SDK's strict-schema rules.
 
     Raises:
-        InvalidArgument: the schema is not acceptable in strict mode (the SDK's reason).
+        ValueError: ``InvalidArgument`` (also a TypeError), the schema is not acceptable in strict
+            mode (the SDK's reason).
     """
     try:
         return ensure_strict_json_schema(content_schema(signer.contract))
@@ -156,12 +157,14 @@ def gated_handoff(
         case: the case of a run, from the run's context object (default
             :func:`~handoffs.adapters.case_of`: its ``case_id`` and ``evidence_refs``).
         transport: carries the signed bytes to the gate (default: in process).
-        on_handover: called with every :class:`Handover`, before the next agent runs.
+        on_handover: called with every :class:`~handoffs.adapters.Handover`, before the next agent
+            runs.
         tool_name: the handoff tool's name (default ``transfer_to_<agent>``).
         tool_description: the tool's description (default: the contract's).
 
     Raises:
-        InvalidArgument: unknown ``channel``, or a content schema the SDK's strict mode
+        ValueError: ``InvalidArgument`` (also a TypeError), unknown ``channel``, or a content
+            schema the SDK's strict mode
             refuses.
     """
     if channel not in CHANNELS:

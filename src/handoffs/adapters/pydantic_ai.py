@@ -259,7 +259,7 @@ async def hand_off(
     Raises:
         HandoffRefused: the sender refused the content, or ``to``'s
             :class:`ReceiptGate` refused the receipt (the receiving model never ran).
-        InvalidArgument: unknown ``channel``.
+        ValueError: ``InvalidArgument`` (also a TypeError), unknown ``channel``.
     """
     if channel not in CHANNELS:
         raise InvalidArgument(f"unknown channel {channel!r}; expected one of {list(CHANNELS)}")

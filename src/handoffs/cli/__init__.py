@@ -13,7 +13,7 @@ receivers or lab. One module per command group:
 - :mod:`handoffs.cli._receipts`: ``sign``, ``grant``, ``verify``;
 - :mod:`handoffs.cli._gate`: ``gate``, ``log summary``;
 - :mod:`handoffs.cli._serve`: ``serve``;
-- :mod:`handoffs.cli._lab`: ``lab run``, ``lab rescore``, ``lab gate``.
+- :mod:`handoffs.cli._lab`: ``lab run``, ``lab rescore``, ``lab gate``, ``lab diff``.
 
 Exit codes: ``0`` success; ``1`` the input was read and found wanting (an invalid
 receipt, a breaking diff, drifted schema files, or any other

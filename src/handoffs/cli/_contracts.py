@@ -9,6 +9,7 @@ list ``handoffs.examples.payment:PAYMENT_RELEASE`` to use both.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Final
 
 import click
@@ -62,11 +63,35 @@ def unknown_hint(discovered: Discovered, *, example: bool) -> str:
             f"{ENV_VAR} or [tool.handoffs] contracts (see 'handoffs contracts')")
 
 
-@click.command("contracts")
+class _ContractsGroup(click.Group):
+    """``handoffs contracts`` lists; its subcommands load on first use."""
+
+    _LAZY: Final = MappingProxyType({"analyse": "handoffs.cli._analyse:analyse_command"})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self._LAZY})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = self._LAZY.get(cmd_name)
+        if target is not None and cmd_name not in self.commands:
+            import importlib
+
+            module, _, attribute = target.partition(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group("contracts", cls=_ContractsGroup, invoke_without_command=True)
 @click.option("--format", "output", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Output format.")
-def contracts_command(*, output: str) -> None:
-    """List the contracts the commands use, and where each came from."""
+@click.pass_context
+def contracts_command(ctx: click.Context, *, output: str) -> None:
+    """List the contracts the commands use, and where each came from.
+
+    'handoffs contracts analyse [ID]' prints a contract's decision regions.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
     found, example = cli_discovered()
     rows = [{"contract": c.id, "source": s.spec, "origin": s.origin}
             for s in found.sources for c in s.contracts]

@@ -5,9 +5,11 @@ experiment without an argument), prints the essay's table and the gate's verdict
 and writes ``report.json`` (always), ``report.md`` and ``report.html`` and the
 run log to ``--out``. ``handoffs lab gate REPORT.json`` re-evaluates the release
 gate on a report, optionally under another budget, and writes (and signs) the
-release artefact.
+release artefact. ``handoffs lab diff OLD.json NEW.json`` says what regressed
+between two reports.
 
-Exit codes: 0 the gate passed; 1 it failed; 2 the command could not run.
+Exit codes: 0 the gate passed (``diff``: nothing regressed beyond the budget); 1 it
+failed (``diff``: a regression); 2 the command could not run.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import click
 
@@ -143,6 +145,10 @@ def print_summary(report: Mapping[str, Any]) -> None:
         console.print(f"  - {reason}", markup=False)
     for warning in gate["warnings"]:
         console.print(f"  warning: {warning}", markup=False)
+    from handoffs.lab._render._view import view
+
+    for finding in view(report, compact=True).findings:
+        console.print(f"  {finding}", markup=False)
 
 
 def _write_report(report: Mapping[str, Any], out: Path, *, also: tuple[str, ...] = ()
@@ -198,12 +204,15 @@ def _write_renderings(report: Mapping[str, Any], out: Path) -> list[str]:
               help="Budget: model tokens (in + out) in this run.")
 @click.option("--concurrency", type=click.IntRange(min=1), default=None,
               help="Model calls in flight at once (default: the receivers' own).")
+@click.option("--strict", is_flag=True,
+              help="Exit 1 when the contract has a dead (shadowed) rule, even if the "
+                   "release gate passes.")
 @click.pass_context
 def run_command(  # noqa: PLR0917 - click passes every option as a parameter
     ctx: click.Context, experiment: Path | None, out: Path, executor: str,
     workers: int | None, chunk_size: int, resume: bool, no_progress: bool,
     cache_path: Path | None, no_cache: bool, refresh: bool, max_calls: int | None,
-    max_tokens: int | None, concurrency: int | None,
+    max_tokens: int | None, concurrency: int | None, strict: bool,
 ) -> None:
     """Run EXPERIMENT (a TOML file; default: the built-in payment experiment)."""
     if no_cache and (cache_path is not None or refresh):
@@ -220,6 +229,11 @@ def run_command(  # noqa: PLR0917 - click passes every option as a parameter
         raise _CannotRun(f"{exc} [{exc.code}]") from exc
     report = result.report
     _write_report(report, out, also=("run.jsonl",))
+    dead = (report.get("coverage") or {}).get("dead_rules") or []
+    if strict and dead:
+        click.echo(f"error: {report['experiment']['contract']} has dead rules: "
+                   f"{', '.join(dead)} [dead-rule]", err=True)
+        ctx.exit(1)
     ctx.exit(result.exit_code)
 
 
@@ -418,3 +432,60 @@ def gate_command(ctx: click.Context, *, report_path: Path, budgets: tuple[str, .
     click.echo(f"wrote {target}", err=True)
     ctx.exit(gate["exit_code"])
 
+
+
+def _read_report(path: Path) -> Mapping[str, Any]:
+    try:
+        report: Mapping[str, Any] = loads(path.read_bytes(), limits=_REPORT_LIMITS)
+        validate_report(report)
+    except HandoffsError as exc:
+        raise _CannotRun(f"{path}: {exc}") from exc
+    return report
+
+
+@lab.command("diff")
+@click.argument("old_path", metavar="OLD.json",
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("new_path", metavar="NEW.json",
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--format", "output", type=click.Choice(["text", "markdown", "json"]),
+              default="text", show_default=True,
+              help="text for a terminal, markdown for a CI comment, json for tools.")
+@click.option("--budget-agreement", type=click.FloatRange(min=0), default=0.0,
+              show_default=True, help="Agreement may fall by this much (absolute).")
+@click.option("--budget-regret", type=click.FloatRange(min=0), default=0.0,
+              show_default=True, help="Mean regret may rise by this much (absolute).")
+@click.option("--budget-hard-violations", type=click.IntRange(min=0), default=0,
+              show_default=True, help="Hard violations may rise by this many.")
+@click.option("--budget-bytes", type=click.FloatRange(min=0), default=0.1,
+              show_default=True, help="Mean message bytes may rise by this fraction.")
+@click.option("--budget-tokens", type=click.FloatRange(min=0), default=0.1,
+              show_default=True, help="Mean tokens may rise by this fraction.")
+@click.option("--budget-coverage", type=click.FloatRange(min=0), default=0.0,
+              show_default=True, help="A coverage number may fall by this much.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Changes shown (regressions first).")
+@click.pass_context
+def diff_command(ctx: click.Context, old_path: Path, new_path: Path, output: str,  # noqa: PLR0917 - click passes every option
+                 budget_agreement: float, budget_regret: float, budget_hard_violations: int,
+                 budget_bytes: float, budget_tokens: float, budget_coverage: float,
+                 limit: int) -> None:
+    """What regressed from OLD.json to NEW.json, per strategy and perturbation.
+
+    Compares agreement, mean regret, hard violations, mean bytes and tokens of every
+    strategy × perturbation row, the coverage numbers and the gate's verdict, and
+    lists new hard violations by case. Exit 0 when nothing regressed beyond the
+    budget, 1 when something did, 2 when a report cannot be read.
+    """
+    from handoffs.lab._diff import DiffBudget, diff_reports, render_diff
+
+    budget = DiffBudget(agreement=budget_agreement, regret=budget_regret,
+                        hard_violations=budget_hard_violations, bytes=budget_bytes,
+                        tokens=budget_tokens, coverage=budget_coverage)
+    diff = diff_reports(_read_report(old_path), _read_report(new_path), budget=budget)
+    if output == "json":
+        click.echo(dumps(diff.to_json(), indent=2))
+    else:
+        shape: Literal["text", "markdown"] = "markdown" if output == "markdown" else "text"
+        click.echo(render_diff(diff, format=shape, limit=limit), nl=False)
+    ctx.exit(diff.exit_code)

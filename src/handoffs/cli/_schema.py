@@ -156,7 +156,7 @@ def _published() -> tuple[list[Contract[Any, Any]], list[tuple[str, Path, str]]]
     handoff chain's, with the shipped example.
     """
     from handoffs.contracts._schema import render_json_schema
-    from handoffs.receivers._identity import HANDOFF_CHAIN_CONTRACT, handoff_chain_schema
+    from handoffs.receivers.chains import HANDOFF_CHAIN_CONTRACT, handoff_chain_schema
 
     found, example = cli_discovered()
     contracts = sorted(found.registry, key=lambda c: (c.name, c.version_key))

@@ -397,7 +397,8 @@ class Contract(Generic[S, A]):
         names to values; see :meth:`Policy.evaluate`).
 
         Raises:
-            InvalidArgument: ``view`` is neither an instance of :attr:`state` nor a
+            ValueError: ``InvalidArgument`` (also a TypeError), ``view`` is neither an instance of
+                :attr:`state` nor a
                 mapping (a ``TypeError`` and a ``ValueError``).
         """
         if isinstance(view, self.state):

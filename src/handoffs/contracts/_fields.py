@@ -92,7 +92,7 @@ class FieldSpec:
         kind: value type.
         description: what the fact means (exported as the schema ``description``).
         if_missing: the value a receiver assumes when the field is absent, or
-            :data:`MISSING` when it must fail closed instead.
+            ``MISSING`` when it must fail closed instead.
         minimum / maximum: inclusive bounds for numbers and interval ends.
         enum_type: the Enum class for ``FieldKind.ENUM`` fields.
     """
@@ -149,7 +149,7 @@ def decision_field(
     Args:
         description: what the fact means; required, and exported to the schema.
         if_missing: the value a receiver assumes if the field is absent. Leave it
-            :data:`MISSING` (the default) to make a receiver fail closed instead.
+            ``MISSING`` (the default) to make a receiver fail closed instead.
             Declaring a benign default is allowed, and the lab measures its cost.
         minimum: inclusive lower bound (numbers and intervals; required for them).
         maximum: inclusive upper bound (numbers and intervals; required for them).

@@ -258,7 +258,8 @@ def render_policy_document(contract: Contract[Any, Any]) -> str:
     return json.dumps(policy_document(contract), indent=2, ensure_ascii=False) + "\n"
 
 
-def check_policy_pin(contract: Contract[Any, Any], verified: _Granted | None) -> None:
+def check_policy_pin(contract: Contract[Any, Any], verified: _Granted | None, *,
+                     fingerprint: str | None = None) -> None:
     """A gate's check, at its context step, that the receipt was granted under the very
     policy the receiver holds for that contract version.
 
@@ -266,6 +267,8 @@ def check_policy_pin(contract: Contract[Any, Any], verified: _Granted | None) ->
     set its ``policy_fingerprint``. ``verified`` is the
     :class:`~handoffs.contracts.VerifiedReceipt`, ``None`` only under
     ``UnsafeNoProofs``, where nothing signed carries a fingerprint to compare.
+    ``fingerprint`` is :func:`policy_fingerprint` of ``contract`` when the caller holds
+    it already (the gate computes it once per contract, in its plan).
 
     Raises:
         ProofError: ``policy-fingerprint-missing`` when the grant names no fingerprint;
@@ -279,7 +282,7 @@ def check_policy_pin(contract: Contract[Any, Any], verified: _Granted | None) ->
             f"the authority grant names no policy fingerprint, so nothing says it was "
             f"issued under this receiver's policy for {contract.id}",
             code="policy-fingerprint-missing", json_path="$.grant")
-    own = policy_fingerprint(contract)
+    own = policy_fingerprint(contract) if fingerprint is None else fingerprint
     if pinned != own:
         raise ProofError(
             f"the grant was issued under policy {pinned}; this receiver's {contract.id} "

@@ -78,7 +78,7 @@ class Condition:
         """Values ``(field, value)`` at which the truth may change when that field alone
         varies and every other field keeps its value in ``view`` (an interval at either
         end). For :class:`Over` and :class:`Under` these are the thresholds; for an
-        arithmetic :class:`Compare` they depend on the other fields (``p * h > 2`` cuts
+        arithmetic ``Compare`` they depend on the other fields (``p * h > 2`` cuts
         ``p`` at ``2 / h``). The lab searches these cells.
         """
         return self.thresholds()
@@ -279,7 +279,7 @@ class Predicate(Condition):
     otherwise the predicate is unknown. It must return ``True``, ``False`` or ``None``
     (undetermined, e.g. an interval that straddles its threshold). Anything else,
     truthy or not (``0``, ``"yes"``, a NumPy bool), and any exception it raises, is a
-    :class:`~handoffs.PolicyError` (``predicate-result``, ``predicate-raised``): a
+    :class:`~handoffs.contracts.PolicyError` (``predicate-result``, ``predicate-raised``): a
     gate fails closed on it, and nothing is ever read as ``False``.
 
     Prefer the declarative conditions and arithmetic expressions (``Field("p") *
@@ -378,13 +378,13 @@ class Expr:
     """Base of arithmetic expressions over numeric and interval decision fields.
 
     Build them from :class:`Field` and numbers with ``+ - * /``, and compare them with
-    ``> >= < <=`` to get a :class:`Compare` condition, usable wherever a condition is
+    ``> >= < <=`` to get a ``Compare`` condition, usable wherever a condition is
     (rules, hard constraints)::
 
         Field("failure_probability") * Field("consequence") > 2
 
-    **Interval semantics.** A field holding an :class:`Interval` stands for every
-    value in it; the expression's value is the interval of every result (sound: for
+    **Interval semantics.** A field holding an :class:`~handoffs.contracts.Interval`
+    stands for every value in it; the expression's value is the interval of every result (sound: for
     any points inside the operand intervals, the point result lies inside). A
     comparison is true when it holds for the whole result interval, false when it
     holds nowhere, and unknown when the interval straddles it. Division by an
@@ -635,7 +635,7 @@ class Compare(Condition):
     the comparison holds for every value the operands allow, false when it holds for
     none, unknown when it holds for some (a straddling interval), when a field is
     absent, or when a divisor interval contains 0. A field that holds neither a
-    number nor an :class:`Interval` raises :class:`~handoffs.PolicyError`
+    number nor an :class:`Interval` raises :class:`~handoffs.contracts.PolicyError`
     (``not-a-number``).
     """
 
@@ -697,7 +697,7 @@ class Compare(Condition):
 
 
 def arithmetic_conditions(condition: Condition) -> Iterator[Compare]:
-    """Every :class:`Compare` inside ``condition`` (through ``Not``/``AllOf``/``AnyOf``)."""
+    """Every ``Compare`` inside ``condition`` (through ``Not``/``AllOf``/``AnyOf``)."""
     if isinstance(condition, Compare):
         yield condition
     elif isinstance(condition, Not):
@@ -783,7 +783,13 @@ class Policy(Generic[A]):
         return frozenset().union(*(rule.when.reads() for rule in self.rules))
 
     def thresholds(self) -> tuple[tuple[str, float], ...]:
-        """Every numeric threshold in the rules, in precedence order."""
+        """Every constant numeric threshold in the rules, in precedence order.
+
+        A comparison over two fields (``p * h > 500``) has no constant threshold: its
+        cut is a surface. :func:`handoffs.contracts.analysis.analyse` gives the cut
+        surfaces and the boundary pairs on either side of them; the lab's generated
+        cases and :func:`handoffs.testing.states` use those.
+        """
         return tuple(t for rule in self.rules for t in rule.when.thresholds())
 
     def describe(self) -> list[dict[str, str]]:

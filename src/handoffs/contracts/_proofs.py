@@ -213,7 +213,7 @@ def verify_proof(
     before hashing) and ``proof`` the proof to check. If the proof has ``@context``, the
     document's ``@context`` must start with it, in order, and the proof's ``@context``
     replaces the document's for hashing (spec step 4). The public key is checked
-    with :func:`~handoffs.contracts._keys.check_public_key` first.
+    with ``check_public_key`` first.
 
     .. warning:: Low-level. It checks the signature only; use :func:`verify` for the key
        ring, validity windows, purposes, expiry and proof chains.
@@ -268,7 +268,7 @@ def _check_context_prefix(document: Mapping[str, Any], proof_context: object) ->
 
 @attrs.frozen(kw_only=True)
 class VerifiedProof:
-    """One proof that passed every check of :func:`verify`.
+    """One proof that passed every check of ``verify``.
 
     Attributes:
         proof_id: the proof's ``id``, or ``None`` if it has none.
@@ -785,7 +785,8 @@ def sign(
     their ``proofValue``. The input document is not modified.
 
     Raises:
-        InvalidArgument: for bad arguments (naive datetimes, empty strings, wrong types),
+        ValueError: ``InvalidArgument`` (also a TypeError), for bad arguments (naive datetimes,
+            empty strings, wrong types),
             before any work.
         ProofError: ``context-not-allowed`` (the document has ``@context``),
             ``proof-malformed`` (existing proofs are not objects, ``expires`` not after

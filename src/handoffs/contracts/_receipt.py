@@ -124,7 +124,8 @@ def case_id_from(text: str) -> str:
     ``"order-1842"`` give the same id): keep your own ids distinct before mapping them.
 
     Raises:
-        InvalidArgument: ``text`` is not a string, or has no ASCII letter or digit to keep.
+        ValueError: ``InvalidArgument`` (also a TypeError), ``text`` is not a string,
+            or has no ASCII letter or digit to keep.
     """
     if not isinstance(text, str):
         raise InvalidArgument(f"case_id_from takes text, got {type(text).__name__}")

@@ -408,7 +408,7 @@ def validate(
 ) -> None:
     """Raise :class:`ReceiptValidationError` listing every violation, best first.
 
-    The document is first checked as parsed JSON (:func:`handoffs._json.check_value`:
+    The document is first checked as parsed JSON (``check_value``:
     size and depth within ``limits``, no lone surrogates, nothing JSON cannot hold).
     The compiled validator (``jsonschema-rs``) decides, and describes the common
     violations itself; rarer keywords are described by ``jsonschema``.
@@ -423,7 +423,7 @@ def validate(
 
 def validate_checked(contract: Contract[Any, Any], document: Any) -> None:
     """:func:`validate` for a document already checked as JSON data (parsed by the
-    strict parser, or passed through :func:`~handoffs._json.check_value`).
+    strict parser, or passed through ``check_value``).
 
     Raises:
         ReceiptValidationError: every violation, best first.

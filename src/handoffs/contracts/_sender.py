@@ -107,8 +107,8 @@ def _callable(_: object, attribute: attrs.Attribute[Any], value: object) -> None
 class Sender(Generic[S, A]):
     """The sending agent's signer for one contract, configured once.
 
-    Example:
-        ```python
+    Example::
+
         sender = Sender(
             contract=MY_CONTRACT,
             key=sender_key,
@@ -118,13 +118,12 @@ class Sender(Generic[S, A]):
             grants=GrantIssuer(key=service_key, issuer="policy-service"),
         )
         message = sender.sign(content, case_id="case-1842", evidence_refs=[...])
-        ```
 
     ``content`` is what an encoder or a model wrote — the members of
     :meth:`~handoffs.contracts.Contract.content_schema` (``proposed_action``,
     ``decision_state``, ``uncertainty``, ``counterfactual_trigger``, ``notes``) as a
     mapping, or :class:`~handoffs.contracts.DecisionContent`. Any governance or
-    envelope member in it raises :class:`~handoffs.UntrustedGovernance`: governance
+    envelope member in it raises :class:`~handoffs.contracts.UntrustedGovernance`: governance
     only ever comes from ``governance``.
 
     Attributes:
@@ -200,10 +199,12 @@ class Sender(Generic[S, A]):
 
         For a receiver in the same program (an example, a test, a lab). A receiver
         elsewhere pins the keys it was given out of band: the trust file
-        ``handoffs keys new --trust`` writes, or its own :meth:`KeyRing.enrol` calls.
+        ``handoffs keys new --trust`` writes, or its own
+        :meth:`~handoffs.integrity.KeyRing.enrol` calls.
 
         Raises:
-            InvalidArgument: ``not_before`` has no time zone, or :attr:`grants` is a
+            ValueError: ``InvalidArgument`` (also a TypeError), ``not_before`` has no time zone, or
+                :attr:`grants` is a
                 remote grant source (its key is not here to enrol).
         """
         if not isinstance(not_before, datetime) or not_before.utcoffset() is None:

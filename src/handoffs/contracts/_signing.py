@@ -66,7 +66,7 @@ POLICY_SERVICE_ROLE: Final = "policy-service"
 """The key-ring role a grant issuer's key must hold."""
 
 class AnyAudience:
-    """The type of :data:`ANY_AUDIENCE` (a singleton)."""
+    """The type of :data:`~handoffs.contracts.ANY_AUDIENCE` (a singleton)."""
 
     __slots__ = ()
     _instance: AnyAudience | None = None
@@ -307,7 +307,7 @@ def verify_receipt(
         keyring: the pinned trust store.
         now: the verification instant (aware).
         audience: the receiver the receipt must be addressed to, or
-            :data:`ANY_AUDIENCE` to choose, explicitly, not to check it.
+            :data:`~handoffs.contracts.ANY_AUDIENCE` to choose, explicitly, not to check it.
         registry: the contract versions to verify under.
         require_grant: refuse a receipt without an authority grant.
         max_proof_age: how old the sender's proof may be (``proof-stale`` from that
@@ -320,7 +320,8 @@ def verify_receipt(
     Raises:
         UnknownContract, ReceiptValidationError, ProofError: with a specific code.
         MalformedJSON: the document is not JSON data, or exceeds the default limits.
-        InvalidArgument: ``audience`` is neither a receiver name nor ``ANY_AUDIENCE``.
+        ValueError: ``InvalidArgument`` (also a TypeError), ``audience`` is neither a receiver name
+            nor ``ANY_AUDIENCE``.
     """
     # The document is checked as JSON data (limits, lone surrogates, non-JSON values);
     # the same walk says whether it takes the canonical fast path, which then covers

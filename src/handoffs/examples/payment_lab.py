@@ -48,7 +48,7 @@ from handoffs.lab._baselines import (
     ScoreReceiver,
 )
 from handoffs.lab._experiment import Experiment, IterableCases, Strategy, Tolerances
-from handoffs.lab._perturb import (
+from handoffs.lab.perturbations import (
     ActionAdded,
     Falsehood,
     LossChanged,

@@ -99,7 +99,8 @@ def check_public_key(public_key: bytes, *, json_path: str = "$") -> None:
 
     Raises:
         KeyRingError: ``bad-key-length`` or ``not-on-curve``.
-        WeakKey: ``small-order-key``, ``non-canonical-key`` or ``mixed-order-key``.
+        KeyRingError: ``WeakKey``, ``small-order-key``, ``non-canonical-key`` or
+            ``mixed-order-key``.
 
     """
     if not isinstance(public_key, bytes | bytearray) or len(public_key) != 32:

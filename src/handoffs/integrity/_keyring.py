@@ -89,7 +89,7 @@ class KeyEntry:
     """One enrolled public key: who controls it, what it may do, and when.
 
     A ``KeyEntry`` cannot be built around an unsafe key: construction runs
-    :func:`check_public_key`, and a ``did:key`` verification method must name this
+    ``check_public_key``, and a ``did:key`` verification method must name this
     very key.
 
     Attributes:
@@ -294,7 +294,7 @@ class KeyRing:
         issuer's key needs ``policy-service``).
 
         Raises:
-            WeakKey: for a small-order, non-canonical or mixed-order key.
+            KeyRingError: ``WeakKey``, for a small-order, non-canonical or mixed-order key.
             KeyRingError: for an undecodable key, a bad entry or a duplicate.
 
         """
@@ -384,7 +384,7 @@ class KeyRing:
         path, e.g. ``$.keys[2].not_before``.
 
         Raises:
-            KeyRingError: (or :class:`WeakKey`) with the path of the first problem.
+            KeyRingError: (or its subclass ``WeakKey``) with the path of the first problem.
 
         """
         if not isinstance(data, Mapping):

@@ -83,7 +83,7 @@ def decode_public_key_multibase(text: str, *, json_path: str = "$") -> bytes:
     """Return the raw 32-byte Ed25519 public key of a Multikey ``publicKeyMultibase``.
 
     Only the ``z`` (base58btc) multibase and the ``0xed01`` (ed25519-pub) header are
-    accepted. The point itself is not checked here; see :func:`check_public_key`.
+    accepted. The point itself is not checked here; see ``check_public_key``.
 
     Raises:
         KeyRingError: ``invalid-multibase`` or ``wrong-key-type``.

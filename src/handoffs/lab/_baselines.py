@@ -71,7 +71,8 @@ def _fields(value: Iterable[str]) -> tuple[str, ...]:
 class GovernanceChecker:
     """Admission for the message forms that are not receipts (full record, risk
     score, action-only): the essay's ``governance_valid`` plus optional audience and
-    expiry checks. It checks **no proof**; use a :class:`Gate` for signed receipts.
+    expiry checks. It checks **no proof**; use a :class:`~handoffs.receivers.Gate` for signed
+    receipts.
 
     Steps it runs: (1) parse with limits; governance members present and non-empty
     (``missing-field``), ``authority`` one of ADVISE/DECIDE; (2) audience when
@@ -112,7 +113,7 @@ class GovernanceChecker:
         ``keep``: the members the receiver's rule reads. ``None`` for raw bytes or
         text, with a ``clock`` (time-dependent decisions), and for a message the
         checker refuses at parse whatever its members say (not JSON data, or beyond
-        the limits: see :func:`handoffs._json.check_value`).
+        the limits: see ``check_value``).
         """
         if self.clock is not None or not isinstance(message, Mapping):
             return None
@@ -173,7 +174,7 @@ class GovernanceChecker:
         record: Mapping[str, Any] | None = None,
     ) -> Decision:
         """Check governance, then apply ``rule``, on the one admission engine
-        (:class:`~handoffs.receivers._pipeline.Pipeline`); never raises.
+        (``handoffs.receivers._pipeline``); never raises.
         """
         run = _GovernanceRun(message, rule, receiver,
                              str(self.contract.fail_closed_action.value),

@@ -59,11 +59,6 @@ from handoffs.lab._messages import (
     drawn,
     member_size,
 )
-from handoffs.lab._perturb import (
-    REMOVED,
-    CaseContext,
-    Variant,
-)
 from handoffs.lab._plan import (
     _ENVELOPE,
     _FORBIDDEN,
@@ -77,6 +72,12 @@ from handoffs.lab._plan import (
     analyse_state,
     receipt_id,
 )
+from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of, user_error
+from handoffs.lab.perturbations import (
+    REMOVED,
+    CaseContext,
+    Variant,
+)
 from handoffs.receivers._decision import Verdict
 
 __all__ = ["run_chunk"]
@@ -86,6 +87,7 @@ _plans: dict[str, Plan] = {}
 
 
 _PLANS_KEPT: Final = 8
+_EXHIBITS: Final = 3  # messages kept per strategy × perturbation and chunk
 
 
 def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
@@ -141,6 +143,8 @@ def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
         "stats": chunk.stats,
         "case_counts": [[si, pi, n] for (si, pi), n in chunk.case_counts.items()],
         "rows": chunk.rows,
+        "exhibits": chunk.failing.exhibits,
+        "rules": chunk.failing.rules,
         "complete_rows": plan.keep_rows,
         "model": [[si, *usage] for si, usage in sorted(chunk.usage.items())],
     }
@@ -148,6 +152,20 @@ def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
 
 _FIRST_SLICE: Final = 8
 """Cases in the scheduling pass's first slice (the slices double from there)."""
+
+
+class _Failing:
+    """A chunk's failing decisions: the templates whose action differs from the
+    reference, the messages kept for the first few, the reference's deciding rules.
+    """
+
+    __slots__ = ("counts", "exhibits", "notable", "rules")
+
+    def __init__(self) -> None:
+        self.notable: set[int] = set()
+        self.exhibits: list[list[Any]] = []  # [row index, message sent]
+        self.rules: dict[str, str] = {}  # state key: the reference's deciding rule
+        self.counts: dict[tuple[int, int], int] = {}  # exhibits per (strategy, perturbation)
 
 
 class _Chunk:
@@ -205,6 +223,11 @@ class _Chunk:
         self.rows: list[tuple[int, int, int, int | None, int, int]] = []
         self.case_counts: dict[tuple[int, int], int] = {}
         self.last_case: dict[tuple[int, int], int] = {}
+        # failures: the templates whose action differs from the reference (their rows
+        # are always kept, so that every disagreement names its case), the reference
+        # policy's deciding rule per state, and for the first few per strategy ×
+        # perturbation the message sent
+        self.failing = _Failing()
         self.special = plan.special
         self.special_cases: set[int] = set()
         # the last value and size of each stamp member, and of each encoder's members
@@ -220,10 +243,8 @@ class _Chunk:
         service = plan.governance
         derive = type(service) is GovernanceService
         for evidence in cases:
-            truth = self.contract.view(plan.state_of(evidence))
-            state_key, ref = self._truth(truth, evidence)
-            case_id = str(plan.case_id_of(evidence))
-            evidence_refs = tuple(plan.evidence_refs_of(evidence))
+            case_id, truth, evidence_refs = self._read(evidence)
+            state_key, ref = self._truth(truth, evidence, case_id)
             stamps: dict[Authority, Piece] = {}
             contents: dict[int, Piece] = {}
             row: list[Message] = []
@@ -238,7 +259,7 @@ class _Chunk:
                 content = contents.get(id(strategy.encoder))
                 if content is None:
                     content = contents[id(strategy.encoder)] = self._content(
-                        strategy, strategy.encoder.encode(evidence))
+                        strategy, encoded(strategy, evidence, case_id))
                 row.append(self._base(strategy, si, content, stamp, case_id))
             j = len(self.bases)
             self.bases.append(row)
@@ -261,14 +282,29 @@ class _Chunk:
                         for sample in range(1 if slot.deterministic else plan.epochs):
                             self._schedule(slot, facts, memoise=True, sample=sample)
                 continue
-            self.case_rows.append([case_id, _case_digest(plan, evidence), state_key, ref])
+            self.case_rows.append([case_id, _case_digest(plan, evidence, case_id), state_key,
+                                   ref])
             if plan.analyse and state_key not in self.states:
                 analysis = analyse_state(self.contract, state_key, truth,
                                          budget=plan.region_budget)
                 self.states[state_key] = {**analysis, "example_case_id": case_id,
                                           "example": row[plan.subject].message}
 
-    def _truth(self, truth: dict[str, Any], evidence: Any) -> tuple[str, str]:
+    def _read(self, evidence: Any) -> tuple[str, dict[str, Any], tuple[Any, ...]]:
+        """A case's id, decision state (as a view) and evidence references, read by
+        the experiment's own functions; one that raises is named in a
+        :class:`UserCodeError` with the case.
+        """
+        plan = self.plan
+        case_id = case_id_of(plan.case_id_of, evidence)
+        try:
+            truth = self.contract.view(plan.state_of(evidence))
+        except Exception as exc:
+            raise user_error("state function", plan.state_of, case_id, exc) from exc
+        return case_id, truth, evidence_refs_of(plan.evidence_refs_of, evidence, case_id)
+
+    def _truth(self, truth: dict[str, Any], evidence: Any,
+               case_id: str) -> tuple[str, str]:
         """(state key, reference action), memoised on the typed truth."""
         plan = self.plan
         try:
@@ -283,7 +319,10 @@ class _Chunk:
             if key is not None:
                 self.truth_memo[key] = found
         if plan.reference is not None:
-            declared = plan.reference(evidence)
+            try:
+                declared = plan.reference(evidence)
+            except Exception as exc:
+                raise user_error("reference function", plan.reference, case_id, exc) from exc
             return found[0], str(declared.value if hasattr(declared, "value") else declared)
         return found
 
@@ -740,8 +779,31 @@ class _Chunk:
             else:
                 stats[5] += 1
                 stats[7] += latency
-            if plan.keep_rows or pi in self.special or (pi == 0 and j in self.special_cases):
+            notable = t in self.failing.notable
+            if (plan.keep_rows or notable or pi in self.special
+                    or (pi == 0 and j in self.special_cases)):
                 self.rows.append((j, t, size, tokens, latency, memo))
+            if notable and not self.dry:
+                self._deciding_rule(j)
+                self._exhibit(j, si, pi, facts)
+
+    def _exhibit(self, j: int, si: int, pi: int, facts: Facts) -> None:
+        """Keep the message sent for the row just added (a disagreement), up to
+        :data:`_EXHIBITS` per strategy × perturbation.
+        """
+        seen = self.failing.counts.get((si, pi), 0)
+        if seen >= _EXHIBITS:
+            return
+        self.failing.counts[(si, pi)] = seen + 1
+        self.failing.exhibits.append([len(self.rows) - 1, dict(facts.message())])
+
+    def _deciding_rule(self, j: int) -> None:
+        """Note the reference policy's deciding rule on case ``j``'s truth, once per
+        state (none when the experiment declares its own reference).
+        """
+        state_key = self.case_rows[j][2]
+        if state_key not in self.failing.rules and self.plan.reference is None:
+            self.failing.rules[state_key] = self.contract.evaluate(self.truths[j]).rule
 
     def _template(self, at: tuple[int, int, int], epoch: int, facts: Facts, oid: int,
                   sid: int) -> int:
@@ -764,6 +826,8 @@ class _Chunk:
             semantic, sem_verdict, _ = self.outcomes[sid]
             determined = sem_verdict == Verdict.ACCEPT.value
         found = self.template_ids[key] = len(self.templates)
+        if action != facts.ref:
+            self.failing.notable.add(found)
         self.templates.append([
             None, si, pi, label, epoch, facts.ref, action, verdict, semantic, determined,
             None, None, facts.governance, facts.schema, None, None, falsified,
@@ -773,5 +837,11 @@ class _Chunk:
         return found
 
 
-def _case_digest(plan: Plan, evidence: Any) -> str:
-    return digest(canonical_bytes(plan.case_json(evidence)))
+def _case_digest(plan: Plan, evidence: Any, case_id: str) -> str:
+    try:
+        return digest(canonical_bytes(plan.case_json(evidence)))
+    except Exception as exc:  # evidence that is not JSON, or the user's case_json raised
+        raise user_error("case JSON function", plan.case_json, case_id, exc) from exc
+
+
+

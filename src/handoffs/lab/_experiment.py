@@ -16,6 +16,7 @@ more than once, which is what resuming an interrupted run needs.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import enum
 import math
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -46,6 +47,8 @@ __all__ = [
     "ReferenceReceiver",
     "Strategy",
     "Tolerances",
+    "UnknownExperimentKey",
+    "UserCodeError",
     "wire_value",
 ]
 
@@ -54,6 +57,97 @@ class ExperimentError(HandoffsError, ValueError):
     """An experiment declaration is inconsistent or cannot be loaded."""
 
     code = "bad-experiment"
+
+
+class UnknownExperimentKey(ExperimentError):
+    """A table of an experiment file (or its JSON form) has a key nothing reads.
+
+    Attributes:
+        key: the unknown key.
+        table: the TOML path of its table (``cases``, ``strategy[2].model``; empty for
+            the top level).
+        known: the keys the table accepts.
+        suggestion: the closest known key (:func:`difflib.get_close_matches`), if any.
+        file: the experiment file, when it was read from one.
+    """
+
+    code = "unknown-experiment-key"
+
+    def __init__(self, key: str, *, table: str, known: Iterable[str], noun: str,
+                 file: str | None = None) -> None:
+        self.key = key
+        self.table = table
+        self.known = tuple(sorted(known))
+        self.noun = noun
+        self.file = file
+        close = difflib.get_close_matches(key, self.known, n=1, cutoff=0.6)
+        self.suggestion = close[0] if close else None
+        if not table:
+            text = f"unknown table [{key}]"
+            hint = (f"; did you mean [{self.suggestion}]?" if self.suggestion
+                    else f"; known: {', '.join(self.known)}")
+        else:
+            text = f"unknown {noun} {key!r} in [{table}]"
+            hint = (f"; did you mean {self.suggestion!r}?" if self.suggestion
+                    else f"; known: {', '.join(self.known)}")
+        prefix = f"{file}: " if file else ""
+        super().__init__(prefix + text + hint,
+                         json_path=f"$.{table}.{key}" if table else f"$.{key}")
+
+    def in_file(self, file: Path | str) -> UnknownExperimentKey:
+        """The same error, naming the file it was read from."""
+        return UnknownExperimentKey(self.key, table=self.table, known=self.known,
+                                    noun=self.noun, file=str(file))
+
+
+def refuse_unknown(table: Mapping[str, Any], known: Iterable[str], *, path: str,
+                   noun: str = "key") -> None:
+    """Raise :class:`UnknownExperimentKey` for the first key of ``table`` not in ``known``."""
+    accepted = frozenset(known)
+    unknown = sorted(k for k in table if k not in accepted)
+    if unknown:
+        raise UnknownExperimentKey(str(unknown[0]), table=path, known=accepted, noun=noun)
+
+
+class UserCodeError(ExperimentError):
+    """The experiment's own code (an encoder, a receiver, a case source, a structure or
+    evidence function) raised, or returned what the lab cannot use.
+
+    Attributes:
+        role: what the code was doing (``encoder``, ``receiver``, ``case source``, ...).
+        callable_name: the callable's qualified name (``module.Class.method``).
+        case_id: the case it was working on, if known.
+        error: the exception's type and text.
+    """
+
+    code = "user-code-error"
+
+    def __init__(self, *, role: str, callable_name: str, case_id: str | None,
+                 error: BaseException | str, at: str | None = None) -> None:
+        self.role = role
+        self.callable_name = callable_name
+        self.case_id = case_id
+        self.error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        where = f" on case {case_id!r}" if case_id is not None else ""
+        if at is not None:
+            where = f" {at}"
+        super().__init__(f"the {role} {callable_name} raised{where}: {self.error}")
+
+
+def qualified_name(obj: Any) -> str:
+    """``module.qualname`` of a function, class or bound method; the class's for an
+    instance (a callable object, an encoder).
+    """
+    target = obj
+    func = getattr(obj, "__func__", None)
+    if func is not None:
+        target = func
+    name = getattr(target, "__qualname__", None)
+    if name is None:
+        target = type(obj)
+        name = target.__qualname__
+    module = getattr(target, "__module__", None)
+    return f"{module}.{name}" if module else str(name)
 
 
 # ------------------------------------------------------------------------- values
@@ -346,11 +440,8 @@ class Tolerances:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Tolerances:
         """Read the JSON (or TOML) form; unknown keys are an error."""
-        known = {a.name for a in attrs.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ExperimentError(f"unknown tolerance {unknown[0]!r}; known: {sorted(known)}",
-                                  json_path=f"$.{unknown[0]}")
+        refuse_unknown(data, (a.name for a in attrs.fields(cls)), path="tolerances",
+                       noun="tolerance")
         try:
             return cls(**dict(data))
         except TypeError as exc:
@@ -422,7 +513,17 @@ class JSONLinesCases:
                 if not isinstance(value, dict):
                     raise MalformedJSON(f"{self.path} line {number} is not a JSON object",
                                         code="not-an-object")
-                yield value if self.structure is None else self.structure(value)
+                if self.structure is None:
+                    yield value
+                    continue
+                try:
+                    evidence = self.structure(value)
+                except Exception as exc:
+                    raise UserCodeError(role="structure function",
+                                        callable_name=qualified_name(self.structure),
+                                        case_id=None, error=exc,
+                                        at=f"on {self.path} line {number}") from exc
+                yield evidence
 
 
 @attrs.frozen
@@ -432,28 +533,6 @@ class GeneratedCase:
     case_id: str
     state: Any
     evidence_refs: tuple[str, ...]
-
-
-def _field_strategy(spec: FieldSpec, thresholds: Sequence[float]) -> Any:
-    from hypothesis import strategies as st
-
-    if spec.kind is FieldKind.BOOL:
-        return st.booleans()
-    if spec.kind is FieldKind.ENUM:
-        return st.sampled_from(list(spec.domain() or ()))
-    lo = spec.minimum if spec.minimum is not None else -1e9
-    hi = spec.maximum if spec.maximum is not None else 1e9
-    marks = [t for t in thresholds if lo <= t <= hi]
-    if spec.kind is FieldKind.INT:
-        near = [int(v) for t in marks for v in (math.floor(t), math.ceil(t), t + 1, t - 1)
-                if lo <= int(v) <= hi]
-        ints = st.integers(math.ceil(lo), math.floor(hi))
-        return st.one_of(st.sampled_from(near), ints) if near else ints
-    floats = st.floats(lo, hi, allow_nan=False, allow_infinity=False)
-    points = st.one_of(st.sampled_from(marks), floats) if marks else floats
-    if spec.kind is FieldKind.FLOAT:
-        return points
-    return st.tuples(points, points).map(lambda p: Interval(min(p), max(p)))
 
 
 def draw(strategy: Any, count: int, *, seed: int) -> list[Any]:
@@ -480,11 +559,17 @@ def draw(strategy: Any, count: int, *, seed: int) -> list[Any]:
 
 @attrs.frozen
 class GeneratedCases:
-    """``count`` cases whose decision states Hypothesis draws from the contract.
+    """``count`` cases that cover the contract's policy geometry, then realistic draws.
 
-    Numeric fields are weighted towards the policy's thresholds. Drawing happens in
-    batches, so memory does not grow with ``count``; the same ``seed`` gives the
-    same cases.
+    First the states the policy analysis
+    (:func:`handoffs.contracts.analysis.analyse`) says a test set needs: a witness of
+    every live region, both sides of every boundary (per field and on the products
+    and sums the guards compare) and the hard constraints' witnesses and boundaries.
+    Then Hypothesis draws realistic states (numbers spread over the declared bounds,
+    no subnormal floats, intervals inside the range, fair booleans). Without z3 (the
+    ``lab`` extra) only the draws are made, and the report's coverage says so.
+    Drawing happens in batches, so memory does not grow with ``count``; the same
+    ``seed`` gives the same cases.
     """
 
     contract: Contract[Any, Any]
@@ -498,16 +583,18 @@ class GeneratedCases:
         return f"hypothesis:{self.contract.id}:{self.count}:seed={self.seed}"
 
     def __iter__(self) -> Iterator[GeneratedCase]:
-        """Draw the cases batch by batch."""
-        from hypothesis import strategies as st
+        """The geometry's states, then draws batch by batch."""
+        from handoffs.contracts.analysis import geometry_states, realistic_states
 
-        thresholds = self.contract.policy.thresholds()
-        fields = {
-            spec.name: _field_strategy(spec, [t for f, t in thresholds if f == spec.name])
-            for spec in self.contract.fields
-        }
-        strategy = st.fixed_dictionaries(fields).map(lambda d: self.contract.state(**d))
         produced = 0
+        for state in geometry_states(self.contract)[: self.count]:
+            yield GeneratedCase(
+                case_id=f"generated-{produced + 1:06d}",
+                state=state,
+                evidence_refs=(f"urn:handoffs:generated:{self.seed}:{produced + 1}",),
+            )
+            produced += 1
+        strategy = realistic_states(self.contract)
         round_ = 0
         while produced < self.count:
             want = min(self.batch, self.count - produced)
@@ -536,6 +623,8 @@ def _attr_or_key(name: str) -> Callable[[Any], Any]:
         return getattr(evidence, name)
 
     get.__name__ = f"get_{name}"
+    get.__qualname__ = f"evidence[{name!r}]"  # named so in errors (qualified_name)
+    get.__module__ = ""
     return get
 
 
@@ -618,7 +707,7 @@ class Experiment:
         subject: the strategy whose message the ablations, coarsenings and
             falsehoods change (default: the first strategy that sends receipts).
         perturbations: perturbations to apply (default: the standard set generated
-            from the contract, see :func:`handoffs.lab.standard_perturbations`).
+            from the contract, see :func:`handoffs.lab.perturbations.standard_perturbations`).
         injections: declared schema-valid falsehoods in named cases (the essay's
             error injection); the first is reported under ``error_injection``.
         tolerances: the release thresholds.

@@ -15,8 +15,8 @@ from typing import Any, Final
 
 from handoffs._json import canonical_size
 from handoffs.lab._keys import keyed, memo_key, memo_member
-from handoffs.lab._perturb import Variant
 from handoffs.lab._plan import _measure
+from handoffs.lab.perturbations import Variant
 from handoffs.receivers._decision import Receiver
 from handoffs.receivers._model import ModelReceiver
 

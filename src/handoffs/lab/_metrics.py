@@ -21,8 +21,8 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Final
 
 from handoffs._json import dumps
-from handoffs.lab._perturb import Falsehood, Mutate, Perturbation, Scoring
 from handoffs.lab._runlog import expand_rows
+from handoffs.lab.perturbations import Falsehood, Mutate, Perturbation, Scoring
 
 if TYPE_CHECKING:
     from handoffs.lab._experiment import Experiment
@@ -32,6 +32,7 @@ __all__ = ["Aggregator", "falsehood_class"]
 
 _STATE_LIMIT: Final = 100_000
 _REGION_LIMIT: Final = 10_000
+_FAILURE_LIMIT: Final = 1_000  # each is validated against the report schema: keep it cheap
 
 # Row columns (see handoffs.lab._runlog.COLUMNS).
 _CASE, _STRATEGY, _PERTURBATION, _LABEL, _EPOCH, _REF, _ACTION, _VERDICT = range(8)
@@ -277,6 +278,12 @@ class Aggregator:
         self._regions: dict[str, dict[str, Any]] = {}
         self._minimal_fields = 0
         self._minimal_cases = 0
+        # failures: every decision whose action differs from the reference
+        self._failures: list[dict[str, Any]] = []  # without a hard violation
+        self._hard_failures: list[dict[str, Any]] = []
+        self._violation_memo: dict[tuple[Any, ...], tuple[str, ...]] = {}
+        self._disagreements = 0
+        self._failure_hard = 0
 
     @classmethod
     def for_experiment(cls, experiment: Experiment, plan: Plan,
@@ -337,6 +344,69 @@ class Aggregator:
                     acc = self._accs[(si, pi)] = _Acc()
                 acc.add(row, chunk, self.scorings[pi])
         self._feed_rows(rows, cases)
+        self._feed_failures(record, rows, cases)
+
+    def _feed_failures(self, record: Mapping[str, Any], rows: Sequence[Sequence[Any]],
+                       cases: Sequence[Any]) -> None:
+        """Count every disagreement (from the distinct rows of a compact record, which
+        carry their counts) and list them, row by row, up to :data:`_FAILURE_LIMIT`.
+        """
+        templates = record.get("templates")
+        if templates is not None:
+            for template, sums in zip(templates, record["stats"], strict=True):
+                if template[_ACTION] != template[_REF]:
+                    self._count_failure(template, sums[0])
+            if min(len(self._failures), len(self._hard_failures)) >= _FAILURE_LIMIT:
+                return
+        messages = {int(i): message for i, message in record.get("exhibits", ())}
+        rules = record.get("rules", {})
+        for i, row in enumerate(rows):
+            if row[_ACTION] == row[_REF]:
+                continue
+            hard = (self._count_failure(row, 1) if templates is None
+                    else self._violations(row))
+            if len(self._hard_failures if hard else self._failures) < _FAILURE_LIMIT:
+                self._list_failure(row, hard, cases, messages.get(i), rules)
+
+    def _violations(self, row: Sequence[Any]) -> tuple[str, ...]:
+        """The hard constraints a row's action breaks (memoised: rows repeat)."""
+        holding = _holding(row)
+        key = (row[_PERTURBATION], row[_ACTION], row[_REF], *holding)
+        found = self._violation_memo.get(key)
+        if found is None:
+            found = self._violation_memo[key] = tuple(self.scorings[row[_PERTURBATION]].violations(
+                row[_ACTION], row[_REF], holding))
+        return found
+
+    def _count_failure(self, row: Sequence[Any], n: int) -> tuple[str, ...]:
+        hard = self._violations(row)
+        self._disagreements += n
+        self._failure_hard += n * bool(hard)
+        return hard
+
+    def _list_failure(self, row: Sequence[Any], hard: Sequence[str], cases: Sequence[Any],
+                      message: Mapping[str, Any] | None, rules: Mapping[str, str]) -> None:
+        """List one disagreement with its case, message and the reference's rule."""
+        pi = row[_PERTURBATION]
+        falsehood = row[_FALSEHOOD]
+        case_id, _, state_key, _ = cases[row[_CASE]]
+        (self._hard_failures if hard else self._failures).append({
+            "case_id": case_id,
+            "strategy": self.strategies[row[_STRATEGY]],
+            "perturbation": pi,
+            "variant": None if row[_LABEL] is None else str(row[_LABEL]),
+            "epoch": row[_EPOCH],
+            "falsehood": None if falsehood is None else {
+                "field": falsehood[0], "true_value": falsehood[1], "value": falsehood[2]},
+            "reference_action": row[_REF],
+            "action": row[_ACTION],
+            "verdict": row[_VERDICT],
+            "reasons": list(row[_REASONS] or ()),
+            "reference_rule": rules.get(state_key),
+            "hard_violations": list(hard),
+            "regret": self.scorings[pi].regret(row[_ACTION], row[_REF]),
+            "message": message,
+        })
 
     def _feed_rows(self, rows: Sequence[Sequence[Any]], cases: Sequence[Any]) -> None:
         """Baselines, falsehoods and injections, row by row."""
@@ -571,6 +641,23 @@ class Aggregator:
             "fields_ever_needed": [f for f in field_names if f in needed],
             "fields_never_needed": [f for f in field_names if f not in needed],
             "mean_fields": total / cases if cases else 0.0,
+        }
+
+    def failures(self, perturbation_rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """The ``failures`` section: every decision whose action differs from the
+        reference, hard violations first, each with its case, perturbation, the
+        receiver's verdict and reasons, and (for the first few of each strategy ×
+        perturbation) the message sent and the reference's deciding rule.
+        """
+        # Hard violations first (kept apart, so that a late one is still listed).
+        listed = [*sorted(self._hard_failures, key=lambda f: -f["regret"]),
+                  *sorted(self._failures, key=lambda f: -f["regret"])][:_FAILURE_LIMIT]
+        ids = [str(row["id"]) for row in perturbation_rows]
+        return {
+            "disagreements": self._disagreements,
+            "hard_violations": self._failure_hard,
+            "cases": [{**f, "perturbation": ids[f["perturbation"]]} for f in listed],
+            "truncated": self._disagreements > len(listed),
         }
 
     def injections(self) -> list[dict[str, Any]]:

@@ -45,7 +45,7 @@ import attrs
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
 from handoffs.lab._experiment import wire_value
-from handoffs.lab._perturb import has_arithmetic, has_predicates
+from handoffs.lab._policy_scan import has_arithmetic, has_predicates
 from handoffs.receivers._decision import Receiver, Verdict
 from handoffs.receivers._model import TRANSIENT_CODES
 

@@ -33,7 +33,7 @@ from handoffs.lab._minimal import (
     counterfactual_triggers,
     minimal_message,
 )
-from handoffs.lab._perturb import (
+from handoffs.lab.perturbations import (
     SUBJECT,
     Falsehood,
     Mutate,
@@ -128,7 +128,7 @@ def compile_plan(experiment: Experiment) -> Plan:
             gate perturbation the experiment does not run, or a perturbation that
             cannot be prepared for the contract.
     """
-    from handoffs.lab._perturb import standard_perturbations
+    from handoffs.lab.perturbations import standard_perturbations
 
     contract = experiment.contract
     declared = experiment.perturbations
@@ -250,7 +250,7 @@ _checks: dict[str, _Checks] = {}
 _references: dict[str, Reference] = {}
 
 
-_analysis: dict[tuple[str, str], dict[str, Any]] = {}
+_analysis: dict[tuple[str, str], tuple[Contract[Any, Any], dict[str, Any]]] = {}
 
 
 def _checks_for(contract: Contract[Any, Any]) -> _Checks:
@@ -272,8 +272,10 @@ def analyse_state(contract: Contract[Any, Any], key: str, truth: Mapping[str, An
     """Triggers and the minimal message for one state (memoised per process)."""
     cache_key = (contract.id, key)
     found = _analysis.get(cache_key)
-    if found is not None:
-        return found
+    # two contract objects may share an id (an expression and a predicate spelling of
+    # one policy): the memo answers only for the object it was computed for
+    if found is not None and found[0] is contract:
+        return found[1]
     reference = _reference_for(contract)
     triggers = counterfactual_triggers(reference, truth)
     result: dict[str, Any] = {
@@ -292,7 +294,7 @@ def analyse_state(contract: Contract[Any, Any], key: str, truth: Mapping[str, An
         }
     if len(_analysis) >= _ANALYSIS_CACHE_LIMIT:
         _analysis.clear()
-    _analysis[cache_key] = result
+    _analysis[cache_key] = (contract, result)
     return result
 
 

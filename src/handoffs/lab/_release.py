@@ -76,7 +76,7 @@ def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = Non
         report: the report.
         tolerances: the budget (the report's own unless given).
         receivers: the receivers as they are now, each strategy's
-            :func:`~handoffs.receivers._fingerprint.receiver_fingerprint` by name: a
+            ``receiver_fingerprint`` by name: a
             strategy whose receiver's digest differs from the one the report recorded
             (or that the report recorded none for) is *stale*, a failed
             ``receiver_fingerprint`` check, since the measurements are of another

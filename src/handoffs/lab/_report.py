@@ -3,8 +3,9 @@
 ``report.json`` holds the essay's printed table under the essay's own keys
 (``assumptions``, ``strategy_results``, ``decision_field_ablation``,
 ``governance_field_ablation``, ``error_injection``) beside the richer results:
-every strategy × perturbation row, the falsehoods, the counterfactual triggers,
-the minimal messages, the release gate and the release artefact. Its JSON Schema
+every strategy × perturbation row, every failing decision with its case, the
+falsehoods, the counterfactual triggers, the minimal messages, the release gate
+and the release artefact. Its JSON Schema
 (Draft 2020-12) ships as ``handoffs/lab/report.schema.json``; :func:`validate_report`
 checks a report against it. The essay's rounding (4 places) applies only to the
 essay-keyed decision-field ablation; every other number keeps full precision.
@@ -31,8 +32,8 @@ from handoffs.contracts._fingerprint import policy_fingerprint
 from handoffs.contracts._receipt import format_time
 from handoffs.contracts._schema import schema_id, to_json_schema
 from handoffs.lab._experiment import wire_value
-from handoffs.lab._perturb import Mutate, RemoveDecisionField, RemoveGovernanceField
 from handoffs.lab._release import evaluate_gate, release_artefact
+from handoffs.lab.perturbations import Mutate, RemoveDecisionField, RemoveGovernanceField
 
 if TYPE_CHECKING:
     from handoffs.lab._experiment import Experiment
@@ -195,7 +196,8 @@ def essay_tables(results: Sequence[Mapping[str, Any]], *, strategies: Sequence[s
 def build_report(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
                  provenance: Mapping[str, Any], minimal_extra: Mapping[str, Any],
                  created: datetime | None = None,
-                 cost: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 cost: Mapping[str, Any] | None = None,
+                 coverage: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Assemble ``report.json`` from a fed aggregator, evaluate the gate, attach the
     release artefact, and validate the whole against the report schema.
 
@@ -245,6 +247,7 @@ def build_report(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
         "injections": injections,
         "results": results,
         "falsehoods": aggregator.falsehoods(rejected),
+        "failures": aggregator.failures(_perturbation_rows(plan)),
         "counterfactual_triggers": aggregator.triggers(),
         "minimal_messages": {
             "method": minimal_extra["method"],
@@ -254,6 +257,8 @@ def build_report(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
             "exhaustive_check": minimal_extra["exhaustive_check"],
             "receiver_calls": minimal_extra["receiver_calls"],
             "opaque_conditions": minimal_extra.get("opaque_conditions", []),
+            **({"certification": minimal_extra["certification"]}
+               if "certification" in minimal_extra else {}),
         },
     }
     strategies = aggregator.model_cost()
@@ -267,6 +272,8 @@ def build_report(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
         "budget": extra.get("budget", {"max_calls": None, "max_tokens": None}),
         "concurrency": extra.get("concurrency"),
     }
+    if coverage is not None:
+        report["coverage"] = dict(coverage)
     report["gate"] = evaluate_gate(report, experiment.tolerances)
     report["release"] = release_artefact(report, created=created_at)
     validate_report(report)

@@ -4,7 +4,10 @@ Line 1 is a header naming the experiment, a fingerprint of everything that
 determines the decisions, the chunk size and the column names of decision rows.
 Each further line is one *chunk*: the cases it covered (id, case digest, state
 key, reference action), one compact row per decision, and the per-state analysis
-(counterfactual triggers, minimal message). A final footer line marks a complete
+(counterfactual triggers, minimal message), and for the first disagreements of
+each strategy × perturbation the message sent, and the reference policy's deciding
+rule on each state with a disagreement
+(``exhibits``: row index, message; ``rules``: state key, rule). A final footer line marks a complete
 run and carries the case-set digest.
 
 Chunks are written in stream order, one line each, flushed as they complete, so
@@ -104,7 +107,7 @@ def _encode(record: Mapping[str, Any]) -> bytes:
         formats[t] % (case, size, "null" if tokens is None else tokens, latency, memo)
         for case, t, size, tokens, latency, memo in record["rows"]])
     head = dumps({k: record[k] for k in ("calls", "cases", "chunk", "hits")})
-    tail = dumps({k: record[k] for k in ("start", "states")})
+    tail = dumps({k: record[k] for k in ("start", "states", "exhibits", "rules") if k in record})
     return f"{head[:-1]},\"rows\":[{rows}],{tail[1:]}".encode()
 
 

@@ -34,6 +34,7 @@ from typing import Any, Final
 
 import attrs
 
+from handoffs._errors import HandoffsError
 from handoffs.contracts._contract import LossMatrix
 from handoffs.contracts._receipt import format_time
 from handoffs.lab._cache import Budget, CallCache, LabClient, close_connections
@@ -41,6 +42,8 @@ from handoffs.lab._chunk import run_chunk
 from handoffs.lab._experiment import (
     Experiment,
     ExperimentError,
+    UserCodeError,
+    qualified_name,
     typed_value,
 )
 from handoffs.lab._keys import keyed, memo_key
@@ -51,14 +54,11 @@ from handoffs.lab._minimal import (
     exhaustive_minimum,
     search_receiver,
 )
-from handoffs.lab._perturb import (
-    Falsehood,
-    Scoring,
-    has_predicates,
-    opaque_conditions,
-)
 from handoffs.lab._plan import Plan, _compose, _reference_for, compile_plan, fingerprint
+from handoffs.lab._policy_scan import has_predicates, opaque_conditions
 from handoffs.lab._runlog import RunLog, RunLogError, read_run_log
+from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of
+from handoffs.lab.perturbations import Falsehood, Scoring
 from handoffs.receivers._decision import Receiver
 from handoffs.receivers._model import ModelReceiver
 
@@ -200,7 +200,7 @@ def run(
         resume: continue the run log at ``run_log`` after its last complete chunk.
         progress: show a rich progress bar on stderr.
         created: timestamp recorded in the report (default: now).
-        cache: the call cache of model receivers (a :class:`CallCache` or its SQLite
+        cache: the call cache of model receivers (a ``CallCache`` or its SQLite
             path); by default the file ``<run_log>.calls.sqlite`` beside the run log,
             so that a resumed run asks the model nothing twice; without a run log, none
             (the run-wide memo still asks each distinct request once per process).
@@ -249,10 +249,12 @@ def run(
     # The case source is checked before the run log is opened: a run refused here
     # (no cases, an injection naming a case the source lacks) leaves any log as it was.
     first, stream = _cases(experiment, plan)
+    tracker, stream = _coverage_tracker(experiment, stream)
     if log_path is None:
         log = RunLog.discarding(header)
     else:
         log = RunLog.resume(log_path, header) if resume else RunLog.create(log_path, header)
+    measured = not log.complete
     plan, confirming = _wired(plan, experiment.confirming, calls, budget, concurrency)
     if plan.prefetch:
         _shared_for(plan).start()
@@ -292,9 +294,52 @@ def run(
         "budget": {"max_calls": max_calls, "max_tokens": max_tokens},
         "concurrency": plan.concurrency if plan.prefetch else None,
     }
+    coverage = _coverage_section(experiment, tracker, complete=measured)
     report = build_report(experiment, plan, aggregator, provenance=provenance,
-                          minimal_extra=minimal_extra, created=created, cost=cost)
+                          minimal_extra=minimal_extra, created=created, cost=cost,
+                          coverage=coverage)
     return LabRun(report=report, run_log=log_path)
+
+
+def _coverage_tracker(experiment: Experiment, stream: Iterator[Any]
+                      ) -> tuple[Any, Iterator[Any]]:
+    """A tracker of the cases' coverage of the policy's geometry and the stream that
+    feeds it, or ``None`` and the stream as it was when the analysis cannot run (z3
+    missing: the report says so).
+    """
+    from handoffs.contracts.analysis import CoverageTracker, geometry
+
+    found, _ = geometry(experiment.contract)
+    if found is None:
+        return None, stream
+    tracker = CoverageTracker(experiment.contract, found)
+    return tracker, _tracked(stream, tracker, experiment.state_of, experiment.contract)
+
+
+def _tracked(stream: Iterator[Any], tracker: Any, state_of: Any,
+             contract: Any) -> Iterator[Any]:
+    for case in stream:
+        try:
+            view = contract.view(state_of(case))
+        except (HandoffsError, AttributeError, KeyError, TypeError, ValueError):
+            view = None  # the chunk reports the bad case; it covers nothing
+        if view is not None:
+            tracker.feed(view)
+        yield case
+
+
+def _coverage_section(experiment: Experiment, tracker: Any, *,
+                      complete: bool) -> dict[str, Any]:
+    """The report's ``coverage``: regions and boundaries the cases cover, or why not."""
+    from handoffs.contracts.analysis import geometry
+
+    found, reason = geometry(experiment.contract)
+    if tracker is None or found is None:
+        return {"available": False, "line": f"coverage not measured: {reason}"}
+    if not complete:
+        return {"available": False, "line": "coverage not measured: the run was resumed "
+                                            "from a complete run log"}
+    return dict(tracker.result().to_json())
 
 
 def _release(plan: Plan, confirming: Receiver) -> None:
@@ -358,8 +403,32 @@ def _cases(experiment: Experiment, plan: Plan) -> tuple[Any, Iterator[Any]]:
         first = next(source)
     except StopIteration:
         raise ExperimentError("the case source yielded no cases", code="no-cases") from None
-    return first, _check_injected_cases(plan, experiment.cases,
-                                        itertools.chain([first], source), source)
+    except Exception as exc:
+        raise _source_error(experiment.cases, 0, exc) from exc
+    return first, _guarded(experiment.cases, _check_injected_cases(
+        plan, experiment.cases, itertools.chain([first], source), source), start=1)
+
+
+def _source_error(cases: Any, read: int, exc: Exception) -> Exception:
+    """A case source that raised, named with how far it got (the library's own
+    errors, such as a bad line of a JSON Lines file, already say where).
+    """
+    if isinstance(exc, HandoffsError):
+        return exc
+    name = getattr(cases, "description", None) or qualified_name(cases)
+    return UserCodeError(role="case source", callable_name=str(name), case_id=None,
+                         error=exc, at=f"while reading case {read + 1}")
+
+
+def _guarded(cases: Any, stream: Iterator[Any], *, start: int) -> Iterator[Any]:
+    """``stream``, with a failure of the case source named (:class:`UserCodeError`)."""
+    read = start - 1
+    try:
+        for case in stream:
+            read += 1
+            yield case
+    except Exception as exc:
+        raise _source_error(cases, read, exc) from exc
 
 
 def _execute(experiment: Experiment, plan: Plan, log: RunLog, aggregator: Aggregator, *,
@@ -440,7 +509,7 @@ def _check_injected_cases(plan: Plan, cases: Any, stream: Iterator[Any],
         for case in scan:
             if one_shot:
                 ahead.append(case)
-            wanted.discard(str(plan.case_id_of(case)))
+            wanted.discard(case_id_of(plan.case_id_of, case))
             if not wanted:
                 break
     except Exception as exc:  # the user's source may raise anything; the run re-meets it
@@ -479,12 +548,12 @@ def _warm(plan: Plan, constants: Sequence[Mapping[str, Any] | None]) -> None:
 
 def _constants(plan: Plan, first: Any) -> list[Mapping[str, Any] | None]:
     constants: list[Mapping[str, Any] | None] = []
-    case_id = str(plan.case_id_of(first))
-    refs = tuple(plan.evidence_refs_of(first))
+    case_id = case_id_of(plan.case_id_of, first)
+    refs = evidence_refs_of(plan.evidence_refs_of, first, case_id)
     for strategy in plan.strategies:
         stamp = plan.governance.stamp(case_id=case_id, evidence_refs=refs,
                                       authority=strategy.authority).to_json()
-        constants.append(_compose(plan, strategy, strategy.encoder.encode(first), stamp,
+        constants.append(_compose(plan, strategy, encoded(strategy, first, case_id), stamp,
                                   case_id))
     return constants
 
@@ -517,6 +586,7 @@ def finish_minimal(experiment: Experiment, plan: Plan, aggregator: Aggregator, *
             region["receiver_fields"] = None
             region["search"] = None
         region["duality_holds"] = set(region["trigger_fields"]) == set(region["fields"])
+        region["certificate"] = _certificate(plan.contract, region)
         if exhaustive:
             truth = {spec.name: typed_value(spec, truth_wire[spec.name])
                      for spec in plan.contract.fields}
@@ -524,8 +594,11 @@ def finish_minimal(experiment: Experiment, plan: Plan, aggregator: Aggregator, *
             checked += 1
             if len(region["fields"]) != size or tuple(region["fields"]) not in sets:
                 exhaustive_ok = False
+    methods = {r["certificate"]["method"] for r in aggregator.regions()}
     return {
         "method": method,
+        "certification": "sampled" if "sampled" in methods else "unknown"
+        if "unknown" in methods else "certified",
         "opaque_conditions": opaque_conditions(plan.contract.policy),
         "confirming_receiver": str(getattr(receiver, "name", type(receiver).__name__)),
         "receiver_calls": calls,
@@ -535,6 +608,17 @@ def finish_minimal(experiment: Experiment, plan: Plan, aggregator: Aggregator, *
             "states_checked": checked,
         },
     }
+
+
+def _certificate(contract: Any, region: Mapping[str, Any]) -> dict[str, Any]:
+    """The policy analysis's check of a region's minimal message and trigger fields at
+    its example state (see ``handoffs.contracts.analysis.certify_message``).
+    """
+    from handoffs.contracts.analysis import certify_message
+
+    truth = {spec.name: typed_value(spec, region["truth"][spec.name])
+             for spec in contract.fields}
+    return certify_message(contract, truth, region["fields"], region["trigger_fields"])
 
 
 def _confirm_region(region: dict[str, Any], experiment: Experiment, plan: Plan,
@@ -580,7 +664,7 @@ def rescore(
     Args:
         experiment: the experiment the log was written for.
         run_log: the run log.
-        loss: the new loss matrix (a :class:`LossMatrix`, or entries keyed by
+        loss: the new loss matrix (a :class:`~handoffs.contracts.LossMatrix`, or entries keyed by
             ``(chosen, reference)`` action values).
         name: the name of the new matrix, recorded as ``provenance.rescored_with``.
         created: report timestamp.

@@ -26,12 +26,14 @@ from handoffs.lab._experiment import (
     JSONLinesCases,
     Strategy,
     Tolerances,
+    UnknownExperimentKey,
     _attr_or_key,
+    refuse_unknown,
 )
 from handoffs.lab._imports import ensure_importable
 
 if TYPE_CHECKING:
-    from handoffs.lab._perturb import Falsehood
+    from handoffs.lab.perturbations import Falsehood
 
 __all__ = ["load_experiment", "model_from_toml", "resolve"]
 
@@ -83,6 +85,16 @@ def _callable_ref(value: str, *, what: str) -> Callable[[Any], Any]:
     return _attr_or_key(value)
 
 
+_EXPERIMENT_SCALARS: Final = ("name", "description", "subject", "epochs", "seed",
+                               "minimal_method", "minimal_max_calls", "minimal_max_tokens",
+                               "example_limit")
+_EXPERIMENT_KEYS: Final = frozenset({*_EXPERIMENT_SCALARS, "contract", "factory",
+                                     "factory_args", "assumptions"})
+_CASES_KEYS: Final = {"jsonl": ("jsonl", "structure"), "hypothesis": ("hypothesis", "seed"),
+                      "source": ("source", "source_args")}
+_EVIDENCE_KEYS: Final = (("state", "state_of"), ("case_id", "case_id_of"),
+                         ("evidence_refs", "evidence_refs_of"), ("reference", "reference"))
+_PERTURBATIONS_KEYS: Final = frozenset({"standard", "include", "exclude", "extra"})
 _TOP_KEYS: Final = frozenset({
     "experiment", "cases", "evidence", "governance", "strategy", "tolerances",
     "perturbations", "injection",
@@ -113,25 +125,32 @@ def load_experiment(path: Path | str, *,
                                 # parameters; see model_from_toml)
         [tolerances]            # see Tolerances
         [perturbations]         # standard = true/false, include/exclude id patterns,
-                                # [[perturbations.extra]] kind = ... (see _perturb)
+                                # [[perturbations.extra]] kind = ... (handoffs.lab.perturbations)
         [[injection]]           # case_id, field, value
 
     With ``experiment.factory`` the named Python factory builds the experiment and
     the other tables override parts of it.
 
     Raises:
-        ExperimentError: unknown keys, unresolvable imports, inconsistent values.
+        UnknownExperimentKey: a table has a key nothing reads (with the closest known
+            key: "did you mean").
+        ExperimentError: unresolvable imports, inconsistent values.
     """
-    path = Path(path)
+    try:
+        return _load(Path(path), registry=registry)
+    except UnknownExperimentKey as exc:
+        raise exc.in_file(path) from None
+
+
+def _load(path: Path, *,
+          registry: Registry | Contract[Any, Any] | Iterable[Contract[Any, Any]]) -> Experiment:
+    """:func:`load_experiment`'s work."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ExperimentError(f"{path}: invalid TOML: {exc}", code="invalid-toml") from exc
     ensure_importable(path)  # a TOML inside a package may name that package's modules
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
-        raise ExperimentError(f"{path}: unknown table [{unknown[0]}]; known: "
-                              f"{sorted(_TOP_KEYS)}", json_path=f"$.{unknown[0]}")
+    refuse_unknown(data, _TOP_KEYS, path="", noun="table")
     known = as_registry(registry)
     base, contract, changes = _head_from_toml(dict(data.get("experiment", {})), path=path,
                                               registry=known)
@@ -167,39 +186,40 @@ def _head_from_toml(head: dict[str, Any], *, path: Path, registry: Registry
         changes["contract"] = contract
     if not isinstance(contract, Contract):
         raise ExperimentError(f"{path}: experiment.contract must name a contract")
-    for key in ("name", "description", "subject", "epochs", "seed", "minimal_method",
-                "minimal_max_calls", "minimal_max_tokens", "example_limit"):
+    for key in _EXPERIMENT_SCALARS:
         if key in head:
             changes[key] = head.pop(key)
     if "assumptions" in head:
         changes["assumptions"] = dict(head.pop("assumptions"))
-    if head:
-        raise ExperimentError(f"{path}: unknown experiment key {sorted(head)[0]!r}")
+    refuse_unknown(head, _EXPERIMENT_KEYS, path="experiment", noun="experiment key")
     return base, contract, changes
 
 
 def _tables_from_toml(data: Mapping[str, Any], contract: Contract[Any, Any],
                       base: Experiment | None, *, path: Path) -> dict[str, Any]:
     """Every table but ``[experiment]``."""
-    from handoffs.lab._perturb import perturbation_from_json, select_perturbations
+    from handoffs.lab.perturbations import perturbation_from_json, select_perturbations
 
     changes: dict[str, Any] = {}
     if "cases" in data:
         changes["cases"] = _cases_from_toml(data["cases"], contract, base_dir=path.parent)
     evidence = data.get("evidence", {})
-    for key, attr in (("state", "state_of"), ("case_id", "case_id_of"),
-                      ("evidence_refs", "evidence_refs_of"), ("reference", "reference")):
+    refuse_unknown(evidence, (key for key, _ in _EVIDENCE_KEYS), path="evidence")
+    for key, attr in _EVIDENCE_KEYS:
         if key in evidence:
             changes[attr] = _callable_ref(evidence[key], what=f"evidence.{key}")
     if "governance" in data:
+        refuse_unknown(data["governance"], ("object", "object_args"), path="governance")
         changes["governance"] = _build(data["governance"], "object", what="governance")
     if "strategy" in data:
-        changes["strategies"] = tuple(_strategy_from_toml(s, contract, base_dir=path.parent)
-                                      for s in data["strategy"])
+        changes["strategies"] = tuple(
+            _strategy_from_toml(s, contract, base_dir=path.parent, index=i)
+            for i, s in enumerate(data["strategy"]))
     if "tolerances" in data:
         changes["tolerances"] = Tolerances.from_json(data["tolerances"])
     if "perturbations" in data:
         table = dict(data["perturbations"])
+        refuse_unknown(table, _PERTURBATIONS_KEYS, path="perturbations")
         extra = [perturbation_from_json(item, contract=contract)
                  for item in table.pop("extra", [])]
         changes["perturbations"] = select_perturbations(
@@ -210,8 +230,6 @@ def _tables_from_toml(data: Mapping[str, Any], contract: Contract[Any, Any],
             extra=tuple(extra),
             base=None if base is None else base.perturbations,
         )
-        if table:
-            raise ExperimentError(f"{path}: unknown perturbations key {sorted(table)[0]!r}")
     if "injection" in data:
         changes["injections"] = _injections(data["injection"], path)
     return changes
@@ -222,7 +240,7 @@ _INJECTION_KEYS: Final = ("case_id", "field", "value")
 
 def _injections(tables: Any, path: Path) -> tuple[Falsehood, ...]:
     """``[[injection]]``: each a table of exactly ``case_id``, ``field`` and ``value``."""
-    from handoffs.lab._perturb import Falsehood
+    from handoffs.lab.perturbations import Falsehood
 
     if not isinstance(tables, list):
         raise ExperimentError(f"{path}: injection must be an array of tables "
@@ -232,13 +250,10 @@ def _injections(tables: Any, path: Path) -> tuple[Falsehood, ...]:
         where = f"{path}: injection {index + 1}"
         if not isinstance(table, dict):
             raise ExperimentError(f"{where} is not a table")
+        refuse_unknown(table, _INJECTION_KEYS, path=f"injection[{index}]")
         for key in _INJECTION_KEYS:
             if key not in table:
                 raise ExperimentError(f"{where}: an injection needs {key!r}")
-        unknown = sorted(set(table) - set(_INJECTION_KEYS))
-        if unknown:
-            raise ExperimentError(f"{where}: unknown key {unknown[0]!r}; an injection has "
-                                  f"{', '.join(_INJECTION_KEYS)}")
         for key in ("case_id", "field"):
             if not isinstance(table[key], str) or not table[key]:
                 raise ExperimentError(f"{where}: {key} must be a non-empty string, got "
@@ -250,6 +265,16 @@ def _injections(tables: Any, path: Path) -> tuple[Falsehood, ...]:
 
 def _cases_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
                      base_dir: Path) -> CaseSource:
+    refuse_unknown(table, (k for keys in _CASES_KEYS.values() for k in keys), path="cases")
+    sources = [source for source in _CASES_KEYS if source in table]
+    if len(sources) > 1:
+        raise ExperimentError(f"[cases] has {' and '.join(sources)}: declare one source",
+                              json_path=f"$.cases.{sources[1]}")
+    for source, keys in _CASES_KEYS.items():
+        stray = [k for k in keys[1:] if k in table and source not in table]
+        if stray:
+            raise ExperimentError(f"cases.{stray[0]} is read only with cases.{source}",
+                                  json_path=f"$.cases.{stray[0]}")
     if "jsonl" in table:
         file = Path(table["jsonl"])
         structure = (_callable_ref(table["structure"], what="cases.structure")
@@ -269,19 +294,18 @@ def _cases_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
 
 
 def _strategy_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
-                        base_dir: Path) -> Strategy:
+                        base_dir: Path, index: int = 0) -> Strategy:
     known = {"name", "encoder", "encoder_args", "receiver", "receiver_args", "authority",
              "receipts", "gated", "model"}
-    unknown = sorted(set(table) - known)
-    if unknown:
-        raise ExperimentError(f"unknown strategy key {unknown[0]!r}")
+    refuse_unknown(table, known, path=f"strategy[{index}]", noun="strategy key")
     options: dict[str, Any] = {}
     if "receipts" in table:
         options["receipts"] = bool(table["receipts"])
     what = f"strategy {table.get('name')}"
     if ("model" in table) == ("receiver" in table):
         raise ExperimentError(f"{what}: declare either receiver or [strategy.model]")
-    receiver = (model_from_toml(table["model"], contract, base_dir=base_dir, what=what)
+    receiver = (model_from_toml(table["model"], contract, base_dir=base_dir, what=what,
+                                path=f"strategy[{index}].model")
                 if "model" in table else _build(table, "receiver", what=f"{what} receiver"))
     return Strategy(
         name=table["name"],
@@ -302,7 +326,7 @@ _MODEL_KEYS: Final = frozenset({
 
 
 def model_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
-                    base_dir: Path, what: str = "model") -> Any:
+                    base_dir: Path, what: str = "model", path: str = "model") -> Any:
     """A :class:`~handoffs.receivers.ModelReceiver` declared in a ``[strategy.model]``
     table (see :func:`load_experiment`): route, server, key, template and parameters.
 
@@ -321,10 +345,7 @@ def model_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
     from handoffs.receivers._chat import OpenAICompatibleClient
     from handoffs.receivers._model import ModelReceiver
 
-    unknown = sorted(set(table) - _MODEL_KEYS)
-    if unknown:
-        raise ExperimentError(f"{what}: unknown model key {unknown[0]!r}; known: "
-                              f"{sorted(_MODEL_KEYS)}", json_path=f"$.model.{unknown[0]}")
+    refuse_unknown(table, _MODEL_KEYS, path=path, noun="model key")
     if "route" not in table:
         raise ExperimentError(f"{what}: the model needs a route", json_path="$.model.route")
     import os

@@ -69,7 +69,8 @@ def dask_executor(
 
     Raises:
         MissingExtra: ``distributed`` is not installed (``pip install 'handoffs[dask]'``).
-        InvalidArgument: ``n_workers`` or ``threads_per_worker`` below 1.
+        ValueError: ``InvalidArgument`` (also a TypeError), ``n_workers`` or ``threads_per_worker``
+            below 1.
     """
     if not isinstance(n_workers, int) or n_workers < 1:
         raise InvalidArgument(f"n_workers must be a positive integer, got {n_workers!r}")

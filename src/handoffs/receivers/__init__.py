@@ -17,9 +17,11 @@ a receiver contract applies its rule as step (5). The result is always a typed
 Receiver contracts (all implement :class:`Receiver`): :class:`StrictContractReceiver`,
 :class:`AuthoritativeActuator`, :class:`FunctionReceiver`, :class:`ModelReceiver` (a
 language model behind an OpenAI-compatible API, through :class:`OpenAICompatibleClient`)
-and, for signed multi-hop handoff chains, :class:`IdentityCompositionReceiver`; each
-stands behind an :class:`Admission` (a :class:`Gate` for signed receipts). The essay's
-baseline receivers are lab instruments and live in :mod:`handoffs.lab`.
+and, for signed multi-hop handoff chains,
+:class:`~handoffs.receivers.chains.IdentityCompositionReceiver` (with the chain format and
+builders, in :mod:`handoffs.receivers.chains`); each stands behind an
+:class:`Admission` (a :class:`Gate` for signed receipts). The essay's baseline receivers
+are lab instruments and live in :mod:`handoffs.lab`.
 :class:`SQLiteDecisionLog` records every decision and doubles as a replay store that
 holds across processes (a :class:`ReplayLog`: the replay claim and the decision row
 commit together).
@@ -75,18 +77,6 @@ if TYPE_CHECKING:
         OpenAICompatibleClient,
         ServedModel,
     )
-    from handoffs.receivers._identity import (
-        DerivedFrom,
-        HandoffChain,
-        Hop,
-        HopRole,
-        IdentityCompositionReceiver,
-        SeparationOfDuties,
-        add_hop,
-        approve,
-        handoff_chain_schema,
-        start_chain,
-    )
     from handoffs.receivers._log import DecisionLogError, LogSummary, SQLiteDecisionLog
     from handoffs.receivers._model import ModelReceiver, action_schema
 
@@ -102,16 +92,6 @@ _LAZY = {
     "ModelError": "handoffs.receivers._chat",
     "OpenAICompatibleClient": "handoffs.receivers._chat",
     "ServedModel": "handoffs.receivers._chat",
-    "DerivedFrom": "handoffs.receivers._identity",
-    "HandoffChain": "handoffs.receivers._identity",
-    "Hop": "handoffs.receivers._identity",
-    "HopRole": "handoffs.receivers._identity",
-    "IdentityCompositionReceiver": "handoffs.receivers._identity",
-    "SeparationOfDuties": "handoffs.receivers._identity",
-    "add_hop": "handoffs.receivers._identity",
-    "approve": "handoffs.receivers._identity",
-    "handoff_chain_schema": "handoffs.receivers._identity",
-    "start_chain": "handoffs.receivers._identity",
     "DecisionLogError": "handoffs.receivers._log",
     "LogSummary": "handoffs.receivers._log",
     "SQLiteDecisionLog": "handoffs.receivers._log",
@@ -138,16 +118,11 @@ __all__ = [
     "Decision",
     "DecisionLog",
     "DecisionLogError",
-    "DerivedFrom",
     "EvidenceError",
     "EvidenceResolver",
     "FunctionReceiver",
     "Gate",
     "HTTPEvidenceResolver",
-    "HandoffChain",
-    "Hop",
-    "HopRole",
-    "IdentityCompositionReceiver",
     "InMemoryEvidenceResolver",
     "InMemoryPolicyService",
     "JSONLimits",
@@ -170,7 +145,6 @@ __all__ = [
     "ResolvedEvidence",
     "Ruling",
     "SQLiteDecisionLog",
-    "SeparationOfDuties",
     "ServedModel",
     "Step",
     "StrictContractReceiver",
@@ -178,10 +152,6 @@ __all__ = [
     "UnsafeNoProofs",
     "Verdict",
     "action_schema",
-    "add_hop",
-    "approve",
     "carried_receipt",
     "carry",
-    "handoff_chain_schema",
-    "start_chain",
 ]

@@ -52,8 +52,8 @@ import attrs
 from handoffs._errors import InvalidArgument
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, check_value, digest, loads
 from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
-from handoffs.receivers._identity import IdentityCompositionReceiver
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
+from handoffs.receivers.chains import IdentityCompositionReceiver
 
 __all__ = ["CARRY_PIN", "CarriedReceiptReceiver", "carried_receipt", "carry", "receipt_pin"]
 
@@ -78,7 +78,7 @@ def carry(note: str, receipt: Mapping[str, Any]) -> str:
     ``"forwarded unchanged [carries receipt sha256:…]"``.
 
     Raises:
-        InvalidArgument: ``note`` already contains a receipt pin.
+        ValueError: ``InvalidArgument`` (also a TypeError), ``note`` already contains a receipt pin.
     """
     if _PIN.search(note):
         raise InvalidArgument("the note already pins a receipt")

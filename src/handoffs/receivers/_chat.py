@@ -1,7 +1,7 @@
 """Chat completions over HTTP: the one client a model receiver needs.
 
 :class:`ChatClient` is the interface (``complete(request) -> Completion``, raising
-:class:`ModelError` or :class:`ModelTimeout`); :class:`OpenAICompatibleClient` is its
+:class:`ModelError` or its subclass ``ModelTimeout``); :class:`OpenAICompatibleClient` is its
 HTTP implementation for every server that speaks OpenAI's ``/v1/chat/completions``:
 OpenAI itself, vLLM, llama.cpp's ``llama_cpp.server`` / ``llama-server`` and Ollama.
 
@@ -162,7 +162,7 @@ class Completion:
 class ChatClient(Protocol):
     """Sends a :class:`ChatRequest`, returns a :class:`Completion`.
 
-    Raises :class:`ModelError` (or :class:`ModelTimeout`) on failure, never anything else.
+    Raises :class:`ModelError` (or its subclass ``ModelTimeout``) on failure, never anything else.
     """
 
     def complete(self, request: ChatRequest) -> Completion:
@@ -395,7 +395,7 @@ class OpenAICompatibleClient:
         """Send ``request``, retrying as configured.
 
         Raises:
-            ModelTimeout: every attempt timed out.
+            ModelError: ``ModelTimeout``, every attempt timed out.
             ModelError: a non-retryable HTTP status, retries exhausted, or a response
                 body that is not a chat completion.
         """

@@ -60,7 +60,7 @@ from handoffs.contracts._contract import (
     PolicyResolvable,
     RoleHeld,
 )
-from handoffs.contracts._fingerprint import check_policy_pin
+from handoffs.contracts._fingerprint import check_policy_pin, policy_fingerprint
 from handoffs.contracts._keys import KeyRing
 from handoffs.contracts._proofs import CLOCK_SKEW
 from handoffs.contracts._receipt import (
@@ -380,16 +380,18 @@ class _WithEvidence(NamedTuple):
 
 class _Plan:
     """What the gate knows of one contract version before any message arrives: the
-    contract, its fail-closed action and the proof age it accepts (the compiled
-    validator and the key index live with the schema and the key ring).
+    contract, its fail-closed action, the proof age it accepts and its policy
+    fingerprint (the compiled validator and the key index live with the schema and the
+    key ring).
     """
 
-    __slots__ = ("contract", "fail_closed", "max_age")
+    __slots__ = ("contract", "fail_closed", "fingerprint", "max_age")
 
     def __init__(self, contract: Contract[Any, Any], max_proof_age: timedelta | None) -> None:
         self.contract = contract
         self.fail_closed = contract.fail_closed_action.value
         self.max_age = contract.max_proof_age if max_proof_age is None else max_proof_age
+        self.fingerprint = policy_fingerprint(contract)
 
 
 @attrs.frozen(kw_only=True)
@@ -488,7 +490,7 @@ class Gate:
         as it is, except ``id`` and ``case_id`` (only their validity under the schema
         decides here; the id is kept when readback samples by id) and
         ``evidence_refs`` (validity, the resolver's key, and which freshness
-        dependencies each names): see :mod:`handoffs.receivers._memo`, which a new
+        dependencies each names): see ``handoffs.receivers._memo``, which a new
         check on one of those members must extend.
         """
         memo = gate_memo(self)
@@ -573,8 +575,9 @@ class Gate:
     def _context_step(self, run: _Run, verified: _Verified) -> _InContext:
         """(3) context: the contract's declared receiver-context dependencies."""
         resolved: dict[str, ResolvedEvidence] = {}
-        contract = verified.parsed.plan.contract
-        check_policy_pin(contract, verified.verified)
+        plan = verified.parsed.plan
+        contract = plan.contract
+        check_policy_pin(contract, verified.verified, fingerprint=plan.fingerprint)
         if contract.context:
             self._check_context(contract, verified.receipt, verified.now, resolved)
         return _InContext(verified, resolved)

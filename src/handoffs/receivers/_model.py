@@ -142,10 +142,10 @@ class ModelReceiver:
             :class:`ChatClient`; the lab wraps it with its call cache).
         model_route: the model as the server names it (recorded; sent as ``model``).
         name: the receiver's name.
-        template: the user message, a ``string.Template`` over :data:`TEMPLATE_FIELDS`.
+        template: the user message, a ``string.Template`` over ``TEMPLATE_FIELDS``.
         system: the system message (empty: none is sent).
         temperature / seed / max_tokens: sampling parameters.
-        response_format: one of :data:`RESPONSE_FORMATS`.
+        response_format: one of ``RESPONSE_FORMATS``.
         tools: names of the tools the model may call (recorded; none is offered to
             the model by this receiver).
         concurrency: calls the lab may have in flight for this receiver (``None``:

@@ -2,7 +2,7 @@
 
 Every receiver that admits messages is a :class:`Pipeline` of :class:`Stage` s: the
 :class:`~handoffs.receivers.Gate` for signed receipts, the
-:class:`~handoffs.receivers.IdentityCompositionReceiver` for handoff chains and the
+:class:`~handoffs.receivers.chains.IdentityCompositionReceiver` for handoff chains and the
 :class:`~handoffs.receivers.CarriedReceiptReceiver` for a receipt carried through a chain.
 
 A stage is a plain function ``check(owner, run, value)`` bound to its

@@ -13,7 +13,7 @@ import urllib.parse
 from collections.abc import Hashable, Mapping
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, runtime_checkable
 
 import attrs
 
@@ -92,7 +92,13 @@ class InMemoryPolicyService:
     def resolve(self, version: str) -> PolicyStatus:
         """Known if listed; current if listed as current."""
         current = self.versions.get(version)
-        return PolicyStatus(known=current is not None, current=bool(current))
+        return _UNKNOWN if current is None else _CURRENT if current else _SUPERSEDED
+
+
+# The three answers (frozen, so shared: no allocation per decision).
+_UNKNOWN: Final = PolicyStatus(known=False, current=False)
+_CURRENT: Final = PolicyStatus(known=True, current=True)
+_SUPERSEDED: Final = PolicyStatus(known=True, current=False)
 
 
 # ------------------------------------------------------------------ evidence resolvers

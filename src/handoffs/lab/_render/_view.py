@@ -1,0 +1,159 @@
+"""What both renderings show: the verdict block, then the sections.
+
+The verdict block holds, in order: the verdict in words (``PASS`` or ``FAIL``,
+with the gate's exit code), one sentence per finding a reader must see beside it
+(falsehoods that survived, failing decisions), the gate's failing reasons and
+warnings, and the table of every gate check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from handoffs.lab._render._format import Table, num
+from handoffs.lab._render._sections import SECTIONS, gate_checks
+
+__all__ = ["View", "check_report", "view"]
+
+
+@attrs.frozen
+class View:
+    """A rendering's content, independent of the format."""
+
+    title: str
+    passed: bool
+    exit_code: int
+    verdict: str
+    subtitle: str
+    findings: tuple[str, ...]
+    reasons: tuple[str, ...]
+    warnings: tuple[str, ...]
+    checks: Table
+    tables: tuple[Table, ...]
+    facts: tuple[tuple[str, str], ...]
+    provenance: tuple[tuple[str, str], ...]
+
+
+def check_report(report: Any) -> Mapping[str, Any]:
+    """``report`` if it follows the report schema; else :class:`ReportError`."""
+    from handoffs.lab._report import validate_report
+
+    validate_report(report)
+    checked: Mapping[str, Any] = report
+    return checked
+
+
+def _falsehood_finding(report: Mapping[str, Any]) -> str | None:
+    """One sentence on the falsehoods the gated strategies let through, and whether
+    the gate bounded them.
+    """
+    experiment = report["experiment"]
+    gated = {s["name"] for s in experiment["strategies"] if s["gated"]} or {
+        experiment["subject"]}
+    rows = [r for r in report["falsehoods"]["strategies"] if r["strategy"] in gated]
+    if not rows:
+        return None
+    bound = experiment["tolerances"].get("surviving_catastrophic_falsehoods")
+    parts = []
+    for row in rows:
+        parts.append(f"{row['strategy']}: {num(row['evaluated'])} schema-valid falsehoods "
+                     f"sent, {num(row['caught'])} caught, {num(row['survived'])} survived "
+                     f"({num(row['catastrophic_survived'])} catastrophic)")
+    text = "Falsehoods: " + "; ".join(parts) + "."
+    if not any(r["survived"] for r in rows):
+        return text
+    if bound is None:
+        return (text + " The gate does not bound them (no surviving_catastrophic_falsehoods "
+                "tolerance): this receiver acts on what a well-formed message says, so the "
+                "verdict holds only for senders whose claims are verified upstream.")
+    return text + f" The gate allows {num(bound)} catastrophic survivor(s)."
+
+
+def _failure_finding(report: Mapping[str, Any]) -> str | None:
+    failures = report.get("failures")
+    if not failures or not failures["disagreements"]:
+        return None
+    return (f"Failing decisions: {num(failures['disagreements'])} differ from the reference "
+            f"action across every strategy and perturbation, "
+            f"{num(failures['hard_violations'])} of them hard violations; each is listed "
+            "with its case in the report.")
+
+
+def _receiver_error_finding(report: Mapping[str, Any]) -> str | None:
+    """One sentence per strategy whose receiver raised: how often, what, where first."""
+    errors: dict[str, int] = {}
+    for row in report["results"]:
+        if row["receiver_errors"]:
+            errors[row["strategy"]] = errors.get(row["strategy"], 0) + row["receiver_errors"]
+    if not errors:
+        return None
+    receivers = {s["name"]: s["receiver"] for s in report["experiment"]["strategies"]}
+    listed = (report.get("failures") or {}).get("cases", ())
+    parts = []
+    for strategy, count in errors.items():
+        raised = [f for f in listed if f["strategy"] == strategy
+                  and any(r.startswith("receiver-raised:") for r in f["reasons"])]
+        kinds = sorted({r.split(":", 1)[1] for f in raised for r in f["reasons"]
+                        if r.startswith("receiver-raised:")})
+        first = f", for example on case {raised[0]['case_id']!r}" if raised else ""
+        what = f" ({', '.join(kinds)})" if kinds else ""
+        parts.append(f"{strategy}'s receiver {receivers.get(strategy, strategy)!r} raised"
+                     f"{what} on {num(count)} decisions{first}")
+    return ("Receiver errors: " + "; ".join(parts)
+            + ". Each decided the fail-closed action.")
+
+
+def _provenance(provenance: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    workers = provenance["workers"]
+    executor = provenance["executor"] + (
+        f", {num(workers)} workers" if workers is not None else ", the executor's default "
+        "worker count")
+    return (
+        ("handoffs", provenance["handoffs_version"]),
+        ("python", f"{provenance['python']} on {provenance['platform']}"),
+        ("run", provenance["run_id"]),
+        ("created", provenance["created"]),
+        ("executor", f"{executor}, chunks of {num(provenance['chunk_size'])} cases"),
+        ("receiver calls", f"{num(provenance['receiver_calls'])} "
+                           f"(memo hits {num(provenance['memo_hits'])})"),
+        ("elapsed", f"{num(provenance['elapsed_seconds'], 2)} s"),
+    )
+
+
+def view(report: Mapping[str, Any], *, compact: bool) -> View:
+    """The content of a rendering; ``compact`` for a pull-request comment."""
+    experiment = report["experiment"]
+    gate = report["gate"]
+    passed = bool(gate["passed"])
+    tables = [t for t in (section(report, compact) for section in SECTIONS) if t is not None]
+    findings = [f for f in (_falsehood_finding(report), _failure_finding(report),
+                            _receiver_error_finding(report)) if f]
+    coverage = report.get("coverage")
+    # a missed region or boundary, or a dead rule, is said next to the verdict
+    covered = () if not coverage or (coverage.get("complete", True) and not coverage.get(
+        "dead_rules")) else (f"policy coverage: {coverage['line']}",)
+    return View(
+        title=f"handoffs lab: {experiment['name']}",
+        passed=passed,
+        exit_code=int(gate["exit_code"]),
+        verdict="PASS" if passed else "FAIL",
+        subtitle=(f"{experiment['contract']} · {num(experiment['cases'])} cases · subject "
+                  f"{experiment['subject']} · gate exit {gate['exit_code']}"
+                  + (f" · coverage: {coverage['line']}" if coverage else "")),
+        findings=tuple(findings),
+        reasons=tuple(gate["reasons"]),
+        warnings=(*gate["warnings"], *covered),
+        checks=gate_checks(report),
+        tables=tuple(tables),
+        facts=(
+            ("contract", experiment["contract"]),
+            ("schema", experiment["schema_id"]),
+            ("cases", f"{num(experiment['cases'])} ({experiment['case_source']})"),
+            ("case set digest", experiment["case_set_digest"]),
+            ("epochs", num(experiment["epochs"])),
+        ),
+        provenance=_provenance(report["provenance"]),
+    )

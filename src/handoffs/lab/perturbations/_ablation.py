@@ -1,0 +1,56 @@
+"""Ablation: remove one decision field or one governance member."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from handoffs.lab.perturbations._base import (
+    REMOVED,
+    Perturbation,
+    _strategies_field,
+    declare_perturbation,
+)
+
+__all__ = ["RemoveDecisionField", "RemoveGovernanceField"]
+
+
+@declare_perturbation(
+    kind="ablation", subject=True, id="remove-decision-field:{field}", target="{field}",
+    member="decision_state.{field}",
+    description="Remove decision field {field} (a benign-default receiver assumes its "
+                "declared if_missing value).")
+@attrs.frozen
+class RemoveDecisionField(Perturbation):
+    """Remove one decision field from the message's ``decision_state``.
+
+    Id ``remove-decision-field:<field>``.
+    """
+
+    field: str
+    strategies: tuple[str, ...] | None = _strategies_field()
+
+    def change(self, value: Any) -> Any:
+        """:data:`REMOVED`."""
+        return REMOVED
+
+
+@declare_perturbation(
+    kind="ablation", subject=True, id="remove-governance-field:{field}", target="{field}",
+    member="{field}", reads=(), presence=("{field}",),
+    description="Remove governance member {field}.")
+@attrs.frozen
+class RemoveGovernanceField(Perturbation):
+    """Remove one governance member (``case_id``, ``sender``, ``authority``, ...).
+
+    Id ``remove-governance-field:<member>``; the variant depends only on whether the
+    member is present.
+    """
+
+    field: str
+    strategies: tuple[str, ...] | None = _strategies_field()
+
+    def change(self, value: Any) -> Any:
+        """:data:`REMOVED`."""
+        return REMOVED

@@ -1,0 +1,68 @@
+"""Controls: no message, a message shuffled across cases, a constant message."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import attrs
+
+from handoffs.lab.perturbations._base import (
+    CaseContext,
+    Perturbation,
+    Variant,
+    _strategies_field,
+    declare_perturbation,
+)
+
+__all__ = ["ConstantMessage", "NoMessage", "ShuffledMessage"]
+
+
+@declare_perturbation(kind="control", id="no-message",
+                      description="Control: send an empty message.")
+@attrs.frozen
+class NoMessage(Perturbation):
+    """Control: the receiver gets an empty message (what can it infer alone?)."""
+
+    strategies: tuple[str, ...] | None = _strategies_field()
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """``{}``."""
+        yield Variant({}, touched=None)
+
+
+@declare_perturbation(kind="control", id="shuffled-message",
+                      description="Control: send the message of another case.")
+@attrs.frozen
+class ShuffledMessage(Perturbation):
+    """Control: each case gets another case's message (does the content matter?).
+
+    Cases are paired within each chunk of the stream (the message of the previous
+    case, the first taking the last), so the pairing does not depend on the executor.
+    """
+
+    strategies: tuple[str, ...] | None = _strategies_field()
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """The neighbour's message."""
+        other = ctx.neighbour(strategy)
+        if other is not None:
+            yield Variant(other, touched=None)
+
+
+@declare_perturbation(kind="control", id="constant-message",
+                      description="Control: send the first case's message for every case.")
+@attrs.frozen
+class ConstantMessage(Perturbation):
+    """Control: every case gets the first case's message (is the channel ignored?)."""
+
+    strategies: tuple[str, ...] | None = _strategies_field()
+
+    def variants(self, message: Mapping[str, Any], ctx: CaseContext,
+                 strategy: str) -> Iterator[Variant]:
+        """The constant message."""
+        constant = ctx.constant(strategy)
+        if constant is not None:
+            yield Variant(constant, touched=None)

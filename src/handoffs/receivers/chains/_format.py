@@ -1,0 +1,271 @@
+"""The typed model of a handoff chain (:class:`HandoffChain` of :class:`Hop` s) and its
+strict reading from JSON.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from handoffs._errors import InvalidArgument, ReceiptValidationError
+from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, digest, load_object
+from handoffs.contracts._contract import Authority
+from handoffs.contracts._receipt import format_time, parse_time
+from handoffs.receivers.chains._contract import (
+    _CHAIN_ID,
+    _CONTRACT_NAME,
+    _CONTRACT_VERSION,
+    _DIGEST,
+    _IDENT,
+    _MAX_TRANSFORMATION,
+    _MAX_WIRE_HOPS,
+    HANDOFF_CHAIN_CONTRACT,
+    HopRole,
+    _check_contract_member,
+)
+from handoffs.receivers.chains._schema import _schema_violations, _typed_violations
+
+__all__ = ["DerivedFrom", "HandoffChain", "Hop"]
+
+
+def _check_ident(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str) or not _IDENT.fullmatch(value):
+        raise InvalidArgument(f"{attribute.name} {value!r} is not a valid identifier")
+
+
+def _check_optional_ident(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        _check_ident(instance, attribute, value)
+
+
+def _check_aware(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidArgument(f"{attribute.name} must be a timezone-aware datetime, got {value!r}")
+
+
+def _check_hop_index(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _MAX_WIRE_HOPS:
+        raise InvalidArgument(f"hop must be an integer in [0, {_MAX_WIRE_HOPS}), got {value!r}")
+
+
+def _check_transformation(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str) or not 1 <= len(value) <= _MAX_TRANSFORMATION:
+        raise InvalidArgument(
+            f"transformation must be a string of 1 to {_MAX_TRANSFORMATION} characters"
+        )
+
+
+def _check_contract(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value != HANDOFF_CHAIN_CONTRACT:
+        raise InvalidArgument(f"contract must be {HANDOFF_CHAIN_CONTRACT!r}, got {value!r}")
+
+
+def _check_digest(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str) or not _DIGEST.fullmatch(value):
+        raise InvalidArgument(
+            f"digest must be 'sha256:' and 64 lower-case hex digits, got {value!r}"
+        )
+
+
+def _check_chain_id(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str) or not _CHAIN_ID.fullmatch(value):
+        raise InvalidArgument(f"id must be a urn:uuid, got {value!r}")
+
+
+@attrs.frozen
+class DerivedFrom:
+    """The parent a hop was derived from, pinned by digest.
+
+    ``digest`` is the digest of the parent hop exactly as received
+    (RFC 8785 canonical form, its proofs included).
+    """
+
+    digest: str = attrs.field(validator=_check_digest)
+
+    def to_json(self) -> dict[str, str]:
+        """Wire form."""
+        return {"digest": self.digest}
+
+
+@attrs.frozen(kw_only=True)
+class Hop:
+    """One signed transformation in a handoff chain.
+
+    Python attribute names equal the JSON member names. ``proof`` is kept as the JSON
+    it arrived as (an object, or a proof set whose later members are approvals); it
+    is verified by the receiver, not interpreted here.
+
+    Attributes:
+        contract: always :data:`HANDOFF_CHAIN_CONTRACT`; binds the hop to its format.
+        chain_id: the envelope ``id`` of the chain this hop was signed for.
+        hop: the hop's position in the chain, from 0.
+        case_id: the case the chain is about.
+        role: the role the signer claims (checked against the key ring).
+        sender: the signer's identity (must equal the key ring's controller).
+        receiver: the one agent this hop is addressed to.
+        authority: ADVISE (the receiver decides) or DECIDE (execute the action).
+        valid_until: after this instant the hop must not be acted on.
+        derived_from: the parent hop's digest; ``None`` only for hop 0.
+        transformation: short, untrusted text saying what this hop changed.
+        action: the action proposed or decided, if any.
+        proof: the hop's Data Integrity proof(s), ``None`` while unsigned.
+
+    """
+
+    contract: str = attrs.field(default=HANDOFF_CHAIN_CONTRACT, validator=_check_contract)
+    chain_id: str = attrs.field(validator=_check_chain_id)
+    hop: int = attrs.field(validator=_check_hop_index)
+    case_id: str = attrs.field(validator=_check_ident)
+    role: HopRole = attrs.field(converter=HopRole)
+    sender: str = attrs.field(validator=_check_ident)
+    receiver: str = attrs.field(validator=_check_ident)
+    authority: Authority = attrs.field(converter=Authority)
+    valid_until: datetime = attrs.field(validator=_check_aware)
+    derived_from: DerivedFrom | None
+    transformation: str = attrs.field(validator=_check_transformation)
+    action: str | None = attrs.field(default=None, validator=_check_optional_ident)
+    proof: Any = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.action is None and (
+            self.authority is Authority.DECIDE or self.role is HopRole.PROPOSER
+        ):
+            raise InvalidArgument("a DECIDE hop and a proposer hop must name an action")
+
+    @property
+    def proofs(self) -> tuple[Mapping[str, Any], ...]:
+        """The hop's proofs as a sequence (empty while unsigned)."""
+        if self.proof is None:
+            return ()
+        if isinstance(self.proof, Mapping):
+            return (self.proof,)
+        return tuple(self.proof)
+
+    @property
+    def digest(self) -> str:
+        """``sha256:<hex>`` of the canonical hop, proofs included (what a child pins)."""
+        return digest(self.to_json())
+
+    def to_json(self) -> dict[str, Any]:
+        """Wire form (``action`` and ``proof`` omitted when unset)."""
+        doc: dict[str, Any] = {
+            "contract": self.contract,
+            "chain_id": self.chain_id,
+            "hop": self.hop,
+            "case_id": self.case_id,
+            "role": self.role.value,
+            "sender": self.sender,
+            "receiver": self.receiver,
+            "authority": self.authority.value,
+        }
+        if self.action is not None:
+            doc["action"] = self.action
+        doc["valid_until"] = format_time(self.valid_until)
+        doc["derived_from"] = None if self.derived_from is None else self.derived_from.to_json()
+        doc["transformation"] = self.transformation
+        if self.proof is not None:
+            doc["proof"] = self.proof
+        return doc
+
+
+def _hops(value: Iterable[Hop]) -> tuple[Hop, ...]:
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class HandoffChain:
+    """A handoff chain: an envelope around the ordered, signed hops of one case.
+
+    The envelope (``contract``, ``id``, ``case_id``) is signed through its hops: each
+    hop repeats ``contract``, ``case_id`` and the envelope ``id`` (as ``chain_id``)
+    under its own proof, and the receiver refuses an envelope that differs from what
+    its hops signed. Build chains with
+    :func:`start_chain`, :func:`add_hop` and :func:`approve`; read them with
+    :meth:`from_json`.
+
+    Attributes:
+        contract: always :data:`HANDOFF_CHAIN_CONTRACT`.
+        id: unique chain id (``urn:uuid:...``), signed by every hop as ``chain_id``.
+        case_id: the case the chain is about.
+        hops: the hops, hop 0 first.
+
+    """
+
+    contract: str = attrs.field(default=HANDOFF_CHAIN_CONTRACT, validator=_check_contract)
+    id: str = attrs.field(validator=_check_chain_id)
+    case_id: str = attrs.field(validator=_check_ident)
+    hops: tuple[Hop, ...] = attrs.field(default=(), converter=_hops)
+
+    def to_json(self) -> dict[str, Any]:
+        """Wire form."""
+        return {
+            "contract": self.contract,
+            "id": self.id,
+            "case_id": self.case_id,
+            "hops": [hop.to_json() for hop in self.hops],
+        }
+
+    def to_bytes(self) -> bytes:
+        """Canonical (RFC 8785) UTF-8 bytes of :meth:`to_json`."""
+        return canonical_bytes(self.to_json())
+
+    @classmethod
+    def from_json(
+        cls, data: bytes | str | Mapping[str, Any], *, limits: JSONLimits = DEFAULT_LIMITS
+    ) -> HandoffChain:
+        """Load a chain strictly: limits, strict JSON, contract, schema, typed model.
+
+        Proofs are *not* verified here; :class:`IdentityCompositionReceiver` does that.
+
+        Raises:
+            MalformedJSON: bad bytes (duplicate keys, NaN, huge integers, too deep...).
+            UnknownContract: the message names another contract or version.
+            ReceiptValidationError: every violation with its JSON path, best first,
+                e.g. ``"required field 'receiver' missing @ $.hops[1]"``.
+
+        """
+        doc = load_object(data, what="a handoff chain", limits=limits)
+        _check_contract_member(doc)
+        violations = _schema_violations(doc) or _typed_violations(doc)
+        if violations:
+            raise ReceiptValidationError(
+                violations, contract=_CONTRACT_NAME, version=_CONTRACT_VERSION
+            )
+        return _structure(doc)
+
+
+def _integer(value: Any) -> Any:
+    """An integral float as the integer it stands for: JSON Schema counts ``1.0`` as an
+    integer and RFC 8785 writes it as ``1`` (so the signature covers it either way), and
+    an A2A data part (a protobuf ``Value``) delivers every integer as a float.
+    """
+    return int(value) if type(value) is float and value.is_integer() else value
+
+
+def _structure(doc: Mapping[str, Any]) -> HandoffChain:
+    """Build the typed chain from a schema-valid, typed-valid document."""
+    hops = [
+        Hop(
+            contract=raw["contract"],
+            chain_id=raw["chain_id"],
+            hop=_integer(raw["hop"]),
+            case_id=raw["case_id"],
+            role=raw["role"],
+            sender=raw["sender"],
+            receiver=raw["receiver"],
+            authority=raw["authority"],
+            valid_until=parse_time(raw["valid_until"]),
+            derived_from=(
+                None if raw["derived_from"] is None else DerivedFrom(raw["derived_from"]["digest"])
+            ),
+            transformation=raw["transformation"],
+            action=raw.get("action"),
+            proof=copy.deepcopy(raw.get("proof")),
+        )
+        for raw in doc["hops"]
+    ]
+    return HandoffChain(contract=doc["contract"], id=doc["id"], case_id=doc["case_id"], hops=hops)
