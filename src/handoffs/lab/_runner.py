@@ -38,7 +38,7 @@ from handoffs._errors import HandoffsError
 from handoffs.contracts._contract import LossMatrix
 from handoffs.contracts._receipt import format_time
 from handoffs.lab._cache import Budget, CallCache, LabClient, close_connections
-from handoffs.lab._chunk import run_chunk, sampled
+from handoffs.lab._chunk import run_chunk
 from handoffs.lab._experiment import (
     Experiment,
     ExperimentError,
@@ -48,6 +48,7 @@ from handoffs.lab._experiment import (
 )
 from handoffs.lab._keys import keyed, memo_key
 from handoffs.lab._memo import _shared_for, release_shared
+from handoffs.lab._messages import sampled
 from handoffs.lab._metrics import Aggregator
 from handoffs.lab._minimal import (
     exhaustive_minimum,
