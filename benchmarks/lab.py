@@ -10,7 +10,14 @@ import the engine). Both see the same case objects, in the same process,
 interleaved round by round; the figures they report must be identical. Printed:
 medians per side, the median of the per-round ratios, and throughput engine/plain.
 
-(b) Memory. Peak resident memory (the kernel's ``VmHWM``) of a fresh
+(b) CPU per case, side by side in one process (``time.process_time``): the engine;
+the plain loop; the memoised floor (the plain loop's rows with every decision already
+known: one look-up per row); and the engine with each optimisation it still has
+switched off on its own (a patch of the engine's class for one run). An optimisation
+stays only if the engine with it off takes at least 2x the CPU. Printed: engine ÷
+plain loop and engine ÷ floor.
+
+(c) Memory. Peak resident memory (the kernel's ``VmHWM``) of a fresh
 subprocess that runs the engine on 28,000 and on 280,000 cases, twice each, with
 the resident size just before the run (interpreter, imports, experiment) shown
 apart. A streaming engine keeps the two sizes' largest peaks within 10 %.
@@ -18,8 +25,9 @@ apart. A streaming engine keeps the two sizes' largest peaks within 10 %.
 The whole script keeps to ``--budget`` seconds (default 300): it runs as many
 speed rounds as fit (at most ``--rounds``) and, when the memory runs at the
 requested sizes would not fit at the measured engine speed, measures them at
-sizes ten times smaller and says so. When the speed target is missed it prints a
-profile of where the engine's time goes.
+sizes ten times smaller and says so. With ``--profile`` it also prints where the
+engine's time goes. No overall speed-up is a target: the issue's target is that each
+optimisation the engine keeps pays at least 2x in CPU time on its own (part (b)).
 
 The last line is ``lab speed-up vs plain loop: <x>``.
 """
@@ -39,7 +47,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from enum import Enum
 from pathlib import Path
@@ -48,7 +56,6 @@ from typing import Any
 
 from handoffs.examples.payment import synthetic_cases
 
-SPEED_TARGET = 20.0
 MEMORY_TARGET = 0.10
 MEMORY_REPEATS = 2
 
@@ -360,6 +367,141 @@ def assert_identical(plain: Mapping[str, Any], engine: Mapping[str, Any]) -> Non
                 f" engine: {json.dumps(engine[key])}")
 
 
+# ---------------------------------------------------------------- the memoised floor
+
+
+def floor_run(evidence: Sequence[Any], table: dict[Hashable, Any]) -> int:
+    """The plain loop with every decision already known: per case, per row of the plain
+    loop (five strategies, six decision-field and seven governance-field ablations), one
+    look-up of the row's outcome by (row, decision state) and the loop's counters. The
+    work that no memo can remove; ``table`` is filled on the first call.
+    """
+    rows = [("strategy", i) for i in range(5)] + [("decision", f) for f in DECISION_FIELDS] \
+        + [("governance", f) for f in GOVERNANCE_FIELDS]
+    regret = 0
+    for case in evidence:
+        state = tuple([bool(getattr(case, f)) for f in DECISION_FIELDS])
+        for row in rows:
+            key = (row, state)
+            loss = table.get(key)
+            if loss is None:
+                loss = table[key] = LOSS[(policy(dict(zip(DECISION_FIELDS, state,
+                                                          strict=True))),) * 2]
+            regret += loss
+    return regret
+
+
+# ---------------------------------------------------------------- optimisations, one off
+
+
+def _whole_message_patch(  # noqa: PLR0917 - the signature of _Chunk._emit_patch
+        self: Any, at: tuple[int, int, int], base: Any, variant: Any, value: Any,
+        ref: str) -> None:
+    """The patch route switched off: the variant built, measured and keyed whole."""
+    from handoffs.lab._messages import Facts
+
+    msg = self._measured(variant.message, base, variant.touched, at[1])
+    schema = msg.schema
+    if variant.full_validation and self.receipts[at[1]]:
+        schema = self.checks.schema_valid(variant.message)
+    self._emit(at, Facts(
+        meta=variant, ref=ref, size=msg.size, tokens=msg.tokens,
+        governance=msg.governance, schema=schema, has_state=msg.has_state(),
+        key=lambda slot: self._key(slot, msg), message=lambda: msg.message))
+
+
+class _Forgetful(dict):  # type: ignore[type-arg]
+    """A chunk memo that keeps nothing (the run-wide memo still answers)."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+
+def _without_chunk_memo(original: Callable[..., Any]) -> Callable[..., Any]:
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self.memo = _Forgetful()
+    return init
+
+
+def switches() -> dict[str, Callable[[], Any]]:
+    """Each optimisation of the engine that can be switched off on its own, as a
+    patch of the engine's class for the duration of one run.
+
+    Measured before they were removed (at main, ``--quick``, 2,800 cases, shared
+    machine; engine 233 µs per case): row replay off 368 µs (it paid 1.58x),
+    declared-reads runs (variant cache and run replay) off 411 µs (1.76x), patch sizing
+    and keys off 286 µs (1.22x), chunk memo off 299 µs (1.28x). Row replay and the
+    declared-reads runs were removed. Without them the patch route pays 2.09x on its
+    own (852 vs 407 µs per case), so it stays. The chunk memo stays because it is the
+    memo of a receiver keyed on the whole canonical message (one call per distinct
+    message, which the runner's tests pin), not a speed-up alone.
+    """
+    from handoffs.lab import _chunk
+
+    chunk = _chunk._Chunk
+    found: dict[str, Callable[[], Any]] = {}
+    found["patch sizing and keys"] = lambda: {"_emit_patch": _whole_message_patch}
+    found["chunk memo (run-wide memo kept)"] = lambda: {
+        "__init__": _without_chunk_memo(chunk.__init__)}
+    return found
+
+
+def with_patches(patches: Mapping[str, Any], fn: Callable[[], Any]) -> Any:
+    from handoffs.lab import _chunk
+
+    chunk = _chunk._Chunk
+    saved = {name: chunk.__dict__[name] for name in patches}
+    for name, value in patches.items():
+        setattr(chunk, name, value)
+    try:
+        return fn()
+    finally:
+        for name, value in saved.items():
+            setattr(chunk, name, value)
+
+
+def cpu_ablations(cases: Sequence[Any], variants: int, rounds: int) -> None:
+    """CPU time per case, side by side in one process, interleaved round by round: the
+    engine, the plain loop, the memoised floor, and the engine with each optimisation
+    off on its own (each must give the plain loop's figures)."""
+    experiment = engine_experiment(cases, variants)
+    table: dict[Hashable, Any] = {}
+    floor_run(cases, table)
+    plain_out = plain_run(cases)
+    sides: dict[str, Callable[[], Any]] = {
+        "engine": lambda: essay_figures(engine_run(experiment)),
+        "plain loop": lambda: plain_run(cases),
+        "memoised floor": lambda: floor_run(cases, table),
+    }
+    for name, make in switches().items():
+        patches = make()
+        sides[f"engine, {name} off"] = (
+            lambda patches=patches: with_patches(
+                patches, lambda: essay_figures(engine_run(experiment))))
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, fn in sides.items():
+            gc.collect()
+            t0 = time.process_time()
+            out = fn()
+            times[name].append(time.process_time() - t0)
+            if name.startswith("engine"):
+                assert_identical(plain_out, out)
+    per_case = {name: statistics.median(t) / len(cases) for name, t in times.items()}
+    engine = per_case["engine"]
+    print(f"CPU per case ({len(cases):,} cases, median of {rounds} interleaved round"
+          f"{'s' * (rounds > 1)}, process CPU time; figures identical on every engine side):")
+    for name, value in per_case.items():
+        print(f"  {name:<58} {value * 1e6:8.1f} µs")
+    print(f"engine / plain loop CPU: {engine / per_case['plain loop']:.2f}x; "
+          f"engine / memoised floor CPU: {engine / per_case['memoised floor']:.1f}x")
+    for name in switches():
+        off = per_case[f"engine, {name} off"]
+        print(f"  {name}: pays {off / engine:.2f}x on its own (engine with it off / engine; "
+              f"keep at >= 2x)")
+
+
 # ---------------------------------------------------------------- memory
 
 
@@ -529,8 +671,7 @@ def speed(cases: Sequence[Any], variants: int, *, rounds: int, budget: float,
     print(f"speed ({done} interleaved round{'s' * (done > 1)}, medians): plain loop "
           f"{plain_median:.2f} s ({len(cases) / plain_median:,.0f} cases/s), engine "
           f"{engine_median:.2f} s ({len(cases) / engine_median:,.0f} cases/s)")
-    print(f"throughput engine/plain: {ratio:.2f}x (median of per-round ratios {paired:.2f}x; "
-          f"target >= {SPEED_TARGET:.0f}x: {'met' if ratio >= SPEED_TARGET else 'MISSED'})")
+    print(f"throughput engine/plain: {ratio:.2f}x (median of per-round ratios {paired:.2f}x)")
     if done < 3:
         print(f"  note: only {done} round(s) fit the budget")
     return ratio, engine_median / len(cases)
@@ -577,10 +718,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run for CI: 280 cases, one round, memory at 280 and "
                              "2,800 cases, 120 s budget")
+    parser.add_argument("--ablation-variants", type=int, default=0,
+                        help="variants per scenario for the CPU table (default: a tenth "
+                             "of --variants, at least 40; --quick: 400)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also print where the engine's time goes (cProfile)")
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
         args.variants, args.rounds, args.memory, args.budget = 40, 1, "40,400", 120.0
+        args.ablation_variants = args.ablation_variants or 400
     global EXECUTOR  # noqa: PLW0603 - one switch for the whole script, children included
     EXECUTOR = args.executor
     if args.memory_child is not None:
@@ -593,9 +740,12 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"({args.executor or 'default'} executor), budget {args.budget:.0f} s")
     ratio, per_case = speed(cases, args.variants, rounds=args.rounds, budget=args.budget,
                             memory_cases=7 * (small + large), start=start)
+    ablation_variants = args.ablation_variants or max(40, args.variants // 10)
+    cpu_ablations(list(synthetic_cases(ablation_variants)), ablation_variants,
+                  rounds=max(1, min(3, args.rounds)))
     memory(small, large, per_case=per_case,
            remaining=args.budget - (time.perf_counter() - start))
-    if ratio < SPEED_TARGET:
+    if args.profile:
         profiled = max(40, args.variants // 10)
         for line in profile_engine(list(synthetic_cases(profiled)), profiled):
             print(line)

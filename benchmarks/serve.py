@@ -11,7 +11,11 @@ receipt once. Each phase gets its own fresh receipts (a replay would be refused)
 - **gate**: the same gate in this process (``Gate.decide`` through the strict
   receiver), with its in-memory replay store and no log; and again with the
   PostgreSQL store as ``log=`` and ``replay=`` (what the service runs).
-- **serve**: ``handoffs serve`` on the same database.
+- **serve**: ``handoffs serve`` on the same database, with group commit
+  (``store.group_commit_ms``, ``--group-commit-ms``, default 1); **serve, no group
+  commit**: the same with ``group_commit_ms = 0`` (one statement per decision);
+  **serve ×2**: two ``handoffs serve`` processes (what ``--workers 2`` would run: each
+  its own pool and batches), the clients split between them.
 - **peer**: a minimal Starlette application on uvicorn (same loop and HTTP parser)
   that runs the same gate without a store (the same verify) and then one
   ``INSERT … ON CONFLICT DO NOTHING`` of the receipt id on the same database, through
@@ -26,8 +30,10 @@ by the receipts (the extension's own queries excluded).
 
 Printed, last lines: ``serve/gate cpu ratio`` (÷ the in-memory gate; target ≤ 2.0),
 ``serve/gate+pg cpu ratio`` (÷ the gate on the PostgreSQL store), ``serve/peer cpu
-ratio`` (target ≤ 1.0), ``pg round trips per decision`` (target 1) and ``receipts/s
-per core`` (receipts ÷ server CPU seconds).
+ratio`` (target ≤ 1.0), ``pg cpu per receipt`` (serve, peer, serve without group
+commit), ``group commit gain`` and ``two processes/one`` (ratios of CPU per receipt
+and of wall throughput), ``pg round trips per decision`` (target ≤ 1) and
+``receipts/s per core`` (receipts ÷ server CPU seconds).
 
 Run: ``python benchmarks/serve.py [--receipts N] [--clients 16]`` (``--quick``: 600
 receipts per phase). Needs the ``serve``, ``postgres`` and ``bench`` extras (psutil).
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import http.client
 import json
 import os
@@ -230,6 +237,50 @@ def start_serve(config: Path, directory: Path, extra: list[str]) -> tuple[Any, i
     sys.exit(f"handoffs serve did not start (see {log.name})")
 
 
+@dataclasses.dataclass(frozen=True)
+class Measured:
+    """One phase against HTTP servers: per receipt, CPU seconds and statements."""
+
+    cpu: float
+    pg_cpu: float
+    trips: float
+    rate: float
+
+
+def measure(pg: StatsPostgres, servers: list[tuple[Any, int]], bodies: list[bytes],
+            warm: int, clients: int, *, database: str = "service") -> Measured:
+    """Warm each server up, then send ``bodies[warm:]`` split evenly across them."""
+    for i, (_, port) in enumerate(servers):
+        blast(port, bodies[:warm][i::len(servers)], clients)
+    timed = bodies[warm:]
+    reset_statements(pg.url(database))
+    pids = [proc.pid for proc, _ in servers]
+    before, pg_before = cpu_of(pids), cpu_of(pg.pids())
+    answers: list[tuple[float, dict[int, int]]] = []
+
+    def send(port: int, share: list[bytes]) -> None:
+        answers.append(blast(port, share, clients // len(servers)))
+
+    threads = [threading.Thread(target=send, args=(port, timed[i::len(servers)]))
+               for i, (_, port) in enumerate(servers)]
+    began = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - began
+    cpu, pg_cpu = cpu_of(pids) - before, cpu_of(pg.pids()) - pg_before
+    time.sleep(0.2)
+    trips = statements(pg.url(database))
+    statuses: dict[int, int] = {}
+    for _, counts in answers:
+        for status, count in counts.items():
+            statuses[status] = statuses.get(status, 0) + count
+    assert statuses == {200: len(timed)}, f"answered {statuses}"
+    n = len(timed)
+    return Measured(cpu=cpu / n, pg_cpu=pg_cpu / n, trips=trips / n, rate=n / wall)
+
+
 def run(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear scenario
     directory = Path(tempfile.mkdtemp(prefix="handoffs-serve-bench-"))
     pg = StatsPostgres(fsync=False)
@@ -246,12 +297,15 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear scenario
             with psycopg.connect(pg.url(db), autocommit=True) as conn:
                 conn.execute("CREATE EXTENSION pg_stat_statements")
         n, warm = args.receipts, 50
-        receipts, trust = build(4 * (n + warm), directory)
+        names = ("gate", "gate+pg", "serve", "serve, no group commit", "serve ×2", "peer")
+        receipts, trust = build(len(names) * (n + warm), directory)
         bodies = [body for _, body in receipts]
         phases = {name: bodies[i * (n + warm):(i + 1) * (n + warm)]
-                  for i, name in enumerate(("gate", "gate+pg", "serve", "peer"))}
-        config = directory / "serve.toml"
-        config.write_text(f'''identity = "case-owner"
+                  for i, name in enumerate(names)}
+
+        def write_config(name: str, group_commit_ms: float) -> Path:
+            path = directory / name
+            path.write_text(f'''identity = "case-owner"
 trust = "{trust}"
 contracts = ["{payment.__name__}:PAYMENT_RELEASE"]
 roles = ["case-owner"]
@@ -261,10 +315,15 @@ current = ["PAY-7.4"]
 url = "{pg.url("service")}"
 timeout = 3
 pool_size = {args.clients}
+group_commit_ms = {group_commit_ms}
 [server]
 host = "127.0.0.1"
 port = 0
 ''', "utf-8")
+            return path
+
+        config = write_config("serve.toml", args.group_commit_ms)
+        config_alone = write_config("alone.toml", 0)
 
         # (1) the gate in this process: in-memory replay store, then the PostgreSQL one.
         from handoffs.service import load_config
@@ -285,22 +344,21 @@ port = 0
             if store is not None:
                 store.close()
 
-        # (2) handoffs serve.
-        proc, port = start_serve(config, directory, args.serve_args)
-        procs.append(proc)
-        blast(port, phases["serve"][:warm], args.clients)
-        reset_statements(pg.url("service"))
-        before = cpu_of([proc.pid])
-        pg_before = cpu_of(pg.pids())
-        wall, statuses = blast(port, phases["serve"][warm:], args.clients)
-        serve_cpu = (cpu_of([proc.pid]) - before) / n
-        pg_serve = (cpu_of(pg.pids()) - pg_before) / n
-        time.sleep(0.2)
-        trips = statements(pg.url("service")) / n
-        if args.statements:
-            for calls, text in statement_table(pg.url("service")):
-                print(f"statement: {calls} × {text}")
-        assert statuses == {200: n}, f"serve answered {statuses}"
+        # (2) handoffs serve: with group commit, without, and as two processes (what
+        # --workers 2 would be: each its own pool; the clients split between them).
+        results: dict[str, Measured] = {}
+        for name, path, count in (("serve", config, 1),
+                                  ("serve, no group commit", config_alone, 1),
+                                  ("serve ×2", config, 2)):
+            servers = [start_serve(path, directory, args.serve_args) for _ in range(count)]
+            procs.extend(proc for proc, _ in servers)
+            results[name] = measure(pg, servers, phases[name], warm, args.clients)
+            if args.statements and name == "serve":
+                for calls, text in statement_table(pg.url("service")):
+                    print(f"statement: {calls} × {text}")
+            for proc, _ in servers:
+                proc.kill()
+                proc.wait(timeout=30)
 
         # (3) the peer.
         port_file = directory / "peer.port"
@@ -308,30 +366,36 @@ port = 0
                                  pg.url("peer"), str(port_file)],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         procs.append(peer)
-        peer_port = wait_port(peer, port_file)
-        blast(peer_port, phases["peer"][:warm], args.clients)
-        before = cpu_of([peer.pid])
-        pg_before = cpu_of(pg.pids())
-        peer_wall, peer_statuses = blast(peer_port, phases["peer"][warm:], args.clients)
-        peer_cpu = (cpu_of([peer.pid]) - before) / n
-        pg_peer = (cpu_of(pg.pids()) - pg_before) / n
-        assert peer_statuses == {200: n}, f"peer answered {peer_statuses}"
+        results["peer"] = measure(pg, [(peer, wait_port(peer, port_file))], phases["peer"],
+                                  warm, args.clients, database="peer")
 
         ms = 1000
+        serve, peer_m = results["serve"], results["peer"]
+        alone, two = results["serve, no group commit"], results["serve ×2"]
         print(f"receipts per phase: {n} (after {warm} warm-up), clients: {args.clients}, "
-              f"cores: {os.cpu_count()}, serve args: {' '.join(args.serve_args) or '-'}")
+              f"cores: {os.cpu_count()}, group commit: {args.group_commit_ms:g} ms, "
+              f"serve args: {' '.join(args.serve_args) or '-'}")
         print(f"gate in process (memory replay): {gate_cpu['gate'] * ms:.3f} ms CPU/receipt")
         print(f"gate in process (PostgreSQL store): {gate_cpu['gate+pg'] * ms:.3f} ms "
               "CPU/receipt")
-        print(f"serve: {serve_cpu * ms:.3f} ms server CPU/receipt, PostgreSQL "
-              f"{pg_serve * ms:.3f} ms; {n / wall:.0f} receipts/s wall")
-        print(f"peer: {peer_cpu * ms:.3f} ms server CPU/receipt, PostgreSQL "
-              f"{pg_peer * ms:.3f} ms; {n / peer_wall:.0f} receipts/s wall")
-        print(f"serve/gate cpu ratio: {serve_cpu / gate_cpu['gate']:.2f}")
-        print(f"serve/gate+pg cpu ratio: {serve_cpu / gate_cpu['gate+pg']:.2f}")
-        print(f"serve/peer cpu ratio: {serve_cpu / peer_cpu:.2f}")
-        print(f"pg round trips per decision: {trips:.2f}")
-        print(f"receipts/s per core: {1 / serve_cpu:.0f}")
+        for name, m in results.items():
+            print(f"{name}: {m.cpu * ms:.3f} ms server CPU/receipt, PostgreSQL "
+                  f"{m.pg_cpu * ms:.3f} ms; {m.trips:.2f} statements/receipt; "
+                  f"{m.rate:.0f} receipts/s wall")
+        print(f"serve/gate cpu ratio: {serve.cpu / gate_cpu['gate']:.2f}")
+        print(f"serve/gate+pg cpu ratio: {serve.cpu / gate_cpu['gate+pg']:.2f}")
+        print(f"serve/peer cpu ratio: {serve.cpu / peer_m.cpu:.2f}")
+        print(f"pg cpu per receipt: serve {serve.pg_cpu * ms:.3f} ms, peer "
+              f"{peer_m.pg_cpu * ms:.3f} ms, serve without group commit "
+              f"{alone.pg_cpu * ms:.3f} ms")
+        print(f"group commit gain: server cpu {alone.cpu / serve.cpu:.2f}×, pg cpu "
+              f"{alone.pg_cpu / serve.pg_cpu:.2f}×, server+pg cpu "
+              f"{(alone.cpu + alone.pg_cpu) / (serve.cpu + serve.pg_cpu):.2f}×")
+        print(f"two processes/one: server cpu {two.cpu / serve.cpu:.2f}×, pg cpu "
+              f"{two.pg_cpu / serve.pg_cpu:.2f}×, receipts/s wall {two.rate / serve.rate:.2f}×")
+        print(f"pg round trips per decision: {serve.trips:.2f} (without group commit "
+              f"{alone.trips:.2f})")
+        print(f"receipts/s per core: {1 / serve.cpu:.0f}")
         return 0
     finally:
         for proc in procs:
@@ -350,6 +414,8 @@ def main() -> None:
     parser.add_argument("--receipts", type=int, default=3000)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--quick", action="store_true", help="600 receipts per phase")
+    parser.add_argument("--group-commit-ms", type=float, default=1.0,
+                        help="store.group_commit_ms of the serve phase (default 1)")
     parser.add_argument("--statements", action="store_true",
                         help="print the statements the service ran (pg_stat_statements)")
     parser.add_argument("--serve-arg", dest="serve_args", action="append", default=[],

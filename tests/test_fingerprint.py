@@ -140,3 +140,33 @@ def payment_created() -> Any:
 
     return T0
 
+
+
+def test_a_callable_reloaded_from_changed_source_gets_a_new_digest(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Source digests are kept per callable: asking twice gives the same answer, and a
+    class or function reloaded from changed source is digested again."""
+    import importlib
+    import os
+    import sys
+
+    from handoffs.contracts._fingerprint import callable_digest
+
+    module = tmp_path / "digested_rule.py"
+    module.write_text("class Rule:\n    x = 1\n\n\ndef rule():\n    return 1\n", "utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    loaded = importlib.import_module("digested_rule")
+    try:
+        first = [callable_digest(loaded.Rule), callable_digest(loaded.rule)]
+        assert [callable_digest(loaded.Rule), callable_digest(loaded.rule)] == first
+        assert all(d["source"] is not None for d in first)
+        module.write_text("class Rule:\n    x = 2\n\n\ndef rule():\n    return 2\n", "utf-8")
+        os.utime(module, (1, 1))  # a new mtime for linecache and the import cache
+        loaded = importlib.reload(loaded)
+        again = [callable_digest(loaded.Rule), callable_digest(loaded.rule)]
+        assert [d["callable"] for d in again] == [d["callable"] for d in first]
+        assert [d["source"] for d in again] != [d["source"] for d in first]
+        assert again[0]["source"] != first[0]["source"]
+        assert again[1]["source"] != first[1]["source"]
+    finally:
+        sys.modules.pop("digested_rule", None)

@@ -91,11 +91,15 @@ def test_a_vanished_row_and_a_failing_gate_are_regressions(old: dict[str, Any]) 
 
 def test_coverage_falling_is_a_regression(old: dict[str, Any]) -> None:
     before, after = copy.deepcopy(old), copy.deepcopy(old)
-    before["coverage"] = {"regions_covered": 7, "share": 1.0}
-    after["coverage"] = {"regions_covered": 6, "share": 6 / 7}
+    before["coverage"] = {"available": True, "line": "", "regions_live": 7,
+                          "regions_witnessed": 7, "boundaries_found": 4,
+                          "boundaries_covered": 4}
+    after["coverage"] = {**before["coverage"], "regions_witnessed": 6,
+                         "boundaries_covered": 3, "regions_live": 6}
     diff = diff_reports(before, after)
-    assert {c.metric for c in diff.regressions} == {"coverage.regions_covered",
-                                                    "coverage.share"}
+    # fewer regions or boundaries reached regresses; the policy's own counts do not
+    assert {c.metric for c in diff.regressions} == {"coverage.regions_witnessed",
+                                                    "coverage.boundaries_covered"}
 
 
 def test_bad_budgets_and_bad_reports_are_refused(old: dict[str, Any]) -> None:

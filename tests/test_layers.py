@@ -217,7 +217,6 @@ KNOWN_CROSS_PART = {
     ("handoffs.lab._baselines", "handoffs.receivers._gate"),
     ("handoffs.lab._baselines", "handoffs.receivers._pipeline"),
     ("handoffs.lab._baselines", "handoffs.receivers._receivers"),
-    ("handoffs.lab._chunk", "handoffs.contracts._receipt"),
     ("handoffs.lab._experiment", "handoffs.contracts._fields"),
     ("handoffs.lab._experiment", "handoffs.receivers._fingerprint"),
     ("handoffs.lab._keys", "handoffs.receivers._memo"),

@@ -23,6 +23,7 @@ import pytest
 
 from handoffs.receivers import Decision, DecisionLogError, ReplayLog, Step, Verdict
 from handoffs.receivers._replay import ReplayClaim
+from handoffs.service.postgres import SCHEMA_VERSION
 from stores import PostgresServer, free_port, open_log
 from test_gate import CASES, NOW, WORLD, codes, raw, strict
 
@@ -84,6 +85,40 @@ def test_a_lost_claim_writes_nothing(store_url: str) -> None:
     assert log.record(_decision("urn:x"), claim=claim, **kwargs)
     assert not log.record(_decision("urn:x"), claim=claim, **kwargs)
     assert log.count() == 1
+    log.close()
+
+
+def test_every_field_of_a_decision_is_kept(store_url: str) -> None:
+    """The row holds the whole decision: each column, the message bytes (when
+    kept, even bytes that are not UTF-8) and every reason code with its step.
+    """
+    from handoffs.receivers import Reason
+
+    log = open_log(store_url, keep_messages=True)
+    decision = Decision(
+        verdict=Verdict.ESCALATE, action="HOLD", step=Step.POLICY,
+        reasons=(Reason("evidence-unresolved", "no resolver", Step.EVIDENCE),
+                 Reason("policy-stale", "PAY-7.3", Step.POLICY, json_path="$.policy")),
+        receiver="case-owner", receipt_id="urn:full", contract="payment-release/1.0",
+        sender="intake", authority="payments", readback="agree",
+        counterfactual_trigger="amount")
+    claim = ReplayClaim(receipt_id="urn:full", expires=NOW + timedelta(hours=1), claimed_at=NOW)
+    message = b"\x00\xff{not utf-8}"
+    assert log.record(decision, claim=claim, digest="sha256:ab", message_bytes=len(message),
+                      message=message, decided_at=NOW)
+    (row,) = query(store_url, "SELECT receipt_id, digest, contract, version, sender, receiver, "
+                              "step, verdict, action, authority, readback, "
+                              "counterfactual_trigger, message_bytes, message FROM decisions")
+    assert row[:13] == ("urn:full", "sha256:ab", "payment-release", "1.0", "intake",
+                        "case-owner", 5, "ESCALATE", "HOLD", "payments", "agree", "amount",
+                        len(message))
+    assert bytes(row[13]) == message
+    assert sorted(query(store_url, "SELECT code, step FROM decision_reasons")) == [
+        ("evidence-unresolved", 4), ("policy-stale", 5)]
+    (stored,) = log.rows(limit=1)
+    reasons = stored["reasons"]
+    reasons = json.loads(reasons) if isinstance(reasons, str) else reasons
+    assert reasons == [r.to_json() for r in decision.reasons]
     log.close()
 
 
@@ -278,6 +313,45 @@ def test_a_restart_fails_closed_then_recovers(postgres: PostgresServer) -> None:
     log.close()
 
 
+def test_a_version_2_log_migrates_its_reason_rows_into_the_view(
+    postgres: PostgresServer,
+) -> None:
+    """Version 3 drops the ``decision_reasons`` table for a view over each row's
+    ``reasons``: a version-2 log keeps every reason code it had, with its step.
+    """
+    import psycopg
+
+    from handoffs.service.postgres import _MIGRATIONS
+
+    url = postgres.create_database("v2")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA handoffs")
+        conn.execute("CREATE TABLE handoffs.meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        for version in (1, 2):
+            for statement in _MIGRATIONS[version].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        conn.execute("INSERT INTO handoffs.meta VALUES ('schema_version', '2')")
+        seq = conn.execute(
+            "INSERT INTO handoffs.decisions (decided_at, receiver, step, verdict, reasons, "
+            "message_bytes, pid) VALUES (now(), 'r', 2, 'REJECT', %s::jsonb, 1, 1) "
+            "RETURNING seq",
+            ('[{"code": "replayed", "step": 2}, {"code": "expired", "step": 2}]',),
+        ).fetchone()
+        assert seq is not None
+        conn.execute("INSERT INTO handoffs.decision_reasons VALUES (%s, 'replayed', 2), "
+                     "(%s, 'expired', 2)", (seq[0], seq[0]))
+    with open_log(url) as log:
+        summary = log.summary()
+    assert summary.by_reason == {"expired": 1, "replayed": 1}
+    assert summary.replays == 1
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert sorted(conn.execute(
+            "SELECT decision, code, step FROM handoffs.decision_reasons").fetchall()) == [
+            (seq[0], "expired", 2), (seq[0], "replayed", 2)]
+        assert conn.execute("SELECT value FROM handoffs.meta").fetchone() == (SCHEMA_VERSION,)
+
+
 def test_a_newer_schema_is_refused(postgres: PostgresServer) -> None:
     url = postgres.create_database("newer")
     with open_log(url) as log:
@@ -285,7 +359,7 @@ def test_a_newer_schema_is_refused(postgres: PostgresServer) -> None:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        assert conn.execute("SELECT value FROM handoffs.meta").fetchone() == ("2",)
+        assert conn.execute("SELECT value FROM handoffs.meta").fetchone() == (SCHEMA_VERSION,)
         conn.execute("UPDATE handoffs.meta SET value = '99'")
     with pytest.raises(DecisionLogError, match="schema version '99'") as info, \
             open_log(url) as log:
@@ -303,6 +377,9 @@ def test_bad_options_are_refused_before_connecting() -> None:
         PostgresDecisionLog("postgresql://x@127.0.0.1/db", timeout=0)
     with pytest.raises(ValueError, match="pool_size"):
         PostgresDecisionLog("postgresql://x@127.0.0.1/db", pool_size=0)
+    for window in (-0.001, 0.2, True, "1"):
+        with pytest.raises(ValueError, match="group_commit"):
+            PostgresDecisionLog("postgresql://x@127.0.0.1/db", group_commit=window)
 
 
 def test_gate_and_log_summary_take_a_postgresql_url(postgres: PostgresServer,
@@ -374,6 +451,120 @@ def test_a_stalled_server_fails_closed_and_admits_nothing(postgres: PostgresServ
             time.sleep(0.1)
     after = strict(gate).receive(receipt("routine-02"))
     assert after.admitted
+    log.close()
+
+
+# ------------------------------------------------------------------ group commit
+
+
+def test_group_commit_batches_and_admits_each_id_once(postgres: PostgresServer) -> None:
+    """Twelve threads post the same 20 ids, and 20 of their own, at once through one
+    store that gathers for 50 ms: each id is admitted exactly once, every caller gets
+    its own row's outcome, and the rows went in fewer transactions than decisions.
+    """
+    log = open_log(postgres.create_database("group"), group_commit=0.05, pool_size=4)
+    until = datetime.now(UTC) + timedelta(hours=1)
+    start = threading.Barrier(12)
+    outcomes: list[tuple[int, str, bool]] = []
+    lock = threading.Lock()
+
+    def post(worker: int) -> None:
+        start.wait()
+        for receipt_id in [f"{kind}-{i}" for i in range(20) for kind in ("id", worker)]:
+            claim = ReplayClaim(receipt_id=receipt_id, expires=until, claimed_at=NOW)
+            won = log.record(_decision(receipt_id), claim=claim, digest=None,
+                             message_bytes=worker, decided_at=NOW)
+            with lock:
+                outcomes.append((worker, receipt_id, won))
+
+    threads = [threading.Thread(target=post, args=(w,)) for w in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert len(outcomes) == 12 * 40
+    admitted = Counter(receipt_id for _, receipt_id, won in outcomes if won)
+    assert admitted == Counter({f"{kind}-{i}": 1 for i in range(20)
+                                for kind in ("id", *range(12))})
+    rows = query(log.url, "SELECT receipt_id, message_bytes, xmin::text FROM decisions")
+    assert sorted((r, w) for r, w, _ in rows) == sorted(
+        (receipt_id, worker) for worker, receipt_id, won in outcomes if won)
+    assert len({xmin for _, _, xmin in rows}) < len(rows)  # grouped transactions
+    assert query(log.url, "SELECT count(*) FROM seen") == [(20 * 13,)]
+    log.close()
+
+
+def test_group_commit_answers_a_skewed_claim_alone(postgres: PostgresServer) -> None:
+    """In one batch, a claim from a lagging clock is refused (clock-skew) and writes
+    nothing, while its neighbour is admitted.
+    """
+    log = open_log(postgres.create_database("groupskew"), group_commit=0.05,
+                   retain=timedelta(hours=1))
+    real = datetime.now(UTC)
+    start = threading.Barrier(2)
+    answers: dict[str, object] = {}
+
+    def post(receipt_id: str, lag: timedelta) -> None:
+        claim = ReplayClaim(receipt_id=receipt_id, expires=real + timedelta(hours=1),
+                            claimed_at=real - lag)
+        start.wait()
+        try:
+            answers[receipt_id] = log.record(_decision(receipt_id), claim=claim, digest=None,
+                                             message_bytes=1, decided_at=real)
+        except DecisionLogError as exc:
+            answers[receipt_id] = exc.code
+
+    threads = [threading.Thread(target=post, args=("fresh", timedelta(0))),
+               threading.Thread(target=post, args=("lagging", timedelta(minutes=31)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert answers == {"fresh": True, "lagging": "clock-skew"}
+    assert query(log.url, "SELECT receipt_id FROM decisions") == [("fresh",)]
+    assert query(log.url, "SELECT receipt_id FROM seen") == [("fresh",)]
+    log.close()
+
+
+def test_group_commit_on_a_stalled_server_fails_closed(
+    postgres: PostgresServer,
+) -> None:
+    """With the server stopped, eight concurrent callers of a grouping store each get
+    an error (fail closed; the deadline cuts the batch, a queued caller withdraws),
+    and nothing is admitted.
+    """
+    log = open_log(postgres.create_database("groupstall"), timeout=1, group_commit=0.01,
+                   retain=timedelta(hours=1))
+    log.ping()
+    real = datetime.now(UTC)
+    answers: list[object] = []
+    lock = threading.Lock()
+
+    def post(i: int) -> None:
+        claim = ReplayClaim(receipt_id=f"stall-{i}", expires=real + timedelta(hours=1),
+                            claimed_at=real)
+        try:
+            answer: object = log.record(_decision(f"stall-{i}"), claim=claim, digest=None,
+                                        message_bytes=1, decided_at=real)
+        except DecisionLogError as exc:
+            answer = exc.code
+        with lock:
+            answers.append(answer)
+
+    with postgres.stalled():
+        threads = [threading.Thread(target=post, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert answers == ["log-unavailable"] * 8
+    for _ in range(100):  # a stalled store fails fast for a moment after the thaw
+        try:
+            log.ping()
+            break
+        except DecisionLogError:
+            time.sleep(0.1)
+    assert log.count() == 0
     log.close()
 
 

@@ -66,8 +66,10 @@ def test_config_from_file_then_environment(tmp_path: Path) -> None:
     assert config.policy_superseded == ("PAY-7.3",)
     assert config.evidence_routes == {"evidence://": "http://127.0.0.1:1/"}
     assert [c.id for c in config.registry()] == ["payment-release/1.0.0"]
-    flagged = load_config(path, environ={}, overrides={"store.url": "postgresql://u@h/db"})
-    assert flagged.store_url == "postgresql://u@h/db"
+    assert config.group_commit == 0.001  # the default: gather for 1 ms
+    flagged = load_config(path, environ={}, overrides={"store.url": "postgresql://u@h/db",
+                                                       "store.group_commit_ms": "0"})
+    assert (flagged.store_url, flagged.group_commit) == ("postgresql://u@h/db", 0.0)
 
 
 @pytest.mark.parametrize(("text", "environ", "path", "match"), [

@@ -21,10 +21,12 @@ and ``schema export --check`` fails when a checked-in version's fingerprint move
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import hashlib
 import inspect
 import json
+import weakref
 from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
@@ -92,15 +94,29 @@ def callable_digest(fn: Any) -> dict[str, Any]:
     """
     module = getattr(fn, "__module__", None) or "?"
     name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    return {"callable": f"{module}:{name}", "source": _source_digest(fn)}
+
+
+_SOURCE_DIGESTS: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+"""Source digests by callable: ``inspect.getsource`` parses a class's whole module, and
+a run asks for the same callables' digests when it starts and when it reports. A
+function or class reloaded from changed source is a new object, with a new entry."""
+
+
+def _source_digest(fn: Any) -> str | None:
     try:
-        source: str | None = inspect.getsource(fn)
+        return _SOURCE_DIGESTS[fn]
+    except (KeyError, TypeError):  # not seen yet, or neither hashable nor weakly held
+        pass
+    try:
+        source = inspect.getsource(fn)
     except (OSError, TypeError):
-        source = None
-    return {
-        "callable": f"{module}:{name}",
-        "source": None if source is None else
-        "sha256:" + hashlib.sha256(source.encode("utf-8")).hexdigest(),
-    }
+        found = None
+    else:
+        found = "sha256:" + hashlib.sha256(source.encode("utf-8")).hexdigest()
+    with contextlib.suppress(TypeError):
+        _SOURCE_DIGESTS[fn] = found
+    return found
 
 
 def _expr_json(expr: Expr) -> dict[str, Any]:

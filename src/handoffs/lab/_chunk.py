@@ -3,12 +3,13 @@
 Inside a chunk each case is encoded once per encoder and stamped once per authority,
 and every message is measured from the canonical sizes of its members. A deterministic
 receiver is memoised on the canonical message or on the projection it declares
-(``memo_key``), first in the chunk and then run-wide (:mod:`handoffs.lab._memo`);
-perturbations that describe their messages as one-member patches are sized, checked
-and keyed from the unperturbed message and that member alone (``memo_member``),
-without building the message; and when a case's messages have the same keys, checks
-and reference as an earlier case's, its rows are replayed from that case's, every
-decision a memo hit. A sampled receiver is called again for every epoch, except a
+(``memo_key``), first in the chunk and then run-wide (:mod:`handoffs.lab._memo`).
+Perturbations that describe their messages as one-member patches are sized, checked
+and keyed from the unperturbed message and that member alone (``memo_member``);
+every other perturbed message is built, measured and keyed whole. (Caching variants
+per declared read and replaying a case's rows from an earlier alike case each paid
+less than 2× in CPU time in ``benchmarks/lab.py``, and were removed.) A sampled
+receiver is called again for every epoch, except a
 sampled model receiver with a deterministic admission, which is memoised per draw: the
 request of epoch ``i`` is asked once per run (and kept by the call cache), so ``n``
 epochs of one prompt are ``n`` calls.
@@ -26,20 +27,16 @@ from __future__ import annotations
 import concurrent.futures as cf
 import functools
 import hashlib
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Final
-
-import attrs
 
 from handoffs._errors import UntrustedGovernance
 from handoffs._json import canonical_bytes, canonical_size, digest, dumps
 from handoffs.contracts import Authority, GovernanceService
-from handoffs.contracts._receipt import ENVELOPE_MEMBERS
 from handoffs.lab._experiment import (
     Strategy,
     wire_value,
 )
-from handoffs.lab._keys import keyed, memo_key, memo_member, memo_value
 from handoffs.lab._memo import (
     _decide,
     _memoisable,
@@ -49,6 +46,17 @@ from handoffs.lab._memo import (
     _whole,
     send_ahead,
     send_batch,
+)
+from handoffs.lab._messages import (
+    ABSENT,
+    GONE,
+    Facts,
+    Message,
+    PatchValue,
+    Piece,
+    Slot,
+    drawn,
+    member_size,
 )
 from handoffs.lab._plan import (
     _ENVELOPE,
@@ -64,9 +72,12 @@ from handoffs.lab._plan import (
     receipt_id,
 )
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of, user_error
-from handoffs.lab.perturbations import REMOVED, CaseContext, Perturbation, Variant
-from handoffs.receivers import Receiver, Verdict
-from handoffs.receivers.models import ModelReceiver
+from handoffs.lab.perturbations import (
+    REMOVED,
+    CaseContext,
+    Variant,
+)
+from handoffs.receivers import Verdict
 
 __all__ = ["run_chunk"]
 
@@ -76,48 +87,6 @@ _plans: dict[str, Plan] = {}
 
 _PLANS_KEPT: Final = 8
 _EXHIBITS: Final = 3  # messages kept per strategy × perturbation and chunk
-
-
-@attrs.frozen
-class _Base:
-    message: dict[str, Any]
-    key: bytes
-    size: int
-    tokens: int | None
-    governance: bool
-    schema: bool | None
-    parts: dict[str, bytes] = attrs.field(factory=dict, eq=False)
-
-
-def _patch(message: Mapping[str, Any], base: _Base, touched: frozenset[str] | None
-           ) -> tuple[bytes, int] | None:
-    """(memo key, payload bytes) of a variant that changed one payload member of its base
-    message, without canonicalising the whole message again.
-
-    The key is the base key plus the patch (a NUL byte never occurs in canonical JSON,
-    so a patched key cannot equal a plain one); the same key always means the same
-    message. Sizes follow from JCS writing each member as ``"name":value``.
-    """
-    if touched is None or len(touched) != 1:
-        return None
-    (member,) = touched
-    if member in _ENVELOPE or len(base.message) - len(
-            [k for k in ENVELOPE_MEMBERS if k in base.message]) < 2:
-        return None
-    old = base.parts.get(member)
-    if old is None and member in base.message:
-        old = base.parts[member] = canonical_bytes(base.message[member])
-    name = len(canonical_bytes(member))
-    if member in message:
-        new = canonical_bytes(message[member])
-        if old is None:
-            size = base.size + name + 1 + len(new) + 1
-        else:
-            size = base.size - len(old) + len(new)
-        return base.key + b"\x00" + member.encode() + b"=" + new, size
-    if old is None:
-        return None
-    return base.key + b"\x00-" + member.encode(), base.size - (name + 1 + len(old) + 1)
 
 
 def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
@@ -180,222 +149,8 @@ def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
     }
 
 
-class _Gone:
-    """The memo-key part of a removed member."""
-
-    __slots__ = ()
-
-
-_GONE: Final = _Gone()
-
 _FIRST_SLICE: Final = 8
 """Cases in the scheduling pass's first slice (the slices double from there)."""
-
-
-_ABSENT: Final = _Gone()
-
-
-_KEY_SIZES: dict[str, int] = {}
-
-
-def _member_size(name: str) -> int:
-    """Canonical size of a member name plus its colon."""
-    size = _KEY_SIZES.get(name)
-    if size is None:
-        size = _KEY_SIZES[name] = canonical_size(name) + 1
-    return size
-
-
-class _Slot:
-    """One receiver of the chunk, with its memoisation interface."""
-
-    __slots__ = ("ahead", "deterministic", "index", "member", "memoised", "project",
-                 "receiver", "sampled", "slow")
-
-    def __init__(self, index: int, receiver: Receiver) -> None:
-        self.index = index
-        self.receiver = receiver
-        self.deterministic = bool(receiver.deterministic)
-        # A receiver that says how many calls it may have in flight is slow (a model).
-        self.slow = isinstance(getattr(receiver, "max_in_flight", None), int)
-        # A sampled model receiver whose admission is deterministic is memoised per
-        # draw: its decision of a message in epoch i is the ruling on the model's i-th
-        # answer to the request, asked once per run (and kept by the call cache).
-        self.sampled = sampled(receiver)
-        self.memoised = self.deterministic or self.sampled
-        # Its requests are produced by the scheduling pass, unless its admission keeps a
-        # decision log (each receive writes a row: the whole decision goes to the pool).
-        self.ahead = getattr(getattr(receiver, "gate", None), "log", None) is None
-        # the memo key the lab derives from the receiver's declaration (_keys)
-        self.project: Callable[[Any], Hashable | None] | None = None
-        self.member: Callable[[str, Any], Hashable] | None = None
-        if keyed(receiver):
-            self.project = functools.partial(memo_key, receiver)
-            self.member = functools.partial(memo_member, receiver)
-
-
-def sampled(receiver: Receiver) -> bool:
-    """Whether ``receiver`` is a sampled model receiver memoised per draw (its answers
-    differ from call to call, its admission's decisions do not).
-    """
-    return isinstance(receiver, ModelReceiver) and not receiver.deterministic \
-        and bool(receiver.gate.deterministic)
-
-
-def _drawn(key: Hashable, sample: int) -> Hashable:
-    """The memo key of draw ``sample`` of a message keyed ``key`` (draw 0: ``key``)."""
-    return (key, sample) if sample else key
-
-
-class _Msg:
-    """A measured message: size, validity and (lazily) its memo keys."""
-
-    __slots__ = ("canon", "governance", "keys", "message", "parts", "payload", "pieces",
-                 "reads", "schema", "size", "tokens", "total")
-
-    def __init__(self, message: Mapping[str, Any], slots: int) -> None:
-        self.message = message
-        self.keys: list[Any] = [None] * slots
-        self.canon: bytes | None = None
-        self.reads: dict[str, Hashable] = {}
-        self.parts: dict[str, int] | None = None
-        self.pieces: tuple[dict[str, int], ...] = ()
-        self.payload = 0
-        self.total = 0
-        self.size = 0
-        self.tokens: int | None = None
-        self.governance = False
-        self.schema: bool | None = None
-
-    def read(self, name: str) -> Hashable:
-        """``memo_value`` of one member (``_ABSENT`` when missing), computed once."""
-        found = self.reads.get(name, _ABSENT)
-        if found is _ABSENT:
-            found = self.reads[name] = memo_value(self.message[name]) \
-                if name in self.message else _ABSENT
-        return found
-
-    def part_sizes(self) -> dict[str, int]:
-        """Canonical ``"name":value`` size of every payload member (merged on first use
-        from the sizes measured per piece: encoder content, governance stamp).
-        """
-        parts = self.parts
-        if parts is None:
-            parts = self.parts = {}
-            for piece in self.pieces:
-                parts.update(piece)
-        return parts
-
-    def has_state(self) -> bool:
-        """Whether the message carries a decision state object."""
-        return isinstance(self.message.get("decision_state"), Mapping)
-
-    def canonical(self) -> bytes:
-        """The canonical memo key (payload and envelope), computed once."""
-        if self.canon is None:
-            self.canon = _measure(self.message)[0]
-        return self.canon
-
-
-class _Piece:
-    """Members shared by the messages of one case (a stamp, an encoder's content),
-    with their canonical ``"name":value`` sizes.
-    """
-
-    __slots__ = ("governance", "members", "sizes", "total")
-
-    def __init__(self, members: dict[str, Any], sizes: dict[str, int], total: int) -> None:
-        self.members = members
-        self.sizes = sizes
-        self.total = total
-        self.governance = False
-
-    @classmethod
-    def measure(cls, members: dict[str, Any], sized: bool,
-                last: dict[str, tuple[Any, int]] | None = None) -> _Piece:
-        """Measure every member; ``last`` remembers each member's last value and size,
-        reused when the next piece holds the very same object (a service's constants).
-        """
-        sizes: dict[str, int] = {}
-        total = 0
-        if sized:
-            names = _KEY_SIZES
-            seen = {} if last is None else last
-            for name, value in members.items():
-                known = seen.get(name)
-                if known is not None and known[0] is value:
-                    size = known[1]
-                else:
-                    kind = type(value)
-                    # The commonest values inline; everything else by canonical_size.
-                    if kind is str and len(value) < 64 and value.isascii() \
-                            and value.isprintable() and '"' not in value and "\\" not in value:
-                        size = len(value) + 2
-                    elif kind is bool:
-                        size = 4 if value else 5
-                    else:
-                        size = canonical_size(value)
-                    size += names.get(name) or _member_size(name)
-                    seen[name] = (value, size)
-                sizes[name] = size
-                total += size
-        return cls(members, sizes, total)
-
-
-class _Value:
-    """What a patch's new member value contributes: size, validity, memo entries."""
-
-    __slots__ = ("entries", "governance", "member", "schema", "size", "value")
-
-    def __init__(self, member: str, value: Any) -> None:
-        self.member = member
-        self.value = value
-        self.entries: dict[int, Hashable] = {}
-        self.size = -1
-        self.governance: bool | None = None
-        self.schema: bool | None = None
-
-
-class _Cached:
-    """One variant kept for reuse by a perturbation that declares what it reads."""
-
-    __slots__ = ("falsehood", "falsified", "full_validation", "label", "reference",
-                 "value")
-
-    def __init__(self, variant: Variant, value: _Value | None) -> None:
-        self.label = variant.label
-        self.reference = variant.reference
-        self.falsehood = variant.falsehood
-        self.falsified = variant.falsified
-        self.full_validation = variant.full_validation
-        self.value = value  # None: the message itself, unchanged
-
-
-_UNCHANGED: Final = frozenset[str]()
-
-
-class _Facts:
-    """One message to decide: what is known of it without building it, and how to
-    key it and build it.
-    """
-
-    __slots__ = ("governance", "has_state", "key", "message", "meta", "ref", "rule",
-                 "schema", "size", "tokens")
-
-    def __init__(self, *, meta: Variant | _Cached | None, ref: str, size: int,
-                 tokens: int | None, governance: bool, schema: bool | None, has_state: bool,
-                 key: Callable[[_Slot], Hashable], message: Callable[[], Mapping[str, Any]],
-                 rule: _Value | None = None) -> None:
-        self.meta = meta
-        self.ref = ref
-        self.size = size
-        self.tokens = tokens
-        self.governance = governance
-        self.schema = schema
-        self.has_state = has_state
-        self.key = key
-        self.message = message
-        self.rule = rule  # the patch, for replaying the size of a recorded row
 
 
 class _Failing:
@@ -410,44 +165,6 @@ class _Failing:
         self.exhibits: list[list[Any]] = []  # [row index, message sent]
         self.rules: dict[str, str] = {}  # state key: the reference's deciding rule
         self.counts: dict[tuple[int, int], int] = {}  # exhibits per (strategy, perturbation)
-
-
-class _Run:
-    """Consecutive perturbations of a strategy that declare what they read."""
-
-    __slots__ = ("members", "present", "values")
-
-    def __init__(self) -> None:
-        self.members: list[tuple[int, Perturbation, tuple[str, ...], tuple[str, ...]]] = []
-        self.values: tuple[str, ...] = ()
-        self.present: tuple[str, ...] = ()
-
-    def add(self, pi: int, perturbation: Perturbation, values: frozenset[str],
-            present: frozenset[str]) -> None:
-        self.members.append((pi, perturbation, tuple(sorted(values)), tuple(sorted(present))))
-        self.values = tuple(sorted({*self.values, *values}))
-        self.present = tuple(sorted({*self.present, *present}))
-
-
-class _Block:
-    """Recorded rows to replay: (perturbation, template, patched member or ``None``, the
-    member's new ``"name":value`` size or ``-1`` for a removal, has state).
-    """
-
-    __slots__ = ("patched", "perturbations", "rows")
-
-    def __init__(self, rows: list[tuple[int, int, _Value | None, bool]]) -> None:
-        self.rows: list[tuple[int, int, str | None, int, bool]] = []
-        for pi, t, value, has_state in rows:
-            if value is None or value.member in _ENVELOPE:  # the payload is the base's
-                self.rows.append((pi, t, None, 0, has_state))
-            else:
-                removed = value.value is REMOVED
-                assert removed or value.size >= 0  # noqa: S101 - sized when recorded
-                self.rows.append((pi, t, value.member, -1 if removed else value.size,
-                                  has_state))
-        self.perturbations = tuple(dict.fromkeys(pi for pi, _, _, _ in rows))
-        self.patched = any(member is not None for _, _, member, _, _ in self.rows)
 
 
 class _Chunk:
@@ -472,12 +189,12 @@ class _Chunk:
         self.contract = plan.contract
         self.checks = _checks_for(plan.contract)
         self.reference = _reference_for(plan.contract)
-        slots: dict[int, _Slot] = {}
+        slots: dict[int, Slot] = {}
         for strategy in plan.strategies:
             if id(strategy.receiver) not in slots:
-                slots[id(strategy.receiver)] = _Slot(len(slots), strategy.receiver)
+                slots[id(strategy.receiver)] = Slot(len(slots), strategy.receiver)
         self.slots = [slots[id(s.receiver)] for s in plan.strategies]
-        self.semantic = _Slot(len(slots), plan.semantic)
+        self.semantic = Slot(len(slots), plan.semantic)
         self.nslots = len(slots) + 1
         self.fail = str(plan.contract.fail_closed_action.value)
         self.receipts = [s.receipts for s in plan.strategies]
@@ -487,7 +204,7 @@ class _Chunk:
         self.conditioned = tuple(h for h in plan.contract.hard_constraints
                                  if h.when is not None)
         self.holding: list[tuple[str, ...]] = []
-        self.bases: list[list[_Msg]] = []
+        self.bases: list[list[Message]] = []
         self.states: dict[str, dict[str, Any]] = {}
         # memoisation: the chunk's outcome ids by memo key, in front of the run's memo
         self.memo: dict[Hashable, int] = {}
@@ -497,7 +214,6 @@ class _Chunk:
         self.outcome_ids: dict[tuple[str, str, tuple[str, ...]], int] = {}
         self.calls = 0
         self.hits = 0
-        self.variants: dict[Hashable, list[_Cached] | None] = {}
         self.truth_memo: dict[Hashable, tuple[str, str]] = {}
         # compact decision rows
         self.template_ids: dict[Hashable, int] = {}
@@ -513,13 +229,11 @@ class _Chunk:
         self.failing = _Failing()
         self.special = plan.special
         self.special_cases: set[int] = set()
-        # blocks of rows replayed for later cases with the same block key
-        self.blocks: dict[Hashable, _Block] = {}
-        self.recording: list[tuple[int, int, _Value | None, bool]] | None = None
-        self.exact = True
         # the last value and size of each stamp member, and of each encoder's members
         self.last_sizes: dict[str, tuple[Any, int]] = {}
         self.content_sizes: dict[int, dict[str, tuple[Any, int]]] = {}
+        # and of each strategy's variant messages
+        self.variant_sizes: dict[int, dict[str, tuple[Any, int]]] = {}
 
     # (1) encode every case once per encoder, stamp governance once per authority.
     def encode(self, cases: Sequence[Any]) -> None:
@@ -530,12 +244,12 @@ class _Chunk:
         for evidence in cases:
             case_id, truth, evidence_refs = self._read(evidence)
             state_key, ref = self._truth(truth, evidence, case_id)
-            stamps: dict[Authority, _Piece] = {}
-            contents: dict[int, _Piece] = {}
-            row: list[_Msg] = []
+            stamps: dict[Authority, Piece] = {}
+            contents: dict[int, Piece] = {}
+            row: list[Message] = []
             for si, strategy in enumerate(strategies):
                 if self.dry and not self.slots[si].slow:  # not walked by the scheduling pass
-                    row.append(_Msg({}, self.nslots))
+                    row.append(Message({}, self.nslots))
                     continue
                 authority = strategy.authority
                 stamp = stamps.get(authority)
@@ -559,7 +273,7 @@ class _Chunk:
                 for si, msg in enumerate(row):  # the unperturbed messages, at once
                     slot = self.slots[si]
                     if slot.slow and slot.memoised:
-                        facts = _Facts(
+                        facts = Facts(
                             meta=None, ref=ref, size=0, tokens=None, governance=True,
                             schema=None, has_state=False,
                             key=functools.partial(self._key, msg=msg),
@@ -611,8 +325,8 @@ class _Chunk:
             return found[0], str(declared.value if hasattr(declared, "value") else declared)
         return found
 
-    def _stamp(self, stamps: dict[Authority, _Piece], authority: Authority,
-               case_id: str, evidence_refs: tuple[Any, ...], derive: bool) -> _Piece:
+    def _stamp(self, stamps: dict[Authority, Piece], authority: Authority,
+               case_id: str, evidence_refs: tuple[Any, ...], derive: bool) -> Piece:
         """The governance stamp for one authority, measured and checked once. For the
         library's own (deterministic) service, a second authority's stamp is the first
         with ``authority`` changed, exactly as the service would write it (it refuses
@@ -627,17 +341,17 @@ class _Chunk:
             members["authority"] = authority.value
             sizes = dict(first.sizes)
             total = first.total - sizes.get("authority", 0)
-            sizes["authority"] = _member_size("authority") + canonical_size(authority.value)
-            piece = _Piece(members, sizes, total + sizes["authority"])
+            sizes["authority"] = member_size("authority") + canonical_size(authority.value)
+            piece = Piece(members, sizes, total + sizes["authority"])
         else:
             members = service.stamp(case_id=case_id, evidence_refs=evidence_refs,
                                     authority=authority).to_json()
-            piece = _Piece.measure(members, self.sized, self.last_sizes)
+            piece = Piece.measure(members, self.sized, self.last_sizes)
         piece.governance = self.checks.governance_valid(members)
         stamps[authority] = piece
         return piece
 
-    def _content(self, strategy: Strategy, content: dict[str, Any]) -> _Piece:
+    def _content(self, strategy: Strategy, content: dict[str, Any]) -> Piece:
         """An encoder's content, checked (it may not set governance or envelope
         members) and measured once per case.
         """
@@ -646,11 +360,11 @@ class _Chunk:
             first = sorted(clash)
             raise UntrustedGovernance(f"encoder {strategy.name} content may not set "
                                       f"{', '.join(first)}", json_path=f"$.{first[0]}")
-        return _Piece.measure(content, self.sized,
+        return Piece.measure(content, self.sized,
                               self.content_sizes.setdefault(id(strategy.encoder), {}))
 
-    def _base(self, strategy: Strategy, si: int, content: _Piece, stamp: _Piece,
-              case_id: str) -> _Msg:
+    def _base(self, strategy: Strategy, si: int, content: Piece, stamp: Piece,
+              case_id: str) -> Message:
         """One strategy's message for one case, measured and checked."""
         plan = self.plan
         message: dict[str, Any] = {}
@@ -659,7 +373,7 @@ class _Chunk:
             message["id"] = receipt_id(plan.name, strategy.name, case_id)
         message.update(content.members)
         message.update(stamp.members)
-        msg = _Msg(message, self.nslots)
+        msg = Message(message, self.nslots)
         if self.dry:
             return msg
         if plan.tokenizer is not None:
@@ -676,13 +390,14 @@ class _Chunk:
         return msg
 
     @staticmethod
-    def _sizes(msg: _Msg) -> None:
-        piece = _Piece.measure({k: v for k, v in msg.message.items() if k not in _ENVELOPE},
-                               True)
-        msg.parts = piece.sizes
-        msg.payload = len(piece.sizes)
-        msg.total = piece.total
-        msg.size = piece.total + msg.payload + 1 if msg.payload else 2
+    def _sizes(msg: Message, last: dict[str, tuple[Any, int]] | None = None) -> None:
+        """Measure a whole message; ``last`` as in :meth:`Piece.measure` (a variant
+        holds its base's member objects, so only the members it changed are measured).
+        """
+        piece = Piece.measure({k: v for k, v in msg.message.items() if k not in _ENVELOPE},
+                              True, last)
+        payload = len(piece.sizes)
+        msg.size = piece.total + payload + 1 if payload else 2
 
     # (2) decide: every strategy unperturbed first, then under each perturbation.
     def decide(self, start: int) -> None:
@@ -692,13 +407,12 @@ class _Chunk:
         if self.dry:  # the scheduling pass walks only the slow receivers' messages
             strategies = [si for si in strategies
                           if self.slots[si].slow and self.slots[si].memoised]
-        replayable = [slot.deterministic and self.semantic.deterministic
-                      and plan.tokenizer is None for slot in self.slots]
         for j in range(count):
             ref = self.case_rows[j][3]
             for si in strategies:
-                self._base_row(j, si, self.bases[j][si], ref, replayable=replayable[si])
-        segments = {si: self._segments(si) for si in strategies}
+                self._emit_base((j, si, 0), self.bases[j][si], ref, None)
+        perturbations = {si: [(pi, p) for pi, p in enumerate(plan.perturbations, start=1)
+                              if si in plan.targets[pi - 1]] for si in strategies}
         contexts: dict[int, CaseContext] = {}
 
         def context(j: int) -> CaseContext:
@@ -717,156 +431,11 @@ class _Chunk:
             for si in strategies:
                 strategy = plan.strategies[si]
                 base = self.bases[j][si]
-                for segment in segments[si]:
-                    if isinstance(segment, _Run):
-                        self._run((j, si), base, segment, case_ref, context,
-                                  replayable=replayable[si])
-                        continue
-                    pi, perturbation = segment
+                for pi, perturbation in perturbations[si]:
                     for variant in perturbation.variants(base.message, context(j),
                                                          strategy.name):
                         self._emit_variant((j, si, pi), base, variant, case_ref)
             contexts.pop(j, None)
-
-    def _segments(self, si: int) -> list[_Run | tuple[int, Perturbation]]:
-        """The perturbations of one strategy, in order, consecutive ones that declare
-        what they read grouped into runs.
-        """
-        plan = self.plan
-        out: list[_Run | tuple[int, Perturbation]] = []
-        for pi, perturbation in enumerate(plan.perturbations, start=1):
-            if si not in plan.targets[pi - 1]:
-                continue
-            reads = perturbation.reads if plan.tokenizer is None else None
-            if reads is None:
-                out.append((pi, perturbation))
-                continue
-            run = out[-1] if out else None
-            if not isinstance(run, _Run):
-                run = _Run()
-                out.append(run)
-            run.add(pi, perturbation, reads, perturbation.presence)
-        return out
-
-    def _block_key(self, si: int, base: _Msg, *parts: Hashable) -> Hashable:
-        """What a block of rows for one strategy's message depends on: the memo keys
-        of the strategy's and the semantic receiver's, the checks, and ``parts``;
-        ``None`` when a memo key is the whole message (nothing to replay).
-        """
-        rk = self._key(self.slots[si], base)
-        if rk[0] != "k":
-            return None
-        has_state = base.has_state()
-        sk: Hashable = None
-        if has_state:
-            sk = self._key(self.semantic, base)
-            if sk[0] != "k":  # type: ignore[index]
-                return None
-        return (si, rk[2], sk, has_state, base.governance, base.schema, *parts)
-
-    def _base_row(self, j: int, si: int, base: _Msg, ref: str, *, replayable: bool) -> None:
-        """The unperturbed message's row (replayed from an earlier case when alike)."""
-        block_key = self._block_key(si, base, ref, self.holding[j]) if replayable else None
-        if block_key is not None:
-            block = self.blocks.get(block_key)
-            if block is not None:
-                self._replay(j, si, base, block)
-                return
-            self.recording, self.exact = [], True
-        self._emit_base((j, si, 0), base, ref, None)
-        if block_key is not None:
-            if self.exact:
-                self.blocks[block_key] = _Block(self.recording or [])
-            self.recording = None
-
-    def _run(self, at: tuple[int, int], base: _Msg, run: _Run, case_ref: str,
-             context: Callable[[int], CaseContext], *, replayable: bool) -> None:
-        """Rows of a run of perturbations that declare what they read: replayed when an
-        earlier case of the chunk had the same block key (the same read members, memo
-        keys, checks and reference), else computed from the cached variants.
-        """
-        j, si = at
-        message = base.message
-        block_key = self._block_key(
-            si, base, run, case_ref, self.holding[j],
-            tuple([base.read(name) for name in run.values]),
-            tuple([name in message for name in run.present])) if replayable else None
-        if block_key is not None:
-            block = self.blocks.get(block_key)
-            if block is not None:
-                self._replay(j, si, base, block)
-                return
-            self.recording, self.exact = [], True
-        strategy = self.plan.strategies[si].name
-        for pi, perturbation, values, present in run.members:
-            read_key = (pi, tuple([base.read(name) for name in values]),
-                        tuple([name in message for name in present]))
-            cached = self._cached_variants(read_key, perturbation, base, context(j), strategy)
-            if cached is None:
-                self.exact = False
-                for variant in perturbation.variants(message, context(j), strategy):
-                    self._emit_variant((j, si, pi), base, variant, case_ref)
-                continue
-            for item in cached:
-                self._emit_cached((j, si, pi), base, item, case_ref)
-        if block_key is not None:
-            if self.exact:
-                self.blocks[block_key] = _Block(self.recording or [])
-            self.recording = None
-
-    def _replay(self, j: int, si: int, base: _Msg, block: _Block) -> None:
-        """Record a block's rows for another case: every decision a memo hit."""
-        for pi in block.perturbations:
-            counted = (si, pi)
-            self.case_counts[counted] = self.case_counts.get(counted, 0) + 1
-            self.last_case[counted] = j
-        keep = self.plan.keep_rows
-        special = j in self.special_cases
-        parts = base.part_sizes() if block.patched else {}
-        for pi, t, member, new, has_state in block.rows:
-            if member is None:
-                size = base.size
-            else:  # as _patched_size
-                payload, total = base.payload, base.total
-                old = parts.get(member)
-                if old is not None:
-                    payload -= 1
-                    total -= old
-                if new >= 0:
-                    payload += 1
-                    total += new
-                size = total + payload + 1 if payload else 2
-            stats = self.stats[t]
-            stats[0] += 1
-            stats[1] += size
-            stats[2] = max(stats[2], size)
-            stats[6] += 1
-            self.hits += 2 if has_state else 1
-            if t in self.failing.notable:
-                self._deciding_rule(j)
-                self.rows.append((j, t, size, None, 0, 1))
-            elif keep or (special and pi == 0):
-                self.rows.append((j, t, size, None, 0, 1))
-
-    @staticmethod
-    def _patched_size(base: _Msg, value: _Value) -> int:
-        """Payload bytes of ``base`` with one member set (or removed): JCS writes each
-        member as ``"name":value``, separated by commas, inside braces.
-        """
-        member = value.member
-        if member in _ENVELOPE:
-            return base.size
-        payload, total = base.payload, base.total
-        old = base.part_sizes().get(member)
-        if old is not None:
-            payload -= 1
-            total -= old
-        if value.value is not REMOVED:
-            if value.size < 0:
-                value.size = _member_size(member) + canonical_size(value.value)
-            payload += 1
-            total += value.size
-        return total + payload + 1 if payload else 2
 
     def _neighbour(self, other: int, own: int, name: str) -> Mapping[str, Any] | None:
         if other == own:
@@ -878,47 +447,12 @@ class _Chunk:
 
     # ---------------------------------------------------------------- variants
 
-    def _cached_variants(self, key: Hashable, perturbation: Perturbation, base: _Msg,
-                         ctx: CaseContext, strategy: str) -> list[_Cached] | None:
-        """The variants of a perturbation that depends only on the members it declares,
-        computed once per distinct value of those members (``key``; ``None``: the
-        variants are not patches of the message, so they cannot be cached).
-        """
-        if key in self.variants:
-            return self.variants[key]
-        items: list[_Cached] = []
-        for variant in perturbation.variants(base.message, ctx, strategy):
-            if variant.patch is not None and variant.base is base.message:
-                member, value = variant.patch
-                items.append(_Cached(variant, _Value(member, value)))
-            elif variant.patch is None and variant.message is base.message \
-                    and variant.touched == _UNCHANGED:
-                items.append(_Cached(variant, None))
-            else:  # not a patch of this message: the declaration does not hold
-                self.variants[key] = None
-                return None
-        self.variants[key] = items
-        return items
-
-    def _emit_cached(self, at: tuple[int, int, int], base: _Msg, item: _Cached,
-                     case_ref: str) -> None:
-        ref = item.reference or case_ref
-        value = item.value
-        if value is None:
-            self._emit_base(at, base, ref, item)
-            return
-        variant = Variant.patched(base.message, value.member, value.value, label=item.label,
-                                  reference=item.reference, falsehood=item.falsehood,
-                                  falsified=item.falsified,
-                                  full_validation=item.full_validation)
-        self._emit_patch(at, base, variant, value, ref)
-
-    def _emit_variant(self, at: tuple[int, int, int], base: _Msg, variant: Variant,
+    def _emit_variant(self, at: tuple[int, int, int], base: Message, variant: Variant,
                       case_ref: str) -> None:
         ref = variant.reference or case_ref
         if variant.patch is not None and variant.base is base.message \
                 and self.plan.tokenizer is None:
-            self._emit_patch(at, base, variant, _Value(*variant.patch), ref)
+            self._emit_patch(at, base, variant, PatchValue(*variant.patch), ref)
             return
         message = variant.message
         if message is base.message:
@@ -929,47 +463,13 @@ class _Chunk:
         schema = msg.schema
         if variant.full_validation and self.receipts[si] and not self.dry:
             schema = self.checks.schema_valid(message)
-        self._emit(at, _Facts(
+        self._emit(at, Facts(
             meta=variant, ref=ref, size=msg.size, tokens=msg.tokens,
             governance=msg.governance, schema=schema, has_state=msg.has_state(),
             key=lambda slot: self._key(slot, msg), message=lambda: msg.message))
 
-    def _measured(self, message: Mapping[str, Any], base: _Msg,
-                  touched: frozenset[str] | None, si: int) -> _Msg:
-        """A whole variant message, measured (sizes and checks reuse the base's when
-        the variant says which members it changed).
-        """
-        msg = _Msg(dict(message), self.nslots)
-        if self.dry:
-            return msg
-        if self.plan.tokenizer is not None:
-            msg.canon, msg.size = _measure(message)
-            msg.tokens = _tokens(self.plan, msg.canon, msg.size)
-        else:
-            self._sizes(msg)
-        if touched is not None and not touched & _GOVERNANCE:
-            msg.governance = base.governance
-        else:
-            msg.governance = self.checks.governance_valid(message)
-        if self.receipts[si]:
-            msg.schema = base.schema if touched is not None and not touched else \
-                self.checks.schema_valid(message)
-        return msg
-
-    def _emit_base(self, at: tuple[int, int, int], base: _Msg, ref: str,
-                   meta: Variant | _Cached | None) -> None:
-        schema = base.schema
-        if meta is not None and meta.full_validation and self.receipts[at[1]] \
-                and not self.dry:
-            schema = self.checks.schema_valid(base.message)
-            self.exact = False
-        self._emit(at, _Facts(
-            meta=meta, ref=ref, size=base.size, tokens=base.tokens,
-            governance=base.governance, schema=schema, has_state=base.has_state(),
-            key=lambda slot: self._key(slot, base), message=lambda: base.message))
-
-    def _emit_patch(self, at: tuple[int, int, int], base: _Msg, variant: Variant,
-                    value: _Value, ref: str) -> None:
+    def _emit_patch(self, at: tuple[int, int, int], base: Message, variant: Variant,
+                    value: PatchValue, ref: str) -> None:
         """A variant that sets (or removes) one member of its base: sized, checked and
         keyed from the base and the member alone.
         """
@@ -987,14 +487,34 @@ class _Chunk:
             governance = self._patched_governance(base, variant, value)
             schema = self._patched_schema(base, variant, value) if self.receipts[at[1]] \
                 else None
-        self._emit(at, _Facts(
+        self._emit(at, Facts(
             meta=variant, ref=ref, size=size, tokens=None, governance=governance,
             schema=schema,
             has_state=has_state,
             key=lambda slot: self._patch_key(slot, base, variant, value),
-            message=lambda: variant.message, rule=value))
+            message=lambda: variant.message))
 
-    def _patched_governance(self, base: _Msg, variant: Variant, value: _Value) -> bool:
+    @staticmethod
+    def _patched_size(base: Message, value: PatchValue) -> int:
+        """Payload bytes of ``base`` with one member set (or removed): JCS writes each
+        member as ``"name":value``, separated by commas, inside braces.
+        """
+        member = value.member
+        if member in _ENVELOPE:
+            return base.size
+        payload, total = base.payload, base.total
+        old = base.part_sizes().get(member)
+        if old is not None:
+            payload -= 1
+            total -= old
+        if value.value is not REMOVED:
+            if value.size < 0:
+                value.size = member_size(member) + canonical_size(value.value)
+            payload += 1
+            total += value.size
+        return total + payload + 1 if payload else 2
+
+    def _patched_governance(self, base: Message, variant: Variant, value: PatchValue) -> bool:
         """Governance members present and valid, from the base's check and the member."""
         member, new = value.member, value.value
         if member not in _GOVERNANCE:
@@ -1005,16 +525,14 @@ class _Chunk:
             if value.governance is None:
                 value.governance = self.checks.member_valid(member, new)
             return value.governance
-        self.exact = False  # depends on the other members too
         return self.checks.governance_valid(variant.message)
 
-    def _patched_schema(self, base: _Msg, variant: Variant, value: _Value) -> bool:
+    def _patched_schema(self, base: Message, variant: Variant, value: PatchValue) -> bool:
         """Receipt-schema validity, from the base's and the member's (when the base is
         valid and the schema is member-wise), else of the whole message.
         """
         checks = self.checks
         if variant.full_validation or not checks.memberwise or not base.schema:
-            self.exact = False
             return checks.schema_valid(variant.message)
         if value.value is REMOVED:
             return value.member not in checks.required
@@ -1022,9 +540,61 @@ class _Chunk:
             value.schema = checks.member_valid(value.member, value.value)
         return value.schema
 
+    def _patch_key(self, slot: Slot, base: Message, variant: Variant, value: PatchValue
+                   ) -> Hashable:
+        """The memo key of a patched message, from its base's key and the patch."""
+        key = self._key(slot, base)
+        member, new = value.member, value.value
+        if key[0] == "k":
+            if slot.member is not None:
+                entry = value.entries.get(slot.index, ABSENT)
+                if entry is ABSENT:
+                    entry = value.entries[slot.index] = \
+                        GONE if new is REMOVED else slot.member(member, new)
+                return ("p", slot.index, key[2], member, entry)
+            assert slot.project is not None  # noqa: S101 - a "k" key needs a projection
+            projected = slot.project(variant.message)
+            if projected is not None:
+                return ("k", slot.index, self.shared.intern(projected))
+        patch = GONE if new is REMOVED else canonical_bytes(new)
+        return ("c", slot.index, base.canonical(), member, patch)
+
+    def _measured(self, message: Mapping[str, Any], base: Message,
+                  touched: frozenset[str] | None, si: int) -> Message:
+        """A whole variant message, measured (sizes and checks reuse the base's when
+        the variant says which members it changed).
+        """
+        msg = Message(dict(message), self.nslots)
+        if self.dry:
+            return msg
+        if self.plan.tokenizer is not None:
+            msg.canon, msg.size = _measure(message)
+            msg.tokens = _tokens(self.plan, msg.canon, msg.size)
+        else:
+            self._sizes(msg, self.variant_sizes.setdefault(si, {}))
+        if touched is not None and not touched & _GOVERNANCE:
+            msg.governance = base.governance
+        else:
+            msg.governance = self.checks.governance_valid(message)
+        if self.receipts[si]:
+            msg.schema = base.schema if touched is not None and not touched else \
+                self.checks.schema_valid(message)
+        return msg
+
+    def _emit_base(self, at: tuple[int, int, int], base: Message, ref: str,
+                   meta: Variant | None) -> None:
+        schema = base.schema
+        if meta is not None and meta.full_validation and self.receipts[at[1]] \
+                and not self.dry:
+            schema = self.checks.schema_valid(base.message)
+        self._emit(at, Facts(
+            meta=meta, ref=ref, size=base.size, tokens=base.tokens,
+            governance=base.governance, schema=schema, has_state=base.has_state(),
+            key=lambda slot: self._key(slot, base), message=lambda: base.message))
+
     # ------------------------------------------------------------------- keys
 
-    def _key(self, slot: _Slot, msg: _Msg) -> Any:
+    def _key(self, slot: Slot, msg: Message) -> Any:
         """The memo key of a whole message for one receiver: ``("k", slot, id)`` of its
         projection, or ``("c", slot, canonical bytes)``.
         """
@@ -1038,27 +608,9 @@ class _Chunk:
             msg.keys[slot.index] = found
         return found
 
-    def _patch_key(self, slot: _Slot, base: _Msg, variant: Variant, value: _Value) -> Hashable:
-        """The memo key of a patched message, from its base's key and the patch."""
-        key = self._key(slot, base)
-        member, new = value.member, value.value
-        if key[0] == "k":
-            if slot.member is not None:
-                entry = value.entries.get(slot.index, _ABSENT)
-                if entry is _ABSENT:
-                    entry = value.entries[slot.index] = \
-                        _GONE if new is REMOVED else slot.member(member, new)
-                return ("p", slot.index, key[2], member, entry)
-            assert slot.project is not None  # noqa: S101 - a "k" key needs a projection
-            projected = slot.project(variant.message)
-            if projected is not None:
-                return ("k", slot.index, self.shared.intern(projected))
-        patch = _GONE if new is REMOVED else canonical_bytes(new)
-        return ("c", slot.index, base.canonical(), member, patch)
-
     # ------------------------------------------------------------------- rows
 
-    def _outcome(self, slot: _Slot, facts: _Facts, *, memoise: bool, si: int = -1,
+    def _outcome(self, slot: Slot, facts: Facts, *, memoise: bool, si: int = -1,
                  sample: int = 0) -> tuple[int, int, int]:
         """(outcome id, latency µs, memo flag) of one receiver decision.
 
@@ -1072,7 +624,7 @@ class _Chunk:
             return self._schedule(slot, facts, memoise=memoise, sample=sample)
         if not memoise:
             return self._call(slot, facts, si, None, sample)
-        memo_key = _drawn(facts.key(slot), sample)
+        memo_key = drawn(facts.key(slot), sample)
         found = self.memo.get(memo_key)
         if found is not None:
             self.hits += 1
@@ -1083,21 +635,19 @@ class _Chunk:
             return self._call(slot, facts, si, memo_key)
         return self._shared_outcome(slot, facts, si, memo_key, sample)
 
-    def _call(self, slot: _Slot, facts: _Facts, si: int, memo_key: Hashable, sample: int = 0
+    def _call(self, slot: Slot, facts: Facts, si: int, memo_key: Hashable, sample: int = 0
               ) -> tuple[int, int, int]:
         """Call the receiver; memoise the outcome in the chunk under ``memo_key``."""
         outcome, latency, usage, ok = _decide(slot.receiver, facts.message(), self.fail,
                                               sample)
         oid = self._outcome_id(outcome)
-        if not ok:
-            self.exact = False
-        elif memo_key is not None:
+        if ok and memo_key is not None:
             self.memo[memo_key] = oid
         self.calls += 1
         self._account(si, usage)
         return oid, latency, 0
 
-    def _shared_outcome(self, slot: _Slot, facts: _Facts, si: int, memo_key: Hashable,
+    def _shared_outcome(self, slot: Slot, facts: Facts, si: int, memo_key: Hashable,
                         sample: int) -> tuple[int, int, int]:
         """The outcome from the run-wide memo (filled by another chunk, or by the call
         pool for a request a scheduling pass sent ahead), calling the receiver if no
@@ -1129,8 +679,6 @@ class _Chunk:
         oid = self._outcome_id(outcome)
         if ok:
             self.memo[memo_key] = oid
-        else:
-            self.exact = False
         if counted:
             self.calls += 1
             self._account(si, usage)
@@ -1145,7 +693,7 @@ class _Chunk:
             send_batch(self.shared, batch, self.scheduled)
         self.flush_at = min(2 * self.flush_at, max(1, self.shared.concurrency))
 
-    def _schedule(self, slot: _Slot, facts: _Facts, *, memoise: bool, sample: int = 0
+    def _schedule(self, slot: Slot, facts: Facts, *, memoise: bool, sample: int = 0
                   ) -> tuple[int, int, int]:
         """The scheduling pass: hand a slow receiver's new requests (draw ``sample``)
         to the run's call pool (:func:`~handoffs.lab._memo.send_ahead`: admission,
@@ -1155,7 +703,7 @@ class _Chunk:
         pool (each decision writes one row).
         """
         if slot.slow and memoise:
-            key = _drawn(facts.key(slot), sample)
+            key = drawn(facts.key(slot), sample)
             if key not in self.memo:
                 self.memo[key] = 0
                 shared = self.shared
@@ -1200,7 +748,7 @@ class _Chunk:
             row[3] += tokens_out
             row[4] += round(latency_ms * 1000)
 
-    def _emit(self, at: tuple[int, int, int], facts: _Facts) -> None:
+    def _emit(self, at: tuple[int, int, int], facts: Facts) -> None:
         """Decide one message (every epoch of a sampled receiver) and record the rows."""
         j, si, pi = at
         plan = self.plan
@@ -1218,8 +766,6 @@ class _Chunk:
             if facts.has_state:
                 sid = self._outcome(semantic, facts, memoise=semantic.deterministic)[0]
             t = self._template(at, epoch, facts, oid, sid)
-            if self.recording is not None:
-                self.recording.append((pi, t, facts.rule, facts.has_state))
             stats = self.stats[t]
             stats[0] += 1
             stats[1] += size
@@ -1240,7 +786,7 @@ class _Chunk:
                 self._deciding_rule(j)
                 self._exhibit(j, si, pi, facts)
 
-    def _exhibit(self, j: int, si: int, pi: int, facts: _Facts) -> None:
+    def _exhibit(self, j: int, si: int, pi: int, facts: Facts) -> None:
         """Keep the message sent for the row just added (a disagreement), up to
         :data:`_EXHIBITS` per strategy × perturbation.
         """
@@ -1258,7 +804,7 @@ class _Chunk:
         if state_key not in self.failing.rules and self.plan.reference is None:
             self.failing.rules[state_key] = self.contract.evaluate(self.truths[j]).rule
 
-    def _template(self, at: tuple[int, int, int], epoch: int, facts: _Facts, oid: int,
+    def _template(self, at: tuple[int, int, int], epoch: int, facts: Facts, oid: int,
                   sid: int) -> int:
         """The id of the distinct row (all but case, bytes, tokens, latency, memo)."""
         j, si, pi = at

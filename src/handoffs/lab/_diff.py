@@ -149,14 +149,19 @@ def _row_changes(old: Mapping[str, Any], new: Mapping[str, Any],
     return out
 
 
+_COVERED: Final = ("regions_witnessed", "boundaries_covered")
+"""The coverage section's counts of what the cases reached: fewer is a regression (the
+live regions and boundaries found are the policy's, not the cases')."""
+
+
 def _coverage_changes(old: Mapping[str, Any], new: Mapping[str, Any],
                       budget: DiffBudget) -> list[MetricChange]:
     before, after = old.get("coverage"), new.get("coverage")
     if not isinstance(before, Mapping) or not isinstance(after, Mapping):
         return []
     out = []
-    for name, a in before.items():
-        b = after.get(name)
+    for name in _COVERED:
+        a, b = before.get(name), after.get(name)
         numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (a, b))
         if numbers and a != b:
             out.append(MetricChange(None, None, f"coverage.{name}", a, b,

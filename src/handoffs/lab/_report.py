@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
+import jsonschema_rs
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import relevance
 
@@ -78,8 +79,23 @@ def _validator() -> Draft202012Validator:
     return Draft202012Validator(report_schema())
 
 
+@functools.cache
+def _fast_validator() -> Any:
+    return jsonschema_rs.validator_for(report_schema())
+
+
 def validate_report(report: Any) -> None:
-    """Raise :class:`ReportError` unless ``report`` satisfies the report schema."""
+    """Raise :class:`ReportError` unless ``report`` satisfies the report schema.
+
+    The compiled validator (jsonschema-rs) answers whether it does; python-jsonschema
+    describes the violations of a report that does not (as for receipts, in
+    :mod:`handoffs.contracts._schema`).
+    """
+    try:
+        if _fast_validator().is_valid(report):
+            return
+    except (ValueError, TypeError):  # not JSON data: python-jsonschema says where
+        pass
     validator = _validator()
     errors = sorted(validator.iter_errors(report), key=relevance)
     if errors:

@@ -38,7 +38,7 @@ from handoffs._errors import HandoffsError
 from handoffs._time import format_time
 from handoffs.contracts import LossMatrix
 from handoffs.lab._cache import Budget, CallCache, LabClient, close_connections
-from handoffs.lab._chunk import run_chunk, sampled
+from handoffs.lab._chunk import run_chunk
 from handoffs.lab._experiment import (
     Experiment,
     ExperimentError,
@@ -48,6 +48,7 @@ from handoffs.lab._experiment import (
 )
 from handoffs.lab._keys import keyed, memo_key
 from handoffs.lab._memo import _shared_for, release_shared
+from handoffs.lab._messages import sampled
 from handoffs.lab._metrics import Aggregator
 from handoffs.lab._minimal import (
     exhaustive_minimum,
@@ -253,7 +254,8 @@ def run(
         log = RunLog.discarding(header)
     else:
         log = RunLog.resume(log_path, header) if resume else RunLog.create(log_path, header)
-    measured = not log.complete
+    # a run resumed from a complete log decides nothing; its cases still count for coverage
+    undecided = stream if log.complete else iter(())
     plan, confirming = _wired(plan, experiment.confirming, calls, budget, concurrency)
     if plan.prefetch:
         _shared_for(plan).start()
@@ -293,7 +295,7 @@ def run(
         "budget": {"max_calls": max_calls, "max_tokens": max_tokens},
         "concurrency": plan.concurrency if plan.prefetch else None,
     }
-    coverage = _coverage_section(experiment, tracker, complete=measured)
+    coverage = _coverage_section(experiment, tracker, undecided)
     report = build_report(experiment, plan, aggregator, provenance=provenance,
                           minimal_extra=minimal_extra, created=created, cost=cost,
                           coverage=coverage)
@@ -327,17 +329,18 @@ def _tracked(stream: Iterator[Any], tracker: Any, state_of: Any,
         yield case
 
 
-def _coverage_section(experiment: Experiment, tracker: Any, *,
-                      complete: bool) -> dict[str, Any]:
-    """The report's ``coverage``: regions and boundaries the cases cover, or why not."""
+def _coverage_section(experiment: Experiment, tracker: Any,
+                      undecided: Iterator[Any]) -> dict[str, Any]:
+    """The report's ``coverage``: regions and boundaries the cases cover, or why not;
+    ``undecided`` are cases the run did not read (they pass the tracker all the same).
+    """
     from handoffs.contracts.analysis import geometry
 
     found, reason = geometry(experiment.contract)
     if tracker is None or found is None:
         return {"available": False, "line": f"coverage not measured: {reason}"}
-    if not complete:
-        return {"available": False, "line": "coverage not measured: the run was resumed "
-                                            "from a complete run log"}
+    for _ in undecided:
+        pass
     return dict(tracker.result().to_json())
 
 

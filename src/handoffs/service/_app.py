@@ -118,7 +118,8 @@ class Service:
         self.store = store if store is not None else open_store(
             config.store_url, keep_messages=config.keep_messages, retain=config.retain,
             **({"refused_retain": config.refused_retain} if config.refused_retain else {}),
-            **({"timeout": config.store_timeout, "pool_size": config.pool_size}
+            **({"timeout": config.store_timeout, "pool_size": config.pool_size,
+                "group_commit": min(config.group_commit, config.store_timeout / 2)}
                if "://" in config.store_url else {"busy_timeout": config.store_timeout}),
         )
         self.receiver = gate_of(config, store=self.store)

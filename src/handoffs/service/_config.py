@@ -111,6 +111,8 @@ class ServiceConfig:
             decision; logging each costs CPU on the hot path).
         refused_retain: how long refused decision rows are kept (store clock);
             ``None``: forever.
+        group_commit: seconds a PostgreSQL store gathers concurrent decisions into
+            one statement (``store.group_commit_ms``; ``0``: none).
     """
 
     identity: str
@@ -138,6 +140,7 @@ class ServiceConfig:
     max_connections: int = 256
     log_decisions: bool = False
     refused_retain: timedelta | None = None
+    group_commit: float = 0.001
 
     def registry(self) -> Registry:
         """The contracts named by :attr:`contracts`, loaded.
@@ -208,7 +211,7 @@ _KEYS: Final = {
     "server.graceful_timeout": "graceful_timeout", "otel.enabled": "otel",
     "auth": "callers", "server.insecure": "insecure", "server.body_timeout": "body_timeout",
     "server.max_connections": "max_connections", "server.log_decisions": "log_decisions",
-    "store.refused_retain_seconds": "refused_retain",
+    "store.refused_retain_seconds": "refused_retain", "store.group_commit_ms": "group_commit",
 }
 
 
@@ -331,6 +334,7 @@ _CONVERTERS: Final[dict[str, Callable[[str, Any], Any]]] = {
                     lambda n, v: float(_number(n, v, low=0.001))),
     "store.retain_seconds": lambda n, v: timedelta(seconds=_number(n, v)),
     "store.refused_retain_seconds": lambda n, v: timedelta(seconds=_number(n, v, low=1)),
+    "store.group_commit_ms": lambda n, v: float(_number(n, v, high=100)) / 1000,
     "server.body_timeout": lambda n, v: float(_number(n, v, low=0.001)),
     "server.max_connections": lambda n, v: int(_number(n, v, integer=True, low=1)),
     "auth": _callers,

@@ -13,7 +13,9 @@
 
 Guarantees:
 
-- **One statement, one round trip per decision**: the claim of a receipt id
+- **One statement, one round trip per decision** (or fewer: with ``group_commit``,
+  one per batch of concurrent decisions, each answered with its own row's outcome,
+  at most one decision per id in a batch): the claim of a receipt id
   (``INSERT … ON CONFLICT DO NOTHING`` on the ``seen`` primary key), the replay check
   (the claim's conflict) and the decision row are one statement, so a replica killed
   at any instant leaves both or neither, and two replicas racing on one id admit it at
@@ -45,7 +47,6 @@ Needs the ``postgres`` extra (``psycopg`` 3 and ``psycopg-pool``).
 
 from __future__ import annotations
 
-import base64
 import heapq
 import itertools
 import os
@@ -77,7 +78,7 @@ __all__ = ["SCHEMA_VERSION", "PostgresDecisionLog"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION: Final = "2"
+SCHEMA_VERSION: Final = "3"
 # An arbitrary constant: the advisory lock that serialises migrations across replicas.
 _MIGRATION_LOCK: Final = 0x68616E64
 
@@ -127,66 +128,73 @@ CREATE INDEX seen_expires ON handoffs.seen (expires);
 CREATE INDEX decisions_refused ON handoffs.decisions (recorded_at) WHERE verdict = 'REJECT';
 ALTER TABLE handoffs.decision_reasons DROP CONSTRAINT IF EXISTS decision_reasons_decision_fkey;
 """,
+    # Version 3: the reason codes are read from each row's ``reasons`` (which always
+    # held them, with their steps): ``decision_reasons`` becomes a view over it, so a
+    # decision is one heap row and its indexes instead of one more row and index entry
+    # per reason. Every old ``decision_reasons`` row repeats its decision's ``reasons``.
+    # The index on ``decisions.receipt_id`` goes too (a write per decision that no
+    # query of the gate reads; an auditor may create it back, see the how-to).
+    3: """
+DROP TABLE handoffs.decision_reasons;
+CREATE VIEW handoffs.decision_reasons AS
+    SELECT d.seq AS decision, r.code, r.step
+    FROM handoffs.decisions d,
+        jsonb_to_recordset(d.reasons) AS r (code text, step smallint);
+DROP INDEX handoffs.decisions_receipt
+""",
 }
 
-# Each write is one statement with one parameter, a JSON document (``p.j``): the
-# client serialises it once (orjson) instead of adapting some twenty parameters.
+# Each write is one statement with one parameter, a JSON document: the client
+# serialises it once (orjson) instead of adapting some twenty parameters, and the
+# server unpacks it in one pass (``jsonb_to_record``) into typed columns.
+_FIELDS: Final = """
+    decided_at timestamptz, receipt_id text, digest text, contract text, version text,
+    sender text, receiver text, step smallint, verdict text, action text, authority text,
+    reasons jsonb, readback text, counterfactual_trigger text, message_bytes integer,
+    message bytea, pid integer, prune boolean, refused_retain interval, claim text,
+    claimed_at timestamptz, expires timestamptz, retain interval, skew interval
+"""
 _ROW: Final = """
     INSERT INTO handoffs.decisions (decided_at, receipt_id, digest, contract, version, sender,
         receiver, step, verdict, action, authority, reasons, readback, counterfactual_trigger,
         message_bytes, message, pid)
-    SELECT (j->>'decided_at')::timestamptz, j->>'receipt_id', j->>'digest', j->>'contract',
-        j->>'version', j->>'sender', j->>'receiver', (j->>'step')::smallint, j->>'verdict',
-        j->>'action', j->>'authority', j->'reasons', j->>'readback', j->>'trigger',
-        (j->>'bytes')::integer, decode(j->>'message', 'base64'), (j->>'pid')::integer
+    SELECT decided_at, receipt_id, digest, contract, version, sender, receiver, step, verdict,
+        action, authority, reasons, readback, counterfactual_trigger, message_bytes, message,
+        pid
     FROM p
 """
-_REASONS: Final = """
-    reasons AS (
-        INSERT INTO handoffs.decision_reasons (decision, code, step)
-        SELECT drow.seq, r.code, r.step FROM drow, p,
-            jsonb_to_recordset(p.j->'codes') AS r (code text, step smallint)
-    )
-"""
-# Pruning, the skew check, the claim (replay detection) and the decision row in one
-# statement (one transaction, one round trip).
+# Pruning, the skew check, the claims (replay detection) and the decision rows of one
+# or more decisions (``n`` numbers them; their ids are distinct) in one statement (one
+# transaction, one round trip). Each answers whether its clock was fresh and its claim won.
 _RECORD: Final = f"""
-WITH p AS (SELECT %s::jsonb AS j),
+WITH p AS MATERIALIZED (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS j ({_FIELDS}, n integer)),
 pruned AS (
     DELETE FROM handoffs.seen
-    WHERE (SELECT (j->>'prune')::boolean FROM p)
-        AND expires < now() - (SELECT (j->>'retain')::interval FROM p)
+    WHERE (SELECT bool_or(prune) FROM p) AND expires < now() - (SELECT max(retain) FROM p)
 ),
-fresh AS (
-    SELECT (j->>'claimed_at')::timestamptz >= now() - (j->>'skew')::interval AS ok FROM p
-),
-claim AS (
+fresh AS (SELECT n, claimed_at >= now() - skew AS ok FROM p),
+won AS (
     INSERT INTO handoffs.seen (receipt_id, first_seen, expires, pid)
-    SELECT j->>'claim', (j->>'claimed_at')::timestamptz, (j->>'expires')::timestamptz,
-        (j->>'pid')::integer
-    FROM p, fresh WHERE fresh.ok
+    SELECT claim, claimed_at, expires, pid FROM p JOIN fresh USING (n) WHERE fresh.ok
     ON CONFLICT (receipt_id) DO NOTHING
     RETURNING receipt_id
 ),
-drow AS ({_ROW} WHERE EXISTS (SELECT 1 FROM claim) RETURNING seq),
-{_REASONS}
-SELECT (SELECT count(*) FROM claim), (SELECT ok FROM fresh)
+drow AS ({_ROW} WHERE p.claim IN (SELECT receipt_id FROM won) RETURNING seq)
+SELECT n, ok, claim IN (SELECT receipt_id FROM won) FROM p JOIN fresh USING (n)
 """
 # A refusal: its row, and (every ``prune_every`` writes) refused rows past
 # ``refused_retain`` by the server's clock forgotten, in one statement.
 _APPEND: Final = f"""
-WITH p AS (SELECT %s::jsonb AS j),
-old AS (
-    SELECT seq FROM handoffs.decisions
-    WHERE (SELECT (j->>'prune')::boolean AND j->>'refused_retain' IS NOT NULL FROM p)
-        AND verdict = 'REJECT'
-        AND recorded_at < now() - (SELECT (j->>'refused_retain')::interval FROM p)
-    LIMIT 10000
+WITH p AS MATERIALIZED (SELECT * FROM jsonb_to_record(%s::jsonb) AS j ({_FIELDS})),
+old_rows AS (
+    DELETE FROM handoffs.decisions WHERE seq IN (
+        SELECT seq FROM handoffs.decisions
+        WHERE (SELECT prune AND refused_retain IS NOT NULL FROM p)
+            AND verdict = 'REJECT'
+            AND recorded_at < now() - (SELECT refused_retain FROM p)
+        LIMIT 10000)
 ),
-old_reasons AS (DELETE FROM handoffs.decision_reasons WHERE decision IN (SELECT seq FROM old)),
-old_rows AS (DELETE FROM handoffs.decisions WHERE seq IN (SELECT seq FROM old)),
-drow AS ({_ROW} RETURNING seq),
-{_REASONS}
+drow AS ({_ROW} RETURNING seq)
 SELECT count(*) FROM drow
 """
 _FIRST_SEEN: Final = """
@@ -269,6 +277,27 @@ _WATCHDOG: Final = _Watchdog()
 _STALL_HOLD: Final = 1.0
 
 
+# The most decisions one group commit records in one statement.
+_BATCH_MAX: Final = 64
+
+
+class _Pending:
+    """One decision waiting to be recorded (group commit)."""
+
+    __slots__ = ("claim_id", "deadline", "document", "error", "finished", "lead", "outcome",
+                 "wake")
+
+    def __init__(self, document: dict[str, Any], claim_id: str, deadline: float) -> None:
+        self.document = document
+        self.claim_id = claim_id
+        self.deadline = deadline
+        self.wake = threading.Event()
+        self.finished = False
+        self.lead = False
+        self.outcome = (False, False)
+        self.error: DecisionLogError | None = None
+
+
 def _stamp(moment: datetime | None) -> str | None:
     if moment is None:
         return None
@@ -306,6 +335,9 @@ class PostgresDecisionLog:
         pool_size: the most connections this process opens.
         refused_retain: how long refused decision rows are kept (by the server's
             clock; pruned every ``prune_every`` writes); ``None``: forever.
+        group_commit: seconds to gather concurrent claims into one statement (group
+            commit: one transaction for up to 64 decisions, each caller answered with
+            its own row's outcome); ``0``: each decision is its own statement.
 
     Raises:
         DecisionLogError: ``psycopg`` is not installed, or an option is bad.
@@ -321,6 +353,7 @@ class PostgresDecisionLog:
         timeout: float = 5.0,
         pool_size: int = 8,
         refused_retain: timedelta | None = None,
+        group_commit: float = 0.0,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("postgresql://", "postgres://")):
             raise InvalidArgument(f"a PostgreSQL URL starts with postgresql://, got {url!r}")
@@ -347,6 +380,12 @@ class PostgresDecisionLog:
             raise InvalidArgument(
                 f"refused_retain must be a positive timedelta, got {refused_retain!r}")
         self.refused_retain = refused_retain
+        if (isinstance(group_commit, bool) or not isinstance(group_commit, int | float)
+                or not 0 <= group_commit <= min(0.1, self.timeout / 2)):
+            raise InvalidArgument(
+                "group_commit must be a number of seconds in [0, min(0.1, timeout / 2)], "
+                f"got {group_commit!r}")
+        self.group_commit = float(group_commit)
         self.where = _redact(url)
         self._lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] | None = None
@@ -354,6 +393,10 @@ class PostgresDecisionLog:
         self._migrated = False
         self._writes = 0
         self._stalled_until = 0.0
+        self._group = threading.Lock()
+        self._full = threading.Event()
+        self._queue: list[_Pending] = []
+        self._flushing = False
 
     # ------------------------------------------------------------- connection
 
@@ -363,7 +406,8 @@ class PostgresDecisionLog:
     def __getstate__(self) -> dict[str, Any]:
         return {"url": self.url, "keep_messages": self.keep_messages, "retain": self.retain,
                 "prune_every": self.prune_every, "timeout": self.timeout,
-                "pool_size": self.pool_size, "refused_retain": self.refused_retain}
+                "pool_size": self.pool_size, "refused_retain": self.refused_retain,
+                "group_commit": self.group_commit}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state)  # type: ignore[misc]
@@ -388,15 +432,18 @@ class PostgresDecisionLog:
 
                 millis = max(1, round(self.timeout * 1000))
                 # No check query per checkout: a broken connection fails its call
-                # (closed) and the pool replaces it. libpq's connect timeout is whole
-                # seconds (at least 2); the call's deadline bounds the wait anyway.
+                # (closed) and the pool replaces it. Generic plans: the statements take
+                # one JSON parameter, so replanning per call buys nothing. libpq's
+                # connect timeout is whole seconds (at least 2); the call's deadline
+                # bounds the wait anyway.
                 self._pool = ConnectionPool(
                     self.url, min_size=1, max_size=self.pool_size, open=False,
                     kwargs={"autocommit": True,
                             "connect_timeout": max(2, int(self.timeout + 0.999)),
                             "options": f"-c statement_timeout={millis} "
                                        f"-c idle_in_transaction_session_timeout={millis} "
-                                       f"-c lock_timeout={millis}"},
+                                       f"-c lock_timeout={millis} "
+                                       "-c plan_cache_mode=force_generic_plan"},
                     timeout=self.timeout, reconnect_timeout=max(self.timeout, 30.0),
                     name="handoffs",
                 )
@@ -404,18 +451,19 @@ class PostgresDecisionLog:
                 self._pid, self._migrated, self._writes = os.getpid(), False, 0
             return self._pool
 
-    def _run(self, body: Callable[[psycopg.Connection[Any]], T], *, what: str) -> T:
+    def _run(self, body: Callable[[psycopg.Connection[Any]], T], *, what: str,
+             deadline: float | None = None) -> T:
         import psycopg
         import psycopg_pool
 
         began = time.monotonic()
-        deadline = began + self.timeout
+        deadline = began + self.timeout if deadline is None else deadline
         if began < self._stalled_until:
             raise DecisionLogError(f"cannot {what} in {self.where}: a call ran into the "
                                    f"{self.timeout:g} s timeout less than "
                                    f"{_STALL_HOLD:g} s ago (the server is stalled?)")
         try:
-            with self._connections().connection(timeout=self.timeout) as conn:
+            with self._connections().connection(timeout=max(0.0, deadline - began)) as conn:
                 ticket = _WATCHDOG.watch(deadline, conn)
                 try:
                     if not self._migrated:
@@ -473,12 +521,12 @@ class PostgresDecisionLog:
             "step": int(decision.step), "verdict": decision.verdict.value,
             "action": decision.action, "authority": decision.authority,
             "reasons": [r.to_json() for r in decision.reasons],
-            "readback": decision.readback, "trigger": decision.counterfactual_trigger,
-            "bytes": int(message_bytes),
-            "message": (base64.b64encode(message).decode()
+            "readback": decision.readback,
+            "counterfactual_trigger": decision.counterfactual_trigger,
+            "message_bytes": int(message_bytes),
+            "message": ("\\x" + message.hex()
                         if self.keep_messages and message is not None else None),
             "pid": os.getpid(),
-            "codes": [{"code": r.code, "step": int(r.step)} for r in decision.reasons],
             "prune": self._writes % self.prune_every == 0,
             "refused_retain": _interval(self.refused_retain),
         }
@@ -492,7 +540,7 @@ class PostgresDecisionLog:
         message: bytes | None = None,
         decided_at: datetime,
     ) -> None:
-        """Record one decision (one row, plus one row per reason code).
+        """Record one decision (one row; its reason codes are in ``reasons``).
 
         Raises:
             DecisionLogError: the row could not be written.
@@ -529,16 +577,92 @@ class PostgresDecisionLog:
         document.update(claim=claim.receipt_id, claimed_at=_stamp(claim.claimed_at),
                         expires=_stamp(claim.expires), retain=_interval(self.retain),
                         skew=_interval(self.retain / 2))
-        params = _document(document)
-        row = self._run(lambda conn: conn.execute(_RECORD, params, prepare=True).fetchone(),
-                        what="record a decision")
-        if row is not None and not row[1]:
+        entry = _Pending(document, claim.receipt_id, time.monotonic() + self.timeout)
+        if self.group_commit > 0:
+            self._join(entry)
+        else:
+            self._flush([entry])
+        if entry.error is not None:
+            raise entry.error
+        fresh, won = entry.outcome
+        if not fresh:
             raise DecisionLogError(
                 f"the claim of receipt {claim.receipt_id} was made at "
                 f"{_stamp(claim.claimed_at)} by this process's clock, more than "
                 f"retain/2 = {self.retain / 2} before the store's clock: this clock lags",
                 code="clock-skew")
-        return bool(row and row[0])
+        return won
+
+    def _flush(self, batch: list[_Pending]) -> None:
+        """Record ``batch`` (distinct ids) in one statement; each entry gets its outcome."""
+        documents = [dict(entry.document, n=n) for n, entry in enumerate(batch)]
+        params = (orjson.dumps(documents).decode(),)
+        try:
+            rows = self._run(lambda conn: conn.execute(_RECORD, params, prepare=True).fetchall(),
+                             what="record a decision",
+                             deadline=min(entry.deadline for entry in batch))
+        except DecisionLogError as exc:
+            for entry in batch:
+                entry.error = exc
+        else:
+            answered = {int(n): (bool(ok), bool(won)) for n, ok, won in rows}
+            for n, entry in enumerate(batch):
+                if n in answered:
+                    entry.outcome = answered[n]
+                else:  # cannot happen: every input row is answered
+                    entry.error = DecisionLogError(
+                        f"cannot record a decision in {self.where}: no answer for it")
+        for entry in batch:
+            entry.finished = True
+            entry.wake.set()
+
+    def _join(self, entry: _Pending) -> None:
+        """Group commit: queue ``entry``; one caller at a time (the leader) records
+        everything queued in one statement, then hands the lead to the next waiter.
+        A waiter still queued at its deadline withdraws (nothing of it was written).
+        """
+        with self._group:
+            self._queue.append(entry)
+            if len(self._queue) >= _BATCH_MAX:
+                self._full.set()
+            lead = not self._flushing
+            self._flushing = True
+        if not lead:
+            entry.wake.wait(max(0.0, entry.deadline - time.monotonic()))
+            with self._group:
+                if not entry.finished and not entry.lead and entry in self._queue:
+                    self._queue.remove(entry)
+                    entry.error = DecisionLogError(
+                        f"cannot record a decision in {self.where}: not sent within the "
+                        f"{self.timeout:g} s timeout (the server is slow or stalled?)")
+                    return
+            # In a batch under way (bounded by its deadline, ours or earlier), or leading.
+            entry.wake.wait(self.timeout + 1.0)
+            if not entry.finished and not entry.lead:
+                entry.error = DecisionLogError(
+                    f"cannot record a decision in {self.where}: no outcome within the "
+                    f"{self.timeout:g} s timeout (it may have been recorded)")
+                return
+        while not entry.finished:
+            self._full.wait(self.group_commit)  # gather: the window, or a full batch
+            with self._group:
+                batch: list[_Pending] = []
+                ids: set[str] = set()
+                for queued in self._queue:
+                    if queued.claim_id not in ids and len(batch) < _BATCH_MAX:
+                        ids.add(queued.claim_id)
+                        batch.append(queued)
+                self._queue = [queued for queued in self._queue if queued not in batch]
+                if len(self._queue) < _BATCH_MAX:
+                    self._full.clear()
+            self._flush(batch)
+        with self._group:
+            if self._queue:
+                follower = self._queue[0]
+                follower.lead = True
+                follower.wake.set()
+            else:
+                self._flushing = False
 
     # ------------------------------------------------------------ replay store
 
