@@ -1475,7 +1475,7 @@ def certify_message(contract: Contract[Any, Any], truth: State, fields: Sequence
 # ---------------------------------------------------------------------- search
 # Search for policies the solver cannot read (internal; see ``analysis``).
 #
-# An opaque :class:`~handoffs.contracts.Predicate` is arbitrary Python: it cannot be
+# An opaque :class:`~handoffs.contracts.policy.Predicate` is arbitrary Python: it cannot be
 # compiled. The search draws realistic states (seeded), and where two states decide
 # differently it changes one field at a time from the first towards the second and
 # bisects a numeric field until the two sides are at most δ apart. Everything it

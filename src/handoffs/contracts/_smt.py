@@ -7,7 +7,7 @@ and *definitely false*, mirroring the three-valued (Kleene) evaluator of
 ends through ``min``/``max``, a divisor interval holding 0 leaves the comparison
 unknown), and a decision that an unknown rule leaves open is the contract's
 fail-closed action, as :meth:`Contract.decide` makes it. An opaque
-:class:`~handoffs.contracts.Predicate` cannot compile: :class:`Opaque` is raised and
+:class:`~handoffs.contracts.policy.Predicate` cannot compile: :class:`Opaque` is raised and
 the analysis falls back to search.
 
 Only :mod:`handoffs.contracts._analysis` imports this module, and only when an

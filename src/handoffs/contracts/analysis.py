@@ -29,7 +29,7 @@ when an analysis runs; the contracts core never imports it.
 cannot decide in time is reported as ``unknown`` and listed in
 :attr:`Analysis.unknown`: it is never read as covered, dead, sufficient or minimal.
 
-**Opaque predicates.** A :class:`~handoffs.contracts.Predicate` is arbitrary Python
+**Opaque predicates.** A :class:`~handoffs.contracts.policy.Predicate` is arbitrary Python
 and cannot be compiled. For a policy that holds one, :func:`analyse` searches
 instead (seeded draws, one-field moves and bisection to within δ) and labels every
 result ``sampled``: unreached regions are unknown, not dead; no set is claimed

@@ -88,8 +88,7 @@ def validate_report(report: Any) -> None:
     """Raise :class:`ReportError` unless ``report`` satisfies the report schema.
 
     The compiled validator (jsonschema-rs) answers whether it does; python-jsonschema
-    describes the violations of a report that does not (as for receipts, in
-    :mod:`handoffs.contracts._schema`).
+    describes the violations of a report that does not (as for receipts).
     """
     try:
         if _fast_validator().is_valid(report):
