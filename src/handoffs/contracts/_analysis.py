@@ -19,17 +19,16 @@ from handoffs._errors import InvalidArgument, MissingExtra, PolicyError
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
 from handoffs.contracts._policy import (
-    AllOf,
-    AnyOf,
     Arith,
     Compare,
     Condition,
     Const,
     Expr,
     Field,
-    Not,
     Predicate,
     _rational,
+    arithmetic_conditions,
+    walk_conditions,
 )
 
 __all__ = [
@@ -434,23 +433,7 @@ def _conditions(contract: Contract[Any, Any]) -> list[Condition]:
 
 
 def _opaque(condition: Condition) -> bool:
-    if isinstance(condition, Predicate):
-        return True
-    if isinstance(condition, Not):
-        return _opaque(condition.operand)
-    if isinstance(condition, AllOf | AnyOf):
-        return any(_opaque(o) for o in condition.operands)
-    return False
-
-
-def _compares(condition: Condition) -> Iterable[Compare]:
-    if isinstance(condition, Compare):
-        yield condition
-    elif isinstance(condition, Not):
-        yield from _compares(condition.operand)
-    elif isinstance(condition, AllOf | AnyOf):
-        for operand in condition.operands:
-            yield from _compares(operand)
+    return any(isinstance(c, Predicate) for c in walk_conditions(condition))
 
 
 def _numeric(spec: FieldSpec) -> bool:
@@ -496,7 +479,7 @@ def _axes(contract: Contract[Any, Any], conditions: Sequence[Condition],
     ranges = {s.name: Interval(float(s.minimum or 0), float(s.maximum or 0))
               for s in contract.fields if _numeric(s)}
     for condition in conditions:
-        for compare in _compares(condition):
+        for compare in arithmetic_conditions(condition):
             if len(compare.reads()) < 2:
                 continue
             if isinstance(compare.right, Const):
@@ -983,7 +966,7 @@ def _cuts(contract: Contract[Any, Any]) -> list[Cuts]:
             for name, t in condition.thresholds():
                 if name == spec.name and lo < t < hi:
                     points.add(float(t))
-            for compare in _compares(condition):
+            for compare in arithmetic_conditions(condition):
                 if spec.name not in compare.reads() or len(compare.reads()) < 2:
                     continue
                 cuts = _surface_cuts(compare, spec.name, bounds)

@@ -699,15 +699,21 @@ class Compare(Condition):
         return tuple((name, t) for name, t in self.cuts({}) if self.reads() == {name})
 
 
-def arithmetic_conditions(condition: Condition) -> Iterator[Compare]:
-    """Every ``Compare`` inside ``condition`` (through ``Not``/``AllOf``/``AnyOf``)."""
-    if isinstance(condition, Compare):
-        yield condition
-    elif isinstance(condition, Not):
-        yield from arithmetic_conditions(condition.operand)
+def walk_conditions(condition: Condition) -> Iterator[Condition]:
+    """``condition`` and every condition inside it (through ``Not``/``AllOf``/``AnyOf``),
+    outermost first: the one walk the analysis, the lab and the cut search share.
+    """
+    yield condition
+    if isinstance(condition, Not):
+        yield from walk_conditions(condition.operand)
     elif isinstance(condition, AllOf | AnyOf):
         for operand in condition.operands:
-            yield from arithmetic_conditions(operand)
+            yield from walk_conditions(operand)
+
+
+def arithmetic_conditions(condition: Condition) -> Iterator[Compare]:
+    """Every ``Compare`` inside ``condition`` (through ``Not``/``AllOf``/``AnyOf``)."""
+    return (c for c in walk_conditions(condition) if isinstance(c, Compare))
 
 
 class _Absent:

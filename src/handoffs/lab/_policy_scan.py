@@ -4,32 +4,23 @@ expressions (the minimal-message search falls back for them, and the report says
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-from handoffs.contracts._policy import Compare
-from handoffs.contracts.policy import AllOf, AnyOf, Condition, Not, Policy, Predicate
+from handoffs.contracts._policy import Compare, walk_conditions
+from handoffs.contracts.policy import Policy, Predicate
 
 __all__ = ["has_arithmetic", "has_predicates", "opaque_conditions"]
 
 
-def _walk(condition: Condition) -> Iterator[Condition]:
-    yield condition
-    if isinstance(condition, Not):
-        yield from _walk(condition.operand)
-    elif isinstance(condition, AllOf | AnyOf):
-        for operand in condition.operands:
-            yield from _walk(operand)
-
-
 def has_predicates(policy: Policy[Any]) -> bool:
     """Whether any rule uses an opaque :class:`Predicate` (no exact region search)."""
-    return any(isinstance(c, Predicate) for rule in policy.rules for c in _walk(rule.when))
+    return any(isinstance(c, Predicate)
+               for rule in policy.rules for c in walk_conditions(rule.when))
 
 
 def has_arithmetic(policy: Policy[Any]) -> bool:
     """Whether any rule compares an arithmetic expression (:class:`Compare`)."""
-    return any(isinstance(c, Compare) for rule in policy.rules for c in _walk(rule.when))
+    return any(isinstance(c, Compare) for rule in policy.rules for c in walk_conditions(rule.when))
 
 
 def opaque_conditions(policy: Policy[Any]) -> list[dict[str, Any]]:
@@ -40,7 +31,7 @@ def opaque_conditions(policy: Policy[Any]) -> list[dict[str, Any]]:
     """
     found: list[dict[str, Any]] = []
     for rule in policy.rules:
-        for condition in _walk(rule.when):
+        for condition in walk_conditions(rule.when):
             if isinstance(condition, Predicate):
                 fields = sorted(condition.fields)
                 kind = "predicate"
