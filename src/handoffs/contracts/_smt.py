@@ -10,7 +10,7 @@ fail-closed action, as :meth:`Contract.decide` makes it. An opaque
 :class:`~handoffs.contracts.policy.Predicate` cannot compile: :class:`Opaque` is raised and
 the analysis falls back to search.
 
-Only :mod:`handoffs.contracts._analysis` imports this module, and only when an
+Only :mod:`handoffs.contracts._analysis._solve` imports this module, and only when an
 analysis runs: z3 is never imported by the core.
 """
 

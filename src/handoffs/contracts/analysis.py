@@ -47,15 +47,26 @@ Example::
 
 from __future__ import annotations
 
-from handoffs.contracts._analysis import (
+from handoffs.contracts._analysis._coverage import (
+    Coverage,
+    CoverageTracker,
+    certify_message,
+    coverage,
+    geometry,
+    geometry_states,
+    realistic_states,
+    realistic_value,
+)
+from handoffs.contracts._analysis._geometry import (
+    axis_value,
+)
+from handoffs.contracts._analysis._results import (
     CERTIFIED,
     DEFAULT_TIMEOUT_MS,
     SAMPLED,
     Analysis,
     Boundary,
     ConstraintReach,
-    Coverage,
-    CoverageTracker,
     Cuts,
     Equivalence,
     MinimalSets,
@@ -63,17 +74,12 @@ from handoffs.contracts._analysis import (
     Relevance,
     Sufficiency,
     Surface,
-    analyse,
-    axis_value,
-    certify_message,
-    coverage,
-    equivalence,
-    geometry,
-    geometry_states,
-    minimal_sets,
-    realistic_states,
-    realistic_value,
     state_json,
+)
+from handoffs.contracts._analysis._solve import (
+    analyse,
+    equivalence,
+    minimal_sets,
     sufficiency,
 )
 

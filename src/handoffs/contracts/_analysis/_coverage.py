@@ -1,0 +1,294 @@
+"""Boundary coverage of a set of states, the realistic-state strategies and the per-contract
+geometry cache the lab and the testing helpers draw on (internal; see ``analysis``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+
+from handoffs._errors import MissingExtra, PolicyError
+from handoffs.contracts._analysis._geometry import _at_cut, _clip, _opaque
+from handoffs.contracts._analysis._results import (
+    CERTIFIED,
+    DEFAULT_DELTA_RATIO,
+    SAMPLED,
+    Analysis,
+    Boundary,
+    State,
+)
+from handoffs.contracts._analysis._search import draw_value
+from handoffs.contracts._analysis._solve import _Analyser, analyse
+from handoffs.contracts._contract import Contract
+from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
+
+
+@attrs.frozen
+class Coverage:
+    """How much of a policy's geometry a set of cases covers.
+
+    Attributes:
+        regions_live: the live regions (rules, then the default).
+        regions_witnessed: the live regions some case falls in.
+        boundaries_found: every boundary the analysis found.
+        boundaries_covered: the boundaries with a case within δ of the cut on each
+            side.
+        dead_rules: rules no state reaches.
+        missed_regions / missed_boundaries: what the cases miss (boundaries as
+            ``"<side> | <side> along <axis>"``).
+        method: the analysis's method (``certified`` or ``sampled``).
+        unknown: solver queries left undecided (their regions are not counted).
+    """
+
+    regions_live: tuple[str, ...]
+    regions_witnessed: tuple[str, ...]
+    boundaries_found: int
+    boundaries_covered: int
+    dead_rules: tuple[str, ...]
+    missed_regions: tuple[str, ...]
+    missed_boundaries: tuple[str, ...]
+    method: str
+    unknown: int
+
+    @property
+    def complete(self) -> bool:
+        """Every live region witnessed and every boundary covered."""
+        return not self.missed_regions and not self.missed_boundaries
+
+    def line(self) -> str:
+        """One line for a report: ``regions 6/6 witnessed, boundaries 14/14 covered``."""
+        text = (f"regions {len(self.regions_witnessed)}/{len(self.regions_live)} witnessed, "
+                f"boundaries {self.boundaries_covered}/{self.boundaries_found} covered")
+        if self.dead_rules:
+            text += f", dead rules: {', '.join(self.dead_rules)}"
+        if self.method != CERTIFIED:
+            text += f" ({self.method})"
+        if self.unknown:
+            text += f", {self.unknown} queries unknown"
+        if not self.complete:
+            missed = [*self.missed_regions, *self.missed_boundaries]
+            text += f"; the cases miss {len(missed)}: {'; '.join(missed[:4])}"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form (the lab report's ``coverage`` section)."""
+        return {"available": True, "method": self.method,
+                "regions_live": len(self.regions_live),
+                "regions_witnessed": len(self.regions_witnessed),
+                "boundaries_found": self.boundaries_found,
+                "boundaries_covered": self.boundaries_covered,
+                "dead_rules": list(self.dead_rules),
+                "missed_regions": list(self.missed_regions),
+                "missed_boundaries": list(self.missed_boundaries),
+                "unknown_queries": self.unknown, "complete": self.complete,
+                "line": self.line()}
+
+
+def _side(contract: Contract[Any, Any], boundary: Boundary, index: int,
+          state: State) -> bool:
+    label = boundary.sides[index]
+    for constraint in contract.hard_constraints:
+        if constraint.when is not None and label in (f"{constraint.name}: applies",
+                                                     f"{constraint.name}: does not apply"):
+            return constraint.when.evaluate(state) is label.endswith(": applies")
+    outcome = contract.evaluate(state)
+    return outcome.determined and outcome.rule == label
+
+
+
+
+def _shifted(spec: FieldSpec, value: Any, step: float) -> Any:
+    """``value`` moved by ``step``, as the decimal a user would write (15 digits)."""
+    def move(x: float) -> float:
+        return _clip(spec, float(f"{x + step:.15g}"))
+
+    if spec.kind is FieldKind.INTERVAL:
+        return Interval(move(value.lo), move(value.hi))
+    if spec.kind is FieldKind.INT:
+        return int(_clip(spec, value + step))
+    return move(value)
+
+
+class CoverageTracker:
+    """Feeds case states one at a time and keeps only what coverage needs (a flag per
+    region and per boundary side): memory does not grow with the number of cases.
+    """
+
+    def __init__(self, contract: Contract[Any, Any], analysis: Analysis) -> None:
+        self.contract = contract
+        self.analysis = analysis
+        self.witnessed: set[str] = set()
+        self.near: set[tuple[int, int]] = set()
+        live = {r.rule for r in analysis.live}
+        self.live = [r.rule for r in analysis.regions if r.rule in live]
+        self.by_label: dict[str, list[tuple[int, int]]] = {}
+        for number, boundary in enumerate(analysis.boundaries):
+            for side in (0, 1):
+                self.by_label.setdefault(boundary.sides[side], []).append((number, side))
+        self.constraints = [(h.name, h.when) for h in contract.hard_constraints
+                            if h.when is not None]
+
+    def feed(self, state: State) -> None:
+        """Count one case's true state: its region, and each boundary side it lies on
+        within δ of the cut (only the boundaries whose side names its region or one of
+        the hard constraints' sides are looked at).
+        """
+        try:
+            outcome = self.contract.evaluate(state)
+            labels = [outcome.rule] if outcome.determined else []
+            for name, when in self.constraints:
+                truth = when.evaluate(state)
+                if truth is not None:
+                    labels.append(f"{name}: applies" if truth else f"{name}: does not apply")
+        except PolicyError:  # an opaque predicate's failure is not coverage
+            return
+        if outcome.determined:
+            self.witnessed.add(outcome.rule)
+        boundaries = self.analysis.boundaries
+        for label in labels:
+            for number, side in self.by_label.get(label, ()):
+                if (number, side) in self.near:
+                    continue
+                try:
+                    if self._at(boundaries[number], side, state):
+                        self.near.add((number, side))
+                except PolicyError:
+                    continue
+
+    def _at(self, boundary: Boundary, side: int, state: State) -> bool:
+        if boundary.axis_kind == "expression":
+            if boundary.expr is None:
+                return False
+            return _at_cut(boundary.expr, boundary.cut, boundary.delta, state)
+        spec = self.contract.field_map[boundary.axis]
+        other = 1 - side
+        steps: tuple[float, ...] = (boundary.delta, -boundary.delta)
+        if spec.kind is not FieldKind.INT:
+            steps += (boundary.delta / 2, -boundary.delta / 2)
+        for step in steps:
+            moved = {**state, boundary.axis: _shifted(spec, state[boundary.axis], step)}
+            if _side(self.contract, boundary, other, moved):
+                return True
+        return False
+
+    def result(self) -> Coverage:
+        """The coverage of the states fed so far."""
+        found = self.analysis.boundaries
+        covered = [i for i in range(len(found))
+                   if (i, 0) in self.near and (i, 1) in self.near]
+        missed = tuple(f"{b.sides[0]} | {b.sides[1]} along {b.axis}"
+                       for i, b in enumerate(found) if i not in covered)
+        return Coverage(
+            regions_live=tuple(self.live),
+            regions_witnessed=tuple(r for r in self.live if r in self.witnessed),
+            boundaries_found=len(found), boundaries_covered=len(covered),
+            dead_rules=tuple(r.rule for r in self.analysis.dead),
+            missed_regions=tuple(r for r in self.live if r not in self.witnessed),
+            missed_boundaries=missed, method=self.analysis.method,
+            unknown=len(self.analysis.unknown))
+
+
+def coverage(contract: Contract[Any, Any], analysis: Analysis,
+             states: Iterable[State | Any]) -> Coverage:
+    """The coverage of ``states`` (views or state objects) against ``analysis``."""
+    tracker = CoverageTracker(contract, analysis)
+    for state in states:
+        tracker.feed(state if isinstance(state, Mapping) else contract.view(state))
+    return tracker.result()
+
+
+# ---------------------------------------------------------------------- case generation
+
+_GEOMETRY: dict[int, tuple[Contract[Any, Any], Analysis | None, str]] = {}
+GEOMETRY_TIMEOUT_MS: Final = 2000
+
+
+def realistic_value(spec: FieldSpec) -> Any:
+    """A Hypothesis strategy for realistic values of one field: numbers spread evenly
+    over the declared bounds as six-digit decimals (no subnormal floats, no pile-up
+    at 0), intervals no wider than a twentieth of the range and inside it, fair
+    booleans and enums (Hypothesis alone leans to the first member). Hypothesis
+    seeds a pseudo-random generator per value (``randoms(use_true_random=True)``),
+    so draws are reproducible with the seed but not bent towards Hypothesis's
+    favourite edge values.
+    """
+    from hypothesis import strategies as st
+
+    return st.randoms(use_true_random=True).map(lambda rng: draw_value(spec, rng))
+
+
+def realistic_states(contract: Contract[Any, Any]) -> Any:
+    """A Hypothesis strategy for complete states with :func:`realistic_value` fields."""
+    from hypothesis import strategies as st
+
+    fields = {spec.name: realistic_value(spec) for spec in contract.fields}
+    return st.fixed_dictionaries(fields).map(lambda values: contract.state(**values))
+
+
+def geometry(contract: Contract[Any, Any]) -> tuple[Analysis | None, str]:
+    """The contract's analysis for case generation and coverage (computed once per
+    contract object), or ``None`` and the reason when it cannot run (z3 missing).
+    """
+    cached = _GEOMETRY.get(id(contract))
+    if cached is not None and cached[0] is contract:
+        return cached[1], cached[2]
+    try:
+        found: Analysis | None = analyse(contract, timeout_ms=GEOMETRY_TIMEOUT_MS)
+        reason = ""
+    except MissingExtra as exc:
+        found, reason = None, str(exc)
+    if len(_GEOMETRY) >= 64:
+        _GEOMETRY.clear()
+    _GEOMETRY[id(contract)] = (contract, found, reason)
+    return found, reason
+
+
+def geometry_states(contract: Contract[Any, Any]) -> tuple[Any, ...]:
+    """The states a test set of ``contract`` needs first (as state objects): a witness
+    of every live region, both sides of every boundary (per field and on products and
+    sums), the hard constraints' witnesses and boundaries. Empty when the analysis
+    cannot run.
+    """
+    found, _ = geometry(contract)
+    if found is None:
+        return ()
+    return tuple(contract.state(**state) for state in found.cover_states())
+
+
+def certify_message(contract: Contract[Any, Any], truth: State, fields: Sequence[str],
+                    trigger_fields: Sequence[str], *,
+                    timeout_ms: int = GEOMETRY_TIMEOUT_MS) -> dict[str, Any]:
+    """Check a minimal message found by search at the true state ``truth``: the field
+    set is sufficient there, removing any field breaks it, and the fields whose change
+    alone flips the decision (the counterfactual triggers) are ``trigger_fields``.
+
+    Returns a JSON-ready certificate with ``method`` ``certified``, ``sampled`` (the
+    policy holds an opaque predicate: nothing is proved) or ``unknown`` (a query ran
+    out of time, or z3 is missing), and ``sufficient``, ``minimal``,
+    ``trigger_fields`` and ``triggers_agree`` where proved.
+    """
+    if any(_opaque(rule.when) for rule in contract.policy.rules):
+        return {"method": SAMPLED, "reason": "the policy holds an opaque predicate"}
+    try:
+        analyser = _Analyser(contract, timeout_ms, DEFAULT_DELTA_RATIO, 0)
+    except MissingExtra as exc:
+        return {"method": "unknown", "reason": str(exc)}
+    names = [s.name for s in contract.fields]
+    whole = analyser.sufficiency(list(fields), truth).status
+    removals = [analyser.sufficiency([f for f in fields if f != name], truth).status
+                for name in fields]
+    triggers = [name for name in names
+                if name in contract.policy.reads()
+                and analyser.sufficiency([n for n in names if n != name], truth).status
+                == "insufficient"]
+    undecided = "unknown" in (whole, *removals) or bool(analyser.unknown)
+    if undecided:
+        return {"method": "unknown", "reason": "; ".join(analyser.unknown[:3])}
+    return {"method": CERTIFIED, "sufficient": whole == "sufficient",
+            "minimal": all(r == "insufficient" for r in removals),
+            "trigger_fields": triggers,
+            "triggers_agree": set(triggers) == set(trigger_fields)}
+
+
