@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +13,26 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
+from handoffs.contracts import Authority, EvidenceRef, Governance, Receipt
+from handoffs.contracts._signing import issue_grant, sign_receipt
+from handoffs.examples import payment
 from handoffs.integrity import (
     KeyRing,
     KeyRingError,
+    P256SigningKey,
     SigningKey,
     key_ring_from_agent_card,
     key_ring_from_jwks,
 )
+from handoffs.integrity._suites import ECDSA_JCS_2019
+from handoffs.receivers import (
+    Gate,
+    InMemoryEvidenceResolver,
+    InMemoryPolicyService,
+    ResolvedEvidence,
+    Verdict,
+)
+from handoffs.receivers._gate import Ruling
 
 SINCE = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -33,10 +46,17 @@ def okp(key: SigningKey, kid: str, **extra: Any) -> dict[str, Any]:
             "kid": kid, "use": "sig", "alg": "EdDSA", **extra}
 
 
-def p256(kid: str) -> dict[str, Any]:
-    numbers = ec.generate_private_key(ec.SECP256R1()).public_key().public_numbers()
-    return {"kty": "EC", "crv": "P-256", "kid": kid, "x": b64url(numbers.x.to_bytes(32, "big")),
-            "y": b64url(numbers.y.to_bytes(32, "big"))}
+def ec_jwk(kid: str, key: ec.EllipticCurvePrivateKey | None = None,
+           curve: ec.EllipticCurve | None = None, name: str = "P-256") -> dict[str, Any]:
+    private = key if key is not None else ec.generate_private_key(curve or ec.SECP256R1())
+    numbers = private.public_key().public_numbers()
+    size = (private.curve.key_size + 7) // 8
+    return {"kty": "EC", "crv": name, "kid": kid, "x": b64url(numbers.x.to_bytes(size, "big")),
+            "y": b64url(numbers.y.to_bytes(size, "big"))}
+
+
+def p256(kid: str, key: P256SigningKey | None = None) -> dict[str, Any]:
+    return ec_jwk(kid, None if key is None else key.private_key)
 
 
 KEY, OTHER = SigningKey.generate(), SigningKey.generate()
@@ -63,14 +83,71 @@ def test_a_pinned_jwks_gives_the_ring_enrolment_gives(form: str, tmp_path: Path)
 
 
 def test_kids_pin_part_of_a_mixed_set() -> None:
-    jwks = {"keys": [p256("ec-1"), okp(KEY, "k1")]}
+    jwks = {"keys": [ec_jwk("ec-384", curve=ec.SECP384R1(), name="P-384"), okp(KEY, "k1")]}
     ring = key_ring_from_jwks(jwks, controller="route-planner", not_before=SINCE,
                               roles=["proposer"], kids=["k1"])
     assert ring == direct(KEY)
-    with pytest.raises(KeyRingError, match="verifies Ed25519") as caught:
+    with pytest.raises(KeyRingError, match="expected OKP/Ed25519 or EC/P-256") as caught:
         key_ring_from_jwks(jwks, controller="route-planner", not_before=SINCE)
     assert (caught.value.code, caught.value.json_path) == ("unsupported-key-type",
                                                            "$.keys[0].crv")
+
+
+def test_a_p256_key_is_enrolled_as_an_ecdsa_jcs_2019_key() -> None:
+    key = P256SigningKey.generate()
+    jwks = {"keys": [okp(KEY, "k1"), {**p256("ec-1", key), "alg": "ES256", "use": "sig"}]}
+    ring = key_ring_from_jwks(jwks, controller="route-planner", not_before=SINCE,
+                              roles=["proposer"])
+    assert ring == direct(KEY).enrol(key.public_key_multibase, controller="route-planner",
+                                     not_before=SINCE, roles=["proposer"])
+    assert ring.lookup(key.verification_method).suite is ECDSA_JCS_2019
+
+
+T0 = datetime(2026, 6, 1, 12, tzinfo=UTC)
+
+
+def test_a_grant_signed_by_a_pinned_p256_key_is_admitted_by_the_gate() -> None:
+    """The policy service publishes a P-256 key in its JWK Set, the sender an Ed25519
+    key in its own; the receiver pins both, and the gate admits a receipt whose grant
+    the P-256 key signed (``ecdsa-jcs-2019``), and refuses it once the grant changes."""
+    service, sender = P256SigningKey.generate(), SigningKey.generate()
+    ring = key_ring_from_jwks({"keys": [p256("svc-1", service)]}, controller="policy-service",
+                              roles=["policy-service"], purposes=["capabilityDelegation"],
+                              not_before=SINCE)
+    ring = key_ring_from_jwks({"keys": [okp(sender, "ev-1")]},
+                              controller="evidence-specialist", not_before=SINCE, ring=ring)
+    case = next(iter(payment.synthetic_cases(1)))
+    governance = Governance(
+        case_id=case.case_id, sender="evidence-specialist", receiver="case-owner",
+        authority=Authority.ADVISE, policy_version="PAY-7.4",
+        valid_until=T0 + timedelta(hours=1),
+        evidence_refs=tuple(EvidenceRef(uri) for uri in case.evidence_refs))
+    unsigned = Receipt.build(payment.PAYMENT_RELEASE,
+                             payment.decision_contract_encoder().encode(case), governance)
+    grant = issue_grant(service, issuer="policy-service", subject="evidence-specialist",
+                        audience="case-owner", contract=payment.PAYMENT_RELEASE,
+                        case_id=case.case_id, policy_version="PAY-7.4",
+                        authority=[Authority.ADVISE], valid_until=T0 + timedelta(hours=2),
+                        created=T0)
+    doc = sign_receipt(unsigned, sender, grant=grant, created=T0).to_json()
+    assert doc["grant"]["proof"]["cryptosuite"] == "ecdsa-jcs-2019"
+
+    def decide(document: dict[str, Any]) -> Any:
+        gate = Gate(
+            identity="case-owner", trust=ring, registry=payment.PAYMENT_RELEASE,
+            roles={"case-owner"}, policy_service=InMemoryPolicyService({"PAY-7.4": True}),
+            evidence=InMemoryEvidenceResolver({uri: ResolvedEvidence(
+                content=b"record", observed_at=T0 - timedelta(hours=1))
+                for uri in case.evidence_refs}),
+            clock=lambda: T0 + timedelta(minutes=1))
+        return gate.decide(document, rule=lambda admitted: Ruling(
+            action=str(admitted.document["proposed_action"])), receiver="test")
+
+    decision = decide(doc)
+    assert decision.verdict is Verdict.ACCEPT, decision.reasons
+    assert decision.sender == "evidence-specialist"
+    doc["grant"]["roles"] = ["proposer"]
+    assert [r.code for r in decide(doc).reasons] == ["bad-signature"]
 
 
 def _off_curve() -> dict[str, Any]:
@@ -100,6 +177,15 @@ def _off_curve() -> dict[str, Any]:
     ({"keys": [{"kty": "OKP", "crv": "X25519", "x": "AA"}]}, "unsupported-key-type",
      "$.keys[0].crv"),
     ({"keys": [_off_curve()]}, "not-on-curve", "$.keys[0]"),
+    ({"keys": [{**p256("ec-1"), "alg": "ES384"}]}, "bad-jwk", "$.keys[0].alg"),
+    ({"keys": [{**p256("ec-1"), "y": "AAAA"}]}, "bad-jwk", "$.keys[0].y"),
+    ({"keys": [{"kty": "EC", "crv": "P-256", "x": b64url(bytes(32))}]}, "bad-jwk",
+     "$.keys[0].y"),
+    ({"keys": [okp(KEY, "k1"), ec_jwk("ec-384", curve=ec.SECP384R1(), name="P-384")]},
+     "unsupported-key-type", "$.keys[1].crv"),
+    ({"keys": [ec_jwk("k256", curve=ec.SECP256K1(), name="secp256k1")]},
+     "unsupported-key-type", "$.keys[0].crv"),
+    ({"keys": [ec_jwk("k256", curve=ec.SECP256K1())]}, "not-on-curve", "$.keys[0]"),
     ({"keys": [okp(KEY, "k1"), okp(KEY, "k1-again")]}, "duplicate-key", "$.keys[1]"),
     ({"keys": [okp(KEY, "k1", x=b64url(bytes(32)))]}, "small-order-key", "$.keys[0]"),
 ], ids=lambda v: v if isinstance(v, str) else None)
@@ -190,3 +276,18 @@ def test_an_embedded_jwk_is_pinned_and_bad_cards_are_typed() -> None:
         with pytest.raises(KeyRingError) as caught:
             key_ring_from_agent_card(bad, not_before=SINCE)
         assert (caught.value.code, caught.value.json_path) == ("bad-agent-card", path)
+
+
+def test_a_cards_p256_key_is_pinned_as_a_p256_key() -> None:
+    key = P256SigningKey.generate()
+    header = b64url(json.dumps({"alg": "ES256", "jwk": p256("ec-1", key)}).encode())
+    card = {"name": "route-planner", "signatures": [{"protected": header, "signature": "x"}]}
+    ring = key_ring_from_agent_card(card, not_before=SINCE)
+    assert ring.lookup(key.verification_method).suite is ECDSA_JCS_2019
+    header = b64url(json.dumps({"alg": "ES384", "jwk": ec_jwk(
+        "ec-2", curve=ec.SECP384R1(), name="P-384")}).encode())
+    with pytest.raises(KeyRingError) as caught:
+        key_ring_from_agent_card({**card, "signatures": [{"protected": header}]},
+                                 not_before=SINCE)
+    assert (caught.value.code, caught.value.json_path) == (
+        "unsupported-key-type", "$.signatures[0].protected.jwk.crv")

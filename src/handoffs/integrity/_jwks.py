@@ -6,10 +6,12 @@ at decision time — so a key change at the publisher reaches a gate only throug
 pinned copy. Every refusal is a :class:`~handoffs.KeyRingError` whose ``json_path``
 says which member of the document and whose message says why.
 
-Key types: ``OKP`` / ``Ed25519`` keys are enrolled (with the key ring's weak-key
-checks). ``EC`` / ``P-256`` keys are read and checked (a point on the curve), and then
-refused with ``unsupported-key-type`` while the key ring verifies Ed25519 only; name
-the Ed25519 keys with ``kids=`` to pin them from a mixed set.
+Key types: ``OKP`` / ``Ed25519`` keys are enrolled as ``eddsa-jcs-2022`` keys (with
+the key ring's weak-key checks); ``EC`` / ``P-256`` keys are checked to be a point on
+the curve and enrolled as ``ecdsa-jcs-2019`` keys (their compressed point in a
+Multikey, so a key verifies proofs of its own suite only). Any other key type or curve
+(RSA, X25519, P-384, secp256k1) is refused with ``unsupported-key-type``; name the
+keys you can pin with ``kids=`` to take them from a mixed set.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from handoffs._errors import KeyRingError, MalformedJSON
 from handoffs._json import dumps, loads
 from handoffs.integrity._keyring import DEFAULT_PURPOSES, KeyRing
-from handoffs.integrity._keys import encode_public_key_multibase
+from handoffs.integrity._suites import ECDSA_JCS_2019, EDDSA_JCS_2022, encode_multikey
 
 __all__ = ["key_ring_from_agent_card", "key_ring_from_jwks"]
 
@@ -101,8 +104,10 @@ def _check_use(jwk: Mapping[str, Any], *, json_path: str) -> None:
                     json_path=f"{json_path}.key_ops")
 
 
-def _ed25519(jwk: Mapping[str, Any], *, json_path: str) -> str:
-    """The multibase public key of one JWK, or a typed refusal."""
+def _multikey(jwk: Mapping[str, Any], *, json_path: str) -> str:
+    """The Multikey ``publicKeyMultibase`` of one JWK (its header names the key's
+    cryptosuite), or a typed refusal.
+    """
     if not isinstance(jwk, Mapping):
         raise _fail(f"a JWK must be a JSON object, got {type(jwk).__name__}", code="bad-jwk",
                     json_path=json_path)
@@ -116,24 +121,27 @@ def _ed25519(jwk: Mapping[str, Any], *, json_path: str) -> str:
                         json_path=f"{json_path}.alg")
         public = _b64url(_member(jwk, "x", json_path=json_path), json_path=f"{json_path}.x",
                          size=32)
-        return encode_public_key_multibase(public)
+        return encode_multikey(EDDSA_JCS_2022, public)
     if kty == "EC" and crv == "P-256":
+        if alg not in {None, "ES256"}:
+            raise _fail(f"alg {alg!r} does not match a P-256 key", code="bad-jwk",
+                        json_path=f"{json_path}.alg")
         x = _b64url(_member(jwk, "x", json_path=json_path), json_path=f"{json_path}.x",
                     size=32)
         y = _b64url(_member(jwk, "y", json_path=json_path), json_path=f"{json_path}.y",
                     size=32)
         try:
-            ec.EllipticCurvePublicNumbers(int.from_bytes(x, "big"), int.from_bytes(y, "big"),
-                                          ec.SECP256R1()).public_key()
+            key = ec.EllipticCurvePublicNumbers(int.from_bytes(x, "big"),
+                                                int.from_bytes(y, "big"),
+                                                ec.SECP256R1()).public_key()
         except ValueError as exc:
-            raise _fail("the point is not on P-256", code="not-on-curve",
+            raise _fail("the point (x, y) is not on P-256", code="not-on-curve",
                         json_path=json_path) from exc
-        raise _fail("a valid P-256 key, but this key ring verifies Ed25519 (OKP) keys "
-                    "only; pin the set's Ed25519 keys with kids=", code="unsupported-key-type",
-                    json_path=f"{json_path}.crv")
+        point = key.public_bytes(Encoding.X962, PublicFormat.CompressedPoint)
+        return encode_multikey(ECDSA_JCS_2019, point)
     where = f"{json_path}.crv" if crv is not None else f"{json_path}.kty"
     raise _fail(f"unsupported key type kty={kty!r} crv={crv!r}: expected OKP/Ed25519 "
-                "(or EC/P-256)", code="unsupported-key-type", json_path=where)
+                "or EC/P-256", code="unsupported-key-type", json_path=where)
 
 
 def _pin(
@@ -161,7 +169,7 @@ def _pin(
                     code="no-keys", json_path="$")
     result = ring if ring is not None else KeyRing()
     for _, jwk, path in chosen:
-        multibase = _ed25519(jwk, json_path=path)
+        multibase = _multikey(jwk, json_path=path)
         try:
             result = result.enrol(multibase, controller=controller, not_before=not_before,
                                   roles=roles, purposes=purposes)
@@ -181,6 +189,10 @@ def key_ring_from_jwks(
     ring: KeyRing | None = None,
 ) -> KeyRing:
     """A key ring holding the keys of a pinned JWK Set (RFC 7517 ``{"keys": [...]}``).
+
+    ``OKP``/``Ed25519`` keys verify ``eddsa-jcs-2022`` proofs, ``EC``/``P-256`` keys
+    ``ecdsa-jcs-2019`` proofs; the ring holds them as
+    :meth:`~handoffs.integrity.KeyRing.enrol` would.
 
     Args:
         jwks: the JWK Set the receiver pinned (parsed, text, bytes or a file path).

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 from handoffs._errors import KeyRingError
 from handoffs._time import format_utc, parse_utc
 from handoffs.integrity._base58 import _b58decode_or_none, b58encode
-from handoffs.integrity._suites import EDDSA_JCS_2022
+from handoffs.integrity._suites import EDDSA_JCS_2022, encode_multikey
 
 __all__ = [
     "SigningKey",
@@ -76,7 +76,7 @@ def encode_public_key_multibase(public_key: bytes) -> str:
         raise KeyRingError(
             f"an Ed25519 public key is 32 bytes, got {len(public_key)}", code="bad-key-length"
         )
-    return "z" + b58encode(_ED25519_PUB_HEADER + bytes(public_key))
+    return encode_multikey(EDDSA_JCS_2022, public_key)
 
 
 def decode_public_key_multibase(text: str, *, json_path: str = "$") -> bytes:

@@ -16,12 +16,12 @@ import attrs
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from handoffs._errors import KeyRingError
-from handoffs.integrity._base58 import b58encode
 from handoffs.integrity._suites import (
     _ECDSA_SHA256,
     _P256,
     ECDSA_JCS_2019,
     decode_multikey,
+    encode_multikey,
     p256_signature,
 )
 
@@ -157,7 +157,7 @@ class P256SigningKey:
 
         point = self.private_key.public_key().public_bytes(
             Encoding.X962, PublicFormat.CompressedPoint)
-        return "z" + b58encode(ECDSA_JCS_2019.public_key_header + point)
+        return encode_multikey(ECDSA_JCS_2019, point)
 
     @property
     def verification_method(self) -> str:

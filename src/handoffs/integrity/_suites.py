@@ -37,7 +37,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
 
 from handoffs._errors import KeyRingError, ProofError
 from handoffs._json import canonical_bytes
-from handoffs.integrity._base58 import _b58decode_or_none
+from handoffs.integrity._base58 import _b58decode_or_none, b58encode
 from handoffs.integrity._eddsa import verify_ed25519
 from handoffs.integrity._edwards25519 import check_public_key as check_ed25519_key
 
@@ -47,6 +47,7 @@ __all__ = [
     "Cryptosuite",
     "cryptosuite",
     "decode_multikey",
+    "encode_multikey",
     "registered_cryptosuites",
 ]
 
@@ -202,6 +203,19 @@ def cryptosuite(name: object, *, json_path: str = "$.proof.cryptosuite") -> Cryp
         raise ProofError(f"expected a cryptosuite among {list(_REGISTRY)}, got {name!r}",
                          code="wrong-cryptosuite", json_path=json_path)
     return suite
+
+
+def encode_multikey(suite: Cryptosuite, public_key: bytes) -> str:
+    """The Multikey ``publicKeyMultibase`` of a raw public key of ``suite``:
+    ``z`` + base58btc(the suite's header ‖ key); :func:`decode_multikey` reads it back.
+
+    Raises:
+        KeyRingError: ``bad-key-length`` for a key of another length than the suite's.
+    """
+    if len(public_key) != _size(suite):
+        raise KeyRingError(f"a {suite.name} public key is {_size(suite)} bytes, got "
+                           f"{len(public_key)}", code="bad-key-length")
+    return "z" + b58encode(suite.public_key_header + bytes(public_key))
 
 
 def decode_multikey(text: object, *, json_path: str = "$") -> tuple[Cryptosuite, bytes]:
