@@ -589,6 +589,25 @@ def test_a_contract_named_by_a_list_or_object_is_no_contract(named: Any) -> None
     assert decision.reasons[0].json_path == "$.contract"
 
 
+def test_proofs_are_checked_before_the_typed_model_of_a_signed_receipt() -> None:
+    """A schema-valid state the typed model refuses (an interval with lo > hi), signed by
+    a key no one trusts: the gate refuses the proof at step (2) and never builds the
+    receipt from an unverified document.
+    """
+    import test_receipts as pump
+
+    receipt = Receipt.build(pump.PUMP, pump.DecisionContent(pump.Step.STOP, pump.PumpState(
+        pump.Mode.AUTO, 3, 80.5, pump.Interval(0.1, 0.2), True)),
+        payment.GOVERNANCE.stamp(case_id="pump-1", evidence_refs=["evidence://pump/1"]))
+    doc = receipt.to_json()
+    doc["decision_state"]["failure_probability"] = {"lo": 0.5, "hi": 0.2}
+    signed = sign(doc, SigningKey.generate(), purpose="assertionMethod", created=T0)
+    gate = Gate(identity=RECEIVER, trust=WORLD.keyring, registry=pump.PUMP, clock=lambda: NOW)
+    decision = strict(gate).receive(raw(signed))
+    assert (decision.verdict, decision.step, codes(decision)) == (
+        Verdict.REJECT, Step.PROOFS, ["unknown-key"])
+
+
 # ------------------------------------------------------------ never raises
 
 
