@@ -214,6 +214,16 @@ def test_floats_never_take_the_orjson_canonical_path() -> None:
     assert canonical_bytes({"a": 1.0, "b": 1e21}) == rfc8785.dumps({"a": 1.0, "b": 1e21})
 
 
+def test_a_document_exactly_at_the_depth_limit_takes_the_orjson_parse() -> None:
+    assert hj._fast_loads(b'{"a":[1]}', 2) == ({"a": [1]}, True)
+    assert hj._fast_loads(b'{"a":[1]}', 1) is None  # deeper than the limit: strict parser
+
+
+def test_text_within_the_bmp_is_plain_and_past_it_is_not() -> None:
+    assert loads_plain('{"a":"é"}'.encode()) == ({"a": "é"}, True)
+    assert loads_plain('{"a":"\U0001f600"}'.encode()) == ({"a": "\U0001f600"}, False)
+
+
 @pytest.mark.usefixtures("stdlib")
 def test_the_stdlib_fallback_parses_and_canonicalises_alike() -> None:
     assert hj._fast_loads(b"{}", 32) is None

@@ -25,7 +25,7 @@ from handoffs._errors import ProofError, UnknownContract
 from handoffs._json import JSONLimits, dumps
 from handoffs.contracts import Authority, Governance, Receipt
 from handoffs.contracts._proofs import CLOCK_SKEW, sign
-from handoffs.contracts._signing import issue_grant
+from handoffs.contracts._signing import check_addressed, issue_grant
 from handoffs.examples import payment
 from handoffs.integrity import KeyRing, SigningKey
 from handoffs.receivers import (
@@ -571,6 +571,41 @@ def test_unsafe_gate_still_checks_structure_time_audience_and_replay() -> None:
     assert (late.step, codes(late)) == (Step.PROOFS, ["receipt-expired"])
     bad = strict(gate).receive(raw(WORLD.unsigned() | {"authority": "MAYBE"}))
     assert (bad.step, codes(bad)) == (Step.PARSE, ["schema-invalid"])
+
+
+def test_without_a_clock_reading_or_an_expiry_only_the_audience_is_checked() -> None:
+    assert check_addressed(RECEIVER, NOW - timedelta(days=1), RECEIVER, None) is None
+    assert check_addressed(RECEIVER, None, RECEIVER, NOW) is None
+    with pytest.raises(ProofError) as info:
+        check_addressed(RECEIVER, NOW - timedelta(seconds=1), RECEIVER, NOW)
+    assert info.value.code == "receipt-expired"
+
+
+@pytest.mark.parametrize("named", [["payment-release"], {"id": "payment-release"}])
+def test_a_contract_named_by_a_list_or_object_is_no_contract(named: Any) -> None:
+    decision = strict(WORLD.gate()).receive(raw(WORLD.signed() | {"contract": named}))
+    assert (decision.verdict, decision.step, codes(decision)) == (
+        Verdict.REJECT, Step.PARSE, ["no-contract"])
+    assert decision.reasons[0].json_path == "$.contract"
+
+
+def test_proofs_are_checked_before_the_typed_model_of_a_signed_receipt() -> None:
+    """A schema-valid state the typed model refuses (an interval with lo > hi), signed by
+    a key no one trusts: the gate refuses the proof at step (2) and never builds the
+    receipt from an unverified document.
+    """
+    import test_receipts as pump
+
+    receipt = Receipt.build(pump.PUMP, pump.DecisionContent(pump.Step.STOP, pump.PumpState(
+        pump.Mode.AUTO, 3, 80.5, pump.Interval(0.1, 0.2), True)),
+        payment.GOVERNANCE.stamp(case_id="pump-1", evidence_refs=["evidence://pump/1"]))
+    doc = receipt.to_json()
+    doc["decision_state"]["failure_probability"] = {"lo": 0.5, "hi": 0.2}
+    signed = sign(doc, SigningKey.generate(), purpose="assertionMethod", created=T0)
+    gate = Gate(identity=RECEIVER, trust=WORLD.keyring, registry=pump.PUMP, clock=lambda: NOW)
+    decision = strict(gate).receive(raw(signed))
+    assert (decision.verdict, decision.step, codes(decision)) == (
+        Verdict.REJECT, Step.PROOFS, ["unknown-key"])
 
 
 # ------------------------------------------------------------ never raises

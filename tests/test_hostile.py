@@ -256,6 +256,9 @@ SIGNED_GRANT_DEFECTS: dict[str, tuple[Callable[[dict[str, Any]], None], str, str
                      "the grant allows no authority"),
     "unknown-authority": (lambda g: _set(g, "authority", ["OWN"]), "$.grant",
                           "malformed grant: "),
+    "numeric-policy-fingerprint": (lambda g: _set(g, "policy_fingerprint", 7),
+                                   "$.grant.policy_fingerprint",
+                                   "grant member 'policy_fingerprint' must be a string"),
 }
 
 
@@ -281,6 +284,24 @@ def test_a_grant_signed_twice_by_the_policy_service_is_refused() -> None:
     assert [r.to_json() for r in decision.reasons] == [{
         "code": "grant-invalid", "message": "a grant carries exactly one proof",
         "step": int(E), "json_path": "$.grant.proof"}]
+
+
+def test_a_grant_without_a_policy_pin_reads_as_unpinned() -> None:
+    grant = WORLD.grant()
+    grant.pop("proof")
+    grant.pop("policy_fingerprint")
+    assert AuthorityGrant.from_json(grant).policy_fingerprint is None
+
+
+def test_a_grant_naming_another_issuer_than_its_signer_is_refused() -> None:
+    grant = WORLD.grant()
+    grant.pop("proof")
+    grant["issuer"] = "another-policy-service"
+    signed = sign(grant, WORLD.service_key, purpose="capabilityDelegation", created=T0)
+    decision = strict(WORLD.gate()).receive(raw(WORLD.signed("policy-01", grant=signed)))
+    (reason,) = decision.reasons
+    assert (decision.verdict, reason.code, reason.step, reason.json_path) == (
+        R, "grant-mismatch", E, "$.grant.issuer")
 
 
 @pytest.mark.parametrize("doc", [[], "grant", None])

@@ -693,6 +693,10 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
         "redundant: every caller hands `_verify` a mapping (`verify()` checks the same just "
         "before; `_verify_receipt` has looked the contract up in it; `_verify_grant` passes "
         "the receipt's `grant`, which the schema says is an object)"),
+    ("float_free", "check dropped",
+     "if b\"\\x01\\x02\" not in raw.replace(b'\":', b'\"\\x01').translate(_NUMBER_SHAPE):"): (
+        "a shortcut, not a check: the loop after it returns False only at `[`, `,` or `\":` "
+        "before `-?[0-9]`, which is exactly the separator-digit pair whose absence it tests"),
 }
 
 
