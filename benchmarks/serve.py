@@ -389,10 +389,10 @@ port = 0
               f"{peer_m.pg_cpu * ms:.3f} ms, serve without group commit "
               f"{alone.pg_cpu * ms:.3f} ms")
         print(f"group commit gain: server cpu {alone.cpu / serve.cpu:.2f}×, pg cpu "
-              f"{alone.pg_cpu / serve.pg_cpu:.2f}×, server+pg cpu "
+              f"{_ratio(alone.pg_cpu, serve.pg_cpu)}, server+pg cpu "
               f"{(alone.cpu + alone.pg_cpu) / (serve.cpu + serve.pg_cpu):.2f}×")
         print(f"two processes/one: server cpu {two.cpu / serve.cpu:.2f}×, pg cpu "
-              f"{two.pg_cpu / serve.pg_cpu:.2f}×, receipts/s wall {two.rate / serve.rate:.2f}×")
+              f"{_ratio(two.pg_cpu, serve.pg_cpu)}, receipts/s wall {two.rate / serve.rate:.2f}×")
         print(f"pg round trips per decision: {serve.trips:.2f} (without group commit "
               f"{alone.trips:.2f})")
         print(f"receipts/s per core: {1 / serve.cpu:.0f}")
@@ -404,6 +404,14 @@ port = 0
                 proc.wait(timeout=30)
         pg.cleanup()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _ratio(numerator: float, denominator: float) -> str:
+    """A ratio of two CPU times, or why there is none: a short run's PostgreSQL CPU can
+    fall below the clock's tick (10 ms) and read 0."""
+    if denominator <= 0:
+        return "n/a (below the CPU clock's resolution in this run)"
+    return f"{numerator / denominator:.2f}×"
 
 
 def main() -> None:
