@@ -5,6 +5,7 @@ only stand-in is the chat client (the remote model provider)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
@@ -86,7 +87,8 @@ def scripted(*contents: dict[str, Any]) -> StubChatClient:
 
 def owner_model() -> StubChatClient:
     """The case owner's model: answers the proposed action of the brief it is handed."""
-    return StubChatClient(lambda messages: json.loads(messages[-1].text)["proposed_action"])
+    return StubChatClient(
+        lambda messages: json.loads(messages[-1].text)["content"]["proposed_action"])
 
 
 def run(coroutine: Awaitable[Any]) -> Any:
@@ -140,7 +142,9 @@ def impostor(world: World) -> Sender[Any, Any]:
 def test_an_admitted_receipt_hands_the_model_its_brief(
         signer: Sender[Any, Any], receiver: StrictContractReceiver, stream: bool) -> None:
     topology = Topology(content_for("conflict-02"), signer=signer, receiver=receiver)
-    text, decided = topology.hand_off("conflict-02", stream=stream)
+    sent: list[bytes] = []
+    text, decided = topology.hand_off("conflict-02", stream=stream,
+                                      transport=lambda message: sent.append(message) or message)
     assert text == decided.text == reference_action("conflict-02") == "ESCALATE"
     assert refusal_of(decided) is None
     (request,) = topology.owner_model.requests
@@ -148,11 +152,16 @@ def test_an_admitted_receipt_hands_the_model_its_brief(
     assert "proof" not in handed
     assert "grant" not in handed
     brief = json.loads(handed)
+    assert (brief["handoff"], brief["refused_by"]) == ("accepted", None)
+    assert brief["decision"]["verdict"] == "ACCEPT"
+    assert brief["decision"]["receiver"] == receiver.name
     assert brief["receipt"]["contract"] == signer.contract.id
+    assert brief["receipt"]["id"] == brief["decision"]["receipt_id"]
     assert brief["receipt"]["id"].startswith("urn:uuid:")
-    assert brief["receipt"]["admitted_by"] == receiver.name
-    assert (brief["case_id"], brief["authority"]) == ("conflict-02", "ADVISE")
-    assert brief["decision_state"] == content_for("conflict-02")["decision_state"]
+    assert brief["receipt"]["digest"] == "sha256:" + hashlib.sha256(sent[0]).hexdigest()
+    content = brief["content"]
+    assert (content["case_id"], content["authority"]) == ("conflict-02", "ADVISE")
+    assert content["decision_state"] == content_for("conflict-02")["decision_state"]
 
 
 def test_the_evidence_model_is_asked_for_the_strict_content_schema(
@@ -264,4 +273,4 @@ def test_non_ascii_content_crosses_intact(signer: Sender[Any, Any],
     topology = Topology(content, signer=signer, receiver=receiver)
     assert topology.hand_off("routine-01", stream=True)[0] == "RELEASE"
     (request,) = topology.owner_model.requests
-    assert json.loads(request[-1].text)["notes"] == content["notes"]
+    assert json.loads(request[-1].text)["content"]["notes"] == content["notes"]

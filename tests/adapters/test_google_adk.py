@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import warnings
 from collections.abc import AsyncGenerator, Callable
@@ -91,7 +92,7 @@ def brief_of(request: LlmRequest) -> dict[str, Any]:
 
 def decide(request: LlmRequest) -> str:
     """The case owner's model: the proposed action of the brief it was handed."""
-    return str(brief_of(request)["proposed_action"])
+    return str(brief_of(request)["content"]["proposed_action"])
 
 
 def evidence_agent(*steps: Any, signer: Sender[Any, Any], name: str = "evidence",
@@ -177,7 +178,9 @@ def impostor(world: World) -> Sender[Any, Any]:
 @pytest.mark.parametrize("mode", MODES)
 def test_an_admitted_receipt_hands_the_owner_its_brief(
         signer: Sender[Any, Any], receiver: StrictContractReceiver, mode: str) -> None:
-    evidence = evidence_agent(content_for("conflict-02"), signer=signer)
+    sent: list[bytes] = []
+    evidence = evidence_agent(content_for("conflict-02"), signer=signer,
+                              transport=lambda message: sent.append(message) or message)
     owner = owner_agent(receiver)
     run = Run(sequence(evidence, owner, notifier()), "conflict-02", mode=mode)
     assert run.said("case_owner") == [reference_action("conflict-02")] == ["ESCALATE"]
@@ -188,10 +191,15 @@ def test_an_admitted_receipt_hands_the_owner_its_brief(
     assert "proof" not in str(request.config.system_instruction)
     assert "grant" not in str(request.config.system_instruction)
     brief = brief_of(request)
+    assert (brief["handoff"], brief["refused_by"]) == ("accepted", None)
+    assert brief["decision"]["verdict"] == "ACCEPT"
+    assert brief["decision"]["receiver"] == receiver.name
     assert brief["receipt"]["contract"] == signer.contract.id
-    assert brief["receipt"]["admitted_by"] == receiver.name
-    assert (brief["case_id"], brief["authority"]) == ("conflict-02", "ADVISE")
-    assert brief["decision_state"] == content_for("conflict-02")["decision_state"]
+    assert brief["receipt"]["id"] == brief["decision"]["receipt_id"]
+    assert brief["receipt"]["digest"] == "sha256:" + hashlib.sha256(sent[0]).hexdigest()
+    content = brief["content"]
+    assert (content["case_id"], content["authority"]) == ("conflict-02", "ADVISE")
+    assert content["decision_state"] == content_for("conflict-02")["decision_state"]
     assert run.state[RECEIPT_KEY] is None  # consumed by the gate
     assert json.loads(run.state[BRIEF_KEY]) == brief
 
@@ -280,7 +288,7 @@ def test_model_written_governance_is_sent_back_and_corrected(
     assert answer.response["handoff"] == "refused"
     assert answer.response["reason"].startswith(
         "handoff refused by the sender: untrusted-governance @ $.authority")
-    brief = brief_of(requests_of(owner)[0])
+    brief = brief_of(requests_of(owner)[0])["content"]
     assert (brief["authority"], brief["valid_until"]) == (
         "ADVISE", VALID_UNTIL.strftime("%Y-%m-%dT%H:%M:%SZ"))
 
@@ -327,7 +335,8 @@ def test_two_handoffs_in_one_run(signer: Sender[Any, Any],
     assert run.said("second_owner") == ["HOLD"]
     first, second = brief_of(requests_of(first_owner)[0]), brief_of(requests_of(second_owner)[0])
     assert first["receipt"]["id"] != second["receipt"]["id"]
-    assert (first["case_id"], second["case_id"]) == ("routine-01", "identity-01")
+    assert (first["content"]["case_id"], second["content"]["case_id"]) == (
+        "routine-01", "identity-01")
 
 
 def test_non_ascii_content_crosses_intact(signer: Sender[Any, Any],
@@ -337,7 +346,7 @@ def test_non_ascii_content_crosses_intact(signer: Sender[Any, Any],
     run = Run(sequence(evidence_agent(content, signer=signer), owner), "routine-01",
               mode="stream")
     assert run.said("case_owner") == ["RELEASE"]
-    assert brief_of(requests_of(owner)[0])["notes"] == content["notes"]
+    assert brief_of(requests_of(owner)[0])["content"]["notes"] == content["notes"]
 
 
 def test_a_session_without_a_case_signs_nothing(signer: Sender[Any, Any],

@@ -33,6 +33,7 @@ __all__ = [
     "case_of",
     "content_schema",
     "hand_over",
+    "refusal_text",
     "refused",
     "require",
     "sign_content",
@@ -201,6 +202,17 @@ class Handover:
     def to_text(self) -> str:
         """:meth:`to_json` as compact JSON text (a tool output, a message)."""
         return dumps(self.to_json())
+
+
+def refusal_text(handover: Handover) -> str:
+    """One line for a refused handover: who refused, each reason (code, JSON path and
+    message) and the fail-closed action, e.g. ``handoff refused by the gate:
+    bad-signature @ $.proof: ...; action ESCALATE``.
+    """
+    decision = handover.decision
+    return (f"handoff refused by the {handover.refused_by}: "
+            + "; ".join(f"{r.code} @ {r.json_path}: {r.message}" for r in decision.reasons)
+            + f"; action {decision.action}")
 
 
 def _sender_refusal(contract: Contract[Any, Any], exc: HandoffsError) -> Decision:

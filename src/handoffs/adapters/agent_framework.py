@@ -7,12 +7,13 @@
   refused, ``untrusted-governance``), carries it and runs the receiving agent on it.
 * **receiver** — :class:`ReceiptGate` is the receiving agent's ``AgentMiddleware``: it
   gates the receipt before the model is called, streaming or not. On ACCEPT the model
-  gets the receipt's *brief* (content, governance and a reference to the verified
-  receipt; no grant, no proof). On refusal the model never runs and the run's result is
-  a refusal response (an ``AgentResponse``, or a ``ResponseStream`` of it when
-  ``stream=True``) whose :func:`refusal_of` is the gate's decision: routed, not raised.
-  A session that admitted a receipt may go on talking; a new receipt in it is gated
-  afresh::
+  gets the *brief*, the handover's :meth:`~handoffs.adapters.Handover.to_text` (the
+  gate's decision, the receipt's content and governance, and a reference to the verified
+  receipt; no grant, no proof), in place of the signed receipt. On refusal the model
+  never runs and the run's result is a refusal response (an ``AgentResponse``, or a
+  ``ResponseStream`` of it when ``stream=True``) whose :func:`refusal_of` is the gate's
+  decision: routed, not raised. A session that admitted a receipt may go on talking; a
+  new receipt in it is gated afresh::
 
       evidence = Agent(client=model, name="evidence")
       case_owner = Agent(client=model, name="case-owner",
@@ -33,7 +34,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final, Literal, overload
 
 from handoffs import HandoffsError
-from handoffs.adapters._brief import brief_text, refusal_text
 from handoffs.adapters._handover import (
     Case,
     Handover,
@@ -41,6 +41,7 @@ from handoffs.adapters._handover import (
     Transport,
     admit,
     content_schema,
+    refusal_text,
     refused,
     require,
     sign_content,
@@ -160,8 +161,7 @@ class ReceiptGate(AgentMiddleware):
             response = _refusal_response(handover, context.agent.name)
             context.result = _refusal_stream(response) if context.stream else response
             return
-        context.messages[index] = Message(
-            role="user", contents=[brief_text(handover.decision, handover.receipt)])
+        context.messages[index] = Message(role="user", contents=[handover.to_text()])
         if context.session is not None:
             context.session.state[ADMITTED] = handover.decision.receipt_id
         await call_next()

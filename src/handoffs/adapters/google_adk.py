@@ -11,11 +11,12 @@
   ``output_schema`` (which wants a Pydantic class), does not end the run on bad output.
 * **receiver** — :class:`ReceiptGate` is the receiving agent's
   ``before_agent_callback``. It takes the receipt out of state and gates it before the
-  agent runs. On ACCEPT it writes the receipt's *brief* (content, governance and a
-  reference to the verified receipt; no grant, no proof) to :data:`BRIEF_KEY`, for the
-  agent's instruction (``{handoffs_brief}``). On refusal the agent is skipped: its event
-  carries the refusal text and ``EventActions(escalate=True)``, and the decision is in
-  state (:data:`REFUSAL_KEY`): routed, never raised.
+  agent runs. On ACCEPT it writes the *brief*, the handover's
+  :meth:`~handoffs.adapters.Handover.to_text` (the gate's decision, the receipt's content
+  and governance, and a reference to the verified receipt; no grant, no proof), to
+  :data:`BRIEF_KEY`, for the agent's instruction (``{handoffs_brief}``). On refusal the
+  agent is skipped: its event carries the refusal text and ``EventActions(escalate=True)``,
+  and the decision is in state (:data:`REFUSAL_KEY`): routed, never raised.
 * **pipelines** — ADK's ``SequentialAgent`` ignores ``escalate`` (``LoopAgent`` and
   ``ParallelAgent`` honour it) and would run the agents after a refused one. Add
   :class:`HaltOnRefusal` to the ``App``'s plugins and every later agent of that
@@ -40,7 +41,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from handoffs import HandoffsError
-from handoffs.adapters._brief import brief_text, refusal_text
 from handoffs.adapters._handover import (
     Case,
     Handover,
@@ -49,6 +49,7 @@ from handoffs.adapters._handover import (
     admit,
     case_of,
     content_schema,
+    refusal_text,
     refused,
     require,
     sign_content,
@@ -76,7 +77,8 @@ __all__ = [
 RECEIPT_KEY: Final = "handoffs_receipt"
 """Session state key of the signed receipt in transit (the gate consumes it)."""
 BRIEF_KEY: Final = "handoffs_brief"
-"""Session state key of the admitted receipt's brief (``{handoffs_brief}``)."""
+"""Session state key of the brief of an admitted receipt (``{handoffs_brief}``):
+:meth:`Handover.to_text <handoffs.adapters.Handover.to_text>`."""
 REFUSAL_KEY: Final = "handoffs_refusal"
 """Session state key of the last refusal: ``{"invocation_id", "agent", "decision"}``."""
 
@@ -165,7 +167,7 @@ class ReceiptGate:
         if self.on_handover is not None:
             self.on_handover(handover)
         if handover.accepted and handover.receipt is not None:
-            state[BRIEF_KEY] = brief_text(handover.decision, handover.receipt)
+            state[BRIEF_KEY] = handover.to_text()
             return None
         state[BRIEF_KEY] = None
         state[REFUSAL_KEY] = {"invocation_id": callback_context.invocation_id,
