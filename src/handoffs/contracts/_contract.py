@@ -61,11 +61,11 @@ class OnMissing(enum.Enum):
     ESCALATE = "ESCALATE"
 
 
-def _loss_entries(entries: Mapping[tuple[Any, Any], float]) -> dict[tuple[Any, Any], float]:
+def _loss_entries(entries: Mapping[tuple[A, A], float]) -> dict[tuple[A, A], float]:
     return dict(entries)
 
 
-def _action_set(actions: Iterable[Any]) -> frozenset[Any]:
+def _action_set(actions: Iterable[A]) -> frozenset[A]:
     return frozenset(actions)
 
 
@@ -73,7 +73,7 @@ def _dependencies(deps: Iterable[ContextDependency]) -> tuple[ContextDependency,
     return tuple(deps)
 
 
-def _constraints(items: Iterable[HardConstraint[Any]]) -> tuple[HardConstraint[Any], ...]:
+def _constraints(items: Iterable[HardConstraint[A]]) -> tuple[HardConstraint[A], ...]:
     return tuple(items)
 
 
