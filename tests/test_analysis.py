@@ -301,6 +301,28 @@ def test_a_query_past_its_time_limit_is_unknown_never_covered_or_minimal() -> No
     assert not coverage(hard, result, []).regions_live  # nothing unknown counts as live
 
 
+def test_a_query_whose_solver_timeout_is_lost_is_interrupted_and_the_solver_goes_on() -> None:
+    import z3
+
+    from handoffs.contracts._analysis._geometry import _Solver
+
+    unknown: list[str] = []
+    solver = _Solver(z3, 100, unknown)
+    # z3's own limit off, as when its one cancel is lost: only the watchdog can end this
+    # query (no positive cubes sum to a cube; z3 searches without end).
+    solver.solver.set("timeout", 2**32 - 1)
+    x, y, w = z3.Ints("x y w")
+    solver.add(x > 0, y > 0, w > 0)
+    assert solver.check("fermat", x * x * x + y * y * y == w * w * w) == ("unknown", None)
+    assert unknown == ["fermat"]
+    assert solver.solver.reason_unknown() == "canceled"
+    status, model = solver.check("a cube", w * w * w == 27)  # the interrupt did not linger
+    assert (status, model.eval(w).as_long()) == ("sat", 3)
+    no_cube = w * w * w == 2
+    status, core = solver.core("no cube", [no_cube])  # nor in core()
+    assert (status, [str(term) for term in core]) == ("unsat", [str(no_cube)])
+
+
 def test_bad_options_are_refused_before_any_work() -> None:
     with pytest.raises(InvalidArgument, match="timeout_ms"):
         analyse(CLAIM_TRIAGE, timeout_ms=0)

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Final
@@ -114,6 +117,74 @@ def axis_value(expr: Expr, state: State) -> Fraction | None:
     return (found[0] + found[1]) / 2
 
 
+_GRACE_S: Final = 0.05
+"""How long past its time limit a query runs before the watchdog interrupts it, and how
+often it interrupts again until the query returns."""
+
+
+class _Watchdog:
+    """Interrupts the z3 context of a query past its time limit, again and again until
+    the query returns: the time limit z3 cannot lose.
+
+    z3's own ``timeout`` cancels a query once, from a timer thread, and that one cancel
+    is lost when it lands before the solver sets up its resource limit
+    (``reslimit::push`` clears it) or before a sub-solver attaches its own limit (nlsat
+    under the nonlinear arithmetic solver): the query then runs unbounded (seen with
+    ``timeout_ms=1`` on a loaded machine, for minutes in big-number arithmetic).
+    ``Context.interrupt()`` cancels the context's limit and every limit attached to it
+    at that moment, so repeating it reaches whatever the query runs by then. It is
+    polled where the timeout is: code that polls nothing still runs to its end.
+    """
+
+    def __init__(self) -> None:
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)  # the thread does not fork
+
+    def _reset(self) -> None:
+        self._cond = threading.Condition()
+        self._due: dict[int, tuple[float, Any]] = {}
+        self._fired: set[int] = set()
+        self._count = 0
+        self._thread: threading.Thread | None = None
+
+    def arm(self, context: Any, seconds: float) -> int:
+        """Watch a query on ``context`` that may run ``seconds``; its token."""
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name="handoffs-z3-watchdog")
+                self._thread.start()
+            self._count += 1
+            self._due[self._count] = (time.monotonic() + seconds, context)
+            self._cond.notify()
+            return self._count
+
+    def disarm(self, token: int) -> bool:
+        """Stop watching (no interrupt for ``token`` follows); whether it interrupted."""
+        with self._cond:
+            del self._due[token]
+            fired = token in self._fired
+            self._fired.discard(token)
+            return fired
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                due = min((at for at, _ in self._due.values()), default=None)
+                if due is None or due > now:
+                    self._cond.wait(None if due is None else due - now)
+                    continue
+                for token, (at, context) in list(self._due.items()):
+                    if at <= now:
+                        context.interrupt()
+                        self._fired.add(token)
+                        self._due[token] = (now + _GRACE_S, context)
+
+
+_WATCHDOG: Final = _Watchdog()
+
+
 class _Solver:
     """One z3 solver with the time limit, counting undecided queries."""
 
@@ -121,16 +192,28 @@ class _Solver:
         self.z3 = z3
         self.solver = z3.Solver()
         self.solver.set("timeout", int(timeout_ms))
+        self.limit = timeout_ms / 1000 + _GRACE_S
         self.unknown = unknown
 
     def add(self, *formulas: Any) -> None:
         self.solver.add(*formulas)
 
+    def _solve(self, *assumptions: Any) -> Any:
+        """``solver.check``, interrupted by the watchdog past the time limit."""
+        token = _WATCHDOG.arm(self.solver.ctx, self.limit)
+        try:
+            return self.solver.check(*assumptions)
+        finally:
+            if _WATCHDOG.disarm(token):
+                # An interrupt that landed as the query returned leaves the context
+                # cancelled (the next push would fail): a check clears it.
+                self.z3.Solver(ctx=self.solver.ctx).check()
+
     def check(self, what: str, *formulas: Any) -> tuple[str, Any]:
         self.solver.push()
         try:
             self.solver.add(*formulas)
-            result = self.solver.check()
+            result = self._solve()
             if result == self.z3.sat:
                 return "sat", self.solver.model()
             if result == self.z3.unsat:
@@ -141,7 +224,7 @@ class _Solver:
             self.solver.pop()
 
     def core(self, what: str, assumptions: Sequence[Any]) -> tuple[str, list[Any]]:
-        result = self.solver.check(*assumptions)
+        result = self._solve(*assumptions)
         if result == self.z3.unsat:
             return "unsat", list(self.solver.unsat_core())
         if result == self.z3.sat:
