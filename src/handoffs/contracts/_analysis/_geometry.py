@@ -146,6 +146,7 @@ class _Watchdog:
         self._fired: set[int] = set()
         self._count = 0
         self._thread: threading.Thread | None = None
+        self._wakes: float | None = None  # when the thread wakes (None: when notified)
 
     def arm(self, context: Any, seconds: float) -> int:
         """Watch a query on ``context`` that may run ``seconds``; its token."""
@@ -155,8 +156,10 @@ class _Watchdog:
                                                 name="handoffs-z3-watchdog")
                 self._thread.start()
             self._count += 1
-            self._due[self._count] = (time.monotonic() + seconds, context)
-            self._cond.notify()
+            due = time.monotonic() + seconds
+            self._due[self._count] = (due, context)
+            if self._wakes is None or due < self._wakes:  # else it wakes early enough
+                self._cond.notify()
             return self._count
 
     def disarm(self, token: int) -> bool:
@@ -173,6 +176,7 @@ class _Watchdog:
                 now = time.monotonic()
                 due = min((at for at, _ in self._due.values()), default=None)
                 if due is None or due > now:
+                    self._wakes = due
                     self._cond.wait(None if due is None else due - now)
                     continue
                 for token, (at, context) in list(self._due.items()):
