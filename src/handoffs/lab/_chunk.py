@@ -1,18 +1,16 @@
 """The work on one chunk of cases: encode every case once, then decide every message.
 
 Inside a chunk each case is encoded once per encoder and stamped once per authority,
-and every message is measured from the canonical sizes of its members. A deterministic
-receiver is memoised on the canonical message or on the projection it declares
-(``memo_key``), first in the chunk and then run-wide (:mod:`handoffs.lab._memo`).
-Perturbations that describe their messages as one-member patches are sized, checked
-and keyed from the unperturbed message and that member alone (``memo_member``);
-every other perturbed message is built, measured and keyed whole. (Caching variants
-per declared read and replaying a case's rows from an earlier alike case each paid
-less than 2× in CPU time in ``benchmarks/lab.py``, and were removed.) A sampled
-receiver is called again for every epoch, except a
-sampled model receiver with a deterministic admission, which is memoised per draw: the
-request of epoch ``i`` is asked once per run (and kept by the call cache), so ``n``
-epochs of one prompt are ``n`` calls.
+and every message is measured from the canonical sizes of its members. Every perturbed
+message is built, measured and keyed whole. A deterministic receiver is memoised
+run-wide (:mod:`handoffs.lab._memo`) on the canonical message or on the projection it
+declares (``memo_key``). (Caching variants per declared read, replaying a case's rows
+from an earlier alike case, a per-chunk memo in front of the run-wide one, and sizing,
+checking and keying a one-member patch from its unperturbed message each paid less
+than 2× in CPU time in ``benchmarks/lab.py``, and were removed.) A sampled receiver is
+called again for every epoch, except a sampled model receiver with a deterministic
+admission, which is memoised per draw: the request of epoch ``i`` is asked once per run
+(and kept by the call cache), so ``n`` epochs of one prompt are ``n`` calls.
 
 When the plan has slow receivers (``plan.prefetch``), a scheduling pass walks the
 chunk first, handing their distinct messages to the run's call pool; the deciding
@@ -48,11 +46,8 @@ from handoffs.lab._memo import (
     send_batch,
 )
 from handoffs.lab._messages import (
-    ABSENT,
-    GONE,
     Facts,
     Message,
-    PatchValue,
     Piece,
     Slot,
     drawn,
@@ -73,7 +68,6 @@ from handoffs.lab._plan import (
 )
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of, user_error
 from handoffs.lab.perturbations import (
-    REMOVED,
     CaseContext,
     Variant,
 )
@@ -178,6 +172,7 @@ class _Chunk:
         # the scheduling pass needs the messages and their keys, not their sizes or checks
         self.sized = plan.tokenizer is None and not dry
         self.scheduled: list[cf.Future[Any]] = []
+        self.asked: set[Hashable] = set()  # the scheduling pass's memo keys so far
         # The scheduling pass's requests, sent as they are made: the first alone, then
         # in batches that double up to the pool's width (one call-cache look-up each),
         # so that the first call leaves at once and the pool stays fed.
@@ -206,8 +201,7 @@ class _Chunk:
         self.holding: list[tuple[str, ...]] = []
         self.bases: list[list[Message]] = []
         self.states: dict[str, dict[str, Any]] = {}
-        # memoisation: the chunk's outcome ids by memo key, in front of the run's memo
-        self.memo: dict[Hashable, int] = {}
+        # the chunk's distinct outcomes, by id
         self.outcomes: list[tuple[str, str, tuple[str, ...]]] = []
         if dry:  # the scheduling pass decides nothing: one placeholder outcome
             self.outcomes.append((self.fail, Verdict.ACCEPT.value, ()))
@@ -380,10 +374,8 @@ class _Chunk:
             msg.canon, msg.size = _measure(message)
             msg.tokens = _tokens(plan, msg.canon, msg.size)
         else:
-            msg.pieces = (content.sizes, stamp.sizes)
-            msg.payload = payload = len(content.sizes) + len(stamp.sizes)
-            msg.total = total = content.total + stamp.total
-            msg.size = total + payload + 1 if payload else 2
+            payload = len(content.sizes) + len(stamp.sizes)
+            msg.size = content.total + stamp.total + payload + 1 if payload else 2
         msg.governance = stamp.governance
         if self.receipts[si]:
             msg.schema = self.checks.schema_valid(message)
@@ -450,10 +442,6 @@ class _Chunk:
     def _emit_variant(self, at: tuple[int, int, int], base: Message, variant: Variant,
                       case_ref: str) -> None:
         ref = variant.reference or case_ref
-        if variant.patch is not None and variant.base is base.message \
-                and self.plan.tokenizer is None:
-            self._emit_patch(at, base, variant, PatchValue(*variant.patch), ref)
-            return
         message = variant.message
         if message is base.message:
             self._emit_base(at, base, ref, variant)
@@ -467,97 +455,6 @@ class _Chunk:
             meta=variant, ref=ref, size=msg.size, tokens=msg.tokens,
             governance=msg.governance, schema=schema, has_state=msg.has_state(),
             key=lambda slot: self._key(slot, msg), message=lambda: msg.message))
-
-    def _emit_patch(self, at: tuple[int, int, int], base: Message, variant: Variant,
-                    value: PatchValue, ref: str) -> None:
-        """A variant that sets (or removes) one member of its base: sized, checked and
-        keyed from the base and the member alone.
-        """
-        member, new = value.member, value.value
-        if new is REMOVED and member not in base.message:  # removes nothing: the base
-            self._emit_base(at, base, ref, variant)
-            return
-        has_state = isinstance(new, Mapping) if member == "decision_state" \
-            else base.has_state()
-        if self.dry:
-            size, governance, schema = 0, True, None
-            value.size = max(value.size, 0)  # recorded blocks need a size
-        else:
-            size = self._patched_size(base, value)
-            governance = self._patched_governance(base, variant, value)
-            schema = self._patched_schema(base, variant, value) if self.receipts[at[1]] \
-                else None
-        self._emit(at, Facts(
-            meta=variant, ref=ref, size=size, tokens=None, governance=governance,
-            schema=schema,
-            has_state=has_state,
-            key=lambda slot: self._patch_key(slot, base, variant, value),
-            message=lambda: variant.message))
-
-    @staticmethod
-    def _patched_size(base: Message, value: PatchValue) -> int:
-        """Payload bytes of ``base`` with one member set (or removed): JCS writes each
-        member as ``"name":value``, separated by commas, inside braces.
-        """
-        member = value.member
-        if member in _ENVELOPE:
-            return base.size
-        payload, total = base.payload, base.total
-        old = base.part_sizes().get(member)
-        if old is not None:
-            payload -= 1
-            total -= old
-        if value.value is not REMOVED:
-            if value.size < 0:
-                value.size = member_size(member) + canonical_size(value.value)
-            payload += 1
-            total += value.size
-        return total + payload + 1 if payload else 2
-
-    def _patched_governance(self, base: Message, variant: Variant, value: PatchValue) -> bool:
-        """Governance members present and valid, from the base's check and the member."""
-        member, new = value.member, value.value
-        if member not in _GOVERNANCE:
-            return base.governance
-        if new is REMOVED:
-            return False  # every governance member is required
-        if base.governance:
-            if value.governance is None:
-                value.governance = self.checks.member_valid(member, new)
-            return value.governance
-        return self.checks.governance_valid(variant.message)
-
-    def _patched_schema(self, base: Message, variant: Variant, value: PatchValue) -> bool:
-        """Receipt-schema validity, from the base's and the member's (when the base is
-        valid and the schema is member-wise), else of the whole message.
-        """
-        checks = self.checks
-        if variant.full_validation or not checks.memberwise or not base.schema:
-            return checks.schema_valid(variant.message)
-        if value.value is REMOVED:
-            return value.member not in checks.required
-        if value.schema is None:
-            value.schema = checks.member_valid(value.member, value.value)
-        return value.schema
-
-    def _patch_key(self, slot: Slot, base: Message, variant: Variant, value: PatchValue
-                   ) -> Hashable:
-        """The memo key of a patched message, from its base's key and the patch."""
-        key = self._key(slot, base)
-        member, new = value.member, value.value
-        if key[0] == "k":
-            if slot.member is not None:
-                entry = value.entries.get(slot.index, ABSENT)
-                if entry is ABSENT:
-                    entry = value.entries[slot.index] = \
-                        GONE if new is REMOVED else slot.member(member, new)
-                return ("p", slot.index, key[2], member, entry)
-            assert slot.project is not None  # noqa: S101 - a "k" key needs a projection
-            projected = slot.project(variant.message)
-            if projected is not None:
-                return ("k", slot.index, self.shared.intern(projected))
-        patch = GONE if new is REMOVED else canonical_bytes(new)
-        return ("c", slot.index, base.canonical(), member, patch)
 
     def _measured(self, message: Mapping[str, Any], base: Message,
                   touched: frozenset[str] | None, si: int) -> Message:
@@ -614,35 +511,23 @@ class _Chunk:
                  sample: int = 0) -> tuple[int, int, int]:
         """(outcome id, latency µs, memo flag) of one receiver decision.
 
-        A deterministic receiver's decision is looked up in the chunk's memo, then in
-        the run's (shared by the chunks of this process, and filled ahead of time for
-        slow receivers by the scheduling pass); only a decision no chunk has asked
-        for yet calls the receiver. Failed calls (a receiver that raised, a model call
-        that failed) are never memoised.
+        A deterministic receiver's decision is looked up in the run's memo (shared by
+        the chunks of this process, and filled ahead of time for slow receivers by the
+        scheduling pass); only a decision no chunk has asked for yet calls the
+        receiver. Failed calls (a receiver that raised, a model call that failed) are
+        never memoised.
         """
         if self.dry:
             return self._schedule(slot, facts, memoise=memoise, sample=sample)
         if not memoise:
-            return self._call(slot, facts, si, None, sample)
-        memo_key = drawn(facts.key(slot), sample)
-        found = self.memo.get(memo_key)
-        if found is not None:
-            self.hits += 1
-            return found, 0, 1
-        if not slot.slow and memo_key[0] == "c":  # type: ignore[index]
-            # A fast receiver keyed on the whole message: such keys are mostly one per
-            # case, so the run-wide memo would hold them all for little reuse.
-            return self._call(slot, facts, si, memo_key)
-        return self._shared_outcome(slot, facts, si, memo_key, sample)
+            return self._call(slot, facts, si, sample)
+        return self._shared_outcome(slot, facts, si, drawn(facts.key(slot), sample), sample)
 
-    def _call(self, slot: Slot, facts: Facts, si: int, memo_key: Hashable, sample: int = 0
-              ) -> tuple[int, int, int]:
-        """Call the receiver; memoise the outcome in the chunk under ``memo_key``."""
-        outcome, latency, usage, ok = _decide(slot.receiver, facts.message(), self.fail,
-                                              sample)
+    def _call(self, slot: Slot, facts: Facts, si: int, sample: int) -> tuple[int, int, int]:
+        """Call a receiver that is not memoised (draw ``sample``)."""
+        outcome, latency, usage, _ = _decide(slot.receiver, facts.message(), self.fail,
+                                             sample)
         oid = self._outcome_id(outcome)
-        if ok and memo_key is not None:
-            self.memo[memo_key] = oid
         self.calls += 1
         self._account(si, usage)
         return oid, latency, 0
@@ -677,8 +562,6 @@ class _Chunk:
             if ok or counted:
                 break
         oid = self._outcome_id(outcome)
-        if ok:
-            self.memo[memo_key] = oid
         if counted:
             self.calls += 1
             self._account(si, usage)
@@ -704,8 +587,8 @@ class _Chunk:
         """
         if slot.slow and memoise:
             key = drawn(facts.key(slot), sample)
-            if key not in self.memo:
-                self.memo[key] = 0
+            if key not in self.asked:
+                self.asked.add(key)
                 shared = self.shared
                 entry, mine = shared.entry(key)
                 if mine and slot.ahead:
