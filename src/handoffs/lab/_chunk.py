@@ -1,13 +1,16 @@
 """The work on one chunk of cases: encode every case once, then decide every message.
 
-Inside a chunk each case is encoded once per encoder and stamped once per authority,
-and every message is measured from the canonical sizes of its members. Every perturbed
-message is built, measured and keyed whole. A deterministic receiver is memoised
-run-wide (:mod:`handoffs.lab._memo`) on the canonical message or on the projection it
-declares (``memo_key``). (Caching variants per declared read, replaying a case's rows
-from an earlier alike case, a per-chunk memo in front of the run-wide one, and sizing,
-checking and keying a one-member patch from its unperturbed message each paid less
-than 2× in CPU time in ``benchmarks/lab.py``, and were removed.) A sampled receiver is
+Inside a chunk each case is encoded once per encoder and stamped once per authority.
+Every message, unperturbed or perturbed, is built, measured (its canonical bytes),
+checked and keyed whole. A deterministic receiver is memoised run-wide
+(:mod:`handoffs.lab._memo`) on the canonical message or on the projection it declares
+(``memo_key``). (Caching variants per declared read, replaying a case's rows from an
+earlier alike case, a per-chunk memo in front of the run-wide one, sizing, checking and
+keying a one-member patch from its unperturbed message, sizing messages from their
+members' remembered sizes, reusing the base's checks for members a variant did not
+touch, deriving a second authority's stamp from the first and memoising the reference
+per decision state each paid less than 2× in CPU time in ``benchmarks/lab.py``, and
+were removed.) A sampled receiver is
 called again for every epoch, except a sampled model receiver with a deterministic
 admission, which is memoised per draw: the request of epoch ``i`` is asked once per run
 (and kept by the call cache), so ``n`` epochs of one prompt are ``n`` calls.
@@ -29,8 +32,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Final
 
 from handoffs._errors import UntrustedGovernance
-from handoffs._json import canonical_bytes, canonical_size, digest, dumps
-from handoffs.contracts import Authority, GovernanceService
+from handoffs._json import canonical_bytes, digest, dumps
+from handoffs.contracts import Authority
 from handoffs.lab._experiment import (
     Strategy,
     wire_value,
@@ -48,15 +51,11 @@ from handoffs.lab._memo import (
 from handoffs.lab._messages import (
     Facts,
     Message,
-    Piece,
     Slot,
     drawn,
-    member_size,
 )
 from handoffs.lab._plan import (
-    _ENVELOPE,
     _FORBIDDEN,
-    _GOVERNANCE,
     Plan,
     _checks_for,
     _measure,
@@ -169,8 +168,6 @@ class _Chunk:
         self.plan = plan
         self.shared = _Shared(plan) if shared is None else shared
         self.dry = dry
-        # the scheduling pass needs the messages and their keys, not their sizes or checks
-        self.sized = plan.tokenizer is None and not dry
         self.scheduled: list[cf.Future[Any]] = []
         self.asked: set[Hashable] = set()  # the scheduling pass's memo keys so far
         # The scheduling pass's requests, sent as they are made: the first alone, then
@@ -208,7 +205,6 @@ class _Chunk:
         self.outcome_ids: dict[tuple[str, str, tuple[str, ...]], int] = {}
         self.calls = 0
         self.hits = 0
-        self.truth_memo: dict[Hashable, tuple[str, str]] = {}
         # compact decision rows
         self.template_ids: dict[Hashable, int] = {}
         self.templates: list[list[Any]] = []
@@ -223,23 +219,16 @@ class _Chunk:
         self.failing = _Failing()
         self.special = plan.special
         self.special_cases: set[int] = set()
-        # the last value and size of each stamp member, and of each encoder's members
-        self.last_sizes: dict[str, tuple[Any, int]] = {}
-        self.content_sizes: dict[int, dict[str, tuple[Any, int]]] = {}
-        # and of each strategy's variant messages
-        self.variant_sizes: dict[int, dict[str, tuple[Any, int]]] = {}
 
     # (1) encode every case once per encoder, stamp governance once per authority.
     def encode(self, cases: Sequence[Any]) -> None:
         plan = self.plan
         strategies = plan.strategies
-        service = plan.governance
-        derive = type(service) is GovernanceService
         for evidence in cases:
             case_id, truth, evidence_refs = self._read(evidence)
             state_key, ref = self._truth(truth, evidence, case_id)
-            stamps: dict[Authority, Piece] = {}
-            contents: dict[int, Piece] = {}
+            stamps: dict[Authority, dict[str, Any]] = {}
+            contents: dict[int, dict[str, Any]] = {}
             row: list[Message] = []
             for si, strategy in enumerate(strategies):
                 if self.dry and not self.slots[si].slow:  # not walked by the scheduling pass
@@ -248,7 +237,9 @@ class _Chunk:
                 authority = strategy.authority
                 stamp = stamps.get(authority)
                 if stamp is None:
-                    stamp = self._stamp(stamps, authority, case_id, evidence_refs, derive)
+                    stamp = stamps[authority] = plan.governance.stamp(
+                        case_id=case_id, evidence_refs=evidence_refs,
+                        authority=authority).to_json()
                 content = contents.get(id(strategy.encoder))
                 if content is None:
                     content = contents[id(strategy.encoder)] = self._content(
@@ -298,98 +289,39 @@ class _Chunk:
 
     def _truth(self, truth: dict[str, Any], evidence: Any,
                case_id: str) -> tuple[str, str]:
-        """(state key, reference action), memoised on the typed truth."""
+        """(state key, reference action)."""
         plan = self.plan
-        try:
-            key: Hashable = (tuple(truth.items()), tuple(map(type, truth.values())))
-            found = self.truth_memo.get(key)
-        except TypeError:  # an unhashable value: no memo
-            key, found = None, None
-        if found is None:
-            state_json = dumps({name: wire_value(value) for name, value in truth.items()})
-            state_key = hashlib.sha256(state_json.encode("utf-8")).hexdigest()[:16]
-            found = (state_key, self.reference(truth))
-            if key is not None:
-                self.truth_memo[key] = found
+        state_json = dumps({name: wire_value(value) for name, value in truth.items()})
+        state_key = hashlib.sha256(state_json.encode("utf-8")).hexdigest()[:16]
         if plan.reference is not None:
             try:
                 declared = plan.reference(evidence)
             except Exception as exc:
                 raise user_error("reference function", plan.reference, case_id, exc) from exc
-            return found[0], str(declared.value if hasattr(declared, "value") else declared)
-        return found
+            return state_key, str(declared.value if hasattr(declared, "value") else declared)
+        return state_key, self.reference(truth)
 
-    def _stamp(self, stamps: dict[Authority, Piece], authority: Authority,
-               case_id: str, evidence_refs: tuple[Any, ...], derive: bool) -> Piece:
-        """The governance stamp for one authority, measured and checked once. For the
-        library's own (deterministic) service, a second authority's stamp is the first
-        with ``authority`` changed, exactly as the service would write it (it refuses
-        an undue DECIDE itself). A message's governance members are exactly its
-        stamp's (encoders may not set them), so the governance check of the stamp is
-        the check of every message it stamps.
-        """
-        service = self.plan.governance
-        if derive and stamps and (authority is not Authority.DECIDE or service.may_decide):
-            first = next(iter(stamps.values()))
-            members = dict(first.members)
-            members["authority"] = authority.value
-            sizes = dict(first.sizes)
-            total = first.total - sizes.get("authority", 0)
-            sizes["authority"] = member_size("authority") + canonical_size(authority.value)
-            piece = Piece(members, sizes, total + sizes["authority"])
-        else:
-            members = service.stamp(case_id=case_id, evidence_refs=evidence_refs,
-                                    authority=authority).to_json()
-            piece = Piece.measure(members, self.sized, self.last_sizes)
-        piece.governance = self.checks.governance_valid(members)
-        stamps[authority] = piece
-        return piece
-
-    def _content(self, strategy: Strategy, content: dict[str, Any]) -> Piece:
-        """An encoder's content, checked (it may not set governance or envelope
-        members) and measured once per case.
-        """
+    @staticmethod
+    def _content(strategy: Strategy, content: dict[str, Any]) -> dict[str, Any]:
+        """An encoder's content, checked: it may not set governance or envelope members."""
         clash = _FORBIDDEN.intersection(content)
         if clash:
             first = sorted(clash)
             raise UntrustedGovernance(f"encoder {strategy.name} content may not set "
                                       f"{', '.join(first)}", json_path=f"$.{first[0]}")
-        return Piece.measure(content, self.sized,
-                              self.content_sizes.setdefault(id(strategy.encoder), {}))
+        return content
 
-    def _base(self, strategy: Strategy, si: int, content: Piece, stamp: Piece,
-              case_id: str) -> Message:
+    def _base(self, strategy: Strategy, si: int, content: Mapping[str, Any],
+              stamp: Mapping[str, Any], case_id: str) -> Message:
         """One strategy's message for one case, measured and checked."""
         plan = self.plan
         message: dict[str, Any] = {}
         if strategy.receipts:
             message["contract"] = plan.contract.id
             message["id"] = receipt_id(plan.name, strategy.name, case_id)
-        message.update(content.members)
-        message.update(stamp.members)
-        msg = Message(message, self.nslots)
-        if self.dry:
-            return msg
-        if plan.tokenizer is not None:
-            msg.canon, msg.size = _measure(message)
-            msg.tokens = _tokens(plan, msg.canon, msg.size)
-        else:
-            payload = len(content.sizes) + len(stamp.sizes)
-            msg.size = content.total + stamp.total + payload + 1 if payload else 2
-        msg.governance = stamp.governance
-        if self.receipts[si]:
-            msg.schema = self.checks.schema_valid(message)
-        return msg
-
-    @staticmethod
-    def _sizes(msg: Message, last: dict[str, tuple[Any, int]] | None = None) -> None:
-        """Measure a whole message; ``last`` as in :meth:`Piece.measure` (a variant
-        holds its base's member objects, so only the members it changed are measured).
-        """
-        piece = Piece.measure({k: v for k, v in msg.message.items() if k not in _ENVELOPE},
-                              True, last)
-        payload = len(piece.sizes)
-        msg.size = piece.total + payload + 1 if payload else 2
+        message.update(content)
+        message.update(stamp)
+        return self._measured(message, si)
 
     # (2) decide: every strategy unperturbed first, then under each perturbation.
     def decide(self, start: int) -> None:
@@ -443,51 +375,29 @@ class _Chunk:
                       case_ref: str) -> None:
         ref = variant.reference or case_ref
         message = variant.message
-        if message is base.message:
-            self._emit_base(at, base, ref, variant)
-            return
-        si = at[1]
-        msg = self._measured(message, base, variant.touched, si)
-        schema = msg.schema
-        if variant.full_validation and self.receipts[si] and not self.dry:
-            schema = self.checks.schema_valid(message)
-        self._emit(at, Facts(
-            meta=variant, ref=ref, size=msg.size, tokens=msg.tokens,
-            governance=msg.governance, schema=schema, has_state=msg.has_state(),
-            key=lambda slot: self._key(slot, msg), message=lambda: msg.message))
+        msg = base if message is base.message else self._measured(message, at[1])
+        self._emit_base(at, msg, ref, variant)
 
-    def _measured(self, message: Mapping[str, Any], base: Message,
-                  touched: frozenset[str] | None, si: int) -> Message:
-        """A whole variant message, measured (sizes and checks reuse the base's when
-        the variant says which members it changed).
+    def _measured(self, message: Mapping[str, Any], si: int) -> Message:
+        """A message of strategy ``si``, measured (canonical payload bytes, tokens) and
+        checked (governance members; the receipt schema if the strategy sends receipts).
         """
-        msg = Message(dict(message), self.nslots)
-        if self.dry:
+        msg = Message(message, self.nslots)
+        if self.dry:  # the scheduling pass needs the messages and their keys only
             return msg
-        if self.plan.tokenizer is not None:
-            msg.canon, msg.size = _measure(message)
-            msg.tokens = _tokens(self.plan, msg.canon, msg.size)
-        else:
-            self._sizes(msg, self.variant_sizes.setdefault(si, {}))
-        if touched is not None and not touched & _GOVERNANCE:
-            msg.governance = base.governance
-        else:
-            msg.governance = self.checks.governance_valid(message)
+        msg.canon, msg.size = _measure(message)
+        msg.tokens = _tokens(self.plan, msg.canon, msg.size)
+        msg.governance = self.checks.governance_valid(message)
         if self.receipts[si]:
-            msg.schema = base.schema if touched is not None and not touched else \
-                self.checks.schema_valid(message)
+            msg.schema = self.checks.schema_valid(message)
         return msg
 
-    def _emit_base(self, at: tuple[int, int, int], base: Message, ref: str,
+    def _emit_base(self, at: tuple[int, int, int], msg: Message, ref: str,
                    meta: Variant | None) -> None:
-        schema = base.schema
-        if meta is not None and meta.full_validation and self.receipts[at[1]] \
-                and not self.dry:
-            schema = self.checks.schema_valid(base.message)
         self._emit(at, Facts(
-            meta=meta, ref=ref, size=base.size, tokens=base.tokens,
-            governance=base.governance, schema=schema, has_state=base.has_state(),
-            key=lambda slot: self._key(slot, base), message=lambda: base.message))
+            meta=meta, ref=ref, size=msg.size, tokens=msg.tokens,
+            governance=msg.governance, schema=msg.schema, has_state=msg.has_state(),
+            key=lambda slot: self._key(slot, msg), message=lambda: msg.message))
 
     # ------------------------------------------------------------------- keys
 

@@ -1,10 +1,6 @@
-"""Messages as a chunk decides them: measured pieces and messages, the facts of one
-decision, and each receiver's slot with its memoisation interface.
-
-A message is measured from the canonical sizes of its members (``"name":value`` per
-member, RFC 8785), so that a message assembled from an encoder's content and a
-governance stamp is sized without canonicalising it whole; its memo keys are computed
-lazily, once per receiver.
+"""Messages as a chunk decides them: measured messages, the facts of one decision,
+and each receiver's slot with its memoisation interface. A message's memo keys are
+computed lazily, once per receiver.
 """
 
 from __future__ import annotations
@@ -13,25 +9,13 @@ import functools
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from handoffs._json import canonical_size
 from handoffs.lab._keys import keyed, memo_key
 from handoffs.lab._plan import _measure
 from handoffs.lab.perturbations import Variant
 from handoffs.receivers import Receiver
 from handoffs.receivers.models import ModelReceiver
 
-__all__ = ["Facts", "Message", "Piece", "Slot", "drawn", "member_size", "sampled"]
-
-
-_NAME_SIZES: dict[str, int] = {}
-
-
-def member_size(name: str) -> int:
-    """Canonical size of a member name plus its colon."""
-    size = _NAME_SIZES.get(name)
-    if size is None:
-        size = _NAME_SIZES[name] = canonical_size(name) + 1
-    return size
+__all__ = ["Facts", "Message", "Slot", "drawn", "sampled"]
 
 
 class Slot:
@@ -96,51 +80,6 @@ class Message:
         if self.canon is None:
             self.canon = _measure(self.message)[0]
         return self.canon
-
-
-class Piece:
-    """Members shared by the messages of one case (a stamp, an encoder's content),
-    with their canonical ``"name":value`` sizes.
-    """
-
-    __slots__ = ("governance", "members", "sizes", "total")
-
-    def __init__(self, members: dict[str, Any], sizes: dict[str, int], total: int) -> None:
-        self.members = members
-        self.sizes = sizes
-        self.total = total
-        self.governance = False
-
-    @classmethod
-    def measure(cls, members: dict[str, Any], sized: bool,
-                last: dict[str, tuple[Any, int]] | None = None) -> Piece:
-        """Measure every member; ``last`` remembers each member's last value and size,
-        reused when the next piece holds the very same object (a service's constants).
-        """
-        sizes: dict[str, int] = {}
-        total = 0
-        if sized:
-            names = _NAME_SIZES
-            seen = {} if last is None else last
-            for name, value in members.items():
-                known = seen.get(name)
-                if known is not None and known[0] is value:
-                    size = known[1]
-                else:
-                    kind = type(value)
-                    # The commonest values inline; everything else by canonical_size.
-                    if kind is str and len(value) < 64 and value.isascii() \
-                            and value.isprintable() and '"' not in value and "\\" not in value:
-                        size = len(value) + 2
-                    elif kind is bool:
-                        size = 4 if value else 5
-                    else:
-                        size = canonical_size(value)
-                    size += names.get(name) or member_size(name)
-                    seen[name] = (value, size)
-                sizes[name] = size
-                total += size
-        return cls(members, sizes, total)
 
 
 class Facts:

@@ -50,9 +50,6 @@ _ENVELOPE: Final = frozenset(ENVELOPE_MEMBERS)
 _FORBIDDEN: Final = frozenset(GOVERNANCE_FIELDS) | _ENVELOPE
 
 
-_GOVERNANCE: Final = frozenset(GOVERNANCE_FIELDS)
-
-
 _RECEIPT_NAMESPACE: Final = uuid.UUID("6f1d3c1e-5d0b-4d4e-9d27-6c2f0f6b8a10")
 
 
