@@ -385,8 +385,10 @@ class _Chunk:
         msg = Message(message, self.nslots)
         if self.dry:  # the scheduling pass needs the messages and their keys only
             return msg
-        msg.canon, msg.size = _measure(message)
-        msg.tokens = _tokens(self.plan, msg.canon, msg.size)
+        # The canonical bytes are not kept: a memo key on the whole message makes them
+        # again (Message.canonical), the rest need only their size.
+        canon, msg.size = _measure(message)
+        msg.tokens = _tokens(self.plan, canon, msg.size)
         msg.governance = self.checks.governance_valid(message)
         if self.receipts[si]:
             msg.schema = self.checks.schema_valid(message)
