@@ -33,13 +33,8 @@ from handoffs.lab import (
     minimal_message,
     run,
 )
-from handoffs.lab._minimal import (
-    Constraint,
-    ddmin,
-    exhaustive_minimum,
-    region_sufficient,
-    search_receiver,
-)
+from handoffs.lab._minimal import Constraint, exhaustive_minimum, region_sufficient
+from handoffs.lab._search import ddmin, search_receiver
 from handoffs.lab.reports import render_markdown, validate_report
 from handoffs.receivers import Decision, Reason, Step, Verdict
 

@@ -13,8 +13,6 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from handoffs.examples.payment import synthetic_cases
 from handoffs.examples.payment_lab import payment_experiment
@@ -243,39 +241,6 @@ def test_bad_arguments_are_refused_before_any_work() -> None:
         run(essay(cases=IterableCases(list, description="none")))
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
-                                                                 max_size=3),
-    max_leaves=8,
-)
-
-
-@given(base=st.dictionaries(st.text(min_size=1, max_size=6), json_values, min_size=2,
-                            max_size=6),
-       member=st.text(min_size=1, max_size=6), value=json_values, remove=st.booleans(),
-       envelope=st.booleans())
-def test_measured_sizes_equal_full_canonicalisation(base: dict[str, Any], member: str,
-                                                    value: Any, remove: bool,
-                                                    envelope: bool) -> None:
-    """A perturbed message's payload bytes, summed from its members' canonical sizes,
-    are those of the canonical message without its envelope."""
-    from handoffs.lab._chunk import _Chunk
-    from handoffs.lab._messages import Message
-    from handoffs.lab._plan import _ENVELOPE, _measure
-
-    if envelope:
-        base = {**base, "id": "urn:uuid:x", "contract": "c/1.0.0"}
-    variant = dict(base)
-    if remove:
-        variant.pop(member, None)
-    else:
-        variant[member] = value
-    msg = Message(variant, 1)
-    _Chunk._sizes(msg)
-    assert msg.size == _measure({k: v for k, v in variant.items() if k not in _ENVELOPE})[1]
-
-
 # ------------------------------------------------------------------ fast paths
 
 
@@ -354,23 +319,6 @@ def test_memo_keys_change_how_often_receivers_are_called_never_the_figures() -> 
     assert [{k: v for k, v in r.items() if k not in ignore} for r in fast["results"]] == \
         [{k: v for k, v in r.items() if k not in ignore} for r in slow["results"]]
     assert fast["provenance"]["receiver_calls"] < slow["provenance"]["receiver_calls"]
-
-
-def test_the_second_stamp_of_a_case_is_the_services_own() -> None:
-    from handoffs.contracts._contract import Authority
-    from handoffs.lab._chunk import _Chunk
-    from handoffs.lab._plan import compile_plan
-
-    plan = compile_plan(payment_experiment(profile="essay"))
-    chunk = _Chunk(plan, [None] * len(plan.strategies))
-    stamps: dict[Any, Any] = {}
-    refs = ("evidence://policy/1/identity", "evidence://policy/1/screening")
-    for authority in (Authority.ADVISE, Authority.DECIDE):
-        derived = chunk._stamp(stamps, authority, "policy-01", refs, True)
-        own = plan.governance.stamp(case_id="policy-01", evidence_refs=refs,
-                                    authority=authority).to_json()
-        assert derived.members == own
-        assert derived.total == chunk._stamp({}, authority, "policy-01", refs, False).total
 
 
 def test_the_collector_is_unfrozen_after_a_run() -> None:

@@ -1,18 +1,19 @@
 """The work on one chunk of cases: encode every case once, then decide every message.
 
-Inside a chunk each case is encoded once per encoder and stamped once per authority,
-and every message is measured from the canonical sizes of its members. A deterministic
-receiver is memoised on the canonical message or on the projection it declares
-(``memo_key``), first in the chunk and then run-wide (:mod:`handoffs.lab._memo`).
-Perturbations that describe their messages as one-member patches are sized, checked
-and keyed from the unperturbed message and that member alone (``memo_member``);
-every other perturbed message is built, measured and keyed whole. (Caching variants
-per declared read and replaying a case's rows from an earlier alike case each paid
-less than 2× in CPU time in ``benchmarks/lab.py``, and were removed.) A sampled
-receiver is called again for every epoch, except a
-sampled model receiver with a deterministic admission, which is memoised per draw: the
-request of epoch ``i`` is asked once per run (and kept by the call cache), so ``n``
-epochs of one prompt are ``n`` calls.
+Inside a chunk each case is encoded once per encoder and stamped once per authority.
+Every message, unperturbed or perturbed, is built, measured (its canonical bytes),
+checked and keyed whole. A deterministic receiver is memoised run-wide
+(:mod:`handoffs.lab._memo`) on the canonical message or on the projection it declares
+(``memo_key``). (Caching variants per declared read, replaying a case's rows from an
+earlier alike case, a per-chunk memo in front of the run-wide one, sizing, checking and
+keying a one-member patch from its unperturbed message, sizing messages from their
+members' remembered sizes, reusing the base's checks for members a variant did not
+touch, deriving a second authority's stamp from the first and memoising the reference
+per decision state each paid less than 2× in CPU time in ``benchmarks/lab.py``, and
+were removed.) A sampled receiver is
+called again for every epoch, except a sampled model receiver with a deterministic
+admission, which is memoised per draw: the request of epoch ``i`` is asked once per run
+(and kept by the call cache), so ``n`` epochs of one prompt are ``n`` calls.
 
 When the plan has slow receivers (``plan.prefetch``), a scheduling pass walks the
 chunk first, handing their distinct messages to the run's call pool; the deciding
@@ -31,8 +32,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Final
 
 from handoffs._errors import UntrustedGovernance
-from handoffs._json import canonical_bytes, canonical_size, digest, dumps
-from handoffs.contracts import Authority, GovernanceService
+from handoffs._json import canonical_bytes, digest, dumps
+from handoffs.contracts import Authority
 from handoffs.lab._experiment import (
     Strategy,
     wire_value,
@@ -48,20 +49,13 @@ from handoffs.lab._memo import (
     send_batch,
 )
 from handoffs.lab._messages import (
-    ABSENT,
-    GONE,
     Facts,
     Message,
-    PatchValue,
-    Piece,
     Slot,
     drawn,
-    member_size,
 )
 from handoffs.lab._plan import (
-    _ENVELOPE,
     _FORBIDDEN,
-    _GOVERNANCE,
     Plan,
     _checks_for,
     _measure,
@@ -73,7 +67,6 @@ from handoffs.lab._plan import (
 )
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of, user_error
 from handoffs.lab.perturbations import (
-    REMOVED,
     CaseContext,
     Variant,
 )
@@ -175,9 +168,8 @@ class _Chunk:
         self.plan = plan
         self.shared = _Shared(plan) if shared is None else shared
         self.dry = dry
-        # the scheduling pass needs the messages and their keys, not their sizes or checks
-        self.sized = plan.tokenizer is None and not dry
         self.scheduled: list[cf.Future[Any]] = []
+        self.asked: set[Hashable] = set()  # the scheduling pass's memo keys so far
         # The scheduling pass's requests, sent as they are made: the first alone, then
         # in batches that double up to the pool's width (one call-cache look-up each),
         # so that the first call leaves at once and the pool stays fed.
@@ -206,15 +198,13 @@ class _Chunk:
         self.holding: list[tuple[str, ...]] = []
         self.bases: list[list[Message]] = []
         self.states: dict[str, dict[str, Any]] = {}
-        # memoisation: the chunk's outcome ids by memo key, in front of the run's memo
-        self.memo: dict[Hashable, int] = {}
+        # the chunk's distinct outcomes, by id
         self.outcomes: list[tuple[str, str, tuple[str, ...]]] = []
         if dry:  # the scheduling pass decides nothing: one placeholder outcome
             self.outcomes.append((self.fail, Verdict.ACCEPT.value, ()))
         self.outcome_ids: dict[tuple[str, str, tuple[str, ...]], int] = {}
         self.calls = 0
         self.hits = 0
-        self.truth_memo: dict[Hashable, tuple[str, str]] = {}
         # compact decision rows
         self.template_ids: dict[Hashable, int] = {}
         self.templates: list[list[Any]] = []
@@ -229,23 +219,16 @@ class _Chunk:
         self.failing = _Failing()
         self.special = plan.special
         self.special_cases: set[int] = set()
-        # the last value and size of each stamp member, and of each encoder's members
-        self.last_sizes: dict[str, tuple[Any, int]] = {}
-        self.content_sizes: dict[int, dict[str, tuple[Any, int]]] = {}
-        # and of each strategy's variant messages
-        self.variant_sizes: dict[int, dict[str, tuple[Any, int]]] = {}
 
     # (1) encode every case once per encoder, stamp governance once per authority.
     def encode(self, cases: Sequence[Any]) -> None:
         plan = self.plan
         strategies = plan.strategies
-        service = plan.governance
-        derive = type(service) is GovernanceService
         for evidence in cases:
             case_id, truth, evidence_refs = self._read(evidence)
             state_key, ref = self._truth(truth, evidence, case_id)
-            stamps: dict[Authority, Piece] = {}
-            contents: dict[int, Piece] = {}
+            stamps: dict[Authority, dict[str, Any]] = {}
+            contents: dict[int, dict[str, Any]] = {}
             row: list[Message] = []
             for si, strategy in enumerate(strategies):
                 if self.dry and not self.slots[si].slow:  # not walked by the scheduling pass
@@ -254,7 +237,9 @@ class _Chunk:
                 authority = strategy.authority
                 stamp = stamps.get(authority)
                 if stamp is None:
-                    stamp = self._stamp(stamps, authority, case_id, evidence_refs, derive)
+                    stamp = stamps[authority] = plan.governance.stamp(
+                        case_id=case_id, evidence_refs=evidence_refs,
+                        authority=authority).to_json()
                 content = contents.get(id(strategy.encoder))
                 if content is None:
                     content = contents[id(strategy.encoder)] = self._content(
@@ -304,100 +289,39 @@ class _Chunk:
 
     def _truth(self, truth: dict[str, Any], evidence: Any,
                case_id: str) -> tuple[str, str]:
-        """(state key, reference action), memoised on the typed truth."""
+        """(state key, reference action)."""
         plan = self.plan
-        try:
-            key: Hashable = (tuple(truth.items()), tuple(map(type, truth.values())))
-            found = self.truth_memo.get(key)
-        except TypeError:  # an unhashable value: no memo
-            key, found = None, None
-        if found is None:
-            state_json = dumps({name: wire_value(value) for name, value in truth.items()})
-            state_key = hashlib.sha256(state_json.encode("utf-8")).hexdigest()[:16]
-            found = (state_key, self.reference(truth))
-            if key is not None:
-                self.truth_memo[key] = found
+        state_json = dumps({name: wire_value(value) for name, value in truth.items()})
+        state_key = hashlib.sha256(state_json.encode("utf-8")).hexdigest()[:16]
         if plan.reference is not None:
             try:
                 declared = plan.reference(evidence)
             except Exception as exc:
                 raise user_error("reference function", plan.reference, case_id, exc) from exc
-            return found[0], str(declared.value if hasattr(declared, "value") else declared)
-        return found
+            return state_key, str(declared.value if hasattr(declared, "value") else declared)
+        return state_key, self.reference(truth)
 
-    def _stamp(self, stamps: dict[Authority, Piece], authority: Authority,
-               case_id: str, evidence_refs: tuple[Any, ...], derive: bool) -> Piece:
-        """The governance stamp for one authority, measured and checked once. For the
-        library's own (deterministic) service, a second authority's stamp is the first
-        with ``authority`` changed, exactly as the service would write it (it refuses
-        an undue DECIDE itself). A message's governance members are exactly its
-        stamp's (encoders may not set them), so the governance check of the stamp is
-        the check of every message it stamps.
-        """
-        service = self.plan.governance
-        if derive and stamps and (authority is not Authority.DECIDE or service.may_decide):
-            first = next(iter(stamps.values()))
-            members = dict(first.members)
-            members["authority"] = authority.value
-            sizes = dict(first.sizes)
-            total = first.total - sizes.get("authority", 0)
-            sizes["authority"] = member_size("authority") + canonical_size(authority.value)
-            piece = Piece(members, sizes, total + sizes["authority"])
-        else:
-            members = service.stamp(case_id=case_id, evidence_refs=evidence_refs,
-                                    authority=authority).to_json()
-            piece = Piece.measure(members, self.sized, self.last_sizes)
-        piece.governance = self.checks.governance_valid(members)
-        stamps[authority] = piece
-        return piece
-
-    def _content(self, strategy: Strategy, content: dict[str, Any]) -> Piece:
-        """An encoder's content, checked (it may not set governance or envelope
-        members) and measured once per case.
-        """
+    @staticmethod
+    def _content(strategy: Strategy, content: dict[str, Any]) -> dict[str, Any]:
+        """An encoder's content, checked: it may not set governance or envelope members."""
         clash = _FORBIDDEN.intersection(content)
         if clash:
             first = sorted(clash)
             raise UntrustedGovernance(f"encoder {strategy.name} content may not set "
                                       f"{', '.join(first)}", json_path=f"$.{first[0]}")
-        return Piece.measure(content, self.sized,
-                              self.content_sizes.setdefault(id(strategy.encoder), {}))
+        return content
 
-    def _base(self, strategy: Strategy, si: int, content: Piece, stamp: Piece,
-              case_id: str) -> Message:
+    def _base(self, strategy: Strategy, si: int, content: Mapping[str, Any],
+              stamp: Mapping[str, Any], case_id: str) -> Message:
         """One strategy's message for one case, measured and checked."""
         plan = self.plan
         message: dict[str, Any] = {}
         if strategy.receipts:
             message["contract"] = plan.contract.id
             message["id"] = receipt_id(plan.name, strategy.name, case_id)
-        message.update(content.members)
-        message.update(stamp.members)
-        msg = Message(message, self.nslots)
-        if self.dry:
-            return msg
-        if plan.tokenizer is not None:
-            msg.canon, msg.size = _measure(message)
-            msg.tokens = _tokens(plan, msg.canon, msg.size)
-        else:
-            msg.pieces = (content.sizes, stamp.sizes)
-            msg.payload = payload = len(content.sizes) + len(stamp.sizes)
-            msg.total = total = content.total + stamp.total
-            msg.size = total + payload + 1 if payload else 2
-        msg.governance = stamp.governance
-        if self.receipts[si]:
-            msg.schema = self.checks.schema_valid(message)
-        return msg
-
-    @staticmethod
-    def _sizes(msg: Message, last: dict[str, tuple[Any, int]] | None = None) -> None:
-        """Measure a whole message; ``last`` as in :meth:`Piece.measure` (a variant
-        holds its base's member objects, so only the members it changed are measured).
-        """
-        piece = Piece.measure({k: v for k, v in msg.message.items() if k not in _ENVELOPE},
-                              True, last)
-        payload = len(piece.sizes)
-        msg.size = piece.total + payload + 1 if payload else 2
+        message.update(content)
+        message.update(stamp)
+        return self._measured(message, si)
 
     # (2) decide: every strategy unperturbed first, then under each perturbation.
     def decide(self, start: int) -> None:
@@ -450,147 +374,32 @@ class _Chunk:
     def _emit_variant(self, at: tuple[int, int, int], base: Message, variant: Variant,
                       case_ref: str) -> None:
         ref = variant.reference or case_ref
-        if variant.patch is not None and variant.base is base.message \
-                and self.plan.tokenizer is None:
-            self._emit_patch(at, base, variant, PatchValue(*variant.patch), ref)
-            return
         message = variant.message
-        if message is base.message:
-            self._emit_base(at, base, ref, variant)
-            return
-        si = at[1]
-        msg = self._measured(message, base, variant.touched, si)
-        schema = msg.schema
-        if variant.full_validation and self.receipts[si] and not self.dry:
-            schema = self.checks.schema_valid(message)
-        self._emit(at, Facts(
-            meta=variant, ref=ref, size=msg.size, tokens=msg.tokens,
-            governance=msg.governance, schema=schema, has_state=msg.has_state(),
-            key=lambda slot: self._key(slot, msg), message=lambda: msg.message))
+        msg = base if message is base.message else self._measured(message, at[1])
+        self._emit_base(at, msg, ref, variant)
 
-    def _emit_patch(self, at: tuple[int, int, int], base: Message, variant: Variant,
-                    value: PatchValue, ref: str) -> None:
-        """A variant that sets (or removes) one member of its base: sized, checked and
-        keyed from the base and the member alone.
+    def _measured(self, message: Mapping[str, Any], si: int) -> Message:
+        """A message of strategy ``si``, measured (canonical payload bytes, tokens) and
+        checked (governance members; the receipt schema if the strategy sends receipts).
         """
-        member, new = value.member, value.value
-        if new is REMOVED and member not in base.message:  # removes nothing: the base
-            self._emit_base(at, base, ref, variant)
-            return
-        has_state = isinstance(new, Mapping) if member == "decision_state" \
-            else base.has_state()
-        if self.dry:
-            size, governance, schema = 0, True, None
-            value.size = max(value.size, 0)  # recorded blocks need a size
-        else:
-            size = self._patched_size(base, value)
-            governance = self._patched_governance(base, variant, value)
-            schema = self._patched_schema(base, variant, value) if self.receipts[at[1]] \
-                else None
-        self._emit(at, Facts(
-            meta=variant, ref=ref, size=size, tokens=None, governance=governance,
-            schema=schema,
-            has_state=has_state,
-            key=lambda slot: self._patch_key(slot, base, variant, value),
-            message=lambda: variant.message))
-
-    @staticmethod
-    def _patched_size(base: Message, value: PatchValue) -> int:
-        """Payload bytes of ``base`` with one member set (or removed): JCS writes each
-        member as ``"name":value``, separated by commas, inside braces.
-        """
-        member = value.member
-        if member in _ENVELOPE:
-            return base.size
-        payload, total = base.payload, base.total
-        old = base.part_sizes().get(member)
-        if old is not None:
-            payload -= 1
-            total -= old
-        if value.value is not REMOVED:
-            if value.size < 0:
-                value.size = member_size(member) + canonical_size(value.value)
-            payload += 1
-            total += value.size
-        return total + payload + 1 if payload else 2
-
-    def _patched_governance(self, base: Message, variant: Variant, value: PatchValue) -> bool:
-        """Governance members present and valid, from the base's check and the member."""
-        member, new = value.member, value.value
-        if member not in _GOVERNANCE:
-            return base.governance
-        if new is REMOVED:
-            return False  # every governance member is required
-        if base.governance:
-            if value.governance is None:
-                value.governance = self.checks.member_valid(member, new)
-            return value.governance
-        return self.checks.governance_valid(variant.message)
-
-    def _patched_schema(self, base: Message, variant: Variant, value: PatchValue) -> bool:
-        """Receipt-schema validity, from the base's and the member's (when the base is
-        valid and the schema is member-wise), else of the whole message.
-        """
-        checks = self.checks
-        if variant.full_validation or not checks.memberwise or not base.schema:
-            return checks.schema_valid(variant.message)
-        if value.value is REMOVED:
-            return value.member not in checks.required
-        if value.schema is None:
-            value.schema = checks.member_valid(value.member, value.value)
-        return value.schema
-
-    def _patch_key(self, slot: Slot, base: Message, variant: Variant, value: PatchValue
-                   ) -> Hashable:
-        """The memo key of a patched message, from its base's key and the patch."""
-        key = self._key(slot, base)
-        member, new = value.member, value.value
-        if key[0] == "k":
-            if slot.member is not None:
-                entry = value.entries.get(slot.index, ABSENT)
-                if entry is ABSENT:
-                    entry = value.entries[slot.index] = \
-                        GONE if new is REMOVED else slot.member(member, new)
-                return ("p", slot.index, key[2], member, entry)
-            assert slot.project is not None  # noqa: S101 - a "k" key needs a projection
-            projected = slot.project(variant.message)
-            if projected is not None:
-                return ("k", slot.index, self.shared.intern(projected))
-        patch = GONE if new is REMOVED else canonical_bytes(new)
-        return ("c", slot.index, base.canonical(), member, patch)
-
-    def _measured(self, message: Mapping[str, Any], base: Message,
-                  touched: frozenset[str] | None, si: int) -> Message:
-        """A whole variant message, measured (sizes and checks reuse the base's when
-        the variant says which members it changed).
-        """
-        msg = Message(dict(message), self.nslots)
-        if self.dry:
+        msg = Message(message, self.nslots)
+        if self.dry:  # the scheduling pass needs the messages and their keys only
             return msg
-        if self.plan.tokenizer is not None:
-            msg.canon, msg.size = _measure(message)
-            msg.tokens = _tokens(self.plan, msg.canon, msg.size)
-        else:
-            self._sizes(msg, self.variant_sizes.setdefault(si, {}))
-        if touched is not None and not touched & _GOVERNANCE:
-            msg.governance = base.governance
-        else:
-            msg.governance = self.checks.governance_valid(message)
+        # The canonical bytes are not kept: a memo key on the whole message makes them
+        # again (Message.canonical), the rest need only their size.
+        canon, msg.size = _measure(message)
+        msg.tokens = _tokens(self.plan, canon, msg.size)
+        msg.governance = self.checks.governance_valid(message)
         if self.receipts[si]:
-            msg.schema = base.schema if touched is not None and not touched else \
-                self.checks.schema_valid(message)
+            msg.schema = self.checks.schema_valid(message)
         return msg
 
-    def _emit_base(self, at: tuple[int, int, int], base: Message, ref: str,
+    def _emit_base(self, at: tuple[int, int, int], msg: Message, ref: str,
                    meta: Variant | None) -> None:
-        schema = base.schema
-        if meta is not None and meta.full_validation and self.receipts[at[1]] \
-                and not self.dry:
-            schema = self.checks.schema_valid(base.message)
         self._emit(at, Facts(
-            meta=meta, ref=ref, size=base.size, tokens=base.tokens,
-            governance=base.governance, schema=schema, has_state=base.has_state(),
-            key=lambda slot: self._key(slot, base), message=lambda: base.message))
+            meta=meta, ref=ref, size=msg.size, tokens=msg.tokens,
+            governance=msg.governance, schema=msg.schema, has_state=msg.has_state(),
+            key=lambda slot: self._key(slot, msg), message=lambda: msg.message))
 
     # ------------------------------------------------------------------- keys
 
@@ -614,35 +423,23 @@ class _Chunk:
                  sample: int = 0) -> tuple[int, int, int]:
         """(outcome id, latency µs, memo flag) of one receiver decision.
 
-        A deterministic receiver's decision is looked up in the chunk's memo, then in
-        the run's (shared by the chunks of this process, and filled ahead of time for
-        slow receivers by the scheduling pass); only a decision no chunk has asked
-        for yet calls the receiver. Failed calls (a receiver that raised, a model call
-        that failed) are never memoised.
+        A deterministic receiver's decision is looked up in the run's memo (shared by
+        the chunks of this process, and filled ahead of time for slow receivers by the
+        scheduling pass); only a decision no chunk has asked for yet calls the
+        receiver. Failed calls (a receiver that raised, a model call that failed) are
+        never memoised.
         """
         if self.dry:
             return self._schedule(slot, facts, memoise=memoise, sample=sample)
         if not memoise:
-            return self._call(slot, facts, si, None, sample)
-        memo_key = drawn(facts.key(slot), sample)
-        found = self.memo.get(memo_key)
-        if found is not None:
-            self.hits += 1
-            return found, 0, 1
-        if not slot.slow and memo_key[0] == "c":  # type: ignore[index]
-            # A fast receiver keyed on the whole message: such keys are mostly one per
-            # case, so the run-wide memo would hold them all for little reuse.
-            return self._call(slot, facts, si, memo_key)
-        return self._shared_outcome(slot, facts, si, memo_key, sample)
+            return self._call(slot, facts, si, sample)
+        return self._shared_outcome(slot, facts, si, drawn(facts.key(slot), sample), sample)
 
-    def _call(self, slot: Slot, facts: Facts, si: int, memo_key: Hashable, sample: int = 0
-              ) -> tuple[int, int, int]:
-        """Call the receiver; memoise the outcome in the chunk under ``memo_key``."""
-        outcome, latency, usage, ok = _decide(slot.receiver, facts.message(), self.fail,
-                                              sample)
+    def _call(self, slot: Slot, facts: Facts, si: int, sample: int) -> tuple[int, int, int]:
+        """Call a receiver that is not memoised (draw ``sample``)."""
+        outcome, latency, usage, _ = _decide(slot.receiver, facts.message(), self.fail,
+                                             sample)
         oid = self._outcome_id(outcome)
-        if ok and memo_key is not None:
-            self.memo[memo_key] = oid
         self.calls += 1
         self._account(si, usage)
         return oid, latency, 0
@@ -677,8 +474,6 @@ class _Chunk:
             if ok or counted:
                 break
         oid = self._outcome_id(outcome)
-        if ok:
-            self.memo[memo_key] = oid
         if counted:
             self.calls += 1
             self._account(si, usage)
@@ -704,8 +499,8 @@ class _Chunk:
         """
         if slot.slow and memoise:
             key = drawn(facts.key(slot), sample)
-            if key not in self.memo:
-                self.memo[key] = 0
+            if key not in self.asked:
+                self.asked.add(key)
                 shared = self.shared
                 entry, mine = shared.entry(key)
                 if mine and slot.ahead:

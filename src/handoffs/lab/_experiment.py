@@ -11,6 +11,14 @@ Case sources stream: :class:`IterableCases` (a Python iterable or a factory of o
 :class:`JSONLinesCases` (one JSON object a line) and :class:`GeneratedCases`
 (Hypothesis-drawn decision states of the contract). Every source can be iterated
 more than once, which is what resuming an interrupted run needs.
+
+One concern, kept in one module although it is past 800 lines: the experiment as the
+user declares it (its parts, their validation, and the errors that name a bad part).
+The case sources are the most separable part, but they raise this module's errors
+(:class:`ExperimentError`, :class:`UserCodeError`) while :class:`Experiment` holds a
+:class:`CaseSource`, so a module of their own would import this one and be imported
+by it; moving them, or the errors, is a change of the lab's public face, not of the
+engine.
 """
 
 from __future__ import annotations

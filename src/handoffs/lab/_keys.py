@@ -7,19 +7,14 @@ strict receiver and the actuator read), besides the public configuration of thei
 admission (a :class:`~handoffs.receivers.Gate`'s contracts, trust, replay store,
 decision log, evidence resolver and readback; the lab's
 :class:`~handoffs.lab.GovernanceChecker`). From that, :func:`memo_key` computes a key
-on which decisions may be memoised and :func:`memo_member` one member's contribution
-to it. A receiver the lab does not know may compute its own key (:class:`Memoisable`);
-any other deterministic receiver is memoised on the whole canonical message.
+on which decisions may be memoised. A receiver the lab does not know may compute its
+own key (:class:`Memoisable`); any other deterministic receiver is memoised on the
+whole canonical message.
 
 **Soundness.** Two messages with equal keys get the same verdict, action and reason
 codes (not necessarily the same ids, messages or ``record``): the key keeps everything
 those depend on and may drop the rest, such as unique ids whose only effect is through
 their validity.
-
-**Member-wise.** A key is determined by its members' contributions, and determines
-them: the key of a message that differs from another in one member follows from the
-other's key and that member's contribution (or its absence). The lab keys perturbed
-messages this way without building them.
 """
 
 from __future__ import annotations
@@ -31,14 +26,13 @@ from handoffs.receivers import AuthoritativeActuator, FunctionReceiver, Gate, St
 from handoffs.receivers._memo import PROJECTED, memo_value
 from handoffs.receivers.models import ModelReceiver
 
-__all__ = ["Memoisable", "keyed", "memo_key", "memo_member", "memo_value"]
+__all__ = ["Memoisable", "keyed", "memo_key", "memo_value"]
 
 
 @runtime_checkable
 class Memoisable(Protocol):
     """A deterministic receiver that computes its own memo key (see the module's
-    soundness and member-wise rules); the lab uses it for receivers whose
-    declarations it cannot read.
+    soundness rule); the lab uses it for receivers whose declarations it cannot read.
     """
 
     def memo_key(self, message: Mapping[str, Any]) -> Hashable | None:
@@ -46,16 +40,6 @@ class Memoisable(Protocol):
         on anything smaller than the whole message.
         """
         ...
-
-    def memo_member(self, name: str, value: Any) -> Hashable:
-        """One member's contribution to :meth:`memo_key`."""
-        ...
-
-
-class _Unmemoisable:
-    """A key part equal only to itself."""
-
-    __slots__ = ()
 
 
 class _Missing:
@@ -86,21 +70,6 @@ def _admission_key(admission: Any, message: Mapping[str, Any], keep: frozenset[s
     if callable(own):
         return cast(Hashable | None, own(message, keep=keep))
     return None
-
-
-def _admission_member(admission: Any, name: str, value: Any, keep: frozenset[str]
-                      ) -> Hashable:
-    if isinstance(admission, Gate):
-        part = admission.memo_member(name, value)
-        if part is None:
-            return _Unmemoisable()
-        if not keep & PROJECTED:
-            return part
-        return (part, memo_value(value) if name in keep & PROJECTED else None)
-    own = getattr(admission, "memo_member", None)
-    if callable(own):
-        return cast(Hashable, own(name, value, keep=keep))
-    return _Unmemoisable()
 
 
 # ------------------------------------------------------------------- receivers
@@ -157,19 +126,3 @@ def _model_key(receiver: ModelReceiver, message: Mapping[str, Any]) -> Hashable 
     hidden = receiver.hidden
     return (admission, frozenset([(k, memo_value(v)) for k, v in message.items()
                                   if k not in hidden]))
-
-
-def memo_member(receiver: Any, name: str, value: Any) -> Hashable:
-    """One member's contribution to :func:`memo_key`."""
-    if isinstance(receiver, ModelReceiver):
-        return (_admission_member(receiver.gate, name, value, frozenset()),
-                None if name in receiver.hidden else memo_value(value))
-    if isinstance(receiver, FunctionReceiver | StrictContractReceiver
-                  | AuthoritativeActuator):
-        if receiver.reads is None:
-            return _Unmemoisable()
-        return _admission_member(receiver.gate, name, value, _reads(receiver))
-    own = getattr(receiver, "memo_member", None)
-    if callable(own):
-        return cast(Hashable, own(name, value))
-    return _Unmemoisable()

@@ -1,45 +1,28 @@
-"""Messages as a chunk decides them: measured pieces and messages, the facts of one
-decision, and each receiver's slot with its memoisation interface.
-
-A message is measured from the canonical sizes of its members (``"name":value`` per
-member, RFC 8785), so that a message assembled from an encoder's content and a
-governance stamp is sized without canonicalising it whole; its memo keys are computed
-lazily, once per receiver.
+"""Messages as a chunk decides them: measured messages, the facts of one decision,
+and each receiver's slot with its memoisation interface. A message's memo keys are
+computed lazily, once per receiver.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any, Final
+from typing import Any
 
-from handoffs._json import canonical_size
-from handoffs.lab._keys import keyed, memo_key, memo_member
+from handoffs.lab._keys import keyed, memo_key
 from handoffs.lab._plan import _measure
 from handoffs.lab.perturbations import Variant
 from handoffs.receivers import Receiver
 from handoffs.receivers.models import ModelReceiver
 
-__all__ = ["ABSENT", "GONE", "Facts", "Message", "PatchValue", "Piece", "Slot", "drawn",
-           "member_size", "sampled"]
-
-
-_NAME_SIZES: dict[str, int] = {}
-
-
-def member_size(name: str) -> int:
-    """Canonical size of a member name plus its colon."""
-    size = _NAME_SIZES.get(name)
-    if size is None:
-        size = _NAME_SIZES[name] = canonical_size(name) + 1
-    return size
+__all__ = ["Facts", "Message", "Slot", "drawn", "sampled"]
 
 
 class Slot:
     """One receiver of the chunk, with its memoisation interface."""
 
-    __slots__ = ("ahead", "deterministic", "index", "member", "memoised", "project",
-                 "receiver", "sampled", "slow")
+    __slots__ = ("ahead", "deterministic", "index", "memoised", "project", "receiver",
+                 "sampled", "slow")
 
     def __init__(self, index: int, receiver: Receiver) -> None:
         self.index = index
@@ -57,10 +40,8 @@ class Slot:
         self.ahead = getattr(getattr(receiver, "gate", None), "log", None) is None
         # the memo key the lab derives from the receiver's declaration (_keys)
         self.project: Callable[[Any], Hashable | None] | None = None
-        self.member: Callable[[str, Any], Hashable] | None = None
         if keyed(receiver):
             self.project = functools.partial(memo_key, receiver)
-            self.member = functools.partial(memo_member, receiver)
 
 
 def sampled(receiver: Receiver) -> bool:
@@ -76,63 +57,19 @@ def drawn(key: Hashable, sample: int) -> Hashable:
     return (key, sample) if sample else key
 
 
-class _Gone:
-    """The memo-key part of a removed member; also "not computed yet"."""
-
-    __slots__ = ()
-
-
-GONE: Final = _Gone()
-"""The memo-key part of a removed member."""
-
-ABSENT: Final = _Gone()
-"""A memo entry not computed yet."""
-
-
-class PatchValue:
-    """What a patch's new member value contributes: size, validity, memo entries."""
-
-    __slots__ = ("entries", "governance", "member", "schema", "size", "value")
-
-    def __init__(self, member: str, value: Any) -> None:
-        self.member = member
-        self.value = value
-        self.entries: dict[int, Hashable] = {}
-        self.size = -1
-        self.governance: bool | None = None
-        self.schema: bool | None = None
-
-
 class Message:
     """A measured message: size, validity and (lazily) its memo keys."""
 
-    __slots__ = ("canon", "governance", "keys", "message", "parts", "payload", "pieces",
-                 "schema", "size", "tokens", "total")
+    __slots__ = ("canon", "governance", "keys", "message", "schema", "size", "tokens")
 
     def __init__(self, message: Mapping[str, Any], slots: int) -> None:
         self.message = message
         self.keys: list[Any] = [None] * slots
         self.canon: bytes | None = None
-        # canonical sizes per piece, merged on first use; payload members; their sizes
-        self.parts: dict[str, int] | None = None
-        self.pieces: tuple[dict[str, int], ...] = ()
-        self.payload = 0
-        self.total = 0
         self.size = 0
         self.tokens: int | None = None
         self.governance = False
         self.schema: bool | None = None
-
-    def part_sizes(self) -> dict[str, int]:
-        """Canonical ``"name":value`` size of every payload member (merged on first use
-        from the sizes measured per piece: encoder content, governance stamp).
-        """
-        parts = self.parts
-        if parts is None:
-            parts = self.parts = {}
-            for piece in self.pieces:
-                parts.update(piece)
-        return parts
 
     def has_state(self) -> bool:
         """Whether the message carries a decision state object."""
@@ -143,51 +80,6 @@ class Message:
         if self.canon is None:
             self.canon = _measure(self.message)[0]
         return self.canon
-
-
-class Piece:
-    """Members shared by the messages of one case (a stamp, an encoder's content),
-    with their canonical ``"name":value`` sizes.
-    """
-
-    __slots__ = ("governance", "members", "sizes", "total")
-
-    def __init__(self, members: dict[str, Any], sizes: dict[str, int], total: int) -> None:
-        self.members = members
-        self.sizes = sizes
-        self.total = total
-        self.governance = False
-
-    @classmethod
-    def measure(cls, members: dict[str, Any], sized: bool,
-                last: dict[str, tuple[Any, int]] | None = None) -> Piece:
-        """Measure every member; ``last`` remembers each member's last value and size,
-        reused when the next piece holds the very same object (a service's constants).
-        """
-        sizes: dict[str, int] = {}
-        total = 0
-        if sized:
-            names = _NAME_SIZES
-            seen = {} if last is None else last
-            for name, value in members.items():
-                known = seen.get(name)
-                if known is not None and known[0] is value:
-                    size = known[1]
-                else:
-                    kind = type(value)
-                    # The commonest values inline; everything else by canonical_size.
-                    if kind is str and len(value) < 64 and value.isascii() \
-                            and value.isprintable() and '"' not in value and "\\" not in value:
-                        size = len(value) + 2
-                    elif kind is bool:
-                        size = 4 if value else 5
-                    else:
-                        size = canonical_size(value)
-                    size += names.get(name) or member_size(name)
-                    seen[name] = (value, size)
-                sizes[name] = size
-                total += size
-        return cls(members, sizes, total)
 
 
 class Facts:

@@ -50,9 +50,6 @@ _ENVELOPE: Final = frozenset(ENVELOPE_MEMBERS)
 _FORBIDDEN: Final = frozenset(GOVERNANCE_FIELDS) | _ENVELOPE
 
 
-_GOVERNANCE: Final = frozenset(GOVERNANCE_FIELDS)
-
-
 _RECEIPT_NAMESPACE: Final = uuid.UUID("6f1d3c1e-5d0b-4d4e-9d27-6c2f0f6b8a10")
 
 
@@ -186,14 +183,8 @@ def compile_plan(experiment: Experiment) -> Plan:
 
 
 class _Checks:
-    """Compiled schema checks for one contract (jsonschema-rs, built once).
-
-    Besides whole-message checks it holds one validator per receipt member, so that
-    a message that differs from a checked one in one member is checked by that
-    member alone: the receipt schema is closed (``additionalProperties: false``) and
-    constrains nothing across members, so a message is valid exactly when its
-    required members are present, it has no other members, and each member is
-    valid on its own. The governance check is the same with the governance members.
+    """Compiled schema checks for one contract (jsonschema-rs, built once): the
+    receipt schema, and its governance members alone.
     """
 
     def __init__(self, contract: Contract[Any, Any]) -> None:
@@ -208,14 +199,6 @@ class _Checks:
             "properties": {m: properties[m] for m in GOVERNANCE_FIELDS},
         }
         self.governance = jsonschema_rs.validator_for(governance)
-        self.memberwise = (set(schema) <= _SCHEMA_KEYS and schema.get("type") == "object"
-                           and schema.get("additionalProperties") is False)
-        self.required = frozenset(schema.get("required", ()))
-        defs = schema.get("$defs", {})
-        self.members = {
-            name: jsonschema_rs.validator_for({"$schema": schema["$schema"], "$defs": defs, **sub})
-            for name, sub in properties.items()
-        }
 
     def schema_valid(self, message: Mapping[str, Any]) -> bool:
         try:
@@ -228,20 +211,6 @@ class _Checks:
             return bool(self.governance.is_valid(message))
         except (ValueError, TypeError, OverflowError):
             return False
-
-    def member_valid(self, name: str, value: Any) -> bool:
-        """Whether ``value`` is valid for receipt member ``name`` (False if unknown)."""
-        validator = self.members.get(name)
-        if validator is None:
-            return False
-        try:
-            return bool(validator.is_valid(value))
-        except (ValueError, TypeError, OverflowError):
-            return False
-
-
-_SCHEMA_KEYS: Final = frozenset({"$schema", "$id", "title", "description", "type",
-                                 "additionalProperties", "required", "properties", "$defs"})
 
 
 _checks: dict[str, _Checks] = {}

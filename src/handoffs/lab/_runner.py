@@ -50,13 +50,11 @@ from handoffs.lab._keys import keyed, memo_key
 from handoffs.lab._memo import _shared_for, release_shared
 from handoffs.lab._messages import sampled
 from handoffs.lab._metrics import Aggregator
-from handoffs.lab._minimal import (
-    exhaustive_minimum,
-    search_receiver,
-)
+from handoffs.lab._minimal import exhaustive_minimum
 from handoffs.lab._plan import Plan, _compose, _reference_for, compile_plan, fingerprint
 from handoffs.lab._policy_scan import has_predicates, opaque_conditions
 from handoffs.lab._runlog import RunLog, RunLogError, read_run_log
+from handoffs.lab._search import search_receiver
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of
 from handoffs.lab.perturbations import Falsehood, Scoring
 from handoffs.receivers import Receiver

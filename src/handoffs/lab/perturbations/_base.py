@@ -111,8 +111,7 @@ class Variant:
     A variant either carries its whole ``message``, or describes it exactly as a
     *patch* of the message the perturbation was given (``Variant.patched``): one
     member set to a new value, or removed. A patched variant builds its message only
-    when something reads :attr:`message`; the lab reads the patch instead, to measure,
-    validate and memoise the variant without building it. Treat variants as immutable.
+    when something reads :attr:`message`. Treat variants as immutable.
 
     Attributes:
         message: what the receiver gets.
