@@ -117,7 +117,7 @@ def test_a_grant_without_a_fingerprint_is_refused() -> None:
     grant = WORLD.grant("routine-01")
     del grant["policy_fingerprint"]
     # Re-sign the grant as the policy service would have without a fingerprint.
-    from handoffs.contracts._proofs import sign
+    from handoffs.integrity import sign
 
     unsigned = {k: v for k, v in grant.items() if k != "proof"}
     grant = sign(unsigned, WORLD.service_key, purpose="capabilityDelegation",

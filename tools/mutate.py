@@ -102,7 +102,7 @@ TARGETS = (
     Target("signing", "src/handoffs/contracts",
            ("AuthorityGrant.from_json", "_verify_receipt", "check_addressed", "_verify_grant",
             "_check_covers"), SIGNING_TESTS),
-    Target("proofs", "src/handoffs/contracts",
+    Target("proofs", "src/handoffs/integrity",
            ("_signature_bytes", "_check_profile", "_verify", "_verify_one"), PROOF_TESTS),
     Target("instants", "src/handoffs", ("expired", "stale"), SIGNING_TESTS),
     Target("pipeline", "src/handoffs/receivers",

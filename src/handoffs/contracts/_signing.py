@@ -17,25 +17,19 @@ or extend validity: those are only ever compared against the signed grant.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
 import attrs
 
 from handoffs._errors import InvalidArgument, MalformedJSON, ProofError
-from handoffs._json import canonical_bytes, canonical_bytes_plain, check_value
 from handoffs._time import expired, format_time, parse_time, stale
 from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._fingerprint import policy_fingerprint as fingerprint_of
-from handoffs.contracts._proofs import (
-    VerifiedProof,
-    _verify,
-    sign,
-)
 from handoffs.contracts._receipt import Receipt, enum_member, structure, structure_valid
 from handoffs.contracts._registry import Registry, as_registry
-from handoffs.integrity import KeyRing, Signer
+from handoffs.integrity import KeyRing, Signer, VerifiedProof, sign, verify
 
 __all__ = [
     "ANY_AUDIENCE",
@@ -315,9 +309,8 @@ def verify_receipt(
         ValueError: ``InvalidArgument`` (also a TypeError), ``audience`` is neither a receiver name
             nor ``ANY_AUDIENCE``.
     """
-    # The document is checked as JSON data (limits, lone surrogates, non-JSON values);
-    # the same walk says whether it takes the canonical fast path, which then covers
-    # every part the proofs canonicalise.
+    # The proofs' check (handoffs.integrity.verify) checks the document as JSON data
+    # (limits, lone surrogates, non-JSON values) before it canonicalises any of it.
     if not isinstance(document, Mapping):
         raise MalformedJSON(
             f"a signed receipt is a JSON object, got {type(document).__name__}",
@@ -330,11 +323,10 @@ def verify_receipt(
     ):
         raise InvalidArgument(
             f"max_proof_age must be a positive timedelta or None, got {max_proof_age!r}")
-    encode = canonical_bytes_plain if check_value(document) else canonical_bytes
     contract = as_registry(registry).for_document(document)
     return _verify_receipt(
         document, keyring, now=now, contract=contract, audience=audience,
-        require_grant=require_grant, encode=encode, valid=False,
+        require_grant=require_grant, valid=False,
         max_age=contract.max_proof_age if max_proof_age is None else max_proof_age)
 
 
@@ -346,16 +338,14 @@ def _verify_receipt(
     contract: Contract[Any, Any],
     audience: str | AnyAudience,
     require_grant: bool,
-    encode: Callable[[Any], bytes],
     valid: bool,
     max_age: timedelta,
 ) -> VerifiedReceipt:
-    """The one receipt verification (:func:`verify_receipt` and the gate's step (2)),
-    canonicalising with ``encode``; ``valid`` says the caller has already checked the
+    """The one receipt verification (:func:`verify_receipt` and the gate's step (2));
+    ``valid`` says the caller has already checked the
     document against ``contract``'s schema.
     """
-    proofs = _verify(document, keyring, purpose=RECEIPT_PURPOSE, now=now, max_proofs=8,
-                     expected_domain=None, expected_challenge=None, encode=encode)
+    proofs = verify(document, keyring, purpose=RECEIPT_PURPOSE, now=now, max_proofs=8)
     if len(proofs) != 1:
         raise ProofError(f"a receipt carries exactly one sender proof, found {len(proofs)}",
                          code="proof-duplicated", json_path="$.proof")
@@ -373,7 +363,7 @@ def _verify_receipt(
             raise ProofError("the receipt carries no authority grant", code="grant-missing",
                              json_path="$.grant")
     else:
-        grant, grant_proof = _verify_grant(receipt, contract, keyring, now, encode)
+        grant, grant_proof = _verify_grant(receipt, contract, keyring, now)
     check_addressed(receipt.receiver, receipt.valid_until, audience, now)
     if stale(signer.created, max_age, now):
         raise ProofError(
@@ -412,13 +402,11 @@ def _grant_refusal(exc: ProofError) -> ProofError:
 
 def _verify_grant(
     receipt: Receipt[Any, Any], contract: Contract[Any, Any], keyring: KeyRing, now: datetime,
-    encode: Callable[[Any], bytes],
 ) -> tuple[AuthorityGrant, VerifiedProof]:
     doc = receipt.grant
     assert doc is not None  # noqa: S101 - checked by the caller
     try:
-        proofs = _verify(doc, keyring, purpose=GRANT_PURPOSE, now=now, max_proofs=8,
-                         expected_domain=None, expected_challenge=None, encode=encode)
+        proofs = verify(doc, keyring, purpose=GRANT_PURPOSE, now=now, max_proofs=8)
     except ProofError as exc:
         raise _grant_refusal(exc) from exc
     if len(proofs) != 1:

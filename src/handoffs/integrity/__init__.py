@@ -9,10 +9,13 @@ Nothing here knows contracts, receipts or receivers. The public face:
   and :func:`registered_cryptosuites`: ``eddsa-jcs-2022`` and ``ecdsa-jcs-2019``;
 - **signing**: the :class:`Signer` protocol and :class:`CallableSigner`, for a key
   that lives in a KMS or an HSM;
+- **proofs**: :func:`sign` and :func:`verify`, W3C Data Integrity proofs over a
+  plain-JSON document (the profile receipts, grants, handoff chains and release
+  artefacts use), each proof that passed returned as a :class:`VerifiedProof`;
 - **errors**: :class:`KeyRingError` (a malformed ring or key) and
   :class:`UnknownKey` (no trusted key for a verification method).
 
-Proofs over documents and receipts stay in :mod:`handoffs.contracts`.
+Receipts and authority grants, signed with these proofs, are :mod:`handoffs.contracts`.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from handoffs._errors import KeyRingError, UnknownKey
 from handoffs.integrity._jwks import key_ring_from_agent_card, key_ring_from_jwks
 from handoffs.integrity._keyring import KeyEntry, KeyRing
 from handoffs.integrity._keys import SigningKey
+from handoffs.integrity._proofs import VerifiedProof, sign, verify
 from handoffs.integrity._signer import CallableSigner, P256SigningKey, Signer
 from handoffs.integrity._suites import Cryptosuite, cryptosuite, registered_cryptosuites
 
@@ -34,8 +38,11 @@ __all__ = [
     "Signer",
     "SigningKey",
     "UnknownKey",
+    "VerifiedProof",
     "cryptosuite",
     "key_ring_from_agent_card",
     "key_ring_from_jwks",
     "registered_cryptosuites",
+    "sign",
+    "verify",
 ]

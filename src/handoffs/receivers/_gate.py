@@ -47,11 +47,10 @@ from handoffs._json import (
     DEFAULT_LIMITS,
     JSONLimits,
     canonical_bytes,
-    canonical_bytes_plain,
     check_value,
     loads_plain,
 )
-from handoffs._time import format_time, utc_now
+from handoffs._time import CLOCK_SKEW, format_time, utc_now
 from handoffs.contracts import (
     Contract,
     EvidenceFresh,
@@ -65,7 +64,6 @@ from handoffs.contracts import (
 )
 from handoffs.contracts._contract import ContextDependency
 from handoffs.contracts._fingerprint import check_policy_pin
-from handoffs.contracts._proofs import CLOCK_SKEW
 from handoffs.contracts._receipt import structure
 from handoffs.contracts._registry import as_registry
 from handoffs.contracts._schema import validate_checked as _validate
@@ -553,13 +551,9 @@ class Gate:
             raise InvalidArgument("the gate's clock returned a naive datetime", code="bad-clock")
         verified = None
         if isinstance(self.trust, KeyRing):
-            # The parser's word that the document is plain covers every part the
-            # proofs canonicalise.
             verified = _verify_receipt(
                 parsed.document, self.trust, now=now, contract=parsed.plan.contract,
-                audience=self.identity, require_grant=True,
-                encode=canonical_bytes_plain if parsed.plain else canonical_bytes,
-                valid=True, max_age=parsed.plan.max_age,
+                audience=self.identity, require_grant=True, valid=True, max_age=parsed.plan.max_age,
             )
             receipt = verified.receipt
             run.sender = verified.signer.controller
