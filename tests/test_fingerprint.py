@@ -150,7 +150,7 @@ def test_a_callable_reloaded_from_changed_source_gets_a_new_digest(
     import os
     import sys
 
-    from handoffs.contracts._fingerprint import callable_digest
+    from handoffs._callables import callable_digest
 
     module = tmp_path / "digested_rule.py"
     module.write_text("class Rule:\n    x = 1\n\n\ndef rule():\n    return 1\n", "utf-8")

@@ -366,6 +366,13 @@ class Contract(Generic[S, A]):
         return f"{self.name}/{self.version}"
 
     @property
+    def schema_id(self) -> str:
+        """The stable ``$id`` of this version's receipt schema,
+        ``"urn:handoffs:schema:<name>:<version>"``.
+        """
+        return f"urn:handoffs:schema:{self.name}:{self.version}"
+
+    @property
     def version_key(self) -> tuple[int, int, int]:
         """The version as ``(major, minor, patch)``, for ordering versions."""
         major, minor, patch = (int(part) for part in self.version.split("."))

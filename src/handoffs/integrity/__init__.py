@@ -5,8 +5,8 @@ Nothing here knows contracts, receipts or receivers. The public face:
 - **keys**: :class:`SigningKey` (Ed25519, in memory), :class:`P256SigningKey`, the
   trust store :class:`KeyRing` and its :class:`KeyEntry`, filled by hand or from a
   pinned JWKS (:func:`key_ring_from_jwks`, :func:`key_ring_from_agent_card`);
-- **suites**: the :class:`Cryptosuite` protocol, :func:`cryptosuite` (the registry)
-  and :func:`registered_cryptosuites`: ``eddsa-jcs-2022`` and ``ecdsa-jcs-2019``;
+- **suites**: ``eddsa-jcs-2022`` (Ed25519) and ``ecdsa-jcs-2019`` (P-256); a key's
+  Multikey header picks its suite, so a message never chooses the algorithm;
 - **signing**: the :class:`Signer` protocol and :class:`CallableSigner`, for a key
   that lives in a KMS or an HSM;
 - **proofs**: :func:`sign` and :func:`verify`, W3C Data Integrity proofs over a
@@ -26,11 +26,9 @@ from handoffs.integrity._keyring import KeyEntry, KeyRing
 from handoffs.integrity._keys import SigningKey
 from handoffs.integrity._proofs import VerifiedProof, sign, verify
 from handoffs.integrity._signer import CallableSigner, P256SigningKey, Signer
-from handoffs.integrity._suites import Cryptosuite, cryptosuite, registered_cryptosuites
 
 __all__ = [
     "CallableSigner",
-    "Cryptosuite",
     "KeyEntry",
     "KeyRing",
     "KeyRingError",
@@ -39,10 +37,8 @@ __all__ = [
     "SigningKey",
     "UnknownKey",
     "VerifiedProof",
-    "cryptosuite",
     "key_ring_from_agent_card",
     "key_ring_from_jwks",
-    "registered_cryptosuites",
     "sign",
     "verify",
 ]

@@ -30,7 +30,6 @@ from handoffs._json import digest
 from handoffs._time import format_time
 from handoffs.contracts import to_json_schema
 from handoffs.contracts._fields import MISSING
-from handoffs.contracts._schema import schema_id
 from handoffs.contracts.policy import policy_fingerprint
 from handoffs.lab._experiment import wire_value
 from handoffs.lab._release import evaluate_gate, release_artefact
@@ -121,7 +120,7 @@ def _experiment_section(experiment: Experiment, plan: Plan, aggregator: Aggregat
         "name": experiment.name,
         "description": experiment.description or contract.description,
         "contract": contract.id,
-        "schema_id": schema_id(contract),
+        "schema_id": contract.schema_id,
         "schema_digest": digest(to_json_schema(contract)),
         "contract_digest": digest(contract.describe()),
         "policy_fingerprint": policy_fingerprint(contract),

@@ -36,6 +36,7 @@ from typing import Any, Final, NamedTuple, cast
 
 import attrs
 
+from handoffs._audience import check_addressed
 from handoffs._errors import (
     HandoffsError,
     InvalidArgument,
@@ -61,13 +62,9 @@ from handoffs.contracts import (
     Registry,
     RoleHeld,
     VerifiedReceipt,
+    validate,
+    verify_receipt,
 )
-from handoffs.contracts._contract import ContextDependency
-from handoffs.contracts._fingerprint import check_policy_pin
-from handoffs.contracts._receipt import structure
-from handoffs.contracts._registry import as_registry
-from handoffs.contracts._schema import validate_checked as _validate
-from handoffs.contracts._signing import _verify_receipt, check_addressed
 from handoffs.contracts.policy import policy_fingerprint
 from handoffs.integrity import KeyRing
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
@@ -241,7 +238,8 @@ def _text(value: Any) -> str | None:
 # ---------------------------------------------------------------------------- schema
 
 
-def check_schema(contract: Contract[Any, Any], document: Mapping[str, Any]) -> None:
+def check_schema(contract: Contract[Any, Any], document: Mapping[str, Any],
+                 limits: JSONLimits = DEFAULT_LIMITS) -> None:
     """Validate ``document`` against the contract's schema (step 1).
 
     The contracts' validator answers the accept path with the compiled validator
@@ -253,17 +251,18 @@ def check_schema(contract: Contract[Any, Any], document: Mapping[str, Any]) -> N
         MalformedJSON: the object holds values that are not JSON data (``invalid-json``).
     """
     try:
-        _validate(contract, document)
+        validate(contract, document, limits=limits)
     except HandoffsError:
         raise
     except (ValueError, TypeError, OverflowError) as exc:
         raise MalformedJSON(f"the message is not plain JSON data: {exc}") from exc
 
 
-def _structure(contract: Contract[Any, Any], doc: Mapping[str, Any]) -> Receipt[Any, Any]:
+def _structure(contract: Contract[Any, Any], doc: Mapping[str, Any],
+               limits: JSONLimits) -> Receipt[Any, Any]:
     """Schema-validate ``doc`` and build the typed receipt (step 1 without proofs)."""
     try:
-        return structure(contract, doc)
+        return Receipt.from_json(doc, registry=contract, limits=limits)
     except HandoffsError:
         raise
     except (ValueError, TypeError, OverflowError) as exc:
@@ -282,6 +281,10 @@ def _same(claimed: Any, stated: Any) -> bool:
 def _identity(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
     if not isinstance(value, str) or not value or value != value.strip():
         raise InvalidArgument(f"{attribute.name} must be a non-empty identifier, got {value!r}")
+
+
+def _registry(value: Registry | Contract[Any, Any] | Iterable[Contract[Any, Any]]) -> Registry:
+    return Registry.coerce(value)
 
 
 def _roles(value: Iterable[str]) -> frozenset[str]:
@@ -424,7 +427,7 @@ class Gate:
 
     identity: str = attrs.field(validator=_identity)
     trust: KeyRing | UnsafeNoProofs = attrs.field(validator=_trust)
-    registry: Registry = attrs.field(converter=as_registry)
+    registry: Registry = attrs.field(converter=_registry)
     roles: frozenset[str] = attrs.field(default=frozenset(), converter=_roles)
     policy_service: PolicyService | None = attrs.field(
         default=None, validator=_optional_protocol(PolicyService)
@@ -540,9 +543,9 @@ class Gate:
             plan = self._plans[self.registry.for_document(document).id]
         run.fail_closed = plan.fail_closed
         if isinstance(self.trust, KeyRing):
-            check_schema(plan.contract, document)  # the typed receipt comes from (2)
+            check_schema(plan.contract, document, self.limits)  # the typed receipt: (2)
             return _Parsed(document, plain, plan, None)
-        return _Parsed(document, plain, plan, _structure(plan.contract, document))
+        return _Parsed(document, plain, plan, _structure(plan.contract, document, self.limits))
 
     def _proofs_step(self, run: _Run, parsed: _Parsed) -> _Verified:
         """(2) proofs: sender proof, grant, key validity, purpose, audience, time, replay."""
@@ -551,9 +554,10 @@ class Gate:
             raise InvalidArgument("the gate's clock returned a naive datetime", code="bad-clock")
         verified = None
         if isinstance(self.trust, KeyRing):
-            verified = _verify_receipt(
-                parsed.document, self.trust, now=now, contract=parsed.plan.contract,
-                audience=self.identity, require_grant=True, valid=True, max_age=parsed.plan.max_age,
+            verified = verify_receipt(
+                parsed.document, self.trust, registry=parsed.plan.contract,
+                audience=self.identity, now=now, max_proof_age=parsed.plan.max_age,
+                require_grant=True,
             )
             receipt = verified.receipt
             run.sender = verified.signer.controller
@@ -571,7 +575,8 @@ class Gate:
         resolved: dict[str, ResolvedEvidence] = {}
         plan = verified.parsed.plan
         contract = plan.contract
-        check_policy_pin(contract, verified.verified, fingerprint=plan.fingerprint)
+        if verified.verified is not None:  # None only under UnsafeNoProofs: nothing signed
+            verified.verified.check_policy_pin(contract, fingerprint=plan.fingerprint)
         if contract.context:
             self._check_context(contract, verified.receipt, verified.now, resolved)
         return _InContext(verified, resolved)
@@ -618,7 +623,7 @@ class Gate:
 
     def _unmet(  # noqa: PLR0911 - one return per dependency outcome reads best
         self,
-        dependency: ContextDependency,
+        dependency: Any,  # one of Contract.context: a PolicyResolvable, RoleHeld, ...
         receipt: Receipt[Any, Any],
         now: datetime,
         resolved: dict[str, ResolvedEvidence],
