@@ -25,7 +25,6 @@ from handoffs.contracts import (
     DecisionContent,
     GovernanceService,
     GrantIssuer,
-    GrantSource,
     Interval,
     LossMatrix,
     ProofError,
@@ -38,6 +37,7 @@ from handoffs.contracts import (
     decision_field,
     verify_receipt,
 )
+from handoffs.contracts._sender import GrantSource
 from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.integrity import KeyRing, SigningKey
 from handoffs.receivers import Gate, Step, StrictContractReceiver, Verdict

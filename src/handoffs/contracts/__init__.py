@@ -48,9 +48,8 @@ from handoffs.contracts._receipt import (
 )
 from handoffs.contracts._registry import Registry
 from handoffs.contracts._schema import to_json_schema, validate
-from handoffs.contracts._sender import GrantIssuer, GrantSource, Sender
+from handoffs.contracts._sender import GrantIssuer, Sender
 from handoffs.contracts._signing import (
-    AuthorityGrant,
     VerifiedReceipt,
     issue_grant,
     sign_receipt,
@@ -61,7 +60,6 @@ __all__ = [
     "ANY_AUDIENCE",
     "GOVERNANCE_FIELDS",
     "Authority",
-    "AuthorityGrant",
     "Contract",
     "ContractDefinitionError",
     "DecisionContent",
@@ -73,7 +71,6 @@ __all__ = [
     "Governance",
     "GovernanceService",
     "GrantIssuer",
-    "GrantSource",
     "HardConstraint",
     "Interval",
     "LossMatrix",

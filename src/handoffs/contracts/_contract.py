@@ -7,12 +7,12 @@ import re
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from functools import cached_property
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar, cast
 
 import attrs
 
 from handoffs._errors import ContractDefinitionError, InvalidArgument, PolicyError
-from handoffs.contracts._fields import FieldKind, FieldSpec, state_fields
+from handoffs.contracts._fields import FieldKind, FieldSpec, _converter, state_fields
 from handoffs.contracts._policy import Condition, Outcome, Policy, arithmetic_conditions
 
 __all__ = [
@@ -391,6 +391,12 @@ class Contract(Generic[S, A]):
     def view(self, state: S) -> dict[str, Any]:
         """A full state as a view for :meth:`~handoffs.contracts.policy.Policy.evaluate`."""
         return {spec.name: getattr(state, spec.name) for spec in self.fields}
+
+    def dump_state(self, state: S) -> dict[str, Any]:
+        """A full state's JSON form, as a receipt's ``decision_state`` carries it (enums
+        as their values, intervals as ``{"lo": ..., "hi": ...}``).
+        """
+        return cast("dict[str, Any]", _converter.unstructure(state))
 
     def decide(self, state: S) -> A:
         """The reference action for a complete state (always determined)."""

@@ -18,10 +18,10 @@ import attrs
 from handoffs._errors import InvalidArgument, UntrustedGovernance
 from handoffs._members import PROTECTED_MEMBERS
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
+from handoffs.contracts._fields import _converter
 from handoffs.contracts._receipt import (
     EvidenceRef,
     Governance,
-    _converter,
 )
 
 __all__ = [

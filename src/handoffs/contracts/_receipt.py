@@ -25,7 +25,7 @@ from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, load_obj
 from handoffs._members import ENVELOPE_MEMBERS, PROTECTED_MEMBERS
 from handoffs._time import format_time, parse_time
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
-from handoffs.contracts._fields import Interval
+from handoffs.contracts._fields import _converter
 
 __all__ = [
     "IDENTIFIER_RULE",
@@ -342,21 +342,6 @@ def payload_bytes(message: Mapping[str, Any]) -> int:
     overhead per message and reported apart.
     """
     return len(canonical_bytes({k: v for k, v in message.items() if k not in ENVELOPE_MEMBERS}))
-
-
-def _structure_interval(value: Any, _: type[Any]) -> Interval:
-    return Interval(value["lo"], value["hi"])
-
-
-def _make_converter() -> cattrs.Converter:
-    converter = cattrs.Converter(forbid_extra_keys=True)
-    converter.register_structure_hook(Interval, _structure_interval)
-    converter.register_unstructure_hook(Interval, lambda i: {"lo": i.lo, "hi": i.hi})
-    converter.register_unstructure_hook(enum.Enum, lambda e: e.value)
-    return converter
-
-
-_converter: Final = _make_converter()
 
 
 def structure(contract: Contract[S, A], doc: Mapping[str, Any]) -> Receipt[S, A]:
