@@ -2,9 +2,11 @@
 
 The Draft 2020-12 dialect, the patterns of identifiers, RFC 3339 ``Z`` times and
 ``sha256:`` digests, the schema of a W3C Data Integrity proof, and the one wording of
-a schema violation (``expected a boolean, got 'yes'``). Used by the contracts (every
+a schema violation (``expected a boolean, got 'yes'``), and the checked-in text of a
+schema. Used by the contracts (every
 receipt schema, ``handoffs.contracts._schema``) and the receivers (the handoff chain's
-schema, ``handoffs.receivers.chains._schema``).
+schema, ``handoffs.receivers.chains._schema``); the command line writes the chain's
+schema file with :func:`render_json_schema` too.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ __all__ = [
     "TIME_PATTERN",
     "describe",
     "proof_schema",
+    "render_json_schema",
     "violation_message",
 ]
 
@@ -114,3 +117,8 @@ def violation_message(  # noqa: PLR0911 - one wording per keyword
     if keyword == "pattern":
         return f"{got!r} does not match {value!r}"
     return f"{got!r} is not valid under any of the given schemas"
+
+
+def render_json_schema(schema: dict[str, Any]) -> str:
+    """The checked-in text of any schema: two-space indent, UTF-8, final newline."""
+    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"

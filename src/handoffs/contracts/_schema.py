@@ -8,7 +8,6 @@ the checked-in copies; a test fails when code and files drift.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -25,6 +24,7 @@ from handoffs._schemas import (
     TIME_PATTERN,
     describe,
     proof_schema,
+    render_json_schema,
     violation_message,
 )
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # python-jsonschema describes rare violations; imported when 
 __all__ = [
     "content_json_schema",
     "iter_violations",
-    "render_json_schema",
     "render_schema",
     "schema_path",
     "to_json_schema",
@@ -376,8 +375,3 @@ def write_schema(root: Path, contract: Contract[Any, Any]) -> Path:
 def render_schema(contract: Contract[Any, Any]) -> str:
     """The exact text checked in for a contract version."""
     return render_json_schema(to_json_schema(contract))
-
-
-def render_json_schema(schema: dict[str, Any]) -> str:
-    """The checked-in text of any schema: two-space indent, UTF-8, final newline."""
-    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
