@@ -62,9 +62,10 @@ from handoffs.contracts import (
     Registry,
     RoleHeld,
     VerifiedReceipt,
-    validate,
     verify_receipt,
 )
+from handoffs.contracts._receipt import structure
+from handoffs.contracts._schema import validate_checked as _validate
 from handoffs.contracts.policy import policy_fingerprint
 from handoffs.integrity import KeyRing
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
@@ -238,8 +239,7 @@ def _text(value: Any) -> str | None:
 # ---------------------------------------------------------------------------- schema
 
 
-def check_schema(contract: Contract[Any, Any], document: Mapping[str, Any],
-                 limits: JSONLimits = DEFAULT_LIMITS) -> None:
+def check_schema(contract: Contract[Any, Any], document: Mapping[str, Any]) -> None:
     """Validate ``document`` against the contract's schema (step 1).
 
     The contracts' validator answers the accept path with the compiled validator
@@ -251,18 +251,17 @@ def check_schema(contract: Contract[Any, Any], document: Mapping[str, Any],
         MalformedJSON: the object holds values that are not JSON data (``invalid-json``).
     """
     try:
-        validate(contract, document, limits=limits)
+        _validate(contract, document)
     except HandoffsError:
         raise
     except (ValueError, TypeError, OverflowError) as exc:
         raise MalformedJSON(f"the message is not plain JSON data: {exc}") from exc
 
 
-def _structure(contract: Contract[Any, Any], doc: Mapping[str, Any],
-               limits: JSONLimits) -> Receipt[Any, Any]:
+def _structure(contract: Contract[Any, Any], doc: Mapping[str, Any]) -> Receipt[Any, Any]:
     """Schema-validate ``doc`` and build the typed receipt (step 1 without proofs)."""
     try:
-        return Receipt.from_json(doc, registry=contract, limits=limits)
+        return structure(contract, doc)
     except HandoffsError:
         raise
     except (ValueError, TypeError, OverflowError) as exc:
@@ -543,9 +542,9 @@ class Gate:
             plan = self._plans[self.registry.for_document(document).id]
         run.fail_closed = plan.fail_closed
         if isinstance(self.trust, KeyRing):
-            check_schema(plan.contract, document, self.limits)  # the typed receipt: (2)
+            check_schema(plan.contract, document)  # the typed receipt comes from (2)
             return _Parsed(document, plain, plan, None)
-        return _Parsed(document, plain, plan, _structure(plan.contract, document, self.limits))
+        return _Parsed(document, plain, plan, _structure(plan.contract, document))
 
     def _proofs_step(self, run: _Run, parsed: _Parsed) -> _Verified:
         """(2) proofs: sender proof, grant, key validity, purpose, audience, time, replay."""
