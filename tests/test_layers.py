@@ -216,7 +216,6 @@ KNOWN_CROSS_PART = {
     ("handoffs.lab._memo", "handoffs.receivers._gate"),
     ("handoffs.lab._memo", "handoffs.receivers._model"),
     ("handoffs.lab._minimal", "handoffs.receivers._model"),
-    ("handoffs.lab._policy_scan", "handoffs.contracts._policy"),
     ("handoffs.service._metrics", "handoffs.receivers._log"),
     ("handoffs.service._store", "handoffs.receivers._log"),
     ("handoffs.service.postgres", "handoffs.receivers._log"),

@@ -13,7 +13,14 @@ import attrs
 
 from handoffs._errors import ContractDefinitionError, InvalidArgument, PolicyError
 from handoffs.contracts._fields import FieldKind, FieldSpec, _converter, state_fields
-from handoffs.contracts._policy import Condition, Outcome, Policy, arithmetic_conditions
+from handoffs.contracts._policy import (
+    Condition,
+)
+from handoffs.contracts._rules import (
+    Outcome,
+    Policy,
+    arithmetic_conditions,
+)
 
 __all__ = [
     "Authority",

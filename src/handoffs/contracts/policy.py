@@ -28,10 +28,12 @@ from handoffs.contracts._policy import (
     Is,
     Not,
     Over,
-    Policy,
     Predicate,
-    Rule,
     Under,
+)
+from handoffs.contracts._rules import (
+    Policy,
+    Rule,
 )
 
 __all__ = [
