@@ -82,8 +82,8 @@ from nacl.bindings import crypto_sign_open
 from nacl.exceptions import BadSignatureError
 
 from handoffs._json import canonical_bytes, dumps, loads
+from handoffs._time import CLOCK_SKEW
 from handoffs.contracts import Authority, EvidenceFresh, EvidenceRef, Governance, Receipt
-from handoffs.contracts._proofs import CLOCK_SKEW
 from handoffs.contracts._schema import _fast_validator, to_json_schema
 from handoffs.contracts._signing import issue_grant, sign_receipt, verify_receipt
 from handoffs.examples import payment
@@ -609,7 +609,7 @@ BEFORE = "0ff9115"  # main before the one check path (issue 20)
 # The modules the gate's steps (1) and (2) run through: parse, keys, proofs, receipt
 # and grant verification, the gate itself; ``integrity/`` from issue 20 on.
 VERIFICATION_PATH = ("src/handoffs/_json.py", "src/handoffs/_time.py",
-                     "src/handoffs/contracts/_keys.py", "src/handoffs/contracts/_proofs.py",
+                     "src/handoffs/contracts/_keys.py",
                      "src/handoffs/contracts/_signing.py", "src/handoffs/receivers/_gate.py",
                      "src/handoffs/integrity/")
 BEFORE_LINES = 2752  # code_lines of VERIFICATION_PATH at BEFORE, for a tree without git

@@ -21,7 +21,6 @@ import handoffs
 from handoffs._json import dumps
 from handoffs.cli import main
 from handoffs.contracts import Authority, Receipt, to_json_schema
-from handoffs.contracts._proofs import sign
 from handoffs.contracts._signing import issue_grant
 from handoffs.examples.payment import (
     GOVERNANCE,
@@ -29,7 +28,7 @@ from handoffs.examples.payment import (
     decision_contract_encoder,
     synthetic_cases,
 )
-from handoffs.integrity import SigningKey
+from handoffs.integrity import SigningKey, sign
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 CHECKED_IN = SCHEMAS / "payment-release" / "1.0.0.json"

@@ -20,10 +20,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from handoffs._errors import KeyRingError, ProofError
 from handoffs.contracts import Authority, EvidenceRef, Governance, Receipt
-from handoffs.contracts._proofs import create_proof, sign, verify, verify_proof
 from handoffs.contracts._signing import issue_grant, sign_receipt
 from handoffs.examples import payment
-from handoffs.integrity import KeyRing, SigningKey
+from handoffs.integrity import KeyRing, SigningKey, sign, verify
 from handoffs.integrity._signer import CallableSigner, P256SigningKey, Signer
 from handoffs.integrity._suites import (
     ECDSA_JCS_2019,
@@ -33,6 +32,7 @@ from handoffs.integrity._suites import (
     decode_multikey,
     registered_cryptosuites,
 )
+from handoffs.integrity._w3c import create_proof, verify_proof
 from handoffs.receivers import (
     Gate,
     InMemoryEvidenceResolver,

@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from handoffs.cli._lab import lab
 from handoffs.contracts import Interval, Receipt
-from handoffs.contracts.versions import FindingCode
+from handoffs.contracts._diff import FindingCode
 from handoffs.lab import run
 from handoffs.receivers import Step, Verdict
 

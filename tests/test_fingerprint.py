@@ -117,7 +117,7 @@ def test_a_grant_without_a_fingerprint_is_refused() -> None:
     grant = WORLD.grant("routine-01")
     del grant["policy_fingerprint"]
     # Re-sign the grant as the policy service would have without a fingerprint.
-    from handoffs.contracts._proofs import sign
+    from handoffs.integrity import sign
 
     unsigned = {k: v for k, v in grant.items() if k != "proof"}
     grant = sign(unsigned, WORLD.service_key, purpose="capabilityDelegation",
@@ -150,7 +150,7 @@ def test_a_callable_reloaded_from_changed_source_gets_a_new_digest(
     import os
     import sys
 
-    from handoffs.contracts._fingerprint import callable_digest
+    from handoffs._callables import callable_digest
 
     module = tmp_path / "digested_rule.py"
     module.write_text("class Rule:\n    x = 1\n\n\ndef rule():\n    return 1\n", "utf-8")

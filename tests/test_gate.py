@@ -21,13 +21,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from handoffs._audience import check_addressed
 from handoffs._errors import ProofError, UnknownContract
 from handoffs._json import JSONLimits, dumps
+from handoffs._time import CLOCK_SKEW
 from handoffs.contracts import Authority, Governance, Receipt
-from handoffs.contracts._proofs import CLOCK_SKEW, sign
-from handoffs.contracts._signing import check_addressed, issue_grant
+from handoffs.contracts._signing import issue_grant
 from handoffs.examples import payment
-from handoffs.integrity import KeyRing, SigningKey
+from handoffs.integrity import KeyRing, SigningKey, sign
 from handoffs.receivers import (
     Admitted,
     Decision,

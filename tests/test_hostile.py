@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 
 from handoffs._errors import WeakKey
 from handoffs._json import dumps, loads
-from handoffs.contracts import Authority, AuthorityGrant, ProofError, UntrustedGovernance
+from handoffs.contracts import Authority, ProofError, UntrustedGovernance
 from handoffs.contracts._encoders import compose
-from handoffs.contracts._proofs import sign
+from handoffs.contracts._signing import AuthorityGrant
 from handoffs.examples import payment
-from handoffs.integrity import KeyRing, SigningKey
+from handoffs.integrity import KeyRing, SigningKey, sign
 from handoffs.integrity._base58 import b58encode
 from handoffs.receivers import (
     AuthoritativeActuator,

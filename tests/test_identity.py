@@ -29,8 +29,7 @@ from handoffs._errors import (
 from handoffs._json import digest
 from handoffs._time import expired
 from handoffs.contracts import ANY_AUDIENCE
-from handoffs.contracts._proofs import sign
-from handoffs.integrity import KeyRing, SigningKey
+from handoffs.integrity import KeyRing, SigningKey, sign
 from handoffs.receivers._decision import Decision, Receiver, Step, Verdict
 from handoffs.receivers._replay import MemoryReplayStore
 from handoffs.receivers.chains import (

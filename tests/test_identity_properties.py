@@ -22,8 +22,7 @@ from hypothesis import strategies as st
 
 from handoffs._json import digest
 from handoffs._time import format_time
-from handoffs.contracts._proofs import sign
-from handoffs.integrity import KeyRing, SigningKey
+from handoffs.integrity import KeyRing, SigningKey, sign
 from handoffs.receivers._decision import Decision, Verdict
 from handoffs.receivers.chains import (
     HANDOFF_CHAIN_CONTRACT,

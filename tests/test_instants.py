@@ -21,9 +21,8 @@ import pytest
 from handoffs._errors import InvalidArgument, ProofError
 from handoffs._time import expired, stale
 from handoffs.contracts import ANY_AUDIENCE, Authority, verify_receipt
-from handoffs.contracts._proofs import verify
 from handoffs.contracts._signing import issue_grant
-from handoffs.integrity import KeyRing, SigningKey
+from handoffs.integrity import KeyRing, SigningKey, verify
 from handoffs.receivers import MemoryReplayStore, SQLiteDecisionLog, Step, Verdict
 from test_gate import CONTRACT, RECEIVER, SENDER, SERVICE, T0, WORLD, codes, raw, strict
 

@@ -288,7 +288,8 @@ def test_a_constraint_condition_must_read_declared_fields() -> None:
 
 
 def test_contract_diffs_compare_expressions_by_structure_and_exact_value() -> None:
-    from handoffs.contracts.versions import FindingCode, diff
+    from handoffs.contracts._diff import FindingCode
+    from handoffs.contracts.versions import diff
 
     same = pump.contract(lambda t: float(t) < pump.RISK, version="1.0.1")  # 2 and 2.0
     assert [f.code for f in diff(pump.EXPRESSION, same).findings] == []

@@ -16,20 +16,17 @@ from nacl.exceptions import BadSignatureError
 
 from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON, ProofError
 from handoffs._json import MAX_SAFE_INTEGER, canonical_bytes, loads
-from handoffs.contracts._proofs import (
-    CLOCK_SKEW,
+from handoffs._time import CLOCK_SKEW
+from handoffs.integrity import KeyRing, SigningKey, VerifiedProof, sign, verify
+from handoffs.integrity._base58 import b58decode, b58encode
+from handoffs.integrity._w3c import (
     CRYPTOSUITE,
     PROOF_TYPE,
-    VerifiedProof,
     _hash_data,
     _proof_config,
     create_proof,
-    sign,
-    verify,
     verify_proof,
 )
-from handoffs.integrity import KeyRing, SigningKey
-from handoffs.integrity._base58 import b58decode, b58encode
 
 VECTOR_FILE = json.loads((Path(__file__).parent / "vectors" / "eddsa-jcs-2022.json").read_text())
 VECTORS = {vector["id"]: vector for vector in VECTOR_FILE["vectors"]}

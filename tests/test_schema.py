@@ -16,7 +16,6 @@ from handoffs.contracts import Contract, Receipt, to_json_schema
 from handoffs.contracts._schema import (
     iter_violations,
     render_schema,
-    schema_id,
     schema_path,
     write_schema,
 )
@@ -54,7 +53,7 @@ def _walk(node: Any, path: str = "$") -> Iterator[tuple[str, dict[str, Any]]]:
 def test_schema_identity(contract: Contract[Any, Any]) -> None:
     schema = to_json_schema(contract)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert schema["$id"] == schema_id(contract) == (
+    assert schema["$id"] == contract.schema_id == (
         f"urn:handoffs:schema:{contract.name}:{contract.version}")
     assert schema["properties"]["contract"]["const"] == contract.id
     Draft202012Validator.check_schema(schema)

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from handoffs._members import ENVELOPE_MEMBERS
 from handoffs.contracts import (
     GOVERNANCE_FIELDS,
     Authority,
@@ -24,7 +25,6 @@ from handoffs.contracts import (
     DecisionContent,
     GovernanceService,
     GrantIssuer,
-    GrantSource,
     Interval,
     LossMatrix,
     ProofError,
@@ -37,7 +37,7 @@ from handoffs.contracts import (
     decision_field,
     verify_receipt,
 )
-from handoffs.contracts._receipt import ENVELOPE_MEMBERS
+from handoffs.contracts._sender import GrantSource
 from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.integrity import KeyRing, SigningKey
 from handoffs.receivers import Gate, Step, StrictContractReceiver, Verdict

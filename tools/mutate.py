@@ -100,11 +100,11 @@ class Named:
 
 TARGETS = (
     Target("signing", "src/handoffs/contracts",
-           ("AuthorityGrant.from_json", "_verify_receipt", "check_addressed", "_verify_grant",
-            "_check_covers"), SIGNING_TESTS),
-    Target("proofs", "src/handoffs/contracts",
+           ("AuthorityGrant.from_json", "_verify_receipt", "_verify_grant", "_check_covers"),
+           SIGNING_TESTS),
+    Target("proofs", "src/handoffs/integrity",
            ("_signature_bytes", "_check_profile", "_verify", "_verify_one"), PROOF_TESTS),
-    Target("instants", "src/handoffs", ("expired", "stale"), SIGNING_TESTS),
+    Target("instants", "src/handoffs", ("expired", "stale", "check_addressed"), SIGNING_TESTS),
     Target("pipeline", "src/handoffs/receivers",
            ("check_schema", "_same", "Gate._parse_step", "Gate._proofs_step"), PIPELINE_TESTS),
     Target("parse", "src/handoffs", ("_fast_loads", "_exact_parse", "_too_deep", "_simple",

@@ -42,7 +42,6 @@ import attrs
 
 from handoffs._errors import ContractSourceError, UnknownContract
 from handoffs.contracts import Contract, Registry
-from handoffs.contracts._registry import as_registry
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -136,7 +135,7 @@ def load_source(spec: str, *, origin: str, cwd: Path | None = None) -> ContractS
         except AttributeError as exc:
             raise _fail(spec, origin, f"{module_name} has no attribute {attribute!r}") from exc
     try:
-        registry = as_registry(value)
+        registry = Registry.coerce(value)
     except Exception as exc:
         raise _fail(spec, origin, f"{attribute} is a {type(value).__name__}, not a "
                     "Contract, a Registry or an iterable of contracts") from exc

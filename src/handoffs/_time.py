@@ -24,6 +24,7 @@ from typing import Final
 from handoffs._errors import InvalidArgument, MalformedJSON
 
 __all__ = [
+    "CLOCK_SKEW",
     "expired",
     "format_time",
     "format_utc",
@@ -33,6 +34,10 @@ __all__ = [
     "utc_now",
     "why_not_utc",
 ]
+
+#: How far in the future a signed ``created`` may lie before it is refused: one bound for
+#: the proofs (integrity) and the gate's freshness window (receivers).
+CLOCK_SKEW: Final = timedelta(minutes=5)
 
 
 def utc_now() -> datetime:

@@ -61,7 +61,6 @@ from handoffs.contracts import (
     Uncertainty,
     to_json_schema,
 )
-from handoffs.contracts._receipt import _converter
 from handoffs.contracts.analysis import geometry_states, realistic_value
 from handoffs.receivers import Receiver
 
@@ -397,7 +396,7 @@ def falsehoods(
 
     def falsify(changes: dict[str, Any]) -> S:
         false_state: S = attrs.evolve(state, **changes)  # type: ignore[misc]
-        document = _converter.unstructure(false_state)
+        document = contract.dump_state(false_state)
         errors = list(validator.iter_errors(document))
         if errors:  # pragma: no cover - a generator bug, never a legitimate draw
             raise AssertionError(

@@ -19,8 +19,8 @@ import attrs
 
 from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON, MissingExtra
 from handoffs._json import dumps, loads
-from handoffs.contracts import GOVERNANCE_FIELDS, Contract
-from handoffs.contracts._receipt import ENVELOPE_MEMBERS
+from handoffs._members import PROTECTED_MEMBERS
+from handoffs.contracts import Contract
 from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
 
 __all__ = [
@@ -39,7 +39,7 @@ __all__ = [
     "sign_content",
 ]
 
-PROTECTED_CONTENT: frozenset[str] = frozenset(GOVERNANCE_FIELDS) | frozenset(ENVELOPE_MEMBERS)
+PROTECTED_CONTENT: frozenset[str] = PROTECTED_MEMBERS
 """Members a model's content may never set (governance and envelope)."""
 
 NOT_FOR_THE_MODEL: frozenset[str] = frozenset({"grant", "proof", "id", "contract"})

@@ -67,34 +67,31 @@ Problem = tuple[str, Path, str, bool]
 
 def _lock_problems(directory: Path, contracts: Sequence[Contract[Any, Any]],
                    extra: Sequence[tuple[str, Path, str]]
-                   ) -> tuple[list[Problem], set[Path], int]:
-    """Every problem, the files export must not write (released versions that changed)
-    and how many files are published.
+                   ) -> tuple[list[Problem], set[str], int]:
+    """Every problem, what export must not write (the ids of released versions that
+    changed, the labels of changed plain schemas) and how many files are published.
     """
-    from handoffs.contracts._fingerprint import policy_path
-    from handoffs.contracts._lock import lock_problems
-    from handoffs.contracts._schema import schema_path
+    from handoffs.contracts.versions import lock_problems
 
     problems: list[Problem] = []
-    refused: set[Path] = set()
+    refused: set[str] = set()
     for contract in contracts:
         found = lock_problems(directory, contract)
         problems += [(p.kind, p.path, p.message, p.writable) for p in found]
         if any(not p.writable for p in found):
-            refused |= {schema_path(directory, contract), policy_path(directory, contract)}
+            refused.add(contract.id)
     for label, relative, expected in extra:
         plain = _plain_schema_problem(directory / relative, label, expected)
         if plain is not None:
             problems.append(plain)
             if not plain[3]:
-                refused.add(directory / relative)
+                refused.add(label)
     return problems, refused, 2 * len(contracts) + len(extra)
 
 
 def _plain_schema_problem(path: Path, label: str, expected: str) -> Problem | None:
     """The lock problem of a schema published without a contract (the handoff chain's)."""
-    from handoffs.contracts._diff import diff_schemas
-    from handoffs.contracts._lock import next_version
+    from handoffs.contracts.versions import diff_schemas
 
     if not path.is_file():
         return ("missing", path, f"missing: {path} ({label}, not yet exported)", True)
@@ -112,35 +109,30 @@ def _plain_schema_problem(path: Path, label: str, expected: str) -> Problem | No
         return ("unreadable", path, f"{path} is not a JSON object; restore it from version "
                                     "control", False)
     found = diff_schemas(old, new)
-    bump = found.required_bump if found.required_bump != "none" else "patch"
     name, _, version = label.rpartition("/")
     return ("changed", path,
             f"{label} is released ({path}) and its schema changed: "
             f"{', '.join(f'{f.code} @ {f.json_path}' for f in found.findings[:3]) or 'text'}"
             f". A released version never changes: publish it as {name}/"
-            f"{next_version(version, bump)} (a {bump} bump)", False)
+            f"{found.next_version(version)} (a {found.release_bump} bump)", False)
 
 
 def _write(directory: Path, contracts: Sequence[Contract[Any, Any]],
-           extra: Sequence[tuple[str, Path, str]], refused: set[Path]) -> None:
+           extra: Sequence[tuple[str, Path, str]], refused: set[str]) -> None:
     """Write every missing or reformatted file, except the ``refused`` ones (released
     versions that changed), saying ``wrote`` or ``unchanged`` for each.
     """
-    from handoffs.contracts._fingerprint import policy_path
-    from handoffs.contracts._lock import export_release
-    from handoffs.contracts._schema import schema_path
+    from handoffs.contracts.versions import export_release
 
     for contract in contracts:
-        paths = (schema_path(directory, contract), policy_path(directory, contract))
-        if paths[0] in refused:
+        if contract.id in refused:
             continue
-        written = set(export_release(directory, contract))
-        for path in paths:
-            click.echo(f"{'wrote' if path in written else 'unchanged'} {path}")
-    for _, relative, expected in extra:
+        for path, wrote in export_release(directory, contract).items():
+            click.echo(f"{'wrote' if wrote else 'unchanged'} {path}")
+    for label, relative, expected in extra:
+        if label in refused:
+            continue
         path = directory / relative
-        if path in refused:
-            continue
         if path.is_file() and path.read_text(encoding="utf-8") == expected:
             click.echo(f"unchanged {path}")
             continue
@@ -155,7 +147,7 @@ def _published() -> tuple[list[Contract[Any, Any]], list[tuple[str, Path, str]]]
     without a contract: (label, path under the schema directory, exact text) of the
     handoff chain's, with the shipped example.
     """
-    from handoffs.contracts._schema import render_json_schema
+    from handoffs._schemas import render_json_schema
     from handoffs.receivers.chains import HANDOFF_CHAIN_CONTRACT, handoff_chain_schema
 
     found, example = cli_discovered()
@@ -232,8 +224,7 @@ def schema_diff(*, old: str, new: str, output: str, check_version: bool) -> None
     change, a rule change included (or, with --check-version, on an insufficient
     version bump).
     """
-    from handoffs.contracts._diff import diff_schemas
-    from handoffs.contracts.versions import diff_policies
+    from handoffs.contracts.versions import diff_policies, diff_schemas
 
     (old_label, old_schema, old_policy) = _operand(old, "OLD")
     (new_label, new_schema, new_policy) = _operand(new, "NEW")

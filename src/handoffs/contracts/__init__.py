@@ -16,6 +16,7 @@ A :class:`Sender` turns decision content into signed receipt bytes;
 layer underneath it.
 """
 
+from handoffs._audience import ANY_AUDIENCE
 from handoffs._errors import (
     ContractDefinitionError,
     MalformedJSON,
@@ -24,6 +25,7 @@ from handoffs._errors import (
     UnknownContract,
     UntrustedGovernance,
 )
+from handoffs._members import GOVERNANCE_FIELDS
 from handoffs.contracts._contract import (
     Authority,
     Contract,
@@ -38,7 +40,6 @@ from handoffs.contracts._contract import (
 from handoffs.contracts._encoders import Encoder, GovernanceService, ReceiptEncoder
 from handoffs.contracts._fields import FieldKind, FieldSpec, Interval, decision_field
 from handoffs.contracts._receipt import (
-    GOVERNANCE_FIELDS,
     DecisionContent,
     EvidenceRef,
     Governance,
@@ -47,10 +48,8 @@ from handoffs.contracts._receipt import (
 )
 from handoffs.contracts._registry import Registry
 from handoffs.contracts._schema import to_json_schema, validate
-from handoffs.contracts._sender import GrantIssuer, GrantSource, Sender
+from handoffs.contracts._sender import GrantIssuer, Sender
 from handoffs.contracts._signing import (
-    ANY_AUDIENCE,
-    AuthorityGrant,
     VerifiedReceipt,
     issue_grant,
     sign_receipt,
@@ -61,7 +60,6 @@ __all__ = [
     "ANY_AUDIENCE",
     "GOVERNANCE_FIELDS",
     "Authority",
-    "AuthorityGrant",
     "Contract",
     "ContractDefinitionError",
     "DecisionContent",
@@ -73,7 +71,6 @@ __all__ = [
     "Governance",
     "GovernanceService",
     "GrantIssuer",
-    "GrantSource",
     "HardConstraint",
     "Interval",
     "LossMatrix",

@@ -7,13 +7,20 @@ import re
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from functools import cached_property
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar, cast
 
 import attrs
 
 from handoffs._errors import ContractDefinitionError, InvalidArgument, PolicyError
-from handoffs.contracts._fields import FieldKind, FieldSpec, state_fields
-from handoffs.contracts._policy import Condition, Outcome, Policy, arithmetic_conditions
+from handoffs.contracts._fields import FieldKind, FieldSpec, _converter, state_fields
+from handoffs.contracts._policy import (
+    Condition,
+)
+from handoffs.contracts._rules import (
+    Outcome,
+    Policy,
+    arithmetic_conditions,
+)
 
 __all__ = [
     "Authority",
@@ -366,6 +373,13 @@ class Contract(Generic[S, A]):
         return f"{self.name}/{self.version}"
 
     @property
+    def schema_id(self) -> str:
+        """The stable ``$id`` of this version's receipt schema,
+        ``"urn:handoffs:schema:<name>:<version>"``.
+        """
+        return f"urn:handoffs:schema:{self.name}:{self.version}"
+
+    @property
     def version_key(self) -> tuple[int, int, int]:
         """The version as ``(major, minor, patch)``, for ordering versions."""
         major, minor, patch = (int(part) for part in self.version.split("."))
@@ -384,6 +398,12 @@ class Contract(Generic[S, A]):
     def view(self, state: S) -> dict[str, Any]:
         """A full state as a view for :meth:`~handoffs.contracts.policy.Policy.evaluate`."""
         return {spec.name: getattr(state, spec.name) for spec in self.fields}
+
+    def dump_state(self, state: S) -> dict[str, Any]:
+        """A full state's JSON form, as a receipt's ``decision_state`` carries it (enums
+        as their values, intervals as ``{"lo": ..., "hi": ...}``).
+        """
+        return cast("dict[str, Any]", _converter.unstructure(state))
 
     def decide(self, state: S) -> A:
         """The reference action for a complete state (always determined)."""

@@ -16,12 +16,12 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 import attrs
 
 from handoffs._errors import InvalidArgument, UntrustedGovernance
+from handoffs._members import PROTECTED_MEMBERS
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
+from handoffs.contracts._fields import _converter
 from handoffs.contracts._receipt import (
-    PROTECTED_MEMBERS,
     EvidenceRef,
     Governance,
-    _converter,
 )
 
 __all__ = [

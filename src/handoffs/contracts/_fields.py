@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import attrs
+import cattrs
 
 from handoffs._errors import ContractDefinitionError, InvalidArgument
 
@@ -104,6 +105,13 @@ class FieldSpec:
     minimum: float | None = None
     maximum: float | None = None
     enum_type: type[enum.Enum] | None = None
+
+    @property
+    def fails_closed(self) -> bool:
+        """Whether a receiver must fail closed when the field is absent (no
+        ``if_missing`` value is assumed for it).
+        """
+        return self.if_missing is MISSING
 
     def domain(self) -> tuple[Any, ...] | None:
         """Every value of a finite field (bool, enum), or ``None`` for numbers."""
@@ -238,3 +246,20 @@ def state_fields(state: type[Any]) -> tuple[FieldSpec, ...]:
     if not specs:
         raise ContractDefinitionError(f"{state.__name__} declares no decision fields")
     return tuple(specs)
+
+
+def _structure_interval(value: Any, _: type[Any]) -> Interval:
+    return Interval(value["lo"], value["hi"])
+
+
+def _make_converter() -> cattrs.Converter:
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    converter.register_structure_hook(Interval, _structure_interval)
+    converter.register_unstructure_hook(Interval, lambda i: {"lo": i.lo, "hi": i.hi})
+    converter.register_unstructure_hook(enum.Enum, lambda e: e.value)
+    return converter
+
+
+_converter: Final = _make_converter()
+"""States and receipts to and from their JSON form (enums as values, intervals as
+``{"lo", "hi"}``); unknown keys are refused."""

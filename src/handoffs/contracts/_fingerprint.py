@@ -21,18 +21,14 @@ and ``schema export --check`` fails when a checked-in version's fingerprint move
 
 from __future__ import annotations
 
-import contextlib
 import enum
-import hashlib
-import inspect
 import json
-import weakref
 from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
-from handoffs._errors import ProofError
+from handoffs._callables import callable_digest
 from handoffs._json import digest
 from handoffs.contracts._contract import Contract, HardConstraint
 from handoffs.contracts._fields import MISSING, Interval
@@ -56,8 +52,6 @@ from handoffs.contracts._schema import to_json_schema
 
 __all__ = [
     "POLICY_FORMAT",
-    "callable_digest",
-    "check_policy_pin",
     "condition_json",
     "document_fingerprint",
     "policy_document",
@@ -85,38 +79,6 @@ def _number(value: int | float | Fraction) -> int | float | str:
     if isinstance(value, Fraction):
         return int(value) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
     return value
-
-
-def callable_digest(fn: Any) -> dict[str, Any]:
-    """A callable's identity for a fingerprint: ``{"callable": "module:qualname",
-    "source": "sha256:<hex>" or None}`` (``None`` when its source cannot be read,
-    a builtin or code typed at a prompt).
-    """
-    module = getattr(fn, "__module__", None) or "?"
-    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
-    return {"callable": f"{module}:{name}", "source": _source_digest(fn)}
-
-
-_SOURCE_DIGESTS: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
-"""Source digests by callable: ``inspect.getsource`` parses a class's whole module, and
-a run asks for the same callables' digests when it starts and when it reports. A
-function or class reloaded from changed source is a new object, with a new entry."""
-
-
-def _source_digest(fn: Any) -> str | None:
-    try:
-        return _SOURCE_DIGESTS[fn]
-    except (KeyError, TypeError):  # not seen yet, or neither hashable nor weakly held
-        pass
-    try:
-        source = inspect.getsource(fn)
-    except (OSError, TypeError):
-        found = None
-    else:
-        found = "sha256:" + hashlib.sha256(source.encode("utf-8")).hexdigest()
-    with contextlib.suppress(TypeError):
-        _SOURCE_DIGESTS[fn] = found
-    return found
 
 
 def _expr_json(expr: Expr) -> dict[str, Any]:
@@ -229,16 +191,6 @@ _FINGERPRINTS: dict[int, tuple[Contract[Any, Any], str]] = {}
 _FINGERPRINTS_LIMIT: Final = 4096
 
 
-class _Pinned(Protocol):
-    @property
-    def policy_fingerprint(self) -> str | None: ...
-
-
-class _Granted(Protocol):
-    @property
-    def grant(self) -> _Pinned | None: ...
-
-
 def document_fingerprint(document: Mapping[str, Any]) -> str:
     """The fingerprint a policy document's content gives (its ``fingerprint`` member
     left out), to check a document read from a file against the one it states.
@@ -256,35 +208,3 @@ def policy_path(root: Path, contract: Contract[Any, Any]) -> Path:
 def render_policy_document(contract: Contract[Any, Any]) -> str:
     """The exact text checked in: two-space indent, UTF-8, final newline."""
     return json.dumps(policy_document(contract), indent=2, ensure_ascii=False) + "\n"
-
-
-def check_policy_pin(contract: Contract[Any, Any], verified: _Granted | None, *,
-                     fingerprint: str | None = None) -> None:
-    """A gate's check, at its context step, that the receipt was granted under the very
-    policy the receiver holds for that contract version.
-
-    The authority grant is signed by the policy service, so untrusted content cannot
-    set its ``policy_fingerprint``. ``verified`` is the
-    :class:`~handoffs.contracts.VerifiedReceipt`, ``None`` only under
-    ``UnsafeNoProofs``, where nothing signed carries a fingerprint to compare.
-    ``fingerprint`` is :func:`policy_fingerprint` of ``contract`` when the caller holds
-    it already (the gate computes it once per contract, in its plan).
-
-    Raises:
-        ProofError: ``policy-fingerprint-missing`` when the grant names no fingerprint;
-            ``policy-mismatch`` when it names another than the contract's.
-    """
-    if verified is None or verified.grant is None:
-        return
-    pinned = verified.grant.policy_fingerprint
-    if pinned is None:
-        raise ProofError(
-            f"the authority grant names no policy fingerprint, so nothing says it was "
-            f"issued under this receiver's policy for {contract.id}",
-            code="policy-fingerprint-missing", json_path="$.grant")
-    own = policy_fingerprint(contract) if fingerprint is None else fingerprint
-    if pinned != own:
-        raise ProofError(
-            f"the grant was issued under policy {pinned}; this receiver's {contract.id} "
-            f"is {own}: the same version decides under different rules",
-            code="policy-mismatch", json_path="$.grant.policy_fingerprint")

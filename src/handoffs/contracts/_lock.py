@@ -22,13 +22,14 @@ import attrs
 
 from handoffs._errors import HandoffsError
 from handoffs._json import digest
+from handoffs._schemas import render_json_schema
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._diff import (
-    Bump,
     ContractDiff,
     VersionBumpError,
     diff_policies,
     diff_schemas,
+    next_version,
 )
 from handoffs.contracts._fingerprint import (
     document_fingerprint,
@@ -36,14 +37,13 @@ from handoffs.contracts._fingerprint import (
     policy_path,
     render_policy_document,
 )
-from handoffs.contracts._schema import render_json_schema, schema_path, to_json_schema
+from handoffs.contracts._schema import schema_path, to_json_schema
 
 __all__ = [
     "LockProblem",
     "ReleasedVersionChanged",
     "export_release",
     "lock_problems",
-    "next_version",
 ]
 
 ProblemKind = Literal["missing", "changed", "unreadable", "reformatted", "bump-too-small"]
@@ -64,20 +64,6 @@ class ReleasedVersionChanged(HandoffsError, ValueError):
         first = problems[0]
         super().__init__(first.message, code="released-version-changed",
                          json_path=str(first.path))
-
-
-def next_version(version: str, bump: Bump) -> str:
-    """The version after ``version`` with ``bump`` (before 1.0.0 a breaking change
-    moves the minor part and anything else the patch part, as Cargo does).
-    """
-    major, minor, patch = (int(p) for p in version.split("."))
-    if major == 0 and bump in ("major", "minor"):
-        bump = "minor" if bump == "major" else "patch"
-    if bump == "major":
-        return f"{major + 1}.0.0"
-    if bump == "minor":
-        return f"{major}.{minor + 1}.0"
-    return f"{major}.{minor}.{patch + 1}"
 
 
 @attrs.frozen
@@ -124,10 +110,8 @@ def _changed(contract: Contract[Any, Any], path: Path, old: tuple[Any, Any],
     (old_schema, old_policy), (new_schema, new_policy) = old, new
     found = (diff_policies(old_policy, new_policy, old_schema=old_schema, new_schema=new_schema)
              if old_policy is not None else diff_schemas(old_schema, new_schema))
-    bump: Bump = found.required_bump if found.findings else "patch"
-    if _RANK[bump] < _RANK["patch"]:
-        bump = "patch"
-    suggested = next_version(contract.version, bump)
+    bump = found.release_bump
+    suggested = found.next_version(contract.version)
     count = len(found.findings)
     what = (", ".join(f"{f.code} @ {f.json_path}" for f in found.findings[:3])
             + (f" and {count - 3} more" if count > 3 else "")) if count else (
@@ -249,9 +233,10 @@ def lock_problems(root: Path, contract: Contract[Any, Any]) -> list[LockProblem]
     return problems
 
 
-def export_release(root: Path, contract: Contract[Any, Any]) -> list[Path]:
-    """Write ``contract``'s missing (or reformatted) files under ``root``; return what was
-    written.
+def export_release(root: Path, contract: Contract[Any, Any]) -> dict[Path, bool]:
+    """Write ``contract``'s missing (or reformatted) files under ``root``
+    (``<root>/<name>/<version>.json`` and ``<version>.policy.json``); return each of the
+    two files with whether it was written.
 
     Raises:
         ReleasedVersionChanged: a checked-in version's definition changed (nothing is
@@ -263,9 +248,9 @@ def export_release(root: Path, contract: Contract[Any, Any]) -> list[Path]:
         raise ReleasedVersionChanged(refused)
     texts = {schema_path(root, contract): render_json_schema(to_json_schema(contract)),
              policy_path(root, contract): render_policy_document(contract)}
-    written = []
+    written = dict.fromkeys(texts, False)
     for problem in problems:
         problem.path.parent.mkdir(parents=True, exist_ok=True)
         problem.path.write_text(texts[problem.path], encoding="utf-8")
-        written.append(problem.path)
+        written[problem.path] = True
     return written

@@ -22,15 +22,13 @@ from handoffs._errors import (
     Violation,
 )
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, load_object
+from handoffs._members import ENVELOPE_MEMBERS, PROTECTED_MEMBERS
 from handoffs._time import format_time, parse_time
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
-from handoffs.contracts._fields import Interval
+from handoffs.contracts._fields import _converter
 
 __all__ = [
-    "ENVELOPE_MEMBERS",
-    "GOVERNANCE_FIELDS",
     "IDENTIFIER_RULE",
-    "PROTECTED_MEMBERS",
     "DecisionContent",
     "EvidenceRef",
     "Governance",
@@ -44,33 +42,6 @@ __all__ = [
 
 A = TypeVar("A", bound=enum.Enum)
 S = TypeVar("S")
-
-GOVERNANCE_FIELDS: Final = (
-    "case_id",
-    "sender",
-    "receiver",
-    "authority",
-    "policy_version",
-    "valid_until",
-    "evidence_refs",
-)
-"""Top-level receipt members only the trusted governance service may set."""
-
-CONTENT_FIELDS: Final = (
-    "proposed_action",
-    "decision_state",
-    "uncertainty",
-    "counterfactual_trigger",
-    "notes",
-)
-"""Top-level receipt members an encoder (possibly a language model) writes."""
-
-ENVELOPE_MEMBERS: Final = ("contract", "id", "grant", "proof")
-"""Members that identify, authorise and secure a message rather than carry its payload."""
-
-PROTECTED_MEMBERS: Final = frozenset(GOVERNANCE_FIELDS) | frozenset(ENVELOPE_MEMBERS)
-"""Members content may never set: governance comes from the service, the envelope from
-the signing layer."""
 
 _IDENT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}")
 IDENTIFIER_RULE: Final = (
@@ -308,10 +279,10 @@ class Receipt(Generic[S, A]):
             UnknownContract: the named contract or version is unknown.
             ReceiptValidationError: every schema violation, best first, with paths.
         """
-        from handoffs.contracts._registry import as_registry
+        from handoffs.contracts._registry import Registry
 
         doc = load_object(data, what="a receipt", limits=limits)
-        contract = as_registry(registry).for_document(doc)
+        contract = Registry.coerce(registry).for_document(doc)
         return structure(contract, doc)
 
 
@@ -371,21 +342,6 @@ def payload_bytes(message: Mapping[str, Any]) -> int:
     overhead per message and reported apart.
     """
     return len(canonical_bytes({k: v for k, v in message.items() if k not in ENVELOPE_MEMBERS}))
-
-
-def _structure_interval(value: Any, _: type[Any]) -> Interval:
-    return Interval(value["lo"], value["hi"])
-
-
-def _make_converter() -> cattrs.Converter:
-    converter = cattrs.Converter(forbid_extra_keys=True)
-    converter.register_structure_hook(Interval, _structure_interval)
-    converter.register_unstructure_hook(Interval, lambda i: {"lo": i.lo, "hi": i.hi})
-    converter.register_unstructure_hook(enum.Enum, lambda e: e.value)
-    return converter
-
-
-_converter: Final = _make_converter()
 
 
 def structure(contract: Contract[S, A], doc: Mapping[str, Any]) -> Receipt[S, A]:

@@ -10,7 +10,7 @@ import attrs
 from handoffs._errors import ContractDefinitionError, UnknownContract
 from handoffs.contracts._contract import Contract
 
-__all__ = ["Registry", "as_registry"]
+__all__ = ["Registry"]
 
 
 @attrs.frozen
@@ -27,6 +27,28 @@ class Registry:
     def of(cls, *contracts: Contract[Any, Any]) -> Registry:
         """A registry holding exactly ``contracts``."""
         return cls().with_contracts(contracts)
+
+    @classmethod
+    def coerce(cls, value: Registry | Contract[Any, Any] | Iterable[Contract[Any, Any]], *,
+               what: str = "registry") -> Registry:
+        """``value`` as a :class:`Registry`: a registry itself, one contract, or an
+        iterable of contracts (what every ``registry=`` argument accepts). Nothing else
+        is accepted: there is no default registry.
+
+        Raises:
+            ContractDefinitionError: ``value`` is none of those (``not-a-registry``).
+        """
+        if isinstance(value, Registry):
+            return value
+        if isinstance(value, Contract):
+            return cls.of(value)
+        if not isinstance(value, str | bytes | Mapping) and isinstance(value, Iterable):
+            contracts = tuple(value)
+            if all(isinstance(c, Contract) for c in contracts):
+                return cls.of(*contracts)
+        raise ContractDefinitionError(
+            f"{what} must be a Registry, a Contract or an iterable of contracts, "
+            f"got {type(value).__name__}", code="not-a-registry")
 
     def with_contracts(self, contracts: Iterable[Contract[Any, Any]]) -> Registry:
         """A new registry that also holds ``contracts`` (a same-id redefinition is refused)."""
@@ -77,24 +99,3 @@ class Registry:
 
     def __len__(self) -> int:
         return len(self.contracts)
-
-
-def as_registry(value: Registry | Contract[Any, Any] | Iterable[Contract[Any, Any]], *,
-                what: str = "registry") -> Registry:
-    """``value`` as a :class:`Registry`: a registry itself, one contract, or an
-    iterable of contracts. Nothing else is accepted: there is no default registry.
-
-    Raises:
-        ContractDefinitionError: ``value`` is none of those (``not-a-registry``).
-    """
-    if isinstance(value, Registry):
-        return value
-    if isinstance(value, Contract):
-        return Registry.of(value)
-    if not isinstance(value, str | bytes | Mapping) and isinstance(value, Iterable):
-        contracts = tuple(value)
-        if all(isinstance(c, Contract) for c in contracts):
-            return Registry.of(*contracts)
-    raise ContractDefinitionError(
-        f"{what} must be a Registry, a Contract or an iterable of contracts, "
-        f"got {type(value).__name__}", code="not-a-registry")

@@ -8,8 +8,7 @@ the checked-in copies; a test fails when code and files drift.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -17,37 +16,34 @@ import jsonschema_rs
 
 from handoffs._errors import MalformedJSON, ReceiptValidationError, Violation
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, check_value
+from handoffs._schemas import (
+    DIALECT,
+    DIGEST_PATTERN,
+    FAST_KEYWORDS,
+    IDENT_PATTERN,
+    TIME_PATTERN,
+    describe,
+    proof_schema,
+    render_json_schema,
+    violation_message,
+)
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._fields import FieldKind, FieldSpec
 
 if TYPE_CHECKING:  # python-jsonschema describes rare violations; imported when it must
-    import jsonschema.exceptions
     from jsonschema import Draft202012Validator
 
 __all__ = [
     "content_json_schema",
     "iter_violations",
-    "render_json_schema",
     "render_schema",
-    "schema_id",
     "schema_path",
     "to_json_schema",
     "validate",
     "write_schema",
 ]
 
-DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
-# No ``$``: Python's ``re.search`` lets ``$`` match before a final newline. The
-# character classes plus maxLength bound the value; the typed model re-checks it.
-_IDENT_PATTERN: Final = "^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$"
-_TIME_PATTERN: Final = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$"
-_DIGEST_PATTERN: Final = "^sha256:[0-9a-f]{64}$"
 _URI_PATTERN: Final = "^[a-z][a-z0-9+.-]*:[^\\s]{1,500}$"
-
-
-def schema_id(contract: Contract[Any, Any]) -> str:
-    """The stable ``$id`` of a contract version's schema."""
-    return f"urn:handoffs:schema:{contract.name}:{contract.version}"
 
 
 def _field_schema(spec: FieldSpec) -> dict[str, Any]:
@@ -74,43 +70,13 @@ def _field_schema(spec: FieldSpec) -> dict[str, Any]:
     return base
 
 
-def _proof_schema() -> dict[str, Any]:
-    text = {"type": "string", "maxLength": 512}
-    return {
-        "type": "object",
-        "description": "A W3C Data Integrity proof (cryptosuite eddsa-jcs-2022).",
-        "required": ["type", "cryptosuite", "verificationMethod", "proofPurpose", "proofValue"],
-        "additionalProperties": False,
-        "properties": {
-            "type": {"const": "DataIntegrityProof", "description": "Proof type."},
-            "cryptosuite": {"const": "eddsa-jcs-2022", "description": "Cryptosuite."},
-            "id": {**text, "description": "Proof identifier, referenced by previousProof."},
-            "created": {"type": "string", "pattern": _TIME_PATTERN,
-                        "description": "When the proof was created."},
-            "expires": {"type": "string", "pattern": _TIME_PATTERN,
-                        "description": "When the proof stops being valid."},
-            "verificationMethod": {**text, "description": "Key that made the proof."},
-            "proofPurpose": {**text, "description": "What the proof authorises."},
-            "previousProof": {
-                "description": "Earlier proof(s) this proof chains to.",
-                "anyOf": [text, {"type": "array", "items": text, "maxItems": 8}],
-            },
-            "domain": {**text, "description": "Intended domain of the proof."},
-            "challenge": {**text, "description": "Challenge answered by the proof."},
-            "nonce": {**text, "description": "Nonce against replay."},
-            "proofValue": {"type": "string", "pattern": "^z[1-9A-HJ-NP-Za-km-z]{40,100}$",
-                           "description": "Multibase base58btc Ed25519 signature."},
-        },
-    }
-
-
 def to_json_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
     """Generate the Draft 2020-12 JSON Schema of a contract version's receipts."""
-    ident = {"type": "string", "pattern": _IDENT_PATTERN, "maxLength": 128}
+    ident = {"type": "string", "pattern": IDENT_PATTERN, "maxLength": 128}
     state_props = {spec.name: _field_schema(spec) for spec in contract.fields}
     return {
         "$schema": DIALECT,
-        "$id": schema_id(contract),
+        "$id": contract.schema_id,
         "title": f"{contract.name} {contract.version} decision receipt",
         "description": contract.description,
         "type": "object",
@@ -155,14 +121,14 @@ def to_json_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
                      "properties": {
                          "uri": {"type": "string", "pattern": _URI_PATTERN, "maxLength": 512,
                                  "description": "Where the evidence lives."},
-                         "digest": {"type": "string", "pattern": _DIGEST_PATTERN,
+                         "digest": {"type": "string", "pattern": DIGEST_PATTERN,
                                     "description": "sha256 of the evidence content."},
                      }},
                 ]},
             },
             "policy_version": {**ident, "description": "The receiver policy version the "
                                                        "state was assessed under."},
-            "valid_until": {"type": "string", "pattern": _TIME_PATTERN,
+            "valid_until": {"type": "string", "pattern": TIME_PATTERN,
                             "description": "After this instant (UTC) the receipt must not be "
                                            "acted on."},
             "uncertainty": {"enum": [u.value for u in Uncertainty],
@@ -183,7 +149,7 @@ def to_json_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
                            "minItems": 1, "maxItems": 8}],
             },
         },
-        "$defs": {"proof": _proof_schema()},
+        "$defs": {"proof": proof_schema()},
     }
 
 
@@ -286,28 +252,6 @@ def _fast_validator(contract: Contract[Any, Any]) -> Any:
     return _compiled(contract).fast
 
 
-def _describe(error: jsonschema.exceptions.ValidationError) -> str:
-    keyword = str(error.validator)
-    if keyword not in _FAST_KEYWORDS:
-        return str(error.message)
-    missing = error.message.split("'")[1] if keyword == "required" else None
-    schema = error.schema if isinstance(error.schema, dict) else {}
-    return _message(keyword, error.instance, error.validator_value, schema, missing)
-
-
-def _article(expected: Any) -> str:
-    names = {"boolean": "a boolean", "string": "a string", "integer": "an integer",
-             "number": "a number", "object": "an object", "array": "an array"}
-    if isinstance(expected, list):
-        return " or ".join(names.get(str(e), str(e)) for e in expected)
-    return names.get(str(expected), str(expected))
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def iter_violations(contract: Contract[Any, Any], document: Any) -> Iterator[Violation]:
     """Every schema violation of ``document``, the most relevant first."""
     from jsonschema.exceptions import relevance
@@ -317,17 +261,11 @@ def iter_violations(contract: Contract[Any, Any], document: Any) -> Iterator[Vio
         yield Violation(
             json_path=error.json_path,
             schema_path="/".join(str(p) for p in error.absolute_schema_path),
-            message=_describe(error),
+            message=describe(error),
             validator=str(error.validator),
         )
 
 
-# Keywords whose violations the compiled validator's errors describe exactly as
-# python-jsonschema's do; any other keyword takes the reference path.
-_FAST_KEYWORDS: Final = frozenset({
-    "type", "required", "additionalProperties", "enum", "const", "minimum", "maximum",
-    "pattern", "anyOf",
-})
 # python-jsonschema's ``exceptions.WEAK_MATCHES``, which ``relevance`` ranks last.
 _WEAK_MATCHES: Final = frozenset({"anyOf", "oneOf"})
 _JSON_TYPES: Final[dict[str, Any]] = {
@@ -351,7 +289,7 @@ def _fast_violations(contract: Contract[Any, Any], document: Any) -> list[Violat
     rows = []
     for error in _fast_validator(contract).iter_errors(document):
         keyword = error.schema_path[-1] if error.schema_path else ""
-        if keyword not in _FAST_KEYWORDS:
+        if keyword not in FAST_KEYWORDS:
             return None
         # Ties keep python-jsonschema's traversal order: schema keywords as written.
         node: Any = schema
@@ -373,34 +311,11 @@ def _fast_violations(contract: Contract[Any, Any], document: Any) -> list[Violat
                not matches, order)
         json_path = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
         missing = error.kind.property if keyword == "required" else None
-        message = _message(keyword, instance, node, parent, missing)
+        message = violation_message(keyword, instance, node, parent, missing)
         rows.append((key, Violation(json_path, "/".join(str(s) for s in error.schema_path),
                                     message, keyword)))
     rows.sort(key=lambda row: row[0])
     return [violation for _, violation in rows]
-
-
-def _message(  # noqa: PLR0911 - one wording per keyword
-    keyword: str, got: Any, value: Any, schema: Mapping[str, Any], missing: str | None
-) -> str:
-    """The violation's wording; ``missing`` names the absent property of ``required``."""
-    if keyword == "type":
-        return f"expected {_article(value)}, got {_short(got)}"
-    if keyword == "required":
-        return f"required field {missing!r} missing"
-    if keyword == "additionalProperties":
-        extra = sorted(set(got) - set(schema.get("properties", {})))
-        return f"unknown field{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))}"
-    if keyword == "enum":
-        return f"expected one of {value}, got {_short(got)}"
-    if keyword == "const":
-        return f"expected {value!r}, got {_short(got)}"
-    if keyword in ("minimum", "maximum"):
-        return f"{_short(got)} is {'below' if keyword == 'minimum' else 'above'} the " \
-               f"{keyword} {value}"
-    if keyword == "pattern":
-        return f"{got!r} does not match {value!r}"
-    return f"{got!r} is not valid under any of the given schemas"
 
 
 def validate(
@@ -460,8 +375,3 @@ def write_schema(root: Path, contract: Contract[Any, Any]) -> Path:
 def render_schema(contract: Contract[Any, Any]) -> str:
     """The exact text checked in for a contract version."""
     return render_json_schema(to_json_schema(contract))
-
-
-def render_json_schema(schema: dict[str, Any]) -> str:
-    """The checked-in text of any schema: two-space indent, UTF-8, final newline."""
-    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"

@@ -76,7 +76,9 @@ class GrantIssuer:
     def grant(
         self, governance: Governance, *, contract: Contract[Any, Any], now: datetime
     ) -> dict[str, Any]:
-        """Issue and sign the grant for ``governance`` (see :class:`GrantSource`)."""
+        """Issue and sign the grant for ``governance`` (see
+        :class:`~handoffs.contracts._sender.GrantSource`).
+        """
         return issue_grant(
             self.key,
             issuer=self.issuer,

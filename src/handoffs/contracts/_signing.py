@@ -23,28 +23,25 @@ from typing import Any, Final
 
 import attrs
 
+from handoffs._audience import AUDIENCE_TYPES, AnyAudience, check_addressed
 from handoffs._errors import InvalidArgument, MalformedJSON, ProofError
 from handoffs._json import canonical_bytes, canonical_bytes_plain, check_value
 from handoffs._time import expired, format_time, parse_time, stale
 from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._fingerprint import policy_fingerprint as fingerprint_of
-from handoffs.contracts._proofs import (
-    VerifiedProof,
-    _verify,
-    sign,
-)
 from handoffs.contracts._receipt import Receipt, enum_member, structure, structure_valid
-from handoffs.contracts._registry import Registry, as_registry
-from handoffs.integrity import KeyRing, Signer
+from handoffs.contracts._registry import Registry
+from handoffs.integrity import KeyRing, Signer, VerifiedProof, sign
+# the proofs' check with the canonicalisation chosen by the caller (the gate's parser
+# has already checked the document under its own limits: see _verify_receipt)
+from handoffs.integrity._proofs import _verify
 
 __all__ = [
-    "ANY_AUDIENCE",
     "GRANT_PURPOSE",
     "POLICY_SERVICE_ROLE",
     "RECEIPT_PURPOSE",
     "AuthorityGrant",
     "VerifiedReceipt",
-    "check_addressed",
     "issue_grant",
     "sign_receipt",
     "verify_receipt",
@@ -56,31 +53,6 @@ RECEIPT_PURPOSE: Final = "assertionMethod"
 """Proof purpose of a sender's receipt proof."""
 POLICY_SERVICE_ROLE: Final = "policy-service"
 """The key-ring role a grant issuer's key must hold."""
-
-class AnyAudience:
-    """The type of :data:`~handoffs.contracts.ANY_AUDIENCE` (a singleton)."""
-
-    __slots__ = ()
-    _instance: AnyAudience | None = None
-
-    def __new__(cls) -> AnyAudience:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "ANY_AUDIENCE"
-
-    def __reduce__(self) -> str:
-        return "ANY_AUDIENCE"
-
-
-ANY_AUDIENCE: Final = AnyAudience()
-_AUDIENCE_TYPES: Final = (str, AnyAudience)  # a tuple: a union is built at every call
-"""The explicit choice not to check a receipt's audience (``audience=ANY_AUDIENCE``):
-for an auditor or a relay that verifies on someone else's behalf. A receiver always
-names itself instead; there is no silent default.
-"""
 
 _GRANT_KEYS: Final = frozenset({
     "type", "id", "issuer", "subject", "audience", "contract", "case_id", "policy_version",
@@ -270,6 +242,37 @@ class VerifiedReceipt:
     grant: AuthorityGrant | None
     grant_proof: VerifiedProof | None
 
+    def check_policy_pin(self, contract: Contract[Any, Any], *,
+                         fingerprint: str | None = None) -> None:
+        """Check that the receipt was granted under the very policy the receiver holds
+        for ``contract`` (a gate's check at its context step).
+
+        The authority grant is signed by the policy service, so untrusted content cannot
+        set its ``policy_fingerprint``. Without a grant (none was required) there is
+        nothing to compare. ``fingerprint`` is
+        :func:`~handoffs.contracts.policy.policy_fingerprint` of ``contract`` when the
+        caller holds it already (the gate computes it once per contract, in its plan).
+
+        Raises:
+            ProofError: ``policy-fingerprint-missing`` when the grant names no
+                fingerprint; ``policy-mismatch`` when it names another than the
+                contract's.
+        """
+        if self.grant is None:
+            return
+        pinned = self.grant.policy_fingerprint
+        if pinned is None:
+            raise ProofError(
+                f"the authority grant names no policy fingerprint, so nothing says it was "
+                f"issued under this receiver's policy for {contract.id}",
+                code="policy-fingerprint-missing", json_path="$.grant")
+        own = fingerprint_of(contract) if fingerprint is None else fingerprint
+        if pinned != own:
+            raise ProofError(
+                f"the grant was issued under policy {pinned}; this receiver's {contract.id} "
+                f"is {own}: the same version decides under different rules",
+                code="policy-mismatch", json_path="$.grant.policy_fingerprint")
+
 
 def _mismatch(name: str, got: object, expected: object, path: str) -> ProofError:
     return ProofError(f"grant {name} is {got!r}, the receipt says {expected!r}",
@@ -315,14 +318,13 @@ def verify_receipt(
         ValueError: ``InvalidArgument`` (also a TypeError), ``audience`` is neither a receiver name
             nor ``ANY_AUDIENCE``.
     """
-    # The document is checked as JSON data (limits, lone surrogates, non-JSON values);
-    # the same walk says whether it takes the canonical fast path, which then covers
-    # every part the proofs canonicalise.
+    # The proofs' check (handoffs.integrity.verify) checks the document as JSON data
+    # (limits, lone surrogates, non-JSON values) before it canonicalises any of it.
     if not isinstance(document, Mapping):
         raise MalformedJSON(
             f"a signed receipt is a JSON object, got {type(document).__name__}",
             code="not-an-object")
-    if not isinstance(audience, _AUDIENCE_TYPES) or not audience:
+    if not isinstance(audience, AUDIENCE_TYPES) or not audience:
         raise InvalidArgument(
             f"audience must name the receiver, or be ANY_AUDIENCE, got {audience!r}")
     if max_proof_age is not None and (
@@ -330,8 +332,11 @@ def verify_receipt(
     ):
         raise InvalidArgument(
             f"max_proof_age must be a positive timedelta or None, got {max_proof_age!r}")
+    # The document is checked as JSON data (limits, lone surrogates, non-JSON values);
+    # the same walk says whether it takes the canonical fast path, which then covers
+    # every part the proofs canonicalise.
     encode = canonical_bytes_plain if check_value(document) else canonical_bytes
-    contract = as_registry(registry).for_document(document)
+    contract = Registry.coerce(registry).for_document(document)
     return _verify_receipt(
         document, keyring, now=now, contract=contract, audience=audience,
         require_grant=require_grant, encode=encode, valid=False,
@@ -352,7 +357,7 @@ def _verify_receipt(
 ) -> VerifiedReceipt:
     """The one receipt verification (:func:`verify_receipt` and the gate's step (2)),
     canonicalising with ``encode``; ``valid`` says the caller has already checked the
-    document against ``contract``'s schema.
+    document against ``contract``'s schema (the gate's step (1), under the gate's limits).
     """
     proofs = _verify(document, keyring, purpose=RECEIPT_PURPOSE, now=now, max_proofs=8,
                      expected_domain=None, expected_challenge=None, encode=encode)
@@ -381,27 +386,6 @@ def _verify_receipt(
             f"before now ({format_time(now)}); at most {max_age} is accepted",
             code="proof-stale", json_path="$.proof.created")
     return VerifiedReceipt(receipt=receipt, signer=signer, grant=grant, grant_proof=grant_proof)
-
-
-def check_addressed(receiver: str | None, valid_until: datetime | None,
-                    audience: str | AnyAudience, now: datetime | None) -> None:
-    """A message names ``receiver`` as its audience and is valid until ``valid_until``:
-    it must be addressed to ``audience`` (unless :data:`ANY_AUDIENCE`) and not expired
-    at ``now`` (unless ``now`` is ``None``). The one place ``wrong-audience`` and
-    ``receipt-expired`` are raised: for verified receipts, for receipts under
-    :class:`~handoffs.receivers.UnsafeNoProofs`, and for the lab's unsigned forms.
-
-    Raises:
-        ProofError: ``wrong-audience`` or ``receipt-expired``.
-    """
-    if audience is not ANY_AUDIENCE and receiver != audience:
-        raise ProofError(f"addressed to {receiver!r}, this receiver is {audience!r}",
-                         code="wrong-audience", json_path="$.receiver")
-    if now is None or valid_until is None:
-        return
-    if expired(valid_until, now):
-        raise ProofError(f"the message expired at {format_time(valid_until)}",
-                         code="receipt-expired", json_path="$.valid_until")
 
 
 def _grant_refusal(exc: ProofError) -> ProofError:

@@ -57,25 +57,7 @@ from handoffs.contracts._analysis._coverage import (
     realistic_states,
     realistic_value,
 )
-from handoffs.contracts._analysis._geometry import (
-    axis_value,
-)
-from handoffs.contracts._analysis._results import (
-    CERTIFIED,
-    DEFAULT_TIMEOUT_MS,
-    SAMPLED,
-    Analysis,
-    Boundary,
-    ConstraintReach,
-    Cuts,
-    Equivalence,
-    MinimalSets,
-    Region,
-    Relevance,
-    Sufficiency,
-    Surface,
-    state_json,
-)
+from handoffs.contracts._analysis._results import Analysis, Equivalence
 from handoffs.contracts._analysis._solve import (
     analyse,
     equivalence,
@@ -84,23 +66,11 @@ from handoffs.contracts._analysis._solve import (
 )
 
 __all__ = [
-    "CERTIFIED",
-    "DEFAULT_TIMEOUT_MS",
-    "SAMPLED",
     "Analysis",
-    "Boundary",
-    "ConstraintReach",
     "Coverage",
     "CoverageTracker",
-    "Cuts",
     "Equivalence",
-    "MinimalSets",
-    "Region",
-    "Relevance",
-    "Sufficiency",
-    "Surface",
     "analyse",
-    "axis_value",
     "certify_message",
     "coverage",
     "equivalence",
@@ -109,6 +79,5 @@ __all__ = [
     "minimal_sets",
     "realistic_states",
     "realistic_value",
-    "state_json",
     "sufficiency",
 ]

@@ -12,7 +12,8 @@ the first rule that holds decides::
 Conditions: :class:`Is` (a field equals a value), :class:`Over` and :class:`Under`
 (numeric thresholds), :class:`AllOf`, :class:`AnyOf`, :class:`Not`, and
 :class:`Predicate` for a test the built-ins cannot express; :class:`Field` names a
-field inside a condition. :meth:`Policy.evaluate` returns an :class:`Outcome`.
+field inside a condition. :meth:`Policy.evaluate` returns an outcome: the action, the
+rule that decided, and whether the view determined it.
 :func:`policy_fingerprint` pins the policy's meaning (:func:`policy_document` is the
 canonical document it digests); :class:`PolicyError` is a policy that cannot decide.
 """
@@ -26,12 +27,13 @@ from handoffs.contracts._policy import (
     Field,
     Is,
     Not,
-    Outcome,
     Over,
-    Policy,
     Predicate,
-    Rule,
     Under,
+)
+from handoffs.contracts._rules import (
+    Policy,
+    Rule,
 )
 
 __all__ = [
@@ -41,7 +43,6 @@ __all__ = [
     "Field",
     "Is",
     "Not",
-    "Outcome",
     "Over",
     "Policy",
     "PolicyError",

@@ -1,18 +1,31 @@
 """What changed between two versions of a contract, and whether the version says so.
 
 :func:`diff` compares two contracts (schema, policy, governance) and returns a
-:class:`ContractDiff` of :class:`Finding` s, each with its :class:`FindingCode`;
-:func:`diff_policies` compares two policies alone. :class:`VersionBumpError` is a
+:class:`ContractDiff` of :class:`Finding` s, each with its ``code`` (a string enum);
+:func:`diff_policies` compares two policies alone and :func:`diff_schemas` two receipt
+schemas (wire findings only). A released version is locked: :func:`export_release`
+writes a contract version's schema and policy document once, and :func:`lock_problems`
+says how the checked-in files differ from the definition. :class:`VersionBumpError` is a
 change the new version number does not own up to.
 """
 
 from handoffs.contracts._diff import (
     ContractDiff,
     Finding,
-    FindingCode,
     VersionBumpError,
     diff,
     diff_policies,
+    diff_schemas,
 )
+from handoffs.contracts._lock import export_release, lock_problems
 
-__all__ = ["ContractDiff", "Finding", "FindingCode", "VersionBumpError", "diff", "diff_policies"]
+__all__ = [
+    "ContractDiff",
+    "Finding",
+    "VersionBumpError",
+    "diff",
+    "diff_policies",
+    "diff_schemas",
+    "export_release",
+    "lock_problems",
+]

@@ -30,6 +30,7 @@ from typing import Any, Final, cast
 
 import attrs
 
+from handoffs._audience import check_addressed
 from handoffs._errors import InvalidArgument, MalformedJSON
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, check_value
 from handoffs._time import parse_time
@@ -41,7 +42,6 @@ from handoffs.contracts import (
     FieldSpec,
     Interval,
 )
-from handoffs.contracts._signing import check_addressed
 from handoffs.lab._keys import _MISSING_MEMBER, memo_value
 from handoffs.receivers import Admitted, Decision, Reason, Step, Verdict
 from handoffs.receivers._gate import Clock, ReceiverRule, Ruling, _parse, _text

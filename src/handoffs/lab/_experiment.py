@@ -47,7 +47,6 @@ from handoffs.contracts import (
     Interval,
     ReceiptEncoder,
 )
-from handoffs.contracts._fields import MISSING
 from handoffs.lab._keys import memo_value
 from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
 from handoffs.receivers._fingerprint import receiver_fingerprint
@@ -280,7 +279,7 @@ class ReferenceReceiver:
                 except (ValueError, TypeError) as exc:
                     return self._reject("invalid-value", str(exc), Step.PARSE,
                                         f"$.decision_state.{spec.name}")
-            elif self.defaults and spec.if_missing is not MISSING:
+            elif self.defaults and not spec.fails_closed:
                 view[spec.name] = spec.if_missing
         unknown = sorted(set(state) - set(self.contract.field_map))
         if unknown:

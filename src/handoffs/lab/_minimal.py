@@ -40,7 +40,6 @@ import attrs
 
 from handoffs.contracts import Contract, FieldKind, FieldSpec, Interval
 from handoffs.lab._experiment import wire_value
-from handoffs.lab._policy_scan import has_arithmetic, has_predicates
 
 __all__ = [
     "Constraint",
@@ -76,8 +75,8 @@ class Reference:
         self.contract = contract
         self.names = tuple(spec.name for spec in contract.fields)
         self.specs = contract.fields
-        self.predicates = has_predicates(contract.policy)
-        self.arithmetic = has_arithmetic(contract.policy)
+        self.predicates = contract.policy.has_predicates()
+        self.arithmetic = contract.policy.has_arithmetic()
         self.thresholds: dict[str, tuple[float, ...]] = {}
         for name, t in contract.policy.thresholds():
             self.thresholds[name] = tuple(sorted({*self.thresholds.get(name, ()), t}))

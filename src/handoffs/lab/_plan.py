@@ -19,9 +19,8 @@ import jsonschema_rs
 
 from handoffs._errors import UntrustedGovernance
 from handoffs._json import canonical_bytes, digest
-from handoffs.contracts import GOVERNANCE_FIELDS, Contract, to_json_schema
-from handoffs.contracts._receipt import ENVELOPE_MEMBERS
-from handoffs.contracts._schema import schema_id
+from handoffs._members import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS
+from handoffs.contracts import Contract, to_json_schema
 from handoffs.lab._experiment import (
     Experiment,
     ExperimentError,
@@ -327,7 +326,7 @@ def fingerprint(experiment: Experiment, plan: Plan, *, chunk_size: int) -> str:
     return digest({
         "experiment": experiment.name,
         "contract": plan.contract.describe(),
-        "schema": schema_id(plan.contract),
+        "schema": plan.contract.schema_id,
         "strategies": [s.to_json() for s in plan.strategies],
         "perturbations": [p.to_json() for p in plan.perturbations],
         "targets": [list(t) for t in plan.targets],

@@ -22,8 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from handoffs._time import format_time
-from handoffs.contracts._proofs import VerifiedProof, sign, verify
-from handoffs.integrity import KeyRing, SigningKey
+from handoffs.integrity import KeyRing, SigningKey, VerifiedProof, sign, verify
 from handoffs.lab._experiment import Tolerances
 
 __all__ = [

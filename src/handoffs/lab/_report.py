@@ -29,8 +29,6 @@ from handoffs._errors import HandoffsError, Violation
 from handoffs._json import digest
 from handoffs._time import format_time
 from handoffs.contracts import to_json_schema
-from handoffs.contracts._fields import MISSING
-from handoffs.contracts._schema import schema_id
 from handoffs.contracts.policy import policy_fingerprint
 from handoffs.lab._experiment import wire_value
 from handoffs.lab._release import evaluate_gate, release_artefact
@@ -121,7 +119,7 @@ def _experiment_section(experiment: Experiment, plan: Plan, aggregator: Aggregat
         "name": experiment.name,
         "description": experiment.description or contract.description,
         "contract": contract.id,
-        "schema_id": schema_id(contract),
+        "schema_id": contract.schema_id,
         "schema_digest": digest(to_json_schema(contract)),
         "contract_digest": digest(contract.describe()),
         "policy_fingerprint": policy_fingerprint(contract),
@@ -140,7 +138,7 @@ def _experiment_section(experiment: Experiment, plan: Plan, aggregator: Aggregat
         "hard_constraints": [h.to_json() for h in contract.hard_constraints],
         "decision_fields": [
             {"name": s.name, "kind": s.kind.value, "description": s.description,
-             "if_missing": None if s.if_missing is MISSING else wire_value(s.if_missing)}
+             "if_missing": None if s.fails_closed else wire_value(s.if_missing)}
             for s in contract.fields
         ],
     }

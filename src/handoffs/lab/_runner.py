@@ -52,7 +52,6 @@ from handoffs.lab._messages import sampled
 from handoffs.lab._metrics import Aggregator
 from handoffs.lab._minimal import exhaustive_minimum
 from handoffs.lab._plan import Plan, _compose, _reference_for, compile_plan, fingerprint
-from handoffs.lab._policy_scan import has_predicates, opaque_conditions
 from handoffs.lab._runlog import RunLog, RunLogError, read_run_log
 from handoffs.lab._search import search_receiver
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of
@@ -568,7 +567,7 @@ def finish_minimal(experiment: Experiment, plan: Plan, aggregator: Aggregator, *
     reference = _reference_for(plan.contract)
     method = experiment.minimal_method
     if method == "auto":
-        method = "ddmin" if has_predicates(plan.contract.policy) else "region"
+        method = "ddmin" if plan.contract.policy.has_predicates() else "region"
     if receiver is None:
         receiver = experiment.confirming
     calls = 0
@@ -599,7 +598,7 @@ def finish_minimal(experiment: Experiment, plan: Plan, aggregator: Aggregator, *
         "method": method,
         "certification": "sampled" if "sampled" in methods else "unknown"
         if "unknown" in methods else "certified",
-        "opaque_conditions": opaque_conditions(plan.contract.policy),
+        "opaque_conditions": plan.contract.policy.opaque_conditions(),
         "confirming_receiver": str(getattr(receiver, "name", type(receiver).__name__)),
         "receiver_calls": calls,
         "exhaustive_check": {

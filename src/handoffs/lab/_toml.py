@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from handoffs.contracts import Authority, Contract, Registry
-from handoffs.contracts._registry import as_registry
 from handoffs.lab._experiment import (
     CaseSource,
     Experiment,
@@ -151,7 +150,7 @@ def _load(path: Path, *,
         raise ExperimentError(f"{path}: invalid TOML: {exc}", code="invalid-toml") from exc
     ensure_importable(path)  # a TOML inside a package may name that package's modules
     refuse_unknown(data, _TOP_KEYS, path="", noun="table")
-    known = as_registry(registry)
+    known = Registry.coerce(registry)
     base, contract, changes = _head_from_toml(dict(data.get("experiment", {})), path=path,
                                               registry=known)
     changes.update(_tables_from_toml(data, contract, base, path=path))

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from handoffs._callables import callable_digest
 from handoffs._json import digest
-from handoffs.contracts._fingerprint import callable_digest
 
 __all__ = ["receiver_fingerprint"]
 

@@ -36,6 +36,7 @@ from typing import Any, Final, NamedTuple, cast
 
 import attrs
 
+from handoffs._audience import check_addressed
 from handoffs._errors import (
     HandoffsError,
     InvalidArgument,
@@ -51,7 +52,7 @@ from handoffs._json import (
     check_value,
     loads_plain,
 )
-from handoffs._time import format_time, utc_now
+from handoffs._time import CLOCK_SKEW, format_time, utc_now
 from handoffs.contracts import (
     Contract,
     EvidenceFresh,
@@ -63,13 +64,9 @@ from handoffs.contracts import (
     RoleHeld,
     VerifiedReceipt,
 )
-from handoffs.contracts._contract import ContextDependency
-from handoffs.contracts._fingerprint import check_policy_pin
-from handoffs.contracts._proofs import CLOCK_SKEW
 from handoffs.contracts._receipt import structure
-from handoffs.contracts._registry import as_registry
 from handoffs.contracts._schema import validate_checked as _validate
-from handoffs.contracts._signing import _verify_receipt, check_addressed
+from handoffs.contracts._signing import _verify_receipt
 from handoffs.contracts.policy import policy_fingerprint
 from handoffs.integrity import KeyRing
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
@@ -286,6 +283,10 @@ def _identity(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
         raise InvalidArgument(f"{attribute.name} must be a non-empty identifier, got {value!r}")
 
 
+def _registry(value: Registry | Contract[Any, Any] | Iterable[Contract[Any, Any]]) -> Registry:
+    return Registry.coerce(value)
+
+
 def _roles(value: Iterable[str]) -> frozenset[str]:
     if isinstance(value, str):
         raise InvalidArgument("roles must be a collection of role names, not one string")
@@ -426,7 +427,7 @@ class Gate:
 
     identity: str = attrs.field(validator=_identity)
     trust: KeyRing | UnsafeNoProofs = attrs.field(validator=_trust)
-    registry: Registry = attrs.field(converter=as_registry)
+    registry: Registry = attrs.field(converter=_registry)
     roles: frozenset[str] = attrs.field(default=frozenset(), converter=_roles)
     policy_service: PolicyService | None = attrs.field(
         default=None, validator=_optional_protocol(PolicyService)
@@ -554,7 +555,7 @@ class Gate:
         verified = None
         if isinstance(self.trust, KeyRing):
             # The parser's word that the document is plain covers every part the
-            # proofs canonicalise.
+            # proofs canonicalise; step (1) validated it under the gate's limits.
             verified = _verify_receipt(
                 parsed.document, self.trust, now=now, contract=parsed.plan.contract,
                 audience=self.identity, require_grant=True,
@@ -577,7 +578,8 @@ class Gate:
         resolved: dict[str, ResolvedEvidence] = {}
         plan = verified.parsed.plan
         contract = plan.contract
-        check_policy_pin(contract, verified.verified, fingerprint=plan.fingerprint)
+        if verified.verified is not None:  # None only under UnsafeNoProofs: nothing signed
+            verified.verified.check_policy_pin(contract, fingerprint=plan.fingerprint)
         if contract.context:
             self._check_context(contract, verified.receipt, verified.now, resolved)
         return _InContext(verified, resolved)
@@ -624,7 +626,7 @@ class Gate:
 
     def _unmet(  # noqa: PLR0911 - one return per dependency outcome reads best
         self,
-        dependency: ContextDependency,
+        dependency: Any,  # one of Contract.context: a PolicyResolvable, RoleHeld, ...
         receipt: Receipt[Any, Any],
         now: datetime,
         resolved: dict[str, ResolvedEvidence],

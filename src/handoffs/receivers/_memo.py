@@ -21,8 +21,7 @@ import attrs
 import jsonschema_rs
 
 from handoffs._json import canonical_bytes
-from handoffs.contracts import EvidenceFresh, EvidenceRef
-from handoffs.contracts._schema import to_json_schema_cached
+from handoffs.contracts import EvidenceFresh, EvidenceRef, to_json_schema
 
 __all__ = ["PROJECTED", "GateMemo", "gate_memo", "memo_value"]
 
@@ -151,14 +150,14 @@ class GateMemo:
             return cls(enabled=False)
         subschemas = set()
         fresh: list[str] = []
-        for contract in gate.registry:
-            properties = to_json_schema_cached(contract)["properties"]
+        members = [to_json_schema(contract)["properties"] for contract in gate.registry]
+        for contract, properties in zip(gate.registry, members, strict=True):
             subschemas.add(canonical_bytes([properties["id"], properties["case_id"],
                                             properties["evidence_refs"]["items"]]))
             fresh += [d.evidence for d in contract.context if isinstance(d, EvidenceFresh)]
         if len(subschemas) != 1:  # contracts that disagree on what a valid id is
             return cls(enabled=False)
-        properties = to_json_schema_cached(next(iter(gate.registry)))["properties"]
+        properties = members[0]
         sampled = gate.readback.enabled and gate.readback.fraction < 1
         return cls(
             enabled=True,

@@ -37,8 +37,8 @@ import attrs
 
 from handoffs._errors import InvalidArgument
 from handoffs._json import dumps
-from handoffs.contracts import GOVERNANCE_FIELDS, Contract
-from handoffs.contracts._receipt import ENVELOPE_MEMBERS
+from handoffs._members import PROTECTED_MEMBERS
+from handoffs.contracts import Contract
 from handoffs.receivers._chat import ChatClient, ChatRequest, Completion, ModelError, ServedModel
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._gate import Admitted, Gate, Ruling
@@ -53,7 +53,7 @@ llama.cpp's ``json_object`` + ``schema``, or ``text`` (unconstrained, still vali
 TEMPLATE_FIELDS: Final = ("message", "authority", "actions", "contract", "fail_closed_action")
 """The ``$names`` a prompt template may use (``string.Template`` syntax)."""
 
-_HIDDEN: Final = frozenset(GOVERNANCE_FIELDS) | frozenset(ENVELOPE_MEMBERS)
+_HIDDEN: Final = PROTECTED_MEMBERS
 
 DEFAULT_SYSTEM: Final = (
     "You are the receiver of a handoff message. Decide the action the message "

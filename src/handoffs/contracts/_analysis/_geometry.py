@@ -28,6 +28,8 @@ from handoffs.contracts._policy import (
     Field,
     Predicate,
     _rational,
+)
+from handoffs.contracts._rules import (
     arithmetic_conditions,
     walk_conditions,
 )

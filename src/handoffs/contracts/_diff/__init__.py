@@ -93,6 +93,7 @@ from handoffs.contracts._diff._findings import (
     Finding,
     FindingCode,
     VersionBumpError,
+    next_version,
 )
 from handoffs.contracts._diff._policies import (
     diff,
@@ -113,4 +114,5 @@ __all__ = [
     "diff",
     "diff_policies",
     "diff_schemas",
+    "next_version",
 ]

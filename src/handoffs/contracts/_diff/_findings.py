@@ -240,6 +240,21 @@ class ContractDiff:
         return any(finding.breaking for finding in self.findings)
 
     @property
+    def release_bump(self) -> Bump:
+        """The bump that publishes these changes: :attr:`required_bump`, and at least a
+        patch (a released version's files never change, even for a formatting-only
+        difference).
+        """
+        bump = self.required_bump
+        return "patch" if bump == "none" else bump
+
+    def next_version(self, version: str) -> str:
+        """The version to publish these changes as after ``version``
+        (:attr:`release_bump`; before 1.0.0 a breaking change moves the minor part).
+        """
+        return next_version(version, self.release_bump)
+
+    @property
     def required_bump(self) -> Bump:
         """The smallest version bump that covers every finding."""
         bump: Bump = "none"
@@ -334,3 +349,16 @@ def _ordered(findings: Sequence[Finding]) -> tuple[Finding, ...]:
 
 # ------------------------------------------------------------------ schema diff
 
+
+def next_version(version: str, bump: Bump) -> str:
+    """The version after ``version`` with ``bump`` (before 1.0.0 a breaking change
+    moves the minor part and anything else the patch part, as Cargo does).
+    """
+    major, minor, patch = (int(p) for p in version.split("."))
+    if major == 0 and bump in ("major", "minor"):
+        bump = "minor" if bump == "major" else "patch"
+    if bump == "major":
+        return f"{major + 1}.0.0"
+    if bump == "minor":
+        return f"{major}.{minor + 1}.0"
+    return f"{major}.{minor}.{patch + 1}"

@@ -9,8 +9,7 @@ import attrs
 
 from handoffs._errors import InvalidArgument, ReceiptValidationError
 from handoffs.contracts import Authority
-from handoffs.contracts._proofs import sign
-from handoffs.integrity import SigningKey
+from handoffs.integrity import SigningKey, sign
 from handoffs.receivers.chains._contract import (
     _CONTRACT_NAME,
     _CONTRACT_VERSION,

@@ -16,8 +16,7 @@ from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON, Proo
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, check_value, digest, loads
 from handoffs._time import expired, format_time
 from handoffs.contracts import Authority
-from handoffs.contracts._proofs import VerifiedProof, verify
-from handoffs.integrity import KeyRing
+from handoffs.integrity import KeyRing, VerifiedProof, verify
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers._replay import (

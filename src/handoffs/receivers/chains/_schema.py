@@ -12,16 +12,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from handoffs._errors import MalformedJSON, Violation
+from handoffs._schemas import (
+    DIALECT,
+    DIGEST_PATTERN,
+    IDENT_PATTERN,
+    TIME_PATTERN,
+    describe,
+    proof_schema,
+)
 from handoffs._time import parse_time
 from handoffs.contracts import Authority
-from handoffs.contracts._schema import (
-    _DIGEST_PATTERN,
-    _IDENT_PATTERN,
-    _TIME_PATTERN,
-    DIALECT,
-    _describe,
-    _proof_schema,
-)
 from handoffs.receivers.chains._contract import (
     _CHAIN_ID,
     _CHAIN_ID_PATTERN,
@@ -51,9 +51,9 @@ def handoff_chain_schema() -> dict[str, Any]:
     checked-in copy is ``schemas/handoff-chain/2.0.0.json`` (``1.0.0.json`` stays as
     the record of the retired version).
     """
-    ident = {"type": "string", "pattern": _IDENT_PATTERN, "maxLength": 128}
+    ident = {"type": "string", "pattern": IDENT_PATTERN, "maxLength": 128}
     chain_id = {"type": "string", "pattern": _CHAIN_ID_PATTERN, "maxLength": 45}
-    time = {"type": "string", "pattern": _TIME_PATTERN}
+    time = {"type": "string", "pattern": TIME_PATTERN}
     hop: dict[str, Any] = {
         "type": "object",
         "description": "One signed transformation: who sent what to whom, under which "
@@ -97,7 +97,7 @@ def handoff_chain_schema() -> dict[str, Any]:
                     {"type": "null"},
                     {"type": "object", "additionalProperties": False, "required": ["digest"],
                      "properties": {"digest": {
-                         "type": "string", "pattern": _DIGEST_PATTERN,
+                         "type": "string", "pattern": DIGEST_PATTERN,
                          "description": "sha256 of the canonical parent hop."}}},
                 ],
             },
@@ -143,7 +143,7 @@ def handoff_chain_schema() -> dict[str, Any]:
                      "items": {"$ref": "#/$defs/hop"},
                      "description": "The hops in order, hop 0 first."},
         },
-        "$defs": {"hop": hop, "proof": _proof_schema()},
+        "$defs": {"hop": hop, "proof": proof_schema()},
     }
 
 
@@ -166,7 +166,7 @@ def _schema_violations(doc: Any) -> list[Violation]:
         Violation(
             json_path=error.json_path,
             schema_path="/".join(str(p) for p in error.absolute_schema_path),
-            message=_describe(error),
+            message=describe(error),
             validator=str(error.validator),
         )
         for error in errors
