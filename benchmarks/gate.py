@@ -607,8 +607,11 @@ FLOOR = "floor: the accept path's library calls"
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = "0ff9115"  # main before the one check path (issue 20)
 # The modules the gate's steps (1) and (2) run through: parse, keys, proofs, receipt
-# and grant verification, the gate itself; ``integrity/`` from issue 20 on.
+# and grant verification, the gate itself; ``integrity/`` from issue 20 on (the proofs
+# moved there from ``contracts/_proofs.py`` and the audience check to ``_audience.py`` in
+# issue 21: a path missing at one revision counts nothing there).
 VERIFICATION_PATH = ("src/handoffs/_json.py", "src/handoffs/_time.py",
+                     "src/handoffs/_audience.py", "src/handoffs/contracts/_proofs.py",
                      "src/handoffs/contracts/_keys.py",
                      "src/handoffs/contracts/_signing.py", "src/handoffs/receivers/_gate.py",
                      "src/handoffs/integrity/")
