@@ -7,6 +7,7 @@ provider; the lab, the receiver and the HTTP client are the library's real code.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import json
 import threading
 import warnings
@@ -638,3 +639,39 @@ def test_a_scheduling_pass_that_fails_sends_what_it_made_and_the_run_stops(
         with pytest.raises(UserCodeError, match="Boom"):
             run(experiment, chunk_size=2, cache=tmp_path / "calls.sqlite")
     assert server.requests
+
+
+def test_a_call_that_fails_before_send_returns_is_forgotten_not_deadlocked(
+        tmp_path: Path) -> None:
+    """An executor that runs the call inline hands back a future that has already
+    failed; its done-callback runs at once, in the sending thread. The client must not
+    hold its lock then (it deadlocked in the budget test), and forgets the failed call
+    so that asking again sends it again."""
+    cache = _NoTokenCount(tmp_path / "calls.sqlite")
+    client = LabClient(inner=_Answering(), fingerprint="fp", receiver="r", cache=cache,
+                       budget=Budget(run="run", max_tokens=1000, cache=cache))
+    request = ChatRequest(model="m", messages=(("user", "hello"),))
+    sent: list[int] = []
+
+    def inline(function: Any, *args: Any) -> cf.Future[Completion]:
+        sent.append(1)
+        future: cf.Future[Completion] = cf.Future()
+        try:
+            future.set_result(function(*args))
+        except CallCacheError as exc:
+            future.set_exception(exc)
+        return future
+
+    key = CallCache.key("fp", request)
+    futures: list[cf.Future[Completion]] = []
+    # a daemon thread: a deadlock shows as a failed join, not a hung suite
+    sender = threading.Thread(
+        target=lambda: futures.append(client.send(key, request, inline)), daemon=True)
+    sender.start()
+    sender.join(timeout=30)
+    assert not sender.is_alive(), "send deadlocked on its own lock"
+    first = futures[0]
+    assert isinstance(first.exception(), CallCacheError)
+    second = client.send(key, request, inline)
+    assert second is not first
+    assert len(sent) == 2

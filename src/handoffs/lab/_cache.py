@@ -392,11 +392,14 @@ class LabClient:
         """
         with self._lock:
             future = self._sent.get(key)
-            if future is None:
-                if len(self._sent) >= _SENT_KEPT:
-                    self._sent.clear()  # bounded; the answers are in the cache, if any
-                future = self._sent[key] = submit(self._answer, key, request)
-                future.add_done_callback(functools.partial(self._settled, key))
+            if future is not None:
+                return future
+            if len(self._sent) >= _SENT_KEPT:
+                self._sent.clear()  # bounded; the answers are in the cache, if any
+            future = self._sent[key] = submit(self._answer, key, request)
+        # Outside the lock: a future that has already failed (an inline executor, a
+        # budget already spent) runs the callback at once, and _settled takes the lock.
+        future.add_done_callback(functools.partial(self._settled, key))
         return future
 
     def _settled(self, key: str, future: cf.Future[Completion]) -> None:
