@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from handoffs._errors import ProofError, UnknownContract
 from handoffs._json import JSONLimits, dumps
+from handoffs._logs import ReplayStoreError
 from handoffs.contracts import Authority, Governance, Receipt
 from handoffs.contracts._proofs import CLOCK_SKEW, sign
 from handoffs.contracts._signing import check_addressed, issue_grant
@@ -37,7 +38,6 @@ from handoffs.receivers import (
     InMemoryPolicyService,
     MemoryReplayStore,
     Readback,
-    ReplayStoreError,
     ResolvedEvidence,
     Step,
     StrictContractReceiver,

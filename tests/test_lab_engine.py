@@ -30,7 +30,6 @@ from handoffs.examples.payment import PAYMENT_RELEASE, PaymentCase, synthetic_ca
 from handoffs.examples.payment_lab import FixedClock, payment_experiment
 from handoffs.integrity import KeyRing, SigningKey
 from handoffs.lab import (
-    AdvisoryActionReceiver,
     Experiment,
     ExperimentError,
     GeneratedCases,
@@ -54,6 +53,7 @@ from handoffs.lab.reports import (
     verify_artefact,
 )
 from handoffs.receivers import (
+    AdvisoryActionReceiver,
     Gate,
     StrictContractReceiver,
     UnsafeConfigurationWarning,

@@ -34,12 +34,13 @@ from handoffs.examples.payment_lab import (
     score_receiver,
     strict_receiver,
 )
-from handoffs.lab import GovernanceChecker, ReferenceReceiver
+from handoffs.lab import ReferenceReceiver
 from handoffs.lab._keys import memo_key, memo_member, memo_value
 from handoffs.receivers import (
     AuthoritativeActuator,
     Decision,
     Gate,
+    GovernanceChecker,
     HTTPEvidenceResolver,
     MemoryReplayStore,
     Readback,

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from handoffs.receivers import Decision, DecisionLogError, ReplayLog, Step, Verdict
+from handoffs._logs import DecisionLogError
+from handoffs.receivers import Decision, ReplayLog, Step, Verdict
 from handoffs.receivers._replay import ReplayClaim
 from handoffs.service.postgres import SCHEMA_VERSION
 from stores import PostgresServer, free_port, open_log

@@ -42,11 +42,11 @@ from typing import Any, Final, TypeVar
 
 import attrs
 
+from handoffs._codes import TRANSIENT_CODES
 from handoffs.contracts import Contract, FieldKind, FieldSpec, Interval
 from handoffs.lab._experiment import wire_value
 from handoffs.lab._policy_scan import has_arithmetic, has_predicates
 from handoffs.receivers import Receiver, Verdict
-from handoffs.receivers._model import TRANSIENT_CODES
 
 __all__ = [
     "Constraint",

@@ -341,7 +341,7 @@ def model_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
         ExperimentError: unknown keys, a missing route or server, unreadable files,
             bad parameters.
     """
-    from handoffs.lab._baselines import GovernanceChecker
+    from handoffs.receivers import GovernanceChecker
     from handoffs.receivers.models import ModelReceiver, OpenAICompatibleClient
 
     refuse_unknown(table, _MODEL_KEYS, path=path, noun="model key")

@@ -51,6 +51,7 @@ from handoffs._json import (
     check_value,
     loads_plain,
 )
+from handoffs._logs import ReplayClaim
 from handoffs._time import format_time, utc_now
 from handoffs.contracts import (
     Contract,
@@ -78,7 +79,6 @@ from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers._replay import (
     DecisionLog,
     MemoryReplayStore,
-    ReplayClaim,
     ReplayedReceipt,
     ReplayLog,
     ReplayStore,

@@ -22,7 +22,7 @@ chain of its own, so an investigator's signed statement could be spent twice. Th
 ``id`` is therefore a signed, replay-safe identifier, which version 1.0.0's was not;
 1.0.0 chains are refused (``unknown-contract``), since nothing in them binds the id.
 
-**Replay.** The receiver claims the chain in its :class:`~handoffs.receivers.ReplayStore`
+**Replay.** The receiver claims the chain in its :class:`~handoffs.receivers._replay.ReplayStore`
 (the gate's store: in memory by default, SQLite or PostgreSQL across processes) once
 step (2) has passed, until the chain's earliest expiry; the second time it is refused
 as ``replayed``, and a store that cannot answer fails closed
