@@ -31,7 +31,6 @@ from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import (
     AUTHORITATIVE_SENDER,
     CONTROLS,
-    Baselines,
     Experiment,
     control_expectations,
     read_baselines,
@@ -53,8 +52,8 @@ def baselines_experiment(variants: int = 4) -> Experiment:
                         injections=())
 
 
-def read(report: dict[str, Any], experiment: Experiment) -> Baselines:
-    """The readings of ``report`` (run from ``experiment``)."""
+def read(report: dict[str, Any], experiment: Experiment) -> Any:
+    """The readings of ``report`` (run from ``experiment``): ``read_baselines``'s."""
     return read_baselines(report, expectations=control_expectations(experiment))
 
 

@@ -25,14 +25,8 @@ from handoffs._time import format_time
 from handoffs.contracts._proofs import sign
 from handoffs.integrity import KeyRing, SigningKey
 from handoffs.receivers._decision import Decision, Verdict
-from handoffs.receivers.chains import (
-    HANDOFF_CHAIN_CONTRACT,
-    HOP_PROOF_PURPOSE,
-    IdentityCompositionReceiver,
-    add_hop,
-    approve,
-    start_chain,
-)
+from handoffs.receivers.chains import IdentityCompositionReceiver, add_hop, approve, start_chain
+from handoffs.receivers.chains._contract import HANDOFF_CHAIN_CONTRACT, HOP_PROOF_PURPOSE
 
 NOW = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 CASE = "case-7"

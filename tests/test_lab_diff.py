@@ -13,7 +13,8 @@ import pytest
 from handoffs._errors import InvalidArgument
 from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import run
-from handoffs.lab.reports import DiffBudget, ReportError, diff_reports
+from handoffs.lab._report import ReportError
+from handoffs.lab.reports import DiffBudget, diff_reports
 
 
 @pytest.fixture(scope="module")

@@ -35,17 +35,17 @@ from handoffs.lab import (
     GeneratedCases,
     IterableCases,
     JSONLinesCases,
-    ReferenceReceiver,
     Strategy,
     Tolerances,
     load_experiment,
     rescore,
     run,
 )
+from handoffs.lab._experiment import ReferenceReceiver
 from handoffs.lab._metrics import falsehood_class
+from handoffs.lab._report import ReportError
 from handoffs.lab.perturbations import Scoring
 from handoffs.lab.reports import (
-    ReportError,
     evaluate_gate,
     release_artefact,
     sign_artefact,

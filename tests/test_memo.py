@@ -34,7 +34,7 @@ from handoffs.examples.payment_lab import (
     score_receiver,
     strict_receiver,
 )
-from handoffs.lab import ReferenceReceiver
+from handoffs.lab._experiment import ReferenceReceiver
 from handoffs.lab._keys import memo_key, memo_member, memo_value
 from handoffs.receivers import (
     AuthoritativeActuator,

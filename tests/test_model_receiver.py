@@ -24,13 +24,12 @@ from handoffs.examples.payment import (
 from handoffs.examples.payment_lab import payment_gate
 from handoffs.lab._keys import memo_key
 from handoffs.receivers import FunctionReceiver, GovernanceChecker, Verdict, _chat
-from handoffs.receivers._chat import ModelTimeout, retry_after
+from handoffs.receivers._chat import ModelTimeout, ServedModel, retry_after
 from handoffs.receivers.models import (
     ChatRequest,
     ModelError,
     ModelReceiver,
     OpenAICompatibleClient,
-    ServedModel,
     action_schema,
 )
 

@@ -69,8 +69,6 @@ __all__ = [
     "cases",
     "evidence_refs",
     "falsehoods",
-    "governances",
-    "identifiers",
     "receipts",
     "states",
 ]

@@ -27,28 +27,21 @@ and releasing a report is :mod:`handoffs.lab.reports`.
 from handoffs.lab._controls import (
     AUTHORITATIVE_SENDER,
     CONTROLS,
-    Baselines,
-    NoSuchReading,
     control_expectations,
     read_baselines,
 )
 from handoffs.lab._experiment import (
-    CaseSource,
     Experiment,
     ExperimentError,
     GeneratedCase,
     GeneratedCases,
     IterableCases,
     JSONLinesCases,
-    ReferenceReceiver,
     Strategy,
     Tolerances,
-    UnknownExperimentKey,
-    UserCodeError,
 )
 from handoffs.lab._minimal import Reference, counterfactual_triggers, minimal_message
 from handoffs.lab._partition import message_partition
-from handoffs.lab._runlog import RunLogError
 from handoffs.lab._runner import rescore, run
 from handoffs.lab._sufficient import assert_sufficient
 from handoffs.lab._toml import load_experiment
@@ -56,22 +49,15 @@ from handoffs.lab._toml import load_experiment
 __all__ = [
     "AUTHORITATIVE_SENDER",
     "CONTROLS",
-    "Baselines",
-    "CaseSource",
     "Experiment",
     "ExperimentError",
     "GeneratedCase",
     "GeneratedCases",
     "IterableCases",
     "JSONLinesCases",
-    "NoSuchReading",
     "Reference",
-    "ReferenceReceiver",
-    "RunLogError",
     "Strategy",
     "Tolerances",
-    "UnknownExperimentKey",
-    "UserCodeError",
     "assert_sufficient",
     "control_expectations",
     "counterfactual_triggers",

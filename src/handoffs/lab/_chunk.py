@@ -72,11 +72,8 @@ from handoffs.lab._plan import (
     receipt_id,
 )
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of, user_error
-from handoffs.lab.perturbations import (
-    REMOVED,
-    CaseContext,
-    Variant,
-)
+from handoffs.lab.perturbations import CaseContext, Variant
+from handoffs.lab.perturbations._base import REMOVED
 from handoffs.receivers import Verdict
 
 __all__ = ["run_chunk"]

@@ -198,7 +198,8 @@ def _head_from_toml(head: dict[str, Any], *, path: Path, registry: Registry
 def _tables_from_toml(data: Mapping[str, Any], contract: Contract[Any, Any],
                       base: Experiment | None, *, path: Path) -> dict[str, Any]:
     """Every table but ``[experiment]``."""
-    from handoffs.lab.perturbations import perturbation_from_json, select_perturbations
+    from handoffs.lab.perturbations import select_perturbations
+    from handoffs.lab.perturbations._registry import perturbation_from_json
 
     changes: dict[str, Any] = {}
     if "cases" in data:

@@ -76,11 +76,11 @@ if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
-__all__ = ["SCHEMA_VERSION", "PostgresDecisionLog"]
+__all__ = ["PostgresDecisionLog"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION: Final = "3"
+_SCHEMA_VERSION: Final = "3"
 # An arbitrary constant: the advisory lock that serialises migrations across replicas.
 _MIGRATION_LOCK: Final = 0x68616E64
 
@@ -483,7 +483,7 @@ class PostgresDecisionLog:
             ) from exc
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
-        """Create or migrate the schema to :data:`SCHEMA_VERSION` (one transaction)."""
+        """Create or migrate the schema to the current schema version (one transaction)."""
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             conn.execute("CREATE SCHEMA IF NOT EXISTS handoffs")
@@ -492,13 +492,13 @@ class PostgresDecisionLog:
             row = conn.execute(
                 "SELECT value FROM handoffs.meta WHERE key = 'schema_version'").fetchone()
             current = 0 if row is None else _version(row[0], self.where)
-            for version in range(current + 1, int(SCHEMA_VERSION) + 1):
+            for version in range(current + 1, int(_SCHEMA_VERSION) + 1):
                 for statement in _MIGRATIONS[version].split(";"):
                     if statement.strip():
                         conn.execute(statement)
             conn.execute(
                 "INSERT INTO handoffs.meta (key, value) VALUES ('schema_version', %s) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (SCHEMA_VERSION,))
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (_SCHEMA_VERSION,))
         self._migrated = True
 
     # ---------------------------------------------------------------- the log
@@ -761,10 +761,10 @@ def _document(document: dict[str, Any]) -> tuple[str]:
 
 
 def _version(value: str, where: str) -> int:
-    if value.isdigit() and 1 <= int(value) <= int(SCHEMA_VERSION):
+    if value.isdigit() and 1 <= int(value) <= int(_SCHEMA_VERSION):
         return int(value)
     raise DecisionLogError(
-        f"decision log schema version {value!r} in {where} is not {SCHEMA_VERSION!r} or "
+        f"decision log schema version {value!r} in {where} is not {_SCHEMA_VERSION!r} or "
         "older (written by a newer handoffs?)",
         code="log-version",
     )

@@ -60,29 +60,16 @@ the builders, separation of duties and the receiver.
 """
 
 from handoffs.receivers.chains._builders import add_hop, approve, start_chain
-from handoffs.receivers.chains._contract import (
-    HANDOFF_CHAIN_CONTRACT,
-    HANDOFF_CHAIN_SCHEMA_ID,
-    HOP_PROOF_PURPOSE,
-    HopRole,
-)
 from handoffs.receivers.chains._duties import SeparationOfDuties
-from handoffs.receivers.chains._format import DerivedFrom, HandoffChain, Hop
+from handoffs.receivers.chains._format import HandoffChain, Hop
 from handoffs.receivers.chains._receiver import IdentityCompositionReceiver
-from handoffs.receivers.chains._schema import handoff_chain_schema
 
 __all__ = [
-    "HANDOFF_CHAIN_CONTRACT",
-    "HANDOFF_CHAIN_SCHEMA_ID",
-    "HOP_PROOF_PURPOSE",
-    "DerivedFrom",
     "HandoffChain",
     "Hop",
-    "HopRole",
     "IdentityCompositionReceiver",
     "SeparationOfDuties",
     "add_hop",
     "approve",
-    "handoff_chain_schema",
     "start_chain",
 ]
