@@ -6,8 +6,8 @@ and the PostgreSQL store of :mod:`handoffs.service.postgres`) implement one prot
 a receipt id is claimed with its decision row (:class:`ReplayClaim`), ids are kept for
 ``retain`` past their own expiry and pruned every ``prune_every`` writes (checked by
 :func:`check_retention`), and a log answers with one :class:`LogSummary`. Used by
-``handoffs.receivers`` (``_gate``, ``_replay``, ``_log``) and ``handoffs.service``
-(``_store``, ``postgres``).
+``handoffs.receivers`` (``_gate``, ``_replay``, ``_log``, ``chains._receiver``) and
+``handoffs.service`` (``_store``, ``postgres``).
 """
 
 from __future__ import annotations

@@ -24,12 +24,7 @@ perturbations are :mod:`handoffs.lab.perturbations`; reading, rendering, compari
 and releasing a report is :mod:`handoffs.lab.reports`.
 """
 
-from handoffs.lab._controls import (
-    AUTHORITATIVE_SENDER,
-    CONTROLS,
-    control_expectations,
-    read_baselines,
-)
+from handoffs.lab._controls import control_expectations, read_baselines
 from handoffs.lab._experiment import (
     Experiment,
     ExperimentError,
@@ -47,8 +42,6 @@ from handoffs.lab._sufficient import assert_sufficient
 from handoffs.lab._toml import load_experiment
 
 __all__ = [
-    "AUTHORITATIVE_SENDER",
-    "CONTROLS",
     "Experiment",
     "ExperimentError",
     "GeneratedCase",

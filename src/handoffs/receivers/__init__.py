@@ -36,7 +36,7 @@ from handoffs.receivers._baselines import (
     GovernanceChecker,
     ScoreReceiver,
 )
-from handoffs.receivers._carried import CarriedReceiptReceiver, carried_receipt, carry
+from handoffs.receivers._carried import CarriedReceiptReceiver, carry
 from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
 from handoffs.receivers._fingerprint import receiver_fingerprint
 from handoffs.receivers._gate import (
@@ -93,7 +93,6 @@ __all__ = [
     "UnsafeConfigurationWarning",
     "UnsafeNoProofs",
     "Verdict",
-    "carried_receipt",
     "carry",
     "receiver_fingerprint",
 ]
