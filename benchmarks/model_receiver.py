@@ -67,8 +67,9 @@ import attrs
 
 from handoffs.examples.payment import PAYMENT_RELEASE
 from handoffs.examples.payment_lab import payment_experiment, payment_gate
-from handoffs.lab import GovernanceChecker, run
+from handoffs.lab import run
 from handoffs.lab._cache import CallCache, close_connections
+from handoffs.receivers import GovernanceChecker
 from handoffs.receivers.models import ModelReceiver, OpenAICompatibleClient
 
 WIDTH = 16

@@ -29,9 +29,6 @@ import attrs
 
 from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import (
-    AUTHORITATIVE_SENDER,
-    CONTROLS,
-    Baselines,
     Experiment,
     control_expectations,
     read_baselines,
@@ -41,6 +38,10 @@ from handoffs.lab import (
 SUBJECT: Final = "decision_contract"
 _TITLES: Final = {"no-message": "No message", "shuffled-message": "Shuffled message",
                   "constant-message": "Constant message"}
+CONTROLS: Final = tuple(_TITLES)
+"""The perturbation ids of the three falsifying controls."""
+AUTHORITATIVE_SENDER: Final = "authoritative-sender"
+"""The perturbation id of the sender claiming DECIDE authority."""
 
 
 def baselines_experiment(variants: int = 4) -> Experiment:
@@ -53,8 +54,8 @@ def baselines_experiment(variants: int = 4) -> Experiment:
                         injections=())
 
 
-def read(report: dict[str, Any], experiment: Experiment) -> Baselines:
-    """The readings of ``report`` (run from ``experiment``)."""
+def read(report: dict[str, Any], experiment: Experiment) -> Any:
+    """The readings of ``report`` (run from ``experiment``): ``read_baselines``'s."""
     return read_baselines(report, expectations=control_expectations(experiment))
 
 

@@ -74,7 +74,6 @@ from handoffs.receivers import (
     StrictContractReceiver,
     UnsafeConfigurationWarning,
     UnsafeNoProofs,
-    carried_receipt,
     carry,
 )
 from handoffs.receivers.chains import IdentityCompositionReceiver, add_hop, start_chain
@@ -453,7 +452,7 @@ class SignedCarrierEncoder:
                         transformation=carry(note, carried),
                         created=DECISION_TIME - timedelta(minutes=30),
                         proof_id=_hop_proof_id(evidence, 1, self.prose))
-        return carried_receipt(carried, chain.to_json())
+        return CarriedReceiptReceiver.message(carried, chain.to_json())
 
 
 def _hop_proof_id(evidence: Analysis, hop: int, prose: bool) -> str:

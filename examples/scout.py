@@ -52,19 +52,13 @@ from handoffs.contracts import (
 from handoffs.contracts.policy import AllOf, Is, Over, Policy, Rule, Under
 from handoffs.contracts.versions import ContractDiff, diff
 from handoffs.examples.payment_lab import FixedClock
-from handoffs.lab import (
-    AdvisoryActionReceiver,
-    Experiment,
-    GovernanceChecker,
-    IterableCases,
-    Strategy,
-    Tolerances,
-    run,
-)
+from handoffs.lab import Experiment, IterableCases, Strategy, Tolerances, run
 from handoffs.lab.perturbations import ActionAdded, standard_perturbations
 from handoffs.receivers import (
+    AdvisoryActionReceiver,
     AuthoritativeActuator,
     Gate,
+    GovernanceChecker,
     InMemoryEvidenceResolver,
     ResolvedEvidence,
     StrictContractReceiver,

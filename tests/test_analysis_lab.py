@@ -14,7 +14,7 @@ import pytest
 from claim_triage import CLAIM_TRIAGE
 from handoffs.contracts import GovernanceService, ReceiptEncoder, Registry
 from handoffs.lab import Experiment, GeneratedCases, Strategy, Tolerances, run
-from handoffs.lab.perturbations import RoundNumeric, WidenInterval
+from handoffs.lab.perturbations._coarsening import RoundNumeric, WidenInterval
 from handoffs.lab.reports import render_markdown
 from handoffs.receivers import (
     Gate,

@@ -10,10 +10,11 @@ import attrs
 import pytest
 
 from handoffs.examples.payment_lab import payment_experiment
-from handoffs.lab import ExperimentError, IterableCases, NoSuchReading, run
+from handoffs.lab import ExperimentError, IterableCases, run
 from handoffs.lab._controls import (
     AUTHORITATIVE_SENDER,
     CONTROLS,
+    NoSuchReading,
     control_expectations,
     read_baselines,
 )

@@ -13,9 +13,9 @@ from typing import Any
 import attrs
 import pytest
 
+from handoffs._logs import DecisionLogError
 from handoffs.receivers import (
     Decision,
-    DecisionLogError,
     InMemoryEvidenceResolver,
     Readback,
     Reason,

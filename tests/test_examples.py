@@ -335,7 +335,7 @@ def test_relay_planner_cannot_pose_as_the_originator(ex: SimpleNamespace) -> Non
     """B starting its own chain: the binding holds, but B has no grant to author it."""
     from datetime import timedelta
 
-    from handoffs.receivers import carried_receipt, carry
+    from handoffs.receivers import CarriedReceiptReceiver, carry
     from handoffs.receivers.chains import add_hop, start_chain
 
     r = ex.relay
@@ -347,7 +347,7 @@ def test_relay_planner_cannot_pose_as_the_originator(ex: SimpleNamespace) -> Non
                     valid_until=r.DECISION_TIME + timedelta(hours=1),
                     transformation=carry("my own reading", own),
                     created=r.DECISION_TIME - timedelta(minutes=5))
-    decision = r.carrier().receive(carried_receipt(own, chain.to_json()))
+    decision = r.carrier().receive(CarriedReceiptReceiver.message(own, chain.to_json()))
     assert decision.verdict is Verdict.REJECT
     assert [x.code for x in decision.reasons] == ["grant-missing"]
     assert decision.reasons[0].json_path == "$.receipt.grant"

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from handoffs._audience import check_addressed
 from handoffs._errors import ProofError, UnknownContract
 from handoffs._json import JSONLimits, dumps
+from handoffs._logs import ReplayStoreError
 from handoffs._time import CLOCK_SKEW
 from handoffs.contracts import Authority, Governance, Receipt
 from handoffs.contracts._signing import issue_grant
@@ -38,7 +39,6 @@ from handoffs.receivers import (
     InMemoryPolicyService,
     MemoryReplayStore,
     Readback,
-    ReplayStoreError,
     ResolvedEvidence,
     Step,
     StrictContractReceiver,

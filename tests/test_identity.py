@@ -33,20 +33,22 @@ from handoffs.integrity import KeyRing, SigningKey, sign
 from handoffs.receivers._decision import Decision, Receiver, Step, Verdict
 from handoffs.receivers._replay import MemoryReplayStore
 from handoffs.receivers.chains import (
-    HANDOFF_CHAIN_CONTRACT,
-    HANDOFF_CHAIN_SCHEMA_ID,
-    HOP_PROOF_PURPOSE,
-    DerivedFrom,
     HandoffChain,
     Hop,
-    HopRole,
     IdentityCompositionReceiver,
     SeparationOfDuties,
     add_hop,
     approve,
-    handoff_chain_schema,
     start_chain,
 )
+from handoffs.receivers.chains._contract import (
+    HANDOFF_CHAIN_CONTRACT,
+    HANDOFF_CHAIN_SCHEMA_ID,
+    HOP_PROOF_PURPOSE,
+    HopRole,
+)
+from handoffs.receivers.chains._format import DerivedFrom
+from handoffs.receivers.chains._schema import handoff_chain_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 T = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)

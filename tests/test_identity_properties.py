@@ -24,14 +24,8 @@ from handoffs._json import digest
 from handoffs._time import format_time
 from handoffs.integrity import KeyRing, SigningKey, sign
 from handoffs.receivers._decision import Decision, Verdict
-from handoffs.receivers.chains import (
-    HANDOFF_CHAIN_CONTRACT,
-    HOP_PROOF_PURPOSE,
-    IdentityCompositionReceiver,
-    add_hop,
-    approve,
-    start_chain,
-)
+from handoffs.receivers.chains import IdentityCompositionReceiver, add_hop, approve, start_chain
+from handoffs.receivers.chains._contract import HANDOFF_CHAIN_CONTRACT, HOP_PROOF_PURPOSE
 
 NOW = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 CASE = "case-7"

@@ -161,3 +161,13 @@ def test_rescore_refuses_a_malformed_loss_file(out: Path, tmp_path: Path) -> Non
                                       "--loss", str(loss)])
     assert result.exit_code == 2
     assert "[bad-loss]" in result.output
+
+
+def test_the_executor_choices_are_the_runners() -> None:
+    """``--executor`` offers exactly the executors ``run`` creates by name."""
+    from handoffs.cli._lab import _EXECUTORS
+    from handoffs.lab._runner import EXECUTORS
+
+    assert _EXECUTORS == EXECUTORS
+    result = CliRunner().invoke(lab, ["run", "--help"])
+    assert "threads|processes|dask" in result.output

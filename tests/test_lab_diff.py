@@ -13,8 +13,8 @@ import pytest
 from handoffs._errors import InvalidArgument
 from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import run
-from handoffs.lab._diff import render_diff
-from handoffs.lab.reports import DiffBudget, ReportError, diff_reports
+from handoffs.lab._report import ReportError
+from handoffs.lab.reports import DiffBudget, diff_reports
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_the_same_report_has_no_regression(old: dict[str, Any]) -> None:
     diff = diff_reports(old, copy.deepcopy(old))
     assert diff.changes == ()
     assert diff.exit_code == 0
-    assert render_diff(diff) == "lab diff: no regression beyond the budget\n"
+    assert diff.render() == "lab diff: no regression beyond the budget\n"
 
 
 def test_a_regression_is_found_per_strategy_and_perturbation(old: dict[str, Any]) -> None:
@@ -57,7 +57,7 @@ def test_a_regression_is_found_per_strategy_and_perturbation(old: dict[str, Any]
                      ("decision_contract", "relay:2", "mean_regret"),
                      ("decision_contract", "relay:2", "hard_violations")}
     assert [f["case_id"] for f in diff.new_hard_violations] == ["routine-03"]
-    text = render_diff(diff, format="markdown")
+    text = diff.render(format="markdown")
     assert text.startswith("### handoffs lab diff: **REGRESSED** (3 regression(s) beyond "
                            "the budget)\n")
     assert "| REGRESSED | decision_contract | relay:2 | hard_violations | 0 | 1 |" in text

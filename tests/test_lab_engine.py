@@ -30,23 +30,22 @@ from handoffs.examples.payment import PAYMENT_RELEASE, PaymentCase, synthetic_ca
 from handoffs.examples.payment_lab import FixedClock, payment_experiment
 from handoffs.integrity import KeyRing, SigningKey
 from handoffs.lab import (
-    AdvisoryActionReceiver,
     Experiment,
     ExperimentError,
     GeneratedCases,
     IterableCases,
     JSONLinesCases,
-    ReferenceReceiver,
     Strategy,
     Tolerances,
     load_experiment,
     rescore,
     run,
 )
+from handoffs.lab._experiment import ReferenceReceiver
 from handoffs.lab._metrics import falsehood_class
+from handoffs.lab._report import ReportError
 from handoffs.lab.perturbations import Scoring
 from handoffs.lab.reports import (
-    ReportError,
     evaluate_gate,
     release_artefact,
     sign_artefact,
@@ -54,6 +53,7 @@ from handoffs.lab.reports import (
     verify_artefact,
 )
 from handoffs.receivers import (
+    AdvisoryActionReceiver,
     Gate,
     StrictContractReceiver,
     UnsafeConfigurationWarning,

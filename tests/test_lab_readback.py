@@ -19,7 +19,7 @@ from handoffs.examples.payment_lab import (
     payment_experiment,
 )
 from handoffs.lab import Experiment, Strategy, run
-from handoffs.lab.perturbations import Mutate
+from handoffs.lab.perturbations._falsehood import Mutate
 from handoffs.receivers import (
     Gate,
     Readback,

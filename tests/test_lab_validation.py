@@ -27,10 +27,10 @@ from handoffs.lab import (
     IterableCases,
     Strategy,
     Tolerances,
-    UserCodeError,
     load_experiment,
     run,
 )
+from handoffs.lab._experiment import UserCodeError
 from handoffs.lab.perturbations import Falsehood
 from handoffs.receivers import Decision
 from inline_executor import Inline
@@ -343,7 +343,7 @@ def test_a_budget_naming_a_perturbation_the_run_applied_gates(report_path: Path)
 ])
 def test_a_typo_in_any_table_is_refused_with_a_suggestion(
         user_dir: Path, edit: tuple[str, str], table: str, key: str, suggestion: str) -> None:
-    from handoffs.lab import UnknownExperimentKey
+    from handoffs.lab._experiment import UnknownExperimentKey
 
     path = user_dir / "experiment.toml"
     path.write_text(TOML.replace(*edit, 1))
@@ -362,7 +362,7 @@ def test_a_typo_in_any_table_is_refused_with_a_suggestion(
 
 
 def test_a_typo_in_a_model_table_names_its_toml_path(user_dir: Path) -> None:
-    from handoffs.lab import UnknownExperimentKey
+    from handoffs.lab._experiment import UnknownExperimentKey
 
     path = user_dir / "experiment.toml"
     path.write_text(TOML.replace('receiver = "mymodule:planner"',

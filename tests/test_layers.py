@@ -206,28 +206,6 @@ KNOWN_CROSS_PART = {
     # from 1.63 to 2.33).
     ("handoffs.receivers._gate", "handoffs.contracts._signing"),
     ("handoffs.contracts._signing", "handoffs.integrity._proofs"),
-    ("handoffs.cli._gate", "handoffs.receivers._log"),
-    ("handoffs.cli._lab", "handoffs.lab._diff"),
-    ("handoffs.cli._lab", "handoffs.lab._release"),
-    ("handoffs.cli._lab", "handoffs.lab._render._view"),
-    ("handoffs.cli._lab", "handoffs.lab._runner"),
-    ("handoffs.cli._lab", "handoffs.receivers._fingerprint"),
-    ("handoffs.cli._serve", "handoffs.service._app"),
-    ("handoffs.cli._serve", "handoffs.service._config"),
-    ("handoffs.lab._baselines", "handoffs.receivers._gate"),
-    ("handoffs.lab._baselines", "handoffs.receivers._pipeline"),
-    ("handoffs.lab._baselines", "handoffs.receivers._receivers"),
-    ("handoffs.lab._experiment", "handoffs.receivers._fingerprint"),
-    ("handoffs.lab._keys", "handoffs.receivers._memo"),
-    ("handoffs.lab._memo", "handoffs.receivers._gate"),
-    ("handoffs.lab._memo", "handoffs.receivers._model"),
-    ("handoffs.lab._search", "handoffs.receivers._model"),
-    ("handoffs.service._metrics", "handoffs.receivers._log"),
-    ("handoffs.service._store", "handoffs.receivers._log"),
-    ("handoffs.service.postgres", "handoffs.receivers._log"),
-    ("handoffs.service.postgres", "handoffs.receivers._replay"),
-    ("handoffs.testing", "handoffs.lab._experiment"),
-    ("handoffs.testing", "handoffs.lab._runlog"),
 }
 
 

@@ -32,12 +32,13 @@ from handoffs.examples.payment_lab import (
     score_receiver,
     strict_receiver,
 )
-from handoffs.lab import GovernanceChecker, ReferenceReceiver
+from handoffs.lab._experiment import ReferenceReceiver
 from handoffs.lab._keys import memo_key, memo_value
 from handoffs.receivers import (
     AuthoritativeActuator,
     Decision,
     Gate,
+    GovernanceChecker,
     HTTPEvidenceResolver,
     MemoryReplayStore,
     Readback,

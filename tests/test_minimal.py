@@ -27,12 +27,12 @@ from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import (
     ExperimentError,
     Reference,
-    ReferenceReceiver,
     counterfactual_triggers,
     load_experiment,
     minimal_message,
     run,
 )
+from handoffs.lab._experiment import ReferenceReceiver
 from handoffs.lab._minimal import Constraint, exhaustive_minimum, region_sufficient
 from handoffs.lab._search import ddmin, search_receiver
 from handoffs.lab.reports import render_markdown, validate_report

@@ -22,16 +22,14 @@ from handoffs.examples.payment import (
     synthetic_cases,
 )
 from handoffs.examples.payment_lab import payment_gate
-from handoffs.lab import GovernanceChecker
 from handoffs.lab._keys import memo_key
-from handoffs.receivers import FunctionReceiver, Verdict, _chat
-from handoffs.receivers._chat import ModelTimeout, retry_after
+from handoffs.receivers import FunctionReceiver, GovernanceChecker, Verdict, _chat
+from handoffs.receivers._chat import ModelTimeout, ServedModel, retry_after
 from handoffs.receivers.models import (
     ChatRequest,
     ModelError,
     ModelReceiver,
     OpenAICompatibleClient,
-    ServedModel,
     action_schema,
 )
 

@@ -21,14 +21,9 @@ from handoffs.contracts import (
     decision_field,
 )
 from handoffs.contracts.policy import Over, Policy, Rule
-from handoffs.lab import (
-    AdvisoryActionReceiver,
-    Experiment,
-    ExperimentError,
-    IterableCases,
-    Strategy,
-)
+from handoffs.lab import Experiment, ExperimentError, IterableCases, Strategy
 from handoffs.lab._partition import MessagePartition, message_partition
+from handoffs.receivers import AdvisoryActionReceiver
 
 
 class Act(enum.Enum):

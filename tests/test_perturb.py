@@ -16,33 +16,30 @@ from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples.payment import PAYMENT_RELEASE
 from handoffs.lab import ExperimentError, Reference
 from handoffs.lab.perturbations import (
-    NOT_APPLICABLE,
-    REMOVED,
-    UNCHANGED,
     ActionAdded,
-    AuthoritativeSender,
     CaseContext,
-    ConstantMessage,
     Falsehood,
     LossChanged,
-    MergeEnumValues,
-    Mutate,
-    NoMessage,
     Perturbation,
-    PolicyVersionChanged,
     Relay,
     RemoveDecisionField,
     RemoveGovernanceField,
-    RoundNumeric,
     Scoring,
-    ShortenEvidenceRefs,
-    ShuffledMessage,
-    WidenInterval,
     declare_perturbation,
-    perturbation_from_json,
     select_perturbations,
     standard_perturbations,
 )
+from handoffs.lab.perturbations._base import NOT_APPLICABLE, REMOVED, UNCHANGED
+from handoffs.lab.perturbations._boundary import AuthoritativeSender, PolicyVersionChanged
+from handoffs.lab.perturbations._coarsening import (
+    MergeEnumValues,
+    RoundNumeric,
+    ShortenEvidenceRefs,
+    WidenInterval,
+)
+from handoffs.lab.perturbations._controls import ConstantMessage, NoMessage, ShuffledMessage
+from handoffs.lab.perturbations._falsehood import Mutate
+from handoffs.lab.perturbations._registry import perturbation_from_json
 
 
 class Act(enum.Enum):

@@ -12,15 +12,8 @@ from typing import Any
 import attrs
 import pytest
 
-from handoffs.receivers import (
-    Decision,
-    Reason,
-    Step,
-    Verdict,
-    _carried,
-    _gate,
-    carried_receipt,
-)
+from handoffs.receivers import Decision, Reason, Step, Verdict, _carried, _gate
+from handoffs.receivers._carried import carried_receipt
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers.chains import _receiver as _chain_receiver
 from test_carried import STABLE, carrier, chain

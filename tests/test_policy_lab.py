@@ -21,7 +21,7 @@ from handoffs.lab import (
     minimal_message,
     run,
 )
-from handoffs.lab.perturbations import WidenInterval
+from handoffs.lab.perturbations._coarsening import WidenInterval
 
 WIDEN = "widen-interval:failure_probability:0.1"
 

@@ -15,19 +15,17 @@ from hypothesis import strategies as st
 from handoffs.contracts import GOVERNANCE_FIELDS, Authority, Receipt
 from handoffs.contracts._encoders import compose
 from handoffs.examples import payment
-from handoffs.lab import (
-    AdvisoryActionReceiver,
-    FullRecordReceiver,
-    GovernanceChecker,
-    ScoreReceiver,
-)
 from handoffs.receivers import (
     Admitted,
+    AdvisoryActionReceiver,
     AuthoritativeActuator,
     Decision,
+    FullRecordReceiver,
     FunctionReceiver,
+    GovernanceChecker,
     Readback,
     Receiver,
+    ScoreReceiver,
     Step,
     StrictContractReceiver,
     Verdict,

@@ -21,7 +21,8 @@ from handoffs import HandoffsError, MissingExtra
 from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import run
 from handoffs.lab._render import html as html_module
-from handoffs.lab.reports import ReportError, render_html, render_markdown
+from handoffs.lab._report import ReportError
+from handoffs.lab.reports import render_html, render_markdown
 
 SAMPLE = Path(__file__).parent / "vectors" / "lab-report-sample.json"
 CREATED = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from handoffs.receivers import Decision, DecisionLogError, ReplayLog, Step, Verdict
+from handoffs._logs import DecisionLogError
+from handoffs.receivers import Decision, ReplayLog, Step, Verdict
 from handoffs.receivers._replay import ReplayClaim
-from handoffs.service.postgres import SCHEMA_VERSION
+from handoffs.service.postgres import _SCHEMA_VERSION
 from stores import PostgresServer, free_port, open_log
 from test_gate import CASES, NOW, WORLD, codes, raw, strict
 
@@ -349,7 +350,7 @@ def test_a_version_2_log_migrates_its_reason_rows_into_the_view(
         assert sorted(conn.execute(
             "SELECT decision, code, step FROM handoffs.decision_reasons").fetchall()) == [
             (seq[0], "expired", 2), (seq[0], "replayed", 2)]
-        assert conn.execute("SELECT value FROM handoffs.meta").fetchone() == (SCHEMA_VERSION,)
+        assert conn.execute("SELECT value FROM handoffs.meta").fetchone() == (_SCHEMA_VERSION,)
 
 
 def test_a_newer_schema_is_refused(postgres: PostgresServer) -> None:
@@ -359,7 +360,7 @@ def test_a_newer_schema_is_refused(postgres: PostgresServer) -> None:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        assert conn.execute("SELECT value FROM handoffs.meta").fetchone() == (SCHEMA_VERSION,)
+        assert conn.execute("SELECT value FROM handoffs.meta").fetchone() == (_SCHEMA_VERSION,)
         conn.execute("UPDATE handoffs.meta SET value = '99'")
     with pytest.raises(DecisionLogError, match="schema version '99'") as info, \
             open_log(url) as log:
@@ -569,7 +570,7 @@ def test_group_commit_on_a_stalled_server_fails_closed(
 
 
 def test_an_unknown_scheme_is_a_typed_error() -> None:
-    from handoffs.receivers._log import open_log as open_by_url
+    from handoffs.service import open_store as open_by_url
 
     with pytest.raises(DecisionLogError, match=r"no decision log is installed for mysql://"):
         open_by_url("mysql://u@h/db")

@@ -16,18 +16,10 @@ import pytest
 
 from handoffs.examples.payment import synthetic_cases
 from handoffs.examples.payment_lab import payment_experiment
-from handoffs.lab import (
-    ExperimentError,
-    IterableCases,
-    ReferenceReceiver,
-    RunLogError,
-    Strategy,
-    UserCodeError,
-    rescore,
-    run,
-)
-from handoffs.lab._runlog import COLUMNS, read_run_log
-from handoffs.lab.perturbations import ConstantMessage, NoMessage
+from handoffs.lab import ExperimentError, IterableCases, Strategy, rescore, run
+from handoffs.lab._experiment import ReferenceReceiver, UserCodeError
+from handoffs.lab._runlog import COLUMNS, RunLogError, read_run_log
+from handoffs.lab.perturbations._controls import ConstantMessage, NoMessage
 from handoffs.receivers import Decision
 from inline_executor import Inline
 

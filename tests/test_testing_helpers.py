@@ -27,11 +27,10 @@ from handoffs.contracts import (
 from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples import payment as pay
 from handoffs.examples.payment_lab import payment_experiment, strict_receiver
-from handoffs.lab import ReferenceReceiver
-from handoffs.lab._experiment import GeneratedCase
+from handoffs.lab import assert_sufficient
+from handoffs.lab._experiment import GeneratedCase, ReferenceReceiver
 from handoffs.receivers import Decision, Receiver, Step, Verdict
 from handoffs.testing import (
-    assert_sufficient,
     cases,
     evidence_refs,
     falsehoods,

@@ -39,7 +39,6 @@ from handoffs.receivers import (
     StrictContractReceiver,
     Verdict,
 )
-from handoffs.receivers._log import open_log
 
 __all__ = ["EXIT_ACT", "EXIT_NOT_AS_PROPOSED", "EXIT_REFUSED", "gate", "log", "shell_status"]
 
@@ -138,6 +137,8 @@ def gate(
     but escalated or decided otherwise than proposed, 2 when the command could not
     run.
     """
+    from handoffs.service import open_store
+
     if readback > 0 and not routes:
         raise CommandError("--readback needs --evidence PREFIX=URL: claims are read back "
                            "from resolved evidence [usage]")
@@ -150,7 +151,7 @@ def gate(
         if now_text is not None:
             moment: datetime = parse_time(now_text, json_path="--now")
             clock = lambda: moment  # noqa: E731 - a fixed clock
-        log = open_log(log_path) if log_path is not None else None
+        log = open_store(log_path) if log_path is not None else None
         options: dict[str, Any] = {}
         if log is not None:
             options.update(log=log, replay=log)
@@ -183,6 +184,12 @@ def summary(db: str) -> None:
     """Print the boundary metrics and totals of decision log DB as JSON."""
     if "://" not in db and not Path(db).is_file():
         raise CommandError(f"no decision log at {db} [io]")
-    with one_line_errors(), open_log(db) as store:
-        result = store.summary()
+    from handoffs.service import open_store
+
+    with one_line_errors():
+        store = open_store(db)
+        try:
+            result = store.summary()
+        finally:
+            store.close()
     click.echo(dumps(result.to_json(), indent=2))

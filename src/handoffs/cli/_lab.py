@@ -26,11 +26,11 @@ import click
 from handoffs._errors import HandoffsError, MalformedJSON, MissingExtra
 from handoffs._json import JSONLimits, dumps, loads
 from handoffs.cli._contracts import cli_registry
+from handoffs.cli._group import EXIT_USAGE
 from handoffs.lab import Experiment, ExperimentError, Tolerances, load_experiment, rescore, run
-from handoffs.lab._release import EXIT_ERROR
-from handoffs.lab._runner import EXECUTORS
 from handoffs.lab.reports import (
     evaluate_gate,
+    findings,
     release_artefact,
     render_html,
     render_markdown,
@@ -47,8 +47,12 @@ _RENDERERS: Final = (("report.md", render_markdown), ("report.html", render_html
 class _CannotRun(click.ClickException):
     """The command could not run (exit code 2)."""
 
-    exit_code = EXIT_ERROR
+    exit_code = EXIT_USAGE
 
+
+_EXECUTORS: Final = ("threads", "processes", "dask")
+"""The executors ``handoffs.lab.run`` creates by name (pinned to the runner's list by
+tests/test_lab_cli.py): the choices of ``--executor``."""
 
 _LAB_EXTRA: Final = ("hypothesis", "rich")
 """What the ``lab`` extra installs: Hypothesis draws cases and falsehoods, rich prints."""
@@ -145,9 +149,7 @@ def print_summary(report: Mapping[str, Any]) -> None:
         console.print(f"  - {reason}", markup=False)
     for warning in gate["warnings"]:
         console.print(f"  warning: {warning}", markup=False)
-    from handoffs.lab._render._view import view
-
-    for finding in view(report, compact=True).findings:
+    for finding in findings(report):
         console.print(f"  {finding}", markup=False)
 
 
@@ -183,7 +185,7 @@ def _write_renderings(report: Mapping[str, Any], out: Path) -> list[str]:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("handoffs-report"), show_default=True,
               help="Directory for report.json, report.md, report.html and run.jsonl.")
-@click.option("--executor", type=click.Choice(EXECUTORS), default="threads",
+@click.option("--executor", type=click.Choice(_EXECUTORS), default="threads",
               show_default=True, help="Where the chunks run.")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Worker count (default: the executor's).")
@@ -316,7 +318,7 @@ def _receivers_now(report: Mapping[str, Any], experiment_path: Path | None
     """Each strategy's receiver fingerprint as the experiment is now, or ``None`` when
     the experiment is unknown (a user's report without --experiment).
     """
-    from handoffs.receivers._fingerprint import receiver_fingerprint
+    from handoffs.receivers import receiver_fingerprint
 
     try:
         if experiment_path is None:
@@ -477,7 +479,6 @@ def diff_command(ctx: click.Context, old_path: Path, new_path: Path, output: str
     lists new hard violations by case. Exit 0 when nothing regressed beyond the
     budget, 1 when something did, 2 when a report cannot be read.
     """
-    from handoffs.lab._diff import render_diff
     from handoffs.lab.reports import DiffBudget, diff_reports
 
     budget = DiffBudget(agreement=budget_agreement, regret=budget_regret,
@@ -488,5 +489,5 @@ def diff_command(ctx: click.Context, old_path: Path, new_path: Path, output: str
         click.echo(dumps(diff.to_json(), indent=2))
     else:
         shape: Literal["text", "markdown"] = "markdown" if output == "markdown" else "text"
-        click.echo(render_diff(diff, format=shape, limit=limit), nl=False)
+        click.echo(diff.render(format=shape, limit=limit), nl=False)
     ctx.exit(diff.exit_code)

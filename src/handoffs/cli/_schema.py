@@ -148,15 +148,16 @@ def _published() -> tuple[list[Contract[Any, Any]], list[tuple[str, Path, str]]]
     handoff chain's, with the shipped example.
     """
     from handoffs._schemas import render_json_schema
-    from handoffs.receivers.chains import HANDOFF_CHAIN_CONTRACT, handoff_chain_schema
+    from handoffs.receivers.chains import HandoffChain
 
     found, example = cli_discovered()
     contracts = sorted(found.registry, key=lambda c: (c.name, c.version_key))
     if not example:
         return contracts, []
-    name, version = HANDOFF_CHAIN_CONTRACT.split("/")
-    return contracts, [(HANDOFF_CHAIN_CONTRACT, Path(name) / f"{version}.json",
-                        render_json_schema(handoff_chain_schema()))]
+    schema = HandoffChain.json_schema()
+    label = str(schema["properties"]["contract"]["const"])
+    name, version = label.split("/")
+    return contracts, [(label, Path(name) / f"{version}.json", render_json_schema(schema))]
 
 
 Operand = tuple[str, dict[str, Any], dict[str, Any] | None]

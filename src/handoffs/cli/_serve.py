@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import logging
 import signal
@@ -11,14 +12,40 @@ import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from handoffs._errors import HandoffsError, MissingExtra
 from handoffs.cli._common import CommandError
 
+if TYPE_CHECKING:
+    from handoffs.service import ServiceConfig
+
 __all__ = ["JSONLogFormatter", "serve"]
+
+
+def _check_exposure(config: ServiceConfig) -> None:
+    """Refuse to listen beyond loopback without authentication unless ``insecure``.
+
+    Raises:
+        ConfigError: ``host`` is not a loopback address, no caller is configured and
+            ``insecure`` is off.
+    """
+    from handoffs.service import ConfigError
+
+    if config.callers or config.insecure:
+        return
+    host = config.host.strip("[]")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigError(
+            f"refusing to listen on {config.host} without authentication: configure "
+            "[[auth.callers]] tokens, or listen on 127.0.0.1, or pass --insecure",
+            json_path="$.server.host")
 
 
 class JSONLogFormatter(logging.Formatter):
@@ -80,7 +107,7 @@ def _listen(host: str, port: int) -> socket.socket:
 def serve(*, config_path: str | None, host: str | None, port: int | None,
           store_url: str | None, insecure: bool | None) -> None:
     """Run the gate as an HTTP service: POST /receipts, /healthz, /readyz, /metrics."""
-    from handoffs.service._config import check_exposure, load_config
+    from handoffs.service import Service, create_app, load_config
 
     try:
         import starlette  # noqa: F401
@@ -88,15 +115,13 @@ def serve(*, config_path: str | None, host: str | None, port: int | None,
     except ImportError as exc:
         raise CommandError(str(MissingExtra("handoffs serve", extra="serve",
                                             module=exc.name or "starlette"))) from exc
-    from handoffs.service._app import Service, create_app
-
     configure_logging()
     log = logging.getLogger("handoffs.service")
     try:
         config = load_config(config_path, overrides={
             "server.host": host, "server.port": port, "store.url": store_url,
             "server.insecure": insecure})
-        check_exposure(config)
+        _check_exposure(config)
         service = Service(config)
     except HandoffsError as exc:
         raise CommandError(f"{exc} [{exc.code}]") from exc

@@ -32,6 +32,7 @@ from handoffs.contracts._fingerprint import policy_fingerprint as fingerprint_of
 from handoffs.contracts._receipt import Receipt, enum_member, structure, structure_valid
 from handoffs.contracts._registry import Registry
 from handoffs.integrity import KeyRing, Signer, VerifiedProof, sign
+
 # the proofs' check with the canonicalisation chosen by the caller (the gate's parser
 # has already checked the document under its own limits: see _verify_receipt)
 from handoffs.integrity._proofs import _verify

@@ -39,16 +39,7 @@ from handoffs.examples.payment import (
     decision_contract_encoder,
     synthetic_cases,
 )
-from handoffs.lab import (
-    AdvisoryActionReceiver,
-    Experiment,
-    FullRecordReceiver,
-    GovernanceChecker,
-    IterableCases,
-    ScoreReceiver,
-    Strategy,
-    Tolerances,
-)
+from handoffs.lab import Experiment, IterableCases, Strategy, Tolerances
 from handoffs.lab.perturbations import (
     ActionAdded,
     Falsehood,
@@ -60,12 +51,16 @@ from handoffs.lab.perturbations import (
     select_perturbations,
 )
 from handoffs.receivers import (
+    AdvisoryActionReceiver,
     AuthoritativeActuator,
     EvidenceError,
+    FullRecordReceiver,
     Gate,
+    GovernanceChecker,
     PolicyStatus,
     Receiver,
     ResolvedEvidence,
+    ScoreReceiver,
     StrictContractReceiver,
     UnsafeConfigurationWarning,
     UnsafeNoProofs,

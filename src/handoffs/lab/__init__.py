@@ -13,68 +13,45 @@ triggers, minimal sufficient messages, the release gate and the release artefact
     result.report["strategy_results"]   # the essay's table
     result.exit_code                    # the release gate: 0 pass, 1 fail
 
-The essay's baseline receivers (:class:`ScoreReceiver`, :class:`AdvisoryActionReceiver`,
-:class:`FullRecordReceiver`) and the :class:`GovernanceChecker` that admits their
-unsigned messages are lab instruments: they are here, not in :mod:`handoffs.receivers`.
-The perturbations are :mod:`handoffs.lab.perturbations`; reading, rendering, comparing
+The essay's baseline receivers (:class:`~handoffs.receivers.ScoreReceiver`,
+:class:`~handoffs.receivers.AdvisoryActionReceiver`,
+:class:`~handoffs.receivers.FullRecordReceiver`) and the
+:class:`~handoffs.receivers.GovernanceChecker` that admits their unsigned messages are
+measured here; they are receivers on the gate's pipeline, in :mod:`handoffs.receivers`.
+In a unit test, :func:`assert_sufficient` runs the lab on one receiver and fails with
+a table of the cases it decides otherwise than the contract's reference. The
+perturbations are :mod:`handoffs.lab.perturbations`; reading, rendering, comparing
 and releasing a report is :mod:`handoffs.lab.reports`.
 """
 
-from handoffs.lab._baselines import (
-    AdvisoryActionReceiver,
-    FullRecordReceiver,
-    GovernanceChecker,
-    ScoreReceiver,
-)
-from handoffs.lab._controls import (
-    AUTHORITATIVE_SENDER,
-    CONTROLS,
-    Baselines,
-    NoSuchReading,
-    control_expectations,
-    read_baselines,
-)
+from handoffs.lab._controls import control_expectations, read_baselines
 from handoffs.lab._experiment import (
-    CaseSource,
     Experiment,
     ExperimentError,
+    GeneratedCase,
     GeneratedCases,
     IterableCases,
     JSONLinesCases,
-    ReferenceReceiver,
     Strategy,
     Tolerances,
-    UnknownExperimentKey,
-    UserCodeError,
 )
 from handoffs.lab._minimal import Reference, counterfactual_triggers, minimal_message
 from handoffs.lab._partition import message_partition
-from handoffs.lab._runlog import RunLogError
 from handoffs.lab._runner import rescore, run
+from handoffs.lab._sufficient import assert_sufficient
 from handoffs.lab._toml import load_experiment
 
 __all__ = [
-    "AUTHORITATIVE_SENDER",
-    "CONTROLS",
-    "AdvisoryActionReceiver",
-    "Baselines",
-    "CaseSource",
     "Experiment",
     "ExperimentError",
-    "FullRecordReceiver",
+    "GeneratedCase",
     "GeneratedCases",
-    "GovernanceChecker",
     "IterableCases",
     "JSONLinesCases",
-    "NoSuchReading",
     "Reference",
-    "ReferenceReceiver",
-    "RunLogError",
-    "ScoreReceiver",
     "Strategy",
     "Tolerances",
-    "UnknownExperimentKey",
-    "UserCodeError",
+    "assert_sufficient",
     "control_expectations",
     "counterfactual_triggers",
     "load_experiment",

@@ -66,10 +66,7 @@ from handoffs.lab._plan import (
     receipt_id,
 )
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of, user_error
-from handoffs.lab.perturbations import (
-    CaseContext,
-    Variant,
-)
+from handoffs.lab.perturbations import CaseContext, Variant
 from handoffs.receivers import Verdict
 
 __all__ = ["run_chunk"]

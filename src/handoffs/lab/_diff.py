@@ -6,7 +6,7 @@ violations, mean bytes and mean tokens; it compares the ``coverage`` section's
 numbers where both reports have one, the gate's verdict, and lists the hard
 violations that are new (by case, strategy and perturbation). A change beyond
 its :class:`DiffBudget` is a regression; a row the new report lacks is one too
-(a check that vanished proves nothing). :func:`render_diff` writes the result as
+(a check that vanished proves nothing). :meth:`ReportDiff.render` writes the result as
 text or as Markdown for a CI comment.
 """
 
@@ -20,7 +20,7 @@ import attrs
 
 from handoffs._errors import InvalidArgument
 
-__all__ = ["DiffBudget", "MetricChange", "ReportDiff", "diff_reports", "render_diff"]
+__all__ = ["DiffBudget", "MetricChange", "ReportDiff", "diff_reports"]
 
 _EXACT: Final = 1e-9  # float noise: a change smaller than this is no change
 
@@ -101,6 +101,13 @@ class ReportDiff:
     def exit_code(self) -> int:
         """0 when nothing regressed beyond the budget, else 1."""
         return 1 if self.regressions else 0
+
+    def render(self, *, format: Literal["text", "markdown"] = "text",
+               limit: int = 50) -> str:
+        """The diff as plain text or Markdown (a CI comment): the verdict, then the
+        changes (regressions first, at most ``limit``), then new hard violations.
+        """
+        return _render(self, format=format, limit=limit)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -221,11 +228,9 @@ def _lines(diff: ReportDiff, limit: int) -> list[tuple[str, ...]]:
     return rows
 
 
-def render_diff(diff: ReportDiff, *, format: Literal["text", "markdown"] = "text",
-                limit: int = 50) -> str:
-    """The diff as plain text or Markdown (a CI comment): the verdict, then the
-    changes (regressions first, at most ``limit``), then new hard violations.
-    """
+def _render(diff: ReportDiff, *, format: Literal["text", "markdown"],
+            limit: int) -> str:
+    """:meth:`ReportDiff.render`."""
     regressions = len(diff.regressions)
     verdict = (f"{regressions} regression(s) beyond the budget" if regressions
                else "no regression beyond the budget")

@@ -48,8 +48,7 @@ from handoffs.contracts import (
     ReceiptEncoder,
 )
 from handoffs.lab._keys import memo_value
-from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
-from handoffs.receivers._fingerprint import receiver_fingerprint
+from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict, receiver_fingerprint
 
 __all__ = [
     "CaseSource",

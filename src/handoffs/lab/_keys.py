@@ -6,7 +6,7 @@ Receivers only *declare*: whether they are deterministic, and what their rule re
 strict receiver and the actuator read), besides the public configuration of their
 admission (a :class:`~handoffs.receivers.Gate`'s contracts, trust, replay store,
 decision log, evidence resolver and readback; the lab's
-:class:`~handoffs.lab.GovernanceChecker`). From that, :func:`memo_key` computes a key
+:class:`~handoffs.receivers.GovernanceChecker`). From that, :func:`memo_key` computes a key
 on which decisions may be memoised. A receiver the lab does not know may compute its
 own key (:class:`Memoisable`); any other deterministic receiver is memoised on the
 whole canonical message.
@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any, Final, Protocol, cast, runtime_checkable
 
+from handoffs._memokey import PROJECTED, memo_value
 from handoffs.receivers import AuthoritativeActuator, FunctionReceiver, Gate, StrictContractReceiver
-from handoffs.receivers._memo import PROJECTED, memo_value
 from handoffs.receivers.models import ModelReceiver
 
 __all__ = ["Memoisable", "keyed", "memo_key", "memo_value"]

@@ -25,11 +25,10 @@ from typing import Any, Final
 
 import attrs
 
+from handoffs._codes import TRANSIENT_CODES
 from handoffs.lab._cache import LabClient
 from handoffs.lab._plan import Plan
-from handoffs.receivers import Admitted, Receiver, Verdict
-from handoffs.receivers._gate import Ruling
-from handoffs.receivers._model import TRANSIENT_CODES
+from handoffs.receivers import Admitted, Receiver, Ruling, Verdict
 from handoffs.receivers.models import ChatRequest, Completion, ModelReceiver
 
 __all__ = ["release_shared", "send_ahead", "send_batch"]

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from handoffs._json import dumps
 from handoffs.lab._runlog import expand_rows
-from handoffs.lab.perturbations import Falsehood, Mutate, Perturbation, Scoring
+from handoffs.lab.perturbations import Falsehood, Perturbation, Scoring
+from handoffs.lab.perturbations._falsehood import Mutate
 
 if TYPE_CHECKING:
     from handoffs.lab._experiment import Experiment

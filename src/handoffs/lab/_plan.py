@@ -32,12 +32,9 @@ from handoffs.lab._minimal import (
     counterfactual_triggers,
     minimal_message,
 )
-from handoffs.lab.perturbations import (
-    SUBJECT,
-    Falsehood,
-    Mutate,
-    Perturbation,
-)
+from handoffs.lab.perturbations import Falsehood, Perturbation
+from handoffs.lab.perturbations._base import SUBJECT
+from handoffs.lab.perturbations._falsehood import Mutate
 from handoffs.receivers import Receiver
 
 __all__ = ["Plan", "analyse_state", "compile_plan", "fingerprint", "receipt_id"]

@@ -28,7 +28,6 @@ from handoffs.lab._experiment import Tolerances
 __all__ = [
     "ARTEFACT_FORMAT",
     "ARTEFACT_PURPOSE",
-    "EXIT_ERROR",
     "EXIT_FAIL",
     "EXIT_PASS",
     "evaluate_gate",
@@ -39,7 +38,6 @@ __all__ = [
 
 EXIT_PASS: Final = 0
 EXIT_FAIL: Final = 1
-EXIT_ERROR: Final = 2
 ARTEFACT_FORMAT: Final = "handoffs-release/1"
 ARTEFACT_PURPOSE: Final = "assertionMethod"
 _CONTROLS: Final = ("no-message", "shuffled-message", "constant-message")

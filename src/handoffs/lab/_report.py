@@ -32,7 +32,8 @@ from handoffs.contracts import to_json_schema
 from handoffs.contracts.policy import policy_fingerprint
 from handoffs.lab._experiment import wire_value
 from handoffs.lab._release import evaluate_gate, release_artefact
-from handoffs.lab.perturbations import Mutate, RemoveDecisionField, RemoveGovernanceField
+from handoffs.lab.perturbations import RemoveDecisionField, RemoveGovernanceField
+from handoffs.lab.perturbations._falsehood import Mutate
 
 if TYPE_CHECKING:
     from handoffs.lab._experiment import Experiment
@@ -83,7 +84,8 @@ def _fast_validator() -> Any:
 
 
 def validate_report(report: Any) -> None:
-    """Raise :class:`ReportError` unless ``report`` satisfies the report schema.
+    """Raise :class:`~handoffs.lab._report.ReportError` unless ``report`` satisfies the
+    report schema.
 
     The compiled validator (jsonschema-rs) answers whether it does; python-jsonschema
     describes the violations of a report that does not (as for receipts).

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 
 import attrs
 
+from handoffs._codes import TRANSIENT_CODES
 from handoffs.receivers import Receiver, Verdict
-from handoffs.receivers._model import TRANSIENT_CODES
 
 __all__ = ["ReceiverSearch", "SearchStop", "ddmin", "search_receiver"]
 

@@ -197,7 +197,8 @@ def _head_from_toml(head: dict[str, Any], *, path: Path, registry: Registry
 def _tables_from_toml(data: Mapping[str, Any], contract: Contract[Any, Any],
                       base: Experiment | None, *, path: Path) -> dict[str, Any]:
     """Every table but ``[experiment]``."""
-    from handoffs.lab.perturbations import perturbation_from_json, select_perturbations
+    from handoffs.lab.perturbations import select_perturbations
+    from handoffs.lab.perturbations._registry import perturbation_from_json
 
     changes: dict[str, Any] = {}
     if "cases" in data:
@@ -340,7 +341,7 @@ def model_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
         ExperimentError: unknown keys, a missing route or server, unreadable files,
             bad parameters.
     """
-    from handoffs.lab._baselines import GovernanceChecker
+    from handoffs.receivers import GovernanceChecker
     from handoffs.receivers.models import ModelReceiver, OpenAICompatibleClient
 
     refuse_unknown(table, _MODEL_KEYS, path=path, noun="model key")

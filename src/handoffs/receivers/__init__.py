@@ -20,68 +20,79 @@ Receiver contracts (all implement :class:`Receiver`): :class:`StrictContractRece
 OpenAI-compatible API, in :mod:`handoffs.receivers.models`) and, for signed multi-hop
 handoff chains, :class:`~handoffs.receivers.chains.IdentityCompositionReceiver` (with
 the chain format and builders, in :mod:`handoffs.receivers.chains`); each stands behind
-an :class:`Admission` (a :class:`Gate` for signed receipts). The essay's baseline
-receivers are lab instruments and live in :mod:`handoffs.lab`.
+an admission (a :class:`Gate` for signed receipts). The essay's baseline receivers
+(:class:`ScoreReceiver`, :class:`AdvisoryActionReceiver`, :class:`FullRecordReceiver`)
+stand behind a :class:`GovernanceChecker` that checks no proof: they exist to be
+measured in :mod:`handoffs.lab`.
 :class:`SQLiteDecisionLog` records every decision and doubles as a replay store that
 holds across processes (a :class:`ReplayLog`: the replay claim and the decision row
 commit together).
 """
 
 from handoffs._json import JSONLimits
-from handoffs.receivers._carried import CarriedReceiptReceiver, carried_receipt, carry
+from handoffs.receivers._baselines import (
+    AdvisoryActionReceiver,
+    FullRecordReceiver,
+    GovernanceChecker,
+    ScoreReceiver,
+)
+from handoffs.receivers._carried import CarriedReceiptReceiver, carry
 from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
-from handoffs.receivers._gate import Admitted, Gate, UnsafeConfigurationWarning, UnsafeNoProofs
-from handoffs.receivers._log import DecisionLogError, SQLiteDecisionLog
+from handoffs.receivers._fingerprint import receiver_fingerprint
+from handoffs.receivers._gate import (
+    Admitted,
+    Gate,
+    Ruling,
+    UnsafeConfigurationWarning,
+    UnsafeNoProofs,
+)
+from handoffs.receivers._log import SQLiteDecisionLog
 from handoffs.receivers._receivers import (
-    Admission,
     AuthoritativeActuator,
     FunctionReceiver,
     StrictContractReceiver,
 )
-from handoffs.receivers._replay import MemoryReplayStore, ReplayLog, ReplayStore, ReplayStoreError
+from handoffs.receivers._replay import MemoryReplayStore, ReplayLog
 from handoffs.receivers._services import (
     EvidenceError,
-    EvidenceResolver,
     HTTPEvidenceResolver,
     InMemoryEvidenceResolver,
     InMemoryPolicyService,
-    PolicyService,
     PolicyStatus,
     Readback,
     ResolvedEvidence,
 )
 
 __all__ = [
-    "Admission",
     "Admitted",
+    "AdvisoryActionReceiver",
     "AuthoritativeActuator",
     "CarriedReceiptReceiver",
     "Decision",
-    "DecisionLogError",
     "EvidenceError",
-    "EvidenceResolver",
+    "FullRecordReceiver",
     "FunctionReceiver",
     "Gate",
+    "GovernanceChecker",
     "HTTPEvidenceResolver",
     "InMemoryEvidenceResolver",
     "InMemoryPolicyService",
     "JSONLimits",
     "MemoryReplayStore",
-    "PolicyService",
     "PolicyStatus",
     "Readback",
     "Reason",
     "Receiver",
     "ReplayLog",
-    "ReplayStore",
-    "ReplayStoreError",
     "ResolvedEvidence",
+    "Ruling",
     "SQLiteDecisionLog",
+    "ScoreReceiver",
     "Step",
     "StrictContractReceiver",
     "UnsafeConfigurationWarning",
     "UnsafeNoProofs",
     "Verdict",
-    "carried_receipt",
     "carry",
+    "receiver_fingerprint",
 ]

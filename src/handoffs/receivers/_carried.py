@@ -144,6 +144,13 @@ class CarriedReceiptReceiver:
             raise InvalidArgument(f"the receipt gate is {identity!r} but the chain receiver is "
                              f"{self.chain_receiver.identity!r}; both must be this receiver")
 
+    @staticmethod
+    def message(receipt: Mapping[str, Any], chain: Mapping[str, Any]) -> dict[str, Any]:
+        """The carried-receipt message for a signed ``receipt`` and its ``chain``
+        (both in wire form, e.g. ``Receipt.to_json()`` and ``HandoffChain.to_json()``).
+        """
+        return carried_receipt(receipt, chain)
+
     @property
     def deterministic(self) -> bool:
         """True when both the chain receiver and the receipt receiver are (neither keeps

@@ -141,8 +141,9 @@ class Completion:
         latency_ms: wall time of the call, retries included (0 for a cache hit).
         cached: whether it came from a call cache rather than the model.
         finish_reason: the choice's ``finish_reason`` when given.
-        served: who answered (:class:`ServedModel`), when the call reached a server;
-            ``None`` for an answer from a call cache or a client that does not say.
+        served: who answered (:class:`~handoffs.receivers._chat.ServedModel`), when the
+            call reached a server; ``None`` for an answer from a call cache or a client
+            that does not say.
         response_format: the structured-output form the answer was asked in
             (``"json_schema"``, ``"json_object"`` or ``"text"``) when the client
             negotiated it (see :class:`OpenAICompatibleClient`); ``None`` otherwise.

@@ -52,6 +52,7 @@ from handoffs._json import (
     check_value,
     loads_plain,
 )
+from handoffs._logs import ReplayClaim
 from handoffs._time import CLOCK_SKEW, format_time, utc_now
 from handoffs.contracts import (
     Contract,
@@ -75,7 +76,6 @@ from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers._replay import (
     DecisionLog,
     MemoryReplayStore,
-    ReplayClaim,
     ReplayedReceipt,
     ReplayLog,
     ReplayStore,

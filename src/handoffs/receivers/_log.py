@@ -34,33 +34,32 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, TypeVar
 
-import attrs
-
-from handoffs._errors import HandoffsError, InvalidArgument
+from handoffs._codes import EXPIRED_CODES
+from handoffs._errors import InvalidArgument
+from handoffs._logs import (
+    DEFAULT_PRUNE_EVERY,
+    DEFAULT_RETAIN,
+    DecisionLogError,
+    LogSummary,
+    ReplayClaim,
+    ReplayStoreError,
+    check_retention,
+)
 from handoffs.receivers._decision import Decision
-from handoffs.receivers._replay import ReplayClaim, ReplayStoreError
 
-__all__ = ["STORE_ENTRY_POINTS", "DecisionLogError", "LogSummary", "SQLiteDecisionLog",
-           "open_log"]
+__all__ = ["SQLiteDecisionLog"]
 
 T = TypeVar("T")
 
 SCHEMA_VERSION: Final = "2"
-EXPIRED_CODES: Final = ("receipt-expired", "proof-expired", "grant-expired")
-DEFAULT_RETAIN: Final = timedelta(hours=1)
-DEFAULT_PRUNE_EVERY: Final = 1024
 # SQLite's own clock, in the fixed-width text form the tables hold.
 # The longest one attempt waits for the file's lock; retries run to the call's deadline.
 _ATTEMPT: Final = 0.05
 _STORE_NOW: Final = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
-
-STORE_ENTRY_POINTS: Final = "handoffs.stores"
-"""Entry-point group naming a store class per URL scheme (``postgresql`` → the
-PostgreSQL store of ``handoffs.service``), so that the receivers never import it."""
 
 _SCHEMA_1: Final = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -111,12 +110,6 @@ ALTER TABLE seen ADD COLUMN recorded_at TEXT;
 MIGRATIONS: Final = {1: _SCHEMA_1, 2: _SCHEMA_2}
 
 
-class DecisionLogError(HandoffsError, OSError):
-    """The decision log cannot be opened or written (the gate then fails closed)."""
-
-    code = "log-unavailable"
-
-
 def _stamp(moment: datetime) -> str:
     """Fixed-width RFC 3339 UTC, so that text order is time order."""
     if moment.tzinfo is None:
@@ -127,40 +120,6 @@ def _stamp(moment: datetime) -> str:
 def _busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
-
-
-def open_log(url: str | os.PathLike[str], **options: Any) -> Any:
-    """The decision log and replay store at ``url``: a SQLite file path (or
-    ``sqlite:///path``), or ``scheme://…`` served by the store registered for that
-    scheme in the :data:`STORE_ENTRY_POINTS` group (``postgresql://`` with the
-    ``postgres`` extra).
-
-    Raises:
-        DecisionLogError: no store is installed for the scheme, or it cannot be opened.
-    """
-    text = os.fspath(url)
-    scheme, sep, _ = text.partition("://")
-    if not sep or scheme == "sqlite":
-        return SQLiteDecisionLog(text.removeprefix("sqlite://"), **options)
-    from importlib.metadata import entry_points
-
-    found = entry_points(group=STORE_ENTRY_POINTS).select(name=scheme)
-    if not found:
-        hint = " (pip install 'handoffs[postgres]')" if scheme.startswith("postgres") else ""
-        raise DecisionLogError(f"no decision log is installed for {scheme}:// URLs{hint}")
-    try:
-        factory = next(iter(found)).load()
-    except ImportError as exc:
-        raise DecisionLogError(f"the {scheme}:// store cannot be loaded: {exc}") from exc
-    return factory(text, **options)
-
-
-def check_retention(retain: timedelta, prune_every: int) -> None:
-    """Reject bad retention options before any work starts."""
-    if not isinstance(retain, timedelta) or retain < timedelta(0):
-        raise InvalidArgument(f"retain must be a non-negative timedelta, got {retain!r}")
-    if isinstance(prune_every, bool) or not isinstance(prune_every, int) or prune_every < 1:
-        raise InvalidArgument(f"prune_every must be a positive integer, got {prune_every!r}")
 
 
 def schema_version(value: str | None, *, where: str) -> int:
@@ -180,56 +139,11 @@ def schema_version(value: str | None, *, where: str) -> int:
     )
 
 
-@attrs.frozen(kw_only=True)
-class LogSummary:
-    """Counters over a decision log: the essay's boundary metrics and totals.
-
-    Attributes:
-        decisions: rows in the log.
-        by_verdict: decisions per verdict.
-        by_step: decisions per deciding step (``"1"`` … ``"5"``).
-        by_reason: decisions carrying each reason code.
-        by_receiver: decisions per receiver contract.
-        missing_field_rejections: refused decisions with a ``missing-field`` reason.
-        expired: decisions refused as expired (receipt, proof or grant).
-        source_resolution_failures: decisions with ``evidence-unresolved``.
-        replays: decisions refused as replays.
-        readback_sampled: decisions whose claims were read back.
-        readback_disagreements: of those, how many disagreed with the evidence.
-        readback_disagreement_rate: disagreements / sampled, ``None`` if none sampled.
-        counterfactual_triggers: admitted receipts per counterfactual trigger text.
-        mean_message_bytes: mean size of the messages as received.
-        first_decided_at / last_decided_at: the time span covered.
-    """
-
-    decisions: int
-    by_verdict: Mapping[str, int]
-    by_step: Mapping[str, int]
-    by_reason: Mapping[str, int]
-    by_receiver: Mapping[str, int]
-    missing_field_rejections: int
-    expired: int
-    source_resolution_failures: int
-    replays: int
-    readback_sampled: int
-    readback_disagreements: int
-    readback_disagreement_rate: float | None
-    counterfactual_triggers: Mapping[str, int]
-    mean_message_bytes: float | None
-    first_decided_at: str | None
-    last_decided_at: str | None
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready form (what ``handoffs log summary`` prints)."""
-        return {name: (dict(value) if isinstance(value, Mapping) else value)
-                for name, value in attrs.asdict(self, recurse=False).items()}
-
-
 class SQLiteDecisionLog:
     """A SQLite decision log (one row per decision) and replay store in one file.
 
     It implements both :class:`~handoffs.receivers._replay.DecisionLog` and
-    :class:`~handoffs.receivers.ReplayStore`; pass it as both ``log=`` and
+    :class:`~handoffs.receivers._replay.ReplayStore`; pass it as both ``log=`` and
     ``replay=`` to a gate. It is safe to share between threads; each process opens
     its own connection (the object may be pickled into a worker process).
 

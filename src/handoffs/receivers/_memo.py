@@ -6,8 +6,9 @@ decisions on them and restates nothing of the gate. The key keeps every member a
 is except the three that carry per-case identifiers (``id``, ``case_id``,
 ``evidence_refs``), which the gate's steps read only for their validity under the
 schema, their evidence resolution and the freshness dependencies they name. A check
-that reads one of them otherwise belongs in :data:`PROJECTED`'s treatment here, beside
-the gate (``tests/test_memo.py`` decides messages both ways).
+that reads one of them otherwise belongs in the treatment of those members
+(:data:`handoffs._memokey.PROJECTED`) here, beside the gate (``tests/test_memo.py``
+decides messages both ways).
 """
 
 from __future__ import annotations
@@ -15,59 +16,17 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import attrs
 import jsonschema_rs
 
 from handoffs._json import canonical_bytes
+from handoffs._memokey import PROJECTED, memo_value
 from handoffs.contracts import EvidenceFresh, EvidenceRef, to_json_schema
 
-__all__ = ["PROJECTED", "GateMemo", "gate_memo", "memo_value"]
+__all__ = ["GateMemo", "gate_memo"]
 
-
-
-_FLAT: Final = frozenset({str, int, float, bool, type(None)})
-
-
-class _Unique:
-    """A key part equal only to itself (for values that cannot be compared safely)."""
-
-    __slots__ = ()
-
-
-def memo_value(value: Any) -> Hashable:  # noqa: PLR0911 - one return per JSON shape
-    """A hashable stand-in for a JSON value, equal exactly when the values are equal
-    *and* of the same types (``True``, ``1`` and ``1.0`` are different values here),
-    with object members in order. Unhashable foreign values never compare equal.
-    """
-    kind = type(value)
-    if kind is str:
-        return cast(str, value)
-    if kind is dict:
-        types = tuple(map(type, value.values()))
-        if _FLAT.issuperset(types):
-            return (dict, tuple(value.items()), types)
-        return (dict, tuple((k, memo_value(v)) for k, v in value.items()))
-    if kind in _FLAT:
-        return (kind, value)
-    if kind is list or kind is tuple:
-        types = tuple(map(type, value))
-        if _FLAT.issuperset(types):
-            return (kind, tuple(value), types)
-        return (kind, tuple(memo_value(v) for v in value))
-    if isinstance(value, Mapping):
-        return (kind, tuple((k, memo_value(v)) for k, v in value.items()))
-    try:
-        hash(value)
-    except TypeError:
-        return _Unique()
-    return (kind, value)
-
-
-
-# The members of a receipt that carry per-case identifiers.
-PROJECTED: Final = frozenset({"id", "case_id", "evidence_refs"})
 
 
 class _Valid:

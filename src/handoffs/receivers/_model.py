@@ -35,6 +35,7 @@ from typing import Any, Final
 
 import attrs
 
+from handoffs._codes import TRANSIENT_CODES
 from handoffs._errors import InvalidArgument
 from handoffs._json import dumps
 from handoffs._members import PROTECTED_MEMBERS
@@ -132,7 +133,7 @@ class ModelReceiver:
     """A receiver contract whose step (5) asks a language model.
 
     Steps (1)-(4) are its admission's (a :class:`~handoffs.receivers.Gate` for receipts, the lab's
-    :class:`~handoffs.lab.GovernanceChecker` for the other forms): an inadmissible
+    :class:`~handoffs.receivers.GovernanceChecker` for the other forms): an inadmissible
     message never reaches the model. Then the template is rendered with the message, the request
     sent through ``client`` and the answer validated (see the module's table).
 
@@ -218,7 +219,7 @@ class ModelReceiver:
 
     def served(self) -> list[dict[str, str]]:
         """Every distinct served identity (the members of
-        :class:`~handoffs.receivers.models.ServedModel` the server named) this receiver's
+        :class:`~handoffs.receivers._chat.ServedModel` the server named) this receiver's
         answers have named, in the order first seen, in this process.
         """
         with self._served_lock:
@@ -319,7 +320,7 @@ class ModelReceiver:
         drawn = {} if self.deterministic else {"sample": sample}
         if isinstance(answer, BaseException):
             reason = Reason(answer.code if isinstance(answer, ModelError)
-                            and answer.code in _CALL_CODES else "model-error",
+                            and answer.code in TRANSIENT_CODES else "model-error",
                             f"{self.name}: {answer.message}" if isinstance(answer, ModelError)
                             else f"{self.name}: {type(answer).__name__}: {answer}",
                             Step.POLICY)
@@ -347,11 +348,6 @@ class ModelReceiver:
                 f"{self.name} answered {action!r}, not an action of {contract.id}",
                 Step.POLICY, "$.action"),), record={**usage, "answer": action[:200]})
         return Ruling(action=action, record=usage)
-
-
-_CALL_CODES: Final = frozenset({"model-error", "model-timeout", "budget-exceeded"})
-TRANSIENT_CODES: Final = _CALL_CODES
-"""Reason codes of failed calls: never memoised or cached (a retry may succeed)."""
 
 
 def _usage(completion: Completion) -> dict[str, Any]:

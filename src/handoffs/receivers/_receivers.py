@@ -44,7 +44,7 @@ class Admission(Protocol):
     """What admits a message before a receiver's rule (steps 1-4), then applies it.
 
     A :class:`~handoffs.receivers.Gate` is the admission for signed receipts; the
-    lab's :class:`~handoffs.lab.GovernanceChecker` admits the essay's unsigned
+    lab's :class:`~handoffs.receivers.GovernanceChecker` admits the essay's unsigned
     message forms.
     """
 
@@ -179,8 +179,9 @@ class AuthoritativeActuator(_ViaAdmission):
     ``authority-not-granted``, ``invalid-action`` or ``conflicting-action`` (reject).
 
     Attributes:
-        gate: a :class:`Gate` (signed receipts) or another :class:`Admission`
-            (the lab's ``GovernanceChecker`` for action-only and other unsigned forms).
+        gate: a :class:`Gate` (signed receipts) or another
+            :class:`~handoffs.receivers._receivers.Admission`
+            (a :class:`GovernanceChecker` for action-only and other unsigned forms).
         name: the receiver's name.
     """
 
@@ -253,7 +254,7 @@ class FunctionReceiver:
 
     The function receives the :class:`~handoffs.receivers.Admitted` message (the
     verified document, never the raw bytes) and returns an action (its value or an
-    enum member) or a :class:`~handoffs.receivers._gate.Ruling`. An action outside the
+    enum member) or a :class:`~handoffs.receivers.Ruling`. An action outside the
     contract's action set is rejected (``invalid-action``); an exception escalates
     (``receiver-error``).
 
@@ -263,7 +264,7 @@ class FunctionReceiver:
 
     Attributes:
         fn: the function, ``fn(admitted) -> action | Ruling``.
-        gate: its admission (a :class:`Gate` or another :class:`Admission`).
+        gate: its admission (a :class:`Gate` or another admission).
         name: the receiver's name.
         prompt: the frozen prompt (or policy text) the function uses.
         model_route: the model route, e.g. ``"provider/model@2026-01-01"``.

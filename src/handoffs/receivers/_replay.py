@@ -19,19 +19,16 @@ import threading
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-import attrs
-
 from handoffs._errors import HandoffsError, InvalidArgument
+from handoffs._logs import ReplayClaim, ReplayStoreError
 from handoffs._time import expired
 from handoffs.receivers._decision import Decision
 
 __all__ = [
     "DecisionLog",
     "MemoryReplayStore",
-    "ReplayClaim",
     "ReplayLog",
     "ReplayStore",
-    "ReplayStoreError",
     "ReplayedReceipt",
 ]
 
@@ -40,12 +37,6 @@ class ReplayedReceipt(HandoffsError, ValueError):
     """A receipt id was seen before: the message is a replay."""
 
     code = "replayed"
-
-
-class ReplayStoreError(HandoffsError, RuntimeError):
-    """The replay store cannot answer (full, or its database failed): fail closed."""
-
-    code = "replay-store-unavailable"
 
 
 # --------------------------------------------------------------------- replay stores
@@ -71,8 +62,8 @@ class MemoryReplayStore:
     """An in-process replay store with expiry (thread-safe).
 
     It forgets an id once its receipt has expired. When ``max_entries`` unexpired ids
-    are held, a new id is refused with :class:`ReplayStoreError` (fail closed) rather
-    than forgetting one early. Use the SQLite store to hold across processes.
+    are held, a new id is refused with :class:`~handoffs._logs.ReplayStoreError` (fail
+    closed) rather than forgetting one early. Use the SQLite store to hold across processes.
     """
 
     def __init__(self, *, max_entries: int = 1_000_000) -> None:
@@ -87,7 +78,12 @@ class MemoryReplayStore:
         return len(self._seen)
 
     def first_seen(self, receipt_id: str, *, expires: datetime, now: datetime) -> bool:
-        """See :meth:`ReplayStore.first_seen`."""
+        """Atomically record ``receipt_id``; True the first time, False for a replay
+        (the replay store protocol's ``first_seen``).
+
+        Raises:
+            ReplayStoreError: ``max_entries`` unexpired ids are held (fail closed).
+        """
         with self._lock:
             if receipt_id in self._seen:
                 return False
@@ -122,23 +118,6 @@ class DecisionLog(Protocol):
     ) -> None:
         """Record one decision durably, or raise (the gate then fails closed)."""
         ...
-
-
-@attrs.frozen(kw_only=True)
-class ReplayClaim:
-    """A receipt id to be recorded as seen together with its decision row.
-
-    Attributes:
-        receipt_id: the receipt's ``id``.
-        expires: the receipt's ``valid_until``; the store keeps the id at least until
-            then, by its own clock.
-        claimed_at: the gate's clock when it checked the receipt (recorded, never
-            used to prune).
-    """
-
-    receipt_id: str
-    expires: datetime
-    claimed_at: datetime
 
 
 @runtime_checkable

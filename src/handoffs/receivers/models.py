@@ -5,7 +5,7 @@ a :class:`ChatClient` (:class:`OpenAICompatibleClient` for any OpenAI-compatible
 server), with the structured-output schema :func:`action_schema`; it stands behind a
 :class:`~handoffs.receivers.Gate`, so the model only ever sees admitted receipts.
 A :class:`ChatRequest` goes out, a :class:`Completion` comes back naming the
-:class:`ServedModel` that answered; a failed call is a :class:`ModelError`.
+served model that answered; a failed call is a :class:`ModelError`.
 """
 
 from handoffs.receivers._chat import (
@@ -14,7 +14,6 @@ from handoffs.receivers._chat import (
     Completion,
     ModelError,
     OpenAICompatibleClient,
-    ServedModel,
 )
 from handoffs.receivers._model import ModelReceiver, action_schema
 
@@ -25,6 +24,5 @@ __all__ = [
     "ModelError",
     "ModelReceiver",
     "OpenAICompatibleClient",
-    "ServedModel",
     "action_schema",
 ]

@@ -6,8 +6,8 @@
   the ``postgres`` extra).
 - ``handoffs serve`` (the ``serve`` extra: Starlette and uvicorn) runs a gate behind
   HTTP; see the how-to "Run the gate as a service". :func:`load_config` reads its
-  configuration (TOML, then ``HANDOFFS_*`` variables; :class:`Caller` is one
-  authenticated caller), :class:`Service` builds the gate,
+  configuration (TOML, then ``HANDOFFS_*`` variables: a :class:`ServiceConfig`, with
+  its authenticated callers), :class:`Service` builds the gate,
   store and metrics from it, and :func:`create_app` is the ASGI application, for
   embedding in another server.
 
@@ -15,13 +15,11 @@ The service depends on :mod:`handoffs.receivers`; the receivers never import it.
 """
 
 from handoffs.service._app import Service, create_app
-from handoffs.service._config import Caller, ConfigError, ServiceConfig, load_config
-from handoffs.service._store import DecisionStore, open_store
+from handoffs.service._config import ConfigError, ServiceConfig, load_config
+from handoffs.service._store import open_store
 
 __all__ = [
-    "Caller",
     "ConfigError",
-    "DecisionStore",
     "Service",
     "ServiceConfig",
     "create_app",

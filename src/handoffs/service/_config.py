@@ -9,7 +9,6 @@ which key (``$.store.url``) and why, before anything starts.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import re
 import tomllib
@@ -294,27 +293,6 @@ def _callers(name: str, value: Any) -> tuple[Caller, ...]:
     if len(set(names)) != len(names) or len(set(digests)) != len(digests):
         raise ConfigError("each caller needs its own name and token", json_path=f"$.{name}")
     return tuple(callers)
-
-
-def check_exposure(config: ServiceConfig) -> None:
-    """Refuse to listen beyond loopback without authentication unless ``insecure``.
-
-    Raises:
-        ConfigError: ``host`` is not a loopback address, no caller is configured and
-            ``insecure`` is off.
-    """
-    if config.callers or config.insecure:
-        return
-    host = config.host.strip("[]")
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback:
-        raise ConfigError(
-            f"refusing to listen on {config.host} without authentication: configure "
-            "[[auth.callers]] tokens, or listen on 127.0.0.1, or pass --insecure",
-            json_path="$.server.host")
 
 
 def _relative(name: str, value: Any, base: Path) -> Any:

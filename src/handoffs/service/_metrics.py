@@ -16,8 +16,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any, Final
 
+from handoffs._codes import EXPIRED_CODES
 from handoffs.receivers import Decision
-from handoffs.receivers._log import EXPIRED_CODES
 
 __all__ = ["STORE_DOWN_CODES", "BoundaryMetrics"]
 

@@ -25,8 +25,8 @@ Guarantees:
   ``valid_until``) lies more than ``retain`` before the server's ``now()``; a writer's
   clock is recorded, never trusted.
 - **Fail closed**: an unreachable server (or one that restarts under the gate) raises
-  :class:`~handoffs.receivers.DecisionLogError` /
-  :class:`~handoffs.receivers.ReplayStoreError` within ``timeout`` seconds, which the
+  :class:`~handoffs._logs.DecisionLogError` /
+  :class:`~handoffs._logs.ReplayStoreError` within ``timeout`` seconds, which the
   gate turns into a refusal with the reason ``log-unavailable`` or
   ``replay-store-unavailable``. Every call has one deadline: the wait for a
   connection and the statement share ``timeout``; the server cancels a statement
@@ -36,7 +36,7 @@ Guarantees:
   spent although the caller was told 503 (a retry is refused as a replay).
 - **Clock skew is bounded**: a claim whose ``claimed_at`` (the writer's clock) is older
   than the server's ``now()`` minus ``retain / 2`` is refused with
-  :class:`~handoffs.receivers.DecisionLogError` code ``clock-skew``, so a writer whose
+  :class:`~handoffs._logs.DecisionLogError` code ``clock-skew``, so a writer whose
   clock lags cannot claim an id that may already have been pruned.
 - **Versioned schema**: tables live in the ``handoffs`` schema; ``handoffs.meta``
   holds the schema version, migrations run once under an advisory lock, and a newer
@@ -59,26 +59,28 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import orjson
 
+from handoffs._codes import EXPIRED_CODES
 from handoffs._errors import InvalidArgument
-from handoffs.receivers import Decision, DecisionLogError, ReplayStoreError
-from handoffs.receivers._log import (
+from handoffs._logs import (
     DEFAULT_PRUNE_EVERY,
     DEFAULT_RETAIN,
-    EXPIRED_CODES,
+    DecisionLogError,
     LogSummary,
+    ReplayClaim,
+    ReplayStoreError,
     check_retention,
 )
-from handoffs.receivers._replay import ReplayClaim
+from handoffs.receivers import Decision
 
 if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
-__all__ = ["SCHEMA_VERSION", "PostgresDecisionLog"]
+__all__ = ["PostgresDecisionLog"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION: Final = "3"
+_SCHEMA_VERSION: Final = "3"
 # An arbitrary constant: the advisory lock that serialises migrations across replicas.
 _MIGRATION_LOCK: Final = 0x68616E64
 
@@ -481,7 +483,7 @@ class PostgresDecisionLog:
             ) from exc
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
-        """Create or migrate the schema to :data:`SCHEMA_VERSION` (one transaction)."""
+        """Create or migrate the schema to the current schema version (one transaction)."""
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             conn.execute("CREATE SCHEMA IF NOT EXISTS handoffs")
@@ -490,13 +492,13 @@ class PostgresDecisionLog:
             row = conn.execute(
                 "SELECT value FROM handoffs.meta WHERE key = 'schema_version'").fetchone()
             current = 0 if row is None else _version(row[0], self.where)
-            for version in range(current + 1, int(SCHEMA_VERSION) + 1):
+            for version in range(current + 1, int(_SCHEMA_VERSION) + 1):
                 for statement in _MIGRATIONS[version].split(";"):
                     if statement.strip():
                         conn.execute(statement)
             conn.execute(
                 "INSERT INTO handoffs.meta (key, value) VALUES ('schema_version', %s) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (SCHEMA_VERSION,))
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (_SCHEMA_VERSION,))
         self._migrated = True
 
     # ---------------------------------------------------------------- the log
@@ -759,10 +761,10 @@ def _document(document: dict[str, Any]) -> tuple[str]:
 
 
 def _version(value: str, where: str) -> int:
-    if value.isdigit() and 1 <= int(value) <= int(SCHEMA_VERSION):
+    if value.isdigit() and 1 <= int(value) <= int(_SCHEMA_VERSION):
         return int(value)
     raise DecisionLogError(
-        f"decision log schema version {value!r} in {where} is not {SCHEMA_VERSION!r} or "
+        f"decision log schema version {value!r} in {where} is not {_SCHEMA_VERSION!r} or "
         "older (written by a newer handoffs?)",
         code="log-version",
     )

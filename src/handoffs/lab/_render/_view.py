@@ -16,7 +16,7 @@ import attrs
 from handoffs.lab._render._format import Table, num
 from handoffs.lab._render._sections import SECTIONS, gate_checks
 
-__all__ = ["View", "check_report", "view"]
+__all__ = ["View", "check_report", "findings", "view"]
 
 
 @attrs.frozen
@@ -123,14 +123,26 @@ def _provenance(provenance: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     )
 
 
+def findings(report: Mapping[str, Any]) -> tuple[str, ...]:
+    """What a reader of a lab report must see beside its verdict, one sentence each:
+    schema-valid falsehoods the gated strategies let through (and whether the gate
+    bounded them), failing decisions, and receivers that raised. Empty when there is
+    nothing to say. Both renderings and ``handoffs lab run``'s summary print them.
+
+    Args:
+        report: a report following ``handoffs-lab-report/1`` (as written by the lab,
+            or loaded from its JSON; not checked against the schema here).
+    """
+    return tuple(f for f in (_falsehood_finding(report), _failure_finding(report),
+                             _receiver_error_finding(report)) if f)
+
+
 def view(report: Mapping[str, Any], *, compact: bool) -> View:
     """The content of a rendering; ``compact`` for a pull-request comment."""
     experiment = report["experiment"]
     gate = report["gate"]
     passed = bool(gate["passed"])
     tables = [t for t in (section(report, compact) for section in SECTIONS) if t is not None]
-    findings = [f for f in (_falsehood_finding(report), _failure_finding(report),
-                            _receiver_error_finding(report)) if f]
     coverage = report.get("coverage")
     # a missed region or boundary, or a dead rule, is said next to the verdict
     covered = () if not coverage or (coverage.get("complete", True) and not coverage.get(
@@ -143,7 +155,7 @@ def view(report: Mapping[str, Any], *, compact: bool) -> View:
         subtitle=(f"{experiment['contract']} · {num(experiment['cases'])} cases · subject "
                   f"{experiment['subject']} · gate exit {gate['exit_code']}"
                   + (f" · coverage: {coverage['line']}" if coverage else "")),
-        findings=tuple(findings),
+        findings=findings(report),
         reasons=tuple(gate["reasons"]),
         warnings=(*gate["warnings"], *covered),
         checks=gate_checks(report),

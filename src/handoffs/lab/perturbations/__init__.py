@@ -18,72 +18,38 @@ one module each:
 
 A perturbation yields :class:`Variant` s of one strategy's message for one case.
 Messages are plain dicts; variants copy only what they change. To write one of your
-own, subclass :class:`Perturbation` and declare it with :func:`declare_perturbation`
-(see the how-to "Write a perturbation of your own")::
+own, subclass :class:`Perturbation` and declare it with :func:`declare_perturbation`;
+its :meth:`~Perturbation.change` answers a new value or a marker such as
+``Perturbation.UNCHANGED`` (see the how-to "Write a perturbation of your own")::
 
-    from handoffs.lab.perturbations import UNCHANGED, Perturbation, declare_perturbation
+    from handoffs.lab.perturbations import Perturbation, declare_perturbation
 """
 
 from handoffs.lab.perturbations._ablation import RemoveDecisionField, RemoveGovernanceField
 from handoffs.lab.perturbations._base import (
-    NOT_APPLICABLE,
-    REMOVED,
-    SUBJECT,
-    UNCHANGED,
     CaseContext,
     Perturbation,
     Scoring,
     Variant,
     declare_perturbation,
 )
-from handoffs.lab.perturbations._boundary import (
-    ActionAdded,
-    AuthoritativeSender,
-    LossChanged,
-    PolicyVersionChanged,
-)
-from handoffs.lab.perturbations._coarsening import (
-    MergeEnumValues,
-    RoundNumeric,
-    ShortenEvidenceRefs,
-    WidenInterval,
-)
-from handoffs.lab.perturbations._controls import ConstantMessage, NoMessage, ShuffledMessage
-from handoffs.lab.perturbations._falsehood import Falsehood, Mutate
-from handoffs.lab.perturbations._registry import (
-    perturbation_from_json,
-    select_perturbations,
-    standard_perturbations,
-)
+from handoffs.lab.perturbations._boundary import ActionAdded, LossChanged
+from handoffs.lab.perturbations._falsehood import Falsehood
+from handoffs.lab.perturbations._registry import select_perturbations, standard_perturbations
 from handoffs.lab.perturbations._relay import Relay
 
 __all__ = [
-    "NOT_APPLICABLE",
-    "REMOVED",
-    "SUBJECT",
-    "UNCHANGED",
     "ActionAdded",
-    "AuthoritativeSender",
     "CaseContext",
-    "ConstantMessage",
     "Falsehood",
     "LossChanged",
-    "MergeEnumValues",
-    "Mutate",
-    "NoMessage",
     "Perturbation",
-    "PolicyVersionChanged",
     "Relay",
     "RemoveDecisionField",
     "RemoveGovernanceField",
-    "RoundNumeric",
     "Scoring",
-    "ShortenEvidenceRefs",
-    "ShuffledMessage",
     "Variant",
-    "WidenInterval",
     "declare_perturbation",
-    "perturbation_from_json",
     "select_perturbations",
     "standard_perturbations",
 ]

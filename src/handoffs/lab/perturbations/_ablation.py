@@ -32,7 +32,7 @@ class RemoveDecisionField(Perturbation):
     strategies: tuple[str, ...] | None = _strategies_field()
 
     def change(self, value: Any) -> Any:
-        """:data:`REMOVED`."""
+        """:attr:`.Perturbation.REMOVED`."""
         return REMOVED
 
 
@@ -52,5 +52,5 @@ class RemoveGovernanceField(Perturbation):
     strategies: tuple[str, ...] | None = _strategies_field()
 
     def change(self, value: Any) -> Any:
-        """:data:`REMOVED`."""
+        """:attr:`.Perturbation.REMOVED`."""
         return REMOVED

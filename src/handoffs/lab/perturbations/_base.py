@@ -123,7 +123,7 @@ class Variant:
         touched: top-level members changed (``None``: unknown, check everything).
         full_validation: validate the whole message with ``jsonschema`` (injections).
         base: the message a patch applies to (``None`` for a whole message).
-        patch: ``(member, value)``; ``value`` is :data:`REMOVED` for a removal.
+        patch: ``(member, value)``; ``value`` is :attr:`.Perturbation.REMOVED` for a removal.
     """
 
     __slots__ = ("_message", "base", "falsehood", "falsified", "full_validation", "label",
@@ -155,7 +155,7 @@ class Variant:
                 label: str | None = None, reference: str | None = None,
                 falsehood: tuple[str, Any, Any] | None = None, falsified: str | None = None,
                 full_validation: bool = False) -> Variant:
-        """``base`` with ``member`` set to ``value`` (or removed: :data:`REMOVED`)."""
+        """``base`` with ``member`` set to ``value`` (or removed: :attr:`.Perturbation.REMOVED`)."""
         variant = cls.__new__(cls)
         variant._message = None
         variant.label = label
@@ -363,12 +363,21 @@ class Perturbation:
     A subclass may instead set ``kind`` and write the properties below itself.
     ``strategies`` restricts which strategies a perturbation changes: ``None`` for
     every strategy whose message it applies to, or names (``"@subject"`` for the
-    experiment's subject).
+    experiment's subject). :meth:`change` answers a new value, or one of the markers
+    :attr:`REMOVED`, :attr:`UNCHANGED` and :attr:`NOT_APPLICABLE` (class attributes,
+    so a subclass writes ``self.UNCHANGED``).
     """
 
     kind: ClassVar[str] = "ablation"
     default_strategies: ClassVar[tuple[str, ...] | None] = None
     declaration: ClassVar[Declaration | None] = None
+
+    REMOVED: ClassVar[Any] = REMOVED
+    """From :meth:`change` or in :attr:`Variant.patch`: the member is removed."""
+    UNCHANGED: ClassVar[Any] = UNCHANGED
+    """From :meth:`change`: the message is sent as it is (one unchanged variant)."""
+    NOT_APPLICABLE: ClassVar[Any] = NOT_APPLICABLE
+    """From :meth:`change`: the perturbation does not apply (no variant)."""
 
     def _declared(self) -> Declaration:
         declaration = type(self).declaration
@@ -442,9 +451,9 @@ class Perturbation:
         return base
 
     def change(self, value: Any) -> Any:
-        """The declared member's new value (:data:`REMOVED` removes it), given its
-        current value; or :data:`UNCHANGED`, or :data:`NOT_APPLICABLE`. Called only
-        when the member is present.
+        """The declared member's new value (:attr:`.Perturbation.REMOVED` removes it),
+        given its current value; or :attr:`.Perturbation.UNCHANGED`, or
+        :attr:`.Perturbation.NOT_APPLICABLE`. Called only when the member is present.
         """
         raise NotImplementedError(f"{type(self).__name__} writes neither change nor variants")
 
@@ -500,7 +509,7 @@ def _get(message: Mapping[str, Any], target: str) -> tuple[bool, Any]:
 
 def _set_patch(message: Mapping[str, Any], target: str, value: Any) -> Variant:
     """``message`` with ``target`` (a member or ``decision_state.<field>``) set or
-    removed (:data:`REMOVED`), as a patch.
+    removed (:attr:`.Perturbation.REMOVED`), as a patch.
     """
     parent, name = _split_target(target)
     if parent:

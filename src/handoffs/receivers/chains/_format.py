@@ -27,7 +27,11 @@ from handoffs.receivers.chains._contract import (
     HopRole,
     _check_contract_member,
 )
-from handoffs.receivers.chains._schema import _schema_violations, _typed_violations
+from handoffs.receivers.chains._schema import (
+    _schema_violations,
+    _typed_violations,
+    handoff_chain_schema,
+)
 
 __all__ = ["DerivedFrom", "HandoffChain", "Hop"]
 
@@ -100,7 +104,7 @@ class Hop:
     is verified by the receiver, not interpreted here.
 
     Attributes:
-        contract: always :data:`HANDOFF_CHAIN_CONTRACT`; binds the hop to its format.
+        contract: always ``handoff-chain/2.0.0``; binds the hop to its format.
         chain_id: the envelope ``id`` of the chain this hop was signed for.
         hop: the hop's position in the chain, from 0.
         case_id: the case the chain is about.
@@ -188,7 +192,7 @@ class HandoffChain:
     :meth:`from_json`.
 
     Attributes:
-        contract: always :data:`HANDOFF_CHAIN_CONTRACT`.
+        contract: always ``handoff-chain/2.0.0``.
         id: unique chain id (``urn:uuid:...``), signed by every hop as ``chain_id``.
         case_id: the case the chain is about.
         hops: the hops, hop 0 first.
@@ -200,6 +204,15 @@ class HandoffChain:
     case_id: str = attrs.field(validator=_check_ident)
     hops: tuple[Hop, ...] = attrs.field(default=(), converter=_hops)
 
+
+    @staticmethod
+    def json_schema() -> dict[str, Any]:
+        """The Draft 2020-12 JSON Schema of handoff chains, closed at every level; its
+        ``$id`` is stable, and ``properties.contract.const`` names the contract and
+        version (``handoff-chain/2.0.0``). The checked-in copy is
+        ``schemas/handoff-chain/2.0.0.json``.
+        """
+        return handoff_chain_schema()
     def to_json(self) -> dict[str, Any]:
         """Wire form."""
         return {

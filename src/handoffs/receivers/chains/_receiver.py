@@ -14,17 +14,13 @@ import attrs
 
 from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON, ProofError
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, check_value, digest, loads
+from handoffs._logs import ReplayStoreError
 from handoffs._time import expired, format_time
 from handoffs.contracts import Authority
 from handoffs.integrity import KeyRing, VerifiedProof, verify
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
-from handoffs.receivers._replay import (
-    MemoryReplayStore,
-    ReplayedReceipt,
-    ReplayStore,
-    ReplayStoreError,
-)
+from handoffs.receivers._replay import MemoryReplayStore, ReplayedReceipt, ReplayStore
 from handoffs.receivers.chains._contract import (
     _CONTRACT_NAME,
     _MAX_WIRE_HOPS,

@@ -3,11 +3,11 @@
 These are the receivers the essay compares the decision contract against: a risk
 score (``receive_score``), an advisory action-only message
 (``receive_action_advisory``) and the full record (``receive_full``). They exist to
-be measured in the lab, not to run in production, so they live here and not in
-:mod:`handoffs.receivers`. The :class:`GovernanceChecker` admits the message forms
-that are not receipts (full record, risk score, action-only); it checks **no
-proof**, so a production receiver of signed receipts uses a
-:class:`~handoffs.receivers.Gate`.
+be measured in the lab, not to run in production; but they are receivers, built on
+the gate's own pipeline (its parse, its stages, its refusals), so they live beside the
+gate. The :class:`GovernanceChecker` admits the message forms that are not receipts
+(full record, risk score, action-only); it checks **no proof**, so a production
+receiver of signed receipts uses a :class:`~handoffs.receivers.Gate`.
 
 =====================================  ==========================================
 receiver                               essay function
@@ -33,6 +33,7 @@ import attrs
 from handoffs._audience import check_addressed
 from handoffs._errors import InvalidArgument, MalformedJSON
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, check_value
+from handoffs._memokey import memo_value
 from handoffs._time import parse_time
 from handoffs.contracts import (
     ANY_AUDIENCE,
@@ -42,9 +43,8 @@ from handoffs.contracts import (
     FieldSpec,
     Interval,
 )
-from handoffs.lab._keys import _MISSING_MEMBER, memo_value
-from handoffs.receivers import Admitted, Decision, Reason, Step, Verdict
-from handoffs.receivers._gate import Clock, ReceiverRule, Ruling, _parse, _text
+from handoffs.receivers._decision import Decision, Reason, Step, Verdict
+from handoffs.receivers._gate import Admitted, Clock, ReceiverRule, Ruling, _parse, _text
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers._receivers import _fail, _is_contract, _ViaAdmission
 
@@ -124,7 +124,7 @@ class GovernanceChecker:
         key: list[Hashable] = []
         for name in names:
             if name not in message:
-                key.append(_MISSING_MEMBER)
+                key.append(None)  # no present member's part is None (see below)
                 continue
             value = message[name]
             if name not in raw:
