@@ -19,7 +19,7 @@ import handoffs
 
 sphinx_build = pytest.importorskip("sphinx.cmd.build")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 API = DOCS / "reference" / "api"
 # Sphinx's own napoleon reads autodoc's options through the mapping interface Sphinx 9

@@ -104,7 +104,7 @@ def workflow(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
                             GOVERNANCE.stamp(case_id=case.case_id,
                                              evidence_refs=case.evidence_refs))
     (tmp_path / "receipt.json").write_text(dumps(receipt.to_json()), encoding="utf-8")
-    schemas = Path(__file__).resolve().parents[1] / "schemas"
+    schemas = Path(__file__).resolve().parents[2] / "schemas"
     code = (f"SCHEMAS = {str(schemas)!r}\nT = {T!r}\nLATER = {LATER!r}\n") + WORKFLOW
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                           text=True, timeout=120, check=False)

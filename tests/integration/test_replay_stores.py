@@ -27,7 +27,7 @@ from handoffs.service.postgres import SCHEMA_VERSION
 from stores import PostgresServer, free_port, open_log
 from test_gate import CASES, NOW, WORLD, codes, raw, strict
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]  # tests/, where the helpers are
 
 
 def query(url: str, sql: str) -> list[tuple[Any, ...]]:

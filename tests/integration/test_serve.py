@@ -147,7 +147,7 @@ def test_contracts_that_do_not_load_are_config_errors(tmp_path: Path) -> None:
 def test_contracts_import_from_the_working_directory(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """As on the command line: a module beside the service, without PYTHONPATH."""
-    source = Path(__file__).parent / "user_contract" / "mymodule.py"
+    source = Path(__file__).parents[1] / "user_contract" / "mymodule.py"
     (tmp_path / "serve_user_contract.py").write_text(source.read_text("utf-8"), "utf-8")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))

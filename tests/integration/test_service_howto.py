@@ -24,7 +24,7 @@ from serve_world import evidence_server, receipt
 from stores import PostgresServer, free_port
 from test_gate import WORLD
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "how-to" / "run-as-a-service.md"
 _CONFIG = re.compile(r'^```toml title="serve.toml"\n(.*?)^```', re.S | re.M)
 

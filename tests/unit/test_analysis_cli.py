@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from handoffs.cli import main
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 
 
 def run(*args: str) -> Result:

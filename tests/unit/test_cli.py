@@ -31,7 +31,7 @@ from handoffs.examples.payment import (
 )
 from handoffs.integrity import SigningKey
 
-SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 CHECKED_IN = SCHEMAS / "payment-release" / "1.0.0.json"
 
 

@@ -42,7 +42,7 @@ from handoffs.receivers import (
 )
 from handoffs.receivers._gate import Ruling
 
-VECTORS = Path(__file__).parent / "vectors"
+VECTORS = Path(__file__).parents[1] / "vectors"
 ECDSA = json.loads((VECTORS / "ecdsa-jcs-2019.json").read_text())
 RAW = ECDSA["raw_files"]
 EDDSA = json.loads((VECTORS / "eddsa-jcs-2022.json").read_text())

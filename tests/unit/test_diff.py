@@ -43,7 +43,7 @@ from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples.payment import PAYMENT_RELEASE, PaymentAction
 from test_receipts import receipts
 
-SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 
 # ------------------------------------------------------------ a base contract
 

@@ -44,7 +44,7 @@ from handoffs.integrity._edwards25519 import (
 )
 from handoffs.integrity._keys import decode_public_key_multibase
 
-VECTORS = json.loads((Path(__file__).parent / "vectors" / "eddsa-jcs-2022.json").read_text())
+VECTORS = json.loads((Path(__file__).parents[1] / "vectors" / "eddsa-jcs-2022.json").read_text())
 
 
 def openssl(public_key: bytes, signature: bytes, message: bytes) -> bool:

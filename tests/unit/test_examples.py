@@ -26,7 +26,7 @@ from handoffs.contracts.versions import FindingCode
 from handoffs.lab import run
 from handoffs.receivers import Step, Verdict
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ("scout", "pump", "relay", "baselines")
 
 

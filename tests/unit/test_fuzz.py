@@ -29,7 +29,7 @@ from handoffs.contracts import Receipt
 from handoffs.receivers import Decision, MemoryReplayStore, SQLiteDecisionLog, Verdict
 from test_gate import CONTRACT, WORLD, strict
 
-ERRORS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "errors.md"
+ERRORS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "errors.md"
 # Every code in the first column of the errors page's tables.
 DOCUMENTED = frozenset(
     code

@@ -346,7 +346,7 @@ def test_the_library_raises_no_bare_builtin_errors() -> None:
     """Every error the library raises is a HandoffsError (the errors page says so): no
     ``raise ValueError(...)``, ``KeyError``, ``RuntimeError``... anywhere in src/.
     """
-    root = Path(__file__).resolve().parent.parent / "src" / "handoffs"
+    root = Path(__file__).resolve().parents[2] / "src" / "handoffs"
     assert _bare_builtin_raises(root) == []
 
 

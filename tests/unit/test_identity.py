@@ -49,7 +49,7 @@ from handoffs.receivers.chains import (
     start_chain,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 T = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
 CASE = "case-1842"
 CHAIN_ID = "urn:uuid:0b1c7e52-4f0a-4d3e-9c9b-5a1e2d3c4b5a"

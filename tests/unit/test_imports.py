@@ -9,7 +9,7 @@ import pytest
 
 from handoffs.lab._imports import ensure_importable, import_root
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_file_outside_a_package_imports_the_modules_beside_it(

@@ -26,7 +26,7 @@ from handoffs.integrity._keys import (
     encode_secret_key_multibase,
 )
 
-VECTORS = json.loads((Path(__file__).parent / "vectors" / "eddsa-jcs-2022.json").read_text())
+VECTORS = json.loads((Path(__file__).parents[1] / "vectors" / "eddsa-jcs-2022.json").read_text())
 KEY_PAIR = VECTORS["key_pair"]
 DERIVED = VECTORS["derived_by_research"]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

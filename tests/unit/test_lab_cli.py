@@ -14,7 +14,7 @@ from handoffs.cli._lab import lab
 from handoffs.integrity import KeyRing, SigningKey
 from handoffs.lab.reports import verify_artefact
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "payment.toml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "payment.toml"
 
 
 def invoke(*args: str) -> Any:

@@ -60,7 +60,7 @@ from handoffs.receivers import (
     UnsafeNoProofs,
 )
 
-VECTORS = Path(__file__).parent / "vectors"
+VECTORS = Path(__file__).parents[1] / "vectors"
 
 
 class Valve(enum.Enum):

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from handoffs.cli._lab import lab
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "payment.toml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "payment.toml"
 
 # The essay's printed output, verbatim (numbers as printed).
 ESSAY_ASSUMPTIONS = {

@@ -35,7 +35,7 @@ from handoffs.lab.perturbations import Falsehood
 from handoffs.receivers import Decision
 from inline_executor import Inline
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 HANDOFFS = str(Path(sys.executable).with_name("handoffs"))
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "handoffs"
+SRC = Path(__file__).resolve().parents[2] / "src" / "handoffs"
 
 
 def _module_name(path: Path) -> str:

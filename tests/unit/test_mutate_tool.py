@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 _SPEC = importlib.util.spec_from_file_location("mutate", ROOT / "tools" / "mutate.py")
 assert _SPEC is not None
 assert _SPEC.loader is not None
@@ -121,7 +121,7 @@ def test_the_harness_runs_the_tests_on_the_mutant_and_the_control_on_the_origina
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(ROOT / "tools"))  # the forked child imports mutate
     mutant = _named("grant expiry <= → <")
-    test = "tests/test_instants.py::test_a_grant_expires_at_its_valid_until"
+    test = "tests/unit/test_instants.py::test_a_grant_expires_at_its_valid_until"
     calls = mutate.Coverage({mutant.path: {mutant.lines[0]: [test]}}, {test: 0.5})
     runner = mutate.Runner(1, calls, 120.0)
     runner.control()  # the same test passes on an unmutated copy through the same harness
@@ -133,14 +133,14 @@ def test_the_harness_runs_the_tests_on_the_mutant_and_the_control_on_the_origina
 def test_a_mutant_that_breaks_a_test_module_s_import_is_killed(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(ROOT / "tools"))  # the forked child imports mutate
-    # Refusing every grant object: tests/test_carried.py signs a receipt at import.
+    # Refusing every grant object: tests/unit/test_carried.py signs a receipt at import.
     (mutant,) = [m for m in mutate.discover() if m.where.startswith("AuthorityGrant.from_json")
                  and m.what == "check negated"][:1]
-    test = "tests/test_carried.py::test_the_decision_is_the_receivers_own"
+    test = "tests/unit/test_carried.py::test_the_decision_is_the_receivers_own"
     runner = mutate.Runner(1, mutate.Coverage({mutant.path: {mutant.lines[0]: [test]}},
                                               {test: 0.5}), 120.0)
     (result,) = runner.run([mutant])
-    assert (result.verdict, result.killer) == ("killed", "tests/test_carried.py")
+    assert (result.verdict, result.killer) == ("killed", "tests/unit/test_carried.py")
 
 
 def test_the_survivors_block_replaces_the_one_on_the_page(tmp_path: Path) -> None:

@@ -348,7 +348,7 @@ def test_declared_reads_are_all_the_variants_depend_on(perturbation: Any) -> Non
 
 # --------------------------------------------------- the declarative form itself
 
-SHIPPED = json.loads((Path(__file__).parent / "vectors" / "perturbations-shipped.json")
+SHIPPED = json.loads((Path(__file__).parents[1] / "vectors" / "perturbations-shipped.json")
                      .read_text(encoding="utf-8"))
 
 

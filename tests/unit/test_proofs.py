@@ -31,7 +31,8 @@ from handoffs.contracts._proofs import (
 from handoffs.integrity import KeyRing, SigningKey
 from handoffs.integrity._base58 import b58decode, b58encode
 
-VECTOR_FILE = json.loads((Path(__file__).parent / "vectors" / "eddsa-jcs-2022.json").read_text())
+VECTOR_FILE = json.loads((Path(__file__).parents[1] / "vectors" / "eddsa-jcs-2022.json")
+                         .read_text())
 VECTORS = {vector["id"]: vector for vector in VECTOR_FILE["vectors"]}
 RAW = VECTOR_FILE["raw_files"]["files"]
 VECTOR_KEY = SigningKey.from_multibase(VECTOR_FILE["key_pair"]["privateKeyMultibase"])

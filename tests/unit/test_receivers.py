@@ -419,7 +419,7 @@ def _reason_codes() -> set[str]:
     from pathlib import Path
 
     found: set[str] = set()
-    for path in (Path(__file__).parents[1] / "src" / "handoffs").rglob("*.py"):
+    for path in (Path(__file__).parents[2] / "src" / "handoffs").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call):
                 found.update(kw.value.value for kw in node.keywords
@@ -436,7 +436,7 @@ def _reason_codes() -> set[str]:
 def test_the_errors_page_lists_every_reason_code() -> None:
     from pathlib import Path
 
-    page = (Path(__file__).parents[1] / "docs" / "reference" / "errors.md").read_text(
+    page = (Path(__file__).parents[2] / "docs" / "reference" / "errors.md").read_text(
         encoding="utf-8")
     codes_in_src = _reason_codes() | {"domain-mismatch", "challenge-mismatch"}
     assert len(codes_in_src) > 100

@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 
 from handoffs.cli import main
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 MODULE = HERE / "user_contract" / "mymodule.py"
 THRESHOLD = 'Field("failure_probability") * Field("consequence") > 2'
 

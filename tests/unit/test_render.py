@@ -23,7 +23,7 @@ from handoffs.lab import run
 from handoffs.lab._render import html as html_module
 from handoffs.lab.reports import ReportError, render_html, render_markdown
 
-SAMPLE = Path(__file__).parent / "vectors" / "lab-report-sample.json"
+SAMPLE = Path(__file__).parents[1] / "vectors" / "lab-report-sample.json"
 CREATED = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 

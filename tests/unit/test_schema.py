@@ -27,7 +27,7 @@ from handoffs.examples.payment import (
     synthetic_cases,
 )
 
-SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 CONTRACTS = [PAYMENT_RELEASE]  # the contracts whose schemas the repo publishes
 
 # Objects deliberately left open, each with the reason. The grant is verified and

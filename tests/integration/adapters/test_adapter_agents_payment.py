@@ -16,7 +16,7 @@ from handoffs.examples.payment import synthetic_cases
 
 pytest.importorskip("agents")
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 PAGE = ROOT / "docs" / "examples" / "agents-payment.md"
 SIZE = 9  # the input-size column: receipt ids and proof values vary by a few characters
 

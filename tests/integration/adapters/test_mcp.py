@@ -35,7 +35,7 @@ CALLS = ["genuine", "tampered", "wrong-audience", "expired", "fail", "genuine", 
 def session_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """List the tools, then make every call of :data:`CALLS` through one gate."""
     folder = tmp_path_factory.mktemp("keys")
-    env = {"PYTHONPATH": f"{HERE}:{HERE.parent.parent / 'src'}"}
+    env = {"PYTHONPATH": f"{HERE}:{HERE.parents[2] / 'src'}"}
     for name, key in (("DISPATCH_SERVICE_KEY", WORLD.service_key),
                       ("DISPATCH_SENDER_KEY", WORLD.sender_key)):
         path = folder / f"{name.lower()}.pem"
