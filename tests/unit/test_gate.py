@@ -6,15 +6,11 @@ receiver test modules, which import it from here.
 
 from __future__ import annotations
 
-import http.server
 import json
-import socket
-import threading
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from email.utils import format_datetime
-from typing import Any, ClassVar
+from typing import Any
 
 import attrs
 import pytest
@@ -32,7 +28,6 @@ from handoffs.receivers import (
     Admitted,
     Decision,
     Gate,
-    HTTPEvidenceResolver,
     InMemoryEvidenceResolver,
     InMemoryPolicyService,
     MemoryReplayStore,
@@ -647,108 +642,6 @@ def test_non_json_objects_fail_closed() -> None:
     assert strict(WORLD.gate()).receive(42).reasons[0].code == "not-an-object"  # type: ignore[arg-type]
 
 
-# --------------------------------------------------------------- HTTP evidence
-
-
-class _EvidenceHandler(http.server.BaseHTTPRequestHandler):
-    routes: ClassVar[dict[str, tuple[int, dict[str, str], bytes]]] = {}
-
-    def do_GET(self) -> None:
-        status, headers, body = self.routes.get(self.path, (404, {}, b"not found"))
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        return
-
-
-@pytest.fixture(scope="module")
-def evidence_server() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _EvidenceHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    thread.join()
-
-
-def _serve(case_id: str, *, observed: datetime = T0 - timedelta(hours=1)) -> None:
-    for uri, ev in evidence_for(CASES[case_id]).items():
-        body = json.dumps({"uri": uri, "claims": dict(ev.claims or {})}).encode()
-        _EvidenceHandler.routes["/" + uri.removeprefix("evidence://")] = (
-            200, {"Content-Type": "application/json",
-                  "Last-Modified": format_datetime(observed, usegmt=True)}, body)
-
-
-def test_http_evidence_resolver_over_real_http(evidence_server: str) -> None:
-    _serve("conflict-03")
-    resolver = HTTPEvidenceResolver(routes={"evidence://": evidence_server + "/"})
-    gate = WORLD.gate(evidence=resolver, readback=Readback.ALWAYS)
-    decision = strict(gate).receive(raw(WORLD.signed("conflict-03")))
-    assert (decision.verdict, decision.action, decision.readback) == (
-        Verdict.ACCEPT, "ESCALATE", "agree")
-    found = resolver.resolve(_ref("evidence://conflict/3/policy"))
-    assert found.observed_at == T0 - timedelta(hours=1)
-    assert found.claims == {"policy_current": True, "evidence_conflict": True,
-                            "high_value": False}
-
-
-def test_http_readback_catches_a_lie(evidence_server: str) -> None:
-    _serve("policy-02")
-    gate = WORLD.gate(evidence=HTTPEvidenceResolver(routes={"evidence://": evidence_server}),
-                      readback=Readback.ALWAYS)
-    lie = WORLD.signed("policy-02", state={"policy_current": True},
-                       mutate=lambda d: d.update(proposed_action="RELEASE"))
-    decision = strict(gate).receive(raw(lie))
-    assert (decision.verdict, codes(decision)) == (Verdict.REJECT, ["readback-mismatch"])
-
-
-@pytest.mark.parametrize(
-    ("path", "response", "match"),
-    [
-        ("/missing/1/x", None, "HTTP 404"),
-        ("/moved/1/x", (302, {"Location": "http://example.invalid/"}, b""), "HTTP 302"),
-        ("/huge/1/x", (200, {}, b"x" * 2048), "more than 1024 bytes"),
-        ("/badjson/1/x", (200, {"Content-Type": "application/json"}, b"{"), "malformed JSON"),
-        ("/badtime/1/x", (200, {"Last-Modified": "yesterday"}, b"ok"), "bad Last-Modified"),
-    ],
-)
-def test_http_evidence_failures_are_evidence_errors(
-    evidence_server: str, path: str, response: Any, match: str
-) -> None:
-    if response is not None:
-        _EvidenceHandler.routes[path] = response
-    resolver = HTTPEvidenceResolver(routes={"evidence://": evidence_server}, max_bytes=1024)
-    with pytest.raises(EvidenceError, match=match) as info:
-        resolver.resolve(_ref("evidence:/" + path))
-    assert info.value.code == "evidence-unresolved"
-
-
-def test_http_resolver_fetches_configured_routes_only(evidence_server: str) -> None:
-    resolver = HTTPEvidenceResolver(routes={"evidence://a/": evidence_server + "/base",
-                                            "evidence://a/b/": evidence_server + "/deeper"})
-    assert resolver.url_for("evidence://a/b/c d") == evidence_server + "/deeper/c%20d"
-    assert resolver.url_for("evidence://a/x") == evidence_server + "/base/x"
-    with pytest.raises(EvidenceError, match="no evidence route"):
-        resolver.resolve(_ref("https://attacker.example/steal"))
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        closed_port = probe.getsockname()[1]
-    unreachable = HTTPEvidenceResolver(routes={"evidence://": f"http://127.0.0.1:{closed_port}"},
-                                       timeout=0.5)
-    with pytest.raises(EvidenceError, match="failed"):
-        unreachable.resolve(_ref("evidence://x/1/y"))
-    with pytest.raises(ValueError, match="http"):
-        HTTPEvidenceResolver(routes={"evidence://": "file:///etc/"})
-    with pytest.raises(TypeError, match="routes"):
-        HTTPEvidenceResolver(routes={})
-    with pytest.raises(ValueError, match="timeout"):
-        HTTPEvidenceResolver(routes={"e://": "http://h/"}, timeout=0)
 
 
 def test_readback_compares_numbers_by_value() -> None:

@@ -1,0 +1,3 @@
+"""Fixtures shared by tests/integration (the helpers themselves live in tests/)."""
+
+from http_evidence import evidence_server  # noqa: F401 - the fixture of an HTTP evidence source
