@@ -86,3 +86,22 @@ def test_every_public_name_resolves_and_is_listed(package: str) -> None:
     assert set(module.__all__) <= set(dir(module))
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         module.no_such_name  # noqa: B018 - the attribute access is the test
+
+
+@pytest.mark.parametrize("module", ["handoffs", "handoffs.contracts", "handoffs.receivers",
+                                    "handoffs.lab"])
+def test_importing_the_library_loads_no_example(module: str) -> None:
+    loaded = _loaded_after(f"import {module}")
+    assert module in loaded
+    assert [m for m in loaded if m.startswith("handoffs.examples")] == []
+
+
+def test_the_example_check_can_fail() -> None:
+    assert "handoffs.examples.payment" in _loaded_after("import handoffs.examples.payment")
+
+
+def _loaded_after(statement: str) -> list[str]:
+    code = f"import sys\n{statement}\nprint('\\n'.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    return done.stdout.split()

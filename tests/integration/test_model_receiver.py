@@ -474,3 +474,28 @@ def test_rule_on_is_the_second_half_of_receive() -> None:
     assert [r.code for r in crashed.reasons] == ["model-error"]
     bad = receiver.rule_on(PAYMENT_RELEASE, Completion(content='{"action": "PAY"}'))
     assert [r.code for r in bad.reasons] == ["invalid-action"]
+
+
+def test_a_model_receiver_fingerprint_names_what_served_it() -> None:
+    """Over real HTTP to the scripted chat server (a test double for a provider)."""
+    from handoffs.receivers._fingerprint import receiver_fingerprint
+
+    with serving() as server:
+        receiver = _receiver(server.url)
+        before = receiver_fingerprint(receiver)
+        try:
+            decision = receiver.receive(_receipt())
+        finally:
+            receiver.client.close()  # type: ignore[attr-defined]
+    assert before["served"] == []
+    served = {k: v for k, v in decision.record["served_model"].items() if v}
+    assert served["model"] == "scripted"
+    assert served["server"].startswith("BaseHTTP/")
+    after = receiver_fingerprint(receiver)
+    assert after["served"] == [served]
+    assert after["digest"] == before["digest"]  # observed, not declared
+    assert (after["kind"], after["model_route"]) == ("model", "scripted/payment")
+    import attrs
+
+    warmer = attrs.evolve(receiver, temperature=0.5)
+    assert receiver_fingerprint(warmer)["digest"] != before["digest"]

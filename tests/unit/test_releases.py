@@ -238,28 +238,3 @@ def test_a_stale_receiver_fails_lab_gate_unless_allowed(user_dir: Path) -> None:
     assert "receiver fingerprints not checked" in " ".join(unchecked.stdout.split())
 
 
-def test_a_model_receiver_fingerprint_names_what_served_it() -> None:
-    """Over real HTTP to the scripted chat server (a test double for a provider)."""
-    from chat_server import serving
-    from handoffs.receivers._fingerprint import receiver_fingerprint
-    from test_model_receiver import _receipt, _receiver
-
-    with serving() as server:
-        receiver = _receiver(server.url)
-        before = receiver_fingerprint(receiver)
-        try:
-            decision = receiver.receive(_receipt())
-        finally:
-            receiver.client.close()  # type: ignore[attr-defined]
-    assert before["served"] == []
-    served = {k: v for k, v in decision.record["served_model"].items() if v}
-    assert served["model"] == "scripted"
-    assert served["server"].startswith("BaseHTTP/")
-    after = receiver_fingerprint(receiver)
-    assert after["served"] == [served]
-    assert after["digest"] == before["digest"]  # observed, not declared
-    assert (after["kind"], after["model_route"]) == ("model", "scripted/payment")
-    import attrs
-
-    warmer = attrs.evolve(receiver, temperature=0.5)
-    assert receiver_fingerprint(warmer)["digest"] != before["digest"]
