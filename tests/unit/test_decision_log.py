@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import pickle
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
-import attrs
 import pytest
 
 from handoffs.receivers import (
-    Decision,
     DecisionLogError,
     InMemoryEvidenceResolver,
     Readback,
-    Reason,
     SQLiteDecisionLog,
     Step,
     Verdict,
@@ -191,68 +186,3 @@ def test_a_broken_replay_database_fails_the_gate_closed(tmp_path: Path) -> None:
     assert (decision.verdict, decision.step, [r.code for r in decision.reasons]) == (
         Verdict.REJECT, Step.PROOFS, ["replay-store-unavailable"])
     log.close()
-
-
-# ----------------------------------------------------------------- many processes
-
-_WRITERS, _ROWS, _SHARED = 4, 120, 60
-
-
-def _writer(db: str, worker: int) -> list[str]:
-    log = SQLiteDecisionLog(db)
-    won = []
-    decision = Decision(verdict=Verdict.REJECT, action="ESCALATE", step=Step.PROOFS,
-                        reasons=(Reason("replayed", "seen", Step.PROOFS),), receiver="w")
-    for i in range(_ROWS):
-        log.append(attrs.evolve(decision, receipt_id=f"w{worker}-{i}"), digest=None,
-                   message_bytes=i, decided_at=NOW)
-        if i < _SHARED and log.first_seen(f"shared-{i}", expires=NOW + timedelta(hours=1),
-                                          now=NOW):
-            won.append(f"shared-{i}")
-    log.close()
-    return won
-
-
-def test_concurrent_processes_lose_no_row_and_admit_each_id_once(db: str) -> None:
-    SQLiteDecisionLog(db).close()
-    with multiprocessing.get_context("spawn").Pool(_WRITERS) as pool:
-        results = pool.starmap(_writer, [(db, w) for w in range(_WRITERS)])
-    won = [receipt for batch in results for receipt in batch]
-    assert sorted(won) == sorted(f"shared-{i}" for i in range(_SHARED))  # exactly once each
-    with SQLiteDecisionLog(db) as log:
-        assert log.count() == _WRITERS * _ROWS
-        assert log.summary().by_reason == {"replayed": _WRITERS * _ROWS}
-    with sqlite3.connect(db) as conn:
-        ids = {r[0] for r in conn.execute("SELECT receipt_id FROM decisions")}
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert ids == {f"w{w}-{i}" for w in range(_WRITERS) for i in range(_ROWS)}
-
-
-def _gate_worker(db: str, messages: list[bytes], ring: dict[str, Any]) -> list[str]:
-    from handoffs.integrity import KeyRing
-    from handoffs.receivers import Gate, InMemoryPolicyService, StrictContractReceiver
-
-    log = SQLiteDecisionLog(db)
-    gate = Gate(identity="case-owner", trust=KeyRing.from_json(ring), registry=CONTRACT,
-                roles={"case-owner"},
-                policy_service=InMemoryPolicyService({"PAY-7.4": True}),
-                evidence=InMemoryEvidenceResolver(ALL_EVIDENCE), clock=lambda: NOW,
-                replay=log, log=log)
-    receiver = StrictContractReceiver(gate)
-    verdicts = [receiver.receive(m).verdict.value for m in messages]
-    log.close()
-    return verdicts
-
-
-def test_gates_in_several_processes_admit_each_receipt_once(db: str) -> None:
-    messages = [raw(WORLD.signed(case_id)) for case_id in ("routine-01", "policy-01",
-                                                           "value-02", "conflict-04")] * 3
-    ring = WORLD.keyring.to_json()
-    with multiprocessing.get_context("spawn").Pool(3) as pool:
-        results = pool.starmap(_gate_worker, [(db, messages, ring)] * 3)
-    verdicts = [v for batch in results for v in batch]
-    assert verdicts.count("ACCEPT") == 4  # four distinct receipts, each admitted once
-    assert verdicts.count("REJECT") == len(verdicts) - 4
-    with SQLiteDecisionLog(db) as log:
-        assert log.count() == len(verdicts)
-        assert log.summary().replays == len(verdicts) - 4

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import copy
 import json
-import multiprocessing
 from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,7 +30,6 @@ from handoffs.receivers import (
     InMemoryEvidenceResolver,
     Readback,
     ResolvedEvidence,
-    SQLiteDecisionLog,
     Step,
     StrictContractReceiver,
     Verdict,
@@ -40,9 +37,7 @@ from handoffs.receivers import (
 from test_gate import (
     ALL_EVIDENCE,
     CASES,
-    CONTRACT,
     NOW,
-    RECEIVER,
     SENDER,
     T0,
     WORLD,
@@ -327,34 +322,6 @@ def test_a_replay_within_one_process() -> None:
     assert (again.verdict, codes(again), again.step) == (R, ["replayed"], E)
 
 
-def _gate_in_another_process(db: str, message: bytes, ring: dict[str, Any]) -> dict[str, Any]:
-    from handoffs.integrity import KeyRing
-    from handoffs.receivers import Gate, InMemoryPolicyService, SQLiteDecisionLog
-    from handoffs.receivers import InMemoryEvidenceResolver as Resolver
-    from handoffs.receivers import StrictContractReceiver as Strict
-
-    log = SQLiteDecisionLog(db)
-    gate = Gate(identity=RECEIVER, trust=KeyRing.from_json(ring), registry=CONTRACT,
-                roles={"case-owner"},
-                policy_service=InMemoryPolicyService({"PAY-7.4": True}),
-                evidence=Resolver(ALL_EVIDENCE), clock=lambda: NOW, replay=log, log=log)
-    return Strict(gate).receive(message).to_json()
-
-
-def test_a_replay_from_a_second_process_is_refused(tmp_path: Path) -> None:
-    db = str(tmp_path / "decisions.sqlite")
-    message = raw(WORLD.signed())
-    ring = WORLD.keyring.to_json()
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        first = pool.apply(_gate_in_another_process, (db, message, ring))
-    assert first["verdict"] == "ACCEPT"
-    log = SQLiteDecisionLog(db)  # a restart: a new process-local store on the same file
-    second = strict(WORLD.gate(replay=log, log=log)).receive(message)
-    assert (second.verdict, codes(second), second.step) == (R, ["replayed"], E)
-    assert log.summary().replays == 1
-    log.close()
-
-
 # ------------------------------------------------------------ handoff chains
 
 
@@ -435,34 +402,6 @@ def test_a_chain_replay_within_one_process() -> None:
     assert receiver.receive(doc).verdict is Verdict.ACCEPT
     again = receiver.receive(doc)
     assert (again.verdict, codes(again), again.step) == (R, ["replayed"], E)
-
-
-def _chain_receiver_in_another_process(db: str, message: dict[str, Any]) -> dict[str, Any]:
-    from handoffs.service import open_store
-    from test_identity import receiver as chain_receiver
-
-    store = open_store(db)
-    try:
-        return chain_receiver(replay=store).receive(message).to_json()
-    finally:
-        store.close()
-
-
-def test_a_chain_replay_from_a_second_process_is_refused(tmp_path: Path) -> None:
-    from handoffs.service import open_store
-    from test_identity import receiver as chain_receiver
-
-    db = str(tmp_path / "chains.sqlite")
-    doc = _chain_doc()
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        first = pool.apply(_chain_receiver_in_another_process, (db, doc))
-    assert first["verdict"] == "ACCEPT"
-    store = open_store(db)
-    try:
-        second = chain_receiver(replay=store).receive(doc)
-    finally:
-        store.close()
-    assert (second.verdict, codes(second), second.step) == (R, ["replayed"], E)
 
 
 def test_an_integral_float_hop_number_is_still_the_same_signed_chain() -> None:
