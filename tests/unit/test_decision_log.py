@@ -1,4 +1,5 @@
-"""The SQLite decision log and replay store, on a real file, across processes."""
+"""The SQLite decision log and replay store, on a real file (across processes:
+``tests/integration/test_replay_across_processes.py``)."""
 
 from __future__ import annotations
 

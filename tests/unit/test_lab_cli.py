@@ -119,15 +119,6 @@ def test_gate_signs_the_artefact(out: Path, tmp_path: Path) -> None:
     assert verify_artefact(signed, ring, now=now + timedelta(seconds=1))
 
 
-@pytest.mark.slow
-def test_run_on_processes(tmp_path: Path) -> None:
-    result = invoke("run", "--out", str(tmp_path), "--no-progress", "--executor", "processes",
-                    "--workers", "2")
-    assert result.exit_code == 0, result.output
-    report = json.loads((tmp_path / "report.json").read_text("utf-8"))
-    assert report["provenance"]["executor"] == "processes"
-
-
 def _loss_rows(**changes: float) -> list[dict[str, Any]]:
     from handoffs.examples.payment import PAYMENT_RELEASE
 

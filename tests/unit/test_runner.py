@@ -58,12 +58,6 @@ def threaded() -> dict[str, Any]:
     return run(essay(), chunk_size=7, created=CREATED).report
 
 
-def test_processes_give_identical_results(threaded: dict[str, Any]) -> None:
-    report = run(essay(), executor="processes", workers=2, chunk_size=7, created=CREATED).report
-    assert report["provenance"]["executor"] == "processes"
-    assert normalise(report) == normalise(threaded)
-
-
 def test_any_executor_and_any_worker_count(threaded: dict[str, Any]) -> None:
     inline = run(essay(), executor=Inline(), chunk_size=7, created=CREATED).report
     assert inline["provenance"]["executor"] == "Inline"
