@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from adapter_world import (
     EXPIRED,
     Replayer,
@@ -18,7 +19,6 @@ from adapter_world import (
     tamper,
     with_governance,
 )
-
 from handoffs import MissingExtra
 from handoffs.adapters import Case, case_of, hand_over
 from handoffs.adapters._handover import admit, require

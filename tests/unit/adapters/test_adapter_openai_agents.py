@@ -12,6 +12,10 @@ import pytest
 
 pytest.importorskip("agents")
 
+from agents import Agent, RunConfig, Runner
+from agents.strict_schema import ensure_strict_json_schema
+from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
+
 from adapter_world import (
     EXPIRED,
     VALID_UNTIL,
@@ -23,10 +27,6 @@ from adapter_world import (
     tamper,
     with_governance,
 )
-from agents import Agent, RunConfig, Runner
-from agents.strict_schema import ensure_strict_json_schema
-from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
-
 from handoffs.adapters import Handover
 from handoffs.adapters.openai_agents import (
     FULL_HISTORY,

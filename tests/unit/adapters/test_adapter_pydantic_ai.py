@@ -12,17 +12,6 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
-from adapter_world import (
-    EXPIRED,
-    VALID_UNTIL,
-    Replayer,
-    World,
-    case_ref,
-    content_for,
-    make_sender,
-    tamper,
-    with_governance,
-)
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     BinaryContent,
@@ -36,6 +25,17 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from adapter_world import (
+    EXPIRED,
+    VALID_UNTIL,
+    Replayer,
+    World,
+    case_ref,
+    content_for,
+    make_sender,
+    tamper,
+    with_governance,
+)
 from handoffs.adapters._handover import content_schema
 from handoffs.adapters.pydantic_ai import (
     FULL_HISTORY,

@@ -13,6 +13,17 @@ import pytest
 
 pytest.importorskip("agent_framework")
 
+from agent_framework import (
+    Agent,
+    AgentResponse,
+    BaseChatClient,
+    ChatResponse,
+    ChatResponseUpdate,
+    Content,
+    Message,
+    ResponseStream,
+)
+
 from adapter_world import (
     EXPIRED,
     GRANT_UNTIL,
@@ -27,17 +38,6 @@ from adapter_world import (
     tamper,
     with_governance,
 )
-from agent_framework import (
-    Agent,
-    AgentResponse,
-    BaseChatClient,
-    ChatResponse,
-    ChatResponseUpdate,
-    Content,
-    Message,
-    ResponseStream,
-)
-
 from handoffs.adapters.agent_framework import (
     ADMITTED,
     ReceiptGate,

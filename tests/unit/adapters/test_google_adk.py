@@ -14,6 +14,18 @@ import pytest
 
 pytest.importorskip("google.adk")
 
+from google.adk.agents import LlmAgent, SequentialAgent
+from google.adk.agents.base_agent import BaseAgent
+from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.apps import App
+from google.adk.events.event import Event
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
+from google.adk.sessions import InMemorySessionService
+from google.genai import types
+
 from adapter_world import (
     EXPIRED,
     VALID_UNTIL,
@@ -27,18 +39,6 @@ from adapter_world import (
     tamper,
     with_governance,
 )
-from google.adk.agents import LlmAgent, SequentialAgent
-from google.adk.agents.base_agent import BaseAgent
-from google.adk.agents.run_config import RunConfig, StreamingMode
-from google.adk.apps import App
-from google.adk.events.event import Event
-from google.adk.models.base_llm import BaseLlm
-from google.adk.models.llm_request import LlmRequest
-from google.adk.models.llm_response import LlmResponse
-from google.adk.runners import Runner
-from google.adk.sessions import InMemorySessionService
-from google.genai import types
-
 from handoffs.adapters import case_of
 from handoffs.adapters.google_adk import (
     BRIEF_KEY,
