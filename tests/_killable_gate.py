@@ -41,5 +41,5 @@ def main(store_url: str, ring_path: str, messages_path: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent / "unit")]
     main(*sys.argv[1:4])

@@ -1,5 +1,5 @@
 """Lab wiring for the claim-triage contract with a dead rule (``handoffs lab run
---strict`` in tests/test_analysis_cli.py): governance, encoder and handler."""
+--strict`` in tests/unit/test_analysis_cli.py): governance, encoder and handler."""
 
 from __future__ import annotations
 

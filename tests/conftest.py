@@ -13,7 +13,7 @@ settings.register_profile(
     "ci", max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile("thorough", max_examples=1000, deadline=None)
-# CI's slow step: tests/test_fuzz.py's 3 tests × 35,000 generated inputs each.
+# CI's slow step: tests/unit/test_fuzz.py's 3 tests × 35,000 generated inputs each.
 settings.register_profile(
     "fuzz", max_examples=35_000, deadline=None, database=None,
     suppress_health_check=list(HealthCheck),

@@ -27,7 +27,7 @@ import attrs
 PG_USER = "pgtest"
 
 
-# The test world's gates run on a fixed clock (tests/test_gate.py's NOW), months behind
+# The test world's gates run on a fixed clock (tests/unit/test_gate.py's NOW), months behind
 # the server's: a PostgreSQL store refuses such claims as ``clock-skew`` unless its
 # retention (and so the tolerated lag, retain / 2) covers the gap.
 WORLD_RETAIN = timedelta(days=3650)

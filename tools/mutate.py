@@ -62,17 +62,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 # The test files run (and traced) for each area; every one must exist.
-SIGNING_TESTS = ("tests/test_hostile.py", "tests/test_receipts.py", "tests/test_gate.py",
-                 "tests/test_instants.py", "tests/test_sender.py")
-PROOF_TESTS = ("tests/test_proofs.py", "tests/test_hostile.py", "tests/test_keys.py",
-               "tests/test_instants.py", "tests/test_cryptosuites.py",
-               "tests/test_ed25519_libraries.py")
-PIPELINE_TESTS = ("tests/test_gate.py", "tests/test_hostile.py", "tests/test_hostile_input.py",
-                  "tests/test_receivers.py", "tests/test_carried.py")
-PARSE_TESTS = ("tests/test_compiled.py", "tests/test_json.py", "tests/test_one_path.py",
-               "tests/test_hostile.py", "tests/test_hostile_input.py", "tests/test_gate.py")
-REPLAY_TESTS = ("tests/test_decision_log.py", "tests/test_replay_stores.py",
-                "tests/test_gate.py", "tests/test_instants.py")
+SIGNING_TESTS = ("tests/unit/test_hostile.py", "tests/unit/test_receipts.py",
+                 "tests/unit/test_gate.py", "tests/unit/test_instants.py",
+                 "tests/unit/test_sender.py")
+PROOF_TESTS = ("tests/unit/test_proofs.py", "tests/unit/test_hostile.py",
+               "tests/unit/test_keys.py", "tests/unit/test_instants.py",
+               "tests/unit/test_cryptosuites.py", "tests/unit/test_ed25519_libraries.py")
+PIPELINE_TESTS = ("tests/unit/test_gate.py", "tests/unit/test_hostile.py",
+                  "tests/unit/test_hostile_input.py", "tests/unit/test_receivers.py",
+                  "tests/unit/test_carried.py")
+PARSE_TESTS = ("tests/unit/test_compiled.py", "tests/unit/test_json.py",
+               "tests/unit/test_one_path.py", "tests/unit/test_hostile.py",
+               "tests/unit/test_hostile_input.py", "tests/unit/test_gate.py")
+REPLAY_TESTS = ("tests/unit/test_decision_log.py", "tests/integration/test_replay_stores.py",
+                "tests/unit/test_gate.py", "tests/unit/test_instants.py")
 
 
 @dataclass(frozen=True)
@@ -687,7 +690,7 @@ def pytest_unconfigure(config: Any) -> None:
 # (function, mutation, the stripped source line of the mutated node), with the reason:
 # they are not run, not counted in the score, and listed with the reason. A survivor
 # not listed here is a test gap. A key that matches no mutant any more is dropped by
-# its test (tests/test_mutate_tool.py).
+# its test (tests/unit/test_mutate_tool.py).
 EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("_verify", "check dropped", "if not isinstance(document, Mapping):"): (
         "redundant: every caller hands `_verify` a mapping (`verify()` checks the same just "

@@ -7,7 +7,7 @@ nesting depth are capped *before* anything else looks at the document.
 Canonical form is RFC 8785 (JCS), computed by the ``rfc8785`` package. A fast path
 uses orjson's sorted-key encoder (or, without orjson, the standard library's) when the
 two are provably byte-equal (no floats, no astral-plane object keys, no lone
-surrogates); ``tests/test_json.py`` and ``tests/test_compiled.py`` check the equality
+surrogates); ``tests/unit/test_json.py`` and ``tests/unit/test_compiled.py`` check the equality
 as Hypothesis properties over every JSON value the contracts allow.
 
 Parsing bytes tries orjson first and keeps its result only when the bytes are exactly
@@ -463,7 +463,7 @@ def canonical_size(value: Any) -> int:  # noqa: PLR0911 - one return per JSON sh
     JCS writes a container as its members' texts in order, so sizes add up; plain
     ASCII strings, booleans, ``null`` and safe integers are sized directly, anything
     else (floats, escapes, non-ASCII text, foreign types) by canonicalising that value
-    alone. ``tests/test_json.py`` checks the equality as a Hypothesis property.
+    alone. ``tests/unit/test_json.py`` checks the equality as a Hypothesis property.
 
     Raises:
         MalformedJSON: exactly when :func:`canonical_bytes` would.

@@ -6,7 +6,7 @@ earliest expiry) and proof freshness (``created`` + ``max_proof_age``) all name 
 *first instant at which the thing is no longer valid*. So a thing valid until ``u`` is
 valid at every ``t < u`` and expired at every ``t >= u``, including ``t == u``
 exactly. Every check in the library goes through :func:`expired`; the exact-instant
-tests in ``tests/test_instants.py`` pin it for each kind.
+tests in ``tests/unit/test_instants.py`` pin it for each kind.
 
 
 RFC 3339 times are read and written here too, once for the library: receipts, grants,

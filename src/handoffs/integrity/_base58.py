@@ -3,7 +3,7 @@
 Encoding keeps each leading zero byte as ``1``; decoding accepts only alphabet
 characters, so every string decodes to exactly one byte string that re-encodes to
 itself (no non-canonical spelling exists to reject). With the optional ``based58``
-package (``handoffs[fast]``, Rust) both directions are its; ``tests/test_compiled.py``
+package (``handoffs[fast]``, Rust) both directions are its; ``tests/unit/test_compiled.py``
 checks them equal to the pure-Python ones here.
 """
 
@@ -52,7 +52,7 @@ def _b58decode_or_none(text: str) -> bytes | None:
     """Decode canonical base58btc, or return ``None`` for anything else.
 
     With the optional ``based58`` package (``handoffs[fast]``, Rust) the decoding is
-    its ``b58decode``, which ``tests/test_compiled.py`` checks equal to the pure-Python
+    its ``b58decode``, which ``tests/unit/test_compiled.py`` checks equal to the pure-Python
     decoding below on every string of the alphabet.
     """
     if _based58 is not None:

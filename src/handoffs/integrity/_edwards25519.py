@@ -5,7 +5,7 @@ Two Ed25519 verifiers may disagree on such inputs: libsodium (which the gate ver
 with) refuses small-order and non-canonical public keys and a small-order ``R`` in a
 signature, while OpenSSL's (``cryptography``) ref10-style verify accepts them. The
 library refuses all three before any verify, with a typed reason, so that no receipt
-is admitted by one library and refused by the other (``tests/test_ed25519_libraries.py``
+is admitted by one library and refused by the other (``tests/unit/test_ed25519_libraries.py``
 documents every difference found):
 
 - a key is checked once, at enrolment, by :func:`check_public_key`

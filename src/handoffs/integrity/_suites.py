@@ -17,7 +17,7 @@ Registered:
 
 Both sign ``hashData = SHA-256(JCS(proofConfig)) ‖ SHA-256(JCS(document))``; the
 published W3C test vectors of both reproduce byte for byte
-(``tests/test_cryptosuites.py``).
+(``tests/unit/test_cryptosuites.py``).
 """
 
 from __future__ import annotations

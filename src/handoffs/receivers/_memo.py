@@ -7,7 +7,7 @@ is except the three that carry per-case identifiers (``id``, ``case_id``,
 ``evidence_refs``), which the gate's steps read only for their validity under the
 schema, their evidence resolution and the freshness dependencies they name. A check
 that reads one of them otherwise belongs in the treatment of those members
-(:data:`handoffs._memokey.PROJECTED`) here, beside the gate (``tests/test_memo.py``
+(:data:`handoffs._memokey.PROJECTED`) here, beside the gate (``tests/unit/test_memo.py``
 decides messages both ways).
 """
 

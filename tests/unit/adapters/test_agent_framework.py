@@ -1,0 +1,276 @@
+"""Microsoft Agent Framework: evidence agent → case owner through the gate middleware, in
+MAF's own ``Agent``, ``AgentMiddleware`` and ``ResponseStream``, streaming and not; the
+only stand-in is the chat client (the remote model provider)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agent_framework")
+
+from agent_framework import (
+    Agent,
+    AgentResponse,
+    BaseChatClient,
+    ChatResponse,
+    ChatResponseUpdate,
+    Content,
+    Message,
+    ResponseStream,
+)
+
+from adapter_world import (
+    EXPIRED,
+    GRANT_UNTIL,
+    VALID_UNTIL,
+    CaseGrants,
+    Replayer,
+    World,
+    case_ref,
+    content_for,
+    make_sender,
+    reference_action,
+    tamper,
+    with_governance,
+)
+from handoffs.adapters.agent_framework import (
+    ADMITTED,
+    ReceiptGate,
+    content_format,
+    hand_off,
+    refusal_of,
+)
+from handoffs.contracts import GovernanceService, Sender
+from handoffs.integrity import SigningKey
+from handoffs.receivers import StrictContractReceiver
+
+assert GRANT_UNTIL > VALID_UNTIL  # an expired receipt is refused as such, not its grant
+
+
+class StubChatClient(BaseChatClient[Any]):
+    """A stand-in for the remote model provider (MAF's ``BaseChatClient`` contract): each
+    call answers ``reply(messages)``, streamed in 7-character updates when asked; it
+    records every request it got."""
+
+    def __init__(self, reply: Callable[[Sequence[Message]], str]) -> None:
+        super().__init__()
+        self.reply = reply
+        self.requests: list[list[Message]] = []
+
+    def _inner_get_response(self, *, messages: Sequence[Message], stream: bool,
+                            options: Any, **kwargs: Any) -> Any:
+        self.requests.append(list(messages))
+        text = self.reply(messages)
+        if stream:
+            async def updates() -> AsyncIterator[ChatResponseUpdate]:
+                for start in range(0, len(text), 7):
+                    yield ChatResponseUpdate(role="assistant",
+                                             contents=[Content.from_text(text[start:start + 7])])
+            return self._build_response_stream(updates())
+
+        async def response() -> ChatResponse:
+            return ChatResponse(messages=[Message(role="assistant", contents=[text])])
+        return response()
+
+
+def scripted(*contents: dict[str, Any]) -> StubChatClient:
+    """The evidence model: writes each scripted content in turn as its structured output."""
+    queue = list(contents)
+    return StubChatClient(lambda _messages: json.dumps(queue.pop(0)))
+
+
+def owner_model() -> StubChatClient:
+    """The case owner's model: answers the proposed action of the brief it is handed."""
+    return StubChatClient(
+        lambda messages: json.loads(messages[-1].text)["content"]["proposed_action"])
+
+
+def run(coroutine: Awaitable[Any]) -> Any:
+    async def main() -> Any:
+        return await coroutine
+    return asyncio.run(main())
+
+
+async def collect(stream: ResponseStream[Any, Any]) -> tuple[str, AgentResponse[Any]]:
+    chunks = [update.text async for update in stream]
+    return "".join(chunks), await stream.get_final_response()
+
+
+class Topology:
+    def __init__(self, *contents: dict[str, Any], signer: Sender[Any, Any],
+                 receiver: StrictContractReceiver) -> None:
+        self.signer = signer
+        self.evidence_model, self.owner_model = scripted(*contents), owner_model()
+        self.evidence = Agent(client=self.evidence_model, name="evidence")
+        self.owner = Agent(client=self.owner_model, name="case-owner",
+                           middleware=[ReceiptGate(receiver=receiver)])
+
+    def hand_off(self, case_id: str, *, stream: bool = False,
+                 transport: Callable[[bytes], bytes] | None = None,
+                 session: Any = None) -> tuple[str, AgentResponse[Any]]:
+        async def go() -> tuple[str, AgentResponse[Any]]:
+            drafted = await self.evidence.run(f"Dossier of case {case_id}.",
+                                              options={"response_format":
+                                                       content_format(self.signer)})
+            if stream:
+                return await collect(hand_off(drafted, self.owner, signer=self.signer,
+                                              case=case_ref(case_id), stream=True,
+                                              transport=transport, session=session))
+            decided = await hand_off(drafted, self.owner, signer=self.signer,
+                                     case=case_ref(case_id), transport=transport,
+                                     session=session)
+            return decided.text, decided
+        return asyncio.run(go())
+
+
+def impostor(world: World) -> Sender[Any, Any]:
+    """A sender whose signing key nobody enrolled, with a genuine grant."""
+    return Sender(contract=make_sender(world).contract, key=SigningKey.generate(),
+                  governance=GovernanceService(sender="evidence-specialist",
+                                               receiver="case-owner", policy_version="PAY-7.4",
+                                               valid_until=VALID_UNTIL),
+                  grants=CaseGrants(world.service_key), clock=make_sender(world).clock)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
+def test_an_admitted_receipt_hands_the_model_its_brief(
+        signer: Sender[Any, Any], receiver: StrictContractReceiver, stream: bool) -> None:
+    topology = Topology(content_for("conflict-02"), signer=signer, receiver=receiver)
+    sent: list[bytes] = []
+    text, decided = topology.hand_off("conflict-02", stream=stream,
+                                      transport=lambda message: sent.append(message) or message)
+    assert text == decided.text == reference_action("conflict-02") == "ESCALATE"
+    assert refusal_of(decided) is None
+    (request,) = topology.owner_model.requests
+    handed = request[-1].text
+    assert "proof" not in handed
+    assert "grant" not in handed
+    brief = json.loads(handed)
+    assert (brief["handoff"], brief["refused_by"]) == ("accepted", None)
+    assert brief["decision"]["verdict"] == "ACCEPT"
+    assert brief["decision"]["receiver"] == receiver.name
+    assert brief["receipt"]["contract"] == signer.contract.id
+    assert brief["receipt"]["id"] == brief["decision"]["receipt_id"]
+    assert brief["receipt"]["id"].startswith("urn:uuid:")
+    assert brief["receipt"]["digest"] == "sha256:" + hashlib.sha256(sent[0]).hexdigest()
+    content = brief["content"]
+    assert (content["case_id"], content["authority"]) == ("conflict-02", "ADVISE")
+    assert content["decision_state"] == content_for("conflict-02")["decision_state"]
+
+
+def test_the_evidence_model_is_asked_for_the_strict_content_schema(
+        signer: Sender[Any, Any], receiver: StrictContractReceiver) -> None:
+    schema = content_format(signer)
+    assert not {"grant", "proof", "authority", "valid_until"} & set(schema["properties"])
+    assert schema["additionalProperties"] is False
+    topology = Topology(content_for("routine-01"), signer=signer, receiver=receiver)
+    assert topology.hand_off("routine-01")[0] == "RELEASE"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
+@pytest.mark.parametrize(("attack", "code"), [
+    ("tampered", "bad-signature"),
+    ("replayed", "replayed"),
+    ("wrong-audience", "wrong-audience"),
+    ("expired", "receipt-expired"),
+    ("impostor-key", "unknown-key"),
+])
+def test_a_refused_receipt_is_a_routed_result_and_the_model_never_runs(
+        *, world: World, signer: Sender[Any, Any],
+        make_receiver: Callable[..., StrictContractReceiver], replayer: Replayer,
+        attack: str, code: str, stream: bool) -> None:
+    receiver = make_receiver(at=EXPIRED) if attack == "expired" else make_receiver()
+    transport: Callable[[bytes], bytes] | None = None
+    if attack == "tampered":
+        transport = tamper
+    elif attack == "replayed":
+        transport = replayer
+        first = Topology(content_for("routine-01"), signer=signer, receiver=receiver)
+        assert first.hand_off("routine-01", transport=transport)[0] == "RELEASE"
+    elif attack == "wrong-audience":
+        signer = make_sender(world, receiver="case-owner-2")
+    elif attack == "impostor-key":
+        signer = impostor(world)
+    topology = Topology(content_for("routine-01"), signer=signer, receiver=receiver)
+    text, decided = topology.hand_off("routine-01", stream=stream, transport=transport)
+    refusal = refusal_of(decided)
+    assert refusal is not None
+    assert refusal["reasons"][0]["code"] == code
+    assert (refusal["verdict"], refusal["action"]) == ("REJECT", "ESCALATE")
+    assert text.startswith(f"handoff refused by the gate: {code} @ ")
+    assert topology.owner_model.requests == []  # the case owner's model never ran
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
+def test_model_written_governance_is_refused_by_the_sender(
+        signer: Sender[Any, Any], receiver: StrictContractReceiver, stream: bool) -> None:
+    topology = Topology(with_governance(content_for("routine-01")), signer=signer,
+                        receiver=receiver)
+    text, decided = topology.hand_off("routine-01", stream=stream)
+    refusal = refusal_of(decided)
+    assert refusal is not None
+    assert refusal["receiver"] == "sender"
+    assert refusal["reasons"][0]["code"] == "untrusted-governance"
+    assert text.startswith("handoff refused by the sender: untrusted-governance")
+    assert topology.owner_model.requests == []
+
+
+def test_content_outside_the_schema_is_refused_by_the_sender(
+        signer: Sender[Any, Any], receiver: StrictContractReceiver) -> None:
+    bad = {**content_for("identity-01"), "proposed_action": "PAY_TWICE"}
+    topology = Topology(bad, signer=signer, receiver=receiver)
+    _, decided = topology.hand_off("identity-01")
+    refusal = refusal_of(decided)
+    assert refusal is not None
+    assert refusal["reasons"][0]["json_path"] == "$.proposed_action"
+    assert topology.owner_model.requests == []
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
+def test_a_run_without_a_receipt_is_refused(receiver: StrictContractReceiver,
+                                            stream: bool) -> None:
+    model = owner_model()
+    owner = Agent(client=model, name="case-owner", middleware=[ReceiptGate(receiver=receiver)])
+
+    async def go() -> AgentResponse[Any]:
+        if stream:
+            return (await collect(owner.run("Release payment 1842 now.", stream=True)))[1]
+        return await owner.run("Release payment 1842 now.")
+    refusal = refusal_of(asyncio.run(go()))
+    assert refusal is not None
+    assert refusal["reasons"][0]["code"] == "invalid-json"
+    assert model.requests == []
+
+
+def test_two_handoffs_in_one_session_and_a_conversation_after(
+        signer: Sender[Any, Any], receiver: StrictContractReceiver) -> None:
+    topology = Topology(content_for("routine-01"), content_for("identity-01"), signer=signer,
+                        receiver=receiver)
+    session = topology.owner.create_session()
+    first = topology.hand_off("routine-01", session=session)
+    admitted = session.state[ADMITTED]
+    second = topology.hand_off("identity-01", session=session, stream=True)
+    assert (first[0], second[0]) == ("RELEASE", "HOLD")
+    assert session.state[ADMITTED] != admitted  # the second receipt was gated afresh
+    topology.owner_model.reply = lambda messages: f"{len(messages)} messages"
+    follow_up = asyncio.run(topology.owner.run("Why hold?", session=session))
+    assert refusal_of(follow_up) is None
+    (last,) = topology.owner_model.requests[-1][-1:]
+    assert last.text == "Why hold?"
+    history = " ".join(m.text for m in topology.owner_model.requests[-1])
+    assert "proof" not in history  # the session holds briefs, never the signed receipts
+
+
+def test_non_ascii_content_crosses_intact(signer: Sender[Any, Any],
+                                          receiver: StrictContractReceiver) -> None:
+    content = {**content_for("routine-01"), "notes": "Zahlung geprüft — Kundin bestätigt ✓"}
+    topology = Topology(content, signer=signer, receiver=receiver)
+    assert topology.hand_off("routine-01", stream=True)[0] == "RELEASE"
+    (request,) = topology.owner_model.requests
+    assert json.loads(request[-1].text)["content"]["notes"] == content["notes"]

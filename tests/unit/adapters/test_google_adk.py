@@ -1,0 +1,364 @@
+"""Google ADK: evidence agent → case owner through the gate, in ADK's own ``LlmAgent``,
+``SequentialAgent``, ``Runner`` and ``InMemorySessionService``, run with ``run_async``,
+``run`` (sync) and SSE streaming; the only stand-in is the model (a ``BaseLlm``)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import warnings
+from collections.abc import AsyncGenerator, Callable
+from typing import Any
+
+import pytest
+
+pytest.importorskip("google.adk")
+
+from google.adk.agents import LlmAgent, SequentialAgent
+from google.adk.agents.base_agent import BaseAgent
+from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.apps import App
+from google.adk.events.event import Event
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
+from google.adk.sessions import InMemorySessionService
+from google.genai import types
+
+from adapter_world import (
+    EXPIRED,
+    VALID_UNTIL,
+    CaseGrants,
+    Replayer,
+    World,
+    case_ref,
+    content_for,
+    make_sender,
+    reference_action,
+    tamper,
+    with_governance,
+)
+from handoffs.adapters import case_of
+from handoffs.adapters.google_adk import (
+    BRIEF_KEY,
+    RECEIPT_KEY,
+    REFUSAL_KEY,
+    HaltOnRefusal,
+    HandoffTool,
+    ReceiptGate,
+)
+from handoffs.contracts import GovernanceService, Sender
+from handoffs.integrity import SigningKey
+from handoffs.receivers import StrictContractReceiver
+
+APP, USER = "payments", "clerk"
+MODES = ["async", "sync", "stream"]
+INSTRUCTION = "Decide on this handoff: "
+
+
+class ScriptedLlm(BaseLlm):
+    """A stand-in for the remote model provider (ADK's ``BaseLlm`` contract): answers each
+    request with the next scripted step (a tool call, or text; a callable step is given
+    the request). Text is streamed as partial chunks when ADK asks for a stream. It
+    records every request it got."""
+
+    script: list[Any] = []  # noqa: RUF012 - a pydantic field, copied per instance
+    requests: list[LlmRequest] = []  # noqa: RUF012
+
+    async def generate_content_async(self, llm_request: LlmRequest, stream: bool = False
+                                     ) -> AsyncGenerator[LlmResponse, None]:
+        self.requests.append(llm_request)
+        step = self.script.pop(0)
+        if callable(step):
+            step = step(llm_request)
+        if isinstance(step, dict):
+            part = types.Part(function_call=types.FunctionCall(name="hand_off", args=step))
+        else:
+            part = types.Part(text=step)
+            if stream:
+                for start in range(0, len(step), 5):
+                    yield LlmResponse(content=types.Content(
+                        role="model", parts=[types.Part(text=step[start:start + 5])]),
+                        partial=True)
+        yield LlmResponse(content=types.Content(role="model", parts=[part]))
+
+
+def brief_of(request: LlmRequest) -> dict[str, Any]:
+    instruction = str(request.config.system_instruction)
+    return json.loads(instruction.split(INSTRUCTION, 1)[1].split("\n", 1)[0])
+
+
+def decide(request: LlmRequest) -> str:
+    """The case owner's model: the proposed action of the brief it was handed."""
+    return str(brief_of(request)["content"]["proposed_action"])
+
+
+def evidence_agent(*steps: Any, signer: Sender[Any, Any], name: str = "evidence",
+                   to: str | None = None, transport: Any = None, case: Any = case_of,
+                   sub_agents: list[BaseAgent] | None = None) -> LlmAgent:
+    tool = HandoffTool(signer=signer, to=to, transport=transport, case=case)
+    return LlmAgent(name=name, model=ScriptedLlm(model="stub-evidence", script=list(steps)),
+                    tools=[tool], sub_agents=sub_agents or [])
+
+
+def owner_agent(receiver: StrictContractReceiver, name: str = "case_owner") -> LlmAgent:
+    return LlmAgent(name=name, model=ScriptedLlm(model="stub-owner", script=[decide]),
+                    include_contents="none", instruction=INSTRUCTION + "{handoffs_brief}",
+                    before_agent_callback=ReceiptGate(receiver=receiver))
+
+
+def notifier() -> LlmAgent:
+    return LlmAgent(name="notifier", model=ScriptedLlm(model="stub-notifier",
+                                                       script=["payment team notified"]))
+
+
+def sequence(*agents: BaseAgent) -> SequentialAgent:
+    with warnings.catch_warnings():  # deprecated for Workflow in ADK 2, still the idiom
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return SequentialAgent(name="desk", sub_agents=list(agents))
+
+
+def requests_of(agent: LlmAgent) -> list[LlmRequest]:
+    model = agent.model
+    assert isinstance(model, ScriptedLlm)
+    return model.requests
+
+
+class Run:
+    """One invocation of ``root`` for a case, and what came out of it."""
+
+    def __init__(self, root: BaseAgent, case_id: str, *, mode: str = "async",
+                 halt: bool = True, state: dict[str, Any] | None = None) -> None:
+        service = InMemorySessionService()
+        app = App(name=APP, root_agent=root, plugins=[HaltOnRefusal()] if halt else [])
+        runner = Runner(app=app, session_service=service)
+        case = case_ref(case_id)
+        if state is None:
+            state = {"case_id": case.case_id, "evidence_refs": list(case.evidence_refs)}
+        session = asyncio.run(service.create_session(app_name=APP, user_id=USER, state=state))
+        message = types.Content(role="user", parts=[types.Part(text=f"Dossier of {case_id}.")])
+        config = RunConfig(streaming_mode=StreamingMode.SSE if mode == "stream"
+                           else StreamingMode.NONE)
+        options = {"user_id": USER, "session_id": session.id, "new_message": message,
+                   "run_config": config}
+        if mode == "sync":
+            self.events: list[Event] = list(runner.run(**options))
+        else:
+            async def collect() -> list[Event]:
+                return [event async for event in runner.run_async(**options)]
+            self.events = asyncio.run(collect())
+        final = asyncio.run(service.get_session(app_name=APP, user_id=USER,
+                                                session_id=session.id))
+        assert final is not None
+        self.state = final.state
+
+    def said(self, author: str) -> list[str]:
+        """The final (non-partial) texts ``author`` produced."""
+        return [part.text for event in self.events
+                if event.author == author and not event.partial and event.content
+                for part in event.content.parts or () if part.text]
+
+    def partial(self, author: str) -> list[str]:
+        return [part.text for event in self.events if event.author == author and event.partial
+                and event.content for part in event.content.parts or () if part.text]
+
+
+def impostor(world: World) -> Sender[Any, Any]:
+    """A sender whose signing key nobody enrolled, with a genuine grant."""
+    genuine = make_sender(world)
+    return Sender(contract=genuine.contract, key=SigningKey.generate(),
+                  governance=GovernanceService(sender="evidence-specialist",
+                                               receiver="case-owner", policy_version="PAY-7.4",
+                                               valid_until=VALID_UNTIL),
+                  grants=CaseGrants(world.service_key), clock=genuine.clock)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_admitted_receipt_hands_the_owner_its_brief(
+        signer: Sender[Any, Any], receiver: StrictContractReceiver, mode: str) -> None:
+    sent: list[bytes] = []
+    evidence = evidence_agent(content_for("conflict-02"), signer=signer,
+                              transport=lambda message: sent.append(message) or message)
+    owner = owner_agent(receiver)
+    run = Run(sequence(evidence, owner, notifier()), "conflict-02", mode=mode)
+    assert run.said("case_owner") == [reference_action("conflict-02")] == ["ESCALATE"]
+    assert run.said("notifier") == ["payment team notified"]
+    if mode == "stream":
+        assert "".join(run.partial("case_owner")) == "ESCALATE"
+    (request,) = requests_of(owner)
+    assert "proof" not in str(request.config.system_instruction)
+    assert "grant" not in str(request.config.system_instruction)
+    brief = brief_of(request)
+    assert (brief["handoff"], brief["refused_by"]) == ("accepted", None)
+    assert brief["decision"]["verdict"] == "ACCEPT"
+    assert brief["decision"]["receiver"] == receiver.name
+    assert brief["receipt"]["contract"] == signer.contract.id
+    assert brief["receipt"]["id"] == brief["decision"]["receipt_id"]
+    assert brief["receipt"]["digest"] == "sha256:" + hashlib.sha256(sent[0]).hexdigest()
+    content = brief["content"]
+    assert (content["case_id"], content["authority"]) == ("conflict-02", "ADVISE")
+    assert content["decision_state"] == content_for("conflict-02")["decision_state"]
+    assert run.state[RECEIPT_KEY] is None  # consumed by the gate
+    assert json.loads(run.state[BRIEF_KEY]) == brief
+
+
+def test_the_model_is_offered_the_strict_content_schema(signer: Sender[Any, Any],
+                                                        receiver: StrictContractReceiver) -> None:
+    evidence = evidence_agent(content_for("routine-01"), signer=signer)
+    Run(sequence(evidence, owner_agent(receiver)), "routine-01")
+    (request,) = requests_of(evidence)
+    (tool,) = request.config.tools or []
+    (declaration,) = tool.function_declarations or []
+    assert declaration.name == "hand_off"
+    schema = declaration.parameters_json_schema
+    assert isinstance(schema, dict)
+    assert schema["properties"] == signer.contract.content_schema()["properties"]
+    assert not {"grant", "proof", "authority"} & set(schema["properties"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("attack", "code"), [
+    ("tampered", "bad-signature"),
+    ("replayed", "replayed"),
+    ("wrong-audience", "wrong-audience"),
+    ("expired", "receipt-expired"),
+    ("impostor-key", "unknown-key"),
+])
+def test_a_refusal_skips_the_owner_escalates_and_halts_the_pipeline(
+        *, world: World, signer: Sender[Any, Any],
+        make_receiver: Callable[..., StrictContractReceiver], replayer: Replayer,
+        attack: str, code: str, mode: str) -> None:
+    receiver = make_receiver(at=EXPIRED) if attack == "expired" else make_receiver()
+    transport: Callable[[bytes], bytes] | None = None
+    if attack == "tampered":
+        transport = tamper
+    elif attack == "replayed":
+        transport = replayer
+        first = Run(sequence(evidence_agent(content_for("routine-01"), signer=signer,
+                                            transport=replayer), owner_agent(receiver)),
+                    "routine-01")
+        assert first.said("case_owner") == ["RELEASE"]
+    elif attack == "wrong-audience":
+        signer = make_sender(world, receiver="case-owner-2")
+    elif attack == "impostor-key":
+        signer = impostor(world)
+    owner, after = owner_agent(receiver), notifier()
+    run = Run(sequence(evidence_agent(content_for("routine-01"), signer=signer,
+                                      transport=transport), owner, after),
+              "routine-01", mode=mode)
+    (refusal_text,) = run.said("case_owner")
+    assert refusal_text.startswith(f"handoff refused by the gate: {code} @ ")
+    escalations = [e for e in run.events if e.author == "case_owner" and e.actions.escalate]
+    assert len(escalations) == 1
+    refusal = run.state[REFUSAL_KEY]
+    assert refusal["agent"] == "case_owner"
+    assert refusal["decision"]["reasons"][0]["code"] == code
+    assert refusal["decision"]["action"] == "ESCALATE"
+    assert requests_of(owner) == []  # the case owner's model never ran
+    assert requests_of(after) == []  # nor did anything after it
+    assert run.said("notifier") == ["skipped: the handoff to case_owner was refused"]
+
+
+def test_without_the_plugin_adk_runs_on_after_a_refusal(
+        signer: Sender[Any, Any], receiver: StrictContractReceiver) -> None:
+    """The framework behaviour :class:`HaltOnRefusal` exists for: SequentialAgent ignores
+    escalate (fails if ADK starts honouring it, and the plugin can go)."""
+    after = notifier()
+    run = Run(sequence(evidence_agent(content_for("routine-01"), signer=signer,
+                                      transport=tamper), owner_agent(receiver), after),
+              "routine-01", halt=False)
+    assert run.said("case_owner")[0].startswith("handoff refused by the gate: bad-signature")
+    assert run.said("notifier") == ["payment team notified"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_model_written_governance_is_sent_back_and_corrected(
+        signer: Sender[Any, Any], receiver: StrictContractReceiver, mode: str) -> None:
+    honest = content_for("routine-01")
+    evidence, owner = evidence_agent(with_governance(honest), honest, signer=signer), \
+        owner_agent(receiver)
+    run = Run(sequence(evidence, owner), "routine-01", mode=mode)
+    assert run.said("case_owner") == ["RELEASE"]
+    _, second = requests_of(evidence)
+    (answer,) = [part.function_response for content in second.contents
+                 for part in content.parts or () if part.function_response]
+    assert answer.response is not None
+    assert answer.response["handoff"] == "refused"
+    assert answer.response["reason"].startswith(
+        "handoff refused by the sender: untrusted-governance @ $.authority")
+    brief = brief_of(requests_of(owner)[0])["content"]
+    assert (brief["authority"], brief["valid_until"]) == (
+        "ADVISE", VALID_UNTIL.strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def test_a_sender_that_never_signs_reaches_no_owner(
+        signer: Sender[Any, Any], receiver: StrictContractReceiver) -> None:
+    bad = {**content_for("identity-01"), "proposed_action": "PAY_TWICE"}
+    owner, after = owner_agent(receiver), notifier()
+    run = Run(sequence(evidence_agent(bad, "I cannot hand this case on.", signer=signer),
+                       owner, after), "identity-01")
+    (refusal_text,) = run.said("case_owner")
+    assert refusal_text.startswith("handoff refused by the gate: invalid-json")
+    assert requests_of(owner) == requests_of(after) == []
+
+
+@pytest.mark.parametrize("mode", ["async", "stream"])
+def test_a_transfer_to_agent_handoff(signer: Sender[Any, Any],
+                                     make_receiver: Callable[..., StrictContractReceiver],
+                                     mode: str) -> None:
+    owner = owner_agent(make_receiver())
+    root = evidence_agent(content_for("value-01"), signer=signer, to="case_owner",
+                          sub_agents=[owner])
+    run = Run(root, "value-01", mode=mode)
+    assert run.said("case_owner") == [reference_action("value-01")]
+    refused_owner = owner_agent(make_receiver(at=EXPIRED))
+    root = evidence_agent(content_for("value-01"), signer=signer, to="case_owner",
+                          sub_agents=[refused_owner])
+    refused = Run(root, "value-01", mode=mode)
+    assert refused.said("case_owner")[0].startswith("handoff refused by the gate: "
+                                                    "receipt-expired")
+    assert requests_of(refused_owner) == []
+
+
+def test_two_handoffs_in_one_run(signer: Sender[Any, Any],
+                                 receiver: StrictContractReceiver) -> None:
+    first_owner, second_owner = owner_agent(receiver), owner_agent(receiver, "second_owner")
+    run = Run(sequence(
+        evidence_agent(content_for("routine-01"), signer=signer),
+        first_owner,
+        evidence_agent(content_for("identity-01"), signer=signer, name="second_evidence",
+                       case=lambda _state: case_ref("identity-01")),
+        second_owner), "routine-01")
+    assert run.said("case_owner") == ["RELEASE"]
+    assert run.said("second_owner") == ["HOLD"]
+    first, second = brief_of(requests_of(first_owner)[0]), brief_of(requests_of(second_owner)[0])
+    assert first["receipt"]["id"] != second["receipt"]["id"]
+    assert (first["content"]["case_id"], second["content"]["case_id"]) == (
+        "routine-01", "identity-01")
+
+
+def test_non_ascii_content_crosses_intact(signer: Sender[Any, Any],
+                                          receiver: StrictContractReceiver) -> None:
+    content = {**content_for("routine-01"), "notes": "Zahlung geprüft — Kundin bestätigt ✓"}
+    owner = owner_agent(receiver)
+    run = Run(sequence(evidence_agent(content, signer=signer), owner), "routine-01",
+              mode="stream")
+    assert run.said("case_owner") == ["RELEASE"]
+    assert brief_of(requests_of(owner)[0])["content"]["notes"] == content["notes"]
+
+
+def test_a_session_without_a_case_signs_nothing(signer: Sender[Any, Any],
+                                                receiver: StrictContractReceiver) -> None:
+    evidence, owner = evidence_agent(content_for("routine-01"), "No case, no handoff.",
+                                     signer=signer), owner_agent(receiver)
+    run = Run(sequence(evidence, owner), "routine-01", state={})
+    _, second = requests_of(evidence)
+    (answer,) = [part.function_response for content in second.contents
+                 for part in content.parts or () if part.function_response]
+    assert answer.response is not None
+    assert answer.response["decision"]["receiver"] == "sender"
+    assert "names no case" in answer.response["reason"]
+    assert run.said("case_owner")[0].startswith("handoff refused by the gate: invalid-json")
+    assert requests_of(owner) == []

@@ -1,0 +1,326 @@
+"""The runner: identical results on every executor, memoisation, epochs, streaming,
+and resuming an interrupted run from its run log.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from handoffs.examples.payment import synthetic_cases
+from handoffs.examples.payment_lab import payment_experiment
+from handoffs.lab import ExperimentError, IterableCases, Strategy, rescore, run
+from handoffs.lab._experiment import ReferenceReceiver, UserCodeError
+from handoffs.lab._runlog import COLUMNS, RunLogError, read_run_log
+from handoffs.lab.perturbations._controls import ConstantMessage, NoMessage
+from handoffs.receivers import Decision
+from inline_executor import Inline
+
+CREATED = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def normalise(report: Mapping[str, Any]) -> dict[str, Any]:
+    """A report without what legitimately differs between runs (timing, where, how)."""
+    out = json.loads(json.dumps(report))
+    out.pop("provenance")
+    out["experiment"].pop("case_source")
+    for row in out["results"]:
+        # The memo is run-wide in each process: which chunk pays for a decision, and how
+        # many processes pay for it, depend on the executor (the figures do not).
+        for key in ("mean_latency_ms", "receiver_calls", "memo_hits"):
+            row.pop(key)
+    return out
+
+
+def essay(**changes: Any) -> Any:
+    return attrs.evolve(payment_experiment(profile="essay"), **changes)
+
+
+@pytest.fixture(scope="module")
+def threaded() -> dict[str, Any]:
+    return run(essay(), chunk_size=7, created=CREATED).report
+
+
+def test_any_executor_and_any_worker_count(threaded: dict[str, Any]) -> None:
+    inline = run(essay(), executor=Inline(), chunk_size=7, created=CREATED).report
+    assert inline["provenance"]["executor"] == "Inline"
+    assert normalise(inline) == normalise(threaded)
+    many = run(essay(), workers=4, chunk_size=7, created=CREATED).report
+    assert normalise(many) == normalise(threaded)
+
+
+def test_chunk_size_does_not_change_the_figures(threaded: dict[str, Any]) -> None:
+    one = run(essay(), chunk_size=1000, created=CREATED).report
+    for key in ("strategy_results", "decision_field_ablation", "governance_field_ablation",
+                "error_injection"):
+        assert one[key] == threaded[key]
+
+
+def test_run_log_format(tmp_path: Path, threaded: dict[str, Any]) -> None:
+    path = tmp_path / "run.jsonl"
+    report = run(essay(), chunk_size=7, run_log=path, created=CREATED).report
+    header, records = read_run_log(path)
+    assert header["format"] == "handoffs-lab-runlog/1"
+    assert header["columns"] == list(COLUMNS)
+    assert header["perturbations"][0] == "none"
+    lines = list(records)
+    assert [r["chunk"] for r in lines[:-1]] == [0, 1, 2, 3]
+    assert lines[-1]["complete"] is True
+    assert lines[-1]["case_set_digest"] == report["experiment"]["case_set_digest"]
+    assert report["provenance"]["run_log"] == str(path)
+    assert normalise(report) == normalise(threaded)
+
+
+class Boom(Exception):
+    pass
+
+
+def _cases(fail_after: int | None) -> Callable[[], Iterator[Any]]:
+    def factory() -> Iterator[Any]:
+        for i, case in enumerate(synthetic_cases()):
+            if fail_after is not None and i == fail_after:
+                raise Boom
+            yield case
+
+    return factory
+
+
+def test_resume_after_an_interrupted_run(tmp_path: Path, threaded: dict[str, Any]) -> None:
+    path = tmp_path / "run.jsonl"
+    # Case 20 is past policy-01 (case 16), the case the essay's injection names, which
+    # the runner's check of injection case ids reads up to before any chunk runs.
+    broken = essay(cases=IterableCases(_cases(20), description="payment-28"))
+    with pytest.raises(UserCodeError, match="Boom"):
+        run(broken, executor=Inline(), chunk_size=7, run_log=path)
+    _, records = read_run_log(path)
+    assert [r["chunk"] for r in records] == [0, 1]
+    with path.open("ab") as handle:
+        handle.write(b'{"chunk": 2, "torn')  # an interrupted write
+    healthy = essay(cases=IterableCases(_cases(None), description="payment-28"))
+    report = run(healthy, chunk_size=7, run_log=path, resume=True, created=CREATED).report
+    assert report["provenance"]["resumed_chunks"] == 2
+    assert normalise(report) == normalise(threaded)
+    again = run(healthy, chunk_size=7, run_log=path, resume=True, created=CREATED).report
+    assert again["provenance"]["executor"] == "resumed"
+    # a run resumed from a complete log decides nothing, and its cases still count for
+    # coverage: the report is the uninterrupted run's
+    assert threaded["coverage"]["available"] is True
+    assert normalise(again) == normalise(threaded)
+
+
+def test_resume_refuses_another_experiment(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    run(essay(), chunk_size=7, run_log=path)
+    with pytest.raises(RunLogError, match="fingerprint"):
+        run(essay(perturbations=()), chunk_size=7, run_log=path, resume=True)
+    with pytest.raises(RunLogError, match="written with another"):
+        run(essay(), chunk_size=14, run_log=path, resume=True)
+
+
+@attrs.define
+class Counting:
+    """A receiver that counts its calls (thread-safe)."""
+
+    inner: Any
+    deterministic: bool
+    name: str = "counting"
+    calls: int = 0
+    lock: threading.Lock = attrs.field(factory=threading.Lock)
+
+    def receive(self, message: Any) -> Decision:
+        with self.lock:
+            self.calls += 1
+        return self.inner.receive(message)  # type: ignore[no-any-return]
+
+
+def _counting_experiment(*, deterministic: bool, epochs: int = 1) -> tuple[Any, Counting]:
+    base = payment_experiment(profile="essay")
+    receiver = Counting(ReferenceReceiver(base.contract, defaults=False), deterministic)
+    subject = base.strategies[1]
+    strategy = Strategy(name="counted", encoder=subject.encoder, receiver=receiver)
+    experiment = attrs.evolve(base, strategies=(strategy,), subject="counted",
+                              perturbations=(NoMessage(), ConstantMessage()), injections=(),
+                              epochs=epochs)
+    return experiment, receiver
+
+
+def test_deterministic_receivers_are_memoised_on_the_canonical_message() -> None:
+    experiment, receiver = _counting_experiment(deterministic=True)
+    report = run(experiment, chunk_size=28).report
+    # 28 distinct messages, one empty message for every case, and the constant
+    # message is the first case's: already decided.
+    assert receiver.calls == 28 + 1
+    rows = {r["perturbation"]: r for r in report["results"]}
+    assert (rows["none"]["receiver_calls"], rows["none"]["memo_hits"]) == (28, 0)
+    assert (rows["no-message"]["receiver_calls"], rows["no-message"]["memo_hits"]) == (1, 27)
+    assert rows["constant-message"]["memo_hits"] == 28
+
+
+def test_sampled_receivers_repeat_per_epoch() -> None:
+    experiment, receiver = _counting_experiment(deterministic=False, epochs=3)
+    report = run(experiment, chunk_size=28).report
+    assert receiver.calls == 3 * 3 * 28
+    rows = {r["perturbation"]: r for r in report["results"]}
+    assert rows["none"]["decisions"] == 84
+    assert rows["none"]["cases"] == 28
+    assert rows["none"]["memo_hits"] == 0
+
+
+@attrs.frozen
+class Raising:
+    name: str = "raising"
+    deterministic: bool = True
+
+    def receive(self, message: Any) -> Decision:
+        raise RuntimeError("receiver bug")
+
+
+def test_a_raising_receiver_is_an_error_row_and_fails_the_gate() -> None:
+    base = payment_experiment(profile="essay")
+    strategy = attrs.evolve(base.strategies[1], receiver=Raising())
+    experiment = attrs.evolve(base, strategies=(strategy,), perturbations=(), injections=())
+    report = run(experiment).report
+    [row] = report["results"]
+    assert row["receiver_errors"] == 28
+    assert row["agreement"] == 12 / 28  # errors fail closed (ESCALATE)
+    assert report["gate"]["exit_code"] == 1
+    assert any("receiver error" in reason for reason in report["gate"]["reasons"])
+
+
+def test_cases_stream_in_bounded_chunks(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    chunk = 7
+    window = 2
+
+    def watched() -> Iterator[Any]:
+        for i, case in enumerate(synthetic_cases(20)):
+            if path.exists():
+                written = path.read_bytes().count(b"\n") - 1
+                assert i <= (written + window + 1) * chunk, "the runner read too far ahead"
+            yield case
+
+    # No injection: checking an injection's case id reads a re-iterable source once
+    # more, up to that case, before any chunk runs (a separate pass that keeps nothing).
+    experiment = essay(cases=IterableCases(watched, description="watched"), injections=())
+    report = run(experiment, executor=Inline(), workers=1, chunk_size=chunk,
+                 run_log=path).report
+    assert report["experiment"]["cases"] == 140
+
+
+def test_bad_arguments_are_refused_before_any_work() -> None:
+    with pytest.raises(ExperimentError, match="chunk_size"):
+        run(essay(), chunk_size=0)
+    with pytest.raises(ExperimentError, match="workers"):
+        run(essay(), workers=0)
+    with pytest.raises(ExperimentError, match="resume needs"):
+        run(essay(), resume=True)
+    with pytest.raises(ExperimentError, match="unknown executor"):
+        run(essay(), executor="fibers")
+    with pytest.raises(ExperimentError, match="no cases"):
+        run(essay(cases=IterableCases(list, description="none")))
+
+
+# ------------------------------------------------------------------ fast paths
+
+
+def test_receipt_ids_are_uuid5_in_the_runner_namespace() -> None:
+    import uuid
+
+    from handoffs.lab._plan import _RECEIPT_NAMESPACE, receipt_id
+
+    for name in ("payment-release-essay/decision_contract/policy-01", "x/y/é", "a/b/"):
+        experiment, strategy, case_id = name.split("/")
+        assert receipt_id(experiment, strategy, case_id) == \
+            f"urn:uuid:{uuid.uuid5(_RECEIPT_NAMESPACE, name)}"
+
+
+def test_compact_records_feed_the_metrics_as_their_rows_do() -> None:
+    from handoffs.lab._chunk import run_chunk
+    from handoffs.lab._metrics import Aggregator
+    from handoffs.lab._plan import compile_plan
+    from handoffs.lab._runlog import expand_rows
+    from handoffs.lab._runner import _constants
+
+    experiment = payment_experiment(variants=3, profile="full")
+    plan = compile_plan(experiment)
+    cases = list(experiment.cases)
+    record = run_chunk(plan, 0, 0, cases, _constants(plan, cases[0]))
+    compact, expanded = (Aggregator.for_experiment(experiment, plan) for _ in range(2))
+    compact.feed(record)
+    expanded.feed({k: v for k, v in record.items() if k not in ("templates", "stats")}
+                  | {"rows": expand_rows(record)})
+    rows = [{"id": p.id, "kind": p.kind, "target": p.target} for p in plan.perturbations]
+    described = [{"id": "none", "kind": "baseline", "target": None}, *rows]
+    assert compact.results(described) == expanded.results(described)
+    assert compact.falsehoods(0) == expanded.falsehoods(0)
+    assert compact.injections() == expanded.injections()
+    assert len(expand_rows(record)) == sum(s[0] for s in record["stats"])
+
+
+def test_the_run_log_holds_one_row_per_decision(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    report = run(essay(), chunk_size=10, run_log=path, created=CREATED).report
+    _, records = read_run_log(path)
+    decisions = sum(len(r["rows"]) for r in records if "rows" in r)
+    assert decisions == sum(row["decisions"] for row in report["results"])
+    rescored = rescore(essay(), path, loss=essay().contract.loss, name="same")
+    for key in ("strategy_results", "decision_field_ablation", "governance_field_ablation"):
+        assert rescored[key] == report[key]
+
+
+@attrs.frozen
+class Opaque:
+    """A receiver without memo_key: memoised on the whole canonical message only."""
+
+    inner: Any
+    name: str = "opaque"
+
+    @property
+    def deterministic(self) -> bool:
+        return bool(self.inner.deterministic)
+
+    def receive(self, message: Any) -> Decision:
+        return self.inner.receive(message)  # type: ignore[no-any-return]
+
+
+def test_memo_keys_change_how_often_receivers_are_called_never_the_figures() -> None:
+    base = payment_experiment(variants=2, profile="full")
+    opaque = attrs.evolve(
+        base, strategies=tuple(attrs.evolve(s, receiver=Opaque(s.receiver))
+                               for s in base.strategies),
+        semantic_receiver=Opaque(ReferenceReceiver(base.contract)))
+    fast = run(base, chunk_size=14, created=CREATED).report
+    slow = run(opaque, chunk_size=14, created=CREATED).report
+    for key in ("strategy_results", "decision_field_ablation", "governance_field_ablation",
+                "error_injection", "falsehoods", "counterfactual_triggers"):
+        assert fast[key] == slow[key], key
+    ignore = {"receiver_calls", "memo_hits", "mean_latency_ms"}
+    assert [{k: v for k, v in r.items() if k not in ignore} for r in fast["results"]] == \
+        [{k: v for k, v in r.items() if k not in ignore} for r in slow["results"]]
+    assert fast["provenance"]["receiver_calls"] < slow["provenance"]["receiver_calls"]
+
+
+def test_the_collector_is_unfrozen_after_a_run() -> None:
+    import gc
+
+    from handoffs.lab._runner import _collector_frozen
+
+    assert gc.get_freeze_count() == 0
+    with _collector_frozen():
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+    gc.freeze()  # a process that froze objects itself keeps them frozen
+    try:
+        frozen = gc.get_freeze_count()
+        with _collector_frozen():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
