@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -34,7 +33,6 @@ from handoffs.lab.reports import (
     release_artefact,
     render_html,
     render_markdown,
-    sign_artefact,
     validate_report,
 )
 
@@ -412,7 +410,7 @@ def gate_command(ctx: click.Context, *, report_path: Path, budgets: tuple[str, .
     if receivers is None:
         gate["warnings"].append("receiver fingerprints not checked: pass --experiment with "
                                 "the experiment the report was made from")
-    document = release_artefact(updated)
+    key = None
     if sign_key is not None:
         from handoffs.integrity import SigningKey
 
@@ -420,7 +418,7 @@ def gate_command(ctx: click.Context, *, report_path: Path, budgets: tuple[str, .
             key = SigningKey.from_pem(sign_key.read_bytes())
         except HandoffsError as exc:
             raise _CannotRun(f"{sign_key}: {exc}") from exc
-        document = sign_artefact(document, key, created=datetime.now(UTC))
+    document = release_artefact(updated, key=key)
     target = artefact or report_path.with_name("release.json")
     target.write_text(dumps(document, indent=2) + "\n", encoding="utf-8")
     console = _console()
