@@ -24,7 +24,7 @@ perturbations are :mod:`handoffs.lab.perturbations`; reading, rendering, compari
 and releasing a report is :mod:`handoffs.lab.reports`.
 """
 
-from handoffs.lab._controls import control_expectations, read_baselines
+from handoffs.lab._controls import read_baselines
 from handoffs.lab._experiment import (
     Experiment,
     ExperimentError,
@@ -52,7 +52,6 @@ __all__ = [
     "Strategy",
     "Tolerances",
     "assert_sufficient",
-    "control_expectations",
     "counterfactual_triggers",
     "load_experiment",
     "message_partition",
