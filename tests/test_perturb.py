@@ -14,7 +14,8 @@ from jsonschema import Draft202012Validator
 from handoffs.contracts import Contract, Interval, LossMatrix, decision_field, to_json_schema
 from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples.payment import PAYMENT_RELEASE
-from handoffs.lab import ExperimentError, Reference
+from handoffs.lab import ExperimentError
+from handoffs.lab._minimal import Reference
 from handoffs.lab.perturbations import (
     ActionAdded,
     CaseContext,

@@ -35,7 +35,7 @@ from handoffs.lab._experiment import (
     Strategy,
     Tolerances,
 )
-from handoffs.lab._minimal import Reference, counterfactual_triggers, minimal_message
+from handoffs.lab._minimal import counterfactual_triggers, minimal_message
 from handoffs.lab._partition import message_partition
 from handoffs.lab._runner import rescore, run
 from handoffs.lab._sufficient import assert_sufficient
@@ -48,7 +48,6 @@ __all__ = [
     "GeneratedCases",
     "IterableCases",
     "JSONLinesCases",
-    "Reference",
     "Strategy",
     "Tolerances",
     "assert_sufficient",
