@@ -461,8 +461,8 @@ def read_baselines(report: Mapping[str, Any], *, strategies: Sequence[str] | Non
         strategies: the strategies to read (default: every strategy of the report).
         experiment: the experiment the report was run from; its cases give what each
             control would give a receiver that follows whatever message it gets
-            (:func:`control_expectations`, chunked as the report's run was), and each
-            reading adds that comparison.
+            (:class:`~handoffs.lab._controls.ControlExpectations`, chunked as the
+            report's run was), and each reading adds that comparison.
 
     Raises:
         ExperimentError: a named strategy is not in the report, or the experiment's

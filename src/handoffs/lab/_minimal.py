@@ -398,7 +398,7 @@ def counterfactual_triggers(contract: Contract[Any, Any] | Reference, truth: Map
 
     Args:
         contract: the contract whose reference policy decides (the lab passes its
-            memoised :class:`Reference`).
+            memoised :class:`~handoffs.lab._minimal.Reference`).
         truth: a complete typed view (every decision field).
     """
     reference = _reference(contract)
@@ -497,7 +497,7 @@ def minimal_message(contract: Contract[Any, Any] | Reference, truth: Mapping[str
 
     Args:
         contract: the contract whose reference policy decides (the lab passes its
-            memoised :class:`Reference`).
+            memoised :class:`~handoffs.lab._minimal.Reference`).
         truth: a complete typed view (every decision field).
         budget: region checks to spend on the minimum search.
     """
