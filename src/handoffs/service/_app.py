@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-__all__ = ["Service", "create_app"]
+__all__ = ["Service"]
 
 LOG: Final = logging.getLogger("handoffs.service")
 RECEIPTS_PATH: Final = "/receipts"
@@ -162,6 +162,12 @@ class Service:
             return STORE_UNAVAILABLE
         return None
 
+    def app(self) -> Starlette:
+        """The ASGI application (Starlette) serving this gate, for ``handoffs serve``'s
+        uvicorn or for embedding in another server.
+        """
+        return _create_app(self)
+
     def caller(self, authorization: str | None) -> Caller | None:
         """The caller whose bearer token this ``Authorization`` header carries."""
         scheme, _, token = (authorization or "").partition(" ")
@@ -229,8 +235,8 @@ class _Endpoint:
         await self.app(scope, receive, send)
 
 
-def create_app(service: Service) -> Starlette:  # noqa: PLR0915 - one closure per endpoint
-    """The Starlette application serving ``service``."""
+def _create_app(service: Service) -> Starlette:  # noqa: PLR0915 - one closure per endpoint
+    """The Starlette application serving ``service`` (:meth:`Service.app`)."""
     from starlette.applications import Starlette
     from starlette.responses import Response
     from starlette.routing import Route
