@@ -69,7 +69,6 @@ from handoffs.receivers import (
     Gate,
     InMemoryEvidenceResolver,
     InMemoryPolicyService,
-    Readback,
     ResolvedEvidence,
     StrictContractReceiver,
 )
@@ -331,7 +330,7 @@ async def _run_arms(cases: list[payment.PaymentCase], model: OwnerModel | None,
             identity="case-owner", trust=trust, registry=Registry.of(CONTRACT),
             roles={"case-owner"},
             policy_service=InMemoryPolicyService({"PAY-7.4": True}), evidence=evidence,
-            readback=Readback.ALWAYS, clock=lambda: NOW + timedelta(minutes=1)))
+            readback=1.0, clock=lambda: NOW + timedelta(minutes=1)))
         for case in cases:
             outcomes.append(await _run_case(case, arm, sender, receiver, model=model,
                                             client=client))

@@ -59,7 +59,6 @@ from handoffs.receivers._services import (
     InMemoryEvidenceResolver,
     InMemoryPolicyService,
     PolicyStatus,
-    Readback,
     ResolvedEvidence,
 )
 
@@ -80,7 +79,6 @@ __all__ = [
     "JSONLimits",
     "MemoryReplayStore",
     "PolicyStatus",
-    "Readback",
     "Reason",
     "Receiver",
     "ReplayLog",

@@ -3,7 +3,7 @@ HTTP), the evidence they resolve, and how often step (4) reads claims back.
 
 Step (3) asks a :class:`PolicyService` whether a receipt's policy version is known and
 current; steps (3) and (4) ask an :class:`EvidenceResolver` for the evidence behind a
-reference; :class:`Readback` says which receipts step (4) reads back.
+reference; :func:`reads_back` says which receipts step (4) reads back.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import urllib.parse
 from collections.abc import Hashable, Mapping
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 import attrs
 
@@ -32,8 +32,9 @@ __all__ = [
     "InMemoryPolicyService",
     "PolicyService",
     "PolicyStatus",
-    "Readback",
     "ResolvedEvidence",
+    "check_readback",
+    "reads_back",
 ]
 
 
@@ -330,45 +331,21 @@ class HTTPEvidenceResolver:
 # -------------------------------------------------------------------------- readback
 
 
-def _fraction(_: Any, __: Any, value: float) -> None:
+def check_readback(_: Any, __: Any, value: float) -> None:
+    """Validate a readback fraction (attrs): a number in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
         raise InvalidArgument(f"a readback fraction lies in [0, 1], got {value!r}")
 
 
-@attrs.frozen
-class Readback:
-    """How often step (4) reads decisive claims back against resolved evidence.
-
-    ``Readback.OFF`` never, ``Readback.ALWAYS`` for every message, and
-    ``Readback.sampled(0.1)`` for a deterministic 10 % of receipt ids (the same id is
+def reads_back(fraction: float, receipt_id: str) -> bool:
+    """Whether step (4) reads back the receipt with this id: never at ``0``, always at
+    ``1``, and in between for a deterministic ``fraction`` of receipt ids (the same id is
     always in or out of the sample, so a deterministic receiver stays deterministic).
     """
-
-    fraction: float = attrs.field(default=0.0, validator=_fraction)
-
-    OFF: ClassVar[Readback]
-    ALWAYS: ClassVar[Readback]
-
-    @classmethod
-    def sampled(cls, fraction: float) -> Readback:
-        """Read back a deterministic ``fraction`` of receipts."""
-        return cls(fraction)
-
-    @property
-    def enabled(self) -> bool:
-        """Whether any receipt is read back."""
-        return self.fraction > 0
-
-    def selects(self, receipt_id: str) -> bool:
-        """Whether the receipt with this id is read back."""
-        if self.fraction >= 1:
-            return True
-        if self.fraction <= 0:
-            return False
-        head = hashlib.sha256(receipt_id.encode("utf-8", "surrogatepass")).digest()[:8]
-        return int.from_bytes(head, "big") < self.fraction * 2**64
-
-
-Readback.OFF = Readback(0.0)
-Readback.ALWAYS = Readback(1.0)
+    if fraction >= 1:
+        return True
+    if fraction <= 0:
+        return False
+    head = hashlib.sha256(receipt_id.encode("utf-8", "surrogatepass")).digest()[:8]
+    return int.from_bytes(head, "big") < fraction * 2**64
 

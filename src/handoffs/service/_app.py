@@ -44,7 +44,6 @@ from handoffs.receivers import (
     HTTPEvidenceResolver,
     InMemoryPolicyService,
     MemoryReplayStore,
-    Readback,
     StrictContractReceiver,
 )
 from handoffs.service._config import Caller, ConfigError, ServiceConfig
@@ -98,7 +97,7 @@ def gate_of(config: ServiceConfig, *, store: DecisionStore | None,
     replay: Any = store if store is not None or not memory_replay else MemoryReplayStore()
     gate = Gate(
         identity=config.identity, trust=ring, registry=config.registry(), roles=roles,
-        replay=replay, log=store, readback=Readback(config.readback),
+        replay=replay, log=store, readback=config.readback,
         limits=JSONLimits(max_bytes=config.max_body_bytes), **options,
     )
     return StrictContractReceiver(gate)
