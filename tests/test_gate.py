@@ -46,7 +46,7 @@ from handoffs.receivers import (
     Verdict,
 )
 from handoffs.receivers._gate import Ruling
-from handoffs.receivers._services import EvidenceError, PolicyStatus, reads_back
+from handoffs.receivers._services import EvidenceError, reads_back
 
 T0 = datetime(2026, 6, 1, 12, tzinfo=UTC)
 NOW = T0 + timedelta(minutes=1)
@@ -365,12 +365,27 @@ def test_missing_context_rejects_or_escalates_as_the_contract_says(
 
 def test_policy_service_failure_is_unmet_context() -> None:
     class Broken:
-        def resolve(self, version: str) -> PolicyStatus:
+        def resolve(self, version: str) -> bool | None:
             raise RuntimeError("policy service down")
 
     decision = strict(WORLD.gate(policy_service=Broken())).receive(raw(WORLD.signed()))
     assert (decision.verdict, codes(decision)) == (Verdict.ESCALATE, ["policy-unresolvable"])
     assert "policy service down" in decision.reasons[0].message
+
+
+def test_only_a_true_answer_is_a_current_policy() -> None:
+    class Answers:
+        def __init__(self, answer: object) -> None:
+            self.answer = answer
+
+        def resolve(self, version: str) -> Any:
+            return self.answer
+
+    expected = [(None, ["policy-unresolvable"]), (False, ["policy-not-current"]),
+                ("yes", ["policy-not-current"]), (1, ["policy-not-current"]), (True, [])]
+    for answer, reasons in expected:
+        gate = WORLD.gate(policy_service=Answers(answer))
+        assert codes(strict(gate).receive(raw(WORLD.signed()))) == reasons, answer
 
 
 def test_evidence_without_observation_time_is_not_fresh() -> None:

@@ -54,11 +54,9 @@ from handoffs.receivers._receivers import (
 )
 from handoffs.receivers._replay import MemoryReplayStore, ReplayLog
 from handoffs.receivers._services import (
-    EvidenceError,
     HTTPEvidenceResolver,
     InMemoryEvidenceResolver,
     InMemoryPolicyService,
-    PolicyStatus,
     ResolvedEvidence,
 )
 
@@ -68,7 +66,6 @@ __all__ = [
     "AuthoritativeActuator",
     "CarriedReceiptReceiver",
     "Decision",
-    "EvidenceError",
     "FullRecordReceiver",
     "FunctionReceiver",
     "Gate",
@@ -78,7 +75,6 @@ __all__ = [
     "InMemoryPolicyService",
     "JSONLimits",
     "MemoryReplayStore",
-    "PolicyStatus",
     "Reason",
     "Receiver",
     "ReplayLog",

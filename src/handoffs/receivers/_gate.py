@@ -648,15 +648,15 @@ class Gate:
                 return Reason("policy-unresolvable", "this receiver has no policy service",
                               context, "$.policy_version")
             try:
-                status = self.policy_service.resolve(version)
+                current = self.policy_service.resolve(version)
             except Exception as exc:
                 return Reason("policy-unresolvable", f"the policy service failed: {exc}",
                               context, "$.policy_version")
-            if not status.known:
+            if current is None:
                 return Reason("policy-unresolvable",
                               f"the policy service does not know {version!r}",
                               context, "$.policy_version")
-            if not status.current:
+            if current is not True:
                 return Reason("policy-not-current", f"policy {version!r} is not current",
                               context, "$.policy_version")
             return None

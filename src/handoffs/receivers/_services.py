@@ -13,7 +13,7 @@ import urllib.parse
 from collections.abc import Hashable, Mapping
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -31,7 +31,6 @@ __all__ = [
     "InMemoryEvidenceResolver",
     "InMemoryPolicyService",
     "PolicyService",
-    "PolicyStatus",
     "ResolvedEvidence",
     "check_readback",
     "reads_back",
@@ -50,25 +49,15 @@ class EvidenceError(HandoffsError, LookupError):
 # -------------------------------------------------------------------- policy service
 
 
-@attrs.frozen
-class PolicyStatus:
-    """What the receiver's policy service says about one policy version.
-
-    Attributes:
-        known: the service can resolve the version.
-        current: the version is the one in force now.
-    """
-
-    known: bool
-    current: bool
-
-
 @runtime_checkable
 class PolicyService(Protocol):
     """The receiver's authenticated policy service (step 3)."""
 
-    def resolve(self, version: str) -> PolicyStatus:
-        """Whether ``version`` is known, and whether it is current."""
+    def resolve(self, version: str) -> bool | None:
+        """Whether ``version`` is the policy in force now: ``True`` current, ``False``
+        known but superseded, ``None`` unknown (``policy-unresolvable``; so is an
+        exception).
+        """
         ...
 
 
@@ -90,16 +79,9 @@ class InMemoryPolicyService:
 
     versions: Mapping[str, bool] = attrs.field(converter=_versions)
 
-    def resolve(self, version: str) -> PolicyStatus:
-        """Known if listed; current if listed as current."""
-        current = self.versions.get(version)
-        return _UNKNOWN if current is None else _CURRENT if current else _SUPERSEDED
-
-
-# The three answers (frozen, so shared: no allocation per decision).
-_UNKNOWN: Final = PolicyStatus(known=False, current=False)
-_CURRENT: Final = PolicyStatus(known=True, current=True)
-_SUPERSEDED: Final = PolicyStatus(known=True, current=False)
+    def resolve(self, version: str) -> bool | None:
+        """Whether a listed version is current; ``None`` for one not listed."""
+        return self.versions.get(version)
 
 
 # ------------------------------------------------------------------ evidence resolvers
@@ -165,7 +147,8 @@ class EvidenceResolver(Protocol):
         """The evidence behind ``ref``.
 
         Raises:
-            EvidenceError: the reference cannot be resolved.
+            Exception: any, when the reference cannot be resolved: the gate reports it
+                as ``evidence-unresolved`` with the exception's message.
         """
         ...
 
