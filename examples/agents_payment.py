@@ -72,7 +72,7 @@ from handoffs.receivers import (
     ResolvedEvidence,
     StrictContractReceiver,
 )
-from handoffs.receivers.models import action_schema
+from handoffs.receivers.models import ModelReceiver
 
 CONTRACT: Final = payment.PAYMENT_RELEASE
 NOW: Final = datetime(2026, 6, 1, 12, tzinfo=UTC)
@@ -131,7 +131,7 @@ class OwnerModel:
 
     def settings(self) -> ModelSettings:
         """Temperature, seed, token bound and the response format (in the request body)."""
-        schema = action_schema(CONTRACT)
+        schema = ModelReceiver.action_schema(CONTRACT)
         body: dict[str, Any] = {}
         if self.response_format == "json_schema":
             body["response_format"] = {"type": "json_schema", "json_schema": {

@@ -34,7 +34,6 @@ from handoffs.receivers._decision import Decision, Receiver, Step, Verdict
 from handoffs.receivers._replay import MemoryReplayStore
 from handoffs.receivers.chains import (
     HandoffChain,
-    Hop,
     IdentityCompositionReceiver,
     SeparationOfDuties,
 )
@@ -44,7 +43,7 @@ from handoffs.receivers.chains._contract import (
     HOP_PROOF_PURPOSE,
     HopRole,
 )
-from handoffs.receivers.chains._format import DerivedFrom
+from handoffs.receivers.chains._format import DerivedFrom, Hop
 from handoffs.receivers.chains._schema import handoff_chain_schema
 
 ROOT = Path(__file__).resolve().parent.parent

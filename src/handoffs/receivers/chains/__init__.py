@@ -60,12 +60,11 @@ its builders, separation of duties and the receiver.
 """
 
 from handoffs.receivers.chains._duties import SeparationOfDuties
-from handoffs.receivers.chains._format import HandoffChain, Hop
+from handoffs.receivers.chains._format import HandoffChain
 from handoffs.receivers.chains._receiver import IdentityCompositionReceiver
 
 __all__ = [
     "HandoffChain",
-    "Hop",
     "IdentityCompositionReceiver",
     "SeparationOfDuties",
 ]
