@@ -44,7 +44,7 @@ from handoffs.lab import (
 from handoffs.lab._experiment import ReferenceReceiver
 from handoffs.lab._metrics import falsehood_class
 from handoffs.lab._report import ReportError
-from handoffs.lab.perturbations import Scoring
+from handoffs.lab.perturbations._base import Scoring
 from handoffs.lab.reports import (
     evaluate_gate,
     release_artefact,

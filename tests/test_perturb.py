@@ -25,12 +25,11 @@ from handoffs.lab.perturbations import (
     Relay,
     RemoveDecisionField,
     RemoveGovernanceField,
-    Scoring,
     declare_perturbation,
     select_perturbations,
     standard_perturbations,
 )
-from handoffs.lab.perturbations._base import NOT_APPLICABLE, REMOVED, UNCHANGED
+from handoffs.lab.perturbations._base import NOT_APPLICABLE, REMOVED, UNCHANGED, Scoring
 from handoffs.lab.perturbations._boundary import AuthoritativeSender, PolicyVersionChanged
 from handoffs.lab.perturbations._coarsening import (
     MergeEnumValues,

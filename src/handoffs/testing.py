@@ -66,7 +66,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "cases",
-    "evidence_refs",
     "falsehoods",
     "receipts",
     "states",
