@@ -477,12 +477,12 @@ def diff_command(ctx: click.Context, old_path: Path, new_path: Path, output: str
     lists new hard violations by case. Exit 0 when nothing regressed beyond the
     budget, 1 when something did, 2 when a report cannot be read.
     """
-    from handoffs.lab.reports import DiffBudget, diff_reports
+    from handoffs.lab.reports import diff_reports
 
-    budget = DiffBudget(agreement=budget_agreement, regret=budget_regret,
+    diff = diff_reports(_read_report(old_path), _read_report(new_path),
+                        agreement=budget_agreement, regret=budget_regret,
                         hard_violations=budget_hard_violations, bytes=budget_bytes,
                         tokens=budget_tokens, coverage=budget_coverage)
-    diff = diff_reports(_read_report(old_path), _read_report(new_path), budget=budget)
     if output == "json":
         click.echo(dumps(diff.to_json(), indent=2))
     else:
