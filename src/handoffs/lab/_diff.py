@@ -6,8 +6,8 @@ violations, mean bytes and mean tokens; it compares the ``coverage`` section's
 numbers where both reports have one, the gate's verdict, and lists the hard
 violations that are new (by case, strategy and perturbation). A change beyond
 its budget (a :class:`DiffBudget`, from its keyword arguments) is a regression; a row
-the new report lacks is one too (a check that vanished proves nothing). :meth:`ReportDiff.render` writes the result as
-text or as Markdown for a CI comment.
+the new report lacks is one too (a check that vanished proves nothing).
+:meth:`ReportDiff.render` writes the result as text or as Markdown for a CI comment.
 """
 
 from __future__ import annotations
