@@ -241,7 +241,7 @@ def test_a_stale_receiver_fails_lab_gate_unless_allowed(user_dir: Path) -> None:
 def test_a_model_receiver_fingerprint_names_what_served_it() -> None:
     """Over real HTTP to the scripted chat server (a test double for a provider)."""
     from chat_server import serving
-    from handoffs.receivers._fingerprint import receiver_fingerprint
+    from handoffs.lab._fingerprint import receiver_fingerprint
     from test_model_receiver import _receipt, _receiver
 
     with serving() as server:

@@ -316,8 +316,6 @@ def _receivers_now(report: Mapping[str, Any], experiment_path: Path | None
     """Each strategy's receiver fingerprint as the experiment is now, or ``None`` when
     the experiment is unknown (a user's report without --experiment).
     """
-    from handoffs.receivers import receiver_fingerprint
-
     try:
         if experiment_path is None:
             declared = _declared(None)
@@ -327,7 +325,7 @@ def _receivers_now(report: Mapping[str, Any], experiment_path: Path | None
             declared = _declared(experiment_path)
     except HandoffsError as exc:
         raise _CannotRun(f"{exc} [{exc.code}]") from exc
-    return {s.name: receiver_fingerprint(s.receiver) for s in declared.strategies}
+    return {s.name: s.to_json()["receiver_fingerprint"] for s in declared.strategies}
 
 
 def _budget(values: Sequence[str], base: Tolerances) -> Tolerances:

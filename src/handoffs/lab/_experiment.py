@@ -47,8 +47,9 @@ from handoffs.contracts import (
     Interval,
     ReceiptEncoder,
 )
+from handoffs.lab._fingerprint import receiver_fingerprint
 from handoffs.lab._keys import memo_value
-from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict, receiver_fingerprint
+from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
 
 __all__ = [
     "CaseSource",

@@ -38,7 +38,6 @@ from handoffs.receivers._baselines import (
 )
 from handoffs.receivers._carried import CarriedReceiptReceiver, carry
 from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
-from handoffs.receivers._fingerprint import receiver_fingerprint
 from handoffs.receivers._gate import (
     Admitted,
     Gate,
@@ -88,5 +87,4 @@ __all__ = [
     "UnsafeNoProofs",
     "Verdict",
     "carry",
-    "receiver_fingerprint",
 ]
