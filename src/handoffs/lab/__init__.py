@@ -28,7 +28,6 @@ from handoffs.lab._controls import read_baselines
 from handoffs.lab._experiment import (
     Experiment,
     ExperimentError,
-    GeneratedCase,
     GeneratedCases,
     IterableCases,
     JSONLinesCases,
@@ -44,7 +43,6 @@ from handoffs.lab._toml import load_experiment
 __all__ = [
     "Experiment",
     "ExperimentError",
-    "GeneratedCase",
     "GeneratedCases",
     "IterableCases",
     "JSONLinesCases",
