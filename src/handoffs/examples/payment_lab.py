@@ -25,7 +25,7 @@ from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import InvalidArgument
+from handoffs._errors import HandoffsError, InvalidArgument
 from handoffs.contracts import GOVERNANCE_FIELDS, Authority, EvidenceRef, Registry
 from handoffs.contracts.policy import Is
 from handoffs.examples.payment import (
@@ -138,11 +138,13 @@ class SyntheticEvidence:
         """The synthetic evidence behind ``ref``.
 
         Raises:
-            LookupError: the reference is not a synthetic ``evidence://`` URI (the gate
-                reports ``evidence-unresolved``).
+            HandoffsError: ``evidence-unresolved``, the reference is not a synthetic
+                ``evidence://`` URI (the gate reports any exception from a resolver as
+                ``evidence-unresolved``).
         """
         if not ref.uri.startswith(self.scheme):
-            raise LookupError(f"no synthetic evidence for {ref.uri!r}")
+            raise HandoffsError(f"no synthetic evidence for {ref.uri!r}",
+                                code="evidence-unresolved")
         return ResolvedEvidence(content=ref.uri.encode("utf-8"), observed_at=self.observed_at)
 
     def memo_key(self, ref: EvidenceRef) -> Hashable:

@@ -32,7 +32,9 @@ def _non_negative(_: Any, attribute: attrs.Attribute[Any], value: float) -> None
 
 @attrs.frozen
 class DiffBudget:
-    """How much each metric may worsen before :func:`diff_reports` calls it a regression.
+    """How much each metric may worsen before
+    :func:`~handoffs.lab.reports.diff_reports` calls it a regression (its keyword
+    arguments).
 
     Attributes:
         agreement: agreement may fall by this much (absolute; default 0).
