@@ -94,7 +94,6 @@ from handoffs.receivers import (
     InMemoryEvidenceResolver,
     InMemoryPolicyService,
     MemoryReplayStore,
-    Readback,
     ResolvedEvidence,
     SQLiteDecisionLog,
     StrictContractReceiver,
@@ -454,7 +453,7 @@ def gate_for(world: dict[str, Any], **options: Any) -> Gate:
         "policy_service": InMemoryPolicyService({"PAY-7.4": True}),
         "evidence": InMemoryEvidenceResolver(world["evidence"]),
         "clock": lambda: NOW,
-        "readback": Readback.ALWAYS,
+        "readback": 1.0,
     }
     config.update(options)
     return Gate(**config)

@@ -92,10 +92,10 @@ def peer_main(config_path: str, url: str, port_file: str) -> None:
     from starlette.responses import Response
     from starlette.routing import Route
 
-    from handoffs.service import load_config
+    from handoffs.service import ServiceConfig
     from handoffs.service._app import gate_of
 
-    config = load_config(config_path)
+    config = ServiceConfig.load(config_path)
     receiver = gate_of(config, store=None)
     pool = psycopg_pool.ConnectionPool(url, min_size=4, max_size=16,
                                        kwargs={"autocommit": True}, open=True)
@@ -326,11 +326,11 @@ port = 0
         config_alone = write_config("alone.toml", 0)
 
         # (1) the gate in this process: in-memory replay store, then the PostgreSQL one.
-        from handoffs.service import load_config
+        from handoffs.service import ServiceConfig
         from handoffs.service._app import gate_of
         from handoffs.service.postgres import PostgresDecisionLog
 
-        loaded = load_config(config)
+        loaded = ServiceConfig.load(config)
         gate_cpu: dict[str, float] = {}
         for name, store in (("gate", None),
                             ("gate+pg", PostgresDecisionLog(pg.url("service"), timeout=3))):

@@ -69,11 +69,10 @@ from handoffs.receivers import (
     Gate,
     InMemoryEvidenceResolver,
     InMemoryPolicyService,
-    Readback,
     ResolvedEvidence,
     StrictContractReceiver,
 )
-from handoffs.receivers.models import action_schema
+from handoffs.receivers.models import ModelReceiver
 
 CONTRACT: Final = payment.PAYMENT_RELEASE
 NOW: Final = datetime(2026, 6, 1, 12, tzinfo=UTC)
@@ -132,7 +131,7 @@ class OwnerModel:
 
     def settings(self) -> ModelSettings:
         """Temperature, seed, token bound and the response format (in the request body)."""
-        schema = action_schema(CONTRACT)
+        schema = ModelReceiver.action_schema(CONTRACT)
         body: dict[str, Any] = {}
         if self.response_format == "json_schema":
             body["response_format"] = {"type": "json_schema", "json_schema": {
@@ -331,7 +330,7 @@ async def _run_arms(cases: list[payment.PaymentCase], model: OwnerModel | None,
             identity="case-owner", trust=trust, registry=Registry.of(CONTRACT),
             roles={"case-owner"},
             policy_service=InMemoryPolicyService({"PAY-7.4": True}), evidence=evidence,
-            readback=Readback.ALWAYS, clock=lambda: NOW + timedelta(minutes=1)))
+            readback=1.0, clock=lambda: NOW + timedelta(minutes=1)))
         for case in cases:
             outcomes.append(await _run_case(case, arm, sender, receiver, model=model,
                                             client=client))

@@ -28,12 +28,7 @@ from typing import Any, Final
 import attrs
 
 from handoffs.examples.payment_lab import payment_experiment
-from handoffs.lab import (
-    Experiment,
-    control_expectations,
-    read_baselines,
-    run,
-)
+from handoffs.lab import Experiment, read_baselines, run
 
 SUBJECT: Final = "decision_contract"
 _TITLES: Final = {"no-message": "No message", "shuffled-message": "Shuffled message",
@@ -56,7 +51,7 @@ def baselines_experiment(variants: int = 4) -> Experiment:
 
 def read(report: dict[str, Any], experiment: Experiment) -> Any:
     """The readings of ``report`` (run from ``experiment``): ``read_baselines``'s."""
-    return read_baselines(report, expectations=control_expectations(experiment))
+    return read_baselines(report, experiment=experiment)
 
 
 def _matrix(report: dict[str, Any]) -> list[str]:

@@ -76,7 +76,7 @@ from handoffs.receivers import (
     UnsafeNoProofs,
     carry,
 )
-from handoffs.receivers.chains import IdentityCompositionReceiver, add_hop, start_chain
+from handoffs.receivers.chains import HandoffChain, IdentityCompositionReceiver
 
 DECISION_TIME: Final = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 """The instant the loop controller decides."""
@@ -436,22 +436,22 @@ class SignedCarrierEncoder:
         if self.prose:
             carried = _signed_receipt(evidence, ProseRelayEncoder().encode(evidence),
                                       sender=PLANNER, key=PARTIES.planner, granted=False)
-        chain = start_chain(case_id=evidence.case_id,
-                            id=f"urn:uuid:{uuid.uuid5(_RECEIPTS, evidence.case_id)}")
-        chain = add_hop(chain, PARTIES.analyst, sender=ANALYST, role="investigator",
-                        receiver=PLANNER, authority="ADVISE",
-                        valid_until=DECISION_TIME + timedelta(hours=3),
-                        transformation=carry("certified the failure probability and the "
-                                             "source agreement", original),
-                        created=DECISION_TIME - timedelta(minutes=40),
-                        proof_id=_hop_proof_id(evidence, 0, self.prose))
+        chain = HandoffChain.start(case_id=evidence.case_id,
+                                   id=f"urn:uuid:{uuid.uuid5(_RECEIPTS, evidence.case_id)}")
+        chain = chain.add_hop(PARTIES.analyst, sender=ANALYST, role="investigator",
+                              receiver=PLANNER, authority="ADVISE",
+                              valid_until=DECISION_TIME + timedelta(hours=3),
+                              transformation=carry("certified the failure probability and the "
+                                                   "source agreement", original),
+                              created=DECISION_TIME - timedelta(minutes=40),
+                              proof_id=_hop_proof_id(evidence, 0, self.prose))
         note = ("summarised in prose for the loop controller" if self.prose
                 else "forwarded unchanged; maintenance scheduled")
-        chain = add_hop(chain, PARTIES.planner, role="investigator", receiver=CONTROLLER,
-                        authority="ADVISE", valid_until=DECISION_TIME + timedelta(hours=2),
-                        transformation=carry(note, carried),
-                        created=DECISION_TIME - timedelta(minutes=30),
-                        proof_id=_hop_proof_id(evidence, 1, self.prose))
+        chain = chain.add_hop(PARTIES.planner, role="investigator", receiver=CONTROLLER,
+                              authority="ADVISE", valid_until=DECISION_TIME + timedelta(hours=2),
+                              transformation=carry(note, carried),
+                              created=DECISION_TIME - timedelta(minutes=30),
+                              proof_id=_hop_proof_id(evidence, 1, self.prose))
         return CarriedReceiptReceiver.message(carried, chain.to_json())
 
 
@@ -557,17 +557,17 @@ def widened_authority() -> Decision:
     """B turns its summary into an instruction: a DECIDE hop no approval grants."""
     case = next(analyses())
     message = SignedCarrierEncoder(prose=True).encode(case)
-    chain = start_chain(case_id=case.case_id)
-    chain = add_hop(chain, PARTIES.analyst, sender=ANALYST, role="investigator",
-                    receiver=PLANNER, authority="ADVISE",
-                    valid_until=DECISION_TIME + timedelta(hours=3),
-                    transformation="certified the failure probability",
-                    created=DECISION_TIME - timedelta(minutes=40))
-    chain = add_hop(chain, PARTIES.planner, role="investigator", receiver=CONTROLLER,
-                    authority="DECIDE", action="CONTINUE",
-                    valid_until=DECISION_TIME + timedelta(hours=2),
-                    transformation=message["receipt"]["notes"],
-                    created=DECISION_TIME - timedelta(minutes=30))
+    chain = HandoffChain.start(case_id=case.case_id)
+    chain = chain.add_hop(PARTIES.analyst, sender=ANALYST, role="investigator",
+                          receiver=PLANNER, authority="ADVISE",
+                          valid_until=DECISION_TIME + timedelta(hours=3),
+                          transformation="certified the failure probability",
+                          created=DECISION_TIME - timedelta(minutes=40))
+    chain = chain.add_hop(PARTIES.planner, role="investigator", receiver=CONTROLLER,
+                          authority="DECIDE", action="CONTINUE",
+                          valid_until=DECISION_TIME + timedelta(hours=2),
+                          transformation=message["receipt"]["notes"],
+                          created=DECISION_TIME - timedelta(minutes=30))
     return chain_receiver().receive(chain.to_json())
 
 

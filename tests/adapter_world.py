@@ -20,7 +20,6 @@ from handoffs.receivers import (
     Gate,
     InMemoryEvidenceResolver,
     InMemoryPolicyService,
-    Readback,
     ResolvedEvidence,
     StrictContractReceiver,
 )
@@ -96,7 +95,7 @@ def strict_receiver(world: World, *, identity: str = "case-owner",
     return StrictContractReceiver(Gate(
         identity=identity, trust=world.trust, registry=payment.PAYMENT_RELEASE,
         roles={identity}, policy_service=InMemoryPolicyService({"PAY-7.4": True}),
-        evidence=world.evidence, readback=Readback.ALWAYS, clock=lambda: at,
+        evidence=world.evidence, readback=1.0, clock=lambda: at,
     ))
 
 

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import attrs
 from jsonschema import Draft202012Validator
 
+from handoffs._cases import GeneratedCase
 from handoffs._errors import InvalidArgument, MissingExtra
 from handoffs._json import MAX_SAFE_INTEGER
 from handoffs.contracts import (
@@ -66,7 +67,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "cases",
-    "evidence_refs",
     "falsehoods",
     "receipts",
     "states",
@@ -412,8 +412,8 @@ def cases(
 ) -> st.SearchStrategy[Any]:
     """Cases (the sender's evidence) in the shape an experiment reads them.
 
-    For a contract: ``GeneratedCase`` objects with a drawn case
-    id, a complete decision state from :func:`states` and evidence references; the
+    For a contract: records (what :class:`~handoffs.lab.GeneratedCases` yields) with
+    a drawn case id, a complete decision state from :func:`states` and evidence references; the
     lab's default readers (``state``, ``case_id``, ``evidence_refs``) accept them.
     For an :class:`~handoffs.lab.Experiment`: cases drawn from the first ``limit``
     cases of its case source (which must be finite and non-empty).
@@ -422,7 +422,7 @@ def cases(
         source: a contract, or an experiment whose cases to sample.
         limit: how many of an experiment's cases to sample from.
     """
-    from handoffs.lab import Experiment, GeneratedCase
+    from handoffs.lab import Experiment
 
     if isinstance(source, Experiment):
         if limit < 1:

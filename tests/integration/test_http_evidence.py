@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from handoffs.receivers import EvidenceError, HTTPEvidenceResolver, Readback, Verdict
+from handoffs.receivers import HTTPEvidenceResolver, Verdict
+from handoffs.receivers._services import EvidenceError
 from http_evidence import _EvidenceHandler, _serve
 from test_gate import T0, WORLD, _ref, codes, raw, strict
 
@@ -17,7 +18,7 @@ from test_gate import T0, WORLD, _ref, codes, raw, strict
 def test_http_evidence_resolver_over_real_http(evidence_server: str) -> None:
     _serve("conflict-03")
     resolver = HTTPEvidenceResolver(routes={"evidence://": evidence_server + "/"})
-    gate = WORLD.gate(evidence=resolver, readback=Readback.ALWAYS)
+    gate = WORLD.gate(evidence=resolver, readback=1.0)
     decision = strict(gate).receive(raw(WORLD.signed("conflict-03")))
     assert (decision.verdict, decision.action, decision.readback) == (
         Verdict.ACCEPT, "ESCALATE", "agree")
@@ -30,7 +31,7 @@ def test_http_evidence_resolver_over_real_http(evidence_server: str) -> None:
 def test_http_readback_catches_a_lie(evidence_server: str) -> None:
     _serve("policy-02")
     gate = WORLD.gate(evidence=HTTPEvidenceResolver(routes={"evidence://": evidence_server}),
-                      readback=Readback.ALWAYS)
+                      readback=1.0)
     lie = WORLD.signed("policy-02", state={"policy_current": True},
                        mutate=lambda d: d.update(proposed_action="RELEASE"))
     decision = strict(gate).receive(raw(lie))

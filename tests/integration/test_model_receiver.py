@@ -30,7 +30,6 @@ from handoffs.receivers.models import (
     ModelError,
     ModelReceiver,
     OpenAICompatibleClient,
-    action_schema,
 )
 
 ACTIONS = ["RELEASE", "HOLD", "REJECT_DUPLICATE", "ESCALATE"]
@@ -88,7 +87,7 @@ def test_the_prompt_shows_what_the_encoder_sent_and_the_answer_is_constrained() 
     assert body["model"] == "scripted/payment"
     assert (body["temperature"], body["seed"], body["max_tokens"]) == (0.0, 0, 16)
     assert body["response_format"] == {"type": "json_schema", "json_schema": {
-        "name": "decision", "strict": True, "schema": action_schema(PAYMENT_RELEASE)}}
+        "name": "decision", "strict": True, "schema": ModelReceiver.action_schema(PAYMENT_RELEASE)}}
     assert body["messages"][0]["role"] == "system"
     record = decision.record
     assert record["model_route"] == "scripted/payment"
@@ -152,7 +151,8 @@ def test_structured_output_is_negotiated_once_per_route_without_spending_retries
     assert (first.action, second.action) == ("RELEASE", "ESCALATE")
     assert [b["response_format"]["type"] for b in server.requests] == [
         "json_schema", "json_object", "json_object"]
-    assert server.requests[1]["response_format"]["schema"] == action_schema(PAYMENT_RELEASE)
+    assert server.requests[1]["response_format"]["schema"] == ModelReceiver.action_schema(
+        PAYMENT_RELEASE)
     assert first.record["response_format"] == "json_schema"  # as declared
     assert first.record["response_format_sent"] == "json_object"  # as it went
 
@@ -191,8 +191,8 @@ def test_llama_cpp_form_of_the_response_format() -> None:
     with serving() as server:
         _receiver(server.url, response_format="json_object").receive(_receipt())
     assert server.requests[0]["response_format"] == {
-        "type": "json_object", "schema": action_schema(PAYMENT_RELEASE)}
-    assert action_schema(PAYMENT_RELEASE)["properties"]["action"]["enum"] == ACTIONS
+        "type": "json_object", "schema": ModelReceiver.action_schema(PAYMENT_RELEASE)}
+    assert ModelReceiver.action_schema(PAYMENT_RELEASE)["properties"]["action"]["enum"] == ACTIONS
 
 
 def test_every_message_form_is_rendered() -> None:
@@ -476,7 +476,7 @@ def test_rule_on_is_the_second_half_of_receive() -> None:
 
 def test_a_model_receiver_fingerprint_names_what_served_it() -> None:
     """Over real HTTP to the scripted chat server (a test double for a provider)."""
-    from handoffs.receivers._fingerprint import receiver_fingerprint
+    from handoffs.lab._fingerprint import receiver_fingerprint
 
     with serving() as server:
         receiver = _receiver(server.url)

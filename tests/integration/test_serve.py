@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from handoffs.service._config import ConfigError, load_config
+from handoffs.service import ConfigError, ServiceConfig
 from serve_world import (
     CONTRACT_SPEC,
     evidence_server,
@@ -57,7 +57,7 @@ def evidence() -> Any:
 
 def test_config_from_file_then_environment(tmp_path: Path) -> None:
     path = write_config(tmp_path, store="decisions.sqlite", evidence="http://127.0.0.1:1/")
-    config = load_config(path, environ={"HANDOFFS_PORT": "9001",
+    config = ServiceConfig.load(path, environ={"HANDOFFS_PORT": "9001",
                                         "HANDOFFS_POLICY_CURRENT": "PAY-7.5, PAY-7.4"})
     assert (config.identity, config.port, config.host) == ("case-owner", 9001, "127.0.0.1")
     assert config.trust == tmp_path / "trust.json"
@@ -67,7 +67,7 @@ def test_config_from_file_then_environment(tmp_path: Path) -> None:
     assert config.evidence_routes == {"evidence://": "http://127.0.0.1:1/"}
     assert [c.id for c in config.registry()] == ["payment-release/1.0.0"]
     assert config.group_commit == 0.001  # the default: gather for 1 ms
-    flagged = load_config(path, environ={}, overrides={"store.url": "postgresql://u@h/db",
+    flagged = ServiceConfig.load(path, environ={}, overrides={"store.url": "postgresql://u@h/db",
                                                        "store.group_commit_ms": "0"})
     assert (flagged.store_url, flagged.group_commit) == ("postgresql://u@h/db", 0.0)
 
@@ -89,7 +89,7 @@ def test_bad_configuration_says_where(tmp_path: Path, text: str, environ: dict[s
     file = tmp_path / "serve.toml"
     file.write_text(text, "utf-8")
     with pytest.raises(ConfigError, match=match) as info:
-        load_config(file, environ=environ)
+        ServiceConfig.load(file, environ=environ)
     assert info.value.json_path == path
 
 
@@ -110,7 +110,7 @@ def test_bad_callers_say_where(tmp_path: Path, table: str, path: str, match: str
     file.write_text('identity = "x"\ntrust = "t"\ncontracts = ["a:b"]\n[store]\nurl = "s"\n'
                     f"[[auth.callers]]\n{table}", "utf-8")
     with pytest.raises(ConfigError, match=match) as info:
-        load_config(file, environ={})
+        ServiceConfig.load(file, environ={})
     assert info.value.json_path == path
 
 
@@ -120,7 +120,7 @@ def test_callers_load_hashed(tmp_path: Path) -> None:
     file.write_text('identity = "x"\ntrust = "t"\ncontracts = ["a:b"]\n[store]\nurl = "s"\n'
                     f'[[auth.callers]]\nname = "a"\ntoken_sha256 = "{digest}"\n'
                     'receivers = ["x"]\nrate = 5\n', "utf-8")
-    (caller,) = load_config(file, environ={}).callers
+    (caller,) = ServiceConfig.load(file, environ={}).callers
     assert (caller.token_sha256, caller.receivers, caller.rate, caller.burst) == (
         "ab" * 32, ("x",), 5.0, 16)
 
@@ -136,7 +136,7 @@ def test_contracts_that_do_not_load_are_config_errors(tmp_path: Path) -> None:
         (f"{module}:__name__", "__name__ is a str, not a Contract, a Registry or an iterable "
                                "of contracts"),
     ]:
-        config = load_config(None, environ={**base, "HANDOFFS_CONTRACTS": spec})
+        config = ServiceConfig.load(None, environ={**base, "HANDOFFS_CONTRACTS": spec})
         with pytest.raises(ConfigError) as info:
             config.registry()
         assert str(info.value) == (f"contract source {spec!r} (the service's contracts): "
@@ -151,7 +151,7 @@ def test_contracts_import_from_the_working_directory(tmp_path: Path,
     (tmp_path / "serve_user_contract.py").write_text(source.read_text("utf-8"), "utf-8")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
-    config = load_config(None, environ={"HANDOFFS_IDENTITY": "x", "HANDOFFS_TRUST": "t",
+    config = ServiceConfig.load(None, environ={"HANDOFFS_IDENTITY": "x", "HANDOFFS_TRUST": "t",
                                         "HANDOFFS_STORE_URL": "s",
                                         "HANDOFFS_CONTRACTS": "serve_user_contract:MY_CONTRACT"})
     assert [c.id for c in config.registry()] == ["pump-maintenance/1.0.0"]

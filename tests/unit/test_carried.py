@@ -48,7 +48,7 @@ from handoffs.receivers._carried import (
     carry,
     receipt_pin,
 )
-from handoffs.receivers.chains import IdentityCompositionReceiver, add_hop, start_chain
+from handoffs.receivers.chains import HandoffChain, IdentityCompositionReceiver
 
 T = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 ORIGIN, RELAY, FINAL, POLICY = "origin", "relay", "final", "policy-service"
@@ -112,13 +112,14 @@ def chain(pins: tuple[dict[str, Any], dict[str, Any]], *, case_id: str = "case-1
           last: str = FINAL, notes: tuple[str, str] | None = None,
           id: str | None = None) -> dict[str, Any]:
     texts = notes or (carry("measured p", pins[0]), carry("forwarded unchanged", pins[1]))
-    built = add_hop(start_chain(case_id=case_id, id=id), KEYS[ORIGIN], sender=ORIGIN,
-                    role="investigator", receiver=RELAY, authority="ADVISE",
-                    valid_until=T + timedelta(hours=3), transformation=texts[0],
-                    created=T - timedelta(minutes=40))
-    built = add_hop(built, KEYS[RELAY], role="investigator", receiver=last, authority="ADVISE",
-                    valid_until=T + timedelta(hours=2), transformation=texts[1],
-                    created=T - timedelta(minutes=30))
+    built = HandoffChain.start(case_id=case_id, id=id).add_hop(
+        KEYS[ORIGIN], sender=ORIGIN,
+        role="investigator", receiver=RELAY, authority="ADVISE",
+        valid_until=T + timedelta(hours=3), transformation=texts[0],
+        created=T - timedelta(minutes=40))
+    built = built.add_hop(KEYS[RELAY], role="investigator", receiver=last, authority="ADVISE",
+                          valid_until=T + timedelta(hours=2), transformation=texts[1],
+                          created=T - timedelta(minutes=30))
     return built.to_json()
 
 
@@ -246,10 +247,11 @@ def test_chain_escalation_is_passed_on() -> None:
 
 def test_a_relay_without_a_grant_cannot_pose_as_the_originator() -> None:
     own = receipt(0.045, 0.045, sender=RELAY, granted=False)
-    built = add_hop(start_chain(case_id="case-1"), KEYS[RELAY], sender=RELAY,
-                    role="investigator", receiver=FINAL, authority="ADVISE",
-                    valid_until=T + timedelta(hours=1), transformation=carry("mine", own),
-                    created=T - timedelta(minutes=5))
+    built = HandoffChain.start(case_id="case-1").add_hop(
+        KEYS[RELAY], sender=RELAY,
+        role="investigator", receiver=FINAL, authority="ADVISE",
+        valid_until=T + timedelta(hours=1), transformation=carry("mine", own),
+        created=T - timedelta(minutes=5))
     decision = carrier().receive(carried_receipt(own, built.to_json()))
     assert [(r.code, r.json_path) for r in decision.reasons] == [
         ("grant-missing", "$.receipt.grant")]

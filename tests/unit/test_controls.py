@@ -60,7 +60,7 @@ def test_expectations_need_cases() -> None:
 
 def test_readings_of_a_run(small: tuple[Any, dict[str, Any]]) -> None:
     experiment, report = small
-    readings = read_baselines(report, expectations=control_expectations(experiment))
+    readings = read_baselines(report, experiment=experiment)
     assert readings.cases == 7
     assert len(readings.controls) == 5 * 3
     subject = readings.control("decision_contract", "constant-message")
@@ -128,7 +128,7 @@ def test_read_errors(small: tuple[Any, dict[str, Any]]) -> None:
     with pytest.raises(ExperimentError, match="not in the report"):
         read_baselines(report, strategies=["nope"])
     with pytest.raises(ExperimentError, match="expectations cover 28 cases"):
-        read_baselines(report, expectations=control_expectations(payment_experiment()))
+        read_baselines(report, experiment=payment_experiment())
 
 
 def test_an_unknown_gate_perturbation_is_refused_before_any_work() -> None:

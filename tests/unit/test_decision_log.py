@@ -14,7 +14,6 @@ import pytest
 from handoffs._logs import DecisionLogError
 from handoffs.receivers import (
     InMemoryEvidenceResolver,
-    Readback,
     SQLiteDecisionLog,
     Step,
     Verdict,
@@ -68,7 +67,7 @@ def test_summary_counts_the_boundary_metrics(db: str) -> None:
     log = SQLiteDecisionLog(db)
     evidence = dict(ALL_EVIDENCE)
     del evidence["evidence://routine/2/identity"]
-    gate = WORLD.gate(log=log, replay=log, readback=Readback.ALWAYS,
+    gate = WORLD.gate(log=log, replay=log, readback=1.0,
                       evidence=InMemoryEvidenceResolver(evidence))
     receiver = strict(gate)
     for case_id in ("routine-01", "policy-01", "value-01"):

@@ -334,17 +334,18 @@ def test_relay_planner_cannot_pose_as_the_originator(ex: SimpleNamespace) -> Non
     from datetime import timedelta
 
     from handoffs.receivers import CarriedReceiptReceiver, carry
-    from handoffs.receivers.chains import add_hop, start_chain
+    from handoffs.receivers.chains import HandoffChain
 
     r = ex.relay
     case = next(c for c in r.analyses() if c.sources is r.SourceAgreement.CONFLICT)
     own = r._signed_receipt(case, r.ProseRelayEncoder().encode(case), sender=r.PLANNER,
                             key=r.PARTIES.planner, granted=False)
-    chain = add_hop(start_chain(case_id=case.case_id), r.PARTIES.planner, sender=r.PLANNER,
-                    role="investigator", receiver=r.CONTROLLER, authority="ADVISE",
-                    valid_until=r.DECISION_TIME + timedelta(hours=1),
-                    transformation=carry("my own reading", own),
-                    created=r.DECISION_TIME - timedelta(minutes=5))
+    chain = HandoffChain.start(case_id=case.case_id).add_hop(
+        r.PARTIES.planner, sender=r.PLANNER,
+        role="investigator", receiver=r.CONTROLLER, authority="ADVISE",
+        valid_until=r.DECISION_TIME + timedelta(hours=1),
+        transformation=carry("my own reading", own),
+        created=r.DECISION_TIME - timedelta(minutes=5))
     decision = r.carrier().receive(CarriedReceiptReceiver.message(own, chain.to_json()))
     assert decision.verdict is Verdict.REJECT
     assert [x.code for x in decision.reasons] == ["grant-missing"]

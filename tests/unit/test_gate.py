@@ -33,7 +33,6 @@ from handoffs.receivers import (
     InMemoryEvidenceResolver,
     InMemoryPolicyService,
     MemoryReplayStore,
-    Readback,
     ResolvedEvidence,
     Step,
     StrictContractReceiver,
@@ -42,7 +41,7 @@ from handoffs.receivers import (
     Verdict,
 )
 from handoffs.receivers._gate import Ruling
-from handoffs.receivers._services import EvidenceError, PolicyStatus
+from handoffs.receivers._services import EvidenceError, reads_back
 
 T0 = datetime(2026, 6, 1, 12, tzinfo=UTC)
 NOW = T0 + timedelta(minutes=1)
@@ -202,7 +201,7 @@ def codes(decision: Decision) -> list[str]:
 
 @pytest.mark.parametrize("case_id", sorted(CASES))
 def test_signed_receipt_is_decided_by_the_contract_policy(case_id: str) -> None:
-    decision = strict(WORLD.gate(readback=Readback.ALWAYS)).receive(raw(WORLD.signed(case_id)))
+    decision = strict(WORLD.gate(readback=1.0)).receive(raw(WORLD.signed(case_id)))
     assert decision.verdict is Verdict.ACCEPT
     assert decision.action == CONTRACT.decide(CASES[case_id].state()).value
     assert decision.step is Step.POLICY
@@ -280,7 +279,7 @@ def test_unsafe_no_proofs_warns() -> None:
         ({"identity": ""}, ValueError, "identity"),
         ({"identity": " case-owner"}, ValueError, "identity"),
         ({"trust": {"keys": []}}, TypeError, "KeyRing"),
-        ({"readback": Readback.ALWAYS, "evidence": None}, ValueError, "readback needs"),
+        ({"readback": 1.0, "evidence": None}, ValueError, "readback needs"),
         ({"roles": "case-owner"}, TypeError, "roles"),
         ({"clock": "now"}, TypeError, "callable"),
         ({"policy_service": object()}, TypeError, "PolicyService"),
@@ -305,16 +304,15 @@ def test_empty_registry_is_refused() -> None:
 
 
 def test_readback_fractions() -> None:
-    assert not Readback.OFF.enabled
-    assert Readback.ALWAYS.selects("anything")
-    assert not Readback.OFF.selects("anything")
-    half = Readback.sampled(0.5)
+    assert reads_back(1.0, "anything")
+    assert not reads_back(0.0, "anything")
     ids = [f"urn:uuid:{i:036d}" for i in range(2000)]
-    picked = [half.selects(i) for i in ids]
-    assert picked == [half.selects(i) for i in ids]  # deterministic per id
+    picked = [reads_back(0.5, i) for i in ids]
+    assert picked == [reads_back(0.5, i) for i in ids]  # deterministic per id
     assert 0.4 < sum(picked) / len(ids) < 0.6
-    with pytest.raises(ValueError, match="fraction"):
-        Readback(1.5)
+    for bad in (1.5, -0.1, True, "1"):
+        with pytest.raises(ValueError, match="fraction"):
+            WORLD.gate(readback=bad)
 
 
 def test_deterministic_only_without_replay_store() -> None:
@@ -362,12 +360,27 @@ def test_missing_context_rejects_or_escalates_as_the_contract_says(
 
 def test_policy_service_failure_is_unmet_context() -> None:
     class Broken:
-        def resolve(self, version: str) -> PolicyStatus:
+        def resolve(self, version: str) -> bool | None:
             raise RuntimeError("policy service down")
 
     decision = strict(WORLD.gate(policy_service=Broken())).receive(raw(WORLD.signed()))
     assert (decision.verdict, codes(decision)) == (Verdict.ESCALATE, ["policy-unresolvable"])
     assert "policy service down" in decision.reasons[0].message
+
+
+def test_only_a_true_answer_is_a_current_policy() -> None:
+    class Answers:
+        def __init__(self, answer: object) -> None:
+            self.answer = answer
+
+        def resolve(self, version: str) -> Any:
+            return self.answer
+
+    expected = [(None, ["policy-unresolvable"]), (False, ["policy-not-current"]),
+                ("yes", ["policy-not-current"]), (1, ["policy-not-current"]), (True, [])]
+    for answer, reasons in expected:
+        gate = WORLD.gate(policy_service=Answers(answer))
+        assert codes(strict(gate).receive(raw(WORLD.signed()))) == reasons, answer
 
 
 def test_evidence_without_observation_time_is_not_fresh() -> None:
@@ -473,7 +486,7 @@ def test_readback_catches_the_schema_valid_falsehood() -> None:
                        mutate=lambda d: d.update(proposed_action="RELEASE"))
     believed = strict(WORLD.gate()).receive(raw(lie))
     assert (believed.verdict, believed.action) == (Verdict.ACCEPT, "RELEASE")
-    caught = strict(WORLD.gate(readback=Readback.ALWAYS)).receive(raw(lie))
+    caught = strict(WORLD.gate(readback=1.0)).receive(raw(lie))
     assert (caught.verdict, caught.step, codes(caught)) == (
         Verdict.REJECT, Step.EVIDENCE, ["readback-mismatch"])
     assert caught.action == "ESCALATE"
@@ -484,7 +497,7 @@ def test_readback_catches_the_schema_valid_falsehood() -> None:
 def test_readback_without_claims() -> None:
     evidence = {uri: attrs.evolve(ev, claims=None) for uri, ev in ALL_EVIDENCE.items()}
     decision = strict(WORLD.gate(evidence=InMemoryEvidenceResolver(evidence),
-                                 readback=Readback.ALWAYS)).receive(raw(WORLD.signed()))
+                                 readback=1.0)).receive(raw(WORLD.signed()))
     assert (decision.verdict, decision.readback) == (Verdict.ACCEPT, "no-claims")
 
 
@@ -493,7 +506,7 @@ def test_readback_compares_booleans_strictly() -> None:
     uri = "evidence://policy/1/policy"
     evidence[uri] = attrs.evolve(evidence[uri], claims={"policy_current": 0})
     decision = strict(WORLD.gate(evidence=InMemoryEvidenceResolver(evidence),
-                                 readback=Readback.ALWAYS)).receive(raw(WORLD.signed()))
+                                 readback=1.0)).receive(raw(WORLD.signed()))
     assert codes(decision) == ["readback-mismatch"]
 
 
@@ -700,7 +713,7 @@ def test_readback_compares_numbers_by_value() -> None:
         source = InMemoryEvidenceResolver({"crm://refunds/1042": ResolvedEvidence(
             content=b"refund 1042", claims={"amount_cents": claimed})})
         gate = Gate(identity="refund-officer", trust=trust, registry=Registry.of(refund),
-                    evidence=source, readback=Readback.ALWAYS, clock=lambda: T0)
+                    evidence=source, readback=1.0, clock=lambda: T0)
         return StrictContractReceiver(gate).receive(message)
 
     agreed = decide(int("1250000"))

@@ -28,7 +28,6 @@ from handoffs.receivers import (
     AuthoritativeActuator,
     Decision,
     InMemoryEvidenceResolver,
-    Readback,
     ResolvedEvidence,
     Step,
     StrictContractReceiver,
@@ -436,7 +435,7 @@ def _comparable(decision: Decision) -> dict[str, Any]:
 @pytest.mark.parametrize("injection", INJECTIONS)
 @pytest.mark.parametrize("case_id", ["policy-01", "routine-01", "value-03"])
 def test_instructions_in_free_text_do_not_set_authority(injection: str, case_id: str) -> None:
-    gate = WORLD.gate(replay=None, readback=Readback.ALWAYS)
+    gate = WORLD.gate(replay=None, readback=1.0)
     clean = WORLD.signed(case_id)
     for receiver in (StrictContractReceiver(gate), AuthoritativeActuator(gate)):
         baseline = _comparable(receiver.receive(raw(clean)))
@@ -460,8 +459,8 @@ def test_instructions_in_evidence_excerpts_do_not_set_authority(injection: str) 
         )
         for uri, ev in ALL_EVIDENCE.items() if uri in case.evidence_refs
     }
-    clean = WORLD.gate(replay=None, readback=Readback.ALWAYS)
-    dirty = WORLD.gate(replay=None, readback=Readback.ALWAYS,
+    clean = WORLD.gate(replay=None, readback=1.0)
+    dirty = WORLD.gate(replay=None, readback=1.0,
                        evidence=InMemoryEvidenceResolver(poisoned))
     message = raw(WORLD.signed("policy-01"))
     for receiver in (StrictContractReceiver, AuthoritativeActuator):

@@ -34,12 +34,8 @@ from handoffs.receivers._decision import Decision, Receiver, Step, Verdict
 from handoffs.receivers._replay import MemoryReplayStore
 from handoffs.receivers.chains import (
     HandoffChain,
-    Hop,
     IdentityCompositionReceiver,
     SeparationOfDuties,
-    add_hop,
-    approve,
-    start_chain,
 )
 from handoffs.receivers.chains._contract import (
     HANDOFF_CHAIN_CONTRACT,
@@ -47,7 +43,7 @@ from handoffs.receivers.chains._contract import (
     HOP_PROOF_PURPOSE,
     HopRole,
 )
-from handoffs.receivers.chains._format import DerivedFrom
+from handoffs.receivers.chains._format import DerivedFrom, Hop
 from handoffs.receivers.chains._schema import handoff_chain_schema
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,7 +101,7 @@ STANDARD: list[dict[str, Any]] = [
 
 def make_chain(spec: list[dict[str, Any]], *, audience: str = LEDGER) -> HandoffChain:
     """Build a chain from step dicts; each hop is addressed to the next step's signer."""
-    chain = start_chain(case_id=CASE)
+    chain = HandoffChain.start(case_id=CASE)
     for i, original in enumerate(spec):
         step = dict(original)
         signer = step.pop("signer")
@@ -115,9 +111,9 @@ def make_chain(spec: list[dict[str, Any]], *, audience: str = LEDGER) -> Handoff
             spec) else audience
         step.setdefault("receiver", default_receiver)
         step.setdefault("sender", signer)
-        chain = add_hop(chain, KEYS[signer], created=created, **step)
+        chain = chain.add_hop(KEYS[signer], created=created, **step)
         if approver is not None:
-            chain = approve(chain, KEYS[approver], created=created + timedelta(minutes=1))
+            chain = chain.approve(KEYS[approver], created=created + timedelta(minutes=1))
     return chain
 
 
@@ -236,24 +232,24 @@ def test_role_is_checked_at_signing_time_not_now() -> None:
         .enrol(new.public_key_multibase, controller="rotating-approver", roles={"auditor"},
                not_before=T - timedelta(hours=1))
     )
-    chain = start_chain(case_id=CASE)
-    chain = add_hop(chain, KEYS["case-owner"], sender="case-owner", role="proposer",
-                    receiver=LEDGER, authority="ADVISE", action="RELEASE",
-                    valid_until=T + timedelta(hours=1), transformation="proposed",
-                    created=T - timedelta(hours=3))
-    accepted = approve(chain, old, created=T - timedelta(hours=2))
+    chain = HandoffChain.start(case_id=CASE)
+    chain = chain.add_hop(KEYS["case-owner"], sender="case-owner", role="proposer",
+                          receiver=LEDGER, authority="ADVISE", action="RELEASE",
+                          valid_until=T + timedelta(hours=1), transformation="proposed",
+                          created=T - timedelta(hours=3))
+    accepted = chain.approve(old, created=T - timedelta(hours=2))
     decision = receiver(keyring=ring).receive(accepted.to_bytes())
     assert decision.verdict is Verdict.ACCEPT, decision.reasons
     assert decision.record["roles"]["approver"] == ["rotating-approver"]
 
     # Signed after the window closed: the key no longer stands for the approver.
-    late = approve(chain, old, created=T - timedelta(minutes=5))
+    late = chain.approve(old, created=T - timedelta(minutes=5))
     decision = receiver(keyring=ring).receive(late.to_bytes())
     assert codes(decision) == ["key-not-valid"]
     assert paths(decision, "key-not-valid") == ["$.hops[0].proof[1].created"]
 
     # The rotated key signs fine but never held the approver role.
-    rotated = approve(chain, new, created=T - timedelta(minutes=5))
+    rotated = chain.approve(new, created=T - timedelta(minutes=5))
     decision = receiver(keyring=ring).receive(rotated.to_bytes())
     assert codes(decision) == ["role-not-held"]
     assert paths(decision, "role-not-held") == ["$.hops[0].proof[1].verificationMethod"]
@@ -425,28 +421,28 @@ def test_loading_refuses_bad_json_and_unknown_contracts() -> None:
 
 
 def test_builder_rejects_bad_arguments_before_signing() -> None:
-    empty = start_chain(case_id=CASE)
+    empty = HandoffChain.start(case_id=CASE)
     key = KEYS["case-owner"]
     args: dict[str, Any] = {
         "role": "proposer", "receiver": "x", "authority": "ADVISE", "action": "RELEASE",
         "valid_until": T, "transformation": "t", "created": T,
     }
     with pytest.raises(TypeError, match="sender="):
-        add_hop(empty, key, **args)
+        empty.add_hop(key, **args)
     with pytest.raises(TypeError, match="timezone-aware"):
-        add_hop(empty, key, sender="case-owner", **{**args, "created": T.replace(tzinfo=None)})
+        empty.add_hop(key, sender="case-owner", **{**args, "created": T.replace(tzinfo=None)})
     with pytest.raises(TypeError, match="SigningKey"):
-        add_hop(empty, "not a key", sender="case-owner", **args)  # type: ignore[arg-type]
+        empty.add_hop("not a key", sender="case-owner", **args)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="must name an action"):
-        add_hop(empty, key, sender="case-owner", **{**args, "action": None})
+        empty.add_hop(key, sender="case-owner", **{**args, "action": None})
     with pytest.raises(ValueError, match="not a valid identifier"):
-        start_chain(case_id="bad case")
-    first = add_hop(empty, KEYS["evidence-specialist"], sender="evidence-specialist",
-                    **{**args, "role": "investigator", "receiver": "case-owner"})
+        HandoffChain.start(case_id="bad case")
+    first = empty.add_hop(KEYS["evidence-specialist"], sender="evidence-specialist",
+                          **{**args, "role": "investigator", "receiver": "case-owner"})
     assert first.hops[0].receiver == "case-owner"
     with pytest.raises(ValueError, match="only a proposal"):
-        approve(first, KEYS["payments-approver"], created=T)
-    second = add_hop(first, key, **{**args, "created": T + timedelta(minutes=1)})
+        first.approve(KEYS["payments-approver"], created=T)
+    second = first.add_hop(key, **{**args, "created": T + timedelta(minutes=1)})
     assert second.hops[1].sender == "case-owner"  # aligned by default
     assert first.hops == second.hops[:1]  # builders return new chains
 
@@ -911,10 +907,10 @@ def test_second_proposal_is_out_of_order() -> None:
 
 def test_unknown_signer() -> None:
     stranger = SigningKey.generate()
-    chain = start_chain(case_id=CASE)
-    chain = add_hop(chain, stranger, sender="case-owner", role="proposer", receiver=LEDGER,
-                    authority="ADVISE", action="RELEASE", valid_until=T + timedelta(hours=1),
-                    transformation="proposed", created=T - timedelta(minutes=5))
+    chain = HandoffChain.start(case_id=CASE)
+    chain = chain.add_hop(stranger, sender="case-owner", role="proposer", receiver=LEDGER,
+                          authority="ADVISE", action="RELEASE", valid_until=T + timedelta(hours=1),
+                          transformation="proposed", created=T - timedelta(minutes=5))
     decision = receiver().receive(chain.to_bytes())
     assert codes(decision) == ["unknown-key"]
     assert decision.reasons[0].json_path == "$.hops[0].proof.verificationMethod"
@@ -980,9 +976,9 @@ def test_executor_may_not_be_the_proposer_unless_the_contract_allows_it() -> Non
     ring = RING.enrol(exec_key.public_key_multibase, controller="case-owner",
                       roles={"executor"}, not_before=T - timedelta(days=1))
     chain = make_chain(STANDARD[:3], audience="case-owner")
-    chain = add_hop(chain, exec_key, role="executor", receiver=LEDGER, authority="DECIDE",
-                    action="RELEASE", valid_until=T + timedelta(hours=1),
-                    transformation="instruction", created=T - timedelta(minutes=1))
+    chain = chain.add_hop(exec_key, role="executor", receiver=LEDGER, authority="DECIDE",
+                          action="RELEASE", valid_until=T + timedelta(hours=1),
+                          transformation="instruction", created=T - timedelta(minutes=1))
     decision = receiver(keyring=ring).receive(chain.to_bytes())
     assert codes(decision) == ["separation-of-duties"]
     assert decision.reasons[0].message == "'case-owner' acts as both proposer and executor"
@@ -1150,13 +1146,13 @@ def test_expired_chain() -> None:
 
 
 def test_expired_approval_proof() -> None:
-    chain = start_chain(case_id=CASE)
-    chain = add_hop(chain, KEYS["case-owner"], sender="case-owner", role="proposer",
-                    receiver=LEDGER, authority="ADVISE", action="RELEASE",
-                    valid_until=T + timedelta(hours=1), transformation="proposed",
-                    created=T - timedelta(minutes=30))
-    chain = approve(chain, KEYS["payments-approver"], created=T - timedelta(minutes=20),
-                    expires=T - timedelta(minutes=1))
+    chain = HandoffChain.start(case_id=CASE)
+    chain = chain.add_hop(KEYS["case-owner"], sender="case-owner", role="proposer",
+                          receiver=LEDGER, authority="ADVISE", action="RELEASE",
+                          valid_until=T + timedelta(hours=1), transformation="proposed",
+                          created=T - timedelta(minutes=30))
+    chain = chain.approve(KEYS["payments-approver"], created=T - timedelta(minutes=20),
+                          expires=T - timedelta(minutes=1))
     decision = receiver().receive(chain.to_bytes())
     assert codes(decision) == ["proof-expired"]
     assert decision.reasons[0].json_path == "$.hops[0].proof[1].expires"

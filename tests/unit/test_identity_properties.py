@@ -24,7 +24,7 @@ from handoffs._json import digest
 from handoffs._time import format_time
 from handoffs.integrity import KeyRing, SigningKey, sign
 from handoffs.receivers._decision import Decision, Verdict
-from handoffs.receivers.chains import IdentityCompositionReceiver, add_hop, approve, start_chain
+from handoffs.receivers.chains import HandoffChain, IdentityCompositionReceiver
 from handoffs.receivers.chains._contract import HANDOFF_CHAIN_CONTRACT, HOP_PROOF_PURPOSE
 
 NOW = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
@@ -222,16 +222,16 @@ def test_unapproved_proposals_are_escalated_or_accepted_as_advice(specs: list[Ho
 
 @given(valid_specs())
 def test_the_builders_make_the_same_chains(specs: list[HopSpec]) -> None:
-    chain = start_chain(case_id=CASE, id=CHAIN_ID)
+    chain = HandoffChain.start(case_id=CASE, id=CHAIN_ID)
     for k, spec in enumerate(specs):
-        chain = add_hop(
-            chain, KEYS[spec.signer], sender=spec.signer if k == 0 else None, role=spec.role,
+        chain = chain.add_hop(
+            KEYS[spec.signer], sender=spec.signer if k == 0 else None, role=spec.role,
             receiver=specs[k + 1].signer if k + 1 < len(specs) else LEDGER,
             authority=spec.authority, action=spec.action, valid_until=spec.valid_until,
             transformation=f"hop {k}", created=spec.created, expires=spec.expires)
         if spec.approval is not None:
-            chain = approve(chain, KEYS[spec.approval.signer], created=spec.approval.created,
-                            expires=spec.approval.expires)
+            chain = chain.approve(KEYS[spec.approval.signer], created=spec.approval.created,
+                                  expires=spec.approval.expires)
     built, manual = RECEIVER.receive(chain.to_bytes()), RECEIVER.receive(build(specs))
     assert built.verdict is manual.verdict is Verdict.ACCEPT
     assert {**built.record, "chain_digest": None} == {**manual.record, "chain_digest": None}

@@ -11,8 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from handoffs.cli._lab import lab
-from handoffs.integrity import KeyRing, SigningKey
-from handoffs.lab.reports import verify_artefact
+from handoffs.integrity import KeyRing, SigningKey, verify
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "payment.toml"
 
@@ -116,7 +115,7 @@ def test_gate_signs_the_artefact(out: Path, tmp_path: Path) -> None:
     now = datetime.now(UTC)
     ring = KeyRing().enrol(key.public_key_multibase, controller="release-lab",
                            roles={"release"}, not_before=now - timedelta(minutes=5))
-    assert verify_artefact(signed, ring, now=now + timedelta(seconds=1))
+    assert verify(signed, ring, purpose="assertionMethod", now=now + timedelta(seconds=1))
 
 
 def _loss_rows(**changes: float) -> list[dict[str, Any]]:

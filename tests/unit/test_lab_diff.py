@@ -14,7 +14,7 @@ from handoffs._errors import InvalidArgument
 from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import run
 from handoffs.lab._report import ReportError
-from handoffs.lab.reports import DiffBudget, diff_reports
+from handoffs.lab.reports import diff_reports
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +67,7 @@ def test_a_regression_is_found_per_strategy_and_perturbation(old: dict[str, Any]
 
 def test_the_budget_allows_what_it_says(old: dict[str, Any]) -> None:
     new = regressed(old)
-    loose = DiffBudget(agreement=0.05, regret=5.0, hard_violations=1)
-    diff = diff_reports(old, new, budget=loose)
+    diff = diff_reports(old, new, agreement=0.05, regret=5.0, hard_violations=1)
     assert diff.exit_code == 0
     assert len(diff.changes) == 3  # still reported, not regressions
     # Bytes: 10 % more is allowed by default, 11 % is not.
@@ -104,7 +103,7 @@ def test_coverage_falling_is_a_regression(old: dict[str, Any]) -> None:
 
 def test_bad_budgets_and_bad_reports_are_refused(old: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgument, match="agreement must be a finite number"):
-        DiffBudget(agreement=-0.1)
+        diff_reports(old, old, agreement=-0.1)
     with pytest.raises(ReportError):
         diff_reports(old, {"report_format": "handoffs-lab-report/0"})
 

@@ -28,7 +28,7 @@ from handoffs.contracts import (
 from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples.payment import PAYMENT_RELEASE, PaymentCase, synthetic_cases
 from handoffs.examples.payment_lab import FixedClock, payment_experiment
-from handoffs.integrity import KeyRing, SigningKey
+from handoffs.integrity import KeyRing, SigningKey, verify
 from handoffs.lab import (
     Experiment,
     ExperimentError,
@@ -44,13 +44,11 @@ from handoffs.lab import (
 from handoffs.lab._experiment import ReferenceReceiver
 from handoffs.lab._metrics import falsehood_class
 from handoffs.lab._report import ReportError
-from handoffs.lab.perturbations import Scoring
+from handoffs.lab.perturbations._base import Scoring
 from handoffs.lab.reports import (
     evaluate_gate,
     release_artefact,
-    sign_artefact,
     validate_report,
-    verify_artefact,
 )
 from handoffs.receivers import (
     AdvisoryActionReceiver,
@@ -322,12 +320,13 @@ def test_release_artefact_is_signed_like_receipts(payment_report: dict[str, Any]
     now = datetime.now(UTC)
     ring = KeyRing().enrol(key.public_key_multibase, controller="release-lab",
                            roles={"release"}, not_before=now - timedelta(minutes=1))
-    signed = sign_artefact(release_artefact(payment_report), key, created=now)
-    [proof] = verify_artefact(signed, ring, now=now)
-    assert proof is not None
+    signed = release_artefact(payment_report, key=key, created=now)
+    assert "proof" not in release_artefact(payment_report, created=now)
+    [proof] = verify(signed, ring, purpose="assertionMethod", now=now)
+    assert proof.controller == "release-lab"
     tampered = {**signed, "cases": 29}
     with pytest.raises(ProofError):
-        verify_artefact(tampered, ring, now=now)
+        verify(tampered, ring, purpose="assertionMethod", now=now)
 
 
 def test_report_schema(payment_report: dict[str, Any]) -> None:

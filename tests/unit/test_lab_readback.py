@@ -22,7 +22,6 @@ from handoffs.lab import Experiment, Strategy, run
 from handoffs.lab.perturbations._falsehood import Mutate
 from handoffs.receivers import (
     Gate,
-    Readback,
     ResolvedEvidence,
     StrictContractReceiver,
     UnsafeConfigurationWarning,
@@ -67,7 +66,7 @@ def _reading_receiver() -> StrictContractReceiver:
             identity="case-owner", trust=UnsafeNoProofs(), registry=PAYMENT_RELEASE,
             roles={"case-owner"}, policy_service=CurrentPolicies({"PAY-7.4"}),
             evidence=AuthoritativeRecords(),
-            replay=None, clock=FixedClock(), readback=Readback.ALWAYS,
+            replay=None, clock=FixedClock(), readback=1.0,
         )
     return StrictContractReceiver(gate, name="reads-back")
 

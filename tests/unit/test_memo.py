@@ -41,7 +41,6 @@ from handoffs.receivers import (
     GovernanceChecker,
     HTTPEvidenceResolver,
     MemoryReplayStore,
-    Readback,
     SQLiteDecisionLog,
     StrictContractReceiver,
     UnsafeConfigurationWarning,
@@ -69,9 +68,9 @@ def unsafe_gate(**options: Any) -> Gate:
 RECEIVERS: dict[str, Callable[[], Any]] = {
     "strict (lab gate)": strict_receiver,
     "strict, readback of every receipt": lambda: StrictContractReceiver(unsafe_gate(
-        readback=Readback.ALWAYS)),
+        readback=1.0)),
     "strict, readback of a sample (by id)": lambda: StrictContractReceiver(unsafe_gate(
-        readback=Readback.sampled(0.5))),
+        readback=0.5)),
     "strict, in-memory evidence": lambda: StrictContractReceiver(WORLD.unsafe_gate(
         replay=None)),
     "strict, no evidence resolver": lambda: StrictContractReceiver(unsafe_gate(evidence=None)),
@@ -231,7 +230,7 @@ def test_messages_differing_only_in_valid_identifiers_share_a_key() -> None:
 
 
 def test_a_sampled_readback_keeps_the_receipt_id() -> None:
-    receiver = StrictContractReceiver(unsafe_gate(readback=Readback.sampled(0.5)))
+    receiver = StrictContractReceiver(unsafe_gate(readback=0.5))
     one = WORLD.unsigned("policy-01")
     other = dict(one, id="urn:uuid:00000000-0000-4000-8000-000000000009")
     assert memo_key(receiver, one) != memo_key(receiver, other)

@@ -26,14 +26,13 @@ from handoffs.examples.payment import PAYMENT_RELEASE, synthetic_cases
 from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import (
     ExperimentError,
-    Reference,
     counterfactual_triggers,
     load_experiment,
     minimal_message,
     run,
 )
 from handoffs.lab._experiment import ReferenceReceiver
-from handoffs.lab._minimal import Constraint, exhaustive_minimum, region_sufficient
+from handoffs.lab._minimal import Constraint, Reference, exhaustive_minimum, region_sufficient
 from handoffs.lab._search import ddmin, search_receiver
 from handoffs.lab.reports import render_markdown, validate_report
 from handoffs.receivers import Decision, Reason, Step, Verdict
@@ -268,6 +267,13 @@ def test_payment_region_minimal_sets(case_id: str, fields: tuple[str, ...]) -> N
     found = minimal_message(PAY_REF, truth)
     assert found.fields == fields
     assert found.guarantee == "minimum"
+    assert minimal_message(PAYMENT_RELEASE, truth) == found  # a contract, unmemoised
+
+
+def test_the_triggers_of_a_contract_are_those_of_its_reference() -> None:
+    truth = _payment_truth("duplicate-01")
+    assert counterfactual_triggers(PAYMENT_RELEASE, truth) == counterfactual_triggers(
+        PAY_REF, truth) != ()
 
 
 def test_payment_duality_of_minimal_sets_and_triggers() -> None:

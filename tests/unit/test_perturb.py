@@ -14,7 +14,8 @@ from jsonschema import Draft202012Validator
 from handoffs.contracts import Contract, Interval, LossMatrix, decision_field, to_json_schema
 from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples.payment import PAYMENT_RELEASE
-from handoffs.lab import ExperimentError, Reference
+from handoffs.lab import ExperimentError
+from handoffs.lab._minimal import Reference
 from handoffs.lab.perturbations import (
     ActionAdded,
     CaseContext,
@@ -24,12 +25,11 @@ from handoffs.lab.perturbations import (
     Relay,
     RemoveDecisionField,
     RemoveGovernanceField,
-    Scoring,
     declare_perturbation,
     select_perturbations,
     standard_perturbations,
 )
-from handoffs.lab.perturbations._base import NOT_APPLICABLE, REMOVED, UNCHANGED
+from handoffs.lab.perturbations._base import NOT_APPLICABLE, REMOVED, UNCHANGED, Scoring
 from handoffs.lab.perturbations._boundary import AuthoritativeSender, PolicyVersionChanged
 from handoffs.lab.perturbations._coarsening import (
     MergeEnumValues,

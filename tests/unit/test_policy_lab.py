@@ -14,13 +14,13 @@ from handoffs.contracts import Interval
 from handoffs.lab import (
     Experiment,
     IterableCases,
-    Reference,
     Strategy,
     Tolerances,
     counterfactual_triggers,
     minimal_message,
     run,
 )
+from handoffs.lab._minimal import Reference
 from handoffs.lab.perturbations._coarsening import WidenInterval
 
 WIDEN = "widen-interval:failure_probability:0.1"

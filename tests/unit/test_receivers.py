@@ -23,7 +23,6 @@ from handoffs.receivers import (
     FullRecordReceiver,
     FunctionReceiver,
     GovernanceChecker,
-    Readback,
     Receiver,
     ScoreReceiver,
     Step,
@@ -175,7 +174,7 @@ def test_the_essay_injected_error_is_believed_without_readback() -> None:
     message["decision_state"]["policy_current"] = True
     assert receive_contract(message) == "RELEASE"
     assert StrictContractReceiver(lab_gate()).receive(message).action == "RELEASE"
-    read_back = StrictContractReceiver(WORLD.unsafe_gate(replay=None, readback=Readback.ALWAYS))
+    read_back = StrictContractReceiver(WORLD.unsafe_gate(replay=None, readback=1.0))
     caught = read_back.receive(message)
     assert (caught.verdict, caught.action, codes(caught)) == (
         Verdict.REJECT, "ESCALATE", ["readback-mismatch"])

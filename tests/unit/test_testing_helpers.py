@@ -13,6 +13,7 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from handoffs._cases import GeneratedCase
 from handoffs.contracts import (
     Contract,
     GovernanceService,
@@ -28,7 +29,7 @@ from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples import payment as pay
 from handoffs.examples.payment_lab import payment_experiment, strict_receiver
 from handoffs.lab import assert_sufficient
-from handoffs.lab._experiment import GeneratedCase, ReferenceReceiver
+from handoffs.lab._experiment import ReferenceReceiver
 from handoffs.receivers import Decision, Receiver, Step, Verdict
 from handoffs.testing import (
     cases,

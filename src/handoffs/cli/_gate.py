@@ -35,7 +35,6 @@ from handoffs.receivers import (
     Gate,
     HTTPEvidenceResolver,
     InMemoryPolicyService,
-    Readback,
     StrictContractReceiver,
     Verdict,
 )
@@ -161,7 +160,7 @@ def gate(
             options["policy_service"] = InMemoryPolicyService(dict.fromkeys(policies, True))
         if routes:
             options["evidence"] = HTTPEvidenceResolver(routes=_routes(routes))
-        options["readback"] = Readback(readback)
+        options["readback"] = readback
         the_gate = Gate(identity=who, trust=keyring, registry=cli_registry(), roles=held,
                         **options)
     try:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -34,7 +33,6 @@ from handoffs.lab.reports import (
     release_artefact,
     render_html,
     render_markdown,
-    sign_artefact,
     validate_report,
 )
 
@@ -318,8 +316,6 @@ def _receivers_now(report: Mapping[str, Any], experiment_path: Path | None
     """Each strategy's receiver fingerprint as the experiment is now, or ``None`` when
     the experiment is unknown (a user's report without --experiment).
     """
-    from handoffs.receivers import receiver_fingerprint
-
     try:
         if experiment_path is None:
             declared = _declared(None)
@@ -329,7 +325,7 @@ def _receivers_now(report: Mapping[str, Any], experiment_path: Path | None
             declared = _declared(experiment_path)
     except HandoffsError as exc:
         raise _CannotRun(f"{exc} [{exc.code}]") from exc
-    return {s.name: receiver_fingerprint(s.receiver) for s in declared.strategies}
+    return {s.name: s.to_json()["receiver_fingerprint"] for s in declared.strategies}
 
 
 def _budget(values: Sequence[str], base: Tolerances) -> Tolerances:
@@ -412,7 +408,7 @@ def gate_command(ctx: click.Context, *, report_path: Path, budgets: tuple[str, .
     if receivers is None:
         gate["warnings"].append("receiver fingerprints not checked: pass --experiment with "
                                 "the experiment the report was made from")
-    document = release_artefact(updated)
+    key = None
     if sign_key is not None:
         from handoffs.integrity import SigningKey
 
@@ -420,7 +416,7 @@ def gate_command(ctx: click.Context, *, report_path: Path, budgets: tuple[str, .
             key = SigningKey.from_pem(sign_key.read_bytes())
         except HandoffsError as exc:
             raise _CannotRun(f"{sign_key}: {exc}") from exc
-        document = sign_artefact(document, key, created=datetime.now(UTC))
+    document = release_artefact(updated, key=key)
     target = artefact or report_path.with_name("release.json")
     target.write_text(dumps(document, indent=2) + "\n", encoding="utf-8")
     console = _console()
@@ -479,12 +475,12 @@ def diff_command(ctx: click.Context, old_path: Path, new_path: Path, output: str
     lists new hard violations by case. Exit 0 when nothing regressed beyond the
     budget, 1 when something did, 2 when a report cannot be read.
     """
-    from handoffs.lab.reports import DiffBudget, diff_reports
+    from handoffs.lab.reports import diff_reports
 
-    budget = DiffBudget(agreement=budget_agreement, regret=budget_regret,
+    diff = diff_reports(_read_report(old_path), _read_report(new_path),
+                        agreement=budget_agreement, regret=budget_regret,
                         hard_violations=budget_hard_violations, bytes=budget_bytes,
                         tokens=budget_tokens, coverage=budget_coverage)
-    diff = diff_reports(_read_report(old_path), _read_report(new_path), budget=budget)
     if output == "json":
         click.echo(dumps(diff.to_json(), indent=2))
     else:

@@ -107,7 +107,7 @@ def _listen(host: str, port: int) -> socket.socket:
 def serve(*, config_path: str | None, host: str | None, port: int | None,
           store_url: str | None, insecure: bool | None) -> None:
     """Run the gate as an HTTP service: POST /receipts, /healthz, /readyz, /metrics."""
-    from handoffs.service import Service, create_app, load_config
+    from handoffs.service import Service, ServiceConfig
 
     try:
         import starlette  # noqa: F401
@@ -118,7 +118,7 @@ def serve(*, config_path: str | None, host: str | None, port: int | None,
     configure_logging()
     log = logging.getLogger("handoffs.service")
     try:
-        config = load_config(config_path, overrides={
+        config = ServiceConfig.load(config_path, overrides={
             "server.host": host, "server.port": port, "store.url": store_url,
             "server.insecure": insecure})
         _check_exposure(config)
@@ -133,7 +133,7 @@ def serve(*, config_path: str | None, host: str | None, port: int | None,
     if config.insecure and not config.callers:
         log.warning("insecure", extra={"fields": {
             "message": "no authentication: anyone who reaches the port can spend receipt ids"}})
-    app = create_app(service)
+    app = service.app()
     # httptools and uvloop when installed (the serve extra): uvicorn's "auto".
     server = _server_class(uvicorn.Server)(uvicorn.Config(
         app, log_config=None, access_log=False, lifespan="off", loop="auto", http="auto",

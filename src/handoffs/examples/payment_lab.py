@@ -25,7 +25,7 @@ from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import InvalidArgument
+from handoffs._errors import HandoffsError, InvalidArgument
 from handoffs.contracts import GOVERNANCE_FIELDS, Authority, EvidenceRef, Registry
 from handoffs.contracts.policy import Is
 from handoffs.examples.payment import (
@@ -53,11 +53,9 @@ from handoffs.lab.perturbations import (
 from handoffs.receivers import (
     AdvisoryActionReceiver,
     AuthoritativeActuator,
-    EvidenceError,
     FullRecordReceiver,
     Gate,
     GovernanceChecker,
-    PolicyStatus,
     Receiver,
     ResolvedEvidence,
     ScoreReceiver,
@@ -118,10 +116,11 @@ class CurrentPolicies:
     current: frozenset[str] = attrs.field(converter=_versions)
     superseded: frozenset[str] = attrs.field(default=frozenset(), converter=_versions)
 
-    def resolve(self, version: str) -> PolicyStatus:
-        """Known if listed; current if in ``current``."""
-        return PolicyStatus(known=version in self.current or version in self.superseded,
-                            current=version in self.current)
+    def resolve(self, version: str) -> bool | None:
+        """Current if in ``current``, superseded if in ``superseded``, else unknown."""
+        if version in self.current:
+            return True
+        return False if version in self.superseded else None
 
 
 @attrs.frozen
@@ -139,10 +138,13 @@ class SyntheticEvidence:
         """The synthetic evidence behind ``ref``.
 
         Raises:
-            EvidenceError: the reference is not a synthetic ``evidence://`` URI.
+            HandoffsError: ``evidence-unresolved``, the reference is not a synthetic
+                ``evidence://`` URI (the gate reports any exception from a resolver as
+                ``evidence-unresolved``).
         """
         if not ref.uri.startswith(self.scheme):
-            raise EvidenceError(f"no synthetic evidence for {ref.uri!r}")
+            raise HandoffsError(f"no synthetic evidence for {ref.uri!r}",
+                                code="evidence-unresolved")
         return ResolvedEvidence(content=ref.uri.encode("utf-8"), observed_at=self.observed_at)
 
     def memo_key(self, ref: EvidenceRef) -> Hashable:

@@ -24,18 +24,17 @@ perturbations are :mod:`handoffs.lab.perturbations`; reading, rendering, compari
 and releasing a report is :mod:`handoffs.lab.reports`.
 """
 
-from handoffs.lab._controls import control_expectations, read_baselines
+from handoffs.lab._controls import read_baselines
 from handoffs.lab._experiment import (
     Experiment,
     ExperimentError,
-    GeneratedCase,
     GeneratedCases,
     IterableCases,
     JSONLinesCases,
     Strategy,
     Tolerances,
 )
-from handoffs.lab._minimal import Reference, counterfactual_triggers, minimal_message
+from handoffs.lab._minimal import counterfactual_triggers, minimal_message
 from handoffs.lab._partition import message_partition
 from handoffs.lab._runner import rescore, run
 from handoffs.lab._sufficient import assert_sufficient
@@ -44,15 +43,12 @@ from handoffs.lab._toml import load_experiment
 __all__ = [
     "Experiment",
     "ExperimentError",
-    "GeneratedCase",
     "GeneratedCases",
     "IterableCases",
     "JSONLinesCases",
-    "Reference",
     "Strategy",
     "Tolerances",
     "assert_sufficient",
-    "control_expectations",
     "counterfactual_triggers",
     "load_experiment",
     "message_partition",

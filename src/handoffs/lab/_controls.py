@@ -11,8 +11,8 @@ Before a relay is optimised, controls test whether it does useful work at all:
 
 :func:`read_baselines` turns a report's numbers into those readings, per strategy.
 Each reading states the measured figures next to two comparisons: the strategy's own
-baseline (the message as encoded) and, when :func:`control_expectations` is given,
-the agreement a receiver would reach if it decided correctly for *whatever* message
+baseline (the message as encoded) and, when the experiment that made the report is
+given, the agreement a receiver would reach if it decided correctly for *whatever* message
 it was handed (the fail-closed action for an empty one). A control that meets the
 release thresholds *falsifies* the architecture, exactly as the release gate counts it.
 """
@@ -453,19 +453,23 @@ def _claim_readings(report: Mapping[str, Any], names: Sequence[str]
 
 
 def read_baselines(report: Mapping[str, Any], *, strategies: Sequence[str] | None = None,
-                   expectations: ControlExpectations | None = None) -> Baselines:
+                   experiment: Experiment | None = None) -> Baselines:
     """Read the falsifying controls and the authority negative control of a report.
 
     Args:
         report: a lab report (``report.json``).
         strategies: the strategies to read (default: every strategy of the report).
-        expectations: what each control would give a receiver that follows whatever
-            message it gets (see :func:`control_expectations`); adds the comparison
-            to each reading.
+        experiment: the experiment the report was run from; its cases give what each
+            control would give a receiver that follows whatever message it gets
+            (:class:`~handoffs.lab._controls.ControlExpectations`, chunked as the
+            report's run was), and each reading adds that comparison.
 
     Raises:
-        ExperimentError: a named strategy is not in the report.
+        ExperimentError: a named strategy is not in the report, or the experiment's
+            cases are not the report's.
     """
+    expectations = None if experiment is None else control_expectations(
+        experiment, chunk_size=int(report["provenance"]["chunk_size"]))
     known = [s["name"] for s in report["experiment"]["strategies"]]
     names = list(known) if strategies is None else list(strategies)
     unknown = [n for n in names if n not in known]

@@ -5,9 +5,9 @@
 violations, mean bytes and mean tokens; it compares the ``coverage`` section's
 numbers where both reports have one, the gate's verdict, and lists the hard
 violations that are new (by case, strategy and perturbation). A change beyond
-its :class:`DiffBudget` is a regression; a row the new report lacks is one too
-(a check that vanished proves nothing). :meth:`ReportDiff.render` writes the result as
-text or as Markdown for a CI comment.
+its budget (a :class:`DiffBudget`, from its keyword arguments) is a regression; a row
+the new report lacks is one too (a check that vanished proves nothing).
+:meth:`ReportDiff.render` writes the result as text or as Markdown for a CI comment.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ def _non_negative(_: Any, attribute: attrs.Attribute[Any], value: float) -> None
 
 @attrs.frozen
 class DiffBudget:
-    """How much each metric may worsen before :func:`diff_reports` calls it a regression.
+    """How much each metric may worsen before
+    :func:`~handoffs.lab.reports.diff_reports` calls it a regression (its keyword
+    arguments).
 
     Attributes:
         agreement: agreement may fall by this much (absolute; default 0).
@@ -190,17 +192,34 @@ def _new_hard_violations(old: Mapping[str, Any],
 
 
 def diff_reports(old: Mapping[str, Any], new: Mapping[str, Any], *,
-                 budget: DiffBudget | None = None) -> ReportDiff:
+                 agreement: float = 0.0, regret: float = 0.0, hard_violations: int = 0,
+                 bytes: float = 0.1, tokens: float = 0.1, coverage: float = 0.0,
+                 ) -> ReportDiff:
     """Compare two lab reports (both validated against the report schema).
 
+    The keyword arguments are the budget: how much each metric may worsen before
+    it counts as a regression.
+
+    Args:
+        old: the earlier report.
+        new: the later report.
+        agreement: agreement may fall by this much (absolute).
+        regret: mean regret may rise by this much (absolute).
+        hard_violations: hard violations may rise by this many.
+        bytes: mean message bytes may rise by this fraction (default 10 %).
+        tokens: mean tokens may rise by this fraction (default 10 %).
+        coverage: a coverage number may fall by this much (absolute).
+
     Raises:
+        ValueError: ``InvalidArgument``, a budget that is negative or not finite.
         ReportError: either report does not satisfy the report schema.
     """
+    budget = DiffBudget(agreement=agreement, regret=regret, hard_violations=hard_violations,
+                        bytes=bytes, tokens=tokens, coverage=coverage)
     from handoffs.lab._report import validate_report
 
     validate_report(old)
     validate_report(new)
-    budget = budget or DiffBudget()
     changes = _row_changes(old, new, budget) + _coverage_changes(old, new, budget)
     was, now = bool(old["gate"]["passed"]), bool(new["gate"]["passed"])
     if was != now:

@@ -34,6 +34,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
+from handoffs._cases import GeneratedCase
 from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON
 from handoffs._json import loads
 from handoffs.contracts import (
@@ -47,14 +48,14 @@ from handoffs.contracts import (
     Interval,
     ReceiptEncoder,
 )
+from handoffs.lab._fingerprint import receiver_fingerprint
 from handoffs.lab._keys import memo_value
-from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict, receiver_fingerprint
+from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
 
 __all__ = [
     "CaseSource",
     "Experiment",
     "ExperimentError",
-    "GeneratedCase",
     "GeneratedCases",
     "IterableCases",
     "JSONLinesCases",
@@ -538,15 +539,6 @@ class JSONLinesCases:
                                         case_id=None, error=exc,
                                         at=f"on {self.path} line {number}") from exc
                 yield evidence
-
-
-@attrs.frozen
-class GeneratedCase:
-    """A case drawn from a contract: an id, the true decision state and references."""
-
-    case_id: str
-    state: Any
-    evidence_refs: tuple[str, ...]
 
 
 def draw(strategy: Any, count: int, *, seed: int) -> list[Any]:

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from handoffs._json import dumps
 from handoffs.lab._runlog import expand_rows
-from handoffs.lab.perturbations import Falsehood, Perturbation, Scoring
+from handoffs.lab.perturbations import Falsehood, Perturbation
+from handoffs.lab.perturbations._base import Scoring
 from handoffs.lab.perturbations._falsehood import Mutate
 
 if TYPE_CHECKING:

@@ -132,6 +132,10 @@ class Reference:
         return spans
 
 
+def _reference(of: Contract[Any, Any] | Reference) -> Reference:
+    return of if isinstance(of, Reference) else Reference(of)
+
+
 @attrs.frozen
 class Constraint:
     """What a (coarsened) message says about one field: an exact value, a set of
@@ -384,13 +388,20 @@ def _in_bounds(spec: FieldSpec, value: float) -> bool:
                 or (spec.maximum is not None and value > spec.maximum))
 
 
-def counterfactual_triggers(reference: Reference, truth: Mapping[str, Any]) -> tuple[Trigger, ...]:
+def counterfactual_triggers(contract: Contract[Any, Any] | Reference, truth: Mapping[str, Any]
+                            ) -> tuple[Trigger, ...]:
     """Every single feasible change of one field that flips the reference action.
 
     Finite fields try every other value; numeric fields try the nearest values on
     each side of each policy threshold (the threshold crossing), keeping the one
     nearest the true value per threshold.
+
+    Args:
+        contract: the contract whose reference policy decides (the lab passes its
+            memoised :class:`~handoffs.lab._minimal.Reference`).
+        truth: a complete typed view (every decision field).
     """
+    reference = _reference(contract)
     action = reference(truth)
     found: list[Trigger] = []
     for spec in reference.specs:
@@ -474,7 +485,7 @@ def _exact(truth: Mapping[str, Any], fields: Iterable[str]) -> dict[str, Constra
     return {name: Constraint(exact=truth[name]) for name in fields}
 
 
-def minimal_message(reference: Reference, truth: Mapping[str, Any], *,
+def minimal_message(contract: Contract[Any, Any] | Reference, truth: Mapping[str, Any], *,
                     budget: int = 4096) -> MinimalMessage:
     """The smallest region-sufficient field set for ``truth``, coarsest values first.
 
@@ -483,7 +494,14 @@ def minimal_message(reference: Reference, truth: Mapping[str, Any], *,
     (``"subset-minimal"``). Then each chosen field is coarsened greedily: enum
     values merged while the region stays sufficient, numbers widened to the
     widest interval between thresholds.
+
+    Args:
+        contract: the contract whose reference policy decides (the lab passes its
+            memoised :class:`~handoffs.lab._minimal.Reference`).
+        truth: a complete typed view (every decision field).
+        budget: region checks to spend on the minimum search.
     """
+    reference = _reference(contract)
     action = reference(truth)
     names = reference.names
     checks = 0

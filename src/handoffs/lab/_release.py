@@ -11,8 +11,9 @@ command line's "could not run").
 
 The release artefact bundles what the essay asks a handoff boundary to ship: the
 contract and its version, the schema digest, the case-set digest, the ablation
-record and the declared regret budget, with the gate's outcome. It can be signed
-with the same Data Integrity proofs as receipts (``eddsa-jcs-2022``).
+record and the declared regret budget, with the gate's outcome. Given a key, it is
+signed with the same Data Integrity proofs as receipts (``eddsa-jcs-2022``, purpose
+``assertionMethod``), and :func:`handoffs.integrity.verify` checks it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from handoffs._time import format_time
-from handoffs.integrity import KeyRing, SigningKey, VerifiedProof, sign, verify
+from handoffs.integrity import Signer, sign
 from handoffs.lab._experiment import Tolerances
 
 __all__ = [
@@ -32,8 +33,6 @@ __all__ = [
     "EXIT_PASS",
     "evaluate_gate",
     "release_artefact",
-    "sign_artefact",
-    "verify_artefact",
 ]
 
 EXIT_PASS: Final = 0
@@ -243,16 +242,24 @@ def _warnings(report: Mapping[str, Any], gated: Sequence[str], tol: Tolerances) 
     return out
 
 
-def release_artefact(report: Mapping[str, Any], *, created: datetime | None = None
-                     ) -> dict[str, Any]:
+def release_artefact(report: Mapping[str, Any], *, key: Signer | None = None,
+                     created: datetime | None = None) -> dict[str, Any]:
     """The release artefact of a report: contract, digests, ablation record, regret
-    budget and the gate's outcome (unsigned).
+    budget and the gate's outcome; signed when a ``key`` is given.
+
+    Args:
+        report: the lab report (its ``gate`` is the outcome recorded).
+        key: sign the artefact with an ``eddsa-jcs-2022`` Data Integrity proof (purpose
+            ``assertionMethod``); check it with
+            ``handoffs.integrity.verify(artefact, keyring, purpose="assertionMethod")``.
+        created: the artefact's ``created`` time and the proof's (default: now).
     """
+    created = created or datetime.now(UTC)
     experiment = report["experiment"]
     gate = report["gate"]
     name, _, version = str(experiment["contract"]).partition("/")
     del name
-    return {
+    artefact = {
         "artefact_format": ARTEFACT_FORMAT,
         "experiment": experiment["name"],
         "contract": experiment["contract"],
@@ -274,21 +281,8 @@ def release_artefact(report: Mapping[str, Any], *, created: datetime | None = No
             for r in report["results"]
         ],
         "gate": {"passed": gate["passed"], "reasons": list(gate["reasons"])},
-        "created": format_time(created or datetime.now(UTC)),
+        "created": format_time(created),
     }
+    return artefact if key is None else sign(artefact, key, purpose=ARTEFACT_PURPOSE,
+                                               created=created)
 
-
-def sign_artefact(artefact: Mapping[str, Any], key: SigningKey, *,
-                  created: datetime | None = None) -> dict[str, Any]:
-    """Add an ``eddsa-jcs-2022`` Data Integrity proof to a release artefact."""
-    return sign(artefact, key, purpose=ARTEFACT_PURPOSE, created=created or datetime.now(UTC))
-
-
-def verify_artefact(artefact: Mapping[str, Any], keyring: KeyRing, *,
-                    now: datetime | None = None) -> tuple[VerifiedProof, ...]:
-    """Verify a signed release artefact against a pinned key ring; raise if it fails.
-
-    Raises:
-        ProofError: no proof, an unknown key, a bad signature, ...
-    """
-    return verify(artefact, keyring, purpose=ARTEFACT_PURPOSE, now=now)

@@ -55,7 +55,8 @@ from handoffs.lab._plan import Plan, _compose, _reference_for, compile_plan, fin
 from handoffs.lab._runlog import RunLog, RunLogError, read_run_log
 from handoffs.lab._search import search_receiver
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of
-from handoffs.lab.perturbations import Falsehood, Scoring
+from handoffs.lab.perturbations import Falsehood
+from handoffs.lab.perturbations._base import Scoring
 from handoffs.receivers import Receiver
 from handoffs.receivers.models import ModelReceiver
 

@@ -20,11 +20,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+from handoffs._cases import GeneratedCase
 from handoffs._errors import InvalidArgument
 from handoffs.contracts import Contract, Encoder, GovernanceService, ReceiptEncoder
 from handoffs.lab._experiment import (
     Experiment,
-    GeneratedCase,
     IterableCases,
     Strategy,
     Tolerances,

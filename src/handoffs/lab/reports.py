@@ -4,27 +4,24 @@
 (a ``bad-report`` error when it does not hold); :func:`render_markdown` and
 :func:`render_html` turn it into a page, and :func:`findings` says what a reader must
 see beside its verdict; :func:`diff_reports` compares two runs within
-a :class:`DiffBudget` and returns what changed (``.render()`` writes it as text or
+a budget (its keyword arguments) and returns what changed (``.render()`` writes it as text or
 Markdown); :func:`evaluate_gate` is the
-release gate, and :func:`release_artefact`, :func:`sign_artefact` and
-:func:`verify_artefact` make, sign and check the release artefact.
+release gate, and :func:`release_artefact` makes the release artefact (signed when given
+a key; :func:`handoffs.integrity.verify` with ``purpose="assertionMethod"`` checks it).
 """
 
-from handoffs.lab._diff import DiffBudget, diff_reports
-from handoffs.lab._release import evaluate_gate, release_artefact, sign_artefact, verify_artefact
+from handoffs.lab._diff import diff_reports
+from handoffs.lab._release import evaluate_gate, release_artefact
 from handoffs.lab._render import render_html, render_markdown
 from handoffs.lab._render._view import findings
 from handoffs.lab._report import validate_report
 
 __all__ = [
-    "DiffBudget",
     "diff_reports",
     "evaluate_gate",
     "findings",
     "release_artefact",
     "render_html",
     "render_markdown",
-    "sign_artefact",
     "validate_report",
-    "verify_artefact",
 ]

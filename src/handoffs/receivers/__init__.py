@@ -38,7 +38,6 @@ from handoffs.receivers._baselines import (
 )
 from handoffs.receivers._carried import CarriedReceiptReceiver, carry
 from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
-from handoffs.receivers._fingerprint import receiver_fingerprint
 from handoffs.receivers._gate import (
     Admitted,
     Gate,
@@ -54,12 +53,9 @@ from handoffs.receivers._receivers import (
 )
 from handoffs.receivers._replay import MemoryReplayStore, ReplayLog
 from handoffs.receivers._services import (
-    EvidenceError,
     HTTPEvidenceResolver,
     InMemoryEvidenceResolver,
     InMemoryPolicyService,
-    PolicyStatus,
-    Readback,
     ResolvedEvidence,
 )
 
@@ -69,7 +65,6 @@ __all__ = [
     "AuthoritativeActuator",
     "CarriedReceiptReceiver",
     "Decision",
-    "EvidenceError",
     "FullRecordReceiver",
     "FunctionReceiver",
     "Gate",
@@ -79,8 +74,6 @@ __all__ = [
     "InMemoryPolicyService",
     "JSONLimits",
     "MemoryReplayStore",
-    "PolicyStatus",
-    "Readback",
     "Reason",
     "Receiver",
     "ReplayLog",
@@ -94,5 +87,4 @@ __all__ = [
     "UnsafeNoProofs",
     "Verdict",
     "carry",
-    "receiver_fingerprint",
 ]

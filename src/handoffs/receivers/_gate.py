@@ -84,8 +84,9 @@ from handoffs.receivers._services import (
     EvidenceError,
     EvidenceResolver,
     PolicyService,
-    Readback,
     ResolvedEvidence,
+    check_readback,
+    reads_back,
 )
 
 __all__ = [
@@ -417,7 +418,11 @@ class Gate:
             ``None`` disables replay protection (deterministic replays in the lab).
         clock: the injectable clock for validity windows and freshness.
         limits: size and depth bounds for raw input.
-        readback: how often decisive claims are read back (needs ``evidence``).
+        readback: the fraction of receipts whose decisive claims step (4) reads back
+            against the resolved evidence (needs ``evidence``): ``0`` (the default)
+            none, ``1`` every one, ``0.1`` a deterministic tenth of receipt ids (the
+            same id is always in or out, so a deterministic receiver stays
+            deterministic).
         log: an optional decision log; one row per decision.
         max_proof_age: how old the sender's proof may be at step (2) (``proof-stale``
             from that age on); ``None`` (the default) uses each contract's
@@ -442,9 +447,7 @@ class Gate:
     limits: JSONLimits = attrs.field(
         default=DEFAULT_LIMITS, validator=attrs.validators.instance_of(JSONLimits)
     )
-    readback: Readback = attrs.field(
-        default=Readback.OFF, validator=attrs.validators.instance_of(Readback)
-    )
+    readback: float = attrs.field(default=0.0, validator=check_readback)
     log: DecisionLog | None = attrs.field(default=None, validator=_optional_protocol(DecisionLog))
     max_proof_age: timedelta | None = attrs.field(default=None, validator=_optional_age)
     _fail_closed: str | None = attrs.field(init=False, repr=False, eq=False)
@@ -455,7 +458,7 @@ class Gate:
     def __attrs_post_init__(self) -> None:
         if len(self.registry) == 0:
             raise UnknownContract("the registry holds no contract", code="empty-registry")
-        if self.readback.enabled and self.evidence is None:
+        if self.readback > 0 and self.evidence is None:
             raise InvalidArgument("readback needs an evidence resolver (evidence=...)")
         shared = {c.fail_closed_action.value for c in self.registry}
         object.__setattr__(self, "_fail_closed", shared.pop() if len(shared) == 1 else None)
@@ -645,15 +648,15 @@ class Gate:
                 return Reason("policy-unresolvable", "this receiver has no policy service",
                               context, "$.policy_version")
             try:
-                status = self.policy_service.resolve(version)
+                current = self.policy_service.resolve(version)
             except Exception as exc:
                 return Reason("policy-unresolvable", f"the policy service failed: {exc}",
                               context, "$.policy_version")
-            if not status.known:
+            if current is None:
                 return Reason("policy-unresolvable",
                               f"the policy service does not know {version!r}",
                               context, "$.policy_version")
-            if not status.current:
+            if current is not True:
                 return Reason("policy-not-current", f"policy {version!r} is not current",
                               context, "$.policy_version")
             return None
@@ -749,7 +752,7 @@ class Gate:
             raise Refusal(Verdict.REJECT, tuple(tampered + unresolved))
         if unresolved:
             raise Refusal(Verdict.ESCALATE, tuple(unresolved))
-        if not self.readback.selects(receipt.id):
+        if not reads_back(self.readback, receipt.id):
             return None
         state = doc["decision_state"]
         compared = False

@@ -117,7 +117,7 @@ class GateMemo:
         if len(subschemas) != 1:  # contracts that disagree on what a valid id is
             return cls(enabled=False)
         properties = members[0]
-        sampled = gate.readback.enabled and gate.readback.fraction < 1
+        sampled = 0 < gate.readback < 1
         return cls(
             enabled=True,
             id_ok=_MemberValidator(properties["id"]),

@@ -45,7 +45,7 @@ from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._gate import Admitted, Gate, Ruling
 from handoffs.receivers._receivers import Admission
 
-__all__ = ["RESPONSE_FORMATS", "TEMPLATE_FIELDS", "ModelReceiver", "action_schema"]
+__all__ = ["RESPONSE_FORMATS", "TEMPLATE_FIELDS", "ModelReceiver"]
 
 RESPONSE_FORMATS: Final = ("json_schema", "json_object", "text")
 """How the answer is constrained: OpenAI's ``json_schema`` (OpenAI, vLLM, Ollama),
@@ -65,17 +65,6 @@ DEFAULT_TEMPLATE: Final = (
     "If the message does not support a decision, answer $fail_closed_action.\n"
     "Sender authority: $authority\nMessage:\n$message\n"
 )
-
-
-def action_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
-    """The JSON Schema an answer must meet: ``{"action": <one of the actions>}``."""
-    return {
-        "type": "object",
-        "properties": {"action": {"type": "string",
-                                  "enum": [str(a.value) for a in contract.actions]}},
-        "required": ["action"],
-        "additionalProperties": False,
-    }
 
 
 def _is_admission(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -243,6 +232,19 @@ class ModelReceiver:
 
     # ---------------------------------------------------------------- request
 
+    @staticmethod
+    def action_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
+        """The JSON Schema an answer must meet: ``{"action": <one of the actions>}``
+        (the structured-output schema of each request).
+        """
+        return {
+            "type": "object",
+            "properties": {"action": {"type": "string",
+                                      "enum": [str(a.value) for a in contract.actions]}},
+            "required": ["action"],
+            "additionalProperties": False,
+        }
+
     def render(self, document: Mapping[str, Any], contract: Contract[Any, Any]) -> str:
         """The user message for one document admitted under ``contract``."""
         shown = {k: v for k, v in document.items() if k not in _HIDDEN}
@@ -263,7 +265,7 @@ class ModelReceiver:
         declared ``seed`` is sent as ``seed + sample``, so that a seeded server gives
         each draw its own answer, reproducibly.
         """
-        schema = action_schema(contract)
+        schema = self.action_schema(contract)
         response_format: dict[str, Any] | None
         if self.response_format == "json_schema":
             response_format = {"type": "json_schema", "json_schema": {

@@ -3,7 +3,7 @@ HTTP), the evidence they resolve, and how often step (4) reads claims back.
 
 Step (3) asks a :class:`PolicyService` whether a receipt's policy version is known and
 current; steps (3) and (4) ask an :class:`EvidenceResolver` for the evidence behind a
-reference; :class:`Readback` says which receipts step (4) reads back.
+reference; :func:`reads_back` says which receipts step (4) reads back.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import urllib.parse
 from collections.abc import Hashable, Mapping
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -31,9 +31,9 @@ __all__ = [
     "InMemoryEvidenceResolver",
     "InMemoryPolicyService",
     "PolicyService",
-    "PolicyStatus",
-    "Readback",
     "ResolvedEvidence",
+    "check_readback",
+    "reads_back",
 ]
 
 
@@ -49,25 +49,15 @@ class EvidenceError(HandoffsError, LookupError):
 # -------------------------------------------------------------------- policy service
 
 
-@attrs.frozen
-class PolicyStatus:
-    """What the receiver's policy service says about one policy version.
-
-    Attributes:
-        known: the service can resolve the version.
-        current: the version is the one in force now.
-    """
-
-    known: bool
-    current: bool
-
-
 @runtime_checkable
 class PolicyService(Protocol):
     """The receiver's authenticated policy service (step 3)."""
 
-    def resolve(self, version: str) -> PolicyStatus:
-        """Whether ``version`` is known, and whether it is current."""
+    def resolve(self, version: str) -> bool | None:
+        """Whether ``version`` is the policy in force now: ``True`` current, ``False``
+        known but superseded, ``None`` unknown (``policy-unresolvable``; so is an
+        exception).
+        """
         ...
 
 
@@ -89,16 +79,9 @@ class InMemoryPolicyService:
 
     versions: Mapping[str, bool] = attrs.field(converter=_versions)
 
-    def resolve(self, version: str) -> PolicyStatus:
-        """Known if listed; current if listed as current."""
-        current = self.versions.get(version)
-        return _UNKNOWN if current is None else _CURRENT if current else _SUPERSEDED
-
-
-# The three answers (frozen, so shared: no allocation per decision).
-_UNKNOWN: Final = PolicyStatus(known=False, current=False)
-_CURRENT: Final = PolicyStatus(known=True, current=True)
-_SUPERSEDED: Final = PolicyStatus(known=True, current=False)
+    def resolve(self, version: str) -> bool | None:
+        """Whether a listed version is current; ``None`` for one not listed."""
+        return self.versions.get(version)
 
 
 # ------------------------------------------------------------------ evidence resolvers
@@ -164,7 +147,8 @@ class EvidenceResolver(Protocol):
         """The evidence behind ``ref``.
 
         Raises:
-            EvidenceError: the reference cannot be resolved.
+            Exception: any, when the reference cannot be resolved: the gate reports it
+                as ``evidence-unresolved`` with the exception's message.
         """
         ...
 
@@ -330,45 +314,21 @@ class HTTPEvidenceResolver:
 # -------------------------------------------------------------------------- readback
 
 
-def _fraction(_: Any, __: Any, value: float) -> None:
+def check_readback(_: Any, __: Any, value: float) -> None:
+    """Validate a readback fraction (attrs): a number in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
         raise InvalidArgument(f"a readback fraction lies in [0, 1], got {value!r}")
 
 
-@attrs.frozen
-class Readback:
-    """How often step (4) reads decisive claims back against resolved evidence.
-
-    ``Readback.OFF`` never, ``Readback.ALWAYS`` for every message, and
-    ``Readback.sampled(0.1)`` for a deterministic 10 % of receipt ids (the same id is
+def reads_back(fraction: float, receipt_id: str) -> bool:
+    """Whether step (4) reads back the receipt with this id: never at ``0``, always at
+    ``1``, and in between for a deterministic ``fraction`` of receipt ids (the same id is
     always in or out of the sample, so a deterministic receiver stays deterministic).
     """
-
-    fraction: float = attrs.field(default=0.0, validator=_fraction)
-
-    OFF: ClassVar[Readback]
-    ALWAYS: ClassVar[Readback]
-
-    @classmethod
-    def sampled(cls, fraction: float) -> Readback:
-        """Read back a deterministic ``fraction`` of receipts."""
-        return cls(fraction)
-
-    @property
-    def enabled(self) -> bool:
-        """Whether any receipt is read back."""
-        return self.fraction > 0
-
-    def selects(self, receipt_id: str) -> bool:
-        """Whether the receipt with this id is read back."""
-        if self.fraction >= 1:
-            return True
-        if self.fraction <= 0:
-            return False
-        head = hashlib.sha256(receipt_id.encode("utf-8", "surrogatepass")).digest()[:8]
-        return int.from_bytes(head, "big") < self.fraction * 2**64
-
-
-Readback.OFF = Readback(0.0)
-Readback.ALWAYS = Readback(1.0)
+    if fraction >= 1:
+        return True
+    if fraction <= 0:
+        return False
+    head = hashlib.sha256(receipt_id.encode("utf-8", "surrogatepass")).digest()[:8]
+    return int.from_bytes(head, "big") < fraction * 2**64
 

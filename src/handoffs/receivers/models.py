@@ -2,7 +2,7 @@
 
 A :class:`ModelReceiver` asks a model to pick one of the contract's actions, through
 a :class:`ChatClient` (:class:`OpenAICompatibleClient` for any OpenAI-compatible
-server), with the structured-output schema :func:`action_schema`; it stands behind a
+server), with the structured-output schema :meth:`ModelReceiver.action_schema`; it stands behind a
 :class:`~handoffs.receivers.Gate`, so the model only ever sees admitted receipts.
 A :class:`ChatRequest` goes out, a :class:`Completion` comes back naming the
 served model that answered; a failed call is a :class:`ModelError`.
@@ -15,7 +15,7 @@ from handoffs.receivers._chat import (
     ModelError,
     OpenAICompatibleClient,
 )
-from handoffs.receivers._model import ModelReceiver, action_schema
+from handoffs.receivers._model import ModelReceiver
 
 __all__ = [
     "ChatClient",
@@ -24,5 +24,4 @@ __all__ = [
     "ModelError",
     "ModelReceiver",
     "OpenAICompatibleClient",
-    "action_schema",
 ]

@@ -5,24 +5,22 @@
   :class:`~handoffs.service.postgres.PostgresDecisionLog` (any number of replicas;
   the ``postgres`` extra).
 - ``handoffs serve`` (the ``serve`` extra: Starlette and uvicorn) runs a gate behind
-  HTTP; see the how-to "Run the gate as a service". :func:`load_config` reads its
-  configuration (TOML, then ``HANDOFFS_*`` variables: a :class:`ServiceConfig`, with
-  its authenticated callers), :class:`Service` builds the gate,
-  store and metrics from it, and :func:`create_app` is the ASGI application, for
+  HTTP; see the how-to "Run the gate as a service". :meth:`ServiceConfig.load` reads
+  its configuration (TOML, then ``HANDOFFS_*`` variables: a :class:`ServiceConfig`,
+  with its authenticated callers), :class:`Service` builds the gate,
+  store and metrics from it, and :meth:`Service.app` is the ASGI application, for
   embedding in another server.
 
 The service depends on :mod:`handoffs.receivers`; the receivers never import it.
 """
 
-from handoffs.service._app import Service, create_app
-from handoffs.service._config import ConfigError, ServiceConfig, load_config
+from handoffs.service._app import Service
+from handoffs.service._config import ConfigError, ServiceConfig
 from handoffs.service._store import open_store
 
 __all__ = [
     "ConfigError",
     "Service",
     "ServiceConfig",
-    "create_app",
-    "load_config",
     "open_store",
 ]

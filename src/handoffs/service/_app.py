@@ -44,7 +44,6 @@ from handoffs.receivers import (
     HTTPEvidenceResolver,
     InMemoryPolicyService,
     MemoryReplayStore,
-    Readback,
     StrictContractReceiver,
 )
 from handoffs.service._config import Caller, ConfigError, ServiceConfig
@@ -56,7 +55,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-__all__ = ["Service", "create_app"]
+__all__ = ["Service"]
 
 LOG: Final = logging.getLogger("handoffs.service")
 RECEIPTS_PATH: Final = "/receipts"
@@ -98,7 +97,7 @@ def gate_of(config: ServiceConfig, *, store: DecisionStore | None,
     replay: Any = store if store is not None or not memory_replay else MemoryReplayStore()
     gate = Gate(
         identity=config.identity, trust=ring, registry=config.registry(), roles=roles,
-        replay=replay, log=store, readback=Readback(config.readback),
+        replay=replay, log=store, readback=config.readback,
         limits=JSONLimits(max_bytes=config.max_body_bytes), **options,
     )
     return StrictContractReceiver(gate)
@@ -161,6 +160,12 @@ class Service:
             LOG.warning("not-ready", extra={"fields": {"detail": str(exc)}})
             return STORE_UNAVAILABLE
         return None
+
+    def app(self) -> Starlette:
+        """The ASGI application (Starlette) serving this gate, for ``handoffs serve``'s
+        uvicorn or for embedding in another server.
+        """
+        return _create_app(self)
 
     def caller(self, authorization: str | None) -> Caller | None:
         """The caller whose bearer token this ``Authorization`` header carries."""
@@ -229,8 +234,8 @@ class _Endpoint:
         await self.app(scope, receive, send)
 
 
-def create_app(service: Service) -> Starlette:  # noqa: PLR0915 - one closure per endpoint
-    """The Starlette application serving ``service``."""
+def _create_app(service: Service) -> Starlette:  # noqa: PLR0915 - one closure per endpoint
+    """The Starlette application serving ``service`` (:meth:`Service.app`)."""
     from starlette.applications import Starlette
     from starlette.responses import Response
     from starlette.routing import Route

@@ -24,7 +24,7 @@ from handoffs._errors import ContractSourceError, HandoffsError
 from handoffs._json import DEFAULT_LIMITS
 from handoffs.contracts import Contract, Registry
 
-__all__ = ["ENVIRONMENT", "Caller", "ConfigError", "ServiceConfig", "load_config"]
+__all__ = ["ENVIRONMENT", "Caller", "ConfigError", "ServiceConfig"]
 
 
 class ConfigError(HandoffsError, ValueError):
@@ -140,6 +140,27 @@ class ServiceConfig:
     log_decisions: bool = False
     refused_retain: timedelta | None = None
     group_commit: float = 0.001
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str] | None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        overrides: Mapping[str, Any] | None = None,
+    ) -> ServiceConfig:
+        """Read ``path`` (TOML, optional), then the environment, then ``overrides``.
+
+        Args:
+            path: the configuration file, or ``None`` for environment only.
+            environ: the environment (default: ``os.environ``).
+            overrides: settings by dotted name (``"store.url"``), e.g. from flags.
+
+        Raises:
+            ConfigError: a file that does not parse, an unknown key, a missing or bad
+                setting.
+        """
+        return _load_config(path, environ=environ, overrides=overrides)
 
     def registry(self) -> Registry:
         """The contracts named by :attr:`contracts`, loaded.
@@ -325,22 +346,13 @@ _CONVERTERS: Final[dict[str, Callable[[str, Any], Any]]] = {
 }
 
 
-def load_config(
+def _load_config(
     path: str | os.PathLike[str] | None,
     *,
-    environ: Mapping[str, str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None,
+    overrides: Mapping[str, Any] | None,
 ) -> ServiceConfig:
-    """Read ``path`` (TOML, optional), then the environment, then ``overrides``.
-
-    Args:
-        path: the configuration file, or ``None`` for environment only.
-        environ: the environment (default: ``os.environ``).
-        overrides: settings by dotted name (``"store.url"``), e.g. from flags.
-
-    Raises:
-        ConfigError: a file that does not parse, an unknown key, a missing or bad setting.
-    """
+    """:meth:`ServiceConfig.load`."""
     base = Path.cwd()
     settings: dict[str, Any] = {}
     if path is not None:

@@ -29,7 +29,6 @@ from handoffs.lab.perturbations._ablation import RemoveDecisionField, RemoveGove
 from handoffs.lab.perturbations._base import (
     CaseContext,
     Perturbation,
-    Scoring,
     Variant,
     declare_perturbation,
 )
@@ -47,7 +46,6 @@ __all__ = [
     "Relay",
     "RemoveDecisionField",
     "RemoveGovernanceField",
-    "Scoring",
     "Variant",
     "declare_perturbation",
     "select_perturbations",

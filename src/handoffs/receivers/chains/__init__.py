@@ -55,21 +55,16 @@ The receiver never raises on a message: every failure is a
 :class:`~handoffs.receivers.Decision` with typed, stable reason codes (an unexpected
 one, a bug, is ``receiver-error``).
 
-One module per concern: the contract's vocabulary, the JSON Schema, the typed format,
-the builders, separation of duties and the receiver.
+One module per concern: the contract's vocabulary, the JSON Schema, the typed format and
+its builders, separation of duties and the receiver.
 """
 
-from handoffs.receivers.chains._builders import add_hop, approve, start_chain
 from handoffs.receivers.chains._duties import SeparationOfDuties
-from handoffs.receivers.chains._format import HandoffChain, Hop
+from handoffs.receivers.chains._format import HandoffChain
 from handoffs.receivers.chains._receiver import IdentityCompositionReceiver
 
 __all__ = [
     "HandoffChain",
-    "Hop",
     "IdentityCompositionReceiver",
     "SeparationOfDuties",
-    "add_hop",
-    "approve",
-    "start_chain",
 ]

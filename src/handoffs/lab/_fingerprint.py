@@ -14,9 +14,10 @@ fingerprint is a record of what it *declares* plus a digest over it:
   qualified name and source digest, its prompt digest, route and tools;
 * any other receiver (code): its class's qualified name and source digest.
 
-The lab records every strategy's receiver fingerprint in the report and the release
-artefact; ``handoffs lab gate --experiment`` refuses a release whose receivers have
-changed since it was measured (``--allow-stale-receiver`` to accept it, loudly).
+The lab records every strategy's receiver fingerprint in the report (each strategy's
+``Strategy.to_json()``) and the release artefact; ``handoffs lab gate --experiment``
+refuses a release whose receivers have changed since it was measured
+(``--allow-stale-receiver`` to accept it, loudly).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ def receiver_fingerprint(receiver: Any) -> dict[str, Any]:
     what it declares, ``digest`` (``sha256:`` over those) and, for a model receiver
     that has answered, ``served``: every distinct served identity it has seen.
     """
-    from handoffs.receivers._model import ModelReceiver
-    from handoffs.receivers._receivers import FunctionReceiver
+    from handoffs.receivers import FunctionReceiver
+    from handoffs.receivers.models import ModelReceiver
 
     name = str(getattr(receiver, "name", type(receiver).__name__))
     body: dict[str, Any]

@@ -1,0 +1,23 @@
+"""Shared internal (not public): the record of a case drawn from a contract.
+
+The lab's :class:`~handoffs.lab.GeneratedCases` yields it, and
+:func:`handoffs.testing.cases` draws it with Hypothesis; its three attributes are what
+the lab's default readers (``case_id``, ``state``, ``evidence_refs``) read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+__all__ = ["GeneratedCase"]
+
+
+@attrs.frozen
+class GeneratedCase:
+    """A case drawn from a contract: an id, the true decision state and references."""
+
+    case_id: str
+    state: Any
+    evidence_refs: tuple[str, ...]
