@@ -24,6 +24,11 @@ into a fail-closed :class:`~handoffs.receivers.Decision` carrying the contract's
 ``fail_closed_action`` and a typed :class:`~handoffs.receivers.Reason`. The services the
 steps ask (policy service, evidence resolvers, readback) live in
 :mod:`handoffs.receivers._services`.
+
+One concern, kept in one module although it is past 800 lines: the gate's configuration
+and its five steps, in the order they run, so that a reader follows one message through
+the gate top to bottom. What the steps call lives elsewhere already (the pipeline, the
+decision types, the services, the memo, the replay store).
 """
 
 from __future__ import annotations

@@ -43,6 +43,10 @@ Guarantees:
   version than this code knows is refused (``log-version``).
 
 Needs the ``postgres`` extra (``psycopg`` 3 and ``psycopg-pool``).
+
+One concern, kept in one module although it is past 800 lines: one store, whose SQL,
+migrations, deadlines and group commit make the guarantees above together; split, each
+guarantee would be read across files.
 """
 
 from __future__ import annotations
