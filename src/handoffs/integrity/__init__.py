@@ -4,7 +4,7 @@ Nothing here knows contracts, receipts or receivers. The public face:
 
 - **keys**: :class:`SigningKey` (Ed25519, in memory), :class:`P256SigningKey`, the
   trust store :class:`KeyRing` and its :class:`KeyEntry`, filled by hand or from a
-  pinned JWKS (:func:`key_ring_from_jwks`, :func:`key_ring_from_agent_card`);
+  pinned JWKS (:meth:`KeyRing.from_jwks`, :meth:`KeyRing.from_agent_card`);
 - **suites**: ``eddsa-jcs-2022`` (Ed25519) and ``ecdsa-jcs-2019`` (P-256); a key's
   Multikey header picks its suite, so a message never chooses the algorithm;
 - **signing**: the :class:`Signer` protocol and :class:`CallableSigner`, for a key
@@ -21,7 +21,6 @@ Receipts and authority grants, signed with these proofs, are :mod:`handoffs.cont
 from __future__ import annotations
 
 from handoffs._errors import KeyRingError, UnknownKey
-from handoffs.integrity._jwks import key_ring_from_agent_card, key_ring_from_jwks
 from handoffs.integrity._keyring import KeyEntry, KeyRing
 from handoffs.integrity._keys import SigningKey
 from handoffs.integrity._proofs import VerifiedProof, sign, verify
@@ -37,8 +36,6 @@ __all__ = [
     "SigningKey",
     "UnknownKey",
     "VerifiedProof",
-    "key_ring_from_agent_card",
-    "key_ring_from_jwks",
     "sign",
     "verify",
 ]
