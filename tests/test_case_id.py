@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handoffs.contracts import Authority, Governance, case_id_from, to_json_schema
+from handoffs.contracts import Authority, Governance, case_id_from
 from handoffs.contracts._receipt import IDENTIFIER_RULE
 from handoffs.examples import payment
 
-PATTERN = re.compile(to_json_schema(payment.PAYMENT_RELEASE)["properties"]["case_id"]["pattern"])
+PATTERN = re.compile(payment.PAYMENT_RELEASE.json_schema()["properties"]["case_id"]["pattern"])
 
 
 @pytest.mark.parametrize(("text", "expected"), [

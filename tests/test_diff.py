@@ -27,7 +27,6 @@ from handoffs.contracts import (
     PolicyResolvable,
     RoleHeld,
     decision_field,
-    to_json_schema,
 )
 from handoffs.contracts._diff import (
     Category,
@@ -150,7 +149,7 @@ def plus_actions(**changes: Any) -> Contract[Any, Any]:
 
 
 def base_schema() -> dict[str, Any]:
-    return copy.deepcopy(to_json_schema(BASE))
+    return copy.deepcopy(BASE.json_schema())
 
 
 def schema_with(edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
@@ -317,7 +316,7 @@ def test_backward_safe_cases_exist() -> None:
 @given(data=st.data())
 def test_backward_safe_changes_accept_every_old_receipt(case: Case, data: st.DataObject
                                                        ) -> None:
-    new_schema = case.new if isinstance(case.new, dict) else to_json_schema(case.new)
+    new_schema = case.new if isinstance(case.new, dict) else case.new.json_schema()
     receipt = data.draw(receipts(BASE))
     assert list(Draft202012Validator(new_schema).iter_errors(receipt.to_json())) == []
 
@@ -592,9 +591,9 @@ def test_schema_labels_without_a_version_cannot_be_checked() -> None:
 
 def test_checked_in_schema_file_diffs_against_a_new_version() -> None:
     checked_in = json.loads((SCHEMAS / "payment-release" / "1.0.0.json").read_text("utf-8"))
-    assert diff_schemas(checked_in, to_json_schema(PAYMENT_RELEASE)).findings == ()
+    assert diff_schemas(checked_in, PAYMENT_RELEASE.json_schema()).findings == ()
     longer_notes = attrs.evolve(PAYMENT_RELEASE, version="1.1.0", max_notes_length=4000)
-    result = diff_schemas(checked_in, to_json_schema(longer_notes))
+    result = diff_schemas(checked_in, longer_notes.json_schema())
     assert (result.old, result.new) == ("payment-release/1.0.0", "payment-release/1.1.0")
     assert [str(f) for f in result.findings] == [
         "FIELD_BOUNDS_WIDENED @ $.notes [WIRE, FORWARD, minor]: maxLength 2000 → 4000: old "

@@ -52,7 +52,6 @@ from handoffs.contracts import (
     Interval,
     Receipt,
     Uncertainty,
-    to_json_schema,
 )
 from handoffs.contracts.analysis import geometry
 
@@ -300,7 +299,7 @@ def receipts(
 
 
 def _state_validator(contract: Contract[Any, Any]) -> Draft202012Validator:
-    schema = to_json_schema(contract)["properties"]["decision_state"]
+    schema = contract.json_schema()["properties"]["decision_state"]
     return Draft202012Validator(schema)
 
 

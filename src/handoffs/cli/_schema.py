@@ -186,10 +186,7 @@ def _operand(text: str, param: str) -> Operand:
         found, example = cli_discovered()
         known = found.registry.contracts.get(text)
         if known is not None:
-            from handoffs.contracts import to_json_schema
-            from handoffs.contracts.policy import policy_document
-
-            return text, to_json_schema(known), policy_document(known)
+            return text, known.json_schema(), known.policy_document()
         raise click.BadParameter(
             f"unknown contract {text!r}{unknown_hint(found, example=example)}",
             param_hint=param)

@@ -47,7 +47,6 @@ from handoffs.contracts._receipt import (
     case_id_from,
 )
 from handoffs.contracts._registry import Registry
-from handoffs.contracts._schema import to_json_schema, validate
 from handoffs.contracts._sender import GrantIssuer, Sender
 from handoffs.contracts._signing import (
     VerifiedReceipt,
@@ -92,7 +91,5 @@ __all__ = [
     "decision_field",
     "issue_grant",
     "sign_receipt",
-    "to_json_schema",
-    "validate",
     "verify_receipt",
 ]

@@ -77,7 +77,7 @@ class AuthorityGrant:
         roles: roles the subject holds for this case.
         valid_until: no receipt under this grant may be valid later.
         policy_fingerprint: the fingerprint of the contract the policy service governs
-            (:func:`~handoffs.contracts.policy.policy_fingerprint`); a
+            (:meth:`~handoffs.contracts.Contract.policy_fingerprint`); a
             gate refuses a grant naming another fingerprint than its own contract's
             (``policy-mismatch``), or none (``policy-fingerprint-missing``).
     """
@@ -251,7 +251,7 @@ class VerifiedReceipt:
         The authority grant is signed by the policy service, so untrusted content cannot
         set its ``policy_fingerprint``. Without a grant (none was required) there is
         nothing to compare. ``fingerprint`` is
-        :func:`~handoffs.contracts.policy.policy_fingerprint` of ``contract`` when the
+        :meth:`~handoffs.contracts.Contract.policy_fingerprint` of ``contract`` when the
         caller holds it already (the gate computes it once per contract, in its plan).
 
         Raises:

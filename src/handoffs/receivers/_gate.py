@@ -68,7 +68,6 @@ from handoffs.contracts import (
 from handoffs.contracts._receipt import structure
 from handoffs.contracts._schema import validate_checked as _validate
 from handoffs.contracts._signing import _verify_receipt
-from handoffs.contracts.policy import policy_fingerprint
 from handoffs.integrity import KeyRing
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._memo import gate_memo
@@ -392,7 +391,7 @@ class _Plan:
         self.contract = contract
         self.fail_closed = contract.fail_closed_action.value
         self.max_age = contract.max_proof_age if max_proof_age is None else max_proof_age
-        self.fingerprint = policy_fingerprint(contract)
+        self.fingerprint = contract.policy_fingerprint()
 
 
 @attrs.frozen(kw_only=True)

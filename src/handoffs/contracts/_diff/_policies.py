@@ -248,7 +248,7 @@ def diff_policies(old_policy: Mapping[str, Any], new_policy: Mapping[str, Any], 
                   old_schema: Mapping[str, Any] | None = None,
                   new_schema: Mapping[str, Any] | None = None) -> ContractDiff:
     """Compare two policy documents (``schemas/<name>/<version>.policy.json``, see
-    :func:`~handoffs.contracts.policy.policy_document`) and, when given, their receipt schemas:
+    :meth:`~handoffs.contracts.Contract.policy_document`) and, when given, their receipt schemas:
     the same findings :func:`diff` gives for the two contracts.
 
     Actions added or removed show in the schemas (the ``proposed_action`` enum); without

@@ -458,7 +458,7 @@ def _schema_label(schema: Mapping[str, Any]) -> str:
 def diff_schemas(old_schema: Mapping[str, Any], new_schema: Mapping[str, Any]) -> ContractDiff:
     """Compare two receipt JSON Schemas and return their ``WIRE`` findings.
 
-    Handles the subset :func:`~handoffs.contracts.to_json_schema` emits (properties,
+    Handles the subset :meth:`~handoffs.contracts.Contract.json_schema` emits (properties,
     required, type, enum, const, numeric and length bounds, pattern,
     additionalProperties, items, anyOf, local ``$ref``) plus decision-field and action
     enums. Any other keyword that differs is reported as a breaking
