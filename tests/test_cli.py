@@ -386,7 +386,7 @@ def test_internal_errors_exit_2_in_one_line(monkeypatch: pytest.MonkeyPatch) -> 
     def broken(*_: object, **__: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("handoffs.contracts.versions.diff_policies", broken)
+    monkeypatch.setattr("handoffs.contracts.versions.ContractDiff.between_policies", broken)
     result = run("schema", "diff", "payment-release/1.0.0", "payment-release/1.0.0")
     assert result.exit_code == 2
     assert one_error_line(result) == ("error: internal error: RuntimeError: boom [internal] "

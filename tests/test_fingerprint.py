@@ -18,7 +18,7 @@ from handoffs.contracts import Contract, Registry
 from handoffs.contracts._fingerprint import document_fingerprint
 from handoffs.contracts._signing import AuthorityGrant
 from handoffs.contracts.policy import Over, Policy
-from handoffs.contracts.versions import diff_policies
+from handoffs.contracts.versions import ContractDiff
 from handoffs.examples.payment import PaymentAction as Action
 from handoffs.receivers import Step, Verdict
 from test_gate import CONTRACT, WORLD, raw, strict
@@ -84,7 +84,7 @@ def test_a_threshold_edit_is_a_rule_change_in_a_document_diff() -> None:
     old, new = _numeric(90.0), _numeric(95.0)
     assert old.id == new.id
     assert old.policy_fingerprint() != new.policy_fingerprint()
-    result = diff_policies(old.policy_document(), new.policy_document())
+    result = ContractDiff.between_policies(old.policy_document(), new.policy_document())
     assert [(str(f.code), f.json_path) for f in result.findings] == [
         ("POLICY_RULE_CHANGED", "$.policy.rules.hot")]
     assert "temperature > 95.0" in result.findings[0].message
