@@ -37,10 +37,10 @@ from typing import Any, Final
 import attrs
 
 from handoffs.contracts import (
-    GOVERNANCE_FIELDS,
     Authority,
     Contract,
     EvidenceFresh,
+    Governance,
     GovernanceService,
     HardConstraint,
     LossMatrix,
@@ -318,12 +318,12 @@ def verifying_pilot_v1() -> AdvisoryActionReceiver:
 
 def actuator_v1() -> AuthoritativeActuator:
     """A pilot that executes the scout's DECIDE message under 1.0.0."""
-    return AuthoritativeActuator(GovernanceChecker(SCOUT_V1, required=GOVERNANCE_FIELDS))
+    return AuthoritativeActuator(GovernanceChecker(SCOUT_V1, required=Governance.FIELDS))
 
 
 def actuator_v2() -> AuthoritativeActuator:
     """A pilot that executes the scout's DECIDE message under 2.0.0."""
-    return AuthoritativeActuator(GovernanceChecker(SCOUT_V2, required=GOVERNANCE_FIELDS))
+    return AuthoritativeActuator(GovernanceChecker(SCOUT_V2, required=Governance.FIELDS))
 
 
 # --------------------------------------------------------------------- experiments

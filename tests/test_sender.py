@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 
 from handoffs._members import ENVELOPE_MEMBERS
 from handoffs.contracts import (
-    GOVERNANCE_FIELDS,
     Authority,
     Contract,
     DecisionContent,
+    Governance,
     GovernanceService,
     GrantIssuer,
     Interval,
@@ -195,7 +195,7 @@ def test_a_fixed_expiry_is_stamped_as_configured() -> None:
 # ------------------------------------------------------- governance is trusted only
 
 
-@pytest.mark.parametrize("member", sorted({*GOVERNANCE_FIELDS, *ENVELOPE_MEMBERS}))
+@pytest.mark.parametrize("member", sorted({*Governance.FIELDS, *ENVELOPE_MEMBERS}))
 def test_content_may_not_set_a_governance_or_envelope_member(member: str) -> None:
     with pytest.raises(UntrustedGovernance) as info:
         sender().sign(content(**{member: "x"}), case_id="pump-7", evidence_refs=REFS)
@@ -391,7 +391,7 @@ def test_the_content_schema_is_strict_and_only_semantic() -> None:
     assert _strict_problems(schema) == []
     assert list(schema["properties"]) == [
         "proposed_action", "decision_state", "uncertainty", "counterfactual_trigger", "notes"]
-    assert not {*GOVERNANCE_FIELDS, *ENVELOPE_MEMBERS} & set(schema["properties"])
+    assert not {*Governance.FIELDS, *ENVELOPE_MEMBERS} & set(schema["properties"])
     state = schema["properties"]["decision_state"]
     assert state["required"] == ["failure_probability", "calibrated", "mode", "cycles"]
     assert state["properties"]["mode"] == {"description": "How the pump is operated.",

@@ -25,7 +25,6 @@ from handoffs._errors import (
     UnknownContract,
     UntrustedGovernance,
 )
-from handoffs._members import GOVERNANCE_FIELDS
 from handoffs.contracts._contract import (
     Authority,
     Contract,
@@ -57,7 +56,6 @@ from handoffs.contracts._signing import (
 
 __all__ = [
     "ANY_AUDIENCE",
-    "GOVERNANCE_FIELDS",
     "Authority",
     "Contract",
     "ContractDefinitionError",

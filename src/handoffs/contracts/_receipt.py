@@ -8,7 +8,7 @@ import unicodedata
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, ClassVar, Final, Generic, TypeVar
 
 import attrs
 import cattrs
@@ -22,7 +22,7 @@ from handoffs._errors import (
     Violation,
 )
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, load_object
-from handoffs._members import ENVELOPE_MEMBERS, PROTECTED_MEMBERS
+from handoffs._members import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS, PROTECTED_MEMBERS
 from handoffs._time import format_time, parse_time
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._fields import _converter
@@ -130,6 +130,11 @@ class Governance:
     Untrusted text cannot reach these fields: encoders return
     :class:`DecisionContent`, which has none of them.
     """
+
+    FIELDS: ClassVar[tuple[str, ...]] = GOVERNANCE_FIELDS
+    """The receipt's top-level members only the trusted governance service may set:
+    ``case_id``, ``sender``, ``receiver``, ``authority``, ``policy_version``,
+    ``valid_until``, ``evidence_refs`` (a gate's governance check requires them)."""
 
     case_id: str = attrs.field(validator=_ident)
     sender: str = attrs.field(validator=_ident)

@@ -12,15 +12,15 @@ Nothing here knows contracts, receipts or receivers. The public face:
 - **proofs**: :func:`sign` and :func:`verify`, W3C Data Integrity proofs over a
   plain-JSON document (the profile receipts, grants, handoff chains and release
   artefacts use), each proof that passed returned as a :class:`VerifiedProof`;
-- **errors**: :class:`KeyRingError` (a malformed ring or key) and
-  :class:`UnknownKey` (no trusted key for a verification method).
+- **errors**: :class:`KeyRingError` (a malformed ring or key, or, with code
+  ``unknown-key``, no trusted key for a verification method).
 
 Receipts and authority grants, signed with these proofs, are :mod:`handoffs.contracts`.
 """
 
 from __future__ import annotations
 
-from handoffs._errors import KeyRingError, UnknownKey
+from handoffs._errors import KeyRingError
 from handoffs.integrity._keyring import KeyEntry, KeyRing
 from handoffs.integrity._keys import SigningKey
 from handoffs.integrity._proofs import VerifiedProof, sign, verify
@@ -34,7 +34,6 @@ __all__ = [
     "P256SigningKey",
     "Signer",
     "SigningKey",
-    "UnknownKey",
     "VerifiedProof",
     "sign",
     "verify",

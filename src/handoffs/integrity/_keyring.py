@@ -318,7 +318,7 @@ class KeyRing:
         :attr:`KeyEntry.revoked_at`; rotation is ``not_after``).
 
         Raises:
-            UnknownKey: the ring holds no such key.
+            KeyRingError: ``unknown-key``, the ring holds no such key.
             KeyRingError: ``at`` is not a timezone-aware datetime.
 
         """
@@ -331,7 +331,8 @@ class KeyRing:
         """Return the entry enrolled under ``verification_method``.
 
         Raises:
-            UnknownKey: the ring holds no such key (it is never fetched).
+            KeyRingError: ``unknown-key``, the ring holds no such key (it is never
+                fetched).
 
         """
         entry = self._by_vm.get(verification_method)
@@ -346,7 +347,7 @@ class KeyRing:
         """Return the entry for ``verification_method`` if it may sign at ``when``.
 
         Raises:
-            UnknownKey: the ring holds no such key.
+            KeyRingError: ``unknown-key``, the ring holds no such key.
             ProofError: ``key-not-valid`` unless ``not_before <= when < not_after``.
 
         """
