@@ -35,7 +35,6 @@ from handoffs.contracts import (
     Uncertainty,
     UntrustedGovernance,
     decision_field,
-    verify_receipt,
 )
 from handoffs.contracts._sender import GrantSource
 from handoffs.contracts.policy import Is, Over, Policy, Rule
@@ -153,7 +152,7 @@ def test_any_state_signed_by_the_sender_is_decided_as_the_contract_decides(
     proposed = PUMP.decide(state)
     message = sender().sign(DecisionContent(proposed, state, uncertainty),
                             case_id="pump-7", evidence_refs=REFS)
-    verified = verify_receipt(json.loads(message), TRUST, now=NOW, registry=REGISTRY,
+    verified = Receipt.verify(json.loads(message), TRUST, now=NOW, registry=REGISTRY,
                               audience="plant-controller")
     assert verified.receipt.decision_state == state
     assert verified.receipt.uncertainty is uncertainty
@@ -266,7 +265,7 @@ def test_grants_issued_from_the_senders_config_verify_at_the_gate() -> None:
     decision = StrictContractReceiver(gate()).receive(message)
     assert (decision.verdict, decision.action, decision.sender) == (
         Verdict.ACCEPT, "STOP", "maintenance-specialist")
-    verified = verify_receipt(json.loads(message), TRUST, now=NOW, registry=REGISTRY,
+    verified = Receipt.verify(json.loads(message), TRUST, now=NOW, registry=REGISTRY,
                               audience="plant-controller")
     assert verified.grant is not None
     assert (verified.grant.issuer, verified.grant.subject, verified.grant.audience,
@@ -351,7 +350,7 @@ def test_tampering_after_signing_fails_verification() -> None:
     doc = json.loads(sender().sign(content(), case_id="pump-7", evidence_refs=REFS))
     doc["valid_until"] = "2026-06-01T15:00:00Z"
     with pytest.raises(ProofError) as info:
-        verify_receipt(doc, TRUST, now=NOW, registry=REGISTRY, audience="plant-controller")
+        Receipt.verify(doc, TRUST, now=NOW, registry=REGISTRY, audience="plant-controller")
     assert info.value.code == "bad-signature"
 
 

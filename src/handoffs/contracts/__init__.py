@@ -12,8 +12,8 @@ versions of a contract is :mod:`handoffs.contracts.versions`; keys, key rings an
 cryptosuites are :mod:`handoffs.integrity`.
 
 A :class:`Sender` turns decision content into signed receipt bytes;
-:meth:`Receipt.build`, :func:`issue_grant` and :func:`sign_receipt` are the low-level
-layer underneath it.
+:meth:`Receipt.build`, :func:`issue_grant` and :meth:`Receipt.sign` are the low-level
+layer underneath it; :meth:`Receipt.verify` checks a signed receipt.
 """
 
 from handoffs._audience import ANY_AUDIENCE
@@ -50,8 +50,6 @@ from handoffs.contracts._sender import GrantIssuer, Sender
 from handoffs.contracts._signing import (
     VerifiedReceipt,
     issue_grant,
-    sign_receipt,
-    verify_receipt,
 )
 
 __all__ = [
@@ -88,6 +86,4 @@ __all__ = [
     "case_id_from",
     "decision_field",
     "issue_grant",
-    "sign_receipt",
-    "verify_receipt",
 ]

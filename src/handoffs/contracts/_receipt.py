@@ -6,13 +6,14 @@ import enum
 import re
 import unicodedata
 import uuid
-from collections.abc import Mapping
-from datetime import datetime
-from typing import Any, ClassVar, Final, Generic, TypeVar
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, TypeVar
 
 import attrs
 import cattrs
 
+from handoffs._audience import AnyAudience
 from handoffs._errors import (
     HandoffsError,
     InvalidArgument,
@@ -26,6 +27,11 @@ from handoffs._members import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS, PROTECTED_MEM
 from handoffs._time import format_time, parse_time
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._fields import _converter
+from handoffs.integrity import KeyRing, Signer
+
+if TYPE_CHECKING:
+    from handoffs.contracts._registry import Registry
+    from handoffs.contracts._signing import VerifiedReceipt
 
 __all__ = [
     "IDENTIFIER_RULE",
@@ -262,6 +268,77 @@ class Receipt(Generic[S, A]):
     def to_bytes(self) -> bytes:
         """Canonical (RFC 8785) UTF-8 bytes of :meth:`to_json`."""
         return canonical_bytes(self.to_json())
+
+    def sign(
+        self,
+        key: Signer,
+        *,
+        grant: Mapping[str, Any] | None,
+        created: datetime,
+        expires: datetime | None = None,
+    ) -> Receipt[S, A]:
+        """Attach ``grant`` and the sender's proof over the whole receipt.
+
+        Any earlier proof is replaced: a receipt carries exactly one sender proof. A grant
+        must cover the receipt as a gate checks it (subject, audience, case, contract,
+        policy version, authority, validity), so that nothing is signed that every gate
+        would refuse; who issued it is the gate's to check against its key ring.
+
+        Raises:
+            ProofError: the grant is malformed (``grant-invalid``) or does not cover the
+                receipt (``grant-mismatch``, ``authority-not-granted``,
+                ``validity-exceeds-grant``), with the receipt member's JSON path.
+        """
+        from handoffs.contracts._signing import sign_receipt  # it builds on this module
+
+        return sign_receipt(self, key, grant=grant, created=created, expires=expires)
+
+    @staticmethod
+    def verify(
+        document: Mapping[str, Any],
+        keyring: KeyRing,
+        *,
+        now: datetime,
+        registry: Registry | Contract[Any, Any] | Iterable[Contract[Any, Any]],
+        audience: str | AnyAudience,
+        require_grant: bool = True,
+        max_proof_age: timedelta | None = None,
+    ) -> VerifiedReceipt:
+        """Verify a signed receipt, fail closed, in a fixed order.
+
+        Order: contract version named (unknown → ``UnknownContract``) → the sender's proof
+        (profile, key ring, key not revoked, key validity at signing, signature; exactly
+        one) → schema → signer is the sender → the grant's proof (issuer holds
+        ``policy-service``) → the grant binds sender, receiver, case, contract, policy
+        version, authority and validity → audience → expiry → freshness of the proof.
+
+        Args:
+            document: the parsed receipt.
+            keyring: the pinned trust store.
+            now: the verification instant (aware).
+            audience: the receiver the receipt must be addressed to, or
+                :data:`~handoffs.contracts.ANY_AUDIENCE` to choose, explicitly, not to check it.
+            registry: the contract versions to verify under.
+            require_grant: refuse a receipt without an authority grant.
+            max_proof_age: how old the sender's proof may be (``proof-stale`` from that
+                age on); ``None``: the contract's
+                :attr:`~handoffs.contracts.Contract.max_proof_age`.
+
+        ``registry`` holds the contract versions to accept: a
+        :class:`~handoffs.contracts.Registry`, one contract or an iterable of contracts.
+        It is required: no contract is trusted by default.
+
+        Raises:
+            UnknownContract, ReceiptValidationError, ProofError: with a specific code.
+            MalformedJSON: the document is not JSON data, or exceeds the default limits.
+            ValueError: ``InvalidArgument`` (also a TypeError), ``audience`` is neither a
+                receiver name nor ``ANY_AUDIENCE``.
+        """
+        from handoffs.contracts._signing import verify_receipt  # it builds on this module
+
+        return verify_receipt(document, keyring, now=now, registry=registry,
+                              audience=audience, require_grant=require_grant,
+                              max_proof_age=max_proof_age)
 
     @staticmethod
     def from_json(
