@@ -44,7 +44,6 @@ from handoffs.contracts import (
     GovernanceService,
     HardConstraint,
     LossMatrix,
-    OnMissing,
     ReceiptEncoder,
     Registry,
     decision_field,
@@ -116,7 +115,7 @@ class ScoutState:
 _TRIGGER: Final = ("Recompute if the obstacle report, its confidence, the visibility or the "
                    "observation changes, or if the pilot's action set changes.")
 _OBSERVATION: Final = EvidenceFresh("observation", max_age=timedelta(minutes=5),
-                                    on_missing=OnMissing.ESCALATE)
+                                    on_missing="ESCALATE")
 _AVOID_LEFT: Final = AllOf((Is("blocked", Branch.LEFT),
                             Over("confidence", CONFIRMED, inclusive=True)))
 

@@ -31,7 +31,6 @@ from handoffs.contracts._contract import (
     EvidenceFresh,
     HardConstraint,
     LossMatrix,
-    OnMissing,
     PolicyResolvable,
     RoleHeld,
     Uncertainty,
@@ -43,7 +42,6 @@ from handoffs.contracts._receipt import (
     EvidenceRef,
     Governance,
     Receipt,
-    case_id_from,
 )
 from handoffs.contracts._registry import Registry
 from handoffs.contracts._sender import GrantIssuer, Sender
@@ -70,7 +68,6 @@ __all__ = [
     "Interval",
     "LossMatrix",
     "MalformedJSON",
-    "OnMissing",
     "PolicyResolvable",
     "ProofError",
     "Receipt",
@@ -83,7 +80,6 @@ __all__ = [
     "UnknownContract",
     "UntrustedGovernance",
     "VerifiedReceipt",
-    "case_id_from",
     "decision_field",
     "issue_grant",
 ]

@@ -63,10 +63,20 @@ class Uncertainty(enum.Enum):
 
 
 class OnMissing(enum.Enum):
-    """What a receiver does when a declared context dependency is not met."""
+    """What a receiver does when a declared context dependency is not met: a context
+    dependency's ``on_missing``, written ``"REJECT"`` or ``"ESCALATE"``.
+    """
 
     REJECT = "REJECT"
     ESCALATE = "ESCALATE"
+
+
+def _on_missing(value: OnMissing | str) -> OnMissing:
+    try:
+        return OnMissing(value)
+    except ValueError:
+        raise InvalidArgument(f"on_missing must be 'REJECT' or 'ESCALATE', got {value!r}",
+                              json_path="$.context.on_missing") from None
 
 
 def _loss_entries(entries: Mapping[tuple[A, A], float]) -> dict[tuple[A, A], float]:
@@ -215,7 +225,7 @@ class PolicyResolvable(ContextDependency):
     """
 
     version: str | None = None
-    on_missing: OnMissing = OnMissing.ESCALATE
+    on_missing: OnMissing = attrs.field(default=OnMissing.ESCALATE, converter=_on_missing)
 
     @property
     def kind(self) -> str:
@@ -230,7 +240,7 @@ class RoleHeld(ContextDependency):
     """The receiver must hold ``role`` (according to its own identity service)."""
 
     role: str
-    on_missing: OnMissing = OnMissing.REJECT
+    on_missing: OnMissing = attrs.field(default=OnMissing.REJECT, converter=_on_missing)
 
     @property
     def kind(self) -> str:
@@ -248,7 +258,7 @@ class EvidenceFresh(ContextDependency):
 
     evidence: str
     max_age: timedelta
-    on_missing: OnMissing = OnMissing.ESCALATE
+    on_missing: OnMissing = attrs.field(default=OnMissing.ESCALATE, converter=_on_missing)
 
     @property
     def kind(self) -> str:

@@ -61,7 +61,7 @@ _NOT_IDENT: Final = re.compile(r"[^A-Za-z0-9._:/@-]+")
 
 def _ident(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
     if not isinstance(value, str) or not _IDENT.fullmatch(value):
-        hint = (f"; handoffs.contracts.case_id_from({value!r}) makes one"
+        hint = (f"; handoffs.contracts.Governance.case_id_from({value!r}) makes one"
                 if attribute.name == "case_id" and isinstance(value, str) else "")
         raise InvalidArgument(
             f"{attribute.name} {value!r} is not a valid identifier: {IDENTIFIER_RULE}{hint}",
@@ -75,8 +75,8 @@ def case_id_from(text: str) -> str:
     Text that already follows the identifier rule comes back unchanged. Otherwise
     letters lose their accents (NFKD, then ASCII), every run of other characters
     becomes one ``-``, leading separators go, and the result is cut to 128 characters:
-    ``case_id_from("order 1842") == "order-1842"``,
-    ``case_id_from("Bestellung Nr. 1842 – Müller") == "Bestellung-Nr.-1842-Muller"``.
+    ``Governance.case_id_from("order 1842") == "order-1842"``,
+    ``Governance.case_id_from("Bestellung Nr. 1842 – Müller") == "Bestellung-Nr.-1842-Muller"``.
     The mapping is deterministic but not one-to-one (``"order 1842"`` and
     ``"order-1842"`` give the same id): keep your own ids distinct before mapping them.
 
@@ -136,6 +136,8 @@ class Governance:
     Untrusted text cannot reach these fields: encoders return
     :class:`DecisionContent`, which has none of them.
     """
+
+    case_id_from = staticmethod(case_id_from)
 
     FIELDS: ClassVar[tuple[str, ...]] = GOVERNANCE_FIELDS
     """The receipt's top-level members only the trusted governance service may set:

@@ -58,7 +58,6 @@ from handoffs.contracts import (
     Contract,
     EvidenceFresh,
     EvidenceRef,
-    OnMissing,
     PolicyResolvable,
     Receipt,
     Registry,
@@ -612,13 +611,13 @@ class Gate:
         now: datetime,
         resolved: dict[str, ResolvedEvidence],
     ) -> None:
-        failures: list[tuple[OnMissing, Reason]] = []
+        failures: list[tuple[str, Reason]] = []
         for dependency in contract.context:
             reason = self._unmet(dependency, receipt, now, resolved)
             if reason is not None:
-                failures.append((dependency.on_missing, reason))
+                failures.append((dependency.on_missing.value, reason))
         if failures:
-            reject = any(on is OnMissing.REJECT for on, _ in failures)
+            reject = any(on == "REJECT" for on, _ in failures)
             raise Refusal(
                 Verdict.REJECT if reject else Verdict.ESCALATE, tuple(r for _, r in failures)
             )
