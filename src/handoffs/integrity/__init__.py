@@ -3,7 +3,7 @@
 Nothing here knows contracts, receipts or receivers. The public face:
 
 - **keys**: :class:`SigningKey` (Ed25519, in memory), :class:`P256SigningKey`, the
-  trust store :class:`KeyRing` and its :class:`KeyEntry`, filled by hand or from a
+  trust store :class:`KeyRing` and its entries, filled by hand or from a
   pinned JWKS (:meth:`KeyRing.from_jwks`, :meth:`KeyRing.from_agent_card`);
 - **suites**: ``eddsa-jcs-2022`` (Ed25519) and ``ecdsa-jcs-2019`` (P-256); a key's
   Multikey header picks its suite, so a message never chooses the algorithm;
@@ -21,14 +21,13 @@ Receipts and authority grants, signed with these proofs, are :mod:`handoffs.cont
 from __future__ import annotations
 
 from handoffs._errors import KeyRingError
-from handoffs.integrity._keyring import KeyEntry, KeyRing
+from handoffs.integrity._keyring import KeyRing
 from handoffs.integrity._keys import SigningKey
 from handoffs.integrity._proofs import VerifiedProof, sign, verify
 from handoffs.integrity._signer import CallableSigner, P256SigningKey, Signer
 
 __all__ = [
     "CallableSigner",
-    "KeyEntry",
     "KeyRing",
     "KeyRingError",
     "P256SigningKey",

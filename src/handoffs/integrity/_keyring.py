@@ -315,7 +315,8 @@ class KeyRing:
     def revoke(self, verification_method: str, *, at: datetime) -> KeyRing:
         """Return a new ring in which the key is revoked from ``at`` on: from that
         instant no proof of it verifies, whatever its ``created`` (see
-        :attr:`KeyEntry.revoked_at`; rotation is ``not_after``).
+        :attr:`KeyEntry.revoked_at <handoffs.integrity._keyring.KeyEntry.revoked_at>`;
+        rotation is ``not_after``).
 
         Raises:
             KeyRingError: ``unknown-key``, the ring holds no such key.
