@@ -39,7 +39,8 @@ from handoffs.contracts import (
     Uncertainty,
     decision_field,
 )
-from handoffs.contracts.policy import Field, Is, Outcome, Policy, Rule
+from handoffs.contracts._rules import Outcome  # reached through evaluate(), not on a face
+from handoffs.contracts.policy import Field, Is, Policy, Rule
 from handoffs.integrity import SigningKey
 from handoffs.testing import falsehoods, receipts, states
 
