@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(result.live)} live / {len(result.regions)} regions, "
               f"{len(result.dead)} dead, {len(result.boundaries)} boundaries, "
               f"{len(result.unknown)} unknown queries", flush=True)
-        found, _ = geometry(contract)
+        found = geometry(contract).analysis
         assert found is not None
         need = len(found.cover_states())
         for count in ((need,) if args.quick else (need, 10 * need)):

@@ -84,7 +84,7 @@ from nacl.exceptions import BadSignatureError
 from handoffs._json import canonical_bytes, dumps, loads
 from handoffs._time import CLOCK_SKEW
 from handoffs.contracts import Authority, EvidenceFresh, EvidenceRef, Governance, Receipt
-from handoffs.contracts._schema import _fast_validator, to_json_schema
+from handoffs.contracts._schema import _fast_validator
 from handoffs.contracts._signing import issue_grant, sign_receipt, verify_receipt
 from handoffs.examples import payment
 from handoffs.integrity import KeyRing, SigningKey
@@ -197,7 +197,7 @@ class PeerRefused(Exception):
 
 def peer_schema() -> dict[str, Any]:
     """The contract's receipt schema as the peer's payload has it: grant a compact JWS."""
-    schema = to_json_schema(CONTRACT)
+    schema = CONTRACT.json_schema()
     properties = dict(schema["properties"])
     del properties["proof"]
     properties["grant"] = {"type": "string", "maxLength": 4096}

@@ -84,7 +84,7 @@ _ELSEWHERE = (
 nitpick_ignore_regex = [
     (r"py:.*", rf"(?:{'|'.join(_ELSEWHERE)})(?:\..+)?"),
     # annotations written as strings under TYPE_CHECKING, and a protobuf enum's repr
-    (r"py:class", r"Starlette|st\.SearchStrategy|<google\.protobuf\..*>"),
+    (r"py:class", r"Starlette|st\.SearchStrategy|timedelta|<google\.protobuf\..*>"),
 ]
 
 

@@ -48,7 +48,6 @@ from handoffs.contracts import (
     HardConstraint,
     Interval,
     LossMatrix,
-    OnMissing,
     Receipt,
     ReceiptEncoder,
     Registry,
@@ -111,7 +110,7 @@ def pump_contract(h: float, *, version: str) -> Contract[PumpState, PumpAction]:
             "unsafe-continue", chosen=c, allowed_references=frozenset({c}),
             description="CONTINUE when the failure probability is above the threshold."),),
         context=(EvidenceFresh("calibration", max_age=CALIBRATION_VALIDITY,
-                               on_missing=OnMissing.ESCALATE),),
+                               on_missing="ESCALATE"),),
         fail_closed_action=s,
         counterfactual_trigger="Recompute if the estimate, its calibration or the cost of a "
                                "failure changes.",

@@ -61,7 +61,6 @@ from handoffs.contracts import (
     Uncertainty,
     decision_field,
     issue_grant,
-    sign_receipt,
 )
 from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples.payment_lab import FixedClock
@@ -408,7 +407,7 @@ def _signed_receipt(case: Analysis, content: dict[str, Any], *, sender: str,
         created=DECISION_TIME - timedelta(hours=1),
         grant_id=f"urn:uuid:{uuid.uuid5(_RECEIPTS, f'grant/{sender}/{case.case_id}')}",
     ) if granted else None
-    return sign_receipt(receipt, key, grant=grant,
+    return receipt.sign(key, grant=grant,
                         created=DECISION_TIME - timedelta(minutes=50)).to_json()
 
 

@@ -37,14 +37,13 @@ from typing import Any, Final
 import attrs
 
 from handoffs.contracts import (
-    GOVERNANCE_FIELDS,
     Authority,
     Contract,
     EvidenceFresh,
+    Governance,
     GovernanceService,
     HardConstraint,
     LossMatrix,
-    OnMissing,
     ReceiptEncoder,
     Registry,
     decision_field,
@@ -116,7 +115,7 @@ class ScoutState:
 _TRIGGER: Final = ("Recompute if the obstacle report, its confidence, the visibility or the "
                    "observation changes, or if the pilot's action set changes.")
 _OBSERVATION: Final = EvidenceFresh("observation", max_age=timedelta(minutes=5),
-                                    on_missing=OnMissing.ESCALATE)
+                                    on_missing="ESCALATE")
 _AVOID_LEFT: Final = AllOf((Is("blocked", Branch.LEFT),
                             Over("confidence", CONFIRMED, inclusive=True)))
 
@@ -318,12 +317,12 @@ def verifying_pilot_v1() -> AdvisoryActionReceiver:
 
 def actuator_v1() -> AuthoritativeActuator:
     """A pilot that executes the scout's DECIDE message under 1.0.0."""
-    return AuthoritativeActuator(GovernanceChecker(SCOUT_V1, required=GOVERNANCE_FIELDS))
+    return AuthoritativeActuator(GovernanceChecker(SCOUT_V1, required=Governance.FIELDS))
 
 
 def actuator_v2() -> AuthoritativeActuator:
     """A pilot that executes the scout's DECIDE message under 2.0.0."""
-    return AuthoritativeActuator(GovernanceChecker(SCOUT_V2, required=GOVERNANCE_FIELDS))
+    return AuthoritativeActuator(GovernanceChecker(SCOUT_V2, required=Governance.FIELDS))
 
 
 # --------------------------------------------------------------------- experiments

@@ -2,7 +2,7 @@
 
 :func:`check_addressed` is the one place ``wrong-audience`` and ``receipt-expired`` are
 raised, and :data:`ANY_AUDIENCE` the explicit choice not to check the audience. Used by
-the contracts (``verify_receipt``; ``ANY_AUDIENCE`` is public as
+the contracts (``Receipt.verify``; ``ANY_AUDIENCE`` is public as
 ``handoffs.contracts.ANY_AUDIENCE``), the receivers (the gate under ``UnsafeNoProofs``)
 and the lab (its unsigned message forms).
 """

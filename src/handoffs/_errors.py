@@ -193,7 +193,10 @@ class UntrustedGovernance(HandoffsError, ValueError):
 
 
 class KeyRingError(HandoffsError, ValueError):
-    """A key or key-ring entry is unusable (bad encoding, bad PEM, bad passphrase)."""
+    """A key or key-ring entry is unusable (bad encoding, bad PEM, bad passphrase), or
+    a key ring holds no key for a verification method (code ``unknown-key``, also a
+    ``KeyError``).
+    """
 
     code = "bad-key"
 
@@ -204,8 +207,10 @@ class WeakKey(KeyRingError):
     code = "weak-key"
 
 
-class UnknownKey(HandoffsError, KeyError):
-    """A verification method names a key that the key ring does not hold."""
+class UnknownKey(KeyRingError, KeyError):
+    """A verification method names a key that the key ring does not hold (internal: a
+    :class:`KeyRingError` with code ``unknown-key``).
+    """
 
     code = "unknown-key"
 

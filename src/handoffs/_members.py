@@ -3,7 +3,7 @@
 The governance service stamps the governance members, an encoder writes the content,
 and the signing layer adds the envelope; content may never set a protected member.
 Used by the contracts (building and composing receipts; ``GOVERNANCE_FIELDS`` is public
-as :data:`handoffs.contracts.GOVERNANCE_FIELDS`), the receivers (what a model receiver
+as :attr:`handoffs.contracts.Governance.FIELDS`), the receivers (what a model receiver
 is shown), the lab (the message plans) and the adapters (what a handover may carry).
 """
 

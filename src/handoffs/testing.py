@@ -53,9 +53,8 @@ from handoffs.contracts import (
     Interval,
     Receipt,
     Uncertainty,
-    to_json_schema,
 )
-from handoffs.contracts.analysis import geometry_states, realistic_value
+from handoffs.contracts.analysis import geometry
 
 try:
     from hypothesis import strategies as st
@@ -204,7 +203,7 @@ def _value_strategy(contract: Contract[Any, Any], spec: FieldSpec) -> st.SearchS
             max_value=min(math.floor(hi), MAX_SAFE_INTEGER),
         )
         return st.sampled_from(edges) | ints if edges else ints
-    realistic: st.SearchStrategy[Any] = realistic_value(spec)
+    realistic: st.SearchStrategy[Any] = geometry(contract).realistic_value(spec.name)
     if spec.kind is FieldKind.FLOAT:
         return st.sampled_from(edges) | realistic if edges else realistic
     return st.sampled_from([Interval.point(e) for e in edges]) | realistic if edges else realistic
@@ -213,19 +212,19 @@ def _value_strategy(contract: Contract[Any, Any], spec: FieldSpec) -> st.SearchS
 def states(contract: Contract[S, Any]) -> st.SearchStrategy[S]:
     """Complete decision states of ``contract``: every field in its domain.
 
-    Half the draws come from the policy's geometry
-    (:func:`handoffs.contracts.analysis.geometry_states`: a witness of every live
+    Half the draws come from the policy's geometry (:meth:`Geometry.states()
+    <handoffs.contracts._analysis._coverage.Geometry.states>`: a witness of every live
     region, both sides of every boundary, per field and on products and sums, and the
-    hard constraints' boundaries). The rest, and what failing examples shrink
-    towards, are realistic values: booleans and enums over their whole domain, numbers
-    spread over their declared bounds (no subnormal floats), narrow intervals inside
-    the range, with extra weight on each constant threshold and the values just
-    across it. Without z3 (the ``lab`` extra) only the realistic values are drawn.
+    hard constraints' boundaries). The rest, and what failing examples shrink towards,
+    are realistic values: booleans and enums over their whole domain, numbers spread
+    over their declared bounds (no subnormal floats), narrow intervals inside the range,
+    with extra weight on each constant threshold and the values just across it. Without
+    z3 (the ``lab`` extra) only the realistic values are drawn.
     """
     _check_contract(contract)
     fields = {spec.name: _value_strategy(contract, spec) for spec in contract.fields}
     realistic: st.SearchStrategy[S] = st.builds(contract.state, **fields)
-    cover = geometry_states(contract)
+    cover = geometry(contract).states()
     return realistic | st.sampled_from(cover) if cover else realistic
 
 
@@ -300,7 +299,7 @@ def receipts(
 
 
 def _state_validator(contract: Contract[Any, Any]) -> Draft202012Validator:
-    schema = to_json_schema(contract)["properties"]["decision_state"]
+    schema = contract.json_schema()["properties"]["decision_state"]
     return Draft202012Validator(schema)
 
 

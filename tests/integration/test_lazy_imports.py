@@ -33,7 +33,7 @@ def loaded_after(code: str) -> list[str]:
     "import handoffs.receivers",
     "import handoffs.contracts.policy",
     "import handoffs.integrity",
-    "from handoffs.contracts import Sender, Contract, Receipt, verify_receipt",
+    "from handoffs.contracts import Sender, Contract, Receipt",
     "from handoffs.receivers import Gate, StrictContractReceiver",
 ])
 def test_production_imports_load_nothing_heavy(code: str) -> None:

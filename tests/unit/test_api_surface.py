@@ -28,7 +28,7 @@ PER_NAMESPACE = 40
 # Issue #21's target for the library's faces together is 150 (235 before the faces were
 # cut, 217 after, then handoffs.contracts.analysis came with 27); this ceiling only
 # comes down.
-TOTAL = 170
+TOTAL = 150
 
 
 def _faces() -> dict[str, list[str]]:

@@ -28,7 +28,6 @@ from handoffs.contracts import (
     Registry,
     decision_field,
     issue_grant,
-    sign_receipt,
 )
 from handoffs.contracts.policy import Over, Policy, Rule
 from handoffs.integrity import KeyRing, SigningKey
@@ -104,7 +103,7 @@ def receipt(lo: float = 0.01, hi: float = 0.04, *, sender: str = ORIGIN,
                         contract=CONTRACT, case_id=case_id, policy_version="R-1",
                         authority={Authority.ADVISE}, valid_until=until,
                         created=T - timedelta(hours=1)) if granted else None
-    return sign_receipt(typed, KEYS[sender], grant=grant,
+    return typed.sign(KEYS[sender], grant=grant,
                         created=T - timedelta(minutes=50)).to_json()
 
 

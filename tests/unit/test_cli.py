@@ -17,7 +17,7 @@ from click.testing import CliRunner, Result
 import handoffs
 from handoffs._json import dumps
 from handoffs.cli import main
-from handoffs.contracts import Authority, Receipt, to_json_schema
+from handoffs.contracts import Authority, Receipt
 from handoffs.contracts._signing import issue_grant
 from handoffs.examples.payment import (
     GOVERNANCE,
@@ -120,12 +120,11 @@ def test_the_repository_schemas_are_up_to_date() -> None:
 
 def _breaking_schema(tmp_path: Path) -> Path:
     """The schema of a 1.1.0 with shorter notes, its policy document beside it."""
-    from handoffs.contracts.policy import policy_document
 
     contract = attrs.evolve(PAYMENT_RELEASE, version="1.1.0", max_notes_length=10)
     path = tmp_path / "1.1.0.json"
-    path.write_text(json.dumps(to_json_schema(contract)), encoding="utf-8")
-    (tmp_path / "1.1.0.policy.json").write_text(json.dumps(policy_document(contract)),
+    path.write_text(json.dumps(contract.json_schema()), encoding="utf-8")
+    (tmp_path / "1.1.0.policy.json").write_text(json.dumps(contract.policy_document()),
                                                 encoding="utf-8")
     return path
 
@@ -165,8 +164,8 @@ def test_schema_diff_check_version(tmp_path: Path) -> None:
     assert one_error_line(result) == (
         "error: 1.0.0 → 1.1.0 is a minor bump but the changes need a major bump (1 finding; "
         "first: FIELD_BOUNDS_NARROWED @ $.notes) @ $.version [version-bump-too-small]")
-    widened = to_json_schema(attrs.evolve(PAYMENT_RELEASE, version="1.1.0",
-                                          max_notes_length=4000))
+    widened = attrs.evolve(PAYMENT_RELEASE, version="1.1.0",
+                           max_notes_length=4000).json_schema()
     path = tmp_path / "widened.json"
     path.write_text(json.dumps(widened), encoding="utf-8")
     assert run("schema", "diff", CHECKED_IN, path, "--check-version").exit_code == 0
@@ -384,7 +383,7 @@ def test_internal_errors_exit_2_in_one_line(monkeypatch: pytest.MonkeyPatch) -> 
     def broken(*_: object, **__: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("handoffs.contracts.versions.diff_policies", broken)
+    monkeypatch.setattr("handoffs.contracts.versions.ContractDiff.between_policies", broken)
     result = run("schema", "diff", "payment-release/1.0.0", "payment-release/1.0.0")
     assert result.exit_code == 2
     assert one_error_line(result) == ("error: internal error: RuntimeError: boom [internal] "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+from datetime import timedelta
 from typing import Any
 
 import attrs
@@ -453,3 +454,16 @@ def test_hard_constraint_allows_listed_references() -> None:
     assert not rule.violated(Go.STOP, Go.CONTINUE)
     assert rule.to_json() == {"name": "no-blind-continue", "chosen": "CONTINUE",
                               "allowed_references": ["CONTINUE"], "description": ""}
+
+
+def test_a_context_dependency_takes_on_missing_as_a_word() -> None:
+    from handoffs._errors import InvalidArgument
+    from handoffs.contracts import EvidenceFresh, RoleHeld
+
+    held = RoleHeld("case-owner", on_missing="ESCALATE")
+    assert held.to_json() == {"kind": "role-held", "role": "case-owner",
+                              "on_missing": "ESCALATE"}
+    assert RoleHeld("case-owner").to_json()["on_missing"] == "REJECT"
+    with pytest.raises(InvalidArgument, match="on_missing must be 'REJECT' or 'ESCALATE', "
+                                              "got 'IGNORE'"):
+        EvidenceFresh("screening", max_age=timedelta(hours=1), on_missing="IGNORE")

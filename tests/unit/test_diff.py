@@ -27,7 +27,6 @@ from handoffs.contracts import (
     PolicyResolvable,
     RoleHeld,
     decision_field,
-    to_json_schema,
 )
 from handoffs.contracts._diff import (
     Category,
@@ -37,7 +36,6 @@ from handoffs.contracts._diff import (
     FindingCode,
     VersionBumpError,
     diff,
-    diff_schemas,
 )
 from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples.payment import PAYMENT_RELEASE, PaymentAction
@@ -150,7 +148,7 @@ def plus_actions(**changes: Any) -> Contract[Any, Any]:
 
 
 def base_schema() -> dict[str, Any]:
-    return copy.deepcopy(to_json_schema(BASE))
+    return copy.deepcopy(BASE.json_schema())
 
 
 def schema_with(edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
@@ -177,7 +175,7 @@ class Case:
             return diff(self.old, self.new)
         assert isinstance(self.old, dict)
         assert isinstance(self.new, dict)
-        return diff_schemas(self.old, self.new)
+        return ContractDiff.between_schemas(self.old, self.new)
 
 
 W, DEC = Category.WIRE, Category.DECISION
@@ -317,7 +315,7 @@ def test_backward_safe_cases_exist() -> None:
 @given(data=st.data())
 def test_backward_safe_changes_accept_every_old_receipt(case: Case, data: st.DataObject
                                                        ) -> None:
-    new_schema = case.new if isinstance(case.new, dict) else to_json_schema(case.new)
+    new_schema = case.new if isinstance(case.new, dict) else case.new.json_schema()
     receipt = data.draw(receipts(BASE))
     assert list(Draft202012Validator(new_schema).iter_errors(receipt.to_json())) == []
 
@@ -327,7 +325,7 @@ def test_identical_contracts_have_no_findings() -> None:
     assert result.findings == ()
     assert (result.breaking, result.required_bump) == (False, "none")
     result.check_version_bump()
-    assert diff_schemas(base_schema(), base_schema()).findings == ()
+    assert ContractDiff.between_schemas(base_schema(), base_schema()).findings == ()
 
 
 def test_a_version_bump_alone_is_not_a_finding() -> None:
@@ -445,7 +443,7 @@ def test_benign_defaults_are_decision_findings() -> None:
 def test_a_default_keyword_on_a_decision_field_is_unsafe() -> None:
     new = schema_with(lambda s: s["properties"]["decision_state"]["properties"]["running"]
                       .update(default=True))
-    (finding,) = diff_schemas(base_schema(), new).findings
+    (finding,) = ContractDiff.between_schemas(base_schema(), new).findings
     assert (finding.code, finding.category, finding.breaking) == (
         FindingCode.DEFAULT_CHANGED, Category.DECISION, True)
     assert "unsafe benign default" in finding.message
@@ -481,20 +479,20 @@ def test_interval_bounds_are_diffed_at_each_end() -> None:
 
 def test_pattern_removed_is_forward_only() -> None:
     new = schema_with(lambda s: s["properties"]["id"].pop("pattern"))
-    (finding,) = diff_schemas(base_schema(), new).findings
+    (finding,) = ContractDiff.between_schemas(base_schema(), new).findings
     assert (finding.code, finding.direction, finding.breaking) == (
         FindingCode.PATTERN_CHANGED, Direction.FORWARD, False)
 
 
 def test_proof_definition_changes_are_found_through_refs() -> None:
     new = schema_with(lambda s: s["$defs"]["proof"]["properties"]["nonce"].update(maxLength=64))
-    paths = sorted(f.json_path for f in diff_schemas(base_schema(), new).findings)
+    paths = sorted(f.json_path for f in ContractDiff.between_schemas(base_schema(), new).findings)
     assert paths == ["$.proof.nonce", "$.proof[*].nonce"]
 
 
 def test_dialect_change_is_breaking() -> None:
     new = schema_with(lambda s: s.update({"$schema": "http://json-schema.org/draft-07/schema#"}))
-    (finding,) = diff_schemas(base_schema(), new).findings
+    (finding,) = ContractDiff.between_schemas(base_schema(), new).findings
     assert (finding.code, finding.breaking) == (FindingCode.KEYWORD_CHANGED, True)
 
 
@@ -512,7 +510,7 @@ def test_dialect_change_is_breaking() -> None:
 def test_bad_schemas_are_refused(schema: Any, match: str) -> None:
     old = {"properties": {"a": {"type": "string"}}}
     with pytest.raises(ContractDefinitionError, match=match) as info:
-        diff_schemas(old, schema)
+        ContractDiff.between_schemas(old, schema)
     assert info.value.code == "bad-schema"
 
 
@@ -592,9 +590,9 @@ def test_schema_labels_without_a_version_cannot_be_checked() -> None:
 
 def test_checked_in_schema_file_diffs_against_a_new_version() -> None:
     checked_in = json.loads((SCHEMAS / "payment-release" / "1.0.0.json").read_text("utf-8"))
-    assert diff_schemas(checked_in, to_json_schema(PAYMENT_RELEASE)).findings == ()
+    assert ContractDiff.between_schemas(checked_in, PAYMENT_RELEASE.json_schema()).findings == ()
     longer_notes = attrs.evolve(PAYMENT_RELEASE, version="1.1.0", max_notes_length=4000)
-    result = diff_schemas(checked_in, to_json_schema(longer_notes))
+    result = ContractDiff.between_schemas(checked_in, longer_notes.json_schema())
     assert (result.old, result.new) == ("payment-release/1.0.0", "payment-release/1.1.0")
     assert [str(f) for f in result.findings] == [
         "FIELD_BOUNDS_WIDENED @ $.notes [WIRE, FORWARD, minor]: maxLength 2000 → 4000: old "
@@ -605,9 +603,9 @@ def test_checked_in_schema_file_diffs_against_a_new_version() -> None:
 def test_schema_labels_fall_back_to_the_id() -> None:
     schema = base_schema()
     del schema["properties"]["contract"]
-    assert diff_schemas(schema, schema).old == "pump-diff/1.0.0"
-    assert diff_schemas({"$id": "urn:x"}, {}).old == "urn:x"
-    assert diff_schemas({}, {}).new == "?"
+    assert ContractDiff.between_schemas(schema, schema).old == "pump-diff/1.0.0"
+    assert ContractDiff.between_schemas({"$id": "urn:x"}, {}).old == "urn:x"
+    assert ContractDiff.between_schemas({}, {}).new == "?"
 
 
 # ---------------------------------------------------------------- reports

@@ -17,8 +17,8 @@ from handoffs._json import canonical_bytes
 from handoffs.contracts import Contract, Registry
 from handoffs.contracts._fingerprint import document_fingerprint
 from handoffs.contracts._signing import AuthorityGrant
-from handoffs.contracts.policy import Over, Policy, policy_document, policy_fingerprint
-from handoffs.contracts.versions import diff_policies
+from handoffs.contracts.policy import Over, Policy
+from handoffs.contracts.versions import ContractDiff
 from handoffs.examples.payment import PaymentAction as Action
 from handoffs.receivers import Step, Verdict
 from test_gate import CONTRACT, WORLD, raw, strict
@@ -46,15 +46,15 @@ def _variants() -> dict[str, Contract[Any, Any]]:
 def test_every_decisive_part_moves_the_fingerprint(what: str) -> None:
     changed = _variants()[what]
     assert changed.id == CONTRACT.id
-    assert policy_fingerprint(changed) != policy_fingerprint(CONTRACT)
+    assert changed.policy_fingerprint() != CONTRACT.policy_fingerprint()
 
 
 def test_the_same_definition_has_the_same_fingerprint() -> None:
     again = attrs.evolve(CONTRACT, description=CONTRACT.description)
     assert again is not CONTRACT
-    assert policy_fingerprint(again) == policy_fingerprint(CONTRACT)
-    assert policy_fingerprint(CONTRACT).startswith("sha256:")
-    assert len(policy_fingerprint(CONTRACT)) == 71
+    assert again.policy_fingerprint() == CONTRACT.policy_fingerprint()
+    assert CONTRACT.policy_fingerprint().startswith("sha256:")
+    assert len(CONTRACT.policy_fingerprint()) == 71
 
 
 def _numeric(threshold: float) -> Contract[Any, Any]:
@@ -66,7 +66,7 @@ def _numeric(threshold: float) -> Contract[Any, Any]:
 
 
 def test_the_policy_document_is_plain_json_with_guards_in_order() -> None:
-    document = policy_document(CONTRACT)
+    document = CONTRACT.policy_document()
     text = json.dumps(document)  # plain JSON: no Python object inside
     assert json.loads(text) == document
     assert [r["rule"] for r in document["rules"]] == [r.name for r in CONTRACT.policy.rules]
@@ -75,15 +75,16 @@ def test_the_policy_document_is_plain_json_with_guards_in_order() -> None:
                                     "guard": {"is": ["identity_verified", False]},
                                     "action": "HOLD"}
     assert document["fail_closed_action"] == "ESCALATE"
-    assert document["fingerprint"] == policy_fingerprint(CONTRACT) == document_fingerprint(document)
+    assert document["fingerprint"] == CONTRACT.policy_fingerprint()
+    assert document["fingerprint"] == document_fingerprint(document)
     assert canonical_bytes(document)  # canonicalisable (RFC 8785)
 
 
 def test_a_threshold_edit_is_a_rule_change_in_a_document_diff() -> None:
     old, new = _numeric(90.0), _numeric(95.0)
     assert old.id == new.id
-    assert policy_fingerprint(old) != policy_fingerprint(new)
-    result = diff_policies(policy_document(old), policy_document(new))
+    assert old.policy_fingerprint() != new.policy_fingerprint()
+    result = ContractDiff.between_policies(old.policy_document(), new.policy_document())
     assert [(str(f.code), f.json_path) for f in result.findings] == [
         ("POLICY_RULE_CHANGED", "$.policy.rules.hot")]
     assert "temperature > 95.0" in result.findings[0].message
@@ -96,7 +97,7 @@ def test_a_threshold_edit_is_a_rule_change_in_a_document_diff() -> None:
 
 def test_the_grant_carries_the_fingerprint_of_the_governed_contract() -> None:
     grant = AuthorityGrant.from_json(WORLD.grant("routine-01"))
-    assert grant.policy_fingerprint == policy_fingerprint(CONTRACT)
+    assert grant.policy_fingerprint == CONTRACT.policy_fingerprint()
 
 
 def test_a_receipt_granted_under_another_policy_is_refused() -> None:
@@ -107,7 +108,7 @@ def test_a_receipt_granted_under_another_policy_is_refused() -> None:
     assert decision.step is Step.CONTEXT
     assert [(r.code, r.json_path) for r in decision.reasons] == [
         ("policy-mismatch", "$.grant.policy_fingerprint")]
-    assert policy_fingerprint(edited) in decision.reasons[0].message
+    assert edited.policy_fingerprint() in decision.reasons[0].message
     # The receiver that holds the edited policy admits the very same receipt.
     admitted = strict(WORLD.gate(registry=Registry.of(edited))).receive(raw(doc))
     assert admitted.verdict is Verdict.ACCEPT, admitted.reasons
@@ -130,7 +131,7 @@ def test_a_grant_without_a_fingerprint_is_refused() -> None:
 def test_content_cannot_set_the_fingerprint() -> None:
     """Changing the fingerprint in a signed grant breaks the grant's proof."""
     grant = WORLD.grant("routine-01")
-    grant["policy_fingerprint"] = policy_fingerprint(_variants()["loss"])
+    grant["policy_fingerprint"] = _variants()["loss"].policy_fingerprint()
     decision = strict(WORLD.gate()).receive(raw(WORLD.signed("routine-01", grant=grant)))
     assert [r.code for r in decision.reasons] == ["grant-invalid"]
 

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON
 from handoffs._json import canonical_bytes, check_value, dumps, loads
-from handoffs.contracts import Receipt, validate
+from handoffs.contracts import Receipt
 from handoffs.examples import payment
 from handoffs.receivers import Decision, SQLiteDecisionLog, Step, StrictContractReceiver, Verdict
 from handoffs.receivers.chains import HandoffChain
@@ -180,7 +180,7 @@ def test_receipt_from_json_and_validate_raise_only_typed_errors(
         Receipt.from_json(doc, registry=payment.PAYMENT_RELEASE)
     assert loaded.value.code == expected[0]
     with pytest.raises(MalformedJSON) as validated:
-        validate(payment.PAYMENT_RELEASE, doc)
+        payment.PAYMENT_RELEASE.validate(doc)
     assert validated.value.code == expected[0]
     with pytest.raises(MalformedJSON) as chain:
         HandoffChain.from_json(doc)

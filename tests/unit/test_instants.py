@@ -20,7 +20,7 @@ import pytest
 
 from handoffs._errors import InvalidArgument, ProofError
 from handoffs._time import expired, stale
-from handoffs.contracts import ANY_AUDIENCE, Authority, verify_receipt
+from handoffs.contracts import ANY_AUDIENCE, Authority, Receipt
 from handoffs.contracts._signing import issue_grant
 from handoffs.integrity import KeyRing, SigningKey, verify
 from handoffs.receivers import MemoryReplayStore, SQLiteDecisionLog, Step, Verdict
@@ -33,7 +33,7 @@ def _verify(doc: dict[str, Any], now: datetime, *, keyring: KeyRing | None = Non
             **options: Any) -> None:
     options.setdefault("audience", RECEIVER)
     options.setdefault("registry", CONTRACT)
-    verify_receipt(doc, keyring or WORLD.keyring, now=now, **options)
+    Receipt.verify(doc, keyring or WORLD.keyring, now=now, **options)
 
 
 def _fails(doc: dict[str, Any], now: datetime, code: str, path: str, **options: Any) -> None:
@@ -143,10 +143,10 @@ def test_a_contract_sets_its_own_proof_age() -> None:
     short = attrs.evolve(CONTRACT, max_proof_age=timedelta(minutes=5))
     doc = WORLD.signed("policy-01")
     registry = Registry.of(short)
-    verify_receipt(doc, WORLD.keyring, now=T0 + timedelta(minutes=5) - US,
+    Receipt.verify(doc, WORLD.keyring, now=T0 + timedelta(minutes=5) - US,
                    audience=RECEIVER, registry=registry)
     with pytest.raises(ProofError, match="at most 0:05:00") as caught:
-        verify_receipt(doc, WORLD.keyring, now=T0 + timedelta(minutes=5),
+        Receipt.verify(doc, WORLD.keyring, now=T0 + timedelta(minutes=5),
                        audience=RECEIVER, registry=registry)
     assert caught.value.code == "proof-stale"
 
@@ -257,14 +257,14 @@ def test_verify_receipt_needs_an_explicit_audience() -> None:
     doc = WORLD.signed("policy-01")
     now = T0 + timedelta(minutes=1)
     with pytest.raises(TypeError):
-        verify_receipt(doc, WORLD.keyring, now=now, registry=CONTRACT)  # type: ignore[call-arg]
+        Receipt.verify(doc, WORLD.keyring, now=now, registry=CONTRACT)  # type: ignore[call-arg]
     for bad in (None, "", 42):
         with pytest.raises(InvalidArgument):
-            verify_receipt(doc, WORLD.keyring, now=now, audience=bad,  # type: ignore[arg-type]
+            Receipt.verify(doc, WORLD.keyring, now=now, audience=bad,  # type: ignore[arg-type]
                            registry=CONTRACT)
-    verify_receipt(doc, WORLD.keyring, now=now, audience=ANY_AUDIENCE, registry=CONTRACT)
+    Receipt.verify(doc, WORLD.keyring, now=now, audience=ANY_AUDIENCE, registry=CONTRACT)
     with pytest.raises(ProofError) as caught:
-        verify_receipt(doc, WORLD.keyring, now=now, audience="auditor", registry=CONTRACT)
+        Receipt.verify(doc, WORLD.keyring, now=now, audience="auditor", registry=CONTRACT)
     assert caught.value.code == "wrong-audience"
     assert repr(ANY_AUDIENCE) == "ANY_AUDIENCE"
     import pickle

@@ -21,8 +21,6 @@ from handoffs.integrity import (
     KeyRingError,
     P256SigningKey,
     SigningKey,
-    key_ring_from_agent_card,
-    key_ring_from_jwks,
 )
 from handoffs.integrity._suites import ECDSA_JCS_2019
 from handoffs.receivers import (
@@ -77,18 +75,18 @@ def test_a_pinned_jwks_gives_the_ring_enrolment_gives(form: str, tmp_path: Path)
                    "path": tmp_path / "jwks.json"}[form]
     if form == "path":
         source.write_text(json.dumps(jwks))
-    ring = key_ring_from_jwks(source, controller="route-planner", not_before=SINCE,
+    ring = KeyRing.from_jwks(source, controller="route-planner", not_before=SINCE,
                               roles=["proposer"])
     assert ring == direct(KEY, OTHER)
 
 
 def test_kids_pin_part_of_a_mixed_set() -> None:
     jwks = {"keys": [ec_jwk("ec-384", curve=ec.SECP384R1(), name="P-384"), okp(KEY, "k1")]}
-    ring = key_ring_from_jwks(jwks, controller="route-planner", not_before=SINCE,
+    ring = KeyRing.from_jwks(jwks, controller="route-planner", not_before=SINCE,
                               roles=["proposer"], kids=["k1"])
     assert ring == direct(KEY)
     with pytest.raises(KeyRingError, match="expected OKP/Ed25519 or EC/P-256") as caught:
-        key_ring_from_jwks(jwks, controller="route-planner", not_before=SINCE)
+        KeyRing.from_jwks(jwks, controller="route-planner", not_before=SINCE)
     assert (caught.value.code, caught.value.json_path) == ("unsupported-key-type",
                                                            "$.keys[0].crv")
 
@@ -96,7 +94,7 @@ def test_kids_pin_part_of_a_mixed_set() -> None:
 def test_a_p256_key_is_enrolled_as_an_ecdsa_jcs_2019_key() -> None:
     key = P256SigningKey.generate()
     jwks = {"keys": [okp(KEY, "k1"), {**p256("ec-1", key), "alg": "ES256", "use": "sig"}]}
-    ring = key_ring_from_jwks(jwks, controller="route-planner", not_before=SINCE,
+    ring = KeyRing.from_jwks(jwks, controller="route-planner", not_before=SINCE,
                               roles=["proposer"])
     assert ring == direct(KEY).enrol(key.public_key_multibase, controller="route-planner",
                                      not_before=SINCE, roles=["proposer"])
@@ -111,10 +109,10 @@ def test_a_grant_signed_by_a_pinned_p256_key_is_admitted_by_the_gate() -> None:
     key in its own; the receiver pins both, and the gate admits a receipt whose grant
     the P-256 key signed (``ecdsa-jcs-2019``), and refuses it once the grant changes."""
     service, sender = P256SigningKey.generate(), SigningKey.generate()
-    ring = key_ring_from_jwks({"keys": [p256("svc-1", service)]}, controller="policy-service",
+    ring = KeyRing.from_jwks({"keys": [p256("svc-1", service)]}, controller="policy-service",
                               roles=["policy-service"], purposes=["capabilityDelegation"],
                               not_before=SINCE)
-    ring = key_ring_from_jwks({"keys": [okp(sender, "ev-1")]},
+    ring = KeyRing.from_jwks({"keys": [okp(sender, "ev-1")]},
                               controller="evidence-specialist", not_before=SINCE, ring=ring)
     case = next(iter(payment.synthetic_cases(1)))
     governance = Governance(
@@ -191,19 +189,19 @@ def _off_curve() -> dict[str, Any]:
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_a_bad_document_is_a_typed_error_at_its_path(jwks: Any, code: str, path: str) -> None:
     with pytest.raises(KeyRingError) as caught:
-        key_ring_from_jwks(jwks, controller="route-planner", not_before=SINCE)
+        KeyRing.from_jwks(jwks, controller="route-planner", not_before=SINCE)
     assert (caught.value.code, caught.value.json_path) == (code, path)
 
 
 def test_unknown_kids_and_unreadable_files_are_typed(tmp_path: Path) -> None:
     with pytest.raises(KeyRingError, match="no key with kid 'k9'"):
-        key_ring_from_jwks({"keys": [okp(KEY, "k1")]}, controller="c", not_before=SINCE,
+        KeyRing.from_jwks({"keys": [okp(KEY, "k1")]}, controller="c", not_before=SINCE,
                            kids=["k9"])
     with pytest.raises(KeyRingError) as caught:
-        key_ring_from_jwks(tmp_path / "absent.json", controller="c", not_before=SINCE)
+        KeyRing.from_jwks(tmp_path / "absent.json", controller="c", not_before=SINCE)
     assert caught.value.code == "bad-jwks"
     with pytest.raises(KeyRingError) as caught:
-        key_ring_from_jwks(b'{"keys": [', controller="c", not_before=SINCE)
+        KeyRing.from_jwks(b'{"keys": [', controller="c", not_before=SINCE)
     assert caught.value.code == "bad-jwks"
 
 
@@ -233,7 +231,7 @@ def signed_card(key: SigningKey, kid: str) -> dict[str, Any]:
 def test_a_cards_keys_resolve_in_the_pinned_jwks() -> None:
     card = signed_card(KEY, "k1")
     jwks = {"keys": [okp(OTHER, "k2"), okp(KEY, "k1")]}
-    ring = key_ring_from_agent_card(card, jwks=jwks, not_before=SINCE, roles=["proposer"])
+    ring = KeyRing.from_agent_card(card, jwks=jwks, not_before=SINCE, roles=["proposer"])
     assert ring == direct(KEY)  # controller: the card's name; only the key it names
 
 
@@ -245,7 +243,7 @@ def test_the_pinned_keys_verify_the_card_with_the_sdks_verifier() -> None:
 
     card = signed_card(KEY, "k1")
     jwks = {"keys": [okp(KEY, "k1")]}
-    key_ring_from_agent_card(card, jwks=jwks, not_before=SINCE)
+    KeyRing.from_agent_card(card, jwks=jwks, not_before=SINCE)
     pinned = {jwk["kid"]: PyJWK(jwk) for jwk in jwks["keys"]}
     verify = create_signature_verifier(lambda kid, _jku: pinned[kid], ["EdDSA"])
     verify(ParseDict(card, AgentCard()))  # raises unless a signature verifies
@@ -254,11 +252,11 @@ def test_the_pinned_keys_verify_the_card_with_the_sdks_verifier() -> None:
 def test_a_card_key_by_reference_needs_a_pinned_jwks() -> None:
     card = signed_card(KEY, "k1")
     with pytest.raises(KeyRingError, match="fetch that JWK Set once, pin it") as caught:
-        key_ring_from_agent_card(card, not_before=SINCE)
+        KeyRing.from_agent_card(card, not_before=SINCE)
     assert (caught.value.code, caught.value.json_path) == (
         "card-key-by-reference", "$.signatures[0].protected.kid")
     with pytest.raises(KeyRingError) as caught:
-        key_ring_from_agent_card(card, jwks={"keys": [okp(OTHER, "k2")]}, not_before=SINCE)
+        KeyRing.from_agent_card(card, jwks={"keys": [okp(OTHER, "k2")]}, not_before=SINCE)
     assert caught.value.code == "unknown-kid"
 
 
@@ -266,7 +264,7 @@ def test_an_embedded_jwk_is_pinned_and_bad_cards_are_typed() -> None:
     header = b64url(json.dumps({"alg": "EdDSA", "jwk": okp(KEY, "k1")}).encode())
     card = {"name": "route-planner", "signatures": [{"protected": header, "signature": "x"},
                                                     {"protected": header, "signature": "y"}]}
-    assert key_ring_from_agent_card(card, not_before=SINCE, roles=["proposer"]) == direct(KEY)
+    assert KeyRing.from_agent_card(card, not_before=SINCE, roles=["proposer"]) == direct(KEY)
     for bad, path in [({"name": "n"}, "$.signatures"),
                       ({"name": "n", "signatures": [{"protected": "%%"}]},
                        "$.signatures[0].protected"),
@@ -274,7 +272,7 @@ def test_an_embedded_jwk_is_pinned_and_bad_cards_are_typed() -> None:
                        "$.signatures[0].protected"),
                       ({"signatures": []}, "$.name")]:
         with pytest.raises(KeyRingError) as caught:
-            key_ring_from_agent_card(bad, not_before=SINCE)
+            KeyRing.from_agent_card(bad, not_before=SINCE)
         assert (caught.value.code, caught.value.json_path) == ("bad-agent-card", path)
 
 
@@ -282,12 +280,12 @@ def test_a_cards_p256_key_is_pinned_as_a_p256_key() -> None:
     key = P256SigningKey.generate()
     header = b64url(json.dumps({"alg": "ES256", "jwk": p256("ec-1", key)}).encode())
     card = {"name": "route-planner", "signatures": [{"protected": header, "signature": "x"}]}
-    ring = key_ring_from_agent_card(card, not_before=SINCE)
+    ring = KeyRing.from_agent_card(card, not_before=SINCE)
     assert ring.lookup(key.verification_method).suite is ECDSA_JCS_2019
     header = b64url(json.dumps({"alg": "ES384", "jwk": ec_jwk(
         "ec-2", curve=ec.SECP384R1(), name="P-384")}).encode())
     with pytest.raises(KeyRingError) as caught:
-        key_ring_from_agent_card({**card, "signatures": [{"protected": header}]},
+        KeyRing.from_agent_card({**card, "signatures": [{"protected": header}]},
                                  not_before=SINCE)
     assert (caught.value.code, caught.value.json_path) == (
         "unsupported-key-type", "$.signatures[0].protected.jwk.crv")

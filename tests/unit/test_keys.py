@@ -14,10 +14,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from handoffs._errors import KeyRingError, ProofError, UnknownKey, WeakKey
-from handoffs.integrity import KeyEntry, KeyRing, SigningKey
+from handoffs.integrity import KeyRing, SigningKey
 from handoffs.integrity._base58 import b58decode, b58encode
 from handoffs.integrity._edwards25519 import check_public_key
-from handoffs.integrity._keyring import DEFAULT_PURPOSES
+from handoffs.integrity._keyring import DEFAULT_PURPOSES, KeyEntry
 from handoffs.integrity._keys import (
     decode_public_key_multibase,
     decode_secret_key_multibase,

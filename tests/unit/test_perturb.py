@@ -11,7 +11,7 @@ import attrs
 import pytest
 from jsonschema import Draft202012Validator
 
-from handoffs.contracts import Contract, Interval, LossMatrix, decision_field, to_json_schema
+from handoffs.contracts import Contract, Interval, LossMatrix, decision_field
 from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples.payment import PAYMENT_RELEASE
 from handoffs.lab import ExperimentError
@@ -168,7 +168,7 @@ def test_mutate_generates_schema_valid_falsehoods_only() -> None:
     mutate = Mutate().prepare(GAUGE, seed=0)
     assert isinstance(mutate, Mutate)
     assert mutate.schema_rejected == 0
-    schema = to_json_schema(GAUGE)
+    schema = GAUGE.json_schema()
     full = Draft202012Validator(schema)
     found = list(mutate.variants(MESSAGE, ctx(), "s"))
     labels = [v.label for v in found]

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from handoffs.contracts import GOVERNANCE_FIELDS, Authority, Receipt
+from handoffs.contracts import Authority, Governance, Receipt
 from handoffs.contracts._encoders import compose
 from handoffs.examples import payment
 from handoffs.receivers import (
@@ -58,7 +58,7 @@ def policy(state: dict[str, bool]) -> str:  # noqa: PLR0911 - the essay's, verba
 
 
 def governance_valid(message: dict[str, Any]) -> bool:
-    return all(message.get(field) not in (None, "", [], ()) for field in GOVERNANCE_FIELDS)
+    return all(message.get(field) not in (None, "", [], ()) for field in Governance.FIELDS)
 
 
 def receive_full(message: dict[str, Any]) -> str:
@@ -151,7 +151,7 @@ def test_receivers_reproduce_the_essay_decisions(strategy: str) -> None:
     assert agreed / len(CASES) == pytest.approx(agreement)  # the essay's table
 
 
-@pytest.mark.parametrize("field", GOVERNANCE_FIELDS)
+@pytest.mark.parametrize("field", Governance.FIELDS)
 def test_missing_governance_fails_closed_like_the_essay(field: str) -> None:
     strict, actuator = StrictContractReceiver(lab_gate()), AuthoritativeActuator(
         GovernanceChecker(CONTRACT))

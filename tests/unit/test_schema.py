@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from handoffs.contracts import Contract, Receipt, to_json_schema
+from handoffs.contracts import Contract, Receipt
 from handoffs.contracts._schema import (
     iter_violations,
     render_schema,
@@ -51,7 +51,7 @@ def _walk(node: Any, path: str = "$") -> Iterator[tuple[str, dict[str, Any]]]:
 
 @pytest.mark.parametrize("contract", CONTRACTS, ids=lambda c: c.id)
 def test_schema_identity(contract: Contract[Any, Any]) -> None:
-    schema = to_json_schema(contract)
+    schema = contract.json_schema()
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert schema["$id"] == contract.schema_id == (
         f"urn:handoffs:schema:{contract.name}:{contract.version}")
@@ -63,7 +63,7 @@ def test_schema_identity(contract: Contract[Any, Any]) -> None:
 def test_every_property_has_a_description(contract: Contract[Any, Any]) -> None:
     missing = [
         f"{path}.properties.{name}"
-        for path, node in _walk(to_json_schema(contract))
+        for path, node in _walk(contract.json_schema())
         for name, sub in node.get("properties", {}).items()
         if not (isinstance(sub, dict) and str(sub.get("description", "")).strip())
     ]
@@ -73,7 +73,7 @@ def test_every_property_has_a_description(contract: Contract[Any, Any]) -> None:
 @pytest.mark.parametrize("contract", CONTRACTS, ids=lambda c: c.id)
 def test_every_object_is_closed(contract: Contract[Any, Any]) -> None:
     open_objects = [
-        path for path, node in _walk(to_json_schema(contract))
+        path for path, node in _walk(contract.json_schema())
         if (node.get("type") == "object" or "properties" in node)
         and node.get("additionalProperties") is not False
     ]
@@ -93,7 +93,7 @@ def test_write_schema_is_stable(tmp_path: Path) -> None:
     assert path == tmp_path / "payment-release" / "1.0.0.json"
     text = path.read_text(encoding="utf-8")
     assert text.endswith("}\n")
-    assert json.loads(text) == to_json_schema(PAYMENT_RELEASE)
+    assert json.loads(text) == PAYMENT_RELEASE.json_schema()
     assert write_schema(tmp_path, PAYMENT_RELEASE).read_text(encoding="utf-8") == text
 
 
@@ -137,7 +137,7 @@ def test_validators_are_cached_per_definition_not_per_id() -> None:
 
     import attrs
 
-    from handoffs.contracts import Contract, LossMatrix, decision_field, validate
+    from handoffs.contracts import Contract, LossMatrix, decision_field
     from handoffs.contracts.policy import Policy
 
     class Go(enum.Enum):
@@ -157,9 +157,9 @@ def test_validators_are_cached_per_definition_not_per_id() -> None:
     document["contract"] = "cache-probe/1.0.0"
     document["proposed_action"] = "GO"
     document["decision_state"] = {"a": True}
-    validate(first, document)
+    first.validate(document)
     document["decision_state"] = {"b": True}
-    validate(second, document)
+    second.validate(document)
 
 
 # ------------------------------------------- compiled validator vs python-jsonschema

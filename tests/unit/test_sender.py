@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 
 from handoffs._members import ENVELOPE_MEMBERS
 from handoffs.contracts import (
-    GOVERNANCE_FIELDS,
     Authority,
     Contract,
     DecisionContent,
+    Governance,
     GovernanceService,
     GrantIssuer,
     Interval,
@@ -35,7 +35,6 @@ from handoffs.contracts import (
     Uncertainty,
     UntrustedGovernance,
     decision_field,
-    verify_receipt,
 )
 from handoffs.contracts._sender import GrantSource
 from handoffs.contracts.policy import Is, Over, Policy, Rule
@@ -153,7 +152,7 @@ def test_any_state_signed_by_the_sender_is_decided_as_the_contract_decides(
     proposed = PUMP.decide(state)
     message = sender().sign(DecisionContent(proposed, state, uncertainty),
                             case_id="pump-7", evidence_refs=REFS)
-    verified = verify_receipt(json.loads(message), TRUST, now=NOW, registry=REGISTRY,
+    verified = Receipt.verify(json.loads(message), TRUST, now=NOW, registry=REGISTRY,
                               audience="plant-controller")
     assert verified.receipt.decision_state == state
     assert verified.receipt.uncertainty is uncertainty
@@ -195,7 +194,7 @@ def test_a_fixed_expiry_is_stamped_as_configured() -> None:
 # ------------------------------------------------------- governance is trusted only
 
 
-@pytest.mark.parametrize("member", sorted({*GOVERNANCE_FIELDS, *ENVELOPE_MEMBERS}))
+@pytest.mark.parametrize("member", sorted({*Governance.FIELDS, *ENVELOPE_MEMBERS}))
 def test_content_may_not_set_a_governance_or_envelope_member(member: str) -> None:
     with pytest.raises(UntrustedGovernance) as info:
         sender().sign(content(**{member: "x"}), case_id="pump-7", evidence_refs=REFS)
@@ -266,7 +265,7 @@ def test_grants_issued_from_the_senders_config_verify_at_the_gate() -> None:
     decision = StrictContractReceiver(gate()).receive(message)
     assert (decision.verdict, decision.action, decision.sender) == (
         Verdict.ACCEPT, "STOP", "maintenance-specialist")
-    verified = verify_receipt(json.loads(message), TRUST, now=NOW, registry=REGISTRY,
+    verified = Receipt.verify(json.loads(message), TRUST, now=NOW, registry=REGISTRY,
                               audience="plant-controller")
     assert verified.grant is not None
     assert (verified.grant.issuer, verified.grant.subject, verified.grant.audience,
@@ -351,7 +350,7 @@ def test_tampering_after_signing_fails_verification() -> None:
     doc = json.loads(sender().sign(content(), case_id="pump-7", evidence_refs=REFS))
     doc["valid_until"] = "2026-06-01T15:00:00Z"
     with pytest.raises(ProofError) as info:
-        verify_receipt(doc, TRUST, now=NOW, registry=REGISTRY, audience="plant-controller")
+        Receipt.verify(doc, TRUST, now=NOW, registry=REGISTRY, audience="plant-controller")
     assert info.value.code == "bad-signature"
 
 
@@ -391,7 +390,7 @@ def test_the_content_schema_is_strict_and_only_semantic() -> None:
     assert _strict_problems(schema) == []
     assert list(schema["properties"]) == [
         "proposed_action", "decision_state", "uncertainty", "counterfactual_trigger", "notes"]
-    assert not {*GOVERNANCE_FIELDS, *ENVELOPE_MEMBERS} & set(schema["properties"])
+    assert not {*Governance.FIELDS, *ENVELOPE_MEMBERS} & set(schema["properties"])
     state = schema["properties"]["decision_state"]
     assert state["required"] == ["failure_probability", "calibrated", "mode", "cycles"]
     assert state["properties"]["mode"] == {"description": "How the pump is operated.",

@@ -23,7 +23,6 @@ from handoffs.contracts import (
     Receipt,
     Registry,
     decision_field,
-    to_json_schema,
 )
 from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples import payment as pay
@@ -104,7 +103,7 @@ class AlwaysContinue:
 
 
 def state_validator(contract: Contract[Any, Any]) -> Draft202012Validator:
-    return Draft202012Validator(to_json_schema(contract)["properties"]["decision_state"])
+    return Draft202012Validator(contract.json_schema()["properties"]["decision_state"])
 
 
 def wire_state(state: PumpState) -> dict[str, Any]:

@@ -88,7 +88,7 @@ class Case:
     Attributes:
         case_id: the case identifier stamped on the receipt; it follows
             the receipt identifier rule (no spaces: ``"order-1842"``,
-            not ``"order 1842"``) — :func:`handoffs.contracts.case_id_from` makes one
+            not ``"order 1842"``) — :meth:`handoffs.contracts.Governance.case_id_from` makes one
             from any text. One that breaks the rule is a sender refusal
             (``invalid-case-id @ $.case_id``) naming the rule.
         evidence_refs: references to the authoritative evidence.

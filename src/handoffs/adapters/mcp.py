@@ -27,7 +27,7 @@ import attrs
 from handoffs._errors import HandoffsError
 from handoffs._json import dumps, loads
 from handoffs.adapters._handover import require
-from handoffs.contracts import Contract, to_json_schema
+from handoffs.contracts import Contract
 from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
 
 require("mcp.server.lowlevel", extra="mcp", feature="the MCP adapter")
@@ -72,7 +72,7 @@ class ReceiptTool:
         """The MCP tool definition, with the contract's schema as ``outputSchema``."""
         return types.Tool(name=self.name, description=self.description,
                           input_schema=dict(self.input_schema),
-                          output_schema=to_json_schema(self.contract))
+                          output_schema=self.contract.json_schema())
 
 
 def _error(text: str) -> types.CallToolResult:

@@ -37,13 +37,13 @@ __all__ = ["grant_command", "sign_command", "verify_command"]
 def sign_command(*, receipt: str, key_path: Path, grant_path: Path | None,
                  passphrase_env: str | None, created: datetime | None) -> None:
     """Sign RECEIPT (a JSON file, or - for stdin) and print the signed receipt."""
-    from handoffs.contracts import Receipt, sign_receipt
+    from handoffs.contracts import Receipt
     from handoffs.integrity import SigningKey
 
     key = SigningKey.from_pem(key_path.read_bytes(), passphrase_from_env(passphrase_env))
     loaded = Receipt.from_json(read_object(receipt, what="receipt"), registry=cli_registry())
     grant = read_object(grant_path, what="grant") if grant_path is not None else None
-    signed = sign_receipt(loaded, key, grant=grant, created=created or utc_now())
+    signed = loaded.sign(key, grant=grant, created=created or utc_now())
     click.echo(dumps(signed.to_json(), indent=2))
 
 
@@ -105,7 +105,7 @@ def grant_command(*, key_path: Path, issuer: str, subject: str, audience: str,
 def verify_command(*, receipt: str, trust_path: Path, receiver: str | None,
                    any_audience: bool, now: datetime | None) -> None:
     """Verify a signed RECEIPT: exit 0 when valid, 1 with the reason when not."""
-    from handoffs.contracts import ANY_AUDIENCE, verify_receipt
+    from handoffs.contracts import ANY_AUDIENCE, Receipt
     from handoffs.integrity import KeyRing
 
     if (receiver is None) == (not any_audience):
@@ -113,7 +113,7 @@ def verify_command(*, receipt: str, trust_path: Path, receiver: str | None,
                                "--any-audience explicitly (exactly one of them)")
     ring = KeyRing.from_json(read_object(trust_path, what="trust file"))
     document = read_object(receipt, what="receipt")
-    verified = verify_receipt(document, ring, registry=cli_registry(), now=now or utc_now(),
+    verified = Receipt.verify(document, ring, registry=cli_registry(), now=now or utc_now(),
                               audience=ANY_AUDIENCE if receiver is None else receiver)
     got = verified.receipt
     click.echo(f"valid: {got.id} ({got.contract}) from {got.sender} to {got.receiver}, "

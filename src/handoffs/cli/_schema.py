@@ -91,7 +91,7 @@ def _lock_problems(directory: Path, contracts: Sequence[Contract[Any, Any]],
 
 def _plain_schema_problem(path: Path, label: str, expected: str) -> Problem | None:
     """The lock problem of a schema published without a contract (the handoff chain's)."""
-    from handoffs.contracts.versions import diff_schemas
+    from handoffs.contracts.versions import ContractDiff
 
     if not path.is_file():
         return ("missing", path, f"missing: {path} ({label}, not yet exported)", True)
@@ -108,7 +108,7 @@ def _plain_schema_problem(path: Path, label: str, expected: str) -> Problem | No
     if not isinstance(old, dict):
         return ("unreadable", path, f"{path} is not a JSON object; restore it from version "
                                     "control", False)
-    found = diff_schemas(old, new)
+    found = ContractDiff.between_schemas(old, new)
     name, _, version = label.rpartition("/")
     return ("changed", path,
             f"{label} is released ({path}) and its schema changed: "
@@ -186,10 +186,7 @@ def _operand(text: str, param: str) -> Operand:
         found, example = cli_discovered()
         known = found.registry.contracts.get(text)
         if known is not None:
-            from handoffs.contracts import to_json_schema
-            from handoffs.contracts.policy import policy_document
-
-            return text, to_json_schema(known), policy_document(known)
+            return text, known.json_schema(), known.policy_document()
         raise click.BadParameter(
             f"unknown contract {text!r}{unknown_hint(found, example=example)}",
             param_hint=param)
@@ -225,15 +222,15 @@ def schema_diff(*, old: str, new: str, output: str, check_version: bool) -> None
     change, a rule change included (or, with --check-version, on an insufficient
     version bump).
     """
-    from handoffs.contracts.versions import diff_policies, diff_schemas
+    from handoffs.contracts.versions import ContractDiff
 
     (old_label, old_schema, old_policy) = _operand(old, "OLD")
     (new_label, new_schema, new_policy) = _operand(new, "NEW")
     if old_policy is not None and new_policy is not None:
-        result = diff_policies(old_policy, new_policy, old_schema=old_schema,
-                               new_schema=new_schema)
+        result = ContractDiff.between_policies(old_policy, new_policy, old_schema=old_schema,
+                                               new_schema=new_schema)
     else:
-        result = diff_schemas(old_schema, new_schema)
+        result = ContractDiff.between_schemas(old_schema, new_schema)
         lacking = old_label if old_policy is None else new_label
         click.echo(f"note: no policy document beside {lacking}: wire findings only, "
                    "decisions not compared", err=True)

@@ -12,8 +12,8 @@ versions of a contract is :mod:`handoffs.contracts.versions`; keys, key rings an
 cryptosuites are :mod:`handoffs.integrity`.
 
 A :class:`Sender` turns decision content into signed receipt bytes;
-:meth:`Receipt.build`, :func:`issue_grant` and :func:`sign_receipt` are the low-level
-layer underneath it.
+:meth:`Receipt.build`, :func:`issue_grant` and :meth:`Receipt.sign` are the low-level
+layer underneath it; :meth:`Receipt.verify` checks a signed receipt.
 """
 
 from handoffs._audience import ANY_AUDIENCE
@@ -25,14 +25,12 @@ from handoffs._errors import (
     UnknownContract,
     UntrustedGovernance,
 )
-from handoffs._members import GOVERNANCE_FIELDS
 from handoffs.contracts._contract import (
     Authority,
     Contract,
     EvidenceFresh,
     HardConstraint,
     LossMatrix,
-    OnMissing,
     PolicyResolvable,
     RoleHeld,
     Uncertainty,
@@ -44,21 +42,16 @@ from handoffs.contracts._receipt import (
     EvidenceRef,
     Governance,
     Receipt,
-    case_id_from,
 )
 from handoffs.contracts._registry import Registry
-from handoffs.contracts._schema import to_json_schema, validate
 from handoffs.contracts._sender import GrantIssuer, Sender
 from handoffs.contracts._signing import (
     VerifiedReceipt,
     issue_grant,
-    sign_receipt,
-    verify_receipt,
 )
 
 __all__ = [
     "ANY_AUDIENCE",
-    "GOVERNANCE_FIELDS",
     "Authority",
     "Contract",
     "ContractDefinitionError",
@@ -75,7 +68,6 @@ __all__ = [
     "Interval",
     "LossMatrix",
     "MalformedJSON",
-    "OnMissing",
     "PolicyResolvable",
     "ProofError",
     "Receipt",
@@ -88,11 +80,6 @@ __all__ = [
     "UnknownContract",
     "UntrustedGovernance",
     "VerifiedReceipt",
-    "case_id_from",
     "decision_field",
     "issue_grant",
-    "sign_receipt",
-    "to_json_schema",
-    "validate",
-    "verify_receipt",
 ]

@@ -12,6 +12,7 @@ from typing import Any, Final, Generic, TypeVar, cast
 import attrs
 
 from handoffs._errors import ContractDefinitionError, InvalidArgument, PolicyError
+from handoffs._json import DEFAULT_LIMITS, JSONLimits
 from handoffs.contracts._fields import FieldKind, FieldSpec, _converter, state_fields
 from handoffs.contracts._policy import (
     Condition,
@@ -62,10 +63,20 @@ class Uncertainty(enum.Enum):
 
 
 class OnMissing(enum.Enum):
-    """What a receiver does when a declared context dependency is not met."""
+    """What a receiver does when a declared context dependency is not met: a context
+    dependency's ``on_missing``, written ``"REJECT"`` or ``"ESCALATE"``.
+    """
 
     REJECT = "REJECT"
     ESCALATE = "ESCALATE"
+
+
+def _on_missing(value: OnMissing | str) -> OnMissing:
+    try:
+        return OnMissing(value)
+    except ValueError:
+        raise InvalidArgument(f"on_missing must be 'REJECT' or 'ESCALATE', got {value!r}",
+                              json_path="$.context.on_missing") from None
 
 
 def _loss_entries(entries: Mapping[tuple[A, A], float]) -> dict[tuple[A, A], float]:
@@ -214,7 +225,7 @@ class PolicyResolvable(ContextDependency):
     """
 
     version: str | None = None
-    on_missing: OnMissing = OnMissing.ESCALATE
+    on_missing: OnMissing = attrs.field(default=OnMissing.ESCALATE, converter=_on_missing)
 
     @property
     def kind(self) -> str:
@@ -229,7 +240,7 @@ class RoleHeld(ContextDependency):
     """The receiver must hold ``role`` (according to its own identity service)."""
 
     role: str
-    on_missing: OnMissing = OnMissing.REJECT
+    on_missing: OnMissing = attrs.field(default=OnMissing.REJECT, converter=_on_missing)
 
     @property
     def kind(self) -> str:
@@ -247,7 +258,7 @@ class EvidenceFresh(ContextDependency):
 
     evidence: str
     max_age: timedelta
-    on_missing: OnMissing = OnMissing.ESCALATE
+    on_missing: OnMissing = attrs.field(default=OnMissing.ESCALATE, converter=_on_missing)
 
     @property
     def kind(self) -> str:
@@ -441,6 +452,52 @@ class Contract(Generic[S, A]):
         from handoffs.contracts._schema import content_json_schema
 
         return content_json_schema(self)
+
+    def json_schema(self) -> dict[str, Any]:
+        """The Draft 2020-12 JSON Schema of this contract version's receipts (the
+        file ``handoffs schema export`` writes).
+        """
+        from handoffs.contracts._schema import to_json_schema
+
+        return to_json_schema(self)
+
+    def validate(self, document: Any, *, limits: JSONLimits = DEFAULT_LIMITS) -> None:
+        """Check a parsed receipt document against :meth:`json_schema`; return nothing
+        or raise :class:`~handoffs.contracts.ReceiptValidationError` listing every
+        violation, best first.
+
+        The document is first checked as parsed JSON (size and depth within
+        ``limits``, no lone surrogates, nothing JSON cannot hold). The compiled
+        validator (``jsonschema-rs``) decides, and describes the common violations
+        itself; rarer keywords are described by ``jsonschema``.
+
+        Raises:
+            ReceiptValidationError: every violation, best first.
+            MalformedJSON: the document is not JSON data, or exceeds ``limits``.
+        """
+        from handoffs.contracts._schema import validate
+
+        validate(self, document, limits=limits)
+
+    def policy_document(self) -> dict[str, Any]:
+        """The version's policy document (``schemas/<id>/<version>.policy.json``),
+        its ``fingerprint`` included: the schema's digest, the rules in order with
+        their guards and thresholds, defaults, loss matrix, hard constraints, context
+        dependencies, fail-closed action and counterfactual trigger, as plain JSON.
+        """
+        from handoffs.contracts._fingerprint import policy_document
+
+        return policy_document(self)
+
+    def policy_fingerprint(self) -> str:
+        """The contract fingerprint, ``sha256:<hex>``: a digest over everything that
+        decides (the ``fingerprint`` of :meth:`policy_document`); authority grants
+        carry it, and a gate refuses a grant issued under another. Computed once per
+        definition.
+        """
+        from handoffs.contracts._fingerprint import policy_fingerprint
+
+        return policy_fingerprint(self)
 
     def hard_violations(self, chosen: A, reference: A, *,
                         truth: S | Mapping[str, Any] | None = None) -> tuple[str, ...]:

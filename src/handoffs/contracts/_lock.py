@@ -6,10 +6,10 @@ of a version lock what it decides.
 fingerprint) are written once, when the version is first exported. From then on the
 version is *released*: :func:`lock_problems` compares the definition in code with the
 files, and a changed fingerprint is a :class:`LockProblem` that names every finding
-(:func:`~handoffs.contracts.versions.diff_policies`) and the version to publish instead, with the
-bump the findings require. Nothing here ever rewrites a released version's meaning:
-:func:`export_release` writes missing files and formatting-only changes, never a
-changed definition.
+(:meth:`~handoffs.contracts.versions.ContractDiff.between_policies`) and the version to
+publish instead, with the bump the findings require. Nothing here ever rewrites a
+released version's meaning: :func:`export_release` writes missing files and
+formatting-only changes, never a changed definition.
 """
 
 from __future__ import annotations

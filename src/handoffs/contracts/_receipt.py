@@ -6,13 +6,14 @@ import enum
 import re
 import unicodedata
 import uuid
-from collections.abc import Mapping
-from datetime import datetime
-from typing import Any, Final, Generic, TypeVar
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, TypeVar
 
 import attrs
 import cattrs
 
+from handoffs._audience import AnyAudience
 from handoffs._errors import (
     HandoffsError,
     InvalidArgument,
@@ -22,10 +23,15 @@ from handoffs._errors import (
     Violation,
 )
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, load_object
-from handoffs._members import ENVELOPE_MEMBERS, PROTECTED_MEMBERS
+from handoffs._members import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS, PROTECTED_MEMBERS
 from handoffs._time import format_time, parse_time
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._fields import _converter
+from handoffs.integrity import KeyRing, Signer
+
+if TYPE_CHECKING:
+    from handoffs.contracts._registry import Registry
+    from handoffs.contracts._signing import VerifiedReceipt
 
 __all__ = [
     "IDENTIFIER_RULE",
@@ -55,7 +61,7 @@ _NOT_IDENT: Final = re.compile(r"[^A-Za-z0-9._:/@-]+")
 
 def _ident(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
     if not isinstance(value, str) or not _IDENT.fullmatch(value):
-        hint = (f"; handoffs.contracts.case_id_from({value!r}) makes one"
+        hint = (f"; handoffs.contracts.Governance.case_id_from({value!r}) makes one"
                 if attribute.name == "case_id" and isinstance(value, str) else "")
         raise InvalidArgument(
             f"{attribute.name} {value!r} is not a valid identifier: {IDENTIFIER_RULE}{hint}",
@@ -69,8 +75,8 @@ def case_id_from(text: str) -> str:
     Text that already follows the identifier rule comes back unchanged. Otherwise
     letters lose their accents (NFKD, then ASCII), every run of other characters
     becomes one ``-``, leading separators go, and the result is cut to 128 characters:
-    ``case_id_from("order 1842") == "order-1842"``,
-    ``case_id_from("Bestellung Nr. 1842 – Müller") == "Bestellung-Nr.-1842-Muller"``.
+    ``Governance.case_id_from("order 1842") == "order-1842"``,
+    ``Governance.case_id_from("Bestellung Nr. 1842 – Müller") == "Bestellung-Nr.-1842-Muller"``.
     The mapping is deterministic but not one-to-one (``"order 1842"`` and
     ``"order-1842"`` give the same id): keep your own ids distinct before mapping them.
 
@@ -130,6 +136,13 @@ class Governance:
     Untrusted text cannot reach these fields: encoders return
     :class:`DecisionContent`, which has none of them.
     """
+
+    case_id_from = staticmethod(case_id_from)
+
+    FIELDS: ClassVar[tuple[str, ...]] = GOVERNANCE_FIELDS
+    """The receipt's top-level members only the trusted governance service may set:
+    ``case_id``, ``sender``, ``receiver``, ``authority``, ``policy_version``,
+    ``valid_until``, ``evidence_refs`` (a gate's governance check requires them)."""
 
     case_id: str = attrs.field(validator=_ident)
     sender: str = attrs.field(validator=_ident)
@@ -257,6 +270,77 @@ class Receipt(Generic[S, A]):
     def to_bytes(self) -> bytes:
         """Canonical (RFC 8785) UTF-8 bytes of :meth:`to_json`."""
         return canonical_bytes(self.to_json())
+
+    def sign(
+        self,
+        key: Signer,
+        *,
+        grant: Mapping[str, Any] | None,
+        created: datetime,
+        expires: datetime | None = None,
+    ) -> Receipt[S, A]:
+        """Attach ``grant`` and the sender's proof over the whole receipt.
+
+        Any earlier proof is replaced: a receipt carries exactly one sender proof. A grant
+        must cover the receipt as a gate checks it (subject, audience, case, contract,
+        policy version, authority, validity), so that nothing is signed that every gate
+        would refuse; who issued it is the gate's to check against its key ring.
+
+        Raises:
+            ProofError: the grant is malformed (``grant-invalid``) or does not cover the
+                receipt (``grant-mismatch``, ``authority-not-granted``,
+                ``validity-exceeds-grant``), with the receipt member's JSON path.
+        """
+        from handoffs.contracts._signing import sign_receipt  # it builds on this module
+
+        return sign_receipt(self, key, grant=grant, created=created, expires=expires)
+
+    @staticmethod
+    def verify(
+        document: Mapping[str, Any],
+        keyring: KeyRing,
+        *,
+        now: datetime,
+        registry: Registry | Contract[Any, Any] | Iterable[Contract[Any, Any]],
+        audience: str | AnyAudience,
+        require_grant: bool = True,
+        max_proof_age: timedelta | None = None,
+    ) -> VerifiedReceipt:
+        """Verify a signed receipt, fail closed, in a fixed order.
+
+        Order: contract version named (unknown → ``UnknownContract``) → the sender's proof
+        (profile, key ring, key not revoked, key validity at signing, signature; exactly
+        one) → schema → signer is the sender → the grant's proof (issuer holds
+        ``policy-service``) → the grant binds sender, receiver, case, contract, policy
+        version, authority and validity → audience → expiry → freshness of the proof.
+
+        Args:
+            document: the parsed receipt.
+            keyring: the pinned trust store.
+            now: the verification instant (aware).
+            audience: the receiver the receipt must be addressed to, or
+                :data:`~handoffs.contracts.ANY_AUDIENCE` to choose, explicitly, not to check it.
+            registry: the contract versions to verify under.
+            require_grant: refuse a receipt without an authority grant.
+            max_proof_age: how old the sender's proof may be (``proof-stale`` from that
+                age on); ``None``: the contract's
+                :attr:`~handoffs.contracts.Contract.max_proof_age`.
+
+        ``registry`` holds the contract versions to accept: a
+        :class:`~handoffs.contracts.Registry`, one contract or an iterable of contracts.
+        It is required: no contract is trusted by default.
+
+        Raises:
+            UnknownContract, ReceiptValidationError, ProofError: with a specific code.
+            MalformedJSON: the document is not JSON data, or exceeds the default limits.
+            ValueError: ``InvalidArgument`` (also a TypeError), ``audience`` is neither a
+                receiver name nor ``ANY_AUDIENCE``.
+        """
+        from handoffs.contracts._signing import verify_receipt  # it builds on this module
+
+        return verify_receipt(document, keyring, now=now, registry=registry,
+                              audience=audience, require_grant=require_grant,
+                              max_proof_age=max_proof_age)
 
     @staticmethod
     def from_json(

@@ -6,7 +6,7 @@ from its :class:`~handoffs.contracts.GovernanceService`, the authority grant fro
 :class:`GrantSource`, the receipt id and the sender's proof — so that no text can set
 authority, audience or validity, and no call repeats governance data.
 
-:func:`~handoffs.contracts.issue_grant` and :func:`~handoffs.contracts.sign_receipt`
+:func:`~handoffs.contracts.issue_grant` and :meth:`~handoffs.contracts.Receipt.sign`
 are the low-level layer underneath.
 """
 

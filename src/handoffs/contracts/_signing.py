@@ -77,7 +77,7 @@ class AuthorityGrant:
         roles: roles the subject holds for this case.
         valid_until: no receipt under this grant may be valid later.
         policy_fingerprint: the fingerprint of the contract the policy service governs
-            (:func:`~handoffs.contracts.policy.policy_fingerprint`); a
+            (:meth:`~handoffs.contracts.Contract.policy_fingerprint`); a
             gate refuses a grant naming another fingerprint than its own contract's
             (``policy-mismatch``), or none (``policy-fingerprint-missing``).
     """
@@ -207,18 +207,7 @@ def sign_receipt(
     created: datetime,
     expires: datetime | None = None,
 ) -> Receipt[Any, Any]:
-    """Attach ``grant`` and the sender's proof over the whole receipt.
-
-    Any earlier proof is replaced: a receipt carries exactly one sender proof. A grant
-    must cover the receipt as a gate checks it (subject, audience, case, contract,
-    policy version, authority, validity), so that nothing is signed that every gate
-    would refuse; who issued it is the gate's to check against its key ring.
-
-    Raises:
-        ProofError: the grant is malformed (``grant-invalid``) or does not cover the
-            receipt (``grant-mismatch``, ``authority-not-granted``,
-            ``validity-exceeds-grant``), with the receipt member's JSON path.
-    """
+    """What :meth:`Receipt.sign <handoffs.contracts.Receipt.sign>` does (see there)."""
     if grant is not None:
         _check_covers(AuthorityGrant.from_json(grant), receipt, receipt.contract)
     unsigned = attrs.evolve(receipt, grant=grant, proof=None)
@@ -251,7 +240,7 @@ class VerifiedReceipt:
         The authority grant is signed by the policy service, so untrusted content cannot
         set its ``policy_fingerprint``. Without a grant (none was required) there is
         nothing to compare. ``fingerprint`` is
-        :func:`~handoffs.contracts.policy.policy_fingerprint` of ``contract`` when the
+        :meth:`~handoffs.contracts.Contract.policy_fingerprint` of ``contract`` when the
         caller holds it already (the gate computes it once per contract, in its plan).
 
         Raises:
@@ -290,35 +279,7 @@ def verify_receipt(
     require_grant: bool = True,
     max_proof_age: timedelta | None = None,
 ) -> VerifiedReceipt:
-    """Verify a signed receipt, fail closed, in a fixed order.
-
-    Order: contract version named (unknown → ``UnknownContract``) → the sender's proof
-    (profile, key ring, key not revoked, key validity at signing, signature; exactly
-    one) → schema → signer is the sender → the grant's proof (issuer holds
-    ``policy-service``) → the grant binds sender, receiver, case, contract, policy
-    version, authority and validity → audience → expiry → freshness of the proof.
-
-    Args:
-        document: the parsed receipt.
-        keyring: the pinned trust store.
-        now: the verification instant (aware).
-        audience: the receiver the receipt must be addressed to, or
-            :data:`~handoffs.contracts.ANY_AUDIENCE` to choose, explicitly, not to check it.
-        registry: the contract versions to verify under.
-        require_grant: refuse a receipt without an authority grant.
-        max_proof_age: how old the sender's proof may be (``proof-stale`` from that
-            age on); ``None``: the contract's :attr:`~Contract.max_proof_age`.
-
-    ``registry`` holds the contract versions to accept: a
-    :class:`~handoffs.contracts.Registry`, one contract or an iterable of contracts.
-    It is required: no contract is trusted by default.
-
-    Raises:
-        UnknownContract, ReceiptValidationError, ProofError: with a specific code.
-        MalformedJSON: the document is not JSON data, or exceeds the default limits.
-        ValueError: ``InvalidArgument`` (also a TypeError), ``audience`` is neither a receiver name
-            nor ``ANY_AUDIENCE``.
-    """
+    """What :meth:`Receipt.verify <handoffs.contracts.Receipt.verify>` does (see there)."""
     # The proofs' check (handoffs.integrity.verify) checks the document as JSON data
     # (limits, lone surrogates, non-JSON values) before it canonicalises any of it.
     if not isinstance(document, Mapping):

@@ -49,13 +49,8 @@ from __future__ import annotations
 
 from handoffs.contracts._analysis._coverage import (
     Coverage,
-    CoverageTracker,
-    certify_message,
     coverage,
     geometry,
-    geometry_states,
-    realistic_states,
-    realistic_value,
 )
 from handoffs.contracts._analysis._results import Analysis, Equivalence
 from handoffs.contracts._analysis._solve import (
@@ -68,16 +63,11 @@ from handoffs.contracts._analysis._solve import (
 __all__ = [
     "Analysis",
     "Coverage",
-    "CoverageTracker",
     "Equivalence",
     "analyse",
-    "certify_message",
     "coverage",
     "equivalence",
     "geometry",
-    "geometry_states",
     "minimal_sets",
-    "realistic_states",
-    "realistic_value",
     "sufficiency",
 ]

@@ -14,12 +14,12 @@ Conditions: :class:`Is` (a field equals a value), :class:`Over` and :class:`Unde
 :class:`Predicate` for a test the built-ins cannot express; :class:`Field` names a
 field inside a condition. :meth:`Policy.evaluate` returns an outcome: the action, the
 rule that decided, and whether the view determined it.
-:func:`policy_fingerprint` pins the policy's meaning (:func:`policy_document` is the
+:meth:`Contract.policy_fingerprint() <handoffs.contracts.Contract.policy_fingerprint>`
+pins the policy's meaning (:meth:`~handoffs.contracts.Contract.policy_document` is the
 canonical document it digests); :class:`PolicyError` is a policy that cannot decide.
 """
 
 from handoffs._errors import PolicyError
-from handoffs.contracts._fingerprint import policy_document, policy_fingerprint
 from handoffs.contracts._policy import (
     AllOf,
     AnyOf,
@@ -49,6 +49,4 @@ __all__ = [
     "Predicate",
     "Rule",
     "Under",
-    "policy_document",
-    "policy_fingerprint",
 ]

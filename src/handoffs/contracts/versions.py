@@ -2,11 +2,12 @@
 
 :func:`diff` compares two contracts (schema, policy, governance) and returns a
 :class:`ContractDiff` of :class:`Finding` s, each with its ``code`` (a string enum);
-:func:`diff_policies` compares two policies alone and :func:`diff_schemas` two receipt
-schemas (wire findings only). A released version is locked: :func:`export_release`
-writes a contract version's schema and policy document once, and :func:`lock_problems`
-says how the checked-in files differ from the definition. :class:`VersionBumpError` is a
-change the new version number does not own up to.
+:meth:`ContractDiff.between_policies` compares two policy documents alone and
+:meth:`ContractDiff.between_schemas` two receipt schemas (wire findings only). A
+released version is locked: :func:`export_release` writes a contract version's schema
+and policy document once, and :func:`lock_problems` says how the checked-in files differ
+from the definition. :class:`VersionBumpError` is a change the new version number does
+not own up to.
 """
 
 from handoffs.contracts._diff import (
@@ -14,8 +15,6 @@ from handoffs.contracts._diff import (
     Finding,
     VersionBumpError,
     diff,
-    diff_policies,
-    diff_schemas,
 )
 from handoffs.contracts._lock import export_release, lock_problems
 
@@ -24,8 +23,6 @@ __all__ = [
     "Finding",
     "VersionBumpError",
     "diff",
-    "diff_policies",
-    "diff_schemas",
     "export_release",
     "lock_problems",
 ]

@@ -22,7 +22,6 @@ from handoffs.contracts import (
     GovernanceService,
     HardConstraint,
     LossMatrix,
-    OnMissing,
     PolicyResolvable,
     ReceiptEncoder,
     RoleHeld,
@@ -120,9 +119,9 @@ PAYMENT_RELEASE: Final = Contract(
         ),
     ),
     context=(
-        PolicyResolvable("PAY-7.4", on_missing=OnMissing.ESCALATE),
-        RoleHeld("case-owner", on_missing=OnMissing.REJECT),
-        EvidenceFresh("screening", max_age=timedelta(hours=24), on_missing=OnMissing.ESCALATE),
+        PolicyResolvable("PAY-7.4", on_missing="ESCALATE"),
+        RoleHeld("case-owner", on_missing="REJECT"),
+        EvidenceFresh("screening", max_age=timedelta(hours=24), on_missing="ESCALATE"),
     ),
     fail_closed_action=_E,
     counterfactual_trigger=(

@@ -26,7 +26,7 @@ from typing import Any, Final
 import attrs
 
 from handoffs._errors import HandoffsError, InvalidArgument
-from handoffs.contracts import GOVERNANCE_FIELDS, Authority, EvidenceRef, Registry
+from handoffs.contracts import Authority, EvidenceRef, Governance, Registry
 from handoffs.contracts.policy import Is
 from handoffs.examples.payment import (
     GOVERNANCE,
@@ -206,7 +206,7 @@ def advisory_receiver() -> AdvisoryActionReceiver:
 
 def actuator() -> AuthoritativeActuator:
     """The essay's ``receive_action_authoritative``: governance present, DECIDE executed."""
-    return AuthoritativeActuator(GovernanceChecker(PAYMENT_RELEASE, required=GOVERNANCE_FIELDS))
+    return AuthoritativeActuator(GovernanceChecker(PAYMENT_RELEASE, required=Governance.FIELDS))
 
 
 def payment_strategies() -> tuple[Strategy, ...]:
@@ -237,7 +237,7 @@ def payment_perturbations(profile: str = "full") -> tuple[Perturbation, ...]:
     """
     if profile == "essay":
         return (*(RemoveDecisionField(s.name) for s in PAYMENT_RELEASE.fields),
-                *(RemoveGovernanceField(m) for m in GOVERNANCE_FIELDS))
+                *(RemoveGovernanceField(m) for m in Governance.FIELDS))
     if profile != "full":
         raise InvalidArgument(f"profile must be 'full' or 'essay', got {profile!r}")
     r, h, d, e = ("RELEASE", "HOLD", "REJECT_DUPLICATE", "ESCALATE")

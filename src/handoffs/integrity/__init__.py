@@ -3,8 +3,8 @@
 Nothing here knows contracts, receipts or receivers. The public face:
 
 - **keys**: :class:`SigningKey` (Ed25519, in memory), :class:`P256SigningKey`, the
-  trust store :class:`KeyRing` and its :class:`KeyEntry`, filled by hand or from a
-  pinned JWKS (:func:`key_ring_from_jwks`, :func:`key_ring_from_agent_card`);
+  trust store :class:`KeyRing` and its entries, filled by hand or from a
+  pinned JWKS (:meth:`KeyRing.from_jwks`, :meth:`KeyRing.from_agent_card`);
 - **suites**: ``eddsa-jcs-2022`` (Ed25519) and ``ecdsa-jcs-2019`` (P-256); a key's
   Multikey header picks its suite, so a message never chooses the algorithm;
 - **signing**: the :class:`Signer` protocol and :class:`CallableSigner`, for a key
@@ -12,33 +12,28 @@ Nothing here knows contracts, receipts or receivers. The public face:
 - **proofs**: :func:`sign` and :func:`verify`, W3C Data Integrity proofs over a
   plain-JSON document (the profile receipts, grants, handoff chains and release
   artefacts use), each proof that passed returned as a :class:`VerifiedProof`;
-- **errors**: :class:`KeyRingError` (a malformed ring or key) and
-  :class:`UnknownKey` (no trusted key for a verification method).
+- **errors**: :class:`KeyRingError` (a malformed ring or key, or, with code
+  ``unknown-key``, no trusted key for a verification method).
 
 Receipts and authority grants, signed with these proofs, are :mod:`handoffs.contracts`.
 """
 
 from __future__ import annotations
 
-from handoffs._errors import KeyRingError, UnknownKey
-from handoffs.integrity._jwks import key_ring_from_agent_card, key_ring_from_jwks
-from handoffs.integrity._keyring import KeyEntry, KeyRing
+from handoffs._errors import KeyRingError
+from handoffs.integrity._keyring import KeyRing
 from handoffs.integrity._keys import SigningKey
 from handoffs.integrity._proofs import VerifiedProof, sign, verify
 from handoffs.integrity._signer import CallableSigner, P256SigningKey, Signer
 
 __all__ = [
     "CallableSigner",
-    "KeyEntry",
     "KeyRing",
     "KeyRingError",
     "P256SigningKey",
     "Signer",
     "SigningKey",
-    "UnknownKey",
     "VerifiedProof",
-    "key_ring_from_agent_card",
-    "key_ring_from_jwks",
     "sign",
     "verify",
 ]

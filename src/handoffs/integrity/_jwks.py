@@ -32,7 +32,7 @@ from handoffs._json import dumps, loads
 from handoffs.integrity._keyring import DEFAULT_PURPOSES, KeyRing
 from handoffs.integrity._suites import ECDSA_JCS_2019, EDDSA_JCS_2022, encode_multikey
 
-__all__ = ["key_ring_from_agent_card", "key_ring_from_jwks"]
+__all__ = ["ring_from_agent_card", "ring_from_jwks"]
 
 _B64URL: Final = re.compile(r"[A-Za-z0-9_-]*")
 _PRIVATE: Final = ("d", "p", "q", "dp", "dq", "qi", "k")
@@ -178,7 +178,7 @@ def _pin(
     return result
 
 
-def key_ring_from_jwks(
+def ring_from_jwks(
     jwks: Document,
     *,
     controller: str,
@@ -188,27 +188,7 @@ def key_ring_from_jwks(
     kids: Iterable[str] | None = None,
     ring: KeyRing | None = None,
 ) -> KeyRing:
-    """A key ring holding the keys of a pinned JWK Set (RFC 7517 ``{"keys": [...]}``).
-
-    ``OKP``/``Ed25519`` keys verify ``eddsa-jcs-2022`` proofs, ``EC``/``P-256`` keys
-    ``ecdsa-jcs-2019`` proofs; the ring holds them as
-    :meth:`~handoffs.integrity.KeyRing.enrol` would.
-
-    Args:
-        jwks: the JWK Set the receiver pinned (parsed, text, bytes or a file path).
-        controller: who the keys belong to (the agent that publishes the set).
-        not_before: when the keys start to be trusted (aware datetime).
-        roles: the roles the keys hold (none by default).
-        purposes: the proof purposes the keys may sign for.
-        kids: pin only the keys with these ``kid`` values (default: every key).
-        ring: add the keys to this ring (default: a new one).
-
-    Raises:
-        KeyRingError: ``bad-jwks`` (not a JWK Set), ``bad-jwk`` (a member missing or
-            malformed), ``unsupported-key-type``, ``not-a-signing-key``,
-            ``private-key-in-jwks``, ``not-on-curve``, ``unknown-kid``, ``no-keys``, or
-            what enrolment raises (a weak key, a duplicate) — each at its JSON path.
-    """
+    """The reader behind :meth:`KeyRing.from_jwks` (see there)."""
     document = _document(jwks, what="jwks")
     keys = document.get("keys")
     if not isinstance(keys, list):
@@ -238,7 +218,7 @@ def _protected_header(signature: Any, *, json_path: str) -> Mapping[str, Any]:
     return header
 
 
-def key_ring_from_agent_card(
+def ring_from_agent_card(
     card: Document,
     *,
     controller: str | None = None,
@@ -248,30 +228,7 @@ def key_ring_from_agent_card(
     jwks: Document | None = None,
     ring: KeyRing | None = None,
 ) -> KeyRing:
-    """A key ring holding the signing keys of a pinned A2A agent card.
-
-    An agent card (A2A §8.4) names the keys it is signed with in each signature's
-    protected header: the key itself (``jwk``), or its ``kid`` in a JWK Set published at
-    ``jku``. A ``jwk`` is pinned as it stands; a ``kid`` is looked up in ``jwks``, the
-    JWK Set *you* fetched from ``jku`` once and pinned (it is never fetched here).
-    Pinning a card's keys is the receiver's trust decision: the card's own signature
-    does not make a key trustworthy.
-
-    Args:
-        card: the agent card JSON the receiver pinned (parsed, text, bytes or a path).
-        controller: who the keys belong to (default: the card's ``name``).
-        not_before: when the keys start to be trusted (aware datetime).
-        roles: the roles the keys hold (none by default).
-        purposes: the proof purposes the keys may sign for.
-        jwks: the pinned JWK Set that the card's ``kid`` references resolve in.
-        ring: add the keys to this ring (default: a new one).
-
-    Raises:
-        KeyRingError: ``bad-agent-card`` (no signatures, a malformed header),
-            ``card-key-by-reference`` (a ``kid`` and no ``jwks=`` to find it in),
-            ``unknown-kid``, or what :func:`key_ring_from_jwks` raises — each at its
-            JSON path.
-    """
+    """The reader behind :meth:`KeyRing.from_agent_card` (see there)."""
     document = _document(card, what="agent card")
     owner = controller if controller is not None else document.get("name")
     if not isinstance(owner, str) or not owner:

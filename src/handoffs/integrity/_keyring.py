@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Final
 
 import attrs
@@ -314,10 +315,11 @@ class KeyRing:
     def revoke(self, verification_method: str, *, at: datetime) -> KeyRing:
         """Return a new ring in which the key is revoked from ``at`` on: from that
         instant no proof of it verifies, whatever its ``created`` (see
-        :attr:`KeyEntry.revoked_at`; rotation is ``not_after``).
+        :attr:`KeyEntry.revoked_at <handoffs.integrity._keyring.KeyEntry.revoked_at>`;
+        rotation is ``not_after``).
 
         Raises:
-            UnknownKey: the ring holds no such key.
+            KeyRingError: ``unknown-key``, the ring holds no such key.
             KeyRingError: ``at`` is not a timezone-aware datetime.
 
         """
@@ -330,7 +332,8 @@ class KeyRing:
         """Return the entry enrolled under ``verification_method``.
 
         Raises:
-            UnknownKey: the ring holds no such key (it is never fetched).
+            KeyRingError: ``unknown-key``, the ring holds no such key (it is never
+                fetched).
 
         """
         entry = self._by_vm.get(verification_method)
@@ -345,7 +348,7 @@ class KeyRing:
         """Return the entry for ``verification_method`` if it may sign at ``when``.
 
         Raises:
-            UnknownKey: the ring holds no such key.
+            KeyRingError: ``unknown-key``, the ring holds no such key.
             ProofError: ``key-not-valid`` unless ``not_before <= when < not_after``.
 
         """
@@ -415,6 +418,85 @@ class KeyRing:
             )
         entries = [_entry_from_json(item, path=f"$.keys[{i}]") for i, item in enumerate(keys)]
         return cls(entries)
+
+
+    @classmethod
+    def from_jwks(
+        cls,
+        jwks: Mapping[str, Any] | str | bytes | Path,
+        *,
+        controller: str,
+        not_before: datetime,
+        roles: Iterable[str] = (),
+        purposes: Iterable[str] = DEFAULT_PURPOSES,
+        kids: Iterable[str] | None = None,
+        ring: KeyRing | None = None,
+    ) -> KeyRing:
+        """A key ring holding the keys of a pinned JWK Set (RFC 7517 ``{"keys": [...]}``).
+
+        ``OKP``/``Ed25519`` keys verify ``eddsa-jcs-2022`` proofs, ``EC``/``P-256`` keys
+        ``ecdsa-jcs-2019`` proofs; the ring holds them as :meth:`enrol` would.
+
+        Args:
+            jwks: the JWK Set the receiver pinned (parsed, text, bytes or a file path).
+            controller: who the keys belong to (the agent that publishes the set).
+            not_before: when the keys start to be trusted (aware datetime).
+            roles: the roles the keys hold (none by default).
+            purposes: the proof purposes the keys may sign for.
+            kids: pin only the keys with these ``kid`` values (default: every key).
+            ring: add the keys to this ring (default: a new one).
+
+        Raises:
+            KeyRingError: ``bad-jwks`` (not a JWK Set), ``bad-jwk`` (a member missing or
+                malformed), ``unsupported-key-type``, ``not-a-signing-key``,
+                ``private-key-in-jwks``, ``not-on-curve``, ``unknown-kid``, ``no-keys``, or
+                what enrolment raises (a weak key, a duplicate) — each at its JSON path.
+        """
+        from handoffs.integrity._jwks import ring_from_jwks  # it builds on this module
+
+        return ring_from_jwks(jwks, controller=controller, not_before=not_before,
+                              roles=roles, purposes=purposes, kids=kids, ring=ring)
+
+    @classmethod
+    def from_agent_card(
+        cls,
+        card: Mapping[str, Any] | str | bytes | Path,
+        *,
+        controller: str | None = None,
+        not_before: datetime,
+        roles: Iterable[str] = (),
+        purposes: Iterable[str] = DEFAULT_PURPOSES,
+        jwks: Mapping[str, Any] | str | bytes | Path | None = None,
+        ring: KeyRing | None = None,
+    ) -> KeyRing:
+        """A key ring holding the signing keys of a pinned A2A agent card.
+
+        An agent card (A2A §8.4) names the keys it is signed with in each signature's
+        protected header: the key itself (``jwk``), or its ``kid`` in a JWK Set published at
+        ``jku``. A ``jwk`` is pinned as it stands; a ``kid`` is looked up in ``jwks``, the
+        JWK Set *you* fetched from ``jku`` once and pinned (it is never fetched here).
+        Pinning a card's keys is the receiver's trust decision: the card's own signature
+        does not make a key trustworthy.
+
+        Args:
+            card: the agent card JSON the receiver pinned (parsed, text, bytes or a path).
+            controller: who the keys belong to (default: the card's ``name``).
+            not_before: when the keys start to be trusted (aware datetime).
+            roles: the roles the keys hold (none by default).
+            purposes: the proof purposes the keys may sign for.
+            jwks: the pinned JWK Set that the card's ``kid`` references resolve in.
+            ring: add the keys to this ring (default: a new one).
+
+        Raises:
+            KeyRingError: ``bad-agent-card`` (no signatures, a malformed header),
+                ``card-key-by-reference`` (a ``kid`` and no ``jwks=`` to find it in),
+                ``unknown-kid``, or what :meth:`from_jwks` raises — each at its
+                JSON path.
+        """
+        from handoffs.integrity._jwks import ring_from_agent_card  # it builds on this module
+
+        return ring_from_agent_card(card, controller=controller, not_before=not_before,
+                                    roles=roles, purposes=purposes, jwks=jwks, ring=ring)
 
 
 def _check_keys(

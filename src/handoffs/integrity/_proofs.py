@@ -319,7 +319,7 @@ def verify(
     ``created`` is the signer's claim: a key rotated out of its window (``not_after``)
     can still back-date. Revocation (``revoked_at``) stops every proof of a key; a
     receiver also bounds the age of ``created`` (``max_proof_age`` of
-    :func:`~handoffs.contracts.verify_receipt` and the gate) and keeps a replay store.
+    :meth:`~handoffs.contracts.Receipt.verify` and the gate) and keeps a replay store.
 
     Raises:
         ProofError: with the ``code`` above and the JSON path of the offending value.

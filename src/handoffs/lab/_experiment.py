@@ -590,17 +590,18 @@ class GeneratedCases:
 
     def __iter__(self) -> Iterator[GeneratedCase]:
         """The geometry's states, then draws batch by batch."""
-        from handoffs.contracts.analysis import geometry_states, realistic_states
+        from handoffs.contracts.analysis import geometry
 
+        found = geometry(self.contract)
         produced = 0
-        for state in geometry_states(self.contract)[: self.count]:
+        for state in found.states()[: self.count]:
             yield GeneratedCase(
                 case_id=f"generated-{produced + 1:06d}",
                 state=state,
                 evidence_refs=(f"urn:handoffs:generated:{self.seed}:{produced + 1}",),
             )
             produced += 1
-        strategy = realistic_states(self.contract)
+        strategy = found.realistic_states()
         round_ = 0
         while produced < self.count:
             want = min(self.batch, self.count - produced)

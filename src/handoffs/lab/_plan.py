@@ -20,7 +20,7 @@ import jsonschema_rs
 from handoffs._errors import UntrustedGovernance
 from handoffs._json import canonical_bytes, digest
 from handoffs._members import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS
-from handoffs.contracts import Contract, to_json_schema
+from handoffs.contracts import Contract
 from handoffs.lab._experiment import (
     Experiment,
     ExperimentError,
@@ -185,7 +185,7 @@ class _Checks:
 
     def __init__(self, contract: Contract[Any, Any]) -> None:
         self.contract = contract
-        schema = to_json_schema(contract)
+        schema = contract.json_schema()
         self.receipt = jsonschema_rs.validator_for(schema)
         properties = schema["properties"]
         governance = {

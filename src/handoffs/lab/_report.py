@@ -28,8 +28,6 @@ from handoffs import __version__
 from handoffs._errors import HandoffsError, Violation
 from handoffs._json import digest
 from handoffs._time import format_time
-from handoffs.contracts import to_json_schema
-from handoffs.contracts.policy import policy_fingerprint
 from handoffs.lab._experiment import wire_value
 from handoffs.lab._release import evaluate_gate, release_artefact
 from handoffs.lab.perturbations import RemoveDecisionField, RemoveGovernanceField
@@ -122,9 +120,9 @@ def _experiment_section(experiment: Experiment, plan: Plan, aggregator: Aggregat
         "description": experiment.description or contract.description,
         "contract": contract.id,
         "schema_id": contract.schema_id,
-        "schema_digest": digest(to_json_schema(contract)),
+        "schema_digest": digest(contract.json_schema()),
         "contract_digest": digest(contract.describe()),
-        "policy_fingerprint": policy_fingerprint(contract),
+        "policy_fingerprint": contract.policy_fingerprint(),
         "case_set_digest": aggregator.case_set_digest(),
         "case_source": experiment.cases.description,
         "cases": aggregator.cases,

@@ -306,12 +306,11 @@ def _coverage_tracker(experiment: Experiment, stream: Iterator[Any]
     feeds it, or ``None`` and the stream as it was when the analysis cannot run (z3
     missing: the report says so).
     """
-    from handoffs.contracts.analysis import CoverageTracker, geometry
+    from handoffs.contracts.analysis import geometry
 
-    found, _ = geometry(experiment.contract)
-    if found is None:
+    tracker = geometry(experiment.contract).tracker()
+    if tracker is None:
         return None, stream
-    tracker = CoverageTracker(experiment.contract, found)
     return tracker, _tracked(stream, tracker, experiment.state_of, experiment.contract)
 
 
@@ -334,9 +333,9 @@ def _coverage_section(experiment: Experiment, tracker: Any,
     """
     from handoffs.contracts.analysis import geometry
 
-    found, reason = geometry(experiment.contract)
-    if tracker is None or found is None:
-        return {"available": False, "line": f"coverage not measured: {reason}"}
+    found = geometry(experiment.contract)
+    if tracker is None or found.analysis is None:
+        return {"available": False, "line": f"coverage not measured: {found.reason}"}
     for _ in undecided:
         pass
     return dict(tracker.result().to_json())
@@ -612,13 +611,14 @@ def finish_minimal(experiment: Experiment, plan: Plan, aggregator: Aggregator, *
 
 def _certificate(contract: Any, region: Mapping[str, Any]) -> dict[str, Any]:
     """The policy analysis's check of a region's minimal message and trigger fields at
-    its example state (see ``handoffs.contracts.analysis.certify_message``).
+    its example state (see ``Geometry.certify_message`` in ``handoffs.contracts.analysis``).
     """
-    from handoffs.contracts.analysis import certify_message
+    from handoffs.contracts.analysis import geometry
 
     truth = {spec.name: typed_value(spec, region["truth"][spec.name])
              for spec in contract.fields}
-    return certify_message(contract, truth, region["fields"], region["trigger_fields"])
+    return geometry(contract).certify_message(truth, region["fields"],
+                                              region["trigger_fields"])
 
 
 def _confirm_region(region: dict[str, Any], experiment: Experiment, plan: Plan,

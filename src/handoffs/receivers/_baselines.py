@@ -37,10 +37,10 @@ from handoffs._memokey import memo_value
 from handoffs._time import parse_time
 from handoffs.contracts import (
     ANY_AUDIENCE,
-    GOVERNANCE_FIELDS,
     Contract,
     FieldKind,
     FieldSpec,
+    Governance,
     Interval,
 )
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
@@ -89,7 +89,7 @@ class GovernanceChecker:
 
     contract: Contract[Any, Any]
     required: tuple[str, ...] = attrs.field(
-        default=GOVERNANCE_FIELDS, converter=_fields, kw_only=True
+        default=Governance.FIELDS, converter=_fields, kw_only=True
     )
     identity: str | None = attrs.field(default=None, kw_only=True)
     clock: Clock | None = attrs.field(default=None, kw_only=True)

@@ -63,7 +63,6 @@ from handoffs.contracts import (
     Contract,
     EvidenceFresh,
     EvidenceRef,
-    OnMissing,
     PolicyResolvable,
     Receipt,
     Registry,
@@ -73,7 +72,6 @@ from handoffs.contracts import (
 from handoffs.contracts._receipt import structure
 from handoffs.contracts._schema import validate_checked as _validate
 from handoffs.contracts._signing import _verify_receipt
-from handoffs.contracts.policy import policy_fingerprint
 from handoffs.integrity import KeyRing
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._memo import gate_memo
@@ -398,7 +396,7 @@ class _Plan:
         self.contract = contract
         self.fail_closed = contract.fail_closed_action.value
         self.max_age = contract.max_proof_age if max_proof_age is None else max_proof_age
-        self.fingerprint = policy_fingerprint(contract)
+        self.fingerprint = contract.policy_fingerprint()
 
 
 @attrs.frozen(kw_only=True)
@@ -621,13 +619,13 @@ class Gate:
         now: datetime,
         resolved: dict[str, ResolvedEvidence],
     ) -> None:
-        failures: list[tuple[OnMissing, Reason]] = []
+        failures: list[tuple[str, Reason]] = []
         for dependency in contract.context:
             reason = self._unmet(dependency, receipt, now, resolved)
             if reason is not None:
-                failures.append((dependency.on_missing, reason))
+                failures.append((dependency.on_missing.value, reason))
         if failures:
-            reject = any(on is OnMissing.REJECT for on, _ in failures)
+            reject = any(on == "REJECT" for on, _ in failures)
             raise Refusal(
                 Verdict.REJECT if reject else Verdict.ESCALATE, tuple(r for _, r in failures)
             )

@@ -23,7 +23,7 @@ import jsonschema_rs
 
 from handoffs._json import canonical_bytes
 from handoffs._memokey import PROJECTED, memo_value
-from handoffs.contracts import EvidenceFresh, EvidenceRef, to_json_schema
+from handoffs.contracts import EvidenceFresh, EvidenceRef
 
 __all__ = ["GateMemo", "gate_memo"]
 
@@ -109,7 +109,7 @@ class GateMemo:
             return cls(enabled=False)
         subschemas = set()
         fresh: list[str] = []
-        members = [to_json_schema(contract)["properties"] for contract in gate.registry]
+        members = [contract.json_schema()["properties"] for contract in gate.registry]
         for contract, properties in zip(gate.registry, members, strict=True):
             subschemas.add(canonical_bytes([properties["id"], properties["case_id"],
                                             properties["evidence_refs"]["items"]]))

@@ -21,7 +21,6 @@ from handoffs.contracts import (
     GrantIssuer,
     HardConstraint,
     LossMatrix,
-    OnMissing,
     Registry,
     RoleHeld,
     Sender,
@@ -74,7 +73,7 @@ PARCEL_DISPATCH = Contract(
         HardConstraint("unsafe-dispatch", chosen=D, allowed_references={D},
                        description="DISPATCH when the reference action is not DISPATCH."),
     ),
-    context=(RoleHeld("dispatch-desk", on_missing=OnMissing.REJECT),),
+    context=(RoleHeld("dispatch-desk", on_missing="REJECT"),),
     fail_closed_action=E,
     counterfactual_trigger="Recompute if an address, the load or the route changes.",
 )

@@ -22,7 +22,6 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from handoffs.adapters.mcp import GatedToolResult, call_gated
-from handoffs.contracts import to_json_schema
 from handoffs.receivers import StrictContractReceiver
 
 HERE = Path(__file__).parent
@@ -66,7 +65,7 @@ def session_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_the_tool_publishes_the_contracts_own_schema(session_results: dict[str, Any]) -> None:
     (tool,) = session_results["tools"]
     assert tool.name == "plan_route"
-    assert tool.output_schema == to_json_schema(PARCEL_DISPATCH)
+    assert tool.output_schema == PARCEL_DISPATCH.json_schema()
 
 
 def test_a_genuine_receipt_is_admitted_and_reaches_the_agent(

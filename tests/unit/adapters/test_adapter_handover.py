@@ -22,7 +22,7 @@ from adapter_world import (
 from handoffs import MissingExtra
 from handoffs.adapters import Case, case_of, hand_over
 from handoffs.adapters._handover import admit, require
-from handoffs.contracts import Sender, case_id_from
+from handoffs.contracts import Governance, Sender
 from handoffs.contracts._receipt import IDENTIFIER_RULE
 from handoffs.receivers import StrictContractReceiver, Verdict
 
@@ -170,5 +170,5 @@ def test_a_case_id_off_the_rule_is_an_explained_refusal(
     assert IDENTIFIER_RULE in reason.message
     assert "case_id_from('order 1842')" in reason.message
     fixed = hand_over(content_for("routine-01"), signer=signer, receiver=receiver,
-                      case=Case(case_id=case_id_from("order 1842"), evidence_refs=refs))
+                      case=Case(case_id=Governance.case_id_from("order 1842"), evidence_refs=refs))
     assert fixed.message is not None  # signed

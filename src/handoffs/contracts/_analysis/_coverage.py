@@ -201,94 +201,144 @@ def coverage(contract: Contract[Any, Any], analysis: Analysis,
 
 # ---------------------------------------------------------------------- case generation
 
-_GEOMETRY: dict[int, tuple[Contract[Any, Any], Analysis | None, str]] = {}
 GEOMETRY_TIMEOUT_MS: Final = 2000
 
 
-def realistic_value(spec: FieldSpec) -> Any:
-    """A Hypothesis strategy for realistic values of one field: numbers spread evenly
-    over the declared bounds as six-digit decimals (no subnormal floats, no pile-up
-    at 0), intervals no wider than a twentieth of the range and inside it, fair
-    booleans and enums (Hypothesis alone leans to the first member). Hypothesis
-    seeds a pseudo-random generator per value (``randoms(use_true_random=True)``),
-    so draws are reproducible with the seed but not bent towards Hypothesis's
-    favourite edge values.
-    """
+def _realistic_value(spec: FieldSpec) -> Any:
     from hypothesis import strategies as st
 
     return st.randoms(use_true_random=True).map(lambda rng: draw_value(spec, rng))
 
 
-def realistic_states(contract: Contract[Any, Any]) -> Any:
-    """A Hypothesis strategy for complete states with :func:`realistic_value` fields."""
-    from hypothesis import strategies as st
+@attrs.frozen(eq=False)
+class Geometry:
+    """A contract's policy geometry for case generation and coverage: what
+    :func:`~handoffs.contracts.analysis.geometry` returns (one per contract object).
+    The analysis runs, under a short time limit, when :attr:`analysis` or
+    :attr:`reason` is first read; the realistic draws need no analysis.
 
-    fields = {spec.name: realistic_value(spec) for spec in contract.fields}
-    return st.fixed_dictionaries(fields).map(lambda values: contract.state(**values))
+    Attributes:
+        contract: the contract analysed.
+    """
+
+    contract: Contract[Any, Any]
+    _solved: list[tuple[Analysis | None, str]] = attrs.field(factory=list, init=False,
+                                                             repr=False)
+
+    def _solve(self) -> tuple[Analysis | None, str]:
+        if not self._solved:
+            try:
+                found: Analysis | None = analyse(self.contract,
+                                                 timeout_ms=GEOMETRY_TIMEOUT_MS)
+                reason = ""
+            except MissingExtra as exc:
+                found, reason = None, str(exc)
+            self._solved.append((found, reason))
+        return self._solved[0]
+
+    @property
+    def analysis(self) -> Analysis | None:
+        """The contract's :class:`~handoffs.contracts.analysis.Analysis`, or ``None``
+        when it cannot run (z3, in the ``lab`` extra, missing).
+        """
+        return self._solve()[0]
+
+    @property
+    def reason(self) -> str:
+        """Why :attr:`analysis` is ``None`` (empty otherwise)."""
+        return self._solve()[1]
+
+    def states(self) -> tuple[Any, ...]:
+        """The states a test set of the contract needs first (as state objects): a
+        witness of every live region, both sides of every boundary (per field and on
+        products and sums), the hard constraints' witnesses and boundaries. Empty when
+        the analysis cannot run.
+        """
+        found = self.analysis
+        if found is None:
+            return ()
+        return tuple(self.contract.state(**state) for state in found.cover_states())
+
+    def tracker(self) -> CoverageTracker | None:
+        """A tracker to feed case states one at a time (its ``result()`` is their
+        :class:`~handoffs.contracts.analysis.Coverage`), or ``None`` when the analysis cannot run.
+        """
+        found = self.analysis
+        return None if found is None else CoverageTracker(self.contract, found)
+
+    def realistic_value(self, field: str) -> Any:
+        """A Hypothesis strategy for realistic values of one field: numbers spread
+        evenly over the declared bounds as six-digit decimals (no subnormal floats, no
+        pile-up at 0), intervals no wider than a twentieth of the range and inside it,
+        fair booleans and enums (Hypothesis alone leans to the first member).
+        Hypothesis seeds a pseudo-random generator per value
+        (``randoms(use_true_random=True)``), so draws are reproducible with the seed
+        but not bent towards Hypothesis's favourite edge values.
+
+        Raises:
+            KeyError: the contract has no field ``field``.
+        """
+        return _realistic_value(self.contract.field_map[field])
+
+    def realistic_states(self) -> Any:
+        """A Hypothesis strategy for complete states with :meth:`realistic_value` fields."""
+        from hypothesis import strategies as st
+
+        contract = self.contract
+        fields = {spec.name: _realistic_value(spec) for spec in contract.fields}
+        return st.fixed_dictionaries(fields).map(lambda values: contract.state(**values))
+
+    def certify_message(self, truth: State, fields: Sequence[str],
+                        trigger_fields: Sequence[str], *,
+                        timeout_ms: int = GEOMETRY_TIMEOUT_MS) -> dict[str, Any]:
+        """Check a minimal message found by search at the true state ``truth``: the
+        field set is sufficient there, removing any field breaks it, and the fields
+        whose change alone flips the decision (the counterfactual triggers) are
+        ``trigger_fields``.
+
+        Returns a JSON-ready certificate with ``method`` ``certified``, ``sampled`` (the
+        policy holds an opaque predicate: nothing is proved) or ``unknown`` (a query ran
+        out of time, or z3 is missing), and ``sufficient``, ``minimal``,
+        ``trigger_fields`` and ``triggers_agree`` where proved.
+        """
+        contract = self.contract
+        if any(_opaque(rule.when) for rule in contract.policy.rules):
+            return {"method": SAMPLED, "reason": "the policy holds an opaque predicate"}
+        try:
+            analyser = _Analyser(contract, timeout_ms, DEFAULT_DELTA_RATIO, 0)
+        except MissingExtra as exc:
+            return {"method": "unknown", "reason": str(exc)}
+        names = [s.name for s in contract.fields]
+        whole = analyser.sufficiency(list(fields), truth).status
+        removals = [analyser.sufficiency([f for f in fields if f != name], truth).status
+                    for name in fields]
+        triggers = [name for name in names
+                    if name in contract.policy.reads()
+                    and analyser.sufficiency([n for n in names if n != name], truth).status
+                    == "insufficient"]
+        undecided = "unknown" in (whole, *removals) or bool(analyser.unknown)
+        if undecided:
+            return {"method": "unknown", "reason": "; ".join(analyser.unknown[:3])}
+        return {"method": CERTIFIED, "sufficient": whole == "sufficient",
+                "minimal": all(r == "insufficient" for r in removals),
+                "trigger_fields": triggers,
+                "triggers_agree": set(triggers) == set(trigger_fields)}
 
 
-def geometry(contract: Contract[Any, Any]) -> tuple[Analysis | None, str]:
-    """The contract's analysis for case generation and coverage (computed once per
-    contract object), or ``None`` and the reason when it cannot run (z3 missing).
+_GEOMETRY: dict[int, Geometry] = {}
+
+
+def geometry(contract: Contract[Any, Any]) -> Geometry:
+    """The contract's :class:`~handoffs.contracts._analysis._coverage.Geometry` for
+    case generation and coverage (one per contract object, so its analysis runs
+    once): the analysis, or ``None`` and the reason when it cannot run (z3 missing);
+    the states a test set needs first, realistic draws, a coverage tracker and the
+    check of a minimal message.
     """
     cached = _GEOMETRY.get(id(contract))
-    if cached is not None and cached[0] is contract:
-        return cached[1], cached[2]
-    try:
-        found: Analysis | None = analyse(contract, timeout_ms=GEOMETRY_TIMEOUT_MS)
-        reason = ""
-    except MissingExtra as exc:
-        found, reason = None, str(exc)
+    if cached is not None and cached.contract is contract:
+        return cached
     if len(_GEOMETRY) >= 64:
         _GEOMETRY.clear()
-    _GEOMETRY[id(contract)] = (contract, found, reason)
-    return found, reason
-
-
-def geometry_states(contract: Contract[Any, Any]) -> tuple[Any, ...]:
-    """The states a test set of ``contract`` needs first (as state objects): a witness
-    of every live region, both sides of every boundary (per field and on products and
-    sums), the hard constraints' witnesses and boundaries. Empty when the analysis
-    cannot run.
-    """
-    found, _ = geometry(contract)
-    if found is None:
-        return ()
-    return tuple(contract.state(**state) for state in found.cover_states())
-
-
-def certify_message(contract: Contract[Any, Any], truth: State, fields: Sequence[str],
-                    trigger_fields: Sequence[str], *,
-                    timeout_ms: int = GEOMETRY_TIMEOUT_MS) -> dict[str, Any]:
-    """Check a minimal message found by search at the true state ``truth``: the field
-    set is sufficient there, removing any field breaks it, and the fields whose change
-    alone flips the decision (the counterfactual triggers) are ``trigger_fields``.
-
-    Returns a JSON-ready certificate with ``method`` ``certified``, ``sampled`` (the
-    policy holds an opaque predicate: nothing is proved) or ``unknown`` (a query ran
-    out of time, or z3 is missing), and ``sufficient``, ``minimal``,
-    ``trigger_fields`` and ``triggers_agree`` where proved.
-    """
-    if any(_opaque(rule.when) for rule in contract.policy.rules):
-        return {"method": SAMPLED, "reason": "the policy holds an opaque predicate"}
-    try:
-        analyser = _Analyser(contract, timeout_ms, DEFAULT_DELTA_RATIO, 0)
-    except MissingExtra as exc:
-        return {"method": "unknown", "reason": str(exc)}
-    names = [s.name for s in contract.fields]
-    whole = analyser.sufficiency(list(fields), truth).status
-    removals = [analyser.sufficiency([f for f in fields if f != name], truth).status
-                for name in fields]
-    triggers = [name for name in names
-                if name in contract.policy.reads()
-                and analyser.sufficiency([n for n in names if n != name], truth).status
-                == "insufficient"]
-    undecided = "unknown" in (whole, *removals) or bool(analyser.unknown)
-    if undecided:
-        return {"method": "unknown", "reason": "; ".join(analyser.unknown[:3])}
-    return {"method": CERTIFIED, "sufficient": whole == "sufficient",
-            "minimal": all(r == "insufficient" for r in removals),
-            "trigger_fields": triggers,
-            "triggers_agree": set(triggers) == set(trigger_fields)}
-
-
+    result = _GEOMETRY[id(contract)] = Geometry(contract)
+    return result

@@ -1,9 +1,10 @@
 """Typed compatibility diff between two contract versions (or two receipt schemas).
 
 :func:`diff` compares two :class:`~handoffs.contracts.Contract` versions and returns a
-:class:`ContractDiff` of :class:`Finding` s; :func:`diff_schemas` compares two receipt
-JSON Schemas (for example the checked-in ``schemas/<name>/<version>.json`` files) over
-the subset our generator emits. Codes are stable and named in the spirit of Confluent's
+:class:`ContractDiff` of :class:`Finding` s; :meth:`ContractDiff.between_schemas`
+compares two receipt JSON Schemas (for example the checked-in
+``schemas/<name>/<version>.json`` files) over the subset our generator emits. Codes are
+stable and named in the spirit of Confluent's
 ``Difference.Type`` and buf's rule IDs.
 
 Every finding has a *category*:

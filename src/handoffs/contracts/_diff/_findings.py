@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 import attrs
@@ -233,6 +233,45 @@ class ContractDiff:
     old: str
     new: str
     findings: tuple[Finding, ...] = attrs.field(converter=_findings)
+
+    @classmethod
+    def between_schemas(cls, old_schema: Mapping[str, Any],
+                        new_schema: Mapping[str, Any]) -> ContractDiff:
+        """Compare two receipt JSON Schemas and return their ``WIRE`` findings.
+
+        Handles the subset :meth:`~handoffs.contracts.Contract.json_schema` emits
+        (properties, required, type, enum, const, numeric and length bounds, pattern,
+        additionalProperties, items, anyOf, local ``$ref``) plus decision-field and
+        action enums. Any other keyword that differs is reported as a breaking
+        ``KEYWORD_CHANGED``: what the differ cannot prove compatible, it does not pass.
+
+        Raises:
+            ContractDefinitionError: ``bad-schema`` for a non-object schema or an
+                unresolvable ``$ref``.
+        """
+        from handoffs.contracts._diff._schemas import diff_schemas  # it builds on this
+
+        return diff_schemas(old_schema, new_schema)
+
+    @classmethod
+    def between_policies(cls, old_policy: Mapping[str, Any], new_policy: Mapping[str, Any],
+                         *, old_schema: Mapping[str, Any] | None = None,
+                         new_schema: Mapping[str, Any] | None = None) -> ContractDiff:
+        """Compare two policy documents (``schemas/<name>/<version>.policy.json``, see
+        :meth:`~handoffs.contracts.Contract.policy_document`) and, when given, their
+        receipt schemas: the same findings :func:`~handoffs.contracts.versions.diff`
+        gives for the two contracts.
+
+        Actions added or removed show in the schemas (the ``proposed_action`` enum); without
+        them only the decision findings are compared.
+
+        Raises:
+            ContractDefinitionError: ``bad-policy-document`` when a document lacks a member.
+        """
+        from handoffs.contracts._diff._policies import diff_policies  # it builds on this
+
+        return diff_policies(old_policy, new_policy, old_schema=old_schema,
+                             new_schema=new_schema)
 
     @property
     def breaking(self) -> bool:

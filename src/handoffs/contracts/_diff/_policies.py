@@ -247,16 +247,7 @@ def _decision_findings(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[F
 def diff_policies(old_policy: Mapping[str, Any], new_policy: Mapping[str, Any], *,
                   old_schema: Mapping[str, Any] | None = None,
                   new_schema: Mapping[str, Any] | None = None) -> ContractDiff:
-    """Compare two policy documents (``schemas/<name>/<version>.policy.json``, see
-    :func:`~handoffs.contracts.policy.policy_document`) and, when given, their receipt schemas:
-    the same findings :func:`diff` gives for the two contracts.
-
-    Actions added or removed show in the schemas (the ``proposed_action`` enum); without
-    them only the decision findings are compared.
-
-    Raises:
-        ContractDefinitionError: ``bad-policy-document`` when a document lacks a member.
-    """
+    """The differ behind :meth:`ContractDiff.between_policies` (see there)."""
     findings = (_SchemaDiffer(old_schema, new_schema).run()
                 if old_schema is not None and new_schema is not None else [])
     findings.extend(_decision_findings(old_policy, new_policy))

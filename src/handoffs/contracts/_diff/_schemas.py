@@ -456,18 +456,7 @@ def _schema_label(schema: Mapping[str, Any]) -> str:
 
 
 def diff_schemas(old_schema: Mapping[str, Any], new_schema: Mapping[str, Any]) -> ContractDiff:
-    """Compare two receipt JSON Schemas and return their ``WIRE`` findings.
-
-    Handles the subset :func:`~handoffs.contracts.to_json_schema` emits (properties,
-    required, type, enum, const, numeric and length bounds, pattern,
-    additionalProperties, items, anyOf, local ``$ref``) plus decision-field and action
-    enums. Any other keyword that differs is reported as a breaking
-    ``KEYWORD_CHANGED``: what the differ cannot prove compatible, it does not pass.
-
-    Raises:
-        ContractDefinitionError: ``bad-schema`` for a non-object schema or an
-            unresolvable ``$ref``.
-    """
+    """The differ behind :meth:`ContractDiff.between_schemas` (see there)."""
     findings = _SchemaDiffer(old_schema, new_schema).run()
     return ContractDiff(_schema_label(old_schema), _schema_label(new_schema), _ordered(findings))
 

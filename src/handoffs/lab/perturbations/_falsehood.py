@@ -14,7 +14,7 @@ import attrs
 from jsonschema import Draft202012Validator
 
 from handoffs._json import dumps
-from handoffs.contracts import Contract, FieldKind, FieldSpec, to_json_schema
+from handoffs.contracts import Contract, FieldKind, FieldSpec
 from handoffs.lab._experiment import ExperimentError, draw, typed_value, wire_value
 from handoffs.lab.perturbations._base import (
     CaseContext,
@@ -31,13 +31,13 @@ __all__ = ["Falsehood", "Mutate"]
 
 
 def _field_schema(contract: Contract[Any, Any], name: str) -> dict[str, Any]:
-    schema = to_json_schema(contract)
+    schema = contract.json_schema()
     return {"$schema": schema["$schema"],
             **schema["properties"]["decision_state"]["properties"][name]}
 
 
 def _member_schema(contract: Contract[Any, Any], name: str) -> dict[str, Any]:
-    schema = to_json_schema(contract)
+    schema = contract.json_schema()
     return {"$schema": schema["$schema"], **schema["properties"][name]}
 
 
@@ -144,7 +144,7 @@ class Mutate(Perturbation):
             valid = [v for v in candidates if validator.is_valid(v)]
             rejected += len(candidates) - len(valid)
             pools[f"decision_state.{name}"] = tuple(valid)
-        schema = to_json_schema(contract)
+        schema = contract.json_schema()
         for member in self.members:
             enum_values = schema["properties"].get(member, {}).get("enum")
             if enum_values is None:

@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from handoffs.contracts import GOVERNANCE_FIELDS, Contract, FieldKind, Uncertainty
+from handoffs.contracts import Contract, FieldKind, Governance, Uncertainty
 from handoffs.contracts.policy import AllOf, AnyOf, Condition, Is, Not, Over, Under
 from handoffs.lab._experiment import ExperimentError, wire_value
 from handoffs.lab.perturbations._ablation import RemoveDecisionField, RemoveGovernanceField
@@ -54,7 +54,7 @@ def standard_perturbations(
     and :class:`LossChanged`.
     """
     out: list[Perturbation] = [RemoveDecisionField(s.name) for s in contract.fields]
-    out += [RemoveGovernanceField(m) for m in GOVERNANCE_FIELDS]
+    out += [RemoveGovernanceField(m) for m in Governance.FIELDS]
     if coarsening:
         for spec in contract.fields:
             if spec.kind is FieldKind.ENUM:

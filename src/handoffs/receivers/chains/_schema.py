@@ -1,9 +1,10 @@
 """The Draft 2020-12 JSON Schema of ``handoff-chain/2.0.0`` and validation against it.
 
 A handoff chain is not a :class:`~handoffs.contracts.Contract` (it has no decision
-state), so :func:`handoffs.contracts.to_json_schema` cannot build its schema; it is
-written here from the same pieces that builder uses (the dialect, the identifier, time
-and digest patterns, the proof ``$def`` and the violation wording).
+state), so :meth:`Contract.json_schema() <handoffs.contracts.Contract.json_schema>`
+cannot build its schema; it is written here from the same pieces that builder uses
+(the dialect, the identifier, time and digest patterns, the proof ``$def`` and the
+violation wording).
 """
 
 from __future__ import annotations
