@@ -322,10 +322,10 @@ def test_schema_file_matches_the_generator() -> None:
 
 
 def test_the_chain_version_bump_is_the_one_the_schema_diff_requires() -> None:
-    from handoffs.contracts._diff import diff_schemas
+    from handoffs.contracts.versions import ContractDiff
 
     old = json.loads((ROOT / "schemas" / "handoff-chain" / "1.0.0.json").read_text("utf-8"))
-    found = diff_schemas(old, handoff_chain_schema())
+    found = ContractDiff.between_schemas(old, handoff_chain_schema())
     assert found.breaking
     assert found.required_bump == "major"
     found.check_version_bump()  # 1.0.0 → 2.0.0 is enough

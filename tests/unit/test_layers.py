@@ -158,13 +158,6 @@ KNOWN_CIRCLES = {
     # Receipt.sign and Receipt.verify delegate to the signing module, which builds on
     # the receipt (issue #21, round 2: they were sign_receipt / verify_receipt).
     ("handoffs.contracts._receipt", "handoffs.contracts._signing"),
-    # ContractDiff.between_schemas / .between_policies delegate to the differs, which
-    # build findings (issue #21, round 2: they were diff_schemas / diff_policies).
-    ("handoffs.contracts._diff._findings", "handoffs.contracts._diff._policies",
-     "handoffs.contracts._diff._schemas"),
-    # KeyRing.from_jwks / .from_agent_card delegate to the JWKS readers, which enrol into
-    # a ring (issue #21, round 2: they were key_ring_from_jwks / key_ring_from_agent_card).
-    ("handoffs.integrity._jwks", "handoffs.integrity._keyring"),
 }
 
 

@@ -27,8 +27,6 @@ from handoffs.contracts._contract import Contract
 from handoffs.contracts._diff import (
     ContractDiff,
     VersionBumpError,
-    diff_policies,
-    diff_schemas,
     next_version,
 )
 from handoffs.contracts._fingerprint import (
@@ -108,8 +106,9 @@ def _changed(contract: Contract[Any, Any], path: Path, old: tuple[Any, Any],
              new: tuple[dict[str, Any], dict[str, Any]]) -> LockProblem:
     """The ``changed`` problem: ``old`` and ``new`` are (schema, policy document)."""
     (old_schema, old_policy), (new_schema, new_policy) = old, new
-    found = (diff_policies(old_policy, new_policy, old_schema=old_schema, new_schema=new_schema)
-             if old_policy is not None else diff_schemas(old_schema, new_schema))
+    found = (ContractDiff.between_policies(old_policy, new_policy, old_schema=old_schema,
+                                           new_schema=new_schema)
+             if old_policy is not None else ContractDiff.between_schemas(old_schema, new_schema))
     bump = found.release_bump
     suggested = found.next_version(contract.version)
     count = len(found.findings)
@@ -149,8 +148,8 @@ def _bump_problem(root: Path, contract: Contract[Any, Any], new_schema: dict[str
     if not (isinstance(old_policy, dict) and isinstance(old_schema, dict)):
         return None  # reported when that version itself is checked
     try:
-        found = diff_policies(old_policy, new_policy, old_schema=old_schema,
-                              new_schema=new_schema)
+        found = ContractDiff.between_policies(old_policy, new_policy, old_schema=old_schema,
+                                              new_schema=new_schema)
         found.check_version_bump()
     except VersionBumpError as exc:
         bump = found.required_bump if exc.required is None else exc.required

@@ -1,10 +1,14 @@
 """Trusted keys from where agents publish them: a JWK Set (RFC 7517) or an A2A agent card.
 
 The receiver pins what it trusts: it fetches a JWK Set or an agent card *once*, reviews
-it, stores it, and loads the stored copy here. Nothing is fetched — not here, and never
-at decision time — so a key change at the publisher reaches a gate only through a new
-pinned copy. Every refusal is a :class:`~handoffs.KeyRingError` whose ``json_path``
-says which member of the document and whose message says why.
+it, stores it, and loads the stored copy with :meth:`KeyRing.from_jwks
+<handoffs.integrity.KeyRing.from_jwks>` or :meth:`KeyRing.from_agent_card
+<handoffs.integrity.KeyRing.from_agent_card>`; this module only *reads* the documents
+(each key as its Multikey and the JSON path it came from), the key ring enrols them.
+Nothing is fetched — not here, and never at decision time — so a key change at the
+publisher reaches a gate only through a new pinned copy. Every refusal is a
+:class:`~handoffs.KeyRingError` whose ``json_path`` says which member of the document
+and whose message says why.
 
 Key types: ``OKP`` / ``Ed25519`` keys are enrolled as ``eddsa-jcs-2022`` keys (with
 the key ring's weak-key checks); ``EC`` / ``P-256`` keys are checked to be a point on
@@ -19,8 +23,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -29,10 +32,9 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from handoffs._errors import KeyRingError, MalformedJSON
 from handoffs._json import dumps, loads
-from handoffs.integrity._keyring import DEFAULT_PURPOSES, KeyRing
 from handoffs.integrity._suites import ECDSA_JCS_2019, EDDSA_JCS_2022, encode_multikey
 
-__all__ = ["ring_from_agent_card", "ring_from_jwks"]
+__all__ = ["agent_card_keys", "jwks_keys"]
 
 _B64URL: Final = re.compile(r"[A-Za-z0-9_-]*")
 _PRIVATE: Final = ("d", "p", "q", "dp", "dq", "qi", "k")
@@ -144,16 +146,15 @@ def _multikey(jwk: Mapping[str, Any], *, json_path: str) -> str:
                 "or EC/P-256", code="unsupported-key-type", json_path=where)
 
 
-def _pin(
+def _chosen(
     found: Sequence[tuple[str | None, Mapping[str, Any], str]],
     *,
     kids: Iterable[str] | None,
-    controller: str,
-    not_before: datetime,
-    roles: Iterable[str],
-    purposes: Iterable[str],
-    ring: KeyRing | None,
-) -> KeyRing:
+) -> Iterator[tuple[str, str]]:
+    """The keys to pin, as ``(public_key_multibase, json_path)``: the document-level
+    checks run now, each key is read as the caller reaches it (so a refusal of a later
+    key comes after what the caller did with the earlier ones).
+    """
     wanted = None if kids is None else list(kids)
     if wanted is not None:
         named = {kid for kid, _, _ in found}
@@ -167,36 +168,21 @@ def _pin(
     if not chosen:
         raise _fail("the document holds no key to trust (an empty key ring trusts no one)",
                     code="no-keys", json_path="$")
-    result = ring if ring is not None else KeyRing()
-    for _, jwk, path in chosen:
-        multibase = _multikey(jwk, json_path=path)
-        try:
-            result = result.enrol(multibase, controller=controller, not_before=not_before,
-                                  roles=roles, purposes=purposes)
-        except KeyRingError as exc:
-            raise _fail(exc.message, code=exc.code, json_path=path) from exc
-    return result
+    return ((_multikey(jwk, json_path=path), path) for _, jwk, path in chosen)
 
 
-def ring_from_jwks(
-    jwks: Document,
-    *,
-    controller: str,
-    not_before: datetime,
-    roles: Iterable[str] = (),
-    purposes: Iterable[str] = DEFAULT_PURPOSES,
-    kids: Iterable[str] | None = None,
-    ring: KeyRing | None = None,
-) -> KeyRing:
-    """The reader behind :meth:`KeyRing.from_jwks` (see there)."""
+def jwks_keys(jwks: Document, *, kids: Iterable[str] | None = None) -> Iterator[tuple[str, str]]:
+    """The keys of a pinned JWK Set to trust, as ``(public_key_multibase, json_path)``:
+    the reader behind :meth:`KeyRing.from_jwks <handoffs.integrity.KeyRing.from_jwks>`
+    (see there for the refusals).
+    """
     document = _document(jwks, what="jwks")
     keys = document.get("keys")
     if not isinstance(keys, list):
         raise _fail("a JWK Set has a 'keys' array", code="bad-jwks", json_path="$.keys")
     found = [(jwk.get("kid") if isinstance(jwk, Mapping) else None, jwk, f"$.keys[{at}]")
              for at, jwk in enumerate(keys)]
-    return _pin(found, kids=kids, controller=controller, not_before=not_before,
-                roles=roles, purposes=purposes, ring=ring)
+    return _chosen(found, kids=kids)
 
 
 def _protected_header(signature: Any, *, json_path: str) -> Mapping[str, Any]:
@@ -218,17 +204,17 @@ def _protected_header(signature: Any, *, json_path: str) -> Mapping[str, Any]:
     return header
 
 
-def ring_from_agent_card(
+def agent_card_keys(
     card: Document,
     *,
     controller: str | None = None,
-    not_before: datetime,
-    roles: Iterable[str] = (),
-    purposes: Iterable[str] = DEFAULT_PURPOSES,
     jwks: Document | None = None,
-    ring: KeyRing | None = None,
-) -> KeyRing:
-    """The reader behind :meth:`KeyRing.from_agent_card` (see there)."""
+) -> tuple[str, Iterator[tuple[str, str]]]:
+    """Who owns a pinned agent card's signing keys (``controller``, else the card's
+    ``name``) and the keys, as ``(public_key_multibase, json_path)``: the reader behind
+    :meth:`KeyRing.from_agent_card <handoffs.integrity.KeyRing.from_agent_card>` (see
+    there for the refusals).
+    """
     document = _document(card, what="agent card")
     owner = controller if controller is not None else document.get("name")
     if not isinstance(owner, str) or not owner:
@@ -265,5 +251,4 @@ def ring_from_agent_card(
         found.append((kid, keys[index], f"$.keys[{index}]"))
     unique = {dumps(jwk): (kid, jwk, path) for kid, jwk, path in reversed(found)}
     found = list(reversed(unique.values()))  # a key that signs twice is pinned once
-    return _pin(found, kids=None, controller=owner, not_before=not_before, roles=roles,
-                purposes=purposes, ring=ring)
+    return owner, _chosen(found, kids=None)

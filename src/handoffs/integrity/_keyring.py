@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 
 from handoffs._errors import HandoffsError, KeyRingError, ProofError, UnknownKey
 from handoffs._time import expired
+from handoffs.integrity._jwks import agent_card_keys, jwks_keys
 from handoffs.integrity._keys import _aware_utc, _format_utc, _parse_utc
 from handoffs.integrity._signer import multikey_verification_method
 from handoffs.integrity._suites import EDDSA_JCS_2022, Cryptosuite, decode_multikey
@@ -452,10 +453,9 @@ class KeyRing:
                 ``private-key-in-jwks``, ``not-on-curve``, ``unknown-kid``, ``no-keys``, or
                 what enrolment raises (a weak key, a duplicate) — each at its JSON path.
         """
-        from handoffs.integrity._jwks import ring_from_jwks  # it builds on this module
-
-        return ring_from_jwks(jwks, controller=controller, not_before=not_before,
-                              roles=roles, purposes=purposes, kids=kids, ring=ring)
+        return (ring if ring is not None else cls())._enrol_read(
+            jwks_keys(jwks, kids=kids), controller=controller, not_before=not_before,
+            roles=roles, purposes=purposes)
 
     @classmethod
     def from_agent_card(
@@ -493,10 +493,30 @@ class KeyRing:
                 ``unknown-kid``, or what :meth:`from_jwks` raises — each at its
                 JSON path.
         """
-        from handoffs.integrity._jwks import ring_from_agent_card  # it builds on this module
+        owner, keys = agent_card_keys(card, controller=controller, jwks=jwks)
+        return (ring if ring is not None else cls())._enrol_read(
+            keys, controller=owner, not_before=not_before, roles=roles, purposes=purposes)
 
-        return ring_from_agent_card(card, controller=controller, not_before=not_before,
-                                    roles=roles, purposes=purposes, jwks=jwks, ring=ring)
+    def _enrol_read(
+        self,
+        keys: Iterable[tuple[str, str]],
+        *,
+        controller: str,
+        not_before: datetime,
+        roles: Iterable[str],
+        purposes: Iterable[str],
+    ) -> KeyRing:
+        """Return a new ring with each ``(public_key_multibase, json_path)`` read from a
+        pinned document enrolled; a refusal names the path of the key in the document.
+        """
+        result = self
+        for multibase, path in keys:
+            try:
+                result = result.enrol(multibase, controller=controller, not_before=not_before,
+                                      roles=roles, purposes=purposes)
+            except KeyRingError as exc:
+                raise KeyRingError(exc.message, code=exc.code, json_path=path) from exc
+        return result
 
 
 def _check_keys(

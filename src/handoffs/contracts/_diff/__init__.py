@@ -79,29 +79,23 @@ the contract (``$.policy.rules.high-value``, ``$.loss.RELEASE.ESCALATE``,
 ``$.hard_constraints.unsafe-release``, ``$.context.role-held:case-owner``), except enum
 values and ``if_missing`` defaults, which name the receipt field they concern.
 
-One concern a module: ``_findings`` (codes, findings, the version-bump rule and the
-:class:`ContractDiff` that renders them), ``_schemas`` (the ``WIRE`` diff of two receipt
-schemas) and ``_policies`` (the ``DECISION`` diff of two policy documents, and :func:`diff`).
+One concern a module, each above the one before: ``_findings`` (codes, findings and the
+version-bump rule), ``_schemas`` (the ``WIRE`` findings of two receipt schemas),
+``_policies`` (the ``DECISION`` findings of two policy documents) and ``_contract_diff``
+(the :class:`ContractDiff` that orders and renders them, and :func:`diff`).
 """
 
 from __future__ import annotations
 
+from handoffs.contracts._diff._contract_diff import ContractDiff, diff
 from handoffs.contracts._diff._findings import (
     Bump,
     Category,
-    ContractDiff,
     Direction,
     Finding,
     FindingCode,
     VersionBumpError,
     next_version,
-)
-from handoffs.contracts._diff._policies import (
-    diff,
-    diff_policies,
-)
-from handoffs.contracts._diff._schemas import (
-    diff_schemas,
 )
 
 __all__ = [
@@ -113,7 +107,5 @@ __all__ = [
     "FindingCode",
     "VersionBumpError",
     "diff",
-    "diff_policies",
-    "diff_schemas",
     "next_version",
 ]

@@ -11,20 +11,15 @@ from typing import Any, Final
 import attrs
 
 from handoffs._errors import ContractDefinitionError
-from handoffs.contracts._contract import Contract
 from handoffs.contracts._diff._findings import (
     Category,
-    ContractDiff,
     Direction,
     Finding,
     FindingCode,
     _finding,
-    _ordered,
 )
-from handoffs.contracts._diff._schemas import _key, _SchemaDiffer, _short
+from handoffs.contracts._diff._schemas import _key, _short
 from handoffs.contracts._fields import MISSING
-from handoffs.contracts._fingerprint import policy_document
-from handoffs.contracts._schema import to_json_schema
 
 
 def _shown(value: Any) -> str:
@@ -242,27 +237,3 @@ def _decision_findings(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[F
             f"reused is now {new['counterfactual_trigger']!r}", category=Category.DECISION,
         ))
     return findings
-
-
-def diff_policies(old_policy: Mapping[str, Any], new_policy: Mapping[str, Any], *,
-                  old_schema: Mapping[str, Any] | None = None,
-                  new_schema: Mapping[str, Any] | None = None) -> ContractDiff:
-    """The differ behind :meth:`ContractDiff.between_policies` (see there)."""
-    findings = (_SchemaDiffer(old_schema, new_schema).run()
-                if old_schema is not None and new_schema is not None else [])
-    findings.extend(_decision_findings(old_policy, new_policy))
-    return ContractDiff(str(old_policy["contract"]), str(new_policy["contract"]),
-                        _ordered(findings))
-
-
-def diff(old: Contract[Any, Any], new: Contract[Any, Any]) -> ContractDiff:
-    """Compare two contract versions: wire findings from their receipt schemas, plus
-    decision findings from actions, policy, defaults, loss, hard constraints, context
-    dependencies and the counterfactual trigger.
-
-    Example: adding a receiver action (the essay's pilot who may now also stop or
-    land) is an ``ACTION_ADDED`` finding, breaking in the ``DECISION`` category even
-    though every old receipt still validates.
-    """
-    return diff_policies(policy_document(old), policy_document(new),
-                         old_schema=to_json_schema(old), new_schema=to_json_schema(new))

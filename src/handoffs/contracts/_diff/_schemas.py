@@ -12,13 +12,11 @@ from handoffs._json import canonical_bytes
 from handoffs.contracts._diff._findings import (
     _SCHEMA_ID,
     Category,
-    ContractDiff,
     Direction,
     Finding,
     FindingCode,
     _combine,
     _finding,
-    _ordered,
     _split_id,
 )
 
@@ -453,14 +451,3 @@ def _schema_label(schema: Mapping[str, Any]) -> str:
         match = _SCHEMA_ID.fullmatch(ident)
         return f"{match.group(1)}/{match.group(2)}" if match else ident
     return "?"
-
-
-def diff_schemas(old_schema: Mapping[str, Any], new_schema: Mapping[str, Any]) -> ContractDiff:
-    """The differ behind :meth:`ContractDiff.between_schemas` (see there)."""
-    findings = _SchemaDiffer(old_schema, new_schema).run()
-    return ContractDiff(_schema_label(old_schema), _schema_label(new_schema), _ordered(findings))
-
-
-# ---------------------------------------------------------------- contract diff
-
-
