@@ -280,8 +280,6 @@ def verify_receipt(
     max_proof_age: timedelta | None = None,
 ) -> VerifiedReceipt:
     """What :meth:`Receipt.verify <handoffs.contracts.Receipt.verify>` does (see there)."""
-    # The proofs' check (handoffs.integrity.verify) checks the document as JSON data
-    # (limits, lone surrogates, non-JSON values) before it canonicalises any of it.
     if not isinstance(document, Mapping):
         raise MalformedJSON(
             f"a signed receipt is a JSON object, got {type(document).__name__}",
