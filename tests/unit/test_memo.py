@@ -294,8 +294,6 @@ def test_the_gate_owns_its_memo_key_and_the_lab_asks_it() -> None:
     assert gate.memo_key(one) is not None
     assert gate.memo_key(one) == gate.memo_key(other)  # a valid id: only its validity counts
     assert gate.memo_key(one) != gate.memo_key(dict(one, authority="DECIDE"))
-    assert gate.memo_member("id", one["id"]) == gate.memo_member("id", other["id"])
     # The lab's key of a strict receiver is the gate's own (its rule reads no identifier).
     assert memo_key(StrictContractReceiver(gate), one) == gate.memo_key(one)
     assert WORLD.gate(replay=None).memo_key(one) is None  # proofs cover every byte
-    assert WORLD.gate(replay=None).memo_member("id", one["id"]) is None

@@ -113,14 +113,12 @@ def test_remove_decision_field() -> None:
     assert "count" not in v.message["decision_state"]
     assert v.message["decision_state"]["level"] == "LOW"
     assert "count" in MESSAGE["decision_state"]  # the input is not modified
-    assert v.touched == {"decision_state"}
     assert variants(RemoveDecisionField("count"), {"no": "state"}) == []
 
 
 def test_remove_governance_field() -> None:
     [v] = variants(RemoveGovernanceField("sender"))
     assert "sender" not in v.message
-    assert v.touched == {"sender"}
     assert variants(RemoveGovernanceField("absent")) == []
 
 
@@ -203,7 +201,6 @@ def test_falsehood_injection() -> None:
     [v] = variants(inject)
     assert v.message["decision_state"]["armed"] is True
     assert v.falsified == "STOP"
-    assert v.full_validation
     assert variants(inject, case_id="case-2") == []
     with pytest.raises(ExperimentError, match="schema-valid"):
         Falsehood(case_id="c", field="count", value=99).prepare(GAUGE, seed=0)
@@ -312,7 +309,6 @@ def _shape(variants_: list[Any], message: dict[str, Any]) -> list[Any]:
             out.append(("patch", v.patch, v.label, v.reference, v.falsehood, v.falsified))
         else:
             assert v.message is message
-            assert v.touched == frozenset()
             out.append(("same", v.label, v.reference, v.falsehood, v.falsified))
     return out
 
@@ -404,10 +400,8 @@ def test_the_generic_engine_patches_the_declared_member() -> None:
     [patched] = variants(Cap("count", 2))
     assert patched.patch == ("decision_state", {**MESSAGE["decision_state"], "count": 2})
     assert patched.message["decision_state"]["count"] == 2
-    assert patched.touched == {"decision_state"}
-    [same] = variants(Cap("count", 10))  # UNCHANGED: the message itself, nothing touched
+    [same] = variants(Cap("count", 10))  # UNCHANGED: the message itself, no patch
     assert same.message is MESSAGE
-    assert same.touched == frozenset()
     assert same.patch is None
     assert variants(Cap("armed", 0)) == []  # NOT_APPLICABLE (a boolean)
     assert variants(Cap("count", 1), {"no": "state"}) == []  # the member is absent

@@ -239,13 +239,8 @@ class ReferenceReceiver:
 
     def memo_key(self, message: Mapping[str, Any]) -> Hashable:
         """The part of the message the decision depends on: the decision state."""
-        return self.memo_member("decision_state", message.get("decision_state", _NO_STATE))
-
-    def memo_member(self, name: str, value: Any) -> Hashable:
-        """The decision state counts (by value and type); other members do not."""
-        if name != "decision_state":
-            return None
-        return _NO_STATE if value is _NO_STATE else memo_value(value)
+        state = message.get("decision_state", _NO_STATE)
+        return _NO_STATE if state is _NO_STATE else memo_value(state)
 
     def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
         """Decide from the message's decision state alone."""

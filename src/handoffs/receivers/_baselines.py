@@ -136,23 +136,6 @@ class GovernanceChecker:
                 key.append(memo_value(value))
         return tuple(key)
 
-    def memo_member(self, name: str, value: Any, *,
-                    keep: frozenset[str] = frozenset()) -> Hashable:
-        """One member's contribution to :meth:`memo_key` (a value that is not JSON data
-        within the limits contributes a part equal to nothing else: the message it
-        joins is refused at parse).
-        """
-        try:
-            check_value(value, limits=self.limits)
-        except MalformedJSON:
-            return object()
-        names, raw = self._memo_names(keep)
-        if name in raw:
-            return memo_value(value)
-        if name in names:
-            return value is None or (isinstance(value, str | list | tuple | dict) and not value)
-        return None
-
     def _memo_names(self, keep: frozenset[str]) -> tuple[tuple[str, ...], frozenset[str]]:
         """(members the key holds, in order; those it holds by value)."""
         found = self._memo.get(keep)
@@ -267,10 +250,6 @@ class _KeyedByAdmission:
     def memo_key(self, message: Mapping[str, Any]) -> Hashable | None:
         """The checker's memo key, keeping the members the rule reads."""
         return self._via().memo_key(message, keep=self._keep())
-
-    def memo_member(self, name: str, value: Any) -> Hashable:
-        """One member's contribution to :meth:`memo_key`."""
-        return self._via().memo_member(name, value, keep=self._keep())
 
 
 # -------------------------------------------------------------------------- score

@@ -503,11 +503,6 @@ class Gate:
         memo = gate_memo(self)
         return None if memo is None else memo.key(message)
 
-    def memo_member(self, name: str, value: Any) -> Hashable | None:
-        """One member's contribution to :meth:`memo_key` (``None`` when there is no key)."""
-        memo = gate_memo(self)
-        return None if memo is None else memo.member(name, value)
-
     @property
     def verifies_proofs(self) -> bool:
         """False under :class:`UnsafeNoProofs`."""

@@ -1,7 +1,6 @@
 """The gate's memo key: what its decision on a parsed message depends on.
 
-:meth:`~handoffs.receivers.Gate.memo_key` and
-:meth:`~handoffs.receivers.Gate.memo_member` answer from here; the lab memoises
+:meth:`~handoffs.receivers.Gate.memo_key` answers from here; the lab memoises
 decisions on them and restates nothing of the gate. The key keeps every member as it
 is except the three that carry per-case identifiers (``id``, ``case_id``,
 ``evidence_refs``), which the gate's steps read only for their validity under the

@@ -102,9 +102,6 @@ UNCHANGED: Final[Any] = _Sentinel("UNCHANGED")
 NOT_APPLICABLE: Final[Any] = _Sentinel("NOT_APPLICABLE")
 """From :meth:`Perturbation.change`: the perturbation does not apply (no variant)."""
 
-_TOUCHED: dict[str, frozenset[str]] = {}
-
-
 class Variant:
     """One perturbed message.
 
@@ -120,14 +117,11 @@ class Variant:
             changes); ``None`` keeps the case's reference.
         falsehood: ``(field, true value, false value)`` in wire form, for falsehoods.
         falsified: the reference policy's action if the falsehood were true.
-        touched: top-level members changed (``None``: unknown, check everything).
-        full_validation: validate the whole message with ``jsonschema`` (injections).
         base: the message a patch applies to (``None`` for a whole message).
         patch: ``(member, value)``; ``value`` is :attr:`.Perturbation.REMOVED` for a removal.
     """
 
-    __slots__ = ("_message", "base", "falsehood", "falsified", "full_validation", "label",
-                 "patch", "reference", "touched")
+    __slots__ = ("_message", "base", "falsehood", "falsified", "label", "patch", "reference")
 
     def __init__(
         self,
@@ -137,24 +131,20 @@ class Variant:
         reference: str | None = None,
         falsehood: tuple[str, Any, Any] | None = None,
         falsified: str | None = None,
-        touched: frozenset[str] | None = None,
-        full_validation: bool = False,
     ) -> None:
         self._message: Mapping[str, Any] | None = message
         self.label = label
         self.reference = reference
         self.falsehood = falsehood
         self.falsified = falsified
-        self.touched = touched
-        self.full_validation = full_validation
         self.base: Mapping[str, Any] | None = None
         self.patch: tuple[str, Any] | None = None
 
     @classmethod
     def patched(cls, base: Mapping[str, Any], member: str, value: Any, *,
                 label: str | None = None, reference: str | None = None,
-                falsehood: tuple[str, Any, Any] | None = None, falsified: str | None = None,
-                full_validation: bool = False) -> Variant:
+                falsehood: tuple[str, Any, Any] | None = None,
+                falsified: str | None = None) -> Variant:
         """``base`` with ``member`` set to ``value`` (or removed: :attr:`.Perturbation.REMOVED`)."""
         variant = cls.__new__(cls)
         variant._message = None
@@ -162,11 +152,6 @@ class Variant:
         variant.reference = reference
         variant.falsehood = falsehood
         variant.falsified = falsified
-        touched = _TOUCHED.get(member)
-        if touched is None:
-            touched = _TOUCHED[member] = frozenset((member,))
-        variant.touched = touched
-        variant.full_validation = full_validation
         variant.base = base
         variant.patch = (member, value)
         return variant
@@ -189,7 +174,7 @@ class Variant:
 
     def __repr__(self) -> str:
         what = f"patch={self.patch!r}" if self.patch is not None else f"message={self.message!r}"
-        return f"Variant({what}, label={self.label!r}, touched={self.touched!r})"
+        return f"Variant({what}, label={self.label!r})"
 
 
 class CaseContext:
@@ -476,7 +461,7 @@ class Perturbation:
         if new is NOT_APPLICABLE:
             return
         if new is UNCHANGED:
-            yield Variant(message, touched=frozenset())
+            yield Variant(message)
             return
         yield _set_patch(message, target, new)
 

@@ -66,7 +66,7 @@ class LossChanged(Perturbation):
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
         """The unchanged message."""
-        yield Variant(message, touched=frozenset())
+        yield Variant(message)
 
 
 @attrs.frozen
@@ -136,7 +136,7 @@ class ActionAdded(Perturbation):
             raise ExperimentError("action-added was not prepared for a contract")
         outcome = self.policy.evaluate(ctx.truth)
         reference = ctx.reference if outcome.action is None else _action_value(outcome.action)
-        yield Variant(message, reference=reference, touched=frozenset())
+        yield Variant(message, reference=reference)
 
 
 @declare_perturbation(
@@ -191,6 +191,6 @@ class AuthoritativeSender(Perturbation):
                  strategy: str) -> Iterator[Variant]:
         """The message with ``authority: DECIDE`` (unchanged without an authority)."""
         if message.get("authority") == Authority.DECIDE.value or "authority" not in message:
-            yield Variant(message, touched=frozenset())
+            yield Variant(message)
         else:
             yield Variant.patched(message, "authority", Authority.DECIDE.value)

@@ -29,7 +29,7 @@ class NoMessage(Perturbation):
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
         """``{}``."""
-        yield Variant({}, touched=None)
+        yield Variant({})
 
 
 @declare_perturbation(kind="control", id="shuffled-message",
@@ -49,7 +49,7 @@ class ShuffledMessage(Perturbation):
         """The neighbour's message."""
         other = ctx.neighbour(strategy)
         if other is not None:
-            yield Variant(other, touched=None)
+            yield Variant(other)
 
 
 @declare_perturbation(kind="control", id="constant-message",
@@ -65,4 +65,4 @@ class ConstantMessage(Perturbation):
         """The constant message."""
         constant = ctx.constant(strategy)
         if constant is not None:
-            yield Variant(constant, touched=None)
+            yield Variant(constant)

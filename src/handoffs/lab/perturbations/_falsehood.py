@@ -85,7 +85,7 @@ def _numeric_pool(contract: Contract[Any, Any], spec: FieldSpec, samples: int,
 
 
 def _falsify(message: Mapping[str, Any], state: Mapping[str, Any], ctx: CaseContext,
-             name: str, value: Any, *, label: str, full_validation: bool = False) -> Variant:
+             name: str, value: Any, *, label: str) -> Variant:
     """``message`` with decision field ``name`` sent as ``value``, classified by the
     reference policy on the truth with that one field falsified.
     """
@@ -94,8 +94,7 @@ def _falsify(message: Mapping[str, Any], state: Mapping[str, Any], ctx: CaseCont
     new_state = dict(state)
     new_state[name] = value
     return Variant.patched(message, "decision_state", new_state, label=label,
-                           falsehood=(name, state[name], value), falsified=ctx.decide(view),
-                           full_validation=full_validation)
+                           falsehood=(name, state[name], value), falsified=ctx.decide(view))
 
 
 @declare_perturbation(
@@ -212,5 +211,4 @@ class Falsehood(Perturbation):
         """The altered message, in the named case only."""
         state = _state_of(message)
         if ctx.case_id == self.case_id and state is not None and self.field in state:
-            yield _falsify(message, state, ctx, self.field, self.value, label=self.field,
-                           full_validation=True)
+            yield _falsify(message, state, ctx, self.field, self.value, label=self.field)

@@ -97,4 +97,4 @@ class Relay(Perturbation):
             state = _state_of(current)
             if self.collapse_intervals and state is not None:
                 current["decision_state"] = {k: _collapse(v) for k, v in state.items()}
-        yield Variant(current, touched=None)
+        yield Variant(current)
