@@ -305,22 +305,3 @@ def test_memo_keys_change_how_often_receivers_are_called_never_the_figures() -> 
     assert [{k: v for k, v in r.items() if k not in ignore} for r in fast["results"]] == \
         [{k: v for k, v in r.items() if k not in ignore} for r in slow["results"]]
     assert fast["provenance"]["receiver_calls"] < slow["provenance"]["receiver_calls"]
-
-
-def test_the_collector_is_unfrozen_after_a_run() -> None:
-    import gc
-
-    from handoffs.lab._runner import _collector_frozen
-
-    assert gc.get_freeze_count() == 0
-    with _collector_frozen():
-        assert gc.get_freeze_count() > 0
-    assert gc.get_freeze_count() == 0
-    gc.freeze()  # a process that froze objects itself keeps them frozen
-    try:
-        frozen = gc.get_freeze_count()
-        with _collector_frozen():
-            pass
-        assert gc.get_freeze_count() == frozen
-    finally:
-        gc.unfreeze()

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures as cf
-import contextlib
-import gc
 import itertools
 import os
 import platform
@@ -92,8 +90,7 @@ def _executor(kind: str | cf.Executor | None, workers: int | None
         import multiprocessing
 
         processes = cf.ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1,
-                                           mp_context=multiprocessing.get_context("spawn"),
-                                           initializer=_process_worker)
+                                           mp_context=multiprocessing.get_context("spawn"))
         return (processes, lambda: processes.shutdown(wait=True, cancel_futures=True),
                 "processes")
     if kind == "dask":
@@ -106,33 +103,6 @@ def _executor(kind: str | cf.Executor | None, workers: int | None
         return executor, stack.close, "dask"
     raise ExperimentError(f"unknown executor {kind!r}; use one of {list(EXECUTORS)} or an "
                           "Executor instance")
-
-
-@contextlib.contextmanager
-def _collector_frozen() -> Iterator[None]:
-    """For the duration of a run, keep the objects that already exist (interpreter,
-    libraries, the experiment) out of the garbage collector's full passes
-    (``gc.freeze``), which the chunks' short-lived objects would otherwise trigger
-    again and again. Nothing is frozen when the process froze objects itself.
-    """
-    if gc.get_freeze_count() or not gc.isenabled():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
-def _process_worker() -> None:
-    """Start a worker process of the runner's own pool: move everything loaded so far
-    (the engine came with this module: unpickling it imports the lab) out of the
-    collector's sight (``gc.freeze``), so that its full passes do not walk the
-    interpreter's and the libraries' objects again and again. The process is the
-    runner's, and ends with the pool.
-    """
-    gc.freeze()
 
 
 def _chunks(cases: Iterator[Any], size: int) -> Iterator[list[Any]]:
@@ -266,7 +236,7 @@ def run(
                 aggregator.feed(record)
     kind = "resumed"
     try:
-        with log, _collector_frozen():
+        with log:
             if not log.complete:
                 kind = _execute(experiment, plan, log, aggregator, first=first,
                                 stream=stream, executor=executor, workers=workers,
