@@ -1,7 +1,8 @@
 """The public surface: each face's ``__all__``, small, each name public in one place.
 
-The faces by audience (issue #21): a namespace over ~40 names wants splitting, and the
-library's faces together stay small. A name outside an ``__all__`` is not public (see
+The faces by audience (issue #21): a namespace over ~40 names wants splitting. The cap
+on the faces' total (150) is retired (issue #29): it pushed the extension seams users
+implement and the errors they catch onto private paths. A name outside an ``__all__`` is not public (see
 docs/reference/compatibility.md); there are no hidden re-exports kept for old imports.
 """
 
@@ -25,10 +26,6 @@ LIBRARY = ["handoffs", *sorted(
 )]
 
 PER_NAMESPACE = 40
-# Issue #21's target for the library's faces together is 150 (235 before the faces were
-# cut, 217 after, then handoffs.contracts.analysis came with 27); this ceiling only
-# comes down.
-TOTAL = 150
 
 
 def _faces() -> dict[str, list[str]]:
@@ -43,7 +40,6 @@ def test_the_faces_are_small() -> None:
     faces = _faces()
     over = {name: len(names) for name, names in faces.items() if len(names) > PER_NAMESPACE}
     assert over == {}
-    assert sum(len(names) for names in faces.values()) <= TOTAL
 
 
 def test_the_faces_are_the_expected_ones() -> None:
