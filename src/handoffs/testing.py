@@ -41,6 +41,7 @@ from jsonschema import Draft202012Validator
 from handoffs._cases import GeneratedCase
 from handoffs._errors import InvalidArgument, MissingExtra
 from handoffs._json import MAX_SAFE_INTEGER
+from handoffs._neighbours import neighbours
 from handoffs.contracts import (
     Authority,
     Contract,
@@ -170,13 +171,10 @@ def _boundaries(contract: Contract[Any, Any], spec: FieldSpec) -> list[float]:
     for name, threshold in contract.policy.thresholds():
         if name != spec.name:
             continue
+        near = neighbours(threshold, integer=spec.kind is FieldKind.INT)
         if spec.kind is FieldKind.INT:
-            whole = (math.floor(threshold) - 1, math.floor(threshold), math.ceil(threshold),
-                     math.ceil(threshold) + 1)
-            found.update(int(_clip(v, spec)) for v in whole)
+            found.update(int(_clip(v, spec)) for v in near)
         else:
-            near = (math.nextafter(threshold, -math.inf), threshold,
-                    math.nextafter(threshold, math.inf))
             found.update(_clip(v, spec) for v in near)
     if spec.minimum is not None and spec.maximum is not None:
         found.update((spec.minimum, spec.maximum))

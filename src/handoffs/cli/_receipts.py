@@ -10,12 +10,12 @@ from pathlib import Path
 import click
 
 from handoffs._json import dumps
+from handoffs._time import utc_now
 from handoffs.cli._common import (
     comma_items,
     passphrase_from_env,
     read_object,
     time_option,
-    utc_now,
 )
 from handoffs.cli._contracts import cli_registry
 
@@ -43,7 +43,7 @@ def sign_command(*, receipt: str, key_path: Path, grant_path: Path | None,
     key = SigningKey.from_pem(key_path.read_bytes(), passphrase_from_env(passphrase_env))
     loaded = Receipt.from_json(read_object(receipt, what="receipt"), registry=cli_registry())
     grant = read_object(grant_path, what="grant") if grant_path is not None else None
-    signed = loaded.sign(key, grant=grant, created=created or utc_now())
+    signed = loaded.sign(key, grant=grant, created=created or utc_now().replace(microsecond=0))
     click.echo(dumps(signed.to_json(), indent=2))
 
 
@@ -85,7 +85,8 @@ def grant_command(*, key_path: Path, issuer: str, subject: str, audience: str,
     document = issue_grant(
         key, issuer=issuer, subject=subject, audience=audience, contract=contract,
         case_id=case_id, policy_version=policy_version, authority=allowed,
-        roles=comma_items(roles), valid_until=valid_until, created=created or utc_now(),
+        roles=comma_items(roles), valid_until=valid_until,
+        created=created or utc_now().replace(microsecond=0),
     )
     click.echo(dumps(document, indent=2))
 
