@@ -310,7 +310,7 @@ def test_small_order_keys_never_enter_the_trust_store() -> None:
     identity_point = "z" + b58encode(b"\xed\x01" + bytes.fromhex("01" + "00" * 31))
     with pytest.raises(WeakKey) as info:
         KeyRing().enrol(identity_point, controller=SENDER, roles=["proposer"], not_before=T0)
-    assert info.value.code == "small-order-key"
+    assert info.value.code == "weak-key"
 
 
 def test_a_replay_within_one_process() -> None:
