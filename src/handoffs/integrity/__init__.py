@@ -21,13 +21,16 @@ Receipts and authority grants, signed with these proofs, are :mod:`handoffs.cont
 from __future__ import annotations
 
 from handoffs._errors import KeyRingError
-from handoffs.integrity._keyring import KeyRing
+from handoffs.integrity._keyring import KeyEntry, KeyRing
 from handoffs.integrity._keys import SigningKey
 from handoffs.integrity._proofs import VerifiedProof, sign, verify
 from handoffs.integrity._signer import CallableSigner, P256SigningKey, Signer
+from handoffs.integrity._suites import Cryptosuite
 
 __all__ = [
     "CallableSigner",
+    "Cryptosuite",
+    "KeyEntry",
     "KeyRing",
     "KeyRingError",
     "P256SigningKey",

@@ -316,7 +316,7 @@ class KeyRing:
     def revoke(self, verification_method: str, *, at: datetime) -> KeyRing:
         """Return a new ring in which the key is revoked from ``at`` on: from that
         instant no proof of it verifies, whatever its ``created`` (see
-        :attr:`KeyEntry.revoked_at <handoffs.integrity._keyring.KeyEntry.revoked_at>`;
+        :attr:`KeyEntry.revoked_at <handoffs.integrity.KeyEntry.revoked_at>`;
         rotation is ``not_after``).
 
         Raises:

@@ -24,8 +24,18 @@ perturbations are :mod:`handoffs.lab.perturbations`; reading, rendering, compari
 and releasing a report is :mod:`handoffs.lab.reports`.
 """
 
-from handoffs.lab._controls import read_baselines
+from handoffs._cases import GeneratedCase
+from handoffs.lab._cache import CallCache
+from handoffs.lab._controls import (
+    AuthorityReading,
+    Baselines,
+    ControlExpectations,
+    ControlReading,
+    SenderClaimReading,
+    read_baselines,
+)
 from handoffs.lab._experiment import (
+    CaseSource,
     Experiment,
     ExperimentError,
     GeneratedCases,
@@ -34,20 +44,42 @@ from handoffs.lab._experiment import (
     Strategy,
     Tolerances,
 )
-from handoffs.lab._minimal import counterfactual_triggers, minimal_message
-from handoffs.lab._partition import message_partition
-from handoffs.lab._runner import rescore, run
+from handoffs.lab._minimal import (
+    FieldRepresentation,
+    MinimalMessage,
+    Reference,
+    Trigger,
+    counterfactual_triggers,
+    minimal_message,
+)
+from handoffs.lab._partition import MessagePartition, PartitionCell, message_partition
+from handoffs.lab._runner import LabRun, rescore, run
 from handoffs.lab._sufficient import assert_sufficient
 from handoffs.lab._toml import load_experiment
 
 __all__ = [
+    "AuthorityReading",
+    "Baselines",
+    "CallCache",
+    "CaseSource",
+    "ControlExpectations",
+    "ControlReading",
     "Experiment",
     "ExperimentError",
+    "FieldRepresentation",
+    "GeneratedCase",
     "GeneratedCases",
     "IterableCases",
     "JSONLinesCases",
+    "LabRun",
+    "MessagePartition",
+    "MinimalMessage",
+    "PartitionCell",
+    "Reference",
+    "SenderClaimReading",
     "Strategy",
     "Tolerances",
+    "Trigger",
     "assert_sufficient",
     "counterfactual_triggers",
     "load_experiment",

@@ -48,6 +48,7 @@ from handoffs._errors import (
     MalformedJSON,
     ProofError,
     UnknownContract,
+    UnsafeConfigurationWarning,
 )
 from handoffs._json import (
     DEFAULT_LIMITS,
@@ -110,10 +111,6 @@ Clock = Callable[[], datetime]
 # ------------------------------------------------------------------------ unsafe hatch
 
 
-class UnsafeConfigurationWarning(UserWarning):
-    """A gate was built with an ``Unsafe...`` escape hatch (e.g. :class:`UnsafeNoProofs`)."""
-
-
 @attrs.frozen
 class UnsafeNoProofs:
     """**Unsafe.** A trust setting that skips step (2)'s cryptography.
@@ -125,7 +122,6 @@ class UnsafeNoProofs:
     unsigned as in the essay. Building a gate with it emits an
     :class:`UnsafeConfigurationWarning`.
     """
-
 
 
 # ------------------------------------------------------------------ admission results

@@ -142,8 +142,8 @@ def schema_version(value: str | None, *, where: str) -> int:
 class SQLiteDecisionLog:
     """A SQLite decision log (one row per decision) and replay store in one file.
 
-    It implements both :class:`~handoffs.receivers._replay.DecisionLog` and
-    :class:`~handoffs.receivers._replay.ReplayStore`; pass it as both ``log=`` and
+    It implements both :class:`~handoffs.receivers.DecisionLog` and
+    :class:`~handoffs.receivers.ReplayStore`; pass it as both ``log=`` and
     ``replay=`` to a gate. It is safe to share between threads; each process opens
     its own connection (the object may be pickled into a worker process).
 

@@ -20,17 +20,11 @@ from typing import Any, Final
 import attrs
 
 from handoffs._discovery import load_source
-from handoffs._errors import ContractSourceError, HandoffsError
+from handoffs._errors import ConfigError, ContractSourceError, HandoffsError
 from handoffs._json import DEFAULT_LIMITS
 from handoffs.contracts import Contract, Registry
 
 __all__ = ["ENVIRONMENT", "Caller", "ConfigError", "ServiceConfig"]
-
-
-class ConfigError(HandoffsError, ValueError):
-    """The service configuration is missing a setting or has a bad one."""
-
-    code = "bad-config"
 
 
 ENVIRONMENT: Final = {

@@ -25,8 +25,8 @@ Guarantees:
   ``valid_until``) lies more than ``retain`` before the server's ``now()``; a writer's
   clock is recorded, never trusted.
 - **Fail closed**: an unreachable server (or one that restarts under the gate) raises
-  :class:`~handoffs._logs.DecisionLogError` /
-  :class:`~handoffs._logs.ReplayStoreError` within ``timeout`` seconds, which the
+  :class:`~handoffs.errors.DecisionLogError` /
+  :class:`~handoffs.errors.ReplayStoreError` within ``timeout`` seconds, which the
   gate turns into a refusal with the reason ``log-unavailable`` or
   ``replay-store-unavailable``. Every call has one deadline: the wait for a
   connection and the statement share ``timeout``; the server cancels a statement
@@ -36,7 +36,7 @@ Guarantees:
   spent although the caller was told 503 (a retry is refused as a replay).
 - **Clock skew is bounded**: a claim whose ``claimed_at`` (the writer's clock) is older
   than the server's ``now()`` minus ``retain / 2`` is refused with
-  :class:`~handoffs._logs.DecisionLogError` code ``clock-skew``, so a writer whose
+  :class:`~handoffs.errors.DecisionLogError` code ``clock-skew``, so a writer whose
   clock lags cannot claim an id that may already have been pruned.
 - **Versioned schema**: tables live in the ``handoffs`` schema; ``handoffs.meta``
   holds the schema version, migrations run once under an advisory lock, and a newer
