@@ -140,12 +140,19 @@ class Service:
 
     def decide(self, body: bytes) -> Decision:
         """Gate ``body`` and count it (runs in a worker thread)."""
-        with self.metrics.span(self.receiver.name) as attributes:
+        metrics = self.metrics
+        if metrics.otel is None:  # no span to open: nothing around the decision
             started = time.perf_counter()
             decision = self.receiver.receive(body)
             seconds = time.perf_counter() - started
-            attributes.update(self.metrics.observe(decision, message_bytes=len(body),
-                                                   seconds=seconds))
+            metrics.observe(decision, message_bytes=len(body), seconds=seconds)
+        else:
+            with metrics.span(self.receiver.name) as attributes:
+                started = time.perf_counter()
+                decision = self.receiver.receive(body)
+                seconds = time.perf_counter() - started
+                attributes.update(metrics.observe(decision, message_bytes=len(body),
+                                                  seconds=seconds))
         status = status_of(decision)
         if status == 503:  # the details (the store's address) only here
             LOG.warning("store-unavailable", extra={"fields": {

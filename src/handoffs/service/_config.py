@@ -119,7 +119,8 @@ class ServiceConfig:
         refused_retain: how long refused decision rows are kept (store clock);
             ``None``: forever.
         group_commit: seconds a PostgreSQL store gathers concurrent decisions into
-            one statement (``store.group_commit_ms``; ``0``: none).
+            one statement when others already wait (a lone decision commits at once;
+            ``store.group_commit_ms``; ``0``: none).
     """
 
     identity: str
