@@ -52,10 +52,9 @@ from handoffs._errors import (
 from handoffs._json import (
     DEFAULT_LIMITS,
     JSONLimits,
+    ParsedObject,
     canonical_bytes,
-    canonical_bytes_plain,
-    check_value,
-    loads_plain,
+    parse_object,
 )
 from handoffs._logs import ReplayClaim
 from handoffs._time import CLOCK_SKEW, format_time, utc_now
@@ -69,9 +68,6 @@ from handoffs.contracts import (
     RoleHeld,
     VerifiedReceipt,
 )
-from handoffs.contracts._receipt import structure
-from handoffs.contracts._schema import validate_checked as _validate
-from handoffs.contracts._signing import _verify_receipt
 from handoffs.integrity import KeyRing
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._memo import gate_memo
@@ -184,33 +180,11 @@ ReceiverRule = Callable[[Admitted], Ruling]
 
 # ----------------------------------------------------------------------------- helpers
 
-def _parse(message: Any, limits: JSONLimits) -> Mapping[str, Any]:
-    """(1) Parse raw bytes or text strictly; pass a mapping through unchanged."""
-    return _parse_plain(message, limits)[0]
-
-
-def _parse_plain(message: Any, limits: JSONLimits) -> tuple[Mapping[str, Any], bool]:
-    """(1) :func:`_parse`, and whether the parsed document is plain (see
-    :func:`handoffs._json.loads_plain` and :func:`handoffs._json.check_value`).
+def _parse(message: Any, limits: JSONLimits) -> ParsedObject:
+    """(1) Parse raw bytes or text strictly, or check a parsed mapping, under ``limits``:
+    the object with what parsing learned of it (:class:`~handoffs._json.ParsedObject`).
     """
-    if type(message) is bytes:  # the wire's type first: no ABC check on the accept path
-        doc, plain = loads_plain(message, limits=limits)
-    elif isinstance(message, Mapping):
-        # A parsed object gets the limits and codes raw input gets (size, depth,
-        # cycles, lone surrogates, non-JSON values), before anything reads it.
-        return message, check_value(message, limits=limits)
-    elif isinstance(message, str):
-        doc, plain = loads_plain(message, limits=limits)
-    elif isinstance(message, (bytes, bytearray, memoryview)):  # a tuple, not a union built per call
-        doc, plain = loads_plain(bytes(message), limits=limits)
-    else:
-        raise MalformedJSON(
-            f"expected bytes, text or a JSON object, got {type(message).__name__}",
-            code="not-an-object",
-        )
-    if type(doc) is not dict and not isinstance(doc, Mapping):
-        raise MalformedJSON("a message must be a JSON object", code="not-an-object")
-    return doc, plain
+    return parse_object(message, limits=limits)
 
 
 def _raw(message: Any) -> bytes | None:
@@ -244,8 +218,9 @@ def _text(value: Any) -> str | None:
 # ---------------------------------------------------------------------------- schema
 
 
-def check_schema(contract: Contract[Any, Any], document: Mapping[str, Any]) -> None:
-    """Validate ``document`` against the contract's schema (step 1).
+def check_schema(contract: Contract[Any, Any], document: ParsedObject) -> None:
+    """Validate ``document`` against the contract's schema (step 1); the document then
+    remembers it passed (``valid_for``), so step (2) builds the receipt unvalidated.
 
     The contracts' validator answers the accept path with the compiled validator
     (jsonschema-rs, built once per contract version) and reports a rejection with
@@ -256,17 +231,7 @@ def check_schema(contract: Contract[Any, Any], document: Mapping[str, Any]) -> N
         MalformedJSON: the object holds values that are not JSON data (``invalid-json``).
     """
     try:
-        _validate(contract, document)
-    except HandoffsError:
-        raise
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise MalformedJSON(f"the message is not plain JSON data: {exc}") from exc
-
-
-def _structure(contract: Contract[Any, Any], doc: Mapping[str, Any]) -> Receipt[Any, Any]:
-    """Schema-validate ``doc`` and build the typed receipt (step 1 without proofs)."""
-    try:
-        return structure(contract, doc)
+        contract.validate(document)
     except HandoffsError:
         raise
     except (ValueError, TypeError, OverflowError) as exc:
@@ -354,8 +319,7 @@ class _Run(Run):
 class _Parsed(NamedTuple):
     """(1) → (2): the parsed message under its contract's plan, schema-valid."""
 
-    document: Mapping[str, Any]
-    plain: bool  # every part takes the fast canonical form
+    document: ParsedObject  # with what parsing learned (plain; the schema it passed)
     plan: _Plan
     unverified: Receipt[Any, Any] | None  # the typed receipt under UnsafeNoProofs
 
@@ -534,7 +498,7 @@ class Gate:
 
     def _parse_step(self, run: _Run, _: object) -> _Parsed:
         """(1) parse: limits, the contract version the message names, then its schema."""
-        document, plain = _parse_plain(run.message, self.limits)
+        document = _parse(run.message, self.limits)
         run.document = document
         named = document.get("contract")
         run.contract = _text(named)
@@ -543,10 +507,11 @@ class Gate:
         if plan is None:  # the registry says why: no contract named, or an unknown one
             plan = self._plans[self.registry.for_document(document).id]
         run.fail_closed = plan.fail_closed
-        if isinstance(self.trust, KeyRing):
-            check_schema(plan.contract, document)  # the typed receipt comes from (2)
-            return _Parsed(document, plain, plan, None)
-        return _Parsed(document, plain, plan, _structure(plan.contract, document))
+        check_schema(plan.contract, document)
+        if isinstance(self.trust, KeyRing):  # the typed receipt comes from (2)
+            return _Parsed(document, plan, None)
+        return _Parsed(document, plan, Receipt.from_json(document, registry=self.registry,
+                                                         limits=self.limits))
 
     def _proofs_step(self, run: _Run, parsed: _Parsed) -> _Verified:
         """(2) proofs: sender proof, grant, key validity, purpose, audience, time, replay."""
@@ -555,13 +520,11 @@ class Gate:
             raise InvalidArgument("the gate's clock returned a naive datetime", code="bad-clock")
         verified = None
         if isinstance(self.trust, KeyRing):
-            # The parser's word that the document is plain covers every part the
-            # proofs canonicalise; step (1) validated it under the gate's limits.
-            verified = _verify_receipt(
-                parsed.document, self.trust, now=now, contract=parsed.plan.contract,
-                audience=self.identity, require_grant=True,
-                encode=canonical_bytes_plain if parsed.plain else canonical_bytes,
-                valid=True, max_age=parsed.plan.max_age,
+            # The one receipt verification; the parsed document carries what step (1)
+            # learned of it (plain or not, the schema it passed under the gate's limits).
+            verified = Receipt.verify(
+                parsed.document, self.trust, now=now, registry=self.registry,
+                audience=self.identity, require_grant=True, max_proof_age=parsed.plan.max_age,
             )
             receipt = verified.receipt
             run.sender = verified.signer.controller
