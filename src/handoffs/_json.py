@@ -245,7 +245,8 @@ def loads(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> Any:
 def load_object(data: Any, *, what: str,
                 limits: JSONLimits = DEFAULT_LIMITS) -> Mapping[str, Any]:
     """``data`` as a JSON object: bytes or text parsed by :func:`loads`, a parsed
-    mapping checked by :func:`check_value`, both under ``limits``.
+    mapping checked by :func:`check_value`, both under ``limits`` (a
+    :class:`ParsedObject` was checked by its parser: as it is).
 
     ``what`` names the document in the errors (e.g. ``"a receipt"``).
 
@@ -255,6 +256,8 @@ def load_object(data: Any, *, what: str,
     """
     if isinstance(data, bytes | bytearray | memoryview | str):
         doc = loads(data if isinstance(data, bytes | str) else bytes(data), limits=limits)
+    elif type(data) is ParsedObject:  # checked by its parser (the gate's step 1)
+        doc = data
     elif isinstance(data, Mapping):
         check_value(data, limits=limits)
         doc = data

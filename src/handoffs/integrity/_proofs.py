@@ -221,6 +221,8 @@ def _check_profile(proof: object, *, index: int, path: str, purpose: str) -> _Ch
 
 def _check_set(checked: Sequence[_Checked]) -> None:
     """(3) Duplicates and (4) chain structure across the proof set."""
+    if len(checked) == 1 and not checked[0].previous:
+        return  # one proof naming none: nothing to repeat, no chain to break
     ids: dict[str, int] = {}
     values: set[str] = set()
     for item in checked:
@@ -442,7 +444,10 @@ def _verify_one(
                 f"{_format_utc(cast(datetime, found.revoked_at))}; none of its proofs "
                 "verifies any more, whatever its created time", code="key-revoked",
                 json_path=f"{path}.verificationMethod")
-        entry = keyring.entry_valid_at(vm, item.created)
+        # One lookup per verification method: the ring is asked again only to say why
+        # the key was not valid at ``created``.
+        entry = found if found.valid_at(item.created) else keyring.entry_valid_at(
+            vm, item.created)
     except UnknownKey as exc:
         raise ProofError(
             f"verificationMethod {vm!r} is not in the key ring; keys are never fetched",
