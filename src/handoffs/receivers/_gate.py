@@ -347,20 +347,40 @@ class _WithEvidence(NamedTuple):
     readback: str | None
 
 
+_Check = Callable[["Gate", Any, "Receipt[Any, Any]", datetime, dict[str, "ResolvedEvidence"]],
+                  "Reason | None"]
+"""Step (3)'s check of one declared dependency: the gate, the dependency, the receipt,
+now, the evidence resolved so far; the reason it is unmet, or ``None``."""
+
+
 class _Plan:
     """What the gate knows of one contract version before any message arrives: the
-    contract, its fail-closed action, the proof age it accepts and its policy
-    fingerprint (the compiled validator and the key index live with the schema and the
-    key ring).
+    contract, its fail-closed action, the proof age it accepts, its policy fingerprint,
+    and its receiver-context dependencies each paired with its check, chosen once by
+    kind (the compiled validator and the key index live with the schema and the key
+    ring).
     """
 
-    __slots__ = ("contract", "fail_closed", "fingerprint", "max_age")
+    __slots__ = ("context", "contract", "fail_closed", "fingerprint", "max_age")
 
     def __init__(self, contract: Contract[Any, Any], max_proof_age: timedelta | None) -> None:
         self.contract = contract
         self.fail_closed = contract.fail_closed_action.value
         self.max_age = contract.max_proof_age if max_proof_age is None else max_proof_age
         self.fingerprint = contract.policy_fingerprint()
+        self.context: tuple[tuple[_Check, Any], ...] = tuple(
+            (_check_of(dependency), dependency) for dependency in contract.context)
+
+
+def _check_of(dependency: Any) -> _Check:
+    """The check of a declared dependency, by its kind (at plan time, not per receipt)."""
+    if isinstance(dependency, PolicyResolvable):
+        return Gate._policy_unmet
+    if isinstance(dependency, RoleHeld):
+        return Gate._role_unmet
+    if isinstance(dependency, EvidenceFresh):
+        return Gate._fresh
+    return Gate._unsupported
 
 
 @attrs.frozen(kw_only=True)
@@ -544,8 +564,8 @@ class Gate:
         contract = plan.contract
         if verified.verified is not None:  # None only under UnsafeNoProofs: nothing signed
             verified.verified.check_policy_pin(contract, fingerprint=plan.fingerprint)
-        if contract.context:
-            self._check_context(contract, verified.receipt, verified.now, resolved)
+        if plan.context:
+            self._check_context(plan, verified.receipt, verified.now, resolved)
         return _InContext(verified, resolved)
 
     def _evidence_step(self, run: _Run, in_context: _InContext) -> _WithEvidence:
@@ -572,14 +592,14 @@ class Gate:
 
     def _check_context(
         self,
-        contract: Contract[Any, Any],
+        plan: _Plan,
         receipt: Receipt[Any, Any],
         now: datetime,
         resolved: dict[str, ResolvedEvidence],
     ) -> None:
         failures: list[tuple[str, Reason]] = []
-        for dependency in contract.context:
-            reason = self._unmet(dependency, receipt, now, resolved)
+        for check, dependency in plan.context:
+            reason = check(self, dependency, receipt, now, resolved)
             if reason is not None:
                 failures.append((dependency.on_missing.value, reason))
         if failures:
@@ -588,50 +608,64 @@ class Gate:
                 Verdict.REJECT if reject else Verdict.ESCALATE, tuple(r for _, r in failures)
             )
 
-    def _unmet(  # noqa: PLR0911 - one return per dependency outcome reads best
+    def _policy_unmet(
         self,
-        dependency: Any,  # one of Contract.context: a PolicyResolvable, RoleHeld, ...
+        dependency: PolicyResolvable,
         receipt: Receipt[Any, Any],
         now: datetime,
         resolved: dict[str, ResolvedEvidence],
     ) -> Reason | None:
-        """The reason a declared dependency is not met, or ``None``."""
+        """Why a ``PolicyResolvable`` dependency is not met, or ``None``."""
         context = Step.CONTEXT
-        if isinstance(dependency, PolicyResolvable):
-            version = receipt.policy_version
-            if dependency.version is not None and version != dependency.version:
-                return Reason(
-                    "policy-version-mismatch",
-                    f"the contract pins policy {dependency.version!r}, the receipt names "
-                    f"{version!r}", context, "$.policy_version",
-                )
-            if self.policy_service is None:
-                return Reason("policy-unresolvable", "this receiver has no policy service",
-                              context, "$.policy_version")
-            try:
-                current = self.policy_service.resolve(version)
-            except Exception as exc:
-                return Reason("policy-unresolvable", f"the policy service failed: {exc}",
-                              context, "$.policy_version")
-            if current is None:
-                return Reason("policy-unresolvable",
-                              f"the policy service does not know {version!r}",
-                              context, "$.policy_version")
-            if current is not True:
-                return Reason("policy-not-current", f"policy {version!r} is not current",
-                              context, "$.policy_version")
+        version = receipt.policy_version
+        if dependency.version is not None and version != dependency.version:
+            return Reason(
+                "policy-version-mismatch",
+                f"the contract pins policy {dependency.version!r}, the receipt names "
+                f"{version!r}", context, "$.policy_version",
+            )
+        if self.policy_service is None:
+            return Reason("policy-unresolvable", "this receiver has no policy service",
+                          context, "$.policy_version")
+        try:
+            current = self.policy_service.resolve(version)
+        except Exception as exc:
+            return Reason("policy-unresolvable", f"the policy service failed: {exc}",
+                          context, "$.policy_version")
+        if current is None:
+            return Reason("policy-unresolvable",
+                          f"the policy service does not know {version!r}",
+                          context, "$.policy_version")
+        if current is not True:
+            return Reason("policy-not-current", f"policy {version!r} is not current",
+                          context, "$.policy_version")
+        return None
+
+    def _role_unmet(
+        self,
+        dependency: RoleHeld,
+        receipt: Receipt[Any, Any],
+        now: datetime,
+        resolved: dict[str, ResolvedEvidence],
+    ) -> Reason | None:
+        """Why a ``RoleHeld`` dependency is not met, or ``None``."""
+        if dependency.role in self.roles:
             return None
-        if isinstance(dependency, RoleHeld):
-            if dependency.role in self.roles:
-                return None
-            return Reason("receiver-role-missing",
-                          f"this receiver does not hold the role {dependency.role!r}",
-                          context, "$.receiver")
-        if isinstance(dependency, EvidenceFresh):
-            return self._fresh(dependency, receipt, now, resolved)
+        return Reason("receiver-role-missing",
+                      f"this receiver does not hold the role {dependency.role!r}",
+                      Step.CONTEXT, "$.receiver")
+
+    def _unsupported(
+        self,
+        dependency: Any,
+        receipt: Receipt[Any, Any],
+        now: datetime,
+        resolved: dict[str, ResolvedEvidence],
+    ) -> Reason | None:
+        """A dependency of a kind this gate cannot check: always unmet."""
         return Reason("dependency-unsupported",
                       f"this gate cannot check the {dependency.kind!r} dependency",
-                      context, "$")
+                      Step.CONTEXT, "$")
 
     def _fresh(
         self,
