@@ -2,8 +2,9 @@
 
 The faces by audience (issue #21): a namespace over ~40 names wants splitting. The cap
 on the faces' total (150) is retired (issue #29): it pushed the extension seams users
-implement and the errors they catch onto private paths. A name outside an ``__all__`` is not public (see
-docs/reference/compatibility.md); there are no hidden re-exports kept for old imports.
+implement and the errors they catch onto private paths. A name outside an ``__all__`` is
+not public (see docs/reference/compatibility.md); there are no hidden re-exports kept
+for old imports.
 """
 
 from __future__ import annotations
