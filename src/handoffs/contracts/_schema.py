@@ -149,7 +149,7 @@ def to_json_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
                            "minItems": 1, "maxItems": 8}],
             },
         },
-        "$defs": {"proof": proof_schema()},
+        "$defs": {"proof": proof_schema(contract.cryptosuites)},
     }
 
 

@@ -206,14 +206,35 @@ def sign_receipt(
     grant: Mapping[str, Any] | None,
     created: datetime,
     expires: datetime | None = None,
+    contract: Contract[Any, Any] | None = None,
 ) -> Receipt[Any, Any]:
     """What :meth:`Receipt.sign <handoffs.contracts.Receipt.sign>` does (see there)."""
+    if contract is not None:
+        check_admitted(contract, key)
     if grant is not None:
         _check_covers(AuthorityGrant.from_json(grant), receipt, receipt.contract)
     unsigned = attrs.evolve(receipt, grant=grant, proof=None)
     signed = sign(unsigned.to_json(), key, purpose=RECEIPT_PURPOSE, created=created,
                   expires=expires)
     return attrs.evolve(unsigned, proof=signed["proof"])
+
+
+def check_admitted(contract: Contract[Any, Any], key: Signer) -> None:
+    """Refuse to sign under ``contract`` with a key of a suite its schema refuses.
+
+    Raises:
+        InvalidArgument: ``key`` is not a :class:`~handoffs.integrity.Signer`.
+        ProofError: ``suite-not-admitted``, at ``$.proof.cryptosuite``.
+    """
+    if not isinstance(key, Signer):
+        raise InvalidArgument(f"key must be a Signer (a SigningKey, say), got "
+                              f"{type(key).__name__}")
+    suite = key.cryptosuite
+    if suite not in contract.cryptosuites:
+        raise ProofError(
+            f"the key signs {suite!r} proofs; {contract.id}'s schema admits only "
+            f"{', '.join(contract.cryptosuites)}: every gate would refuse the receipt",
+            code="suite-not-admitted", json_path="$.proof.cryptosuite")
 
 
 @attrs.frozen(kw_only=True)
