@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from handoffs._errors import HandoffsError, MalformedJSON
-from handoffs._json import loads
+from handoffs._json import DEFAULT_LIMITS, loads
 
 __all__ = [
     "CommandError",
@@ -26,6 +26,7 @@ __all__ = [
     "error_line",
     "one_line_errors",
     "passphrase_from_env",
+    "read_bounded",
     "read_json",
     "read_object",
     "time_option",
@@ -69,9 +70,28 @@ def error_line(message: str) -> None:
     click.echo(f"error: {message}", err=True)
 
 
+def read_bounded(path: str, what: str, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of ``path`` (``-``: stdin): enough for the parser to
+    refuse an input over ``limit`` (``too-large``) without reading the rest of it (a
+    pipe of zeros, a symlink to ``/dev/zero``).
+
+    Raises:
+        CommandError: the file cannot be read (``[io]``).
+    """
+    if path == "-":
+        return sys.stdin.buffer.read(limit + 1)
+    try:
+        with Path(path).open("rb") as handle:
+            return handle.read(limit + 1)
+    except OSError as exc:
+        raise CommandError(f"cannot read {what} {path}: {exc.strerror or exc} [io]") from exc
+
+
 def read_json(path: Path | str, *, what: str) -> Any:
-    """Parse a JSON file (``-`` for stdin) strictly; errors name the file."""
-    raw = sys.stdin.buffer.read() if str(path) == "-" else Path(path).read_bytes()
+    """Parse a JSON file (``-`` for stdin) strictly, reading at most the parser's byte
+    limit + 1 (a larger input is refused ``too-large``); errors name the file.
+    """
+    raw = read_bounded(str(path), what, DEFAULT_LIMITS.max_bytes)
     try:
         return loads(raw)
     except MalformedJSON as exc:

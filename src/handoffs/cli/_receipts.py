@@ -112,7 +112,12 @@ def grant_command(*, key_path: Path | None, signer_spec: str | None, issuer: str
               help="Verification time (default: now).")
 def verify_command(*, receipt: str, trust_path: Path, receiver: str | None,
                    any_audience: bool, now: datetime | None) -> None:
-    """Verify a signed RECEIPT: exit 0 when valid, 1 with the reason when not."""
+    """Verify a signed RECEIPT: exit 0 when valid, 1 with the reason when not.
+
+    The checks of a gate's steps (2) and (3): proofs, grant, audience, expiry, and the
+    policy the grant pins against the contract's (policy-mismatch,
+    policy-fingerprint-missing). RECEIPT is read up to the parser's limit + 1 byte.
+    """
     from handoffs.contracts import ANY_AUDIENCE, Receipt
     from handoffs.integrity import KeyRing
 
@@ -124,5 +129,7 @@ def verify_command(*, receipt: str, trust_path: Path, receiver: str | None,
     verified = Receipt.verify(document, ring, registry=cli_registry(), now=now or utc_now(),
                               audience=ANY_AUDIENCE if receiver is None else receiver)
     got = verified.receipt
+    policy = ("policy pinned by the grant matches" if verified.policy_checked
+              else "policy not checked: no authority grant pins it")
     click.echo(f"valid: {got.id} ({got.contract}) from {got.sender} to {got.receiver}, "
-               f"signed by {verified.signer.controller}")
+               f"signed by {verified.signer.controller}; {policy}")

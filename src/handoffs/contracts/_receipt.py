@@ -324,7 +324,11 @@ class Receipt(Generic[S, A]):
         (profile, key ring, key not revoked, key validity at signing, signature; exactly
         one) → schema → signer is the sender → the grant's proof (issuer holds
         ``policy-service``) → the grant binds sender, receiver, case, contract, policy
-        version, authority and validity → audience → expiry → freshness of the proof.
+        version, authority and validity → audience → expiry → freshness of the proof →
+        the grant's policy pin: its ``policy_fingerprint`` must be the contract's
+        (``policy-mismatch``; none: ``policy-fingerprint-missing``), as a gate checks.
+        Without a grant (``require_grant=False``) nothing pins the policy: the result's
+        ``policy_checked`` is ``False`` ("policy not checked").
 
         Args:
             document: the parsed receipt.

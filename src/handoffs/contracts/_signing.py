@@ -246,12 +246,17 @@ class VerifiedReceipt:
         signer: the sender's verified proof (identity and roles from the key ring).
         grant: the verified authority grant, or ``None`` when none was required.
         grant_proof: the grant's verified proof, or ``None``.
+        policy_checked: the grant's ``policy_fingerprint`` was compared with the
+            contract's (:meth:`check_policy_pin`) and matched. ``False`` when no grant
+            came with the receipt (none was required): nothing pins the policy then,
+            and a caller saying "valid" must add "policy not checked".
     """
 
     receipt: Receipt[Any, Any]
     signer: VerifiedProof
     grant: AuthorityGrant | None
     grant_proof: VerifiedProof | None
+    policy_checked: bool = False
 
     def check_policy_pin(self, contract: Contract[Any, Any], *,
                          fingerprint: str | None = None) -> None:
@@ -318,10 +323,14 @@ def verify_receipt(
     # every part the proofs canonicalise.
     encode = canonical_bytes_plain if check_value(document) else canonical_bytes
     contract = Registry.coerce(registry).for_document(document)
-    return _verify_receipt(
+    verified = _verify_receipt(
         document, keyring, now=now, contract=contract, audience=audience,
         require_grant=require_grant, encode=encode, valid=False,
         max_age=contract.max_proof_age if max_proof_age is None else max_proof_age)
+    if verified.grant is None:
+        return verified  # no grant (none required): no pin to compare; policy_checked False
+    verified.check_policy_pin(contract)
+    return attrs.evolve(verified, policy_checked=True)
 
 
 def _verify_receipt(
