@@ -22,6 +22,7 @@ Receipts and authority grants, signed with these proofs, are :mod:`handoffs.cont
 from __future__ import annotations
 
 from handoffs._errors import KeyRingError
+from handoffs.integrity._context import ACCEPTED_CONTEXTS
 from handoffs.integrity._keyring import KeyRing
 from handoffs.integrity._keys import SigningKey
 from handoffs.integrity._proofs import VerifiedProof, sign, verify
@@ -34,6 +35,7 @@ from handoffs.integrity._signer import (
 from handoffs.integrity._suites import registered_cryptosuites
 
 __all__ = [
+    "ACCEPTED_CONTEXTS",
     "CallableSigner",
     "KeyRing",
     "KeyRingError",
