@@ -25,6 +25,7 @@ __all__ = [
     "IDENT_PATTERN",
     "TIME_PATTERN",
     "describe",
+    "context_schema",
     "proof_schema",
     "render_json_schema",
     "violation_message",
@@ -44,11 +45,27 @@ FAST_KEYWORDS: Final = frozenset({
     "pattern", "anyOf",
 })
 
-def proof_schema(cryptosuites: tuple[str, ...] = ("eddsa-jcs-2022",)) -> dict[str, Any]:
+def context_schema(urls: tuple[str, ...]) -> dict[str, Any]:
+    """The JSON Schema of an ``@context`` of the accepted ``urls``: one of them, or an
+    array of them, each at most once (data, never interpreted).
+    """
+    return {
+        "description": "JSON-LD context, accepted as data (never interpreted): "
+                       + ", ".join(urls) + ".",
+        "anyOf": [{"enum": list(urls)},
+                  {"type": "array", "items": {"enum": list(urls)}, "minItems": 1,
+                   "maxItems": len(urls), "uniqueItems": True}],
+    }
+
+
+def proof_schema(cryptosuites: tuple[str, ...] = ("eddsa-jcs-2022",), *,
+                 context: dict[str, Any] | None = None) -> dict[str, Any]:
     """The JSON Schema of a W3C Data Integrity proof of one of ``cryptosuites``.
 
     One suite is written as a ``const`` (the form every version released before other
-    suites were admitted has, kept byte for byte); several as an ``enum``.
+    suites were admitted has, kept byte for byte); several as an ``enum``. ``context``
+    (a :func:`context_schema`) admits a proof ``@context``, as the JCS suites copy the
+    document's.
     """
     text = {"type": "string", "maxLength": 512}
     if len(cryptosuites) == 1:
@@ -83,6 +100,7 @@ def proof_schema(cryptosuites: tuple[str, ...] = ("eddsa-jcs-2022",)) -> dict[st
             "nonce": {**text, "description": "Nonce against replay."},
             "proofValue": {"type": "string", "pattern": "^z[1-9A-HJ-NP-Za-km-z]{40,100}$",
                            "description": f"Multibase base58btc {signature}."},
+            **({} if context is None else {"@context": context}),
         },
     }
 

@@ -141,3 +141,38 @@ def test_a_kms_signer_that_fails_is_a_typed_refusal() -> None:
     with pytest.raises(KeyRingError) as info:
         sender.receipt(content(), case_id="pump-7", evidence_refs=REFS)
     assert info.value.code == "bad-signer"
+
+
+# ------------------------------------------- a contract declaring @context (item 3)
+
+
+@pytest.mark.parametrize("kind", ["eddsa-jcs-2022", "ecdsa-jcs-2019"])
+def test_a_contract_that_declares_context_admits_receipts_carrying_the_di_context(
+        kind: str) -> None:
+    from handoffs.integrity import sign
+
+    declaring = attrs.evolve(PUMP, admits_context=True)
+    assert "@context" in declaring.json_schema()["properties"]
+    assert "@context" not in PUMP.json_schema()["properties"]
+    agent = SIGNERS[kind]()
+    sender = Sender(contract=declaring, key=agent, governance=SERVICE, clock=lambda: NOW,
+                    grants=GrantIssuer(key=SigningKey.generate(), issuer="policy-service"))
+    unsigned = sender.receipt(content(), case_id="pump-7", evidence_refs=REFS).to_json()
+    del unsigned["proof"]
+
+    def gate_for(contract: Any, context: Any) -> Any:
+        doc = sign({**unsigned, "@context": context}, agent, created=NOW)
+        gate = Gate(identity="plant-controller", trust=sender.key_ring(not_before=SINCE),
+                    registry=Registry.of(contract), clock=lambda: NOW + timedelta(minutes=1))
+        return StrictContractReceiver(gate).receive(json.dumps(doc).encode())
+
+    di_v2 = ["https://w3id.org/security/data-integrity/v2"]
+    admitted = gate_for(declaring, di_v2)
+    assert admitted.admitted, admitted.reasons
+    undeclared = gate_for(PUMP, di_v2)
+    # Refused at the document's @context and at the proof's copy of it.
+    assert sorted((r.code, r.json_path) for r in undeclared.reasons) == [
+        ("schema-invalid", "$"), ("schema-invalid", "$.proof")]
+    with pytest.raises(ProofError) as info:
+        gate_for(declaring, ["https://example.org/terms/v1"])
+    assert info.value.code == "context-not-allowed"

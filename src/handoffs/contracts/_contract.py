@@ -343,6 +343,11 @@ class Contract(Generic[S, A]):
             A version released when only ``eddsa-jcs-2022`` existed names that one suite
             here, so its checked-in schema and fingerprint stay as released; signing
             with a key of a suite not listed fails (``suite-not-admitted``).
+        admits_context: the receipt schema admits an ``@context`` (and the proof's copy
+            of it) of the accepted values
+            (:data:`~handoffs.integrity.ACCEPTED_CONTEXTS`: the DI v2 context, as data,
+            never interpreted), as receipts signed by a JSON-LD Data Integrity stack
+            carry it; ``False`` (the default) keeps plain JSON.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -362,6 +367,8 @@ class Contract(Generic[S, A]):
     max_proof_age: timedelta = attrs.field(default=DEFAULT_MAX_PROOF_AGE, kw_only=True)
     cryptosuites: tuple[str, ...] = attrs.field(factory=_all_cryptosuites,
                                                 converter=_cryptosuites, kw_only=True)
+    admits_context: bool = attrs.field(default=False, kw_only=True,
+                                       validator=attrs.validators.instance_of(bool))
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.max_proof_age, timedelta) or self.max_proof_age <= timedelta(0):
