@@ -535,6 +535,14 @@ def test_a_context_outside_the_accepted_values_is_refused(context: Any, path: st
     assert info.value.code == "context-not-allowed"
 
 
+def test_the_proofs_context_is_what_is_hashed_when_the_document_extends_it() -> None:
+    # JCS suites' verify, step 4: the document may append contexts after signing; the
+    # proof's @context replaces the document's in what is hashed.
+    document = signed({**RECEIPT, "@context": [DI_V2]})
+    extended = {**document, "@context": [DI_V2, VC_V2]}
+    assert check(extended)[0].controller == "evidence-specialist"
+
+
 def test_a_context_added_after_signing_breaks_the_signature() -> None:
     fails({**signed(), "@context": [DI_V2]}, "bad-signature", "$.proof.proofValue")
 
