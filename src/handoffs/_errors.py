@@ -190,7 +190,8 @@ class ProofError(HandoffsError, ValueError):
     ``proof-malformed``, ``proof-duplicated``, ``proof-chain-broken``,
     ``too-many-proofs``, ``wrong-proof-type``, ``wrong-cryptosuite``, ``wrong-purpose``,
     ``purpose-not-allowed``, ``domain-mismatch``, ``challenge-mismatch``,
-    ``context-not-allowed``, ``bad-signature``, ``weak-signature`` (a small-order ``R``),
+    ``context-not-allowed``, ``context-mismatch``, ``bad-signature``, ``weak-signature``
+    (a small-order Ed25519 ``R``, a high-S ECDSA ``s``), ``suite-not-admitted`` (signing),
     ``unknown-key``, ``key-not-valid``,
     ``proof-expired``, ``proof-not-yet-valid``, ``empty-trust-store``, and for signed
     receipts ``sender-mismatch``, ``grant-missing``, ``grant-invalid``,

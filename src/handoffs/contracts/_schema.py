@@ -22,6 +22,7 @@ from handoffs._schemas import (
     FAST_KEYWORDS,
     IDENT_PATTERN,
     TIME_PATTERN,
+    context_schema,
     describe,
     proof_schema,
     render_json_schema,
@@ -74,7 +75,8 @@ def to_json_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
     """Generate the Draft 2020-12 JSON Schema of a contract version's receipts."""
     ident = {"type": "string", "pattern": IDENT_PATTERN, "maxLength": 128}
     state_props = {spec.name: _field_schema(spec) for spec in contract.fields}
-    return {
+    context = _context_schema(contract)
+    schema: dict[str, Any] = {
         "$schema": DIALECT,
         "$id": contract.schema_id,
         "title": f"{contract.name} {contract.version} decision receipt",
@@ -149,8 +151,19 @@ def to_json_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
                            "minItems": 1, "maxItems": 8}],
             },
         },
-        "$defs": {"proof": proof_schema()},
+        "$defs": {"proof": proof_schema(contract.cryptosuites, context=context)},
     }
+    if context is not None:  # declared: the document's @context, and the proof's copy
+        schema["properties"] = {"@context": context, **schema["properties"]}
+    return schema
+
+
+def _context_schema(contract: Contract[Any, Any]) -> dict[str, Any] | None:
+    if not contract.admits_context:
+        return None
+    from handoffs.integrity import ACCEPTED_CONTEXTS
+
+    return context_schema(ACCEPTED_CONTEXTS)
 
 
 _STRICT_DROPPED: Final = frozenset({"minLength", "maxLength"})

@@ -202,14 +202,35 @@ def sign_receipt(
     grant: Mapping[str, Any] | None,
     created: datetime,
     expires: datetime | None = None,
+    contract: Contract[Any, Any] | None = None,
 ) -> Receipt[Any, Any]:
     """What :meth:`Receipt.sign <handoffs.contracts.Receipt.sign>` does (see there)."""
+    if contract is not None:
+        check_admitted(contract, key)
     if grant is not None:
         _check_covers(AuthorityGrant.from_json(grant), receipt, receipt.contract)
     unsigned = attrs.evolve(receipt, grant=grant, proof=None)
     signed = sign(unsigned.to_json(), key, purpose=RECEIPT_PURPOSE, created=created,
                   expires=expires)
     return attrs.evolve(unsigned, proof=signed["proof"])
+
+
+def check_admitted(contract: Contract[Any, Any], key: Signer) -> None:
+    """Refuse to sign under ``contract`` with a key of a suite its schema refuses.
+
+    Raises:
+        InvalidArgument: ``key`` is not a :class:`~handoffs.integrity.Signer`.
+        ProofError: ``suite-not-admitted``, at ``$.proof.cryptosuite``.
+    """
+    if not isinstance(key, Signer):
+        raise InvalidArgument(f"key must be a Signer (a SigningKey, say), got "
+                              f"{type(key).__name__}")
+    suite = key.cryptosuite
+    if suite not in contract.cryptosuites:
+        raise ProofError(
+            f"the key signs {suite!r} proofs; {contract.id}'s schema admits only "
+            f"{', '.join(contract.cryptosuites)}: every gate would refuse the receipt",
+            code="suite-not-admitted", json_path="$.proof.cryptosuite")
 
 
 @attrs.frozen(kw_only=True)
@@ -221,43 +242,40 @@ class VerifiedReceipt:
         signer: the sender's verified proof (identity and roles from the key ring).
         grant: the verified authority grant, or ``None`` when none was required.
         grant_proof: the grant's verified proof, or ``None``.
+        policy_checked: the grant's ``policy_fingerprint`` was compared with the
+            contract's and matched. ``False`` when no grant
+            came with the receipt (none was required): nothing pins the policy then,
+            and a caller saying "valid" must add "policy not checked".
     """
 
     receipt: Receipt[Any, Any]
     signer: VerifiedProof
     grant: AuthorityGrant | None
     grant_proof: VerifiedProof | None
+    policy_checked: bool = False
 
-    def check_policy_pin(self, contract: Contract[Any, Any], *,
-                         fingerprint: str | None = None) -> None:
-        """Check that the receipt was granted under the very policy the receiver holds
-        for ``contract`` (a gate's check at its context step).
 
-        The authority grant is signed by the policy service, so untrusted content cannot
-        set its ``policy_fingerprint``. Without a grant (none was required) there is
-        nothing to compare. ``fingerprint`` is
-        :meth:`~handoffs.contracts.Contract.policy_fingerprint` of ``contract`` when the
-        caller holds it already (the gate computes it once per contract, in its plan).
+def _check_policy_pin(grant: AuthorityGrant, contract: Contract[Any, Any]) -> None:
+    """Check that the receipt was granted under the very policy the receiver holds for
+    ``contract``. The authority grant is signed by the policy service, so untrusted
+    content cannot set its ``policy_fingerprint``.
 
-        Raises:
-            ProofError: ``policy-fingerprint-missing`` when the grant names no
-                fingerprint; ``policy-mismatch`` when it names another than the
-                contract's.
-        """
-        if self.grant is None:
-            return
-        pinned = self.grant.policy_fingerprint
-        if pinned is None:
-            raise ProofError(
-                f"the authority grant names no policy fingerprint, so nothing says it was "
-                f"issued under this receiver's policy for {contract.id}",
-                code="policy-fingerprint-missing", json_path="$.grant")
-        own = fingerprint_of(contract) if fingerprint is None else fingerprint
-        if pinned != own:
-            raise ProofError(
-                f"the grant was issued under policy {pinned}; this receiver's {contract.id} "
-                f"is {own}: the same version decides under different rules",
-                code="policy-mismatch", json_path="$.grant.policy_fingerprint")
+    Raises:
+        ProofError: ``policy-fingerprint-missing`` when the grant names no fingerprint;
+            ``policy-mismatch`` when it names another than the contract's.
+    """
+    pinned = grant.policy_fingerprint
+    if pinned is None:
+        raise ProofError(
+            f"the authority grant names no policy fingerprint, so nothing says it was "
+            f"issued under this receiver's policy for {contract.id}",
+            code="policy-fingerprint-missing", json_path="$.grant")
+    own = fingerprint_of(contract)
+    if pinned != own:
+        raise ProofError(
+            f"the grant was issued under policy {pinned}; this receiver's {contract.id} "
+            f"is {own}: the same version decides under different rules",
+            code="policy-mismatch", json_path="$.grant.policy_fingerprint")
 
 
 def _mismatch(name: str, got: object, expected: object, path: str) -> ProofError:
@@ -322,7 +340,11 @@ def verify_receipt(
             f"the proof was created at {format_time(signer.created)}, {now - signer.created} "
             f"before now ({format_time(now)}); at most {max_age} is accepted",
             code="proof-stale", json_path="$.proof.created")
-    return VerifiedReceipt(receipt=receipt, signer=signer, grant=grant, grant_proof=grant_proof)
+    if grant is not None:
+        _check_policy_pin(grant, contract)
+    # No grant (none required): no pin to compare, and policy_checked says so.
+    return VerifiedReceipt(receipt=receipt, signer=signer, grant=grant,
+                           grant_proof=grant_proof, policy_checked=grant is not None)
 
 
 def _grant_refusal(exc: ProofError) -> ProofError:

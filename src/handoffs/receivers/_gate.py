@@ -351,19 +351,17 @@ now, the evidence resolved so far; the reason it is unmet, or ``None``."""
 
 class _Plan:
     """What the gate knows of one contract version before any message arrives: the
-    contract, its fail-closed action, the proof age it accepts, its policy fingerprint,
-    and its receiver-context dependencies each paired with its check, chosen once by
-    kind (the compiled validator and the key index live with the schema and the key
-    ring).
+    contract, its fail-closed action, the proof age it accepts, and its receiver-context
+    dependencies each paired with its check, chosen once by kind (the compiled validator
+    and the key index live with the schema and the key ring).
     """
 
-    __slots__ = ("context", "contract", "fail_closed", "fingerprint", "max_age")
+    __slots__ = ("context", "contract", "fail_closed", "max_age")
 
     def __init__(self, contract: Contract[Any, Any], max_proof_age: timedelta | None) -> None:
         self.contract = contract
         self.fail_closed = contract.fail_closed_action.value
         self.max_age = contract.max_proof_age if max_proof_age is None else max_proof_age
-        self.fingerprint = contract.policy_fingerprint()
         self.context: tuple[tuple[_Check, Any], ...] = tuple(
             (_check_of(dependency), dependency) for dependency in contract.context)
 
@@ -557,9 +555,6 @@ class Gate:
         """(3) context: the contract's declared receiver-context dependencies."""
         resolved: dict[str, ResolvedEvidence] = {}
         plan = verified.parsed.plan
-        contract = plan.contract
-        if verified.verified is not None:  # None only under UnsafeNoProofs: nothing signed
-            verified.verified.check_policy_pin(contract, fingerprint=plan.fingerprint)
         if plan.context:
             self._check_context(plan, verified.receipt, verified.now, resolved)
         return _InContext(verified, resolved)
