@@ -18,6 +18,11 @@ Every adapter does the same three things in its framework's own idiom:
 * **receiver side** — the gate decides before the receiving agent runs, and a refusal
   takes the framework's form of "go elsewhere" (:func:`hand_over` returns the
   :class:`Handover` every adapter routes on);
+* **the ruling, not the proposal** — a receipt the gate admits but decides otherwise
+  than proposed (another action, or an escalation: ``handoffs gate``'s exit 3) takes the
+  refusal route with the reason :data:`DECIDED_OTHERWISE`; configured
+  ``on_overruled="continue"`` (:data:`CONTINUE`), the receiving agent gets the gate's
+  action as the decision and the proposal marked overruled, never a bare proposal;
 * **channel arms** — what history reaches the receiving agent besides the receipt
   (full history or the receipt alone), named so the lab can compare them.
 
@@ -25,6 +30,9 @@ This package stands on :mod:`handoffs.receivers` and :mod:`handoffs.contracts` o
 """
 
 from handoffs.adapters._handover import (
+    CONTINUE,
+    DECIDED_OTHERWISE,
+    REFUSE,
     Case,
     Handover,
     ReceiptSigner,
@@ -34,6 +42,9 @@ from handoffs.adapters._handover import (
 )
 
 __all__ = [
+    "CONTINUE",
+    "DECIDED_OTHERWISE",
+    "REFUSE",
     "Case",
     "Handover",
     "ReceiptSigner",
