@@ -41,6 +41,7 @@ from handoffs.adapters._handover import (
     ReceiptSigner,
     Transport,
     admit,
+    case_in,
     content_schema,
     overruled_mode,
     receipt_text,
@@ -187,13 +188,13 @@ def _content(drafted: AgentResponse[Any]) -> Any:
 
 @overload
 def hand_off(drafted: AgentResponse[Any], to: SupportsAgentRun, *, signer: ReceiptSigner,
-             case: Case, stream: Literal[False] = ..., transport: Transport | None = None,
+             case: Case | Any, stream: Literal[False] = ..., transport: Transport | None = None,
              session: AgentSession | None = None) -> Awaitable[AgentResponse[Any]]: ...
 
 
 @overload
 def hand_off(drafted: AgentResponse[Any], to: SupportsAgentRun, *, signer: ReceiptSigner,
-             case: Case, stream: Literal[True], transport: Transport | None = None,
+             case: Case | Any, stream: Literal[True], transport: Transport | None = None,
              session: AgentSession | None = None
              ) -> ResponseStream[AgentResponseUpdate, AgentResponse[Any]]: ...
 
@@ -203,7 +204,7 @@ def hand_off(
     to: SupportsAgentRun,
     *,
     signer: ReceiptSigner,
-    case: Case,
+    case: Case | Any,
     stream: bool = False,
     transport: Transport | None = None,
     session: AgentSession | None = None,
@@ -214,10 +215,12 @@ def hand_off(
 
     Never raises on what the model wrote: content the sender refuses to sign (a
     governance member, a schema violation) gives a refusal response without running
-    ``to`` (see :func:`refusal_of`).
+    ``to`` (see :func:`refusal_of`). ``case`` is a :class:`~handoffs.adapters.Case` or
+    any context :func:`~handoffs.adapters.case_of` reads; one that names no case is the
+    sender's refusal ``no-case``.
     """
     try:
-        message = sign_content(_content(drafted), signer=signer, case=case)
+        message = sign_content(_content(drafted), signer=signer, case=case_in(case))
     except HandoffsError as exc:
         response = _refusal_response(refused(signer.contract, exc, adapter=ADAPTER), to.name)
         if stream:

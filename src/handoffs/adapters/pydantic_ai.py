@@ -50,6 +50,7 @@ from handoffs.adapters._handover import (
     ReceiptSigner,
     Transport,
     admit,
+    case_in,
     content_schema,
     overruled_mode,
     receipt_text,
@@ -324,13 +325,17 @@ async def hand_off(
     to: Agent[Any, Any],
     *,
     signer: ReceiptSigner,
-    case: Case,
+    case: Case | Any,
     channel: str = FULL_HISTORY,
     transport: Transport | None = None,
     deps: Any = None,
     on_refusal: str = RESULT,
 ) -> AgentRunResult[Any]:
     """Sign the sending agent's output, carry it, and run the receiving agent on it.
+
+    ``case`` is a :class:`~handoffs.adapters.Case` or any context
+    :func:`~handoffs.adapters.case_of` reads; one that names no case is the sender's
+    refusal ``no-case``.
 
     A refusal — by the sender (content it will not sign) or by ``to``'s
     :class:`ReceiptGate` — is a result whose ``output`` is a :class:`HandoffRefusal`
@@ -346,7 +351,7 @@ async def hand_off(
         raise InvalidArgument(f"unknown channel {channel!r}; expected one of {list(CHANNELS)}")
     _refusal_mode(on_refusal)
     try:
-        message = sign_content(drafted.output, signer=signer, case=case)
+        message = sign_content(drafted.output, signer=signer, case=case_in(case))
     except HandoffsError as exc:
         handover = refused(signer.contract, exc, adapter=ADAPTER)
         if on_refusal == RAISE:
