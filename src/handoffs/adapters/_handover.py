@@ -20,6 +20,7 @@ import attrs
 from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON, MissingExtra
 from handoffs._json import dumps, loads
 from handoffs._members import PROTECTED_MEMBERS
+from handoffs._spans import SPAN_NAME, decision_attributes, decision_span
 from handoffs.contracts import Contract
 from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
 
@@ -28,6 +29,7 @@ __all__ = [
     "DECIDED_OTHERWISE",
     "OVERRULED",
     "REFUSE",
+    "SPAN_NAME",
     "Case",
     "Handover",
     "ReceiptSigner",
@@ -44,6 +46,8 @@ __all__ = [
     "refused",
     "require",
     "sign_content",
+    "span_attributes",
+    "traced",
 ]
 
 PROTECTED_CONTENT: frozenset[str] = PROTECTED_MEMBERS
@@ -384,7 +388,8 @@ def _proposal(document: Any) -> str | None:
 def admit(message: bytes | str | Mapping[str, Any] | None, *, receiver: Receiver,
           overruled: str = REFUSE, adapter: str = "") -> Handover:
     """The receiver side alone: the gate decides ``message`` (bytes, text or a parsed
-    JSON object; nothing or empty text is ``no-receipt``); never raises.
+    JSON object; nothing or empty text is ``no-receipt``); never raises. The decision
+    is one OpenTelemetry span (see :func:`traced`) around the gate.
 
     Args:
         message: what arrived.
@@ -394,16 +399,22 @@ def admit(message: bytes | str | Mapping[str, Any] | None, *, receiver: Receiver
         adapter: the adapter's name, for the decision's span.
     """
     overruled = overruled_mode(overruled)
+    with decision_span(adapter) as record:
+        handover = _admit(message, receiver, overruled)
+        record(handover.decision, _span_extra(handover))
+    return handover
+
+
+def _admit(message: bytes | str | Mapping[str, Any] | None, receiver: Receiver,
+           overruled: str) -> Handover:
     if message is None or (isinstance(message, str | bytes) and not message.strip()):
-        handover = Handover(decision=no_receipt(receiver, "the handoff carries no receipt"),
-                            on_overruled=overruled)
-        return traced(handover, adapter=adapter)
+        return Handover(decision=no_receipt(receiver, "the handoff carries no receipt"),
+                        on_overruled=overruled)
     decision = receiver.receive(message)
     if not decision.admitted:
         data = message.encode() if isinstance(message, str) else message
-        return traced(Handover(decision=decision, on_overruled=overruled,
-                               message=data if isinstance(data, bytes) else None),
-                      adapter=adapter)
+        return Handover(decision=decision, on_overruled=overruled,
+                        message=data if isinstance(data, bytes) else None)
     if isinstance(message, Mapping):
         # An admitted object is valid JSON: its compact text is what was decided.
         receipt, data = dict(message), dumps(message).encode()
@@ -411,14 +422,44 @@ def admit(message: bytes | str | Mapping[str, Any] | None, *, receiver: Receiver
         data = message.encode() if isinstance(message, str) else bytes(message)
         receipt = loads(data)
     accepted = decision.verdict is Verdict.ACCEPT
-    return traced(Handover(decision=decision, message=data,
-                           receipt=receipt if accepted else None,
-                           proposal=_proposal(receipt), on_overruled=overruled),
-                  adapter=adapter)
+    return Handover(decision=decision, message=data, receipt=receipt if accepted else None,
+                    proposal=_proposal(receipt), on_overruled=overruled)
+
+
+def _span_extra(handover: Handover) -> dict[str, Any]:
+    return {
+        "handoffs.outcome": handover.outcome,
+        "handoffs.refused_by": handover.refused_by,
+        "handoffs.ruling.action": handover.decision.action if handover.ruling else None,
+        "handoffs.ruling.proposed_action": handover.proposal,
+        "handoffs.ruling.overruled": handover.overruled if handover.ruling else None,
+        "handoffs.message_bytes": None if handover.message is None else len(handover.message),
+        # The reasons the route carries (decided-otherwise first), as a string array.
+        "handoffs.reasons": [reason.code for reason in handover.reasons],
+    }
+
+
+def span_attributes(handover: Handover, *, adapter: str) -> dict[str, Any]:
+    """The attributes of ``handover``'s span (see :func:`traced`), for a framework's own
+    tracing (the Agents SDK's custom span carries them as its data).
+    """
+    attributes: dict[str, Any] = {"handoffs.adapter": adapter,
+                                  **decision_attributes(handover.decision)}
+    attributes.update({key: value for key, value in _span_extra(handover).items()
+                       if value is not None})
+    return attributes
 
 
 def traced(handover: Handover, *, adapter: str) -> Handover:
-    """``handover``, after its span is recorded (a no-op until spans exist)."""
+    """``handover``, after its decision is recorded as one OpenTelemetry span
+    ``handoffs.gate``: a child of the current span (the framework's, when it traces with
+    OpenTelemetry), with the attributes ``handoffs.adapter``, ``handoffs.verdict``,
+    ``handoffs.step``, ``handoffs.action``, ``handoffs.reasons`` (a string array),
+    ``handoffs.outcome``, ``handoffs.ruling.*`` and the decision's receiver, contract,
+    receipt id and sender. Without the ``otel`` extra nothing is recorded.
+    """
+    with decision_span(adapter) as record:
+        record(handover.decision, _span_extra(handover))
     return handover
 
 

@@ -34,7 +34,15 @@ import attrs
 
 from handoffs._errors import HandoffsError
 from handoffs._json import dumps, loads
-from handoffs.adapters._handover import REFUSE, Handover, admit, no_receipt, overruled_mode, require
+from handoffs.adapters._handover import (
+    REFUSE,
+    Handover,
+    admit,
+    no_receipt,
+    overruled_mode,
+    require,
+    traced,
+)
 from handoffs.receivers import Decision, Receiver
 
 require("a2a.server", extra="a2a", feature="the A2A adapter")
@@ -150,11 +158,13 @@ def receipt_of(message: Message) -> bytes | dict[str, Any]:
 
 def _decide(receiver: Receiver, message: Message | None, overruled: str) -> Handover:
     if message is None:
-        return Handover(decision=no_receipt(receiver, "the request carries no message"))
+        return traced(Handover(decision=no_receipt(receiver, "the request carries no message")),
+                      adapter=ADAPTER)
     try:
         receipt = receipt_of(message)
     except NoReceipt as exc:
-        return Handover(decision=no_receipt(receiver, str(exc), exc.json_path))
+        return traced(Handover(decision=no_receipt(receiver, str(exc), exc.json_path)),
+                      adapter=ADAPTER)
     return admit(receipt, receiver=receiver, overruled=overruled, adapter=ADAPTER)
 
 

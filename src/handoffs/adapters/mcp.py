@@ -26,7 +26,15 @@ import attrs
 
 from handoffs._errors import HandoffsError
 from handoffs._json import dumps, loads
-from handoffs.adapters._handover import REFUSE, Handover, admit, no_receipt, overruled_mode, require
+from handoffs.adapters._handover import (
+    REFUSE,
+    Handover,
+    admit,
+    no_receipt,
+    overruled_mode,
+    require,
+    traced,
+)
 from handoffs.contracts import Contract
 from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
 
@@ -197,11 +205,13 @@ async def call_gated(
     except Exception as exc:
         # The client refuses a result that breaks the tool's own outputSchema (the MCP
         # SDK raises RuntimeError); a broken session raises too. Either way: no receipt.
-        decision = _call_failed(receiver, name, exc)
+        decision = traced(Handover(decision=_call_failed(receiver, name, exc)),
+                          adapter=ADAPTER).decision
         return GatedToolResult(_refusal(decision), decision)
     receipt = _receipt_in(result)
     if receipt is None:
-        decision = _no_receipt(receiver, result)
+        decision = traced(Handover(decision=_no_receipt(receiver, result)),
+                          adapter=ADAPTER).decision
         return GatedToolResult(_refusal(decision), decision)
     handover: Handover = await asyncio.to_thread(
         lambda: admit(receipt, receiver=receiver, overruled=overruled, adapter=ADAPTER))

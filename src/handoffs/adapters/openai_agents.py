@@ -32,6 +32,7 @@ from typing import Any, Final
 from handoffs._errors import HandoffsError, InvalidArgument
 from handoffs.adapters._handover import (
     REFUSE,
+    SPAN_NAME,
     Case,
     Handover,
     ReceiptSigner,
@@ -43,6 +44,7 @@ from handoffs.adapters._handover import (
     overruled_mode,
     refused,
     require,
+    span_attributes,
 )
 from handoffs.receivers import Receiver
 
@@ -52,6 +54,7 @@ from agents import Agent, Handoff, HandoffInputData, RunContextWrapper  # noqa: 
 from agents.exceptions import UserError  # noqa: E402
 from agents.items import HandoffOutputItem  # noqa: E402
 from agents.strict_schema import ensure_strict_json_schema  # noqa: E402
+from agents.tracing import custom_span  # noqa: E402
 
 __all__ = [
     "CHANNELS",
@@ -183,13 +186,18 @@ def gated_handoff(
     deliveries = _Deliveries()
 
     async def invoke(ctx: RunContextWrapper[Any], arguments: str) -> Agent[Any]:
-        try:
-            found = case_in(ctx.context, case)
-        except HandoffsError as exc:  # no case (a run without context=): refused, routed
-            handover = refused(signer.contract, exc, adapter=ADAPTER)
-        else:
-            handover = hand_over(arguments, signer=signer, receiver=receiver, case=found,
-                                 transport=transport, overruled=overruled, adapter=ADAPTER)
+        # The SDK traces on its own: the decision is a custom span in the run's trace
+        # (under the handoff span), besides the OpenTelemetry span every adapter emits.
+        with custom_span(SPAN_NAME) as span:
+            try:
+                found = case_in(ctx.context, case)
+            except HandoffsError as exc:  # no case (a run without context=): routed
+                handover = refused(signer.contract, exc, adapter=ADAPTER)
+            else:
+                handover = hand_over(arguments, signer=signer, receiver=receiver, case=found,
+                                     transport=transport, overruled=overruled,
+                                     adapter=ADAPTER)
+            span.span_data.data.update(span_attributes(handover, adapter=ADAPTER))
         deliveries.put(ctx, handover)
         if on_handover is not None:
             on_handover(ctx, handover)
