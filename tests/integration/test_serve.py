@@ -322,13 +322,18 @@ def test_opentelemetry_metrics_and_one_span_per_decision() -> None:
     assert [span.name for span in spans] == ["handoffs.decide"] * 3
     assert [span.attributes["handoffs.verdict"] for span in spans] == [
         "ACCEPT", "REJECT", "REJECT"]
-    assert spans[1].attributes["handoffs.reasons"] == "replayed"
+    assert spans[1].attributes["handoffs.reasons"] == ("replayed",)
+    assert spans[0].attributes["handoffs.reasons"] == ()
     points = {metric.name: metric.data.data_points
               for resource in reader.get_metrics_data().resource_metrics
               for scope in resource.scope_metrics for metric in scope.metrics}
     assert sum(p.value for p in points["handoffs.decisions"]) == 3
     assert sum(p.value for p in points["handoffs.replays"]) == 1
     assert next(iter(points["handoffs.message_bytes"])).sum == 2 * len(genuine) + 5
+    durations = points["handoffs.decision.duration"]
+    assert sum(p.count for p in durations) == 3
+    assert sum(p.sum for p in durations) == pytest.approx(0.003)
+    assert {p.attributes["verdict"] for p in durations} == {"ACCEPT", "REJECT"}
     assert metric(metrics.exposition().decode(), "handoffs_decisions_total") == 3
 
 
