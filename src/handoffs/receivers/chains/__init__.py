@@ -61,9 +61,10 @@ its builders, separation of duties and the receiver.
 
 from handoffs.receivers.chains._duties import SeparationOfDuties
 from handoffs.receivers.chains._format import HandoffChain
-from handoffs.receivers.chains._receiver import IdentityCompositionReceiver
+from handoffs.receivers.chains._receiver import DEFAULT_CHAIN_MAX_AGE, IdentityCompositionReceiver
 
 __all__ = [
+    "DEFAULT_CHAIN_MAX_AGE",
     "HandoffChain",
     "IdentityCompositionReceiver",
     "SeparationOfDuties",
