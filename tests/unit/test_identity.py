@@ -307,8 +307,9 @@ def test_model_rejects_bad_values() -> None:
     Hop(**base)
     with pytest.raises(ValueError, match="not a valid identifier"):
         Hop(**{**base, "sender": "a\n"})
-    with pytest.raises(ValueError, match="'boss' is not a valid HopRole"):
+    with pytest.raises(ValueError, match=r"role must be one of .*got 'boss'") as info:
         Hop(**{**base, "role": "boss"})
+    assert (info.value.code, info.value.json_path) == ("unknown-role", "$.role")
     with pytest.raises(ValueError, match="must name an action"):
         Hop(**{**base, "authority": "DECIDE"})
     with pytest.raises(ValueError, match="must name an action"):
@@ -1346,3 +1347,34 @@ def test_by_default_every_named_role_is_required() -> None:
     decision = receiver().receive(make_chain(STANDARD[1:]).to_bytes())
     assert codes(decision) == ["role-missing"]
     assert "investigator" in decision.reasons[0].message
+
+
+def test_builder_misuse_is_a_typed_error_with_a_path() -> None:
+    chain = make_chain(STANDARD[:1], audience="case-owner")
+    with pytest.raises(InvalidArgument) as info:
+        chain.add_hop(KEYS["case-owner"], role="boss", receiver="x", authority="ADVISE",
+                      valid_until=T, transformation="t", created=T)
+    assert (info.value.code, info.value.json_path) == ("unknown-role", "$.hops[1].role")
+    with pytest.raises(InvalidArgument) as info:
+        chain.add_hop(KEYS["case-owner"], role="proposer", receiver="bad receiver",
+                      authority="ADVISE", action="RELEASE", valid_until=T,
+                      transformation="t", created=T)
+    assert (info.value.code, info.value.json_path) == ("bad-identifier", "$.hops[1].receiver")
+    with pytest.raises(InvalidArgument) as info:
+        chain.add_hop(KEYS["case-owner"], role="proposer", receiver="x", authority="DECIDE",
+                      valid_until=T, transformation="t", created=T)
+    assert (info.value.code, info.value.json_path) == ("action-missing", "$.hops[1].action")
+    with pytest.raises(InvalidArgument) as info:
+        chain.add_hop(KEYS["case-owner"], role="proposer", receiver="x", authority="ADVISE",
+                      action="RELEASE", valid_until=T.replace(tzinfo=None),
+                      transformation="t", created=T)
+    assert (info.value.code, info.value.json_path) == ("naive-datetime",
+                                                       "$.hops[1].valid_until")
+    with pytest.raises(InvalidArgument) as info:
+        chain.approve(KEYS["payments-approver"], created=T)
+    assert (info.value.code, info.value.json_path) == ("not-a-proposal", "$.hops[0].role")
+    with pytest.raises(InvalidArgument) as info:
+        HandoffChain.start(case_id=CASE).add_hop(
+            KEYS["case-owner"], role="proposer", receiver="x", authority="ADVISE",
+            action="RELEASE", valid_until=T, transformation="t", created=T)
+    assert (info.value.code, info.value.json_path) == ("sender-missing", "$.hops[0].sender")
