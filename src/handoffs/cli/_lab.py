@@ -142,13 +142,29 @@ def print_summary(report: Mapping[str, Any]) -> None:
                   "fields")
     gate = report["gate"]
     verdict = "[green]PASS[/green]" if gate["passed"] else "[red]FAIL[/red]"
-    console.print(f"Release gate: {verdict} ({len(gate['checks'])} checks)")
+    console.print(f"Release gate: {verdict} ({len(gate['checks'])} checks"
+                  f"{_catastrophic_suffix(report)})")
     for reason in gate["reasons"]:
         console.print(f"  - {reason}", markup=False)
     for warning in gate["warnings"]:
         console.print(f"  warning: {warning}", markup=False)
     for finding in findings(report):
         console.print(f"  {finding}", markup=False)
+
+
+def _catastrophic_suffix(report: Mapping[str, Any]) -> str:
+    """``; 10 catastrophic decision(s): prose_relay (not gated)`` for the verdict line."""
+    experiment = report["experiment"]
+    gated = {s["name"] for s in experiment["strategies"] if s.get("gated")} or {
+        experiment["subject"]}
+    made = [(row["strategy"], row["catastrophic_errors"]) for row in report["strategy_results"]
+            if row["catastrophic_errors"]]
+    if not made:
+        return ""
+    total = sum(count for _, count in made)
+    named = ", ".join(f"{name} {count}" + ("" if name in gated else " (not gated)")
+                      for name, count in made)
+    return f"; {total} catastrophic decision(s): {named}"
 
 
 def _write_report(report: Mapping[str, Any], out: Path, *, also: tuple[str, ...] = ()
