@@ -169,3 +169,25 @@ def test_the_end_to_end_reference_decides_the_final_receivers_actions() -> None:
                  end_to_end=EndToEnd(contract=cc.PLANNING))
     assert (info.value.code, info.value.json_path) == ("topology-actions",
                                                        "$.end_to_end.contract")
+
+
+def test_the_relay_chain_file_runs_like_the_python(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from handoffs.cli._lab import lab
+
+    monkeypatch.syspath_prepend(str(ROOT))
+    from examples.relay import relay_topology
+
+    result = CliRunner().invoke(lab, ["run", str(ROOT / "examples" / "relay-chain.toml"),
+                                      "--out", str(tmp_path), "--no-progress"])
+    assert result.exit_code == 1, result.output
+    written = json.loads((tmp_path / "topology.json").read_text("utf-8"))
+    expected = run_topology(relay_topology()).report
+    keys = ("scope", "edge", "agreement", "mean_regret", "hard_violations")
+    assert [[r[k] for k in keys] for r in written["rows"]] == [
+        [r[k] for k in keys] for r in expected["rows"]]
+    assert [r["agreement"] for r in written["rows"]] == [1.0, 1.0, 20 / 24]
+    assert (tmp_path / "relay-chain-vibration-analyst_to_maintenance-planner"
+            / "report.json").is_file()

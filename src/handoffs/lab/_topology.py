@@ -74,7 +74,7 @@ _END: Final = "end-to-end"
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]+", "_", text).strip("_") or "edge"
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", text.replace("->", "_to_")).strip("_") or "edge"
 
 
 @attrs.frozen

@@ -220,8 +220,8 @@ class IdentityCompositionReceiver:
             the approval (one execution per approval: a fork or a second DECIDE for
             the same proposal is ``replayed``).
         max_age: how old any hop proof or approval may be (``now - created``), even
-            before it expires (``chain-stale``); :data:`DEFAULT_CHAIN_MAX_AGE`, one
-            day, by default. Zero or negative is refused.
+            before it expires (``chain-stale``); by default
+            :data:`~handoffs.receivers.chains.DEFAULT_CHAIN_MAX_AGE`, one day. Zero or negative is refused.
         require_current_roles: also require every signer and approver to hold its
             role *now*, by a key of the ring that is valid and not revoked at the
             receiver's clock, not only when it signed (``role-not-held``).
