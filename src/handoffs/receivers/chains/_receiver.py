@@ -221,7 +221,8 @@ class IdentityCompositionReceiver:
             the same proposal is ``replayed``).
         max_age: how old any hop proof or approval may be (``now - created``), even
             before it expires (``chain-stale``); by default
-            :data:`~handoffs.receivers.chains.DEFAULT_CHAIN_MAX_AGE`, one day. Zero or negative is refused.
+            :data:`~handoffs.receivers.chains.DEFAULT_CHAIN_MAX_AGE`, one day. Zero or
+            negative is refused.
         require_current_roles: also require every signer and approver to hold its
             role *now*, by a key of the ring that is valid and not revoked at the
             receiver's clock, not only when it signed (``role-not-held``).
