@@ -34,6 +34,7 @@ from handoffs.lab._experiment import (
     Strategy,
     Tolerances,
 )
+from handoffs.lab._keys import ProjectionError
 from handoffs.lab._minimal import counterfactual_triggers, minimal_message
 from handoffs.lab._partition import message_partition
 from handoffs.lab._runner import rescore, run
@@ -46,6 +47,7 @@ __all__ = [
     "GeneratedCases",
     "IterableCases",
     "JSONLinesCases",
+    "ProjectionError",
     "Strategy",
     "Tolerances",
     "assert_sufficient",

@@ -37,6 +37,7 @@ import attrs
 from handoffs._cases import GeneratedCase
 from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON
 from handoffs._json import loads
+from handoffs._memokey import memo_value
 from handoffs.contracts import (
     Authority,
     Contract,
@@ -49,7 +50,6 @@ from handoffs.contracts import (
     ReceiptEncoder,
 )
 from handoffs.lab._fingerprint import receiver_fingerprint
-from handoffs.lab._keys import memo_value
 from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
 
 __all__ = [

@@ -81,6 +81,10 @@ class Plan:
         prefetch: whether a chunk first collects its slow receivers' distinct messages
             and hands them to a pool of ``concurrency`` threads, so that their calls
             overlap across cases instead of following one another.
+        projection: whether memo keys may rest on users' ``reads`` declarations
+            (:attr:`~handoffs.receivers.FunctionReceiver.reads`), checked on a sample
+            of memo hits (:class:`~handoffs.lab._keys.ProjectionError`); by default
+            such receivers are memoised on the whole canonical message.
     """
 
     name: str
@@ -106,6 +110,7 @@ class Plan:
     token: str = ""
     concurrency: int = 8
     prefetch: bool = False
+    projection: bool = False
 
     @property
     def perturbation_ids(self) -> tuple[str, ...]:
