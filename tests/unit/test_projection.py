@@ -171,3 +171,33 @@ def _on(experiment: Experiment, contract: Any) -> Experiment:
                         strategies=(
         attrs.evolve(receipt, encoder=encoder, receiver=StrictContractReceiver(gate)),
         attrs.evolve(action, receiver=AdvisoryActionReceiver(contract))))
+
+
+# ------------------------------------------------------------ measuring messages
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**60), 2**60) | st.floats(allow_nan=False)
+    | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                 max_size=3),
+    max_leaves=8)
+_messages = st.dictionaries(
+    st.sampled_from(["contract", "id", "decision_state", "authority", "x", "é", "\U0001f600"]),
+    _json_values, max_size=5)
+
+
+def _measured(measure: Any, message: dict[str, Any]) -> Any:
+    try:
+        return measure(message)
+    except Exception as exc:  # noqa: BLE001 - both ways must fail alike
+        return type(exc), getattr(exc, "code", None)
+
+
+@given(messages=st.lists(_messages, min_size=1, max_size=4), shared=_json_values)
+def test_a_chunks_measure_gives_the_reference_bytes(messages: list[dict[str, Any]],
+                                                    shared: Any) -> None:
+    from handoffs.lab._plan import Canonical, _measure
+
+    canonical = Canonical()
+    for message in [*messages, *({**m, "shared": shared} for m in messages)]:
+        assert _measured(canonical.measure, message) == _measured(_measure, message)

@@ -57,9 +57,9 @@ from handoffs.lab._messages import (
 )
 from handoffs.lab._plan import (
     _FORBIDDEN,
+    Canonical,
     Plan,
     _checks_for,
-    _measure,
     _reference_for,
     _strategy_index,
     _tokens,
@@ -180,6 +180,7 @@ class _Chunk:
         self.constants = constants
         self.contract = plan.contract
         self.checks = _checks_for(plan.contract)
+        self.canonical = Canonical()
         self.reference = _reference_for(plan.contract)
         slots: dict[int, Slot] = {}
         for strategy in plan.strategies:
@@ -388,7 +389,7 @@ class _Chunk:
             return msg
         # The canonical bytes are not kept: a memo key on the whole message makes them
         # again (Message.canonical), the rest need only their size.
-        canon, msg.size = _measure(message)
+        canon, msg.size = self.canonical.measure(message)
         msg.tokens = _tokens(self.plan, canon, msg.size)
         msg.governance = self.checks.governance_valid(message)
         if self.receipts[si]:
@@ -414,7 +415,7 @@ class _Chunk:
             if projected is not None:
                 found = ("k", slot.index, self.shared.intern(projected))
             else:
-                found = ("c", slot.index, msg.canonical())
+                found = ("c", slot.index, msg.canonical(self.canonical.measure))
             msg.keys[slot.index] = found
         return found
 

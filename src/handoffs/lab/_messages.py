@@ -78,10 +78,11 @@ class Message:
         """Whether the message carries a decision state object."""
         return isinstance(self.message.get("decision_state"), Mapping)
 
-    def canonical(self) -> bytes:
+    def canonical(self, measure: Callable[[Mapping[str, Any]], tuple[bytes, int]] = _measure
+                  ) -> bytes:
         """The canonical memo key (payload and envelope), computed once."""
         if self.canon is None:
-            self.canon = _measure(self.message)[0]
+            self.canon = measure(self.message)[0]
         return self.canon
 
 
