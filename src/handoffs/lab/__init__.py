@@ -46,6 +46,7 @@ from handoffs.lab._experiment import (
     Strategy,
     Tolerances,
 )
+from handoffs.lab._keys import ProjectionError
 from handoffs.lab._minimal import (
     FieldRepresentation,
     MinimalMessage,
@@ -87,6 +88,7 @@ __all__ = [
     "MessagePartition",
     "MinimalMessage",
     "PartitionCell",
+    "ProjectionError",
     "Reference",
     "SenderClaimReading",
     "Strategy",
