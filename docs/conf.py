@@ -85,6 +85,8 @@ nitpick_ignore_regex = [
     (r"py:.*", rf"(?:{'|'.join(_ELSEWHERE)})(?:\..+)?"),
     # annotations written as strings under TYPE_CHECKING, and a protobuf enum's repr
     (r"py:class", r"Starlette|st\.SearchStrategy|timedelta|<google\.protobuf\..*>"),
+    # Pydantic AI's names in a capability hook's signature, shown short
+    (r"py:class", r"RunContext|WrapRunHandler|AgentRunResult"),
 ]
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "ModelTimeout",
     "NoSuchReading",
     "PolicyError",
+    "ProjectionError",
     "ProofError",
     "ReceiptValidationError",
     "ReleasedVersionChanged",
@@ -190,7 +191,9 @@ class ProofError(HandoffsError, ValueError):
     ``proof-malformed``, ``proof-duplicated``, ``proof-chain-broken``,
     ``too-many-proofs``, ``wrong-proof-type``, ``wrong-cryptosuite``, ``wrong-purpose``,
     ``purpose-not-allowed``, ``domain-mismatch``, ``challenge-mismatch``,
-    ``context-not-allowed``, ``bad-signature`` (a small-order ``R`` too),
+    ``context-not-allowed``, ``context-mismatch``, ``bad-signature`` (a small-order
+    Ed25519 ``R`` too), ``weak-signature`` (a high-S ECDSA ``s``), ``suite-not-admitted``
+    (signing),
     ``unknown-key``, ``key-not-valid``,
     ``proof-expired``, ``proof-not-yet-valid``, ``empty-trust-store``, and for signed
     receipts ``sender-mismatch``, ``grant-missing``, ``grant-invalid``,
@@ -388,6 +391,30 @@ class UserCodeError(ExperimentError):
         if at is not None:
             where = f" {at}"
         super().__init__(f"the {role} {callable_name} raised{where}: {self.error}")
+
+
+class ProjectionError(ExperimentError):
+    """A receiver's declared ``reads`` left out a member its decisions depend on: a
+    memo hit on the declared projection, decided again without the memo, gave
+    another outcome (only with ``projection=True``; by default the key is exact).
+
+    Attributes:
+        receiver: the receiver's name.
+        fields: the members that differ between the two messages and that the
+            declaration does not name.
+        declared: the declared ``reads``.
+    """
+
+    code = "projection-mismatch"
+
+    def __init__(self, receiver: str, fields: Sequence[str], declared: Sequence[str],
+                 detail: str) -> None:
+        self.receiver = receiver
+        self.fields = tuple(fields)
+        self.declared = tuple(declared)
+        named = ", ".join(self.fields) or "(a member it reads by presence)"
+        super().__init__(f"receiver {receiver!r} declares reads={list(self.declared)!r} but "
+                         f"its decision depends on {named}: {detail}")
 
 
 class ReportError(HandoffsError, ValueError):

@@ -142,13 +142,29 @@ def print_summary(report: Mapping[str, Any]) -> None:
                   "fields")
     gate = report["gate"]
     verdict = "[green]PASS[/green]" if gate["passed"] else "[red]FAIL[/red]"
-    console.print(f"Release gate: {verdict} ({len(gate['checks'])} checks)")
+    console.print(f"Release gate: {verdict} ({len(gate['checks'])} checks"
+                  f"{_catastrophic_suffix(report)})")
     for reason in gate["reasons"]:
         console.print(f"  - {reason}", markup=False)
     for warning in gate["warnings"]:
         console.print(f"  warning: {warning}", markup=False)
     for finding in findings(report):
         console.print(f"  {finding}", markup=False)
+
+
+def _catastrophic_suffix(report: Mapping[str, Any]) -> str:
+    """``; 10 catastrophic decision(s): prose_relay (not gated)`` for the verdict line."""
+    experiment = report["experiment"]
+    gated = {s["name"] for s in experiment["strategies"] if s.get("gated")} or {
+        experiment["subject"]}
+    made = [(row["strategy"], row["catastrophic_errors"]) for row in report["strategy_results"]
+            if row["catastrophic_errors"]]
+    if not made:
+        return ""
+    total = sum(count for _, count in made)
+    named = ", ".join(f"{name} {count}" + ("" if name in gated else " (not gated)")
+                      for name, count in made)
+    return f"; {total} catastrophic decision(s): {named}"
 
 
 def _write_report(report: Mapping[str, Any], out: Path, *, also: tuple[str, ...] = ()
@@ -217,6 +233,22 @@ def run_command(  # noqa: PLR0917 - click passes every option as a parameter
     """Run EXPERIMENT (a TOML file; default: the built-in payment experiment)."""
     if no_cache and (cache_path is not None or refresh):
         raise click.UsageError("--no-cache excludes --cache and --refresh")
+    from handoffs.lab._topology import is_topology_file
+
+    if experiment is not None and is_topology_file(experiment):  # [[edge]]: a topology
+        from handoffs.cli._topology import run_topology_file
+
+        if resume or strict:
+            raise click.UsageError("--resume and --strict apply to one experiment, not to "
+                                   "a topology ([[edge]] tables)")
+        try:
+            code = run_topology_file(experiment, out, executor=executor, workers=workers,
+                                     chunk_size=chunk_size, max_calls=max_calls,
+                                     max_tokens=max_tokens, concurrency=concurrency,
+                                     cache=False if no_cache else cache_path, refresh=refresh)
+        except HandoffsError as exc:
+            raise _CannotRun(f"{exc} [{exc.code}]") from exc
+        ctx.exit(code)
     try:
         declared = _declared(experiment)
         out.mkdir(parents=True, exist_ok=True)

@@ -103,6 +103,10 @@ def _changed(contract: Contract[Any, Any], path: Path, old: tuple[Any, Any],
                f"A released version never changes: publish the change as "
                f"{contract.name}/{suggested} (a {bump} bump) and keep {contract.version}'s "
                "files as they are")
+    if any(f.json_path.endswith(".cryptosuite") for f in found.findings):
+        # Released before Contract.cryptosuites admitted every registered suite.
+        message += ("; or, if only the admitted cryptosuites moved, keep the version as "
+                    "released with Contract(..., cryptosuites=(\"eddsa-jcs-2022\",))")
     return LockProblem("changed", contract.id, path, message, found, suggested)
 
 

@@ -169,8 +169,8 @@ class Over(_Threshold):
 
     On an :class:`~handoffs.contracts.Interval` the condition is true when the whole
     interval is over the threshold, false when none of it is, and unknown when it
-    straddles. It is ``Compare(Field(field), ">", Const(threshold))`` (see
-    :attr:`comparison`), written as a threshold.
+    straddles. It is ``Compare(Field(field), ">", Const(threshold))`` (its
+    ``comparison``), written as a threshold.
     """
 
     _ops: ClassVar[tuple[str, str]] = (">", ">=")

@@ -21,7 +21,9 @@ measured here; they are receivers on the gate's pipeline, in :mod:`handoffs.rece
 In a unit test, :func:`assert_sufficient` runs the lab on one receiver and fails with
 a table of the cases it decides otherwise than the contract's reference. The
 perturbations are :mod:`handoffs.lab.perturbations`; reading, rendering, comparing
-and releasing a report is :mod:`handoffs.lab.reports`.
+and releasing a report is :mod:`handoffs.lab.reports`. A :class:`Topology` (a chain of
+edges and the final receiver's full-evidence reference) runs every edge's local test
+and the end-to-end test in one :func:`run_topology`.
 """
 
 from handoffs._cases import GeneratedCase
@@ -44,6 +46,7 @@ from handoffs.lab._experiment import (
     Strategy,
     Tolerances,
 )
+from handoffs.lab._keys import ProjectionError
 from handoffs.lab._minimal import (
     FieldRepresentation,
     MinimalMessage,
@@ -56,6 +59,14 @@ from handoffs.lab._partition import MessagePartition, PartitionCell, message_par
 from handoffs.lab._runner import LabRun, rescore, run
 from handoffs.lab._sufficient import assert_sufficient
 from handoffs.lab._toml import load_experiment
+from handoffs.lab._topology import (
+    Edge,
+    EndToEnd,
+    Topology,
+    TopologyRun,
+    load_topology,
+    run_topology,
+)
 
 __all__ = [
     "AuthorityReading",
@@ -64,6 +75,8 @@ __all__ = [
     "CaseSource",
     "ControlExpectations",
     "ControlReading",
+    "Edge",
+    "EndToEnd",
     "Experiment",
     "ExperimentError",
     "FieldRepresentation",
@@ -75,17 +88,22 @@ __all__ = [
     "MessagePartition",
     "MinimalMessage",
     "PartitionCell",
+    "ProjectionError",
     "Reference",
     "SenderClaimReading",
     "Strategy",
     "Tolerances",
+    "Topology",
+    "TopologyRun",
     "Trigger",
     "assert_sufficient",
     "counterfactual_triggers",
     "load_experiment",
+    "load_topology",
     "message_partition",
     "minimal_message",
     "read_baselines",
     "rescore",
     "run",
+    "run_topology",
 ]

@@ -42,6 +42,7 @@ from handoffs._errors import (
     UserCodeError,
 )
 from handoffs._json import loads
+from handoffs._memokey import memo_value
 from handoffs.contracts import (
     Authority,
     Contract,
@@ -54,7 +55,6 @@ from handoffs.contracts import (
     ReceiptEncoder,
 )
 from handoffs.lab._fingerprint import receiver_fingerprint
-from handoffs.lab._keys import memo_value
 from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
 
 __all__ = [

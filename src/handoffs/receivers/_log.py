@@ -115,7 +115,10 @@ def _stamp(moment: datetime) -> str:
     """Fixed-width RFC 3339 UTC, so that text order is time order."""
     if moment.tzinfo is None:
         raise InvalidArgument("times must be timezone-aware")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # isoformat, not strftime: the same text for UTC (4-digit years, 6-digit fractions),
+    # at a fraction of the cost per decision.
+    utc = moment if moment.tzinfo is UTC else moment.astimezone(UTC)
+    return utc.isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:

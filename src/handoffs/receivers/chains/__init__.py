@@ -62,9 +62,13 @@ its builders, separation of duties and the receiver.
 from handoffs.receivers.chains._contract import HopRole
 from handoffs.receivers.chains._duties import SeparationOfDuties
 from handoffs.receivers.chains._format import DerivedFrom, HandoffChain, Hop
-from handoffs.receivers.chains._receiver import IdentityCompositionReceiver
+from handoffs.receivers.chains._receiver import (
+    DEFAULT_CHAIN_MAX_AGE,
+    IdentityCompositionReceiver,
+)
 
 __all__ = [
+    "DEFAULT_CHAIN_MAX_AGE",
     "DerivedFrom",
     "HandoffChain",
     "Hop",
