@@ -9,12 +9,13 @@ working for callers that do not know this library.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "BudgetExceeded",
@@ -348,6 +349,8 @@ class UnknownExperimentKey(ExperimentError):
         self.known = tuple(sorted(known))
         self.noun = noun
         self.file = file
+        import difflib  # only when the error is raised: importing handoffs stays light
+
         close = difflib.get_close_matches(key, self.known, n=1, cutoff=0.6)
         self.suggestion = close[0] if close else None
         if not table:
