@@ -9,13 +9,11 @@ working for callers that do not know this library.
 
 from __future__ import annotations
 
+import os  # loaded by every interpreter at start-up: no cost
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 __all__ = [
     "BudgetExceeded",
@@ -33,6 +31,7 @@ __all__ = [
     "MissingExtra",
     "ModelError",
     "ModelTimeout",
+    "MovedName",
     "NoSuchReading",
     "PolicyError",
     "ProjectionError",
@@ -252,6 +251,28 @@ class ContractSourceError(HandoffsError, ImportError):
     code = "bad-contract-source"
 
 
+class MovedName(HandoffsError, ImportError):
+    """A name was imported from the face it left (since 0.1.0); the message names
+    where it lives now, or what replaced it (see the migration table).
+
+    Attributes:
+        name: the name imported.
+        face: the module it was imported from.
+        place: where it lives now, or what replaced it.
+    """
+
+    code = "moved-name"
+
+    def __init__(self, message: str, *, name: str, face: str, place: str) -> None:
+        super().__init__(message)
+        self.name = name
+        self.face = face
+        self.place = place
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class MissingExtra(HandoffsError, ImportError):
     """An optional dependency of the requested feature is not installed.
 
@@ -365,7 +386,7 @@ class UnknownExperimentKey(ExperimentError):
         super().__init__(prefix + text + hint,
                          json_path=f"$.{table}.{key}" if table else f"$.{key}")
 
-    def in_file(self, file: Path | str) -> UnknownExperimentKey:
+    def in_file(self, file: os.PathLike[str] | str) -> UnknownExperimentKey:
         """The same error, naming the file it was read from."""
         return UnknownExperimentKey(self.key, table=self.table, known=self.known,
                                     noun=self.noun, file=str(file))

@@ -41,6 +41,7 @@ from jsonschema import Draft202012Validator
 from handoffs._cases import GeneratedCase
 from handoffs._errors import InvalidArgument, MissingExtra
 from handoffs._json import MAX_SAFE_INTEGER
+from handoffs._moved import moved_from
 from handoffs._neighbours import neighbours
 from handoffs.contracts import (
     Authority,
@@ -432,3 +433,6 @@ def cases(
     refs = st.lists(_uris(), min_size=1, max_size=3).map(tuple)
     return st.builds(GeneratedCase, case_id=identifiers(max_size=40), state=states(source),
                      evidence_refs=refs)
+
+# A name that left this face since 0.1.0 raises an ImportError naming its new place.
+__getattr__ = moved_from(__name__)
