@@ -20,8 +20,8 @@ from handoffs.receivers import (
     Step,
     Verdict,
 )
-from test_gate import ALL_EVIDENCE, CONTRACT, NOW, RECEIVER, WORLD, codes, raw, strict
 from test_hostile import E, R, _chain_doc
+from worlds.gate import ALL_EVIDENCE, CONTRACT, NOW, RECEIVER, WORLD, codes, raw, strict
 
 _WRITERS, _ROWS, _SHARED = 4, 120, 60
 

@@ -33,7 +33,7 @@ from handoffs.receivers import (
     StrictContractReceiver,
     Verdict,
 )
-from test_gate import (
+from worlds.gate import (
     ALL_EVIDENCE,
     CASES,
     NOW,

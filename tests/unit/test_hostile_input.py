@@ -24,7 +24,7 @@ from handoffs.contracts import Receipt
 from handoffs.examples import payment
 from handoffs.receivers import Decision, SQLiteDecisionLog, Step, StrictContractReceiver, Verdict
 from handoffs.receivers.chains import HandoffChain
-from test_gate import WORLD, codes, raw
+from worlds.gate import WORLD, codes, raw
 
 R, P = Verdict.REJECT, Step.PARSE
 

@@ -24,7 +24,7 @@ from handoffs.contracts import ANY_AUDIENCE, Authority, Receipt
 from handoffs.contracts._signing import issue_grant
 from handoffs.integrity import KeyRing, SigningKey, verify
 from handoffs.receivers import MemoryReplayStore, SQLiteDecisionLog, Step, Verdict
-from test_gate import CONTRACT, RECEIVER, SENDER, SERVICE, T0, WORLD, codes, raw, strict
+from worlds.gate import CONTRACT, RECEIVER, SENDER, SERVICE, T0, WORLD, codes, raw, strict
 
 US = timedelta(microseconds=1)
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from handoffs.cli._gate import gate, log
 from handoffs.integrity._base58 import b58encode
-from test_gate import WORLD, raw
+from worlds.gate import WORLD, raw
 
 NOW = "2026-06-01T12:01:00Z"
 
