@@ -27,6 +27,7 @@ and the end-to-end test in one :func:`run_topology`.
 """
 
 from handoffs._cases import GeneratedCase
+from handoffs._errors import ProjectionError
 from handoffs.lab._cache import CallCache
 from handoffs.lab._controls import (
     AuthorityReading,
@@ -46,7 +47,6 @@ from handoffs.lab._experiment import (
     Strategy,
     Tolerances,
 )
-from handoffs.lab._keys import ProjectionError
 from handoffs.lab._minimal import (
     FieldRepresentation,
     MinimalMessage,
@@ -64,6 +64,7 @@ from handoffs.lab._topology import (
     EndToEnd,
     Topology,
     TopologyRun,
+    is_topology_file,
     load_topology,
     run_topology,
 )
@@ -98,6 +99,7 @@ __all__ = [
     "Trigger",
     "assert_sufficient",
     "counterfactual_triggers",
+    "is_topology_file",
     "load_experiment",
     "load_topology",
     "message_partition",

@@ -43,7 +43,6 @@ from typing import Any, Final
 import attrs
 
 from handoffs.contracts import Contract, GovernanceService, ReceiptEncoder
-from handoffs.contracts._fields import _converter
 from handoffs.lab._experiment import (
     CaseSource,
     Experiment,
@@ -90,7 +89,7 @@ class _Held:
     def __call__(self, evidence: Any) -> Any:
         received = self.upstream.encode(evidence)["decision_state"]
         wire = {field: received[source] for field, source in self.carries}
-        return _converter.structure(wire, self.contract.state)
+        return self.contract.load_state(wire)
 
 
 @attrs.frozen
