@@ -191,3 +191,23 @@ def test_the_relay_chain_file_runs_like_the_python(tmp_path: Path,
     assert [r["agreement"] for r in written["rows"]] == [1.0, 1.0, 20 / 24]
     assert (tmp_path / "relay-chain-vibration-analyst_to_maintenance-planner"
             / "report.json").is_file()
+
+
+def test_relay_dropping_the_seal_on_cs_contract_reads_disagreement() -> None:
+    from handoffs.contracts import ReceiptEncoder
+    from handoffs.lab import Experiment, Strategy, run
+    from handoffs.lab.perturbations import Relay
+
+    receiver = cc._gate("pharmacist", cc.RELEASE)
+    experiment = Experiment(
+        name="cold-release-relay", contract=cc.RELEASE, cases=IterableCases(cc.shipments),
+        strategies=(Strategy(name="inspection", encoder=ReceiptEncoder(
+            contract=cc.RELEASE, state_of=cc.Shipment.inspection), receiver=receiver,
+            gated=True),),
+        governance=cc.GOVERNANCE_BC, state_of=cc.Shipment.inspection,
+        perturbations=(Relay(drop=("decision_state.seal",)),))
+    rows = {row["perturbation"]: row for row in run(experiment).report["results"]}
+    assert rows["none"]["agreement"] == 1.0
+    assert rows["relay:2:drop=decision_state.seal"]["agreement"] < 1.0
+    with pytest.raises(ExperimentError, match="names no member"):
+        Relay(drop=("decision_state.temperature",)).prepare(cc.RELEASE, seed=0)

@@ -25,7 +25,6 @@ from handoffs._json import DEFAULT_LIMITS, loads
 from handoffs.cli._common import CommandError
 from handoffs.integrity import KeyRing
 from handoffs.receivers import Decision, Verdict
-from handoffs.receivers._replay import ReplayStore
 
 __all__ = ["chain_status", "decide_chain", "names_a_chain", "parse_age"]
 
@@ -66,7 +65,7 @@ def decide_chain(
     identity: str,
     *,
     clock: Any,
-    replay: ReplayStore | None,
+    replay: Any,
     max_age: timedelta | None,
     require_current_roles: bool,
 ) -> Decision:

@@ -233,16 +233,16 @@ def run_command(  # noqa: PLR0917 - click passes every option as a parameter
     """Run EXPERIMENT (a TOML file; default: the built-in payment experiment)."""
     if no_cache and (cache_path is not None or refresh):
         raise click.UsageError("--no-cache excludes --cache and --refresh")
-    from handoffs.lab._topology import is_topology_file
+    from handoffs.cli._topology import is_topology_file, run_topology_file
 
     if experiment is not None and is_topology_file(experiment):  # [[edge]]: a topology
-        from handoffs.cli._topology import run_topology_file
-
         if resume or strict:
             raise click.UsageError("--resume and --strict apply to one experiment, not to "
                                    "a topology ([[edge]] tables)")
         try:
-            code = run_topology_file(experiment, out, executor=executor, workers=workers,
+            code = run_topology_file(experiment, out, console=_console(),
+                                     write_renderings=_write_renderings,
+                                     executor=executor, workers=workers,
                                      chunk_size=chunk_size, max_calls=max_calls,
                                      max_tokens=max_tokens, concurrency=concurrency,
                                      cache=False if no_cache else cache_path, refresh=refresh)

@@ -7,6 +7,8 @@ code (0 every row passes, 1 one fails).
 
 from __future__ import annotations
 
+import tomllib
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,37 +16,45 @@ import click
 
 from handoffs._json import dumps
 
-__all__ = ["run_topology_file"]
+__all__ = ["is_topology_file", "run_topology_file"]
 
 
-def run_topology_file(path: Path, out: Path, **options: Any) -> int:
-    """Run the topology in ``path``, write its reports to ``out``; return the exit code.
+def is_topology_file(path: Path) -> bool:
+    """Whether an experiment file declares a topology (``[[edge]]`` tables); a file
+    that does not parse is left to the experiment loader, which says why.
+    """
+    try:
+        return "edge" in tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+
+
+def run_topology_file(path: Path, out: Path, *, console: Any,
+                      write_renderings: Callable[[Mapping[str, Any], Path], list[str]],
+                      **options: Any) -> int:
+    """Run the topology in ``path``, write its reports to ``out`` (each run's own
+    renderings by ``write_renderings``), print its rows on ``console``; return the
+    exit code.
 
     Raises:
         HandoffsError: a bad declaration (the caller reports it as "cannot run").
     """
     from rich.table import Table
 
-    from handoffs.cli._lab import _console, _write_renderings
-    from handoffs.lab._topology import (
-        load_topology,
-        render_topology_html,
-        render_topology_markdown,
-        run_topology,
-    )
+    from handoffs.lab import load_topology, run_topology
 
-    report = run_topology(load_topology(path), **options).report
+    result = run_topology(load_topology(path), **options)
+    report = result.report
     out.mkdir(parents=True, exist_ok=True)
     for label, sub in report["reports"].items():
         folder = out / sub["experiment"]["name"]
         folder.mkdir(exist_ok=True)
         (folder / "report.json").write_text(dumps(sub, indent=2) + "\n", encoding="utf-8")
-        for note in _write_renderings(sub, folder):
+        for note in write_renderings(sub, folder):
             click.echo(f"note: {label}: {note}", err=True)
     (out / "topology.json").write_text(dumps(report, indent=2) + "\n", encoding="utf-8")
-    (out / "topology.md").write_text(render_topology_markdown(report), encoding="utf-8")
-    (out / "topology.html").write_text(render_topology_html(report), encoding="utf-8")
-    console = _console()
+    (out / "topology.md").write_text(result.markdown(), encoding="utf-8")
+    (out / "topology.html").write_text(result.html(), encoding="utf-8")
     table = Table(title=f"Topology {report['name']}: each edge and end to end",
                   title_justify="left")
     for column in ("scope", "edge", "reference", "agreement", "mean regret", "hard", "gate"):

@@ -43,7 +43,6 @@ from typing import Any, Final
 import attrs
 
 from handoffs.contracts import Contract, GovernanceService, ReceiptEncoder
-from handoffs.contracts._fields import _converter
 from handoffs.lab._experiment import (
     CaseSource,
     Experiment,
@@ -51,6 +50,7 @@ from handoffs.lab._experiment import (
     Strategy,
     Tolerances,
     default_state_of,
+    typed_value,
 )
 from handoffs.receivers import Receiver
 
@@ -60,7 +60,6 @@ __all__ = [
     "EndToEnd",
     "Topology",
     "TopologyRun",
-    "is_topology_file",
     "load_topology",
     "render_topology_html",
     "render_topology_markdown",
@@ -89,8 +88,9 @@ class _Held:
 
     def __call__(self, evidence: Any) -> Any:
         received = self.upstream.encode(evidence)["decision_state"]
-        wire = {field: received[source] for field, source in self.carries}
-        return _converter.structure(wire, self.contract.state)
+        specs = self.contract.field_map
+        return self.contract.state(**{field: typed_value(specs[field], received[source])
+                                      for field, source in self.carries})
 
 
 @attrs.frozen
@@ -531,15 +531,6 @@ _TOP_KEYS: Final = frozenset({"topology", "cases", "edge", "end_to_end", "pertur
 _EDGE_KEYS: Final = frozenset({"name", "from", "to", "contract", "encoder", "encoder_args",
                                "receiver", "receiver_args", "governance", "governance_args",
                                "state", "carries", "tolerances"})
-
-
-def is_topology_file(path: Path | str) -> bool:
-    """Whether an experiment file declares a topology (``[[edge]]`` tables)."""
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return False
-    return "edge" in data
 
 
 def load_topology(path: Path | str) -> Topology:
