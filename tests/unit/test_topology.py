@@ -12,7 +12,7 @@ import attrs
 import pytest
 
 import cold_chain as cc
-from handoffs.lab import ExperimentError
+from handoffs.lab import ExperimentError, Tolerances
 from handoffs.lab._experiment import IterableCases
 from handoffs.lab._topology import (
     Edge,
@@ -211,3 +211,19 @@ def test_relay_dropping_the_seal_on_cs_contract_reads_disagreement() -> None:
     assert rows["relay:2:drop=decision_state.seal"]["agreement"] < 1.0
     with pytest.raises(ExperimentError, match="names no member"):
         Relay(drop=("decision_state.temperature",)).prepare(cc.RELEASE, seed=0)
+
+
+def test_the_gate_bounds_each_row_by_its_own_tolerances() -> None:
+    topology = load_topology(FILE)
+    loose = attrs.evolve(topology, perturbations=(), end_to_end=attrs.evolve(
+        topology.end_to_end, tolerances=Tolerances(agreement_epsilon=0.25, regret_delta=30,
+                                                   hard_violations=10)))
+    report = run_topology(loose).report
+    assert report["gate"]["passed"] is True
+    assert [r["gate"]["passed"] for r in report["rows"]] == [True, True, True]
+    strict_ab = attrs.evolve(loose, edges=(
+        attrs.evolve(loose.edges[0], tolerances=Tolerances(max_mean_bytes=10)),
+        loose.edges[1]))
+    report = run_topology(strict_ab).report
+    assert [r["gate"]["passed"] for r in report["rows"]] == [False, True, True]
+    assert report["gate"]["reasons"][0].startswith("edge inspector->planner:")
