@@ -32,7 +32,7 @@ import click
 from handoffs._json import DEFAULT_LIMITS, dumps, loads
 from handoffs._time import parse_time
 from handoffs.cli._chain import chain_status, decide_chain, names_a_chain, now_clock, parse_age
-from handoffs.cli._common import CommandError, one_line_errors
+from handoffs.cli._common import CommandError, one_line_errors, read_bounded
 from handoffs.cli._contracts import cli_registry
 from handoffs.integrity import KeyRing
 from handoffs.receivers import (
@@ -54,16 +54,7 @@ EXIT_NOT_AS_PROPOSED: Final = 3
 """``handoffs gate``: admitted, but escalated or decided another action than proposed."""
 
 
-def _read(path: str, what: str, limit: int) -> bytes:
-    if path == "-":
-        data = sys.stdin.buffer.read(limit + 1)
-    else:
-        try:
-            with Path(path).open("rb") as handle:
-                data = handle.read(limit + 1)
-        except OSError as exc:
-            raise CommandError(f"cannot read {what} {path}: {exc.strerror or exc} [io]") from exc
-    return data
+_read = read_bounded
 
 
 def _keyring(path: str) -> KeyRing:

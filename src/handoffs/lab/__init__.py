@@ -26,8 +26,18 @@ edges and the final receiver's full-evidence reference) runs every edge's local 
 and the end-to-end test in one :func:`run_topology`.
 """
 
-from handoffs.lab._controls import read_baselines
+from handoffs._cases import GeneratedCase
+from handoffs.lab._cache import CallCache
+from handoffs.lab._controls import (
+    AuthorityReading,
+    Baselines,
+    ControlExpectations,
+    ControlReading,
+    SenderClaimReading,
+    read_baselines,
+)
 from handoffs.lab._experiment import (
+    CaseSource,
     Experiment,
     ExperimentError,
     GeneratedCases,
@@ -36,9 +46,17 @@ from handoffs.lab._experiment import (
     Strategy,
     Tolerances,
 )
-from handoffs.lab._minimal import counterfactual_triggers, minimal_message
-from handoffs.lab._partition import message_partition
-from handoffs.lab._runner import rescore, run
+from handoffs.lab._keys import ProjectionError
+from handoffs.lab._minimal import (
+    FieldRepresentation,
+    MinimalMessage,
+    Reference,
+    Trigger,
+    counterfactual_triggers,
+    minimal_message,
+)
+from handoffs.lab._partition import MessagePartition, PartitionCell, message_partition
+from handoffs.lab._runner import LabRun, rescore, run
 from handoffs.lab._sufficient import assert_sufficient
 from handoffs.lab._toml import load_experiment
 from handoffs.lab._topology import (
@@ -51,17 +69,33 @@ from handoffs.lab._topology import (
 )
 
 __all__ = [
+    "AuthorityReading",
+    "Baselines",
+    "CallCache",
+    "CaseSource",
+    "ControlExpectations",
+    "ControlReading",
     "Edge",
     "EndToEnd",
     "Experiment",
     "ExperimentError",
+    "FieldRepresentation",
+    "GeneratedCase",
     "GeneratedCases",
     "IterableCases",
     "JSONLinesCases",
+    "LabRun",
+    "MessagePartition",
+    "MinimalMessage",
+    "PartitionCell",
+    "ProjectionError",
+    "Reference",
+    "SenderClaimReading",
     "Strategy",
     "Tolerances",
     "Topology",
     "TopologyRun",
+    "Trigger",
     "assert_sufficient",
     "counterfactual_triggers",
     "load_experiment",

@@ -10,13 +10,16 @@ release gate, and :func:`release_artefact` makes the release artefact (signed wh
 a key; :func:`handoffs.integrity.verify` with ``purpose="assertionMethod"`` checks it).
 """
 
-from handoffs.lab._diff import diff_reports
+from handoffs.lab._diff import DiffBudget, MetricChange, ReportDiff, diff_reports
 from handoffs.lab._release import evaluate_gate, release_artefact
 from handoffs.lab._render import render_html, render_markdown
 from handoffs.lab._render._view import findings
 from handoffs.lab._report import validate_report
 
 __all__ = [
+    "DiffBudget",
+    "MetricChange",
+    "ReportDiff",
     "diff_reports",
     "evaluate_gate",
     "findings",
