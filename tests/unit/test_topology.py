@@ -227,3 +227,11 @@ def test_the_gate_bounds_each_row_by_its_own_tolerances() -> None:
     report = run_topology(strict_ab).report
     assert [r["gate"]["passed"] for r in report["rows"]] == [False, True, True]
     assert report["gate"]["reasons"][0].startswith("edge inspector->planner:")
+
+
+def test_an_edge_that_is_not_a_receiver_is_refused_at_its_place() -> None:
+    ab, bc = _edges()
+    with pytest.raises(ExperimentError) as info:
+        _topology(ab, attrs.evolve(bc, receiver=object()))
+    assert (info.value.code, info.value.json_path) == ("topology-broken",
+                                                       "$.edges[1].receiver")
