@@ -192,6 +192,16 @@ class Topology:
         seen = {self.edges[0].sender: "$.edges[0].sender"}
         for index, edge in enumerate(self.edges):
             at = f"$.edges[{index}]"
+            if not isinstance(edge, Edge):
+                raise _fail(f"an edge is an Edge, got {type(edge).__name__}",
+                            "topology-broken", at)
+            if not isinstance(edge.contract, Contract):
+                raise _fail(f"edge {edge.label!r}: contract must be a Contract, got "
+                            f"{type(edge.contract).__name__}", "topology-broken",
+                            f"{at}.contract")
+            if not isinstance(edge.receiver, Receiver):
+                raise _fail(f"edge {edge.label!r}: the receiver does not implement the "
+                            "Receiver protocol", "topology-broken", f"{at}.receiver")
             if index and edge.sender != self.edges[index - 1].to:
                 raise _fail(f"edge {edge.label!r} starts at {edge.sender!r}, but the edge "
                             f"before it ends at {self.edges[index - 1].to!r}",
@@ -397,7 +407,7 @@ def run_topology(topology: Topology, **options: Any) -> TopologyRun:
             "agreement": row["agreement"],
             "mean_regret": row["mean_regret"],
             "hard_violations": row["hard_violations"],
-            "decisions": row.get("decisions", row.get("n")),
+            "decisions": row["decisions"],
             "gate": {"passed": gate["passed"], "reasons": list(gate["reasons"])},
         })
         reports[label] = report
