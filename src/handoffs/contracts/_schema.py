@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 import jsonschema_rs
 
 from handoffs._errors import MalformedJSON, ReceiptValidationError, Violation
-from handoffs._json import DEFAULT_LIMITS, JSONLimits, check_value
+from handoffs._json import DEFAULT_LIMITS, JSONLimits, ParsedObject, check_value
 from handoffs._schemas import (
     DIALECT,
     DIGEST_PATTERN,
@@ -345,7 +345,8 @@ def validate(
         ReceiptValidationError: every violation, best first.
         MalformedJSON: the document is not JSON data, or exceeds ``limits``.
     """
-    check_value(document, limits=limits)
+    if type(document) is not ParsedObject:  # a ParsedObject was checked by its parser
+        check_value(document, limits=limits)
     validate_checked(contract, document)
 
 
@@ -353,12 +354,20 @@ def validate_checked(contract: Contract[Any, Any], document: Any) -> None:
     """:func:`validate` for a document already checked as JSON data (parsed by the
     strict parser, or passed through ``check_value``).
 
+    A :class:`~handoffs._json.ParsedObject` remembers the contract it passed
+    (``valid_for``): validating it again under that contract costs nothing.
+
     Raises:
         ReceiptValidationError: every violation, best first.
         MalformedJSON: the validators refused a value that is not JSON data.
     """
+    parsed = type(document) is ParsedObject
+    if parsed and document.valid_for is contract:
+        return
     try:
         if _fast_validator(contract).is_valid(document):
+            if parsed:
+                document.valid_for = contract
             return
         fast = _fast_violations(contract, document)
         violations = fast if fast is not None else list(iter_violations(contract, document))

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from handoffs._errors import KeyRingError
 from handoffs.integrity._context import ACCEPTED_CONTEXTS
-from handoffs.integrity._keyring import KeyRing
+from handoffs.integrity._keyring import KeyEntry, KeyRing
 from handoffs.integrity._keys import SigningKey
 from handoffs.integrity._proofs import VerifiedProof, sign, verify
 from handoffs.integrity._signer import (
@@ -32,11 +32,13 @@ from handoffs.integrity._signer import (
     Signer,
     load_signing_key,
 )
-from handoffs.integrity._suites import registered_cryptosuites
+from handoffs.integrity._suites import Cryptosuite, registered_cryptosuites
 
 __all__ = [
     "ACCEPTED_CONTEXTS",
     "CallableSigner",
+    "Cryptosuite",
+    "KeyEntry",
     "KeyRing",
     "KeyRingError",
     "P256SigningKey",

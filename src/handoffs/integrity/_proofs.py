@@ -31,13 +31,13 @@ from typing import Any, Final, cast
 import attrs
 
 from handoffs._errors import InvalidArgument, KeyRingError, MalformedJSON, ProofError, UnknownKey
-from handoffs._json import canonical_bytes, canonical_bytes_plain, check_value
+from handoffs._json import ParsedObject, canonical_bytes, canonical_bytes_plain, check_value
 from handoffs._time import CLOCK_SKEW, expired
 from handoffs._time import format_utc as _format_utc
 from handoffs._time import parse_utc as _parse_utc
 from handoffs.integrity._base58 import b58encode
 from handoffs.integrity._context import check_context, check_proof_context
-from handoffs.integrity._keyring import KeyEntry, KeyRing, revoked
+from handoffs.integrity._keyring import KeyEntry, KeyRing
 from handoffs.integrity._keys import _aware_utc
 from handoffs.integrity._signer import Signer
 from handoffs.integrity._suites import cryptosuite
@@ -223,6 +223,8 @@ def _check_profile(proof: object, *, index: int, path: str, purpose: str) -> _Ch
 
 def _check_set(checked: Sequence[_Checked]) -> None:
     """(3) Duplicates and (4) chain structure across the proof set."""
+    if len(checked) == 1 and not checked[0].previous:
+        return  # one proof naming none: nothing to repeat, no chain to break
     ids: dict[str, int] = {}
     values: set[str] = set()
     for item in checked:
@@ -334,13 +336,15 @@ def verify(
     """
     # The document is checked as JSON data (limits, lone surrogates, non-JSON values);
     # the same walk says whether it takes the canonical fast path, which then covers
-    # every part a proof canonicalises.
+    # every part a proof canonicalises. A ParsedObject was checked by its parser, and
+    # says so itself.
     if not isinstance(document, Mapping):
         raise MalformedJSON(
             f"a signed document is a JSON object, got {type(document).__name__}",
             code="not-an-object",
         )
-    encode = canonical_bytes_plain if check_value(document) else canonical_bytes
+    plain = document.plain if type(document) is ParsedObject else check_value(document)
+    encode = canonical_bytes_plain if plain else canonical_bytes
     return _verify(document, keyring, purpose=purpose, now=now, max_proofs=max_proofs,
                    expected_domain=expected_domain, expected_challenge=expected_challenge,
                    encode=encode)
@@ -438,13 +442,16 @@ def _verify_one(
     proof, path = item.proof, item.path
     vm: str = proof["verificationMethod"]
     try:
-        if revoked(found := keyring.lookup(vm), now):
+        if (found := keyring.lookup(vm)).revoked(now):
             raise ProofError(
                 f"key {vm!r} of {found.controller!r} was revoked at "
                 f"{_format_utc(cast(datetime, found.revoked_at))}; none of its proofs "
                 "verifies any more, whatever its created time", code="key-revoked",
                 json_path=f"{path}.verificationMethod")
-        entry = keyring.entry_valid_at(vm, item.created)
+        # One lookup per verification method: the ring is asked again only to say why
+        # the key was not valid at ``created``.
+        entry = found if found.valid_at(item.created) else keyring.entry_valid_at(
+            vm, item.created)
     except UnknownKey as exc:
         raise ProofError(
             f"verificationMethod {vm!r} is not in the key ring; keys are never fetched",

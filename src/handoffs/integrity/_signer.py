@@ -107,10 +107,14 @@ class CallableSigner:
         """The remote signature of ``data``, as the suite spells it.
 
         Raises:
-            KeyRingError: ``bad-signer`` when the callable returns anything but the
-                signature's bytes.
+            KeyRingError: ``bad-signer`` when the callable raises or returns anything
+                but the signature's bytes.
         """
-        signature = self.sign_bytes(data)
+        try:
+            signature = self.sign_bytes(data)
+        except Exception as exc:  # the remote signer's failure, typed
+            raise KeyRingError(f"the signer failed: {type(exc).__name__}: {exc}",
+                               code="bad-signer") from exc
         if not isinstance(signature, bytes):
             raise KeyRingError(f"the signer returned {type(signature).__name__}, not bytes",
                                code="bad-signer")

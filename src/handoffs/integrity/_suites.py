@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
     encode_dss_signature,
 )
 
-from handoffs._errors import KeyRingError, ProofError
+from handoffs._errors import HandoffsError, KeyRingError, ProofError
 from handoffs._json import canonical_bytes
 from handoffs.integrity._base58 import _b58decode_or_none, b58encode
 from handoffs.integrity._eddsa import verify_ed25519
@@ -118,12 +118,24 @@ class _Suite:
 
         Raises:
             ProofError: ``wrong-cryptosuite``.
+            KeyRingError: ``bad-signer`` when the signer fails (a KMS call that raises,
+                say) or returns anything but bytes.
         """
         if signer.cryptosuite != self.name:
             raise ProofError(f"the signer's key belongs to {signer.cryptosuite!r}, the proof "
                              f"names {self.name!r}", code="wrong-cryptosuite",
                              json_path="$.proof.cryptosuite")
-        return bytes(signer.sign(data))
+        try:
+            signature = signer.sign(data)
+        except HandoffsError:
+            raise
+        except Exception as exc:  # a user's signer: any failure becomes one typed error
+            raise KeyRingError(f"the signer ({type(signer).__name__}) failed: "
+                               f"{type(exc).__name__}: {exc}", code="bad-signer") from exc
+        if not isinstance(signature, bytes | bytearray):
+            raise KeyRingError(f"the signer returned {type(signature).__name__}, not bytes",
+                               code="bad-signer")
+        return bytes(signature)
 
     def verify(self, public_key: bytes, signature: bytes, data: bytes, *, json_path: str,
                who: str) -> None:
