@@ -200,6 +200,7 @@ def test_the_exported_rules_are_valid_and_fire_on_the_shift(
                    'step="1"}', "values": "0+7.5x60"},
         {"series": "handoffs_missing_field_rejections_total", "values": "0+7.5x60"},
         {"series": "handoffs_expired_messages_total", "values": "0+0x60"},
+        {"series": "handoffs_decided_otherwise_total", "values": "0+0x60"},
         {"series": "handoffs_message_bytes_sum", "values": f"0+{small}x60"},
         {"series": "handoffs_message_bytes_count", "values": "0+10x60"},
         {"series": 'handoffs_readback_total{result="agree"}', "values": "0+2.5x60"},
@@ -214,6 +215,8 @@ def test_the_exported_rules_are_valid_and_fire_on_the_shift(
             {"eval_time": "30m", "alertname": "HandoffsExpiredRefusalsRose", "exp_alerts": []},
             {"eval_time": "30m", "alertname": "HandoffsMessagesGrew", "exp_alerts": []},
             {"eval_time": "30m", "alertname": "HandoffsEscalationsRose", "exp_alerts": []},
+            {"eval_time": "30m", "alertname": "HandoffsDecidedOtherwiseRose",
+             "exp_alerts": []},
             {"eval_time": "30m", "alertname": "HandoffsReadbackDisagreementRose",
              "exp_alerts": []},
             # Not yet held for --for 5m: nothing fires in the first minutes.

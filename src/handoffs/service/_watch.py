@@ -464,9 +464,10 @@ def prometheus_rules(released: Profile, budgets: Budgets, *, contract: str,
                      window: str = "1h", hold: str = "10m") -> dict[str, Any]:
     """Prometheus alerting rules over the service's metrics (``/metrics``) for the same
     budgets: a rule per rate the service counts, each firing when production crosses
-    the release's value plus its budget over ``window``, for ``hold``.
-    (Decided-otherwise and trigger shifts are not service metrics: the watch reads them
-    from the log.) JSON is YAML: write it to a ``.yml`` rules file.
+    the release's value plus its budget over ``window``, for ``hold``. (The trigger
+    distribution is not a service metric: the watch reads it from the log. The
+    decided-otherwise rule compares with the release's rate when its log recorded
+    proposals, else with 0.) JSON is YAML: write it to a ``.yml`` rules file.
     """
     def per_decision(counter: str) -> str:
         return (f"sum(rate({counter}[{window}])) / "
@@ -492,6 +493,13 @@ def prometheus_rules(released: Profile, budgets: Budgets, *, contract: str,
         rules.append((name, f"{per_decision(counter)} > {limit:.6g}",
                       f"{what} per decision above {_pct(limit)} (released "
                       f"{_pct(count / released.decisions)}, budget +{_pct(budget)})"))
+    overruled = (released.rate(released.decided_otherwise) or 0.0) + \
+        budgets.decided_otherwise_rate
+    rules.append(("HandoffsDecidedOtherwiseRose",
+                  f"{per_decision('handoffs_decided_otherwise_total')} > {overruled:.6g}",
+                  f"accepted decisions that overrule the proposal, per decision, above "
+                  f"{_pct(overruled)} (released "
+                  f"{_pct(released.rate(released.decided_otherwise))})"))
     escalation = released.escalated / released.decisions + budgets.escalation_rate
     rules.append(("HandoffsEscalationsRose",
                   f"sum(rate(handoffs_decisions_total{{verdict=\"ESCALATE\"}}[{window}])) / "
