@@ -399,7 +399,7 @@ def _watch_baselines(log: str | None, budgets: tuple[str, ...], *, contract: str
                              "--baseline-log too")
         return None
     from handoffs.cli._watch import parse_budgets
-    from handoffs.service._watch import Budgets, profile_log, release_baselines
+    from handoffs.cli._watching import Budgets, profile_log, release_baselines
 
     try:
         declared = Budgets().replace(parse_budgets(budgets))

@@ -95,7 +95,7 @@ def watch(*, log_url: str | None, release_path: Path, budgets: tuple[str, ...],
     cannot run (a log of another contract version, an empty log, a release without
     baselines).
     """
-    from handoffs.service._watch import compare, profile_log, prometheus_rules, read_baselines
+    from handoffs.cli._watching import compare, profile_log, prometheus_rules, read_baselines
 
     if log_url is None and rules_path is None:
         raise CommandError("give LOG to watch, or --prometheus-rules FILE [usage]")

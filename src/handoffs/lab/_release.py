@@ -260,9 +260,9 @@ def release_artefact(report: Mapping[str, Any], *, key: Signer | None = None,
             ``handoffs.integrity.verify(artefact, keyring, purpose="assertionMethod")``.
         created: the artefact's ``created`` time and the proof's (default: now).
         baselines: what ``handoffs log watch`` compares production with (the released
-            handoff's decision profile and the declared budgets: see
-            ``handoffs.service._watch.release_baselines``); recorded as ``baselines``
-            (and signed with the rest) when given.
+            handoff's decision profile and the declared budgets, as ``handoffs lab gate
+            --baseline-log`` writes them); recorded as ``baselines`` (and signed with the
+            rest) when given.
     """
     created = created or datetime.now(UTC)
     experiment = report["experiment"]

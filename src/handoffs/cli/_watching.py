@@ -206,7 +206,7 @@ def profile_log(url: str, *, last: int | None = None) -> Profile:
     """
     from pathlib import Path
 
-    from handoffs.service._store import open_store
+    from handoffs.service import open_store
 
     if "://" not in url and not Path(url).is_file():
         raise WatchError(f"no decision log at {url}", code="watch-empty-log",
