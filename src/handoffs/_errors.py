@@ -349,6 +349,30 @@ class ExperimentError(HandoffsError, ValueError):
     code = "bad-experiment"
 
 
+class ProjectionError(ExperimentError):
+    """A receiver's declared ``reads`` left out a member its decisions depend on: a
+    memo hit on the declared projection, decided again without the memo, gave
+    another outcome (only with ``projection=True``; by default the key is exact).
+
+    Attributes:
+        receiver: the receiver's name.
+        fields: the members that differ between the two messages and that the
+            declaration does not name.
+        declared: the declared ``reads``.
+    """
+
+    code = "projection-mismatch"
+
+    def __init__(self, receiver: str, fields: Sequence[str], declared: Sequence[str],
+                 detail: str) -> None:
+        self.receiver = receiver
+        self.fields = tuple(fields)
+        self.declared = tuple(declared)
+        named = ", ".join(self.fields) or "(a member it reads by presence)"
+        super().__init__(f"receiver {receiver!r} declares reads={list(self.declared)!r} but "
+                         f"its decision depends on {named}: {detail}")
+
+
 class UnknownExperimentKey(ExperimentError):
     """A table of an experiment file (or its JSON form) has a key nothing reads.
 
@@ -415,30 +439,6 @@ class UserCodeError(ExperimentError):
         if at is not None:
             where = f" {at}"
         super().__init__(f"the {role} {callable_name} raised{where}: {self.error}")
-
-
-class ProjectionError(ExperimentError):
-    """A receiver's declared ``reads`` left out a member its decisions depend on: a
-    memo hit on the declared projection, decided again without the memo, gave
-    another outcome (only with ``projection=True``; by default the key is exact).
-
-    Attributes:
-        receiver: the receiver's name.
-        fields: the members that differ between the two messages and that the
-            declaration does not name.
-        declared: the declared ``reads``.
-    """
-
-    code = "projection-mismatch"
-
-    def __init__(self, receiver: str, fields: Sequence[str], declared: Sequence[str],
-                 detail: str) -> None:
-        self.receiver = receiver
-        self.fields = tuple(fields)
-        self.declared = tuple(declared)
-        named = ", ".join(self.fields) or "(a member it reads by presence)"
-        super().__init__(f"receiver {receiver!r} declares reads={list(self.declared)!r} but "
-                         f"its decision depends on {named}: {detail}")
 
 
 class ReportError(HandoffsError, ValueError):

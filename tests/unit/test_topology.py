@@ -12,7 +12,7 @@ import attrs
 import pytest
 
 import cold_chain as cc
-from handoffs.lab import ExperimentError
+from handoffs.lab import ExperimentError, Tolerances
 from handoffs.lab._experiment import IterableCases
 from handoffs.lab._topology import (
     Edge,
@@ -191,3 +191,47 @@ def test_the_relay_chain_file_runs_like_the_python(tmp_path: Path,
     assert [r["agreement"] for r in written["rows"]] == [1.0, 1.0, 20 / 24]
     assert (tmp_path / "relay-chain-vibration-analyst_to_maintenance-planner"
             / "report.json").is_file()
+
+
+def test_relay_dropping_the_seal_on_cs_contract_reads_disagreement() -> None:
+    from handoffs.contracts import ReceiptEncoder
+    from handoffs.lab import Experiment, Strategy, run
+    from handoffs.lab.perturbations import Relay
+
+    receiver = cc._gate("pharmacist", cc.RELEASE)
+    experiment = Experiment(
+        name="cold-release-relay", contract=cc.RELEASE, cases=IterableCases(cc.shipments),
+        strategies=(Strategy(name="inspection", encoder=ReceiptEncoder(
+            contract=cc.RELEASE, state_of=cc.Shipment.inspection), receiver=receiver,
+            gated=True),),
+        governance=cc.GOVERNANCE_BC, state_of=cc.Shipment.inspection,
+        perturbations=(Relay(drop=("decision_state.seal",)),))
+    rows = {row["perturbation"]: row for row in run(experiment).report["results"]}
+    assert rows["none"]["agreement"] == 1.0
+    assert rows["relay:2:drop=decision_state.seal"]["agreement"] < 1.0
+    with pytest.raises(ExperimentError, match="names no member"):
+        Relay(drop=("decision_state.temperature",)).prepare(cc.RELEASE, seed=0)
+
+
+def test_the_gate_bounds_each_row_by_its_own_tolerances() -> None:
+    topology = load_topology(FILE)
+    loose = attrs.evolve(topology, perturbations=(), end_to_end=attrs.evolve(
+        topology.end_to_end, tolerances=Tolerances(agreement_epsilon=0.25, regret_delta=30,
+                                                   hard_violations=10)))
+    report = run_topology(loose).report
+    assert report["gate"]["passed"] is True
+    assert [r["gate"]["passed"] for r in report["rows"]] == [True, True, True]
+    strict_ab = attrs.evolve(loose, edges=(
+        attrs.evolve(loose.edges[0], tolerances=Tolerances(max_mean_bytes=10)),
+        loose.edges[1]))
+    report = run_topology(strict_ab).report
+    assert [r["gate"]["passed"] for r in report["rows"]] == [False, True, True]
+    assert report["gate"]["reasons"][0].startswith("edge inspector->planner:")
+
+
+def test_an_edge_that_is_not_a_receiver_is_refused_at_its_place() -> None:
+    ab, bc = _edges()
+    with pytest.raises(ExperimentError) as info:
+        _topology(ab, attrs.evolve(bc, receiver=object()))
+    assert (info.value.code, info.value.json_path) == ("topology-broken",
+                                                       "$.edges[1].receiver")

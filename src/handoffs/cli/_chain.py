@@ -24,8 +24,7 @@ from typing import Any, Final
 from handoffs._json import DEFAULT_LIMITS, loads
 from handoffs.cli._common import CommandError
 from handoffs.integrity import KeyRing
-from handoffs.receivers import Decision, Verdict
-from handoffs.receivers._replay import ReplayStore
+from handoffs.receivers import Decision, ReplayStore, Verdict
 
 __all__ = ["chain_status", "decide_chain", "names_a_chain", "parse_age"]
 

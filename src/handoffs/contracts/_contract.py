@@ -454,6 +454,13 @@ class Contract(Generic[S, A]):
         """
         return cast("dict[str, Any]", _converter.unstructure(state))
 
+    def load_state(self, data: Mapping[str, Any]) -> S:
+        """The typed state of a JSON ``decision_state`` (the inverse of
+        :meth:`dump_state`). It structures what it is given, and checks nothing beyond
+        what structuring needs: validate a message with :meth:`validate` first.
+        """
+        return _converter.structure(data, self.state)
+
     def decide(self, state: S) -> A:
         """The reference action for a complete state (always determined)."""
         outcome = self.policy.evaluate(self.view(state))

@@ -297,7 +297,8 @@ class Receipt(Generic[S, A]):
                 ``validity-exceeds-grant``), with the receipt member's JSON path;
                 ``suite-not-admitted`` (``$.proof.cryptosuite``) for a key of a suite
                 ``contract`` does not admit.
-            InvalidArgument: ``contract`` is not the version the receipt names.
+            ValueError: ``InvalidArgument`` (also a TypeError), ``contract`` is not the
+                version the receipt names.
         """
         from handoffs.contracts._signing import sign_receipt  # it builds on this module
 

@@ -28,7 +28,7 @@ from handoffs.integrity._keys import _aware_utc, _format_utc, _parse_utc
 from handoffs.integrity._signer import multikey_verification_method
 from handoffs.integrity._suites import EDDSA_JCS_2022, Cryptosuite, decode_multikey
 
-__all__ = ["DEFAULT_PURPOSES", "KEY_RING_SCHEMA_VERSION", "KeyEntry", "KeyRing", "revoked"]
+__all__ = ["DEFAULT_PURPOSES", "KEY_RING_SCHEMA_VERSION", "KeyEntry", "KeyRing"]
 
 #: Proof purposes a key serves unless enrolled with others.
 DEFAULT_PURPOSES: Final = frozenset({"assertionMethod"})
@@ -70,11 +70,6 @@ def _not_after(value: datetime | None) -> datetime | None:
 
 def _revoked_at(value: datetime | None) -> datetime | None:
     return None if value is None else _aware_utc(value, json_path="$.revoked_at")
-
-
-def revoked(entry: KeyEntry, now: datetime) -> bool:
-    """Whether ``entry``'s proofs no longer verify at ``now`` (revoked at or before it)."""
-    return entry.revoked_at is not None and expired(entry.revoked_at, now)
 
 
 def _non_empty_str(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -187,6 +182,10 @@ class KeyEntry:
         when = _aware_utc(when, json_path="$")
         return self.not_before <= when and (
             self.not_after is None or not expired(self.not_after, when))
+
+    def revoked(self, now: datetime) -> bool:
+        """Whether this key's proofs no longer verify at ``now`` (revoked at or before it)."""
+        return self.revoked_at is not None and expired(self.revoked_at, now)
 
     def to_json(self) -> dict[str, Any]:
         """Return this entry as a trust-file JSON object (sorted sets, RFC 3339 ``Z``)."""

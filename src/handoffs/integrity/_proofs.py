@@ -37,7 +37,7 @@ from handoffs._time import format_utc as _format_utc
 from handoffs._time import parse_utc as _parse_utc
 from handoffs.integrity._base58 import b58encode
 from handoffs.integrity._context import check_context, check_proof_context
-from handoffs.integrity._keyring import KeyEntry, KeyRing, revoked
+from handoffs.integrity._keyring import KeyEntry, KeyRing
 from handoffs.integrity._keys import _aware_utc
 from handoffs.integrity._signer import Signer
 from handoffs.integrity._suites import cryptosuite
@@ -442,7 +442,7 @@ def _verify_one(
     proof, path = item.proof, item.path
     vm: str = proof["verificationMethod"]
     try:
-        if revoked(found := keyring.lookup(vm), now):
+        if (found := keyring.lookup(vm)).revoked(now):
             raise ProofError(
                 f"key {vm!r} of {found.controller!r} was revoked at "
                 f"{_format_utc(cast(datetime, found.revoked_at))}; none of its proofs "

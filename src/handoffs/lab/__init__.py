@@ -27,6 +27,7 @@ and the end-to-end test in one :func:`run_topology`.
 """
 
 from handoffs._cases import GeneratedCase
+from handoffs._errors import ProjectionError
 from handoffs._moved import moved_from
 from handoffs.lab._cache import CallCache
 from handoffs.lab._controls import (
@@ -47,7 +48,6 @@ from handoffs.lab._experiment import (
     Strategy,
     Tolerances,
 )
-from handoffs.lab._keys import ProjectionError
 from handoffs.lab._minimal import (
     FieldRepresentation,
     MinimalMessage,
@@ -65,6 +65,7 @@ from handoffs.lab._topology import (
     EndToEnd,
     Topology,
     TopologyRun,
+    is_topology_file,
     load_topology,
     run_topology,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "Trigger",
     "assert_sufficient",
     "counterfactual_triggers",
+    "is_topology_file",
     "load_experiment",
     "load_topology",
     "message_partition",

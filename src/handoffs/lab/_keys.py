@@ -31,12 +31,11 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from typing import Any, Final, Protocol, cast, runtime_checkable
 
-from handoffs._errors import ProjectionError
 from handoffs._memokey import PROJECTED, memo_value
 from handoffs.receivers import AuthoritativeActuator, FunctionReceiver, Gate, StrictContractReceiver
 from handoffs.receivers.models import ModelReceiver
 
-__all__ = ["Memoisable", "ProjectionError", "declared", "keyed", "memo_key", "memo_value"]
+__all__ = ["Memoisable", "declared", "keyed", "memo_key", "memo_value"]
 
 
 @runtime_checkable

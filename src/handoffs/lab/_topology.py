@@ -43,7 +43,6 @@ from typing import Any, Final
 import attrs
 
 from handoffs.contracts import Contract, GovernanceService, ReceiptEncoder
-from handoffs.contracts._fields import _converter
 from handoffs.lab._experiment import (
     CaseSource,
     Experiment,
@@ -90,7 +89,7 @@ class _Held:
     def __call__(self, evidence: Any) -> Any:
         received = self.upstream.encode(evidence)["decision_state"]
         wire = {field: received[source] for field, source in self.carries}
-        return _converter.structure(wire, self.contract.state)
+        return self.contract.load_state(wire)
 
 
 @attrs.frozen
@@ -193,6 +192,16 @@ class Topology:
         seen = {self.edges[0].sender: "$.edges[0].sender"}
         for index, edge in enumerate(self.edges):
             at = f"$.edges[{index}]"
+            if not isinstance(edge, Edge):
+                raise _fail(f"an edge is an Edge, got {type(edge).__name__}",
+                            "topology-broken", at)
+            if not isinstance(edge.contract, Contract):
+                raise _fail(f"edge {edge.label!r}: contract must be a Contract, got "
+                            f"{type(edge.contract).__name__}", "topology-broken",
+                            f"{at}.contract")
+            if not isinstance(edge.receiver, Receiver):
+                raise _fail(f"edge {edge.label!r}: the receiver does not implement the "
+                            "Receiver protocol", "topology-broken", f"{at}.receiver")
             if index and edge.sender != self.edges[index - 1].to:
                 raise _fail(f"edge {edge.label!r} starts at {edge.sender!r}, but the edge "
                             f"before it ends at {self.edges[index - 1].to!r}",
@@ -398,7 +407,7 @@ def run_topology(topology: Topology, **options: Any) -> TopologyRun:
             "agreement": row["agreement"],
             "mean_regret": row["mean_regret"],
             "hard_violations": row["hard_violations"],
-            "decisions": row.get("decisions", row.get("n")),
+            "decisions": row["decisions"],
             "gate": {"passed": gate["passed"], "reasons": list(gate["reasons"])},
         })
         reports[label] = report

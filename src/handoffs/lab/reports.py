@@ -15,6 +15,7 @@ from handoffs.lab._release import evaluate_gate, release_artefact
 from handoffs.lab._render import render_html, render_markdown
 from handoffs.lab._render._view import findings
 from handoffs.lab._report import validate_report
+from handoffs.lab._topology import render_topology_html, render_topology_markdown
 
 __all__ = [
     "DiffBudget",
@@ -26,5 +27,7 @@ __all__ = [
     "release_artefact",
     "render_html",
     "render_markdown",
+    "render_topology_html",
+    "render_topology_markdown",
     "validate_report",
 ]

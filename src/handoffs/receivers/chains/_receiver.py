@@ -19,7 +19,6 @@ from handoffs._logs import ReplayStoreError
 from handoffs._time import expired, format_time, stale
 from handoffs.contracts import Authority
 from handoffs.integrity import KeyRing, VerifiedProof, verify
-from handoffs.integrity._keyring import revoked
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._gate import UnsafeConfigurationWarning
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
@@ -389,7 +388,7 @@ class IdentityCompositionReceiver:
         reasons: list[Reason] = []
         for controller, role, where in claims:
             live = [entry for entry in self.keyring.for_controller(controller)
-                    if entry.valid_at(now) and not revoked(entry, now)]
+                    if entry.valid_at(now) and not entry.revoked(now)]
             if not any(role in entry.roles for entry in live):
                 reasons.append(Reason(
                     "role-not-held",
