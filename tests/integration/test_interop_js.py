@@ -69,7 +69,7 @@ def signed_here(suite: str) -> list[dict[str, Any]]:
     policy-service key of the same suite), the grant alone, a plain document, and a
     document with the DI v2 context; each with a tampered twin.
     """
-    from test_sender import PUMP, REFS, SERVICE, SINCE, content
+    from worlds.pump import PUMP, REFS, SERVICE, SINCE, content
 
     now = datetime.now(UTC).replace(microsecond=0)
     sender = Sender(contract=PUMP, key=new_key(suite), governance=SERVICE, clock=lambda: now,

@@ -14,10 +14,10 @@ from typing import Any
 import orjson
 import pytest
 
-import test_sender as pump
 from handoffs._errors import HandoffsError
 from handoffs._json import JSONLimits, loads
 from handoffs.receivers import StrictContractReceiver, Verdict
+from worlds import pump
 from worlds.gate import WORLD, raw
 
 FORMS = ("bytes", "text", "parsed")

@@ -21,7 +21,7 @@ from handoffs.integrity import CallableSigner, P256SigningKey, Signer, SigningKe
 from handoffs.integrity._base58 import b58decode, b58encode
 from handoffs.integrity._suites import registered_cryptosuites
 from handoffs.receivers import Gate, StrictContractReceiver, Verdict
-from test_sender import NOW, PUMP, REFS, SERVICE, SINCE, content
+from worlds.pump import NOW, PUMP, REFS, SERVICE, SINCE, content
 
 _N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from handoffs.contracts import ProofError, Receipt, issue_grant
-from test_sender import NOW, PUMP, REFS, TRUST, content, sender
+from worlds.pump import NOW, PUMP, REFS, TRUST, content, sender
 
 SERVICE_KEY = sender().grants.key  # type: ignore[union-attr]
 
@@ -72,7 +72,7 @@ def _cli(tmp_path: Path, receipt: Receipt[Any, Any]) -> subprocess.CompletedProc
     (tmp_path / "trust.json").write_text(json.dumps(TRUST.to_json()))
     (tmp_path / "r.json").write_text(json.dumps(receipt.to_json()))
     (tmp_path / "pump.py").write_text(
-        "import sys\nsys.path[:0] = %r\nfrom test_sender import PUMP\n" % [
+        "import sys\nsys.path[:0] = %r\nfrom worlds.pump import PUMP\n" % [
             str(Path(__file__).parent), str(Path(__file__).parents[1])])
     env = {**os.environ, "HANDOFFS_CONTRACTS": "pump:PUMP",
            "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
