@@ -279,6 +279,9 @@ def _measure(message: Mapping[str, Any]) -> tuple[bytes, int]:
     return head + b"\n" + body, len(body)
 
 
+_SEEN_KEPT: Final = 4096
+
+
 class Canonical:
     """:func:`_measure` for the messages of one chunk, with RFC 8785's fast path
     (:func:`~handoffs._json.jcs_plain`) decided per member value and remembered by
@@ -304,6 +307,8 @@ class Canonical:
             if kind is dict or kind is list:
                 found = seen.get(id(value))
                 if found is None or found[0] is not value:
+                    if len(seen) >= _SEEN_KEPT:
+                        seen.clear()  # bounded memory; the values are checked again
                     found = seen[id(value)] = (value, jcs_plain(value))
                 if not found[1]:
                     return False
