@@ -472,7 +472,7 @@ class _Chunk:
                     shared.forget(memo_key, entry)
                 counted = shared.take(entry)
                 break
-            outcome, latency, usage = entry.result()
+            outcome, latency, usage = entry.get()
             counted = shared.take(entry)
             ok = _memoisable(outcome)
             if not ok:  # a failed call is reported once, then asked again

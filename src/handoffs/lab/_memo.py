@@ -53,10 +53,17 @@ class _Entry(cf.Future[tuple[Outcome, int, "Usage | None"]]):
     counted = False
     source: Mapping[str, Any] | None = None
     hits = 0
+    value: tuple[Outcome, int, Usage | None] | None = None  # the result, once filled
 
     def set(self, outcome: Outcome, latency: int, usage: Usage | None) -> None:
         """Fill the entry (once)."""
-        self.set_result((outcome, latency, usage))
+        self.value = (outcome, latency, usage)
+        self.set_result(self.value)
+
+    def get(self) -> tuple[Outcome, int, Usage | None]:
+        """The result: at once when filled (most memo hits), else when it is."""
+        value = self.value
+        return self.result() if value is None else value
 
 
 class _Shared:
