@@ -49,10 +49,23 @@ from __future__ import annotations
 
 from handoffs.contracts._analysis._coverage import (
     Coverage,
+    CoverageTracker,
+    Geometry,
     coverage,
     geometry,
 )
-from handoffs.contracts._analysis._results import Analysis, Equivalence
+from handoffs.contracts._analysis._results import (
+    Analysis,
+    Boundary,
+    ConstraintReach,
+    Cuts,
+    Equivalence,
+    MinimalSets,
+    Region,
+    Relevance,
+    Sufficiency,
+    Surface,
+)
 from handoffs.contracts._analysis._solve import (
     analyse,
     equivalence,
@@ -62,8 +75,18 @@ from handoffs.contracts._analysis._solve import (
 
 __all__ = [
     "Analysis",
+    "Boundary",
+    "ConstraintReach",
     "Coverage",
+    "CoverageTracker",
+    "Cuts",
     "Equivalence",
+    "Geometry",
+    "MinimalSets",
+    "Region",
+    "Relevance",
+    "Sufficiency",
+    "Surface",
     "analyse",
     "coverage",
     "equivalence",

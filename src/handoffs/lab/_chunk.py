@@ -34,14 +34,14 @@ import hashlib
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Final
 
-from handoffs._errors import UntrustedGovernance
+from handoffs._errors import ProjectionError, UntrustedGovernance
 from handoffs._json import canonical_bytes, digest, dumps
 from handoffs.contracts import Authority
 from handoffs.lab._experiment import (
     Strategy,
     wire_value,
 )
-from handoffs.lab._keys import ProjectionError, memo_value
+from handoffs.lab._keys import memo_value
 from handoffs.lab._memo import (
     _decide,
     _memoisable,

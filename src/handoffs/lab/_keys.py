@@ -17,7 +17,7 @@ A smaller key is used only where the library itself knows what a decision reads:
 A user's declaration of what a rule reads (:attr:`~handoffs.receivers.FunctionReceiver.reads`)
 is trusted only when the run opts in (``run(..., projection=True)``), and then checked:
 the chunk re-decides a sample of memo hits without the memo (:class:`ProjectionCheck`),
-and a hit whose decision differs stops the run with :class:`ProjectionError`, naming
+and a hit whose decision differs stops the run with :class:`~handoffs.errors.ProjectionError`, naming
 the receiver and the members the declaration left out.
 
 **Soundness.** Two messages with equal keys get the same verdict, action and reason
@@ -29,45 +29,14 @@ their validity.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Final, Protocol, cast, runtime_checkable
 
 from handoffs._memokey import PROJECTED, memo_value
-from handoffs.lab._experiment import ExperimentError
 from handoffs.receivers import AuthoritativeActuator, FunctionReceiver, Gate, StrictContractReceiver
 from handoffs.receivers.models import ModelReceiver
 
-__all__ = ["Memoisable", "ProjectionError", "declared", "keyed", "memo_key", "memo_value",
-           "projector"]
-
-
-class ProjectionError(ExperimentError):
-    """A receiver's declared ``reads`` left out a member its decisions depend on: a
-    memo hit on the declared projection, decided again without the memo, gave
-    another outcome (only with ``projection=True``; by default the key is exact).
-
-    Attributes:
-        receiver: the receiver's name.
-        fields: the members that differ between the two messages and that the
-            declaration does not name.
-        declared: the declared ``reads``.
-    """
-
-    code = "projection-mismatch"
-
-    def __init__(self, receiver: str, fields: Sequence[str], declared: Sequence[str],
-                 detail: str) -> None:
-        self.receiver = receiver
-        self.fields = tuple(fields)
-        self.declared = tuple(declared)
-        self.detail = detail
-        named = ", ".join(self.fields) or "(a member it reads by presence)"
-        super().__init__(f"receiver {receiver!r} declares reads={list(self.declared)!r} but "
-                         f"its decision depends on {named}: {detail}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # raised in a worker process, it crosses back to the run whole
-        return (ProjectionError, (self.receiver, self.fields, self.declared, self.detail))
+__all__ = ["Memoisable", "declared", "keyed", "memo_key", "memo_value", "projector"]
 
 
 @runtime_checkable

@@ -46,7 +46,7 @@ class _Entry(cf.Future[tuple[Outcome, int, "Usage | None"]]):
 
     ``counted``: whether a caller has counted its call; ``source``: the message that
     made it, kept only for a receiver whose declared ``reads`` the run checks
-    (:class:`~handoffs.lab._keys.ProjectionError` names what differs); ``hits``: hits
+    (:class:`~handoffs.errors.ProjectionError` names what differs); ``hits``: hits
     seen (every :data:`_CHECK_EVERY`-th, and the first, is decided again).
     """
 

@@ -83,7 +83,7 @@ class Plan:
             overlap across cases instead of following one another.
         projection: whether memo keys may rest on users' ``reads`` declarations
             (:attr:`~handoffs.receivers.FunctionReceiver.reads`), checked on a sample
-            of memo hits (:class:`~handoffs.lab._keys.ProjectionError`); by default
+            of memo hits (:class:`~handoffs.errors.ProjectionError`); by default
             such receivers are memoised on the whole canonical message.
     """
 

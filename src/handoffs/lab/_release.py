@@ -238,12 +238,18 @@ def _warnings(report: Mapping[str, Any], gated: Sequence[str], tol: Tolerances) 
         out.append(f"no minimal sufficient message needs {', '.join(never)}")
     if report["minimal_messages"]["exhaustive_check"]["agrees"] is False:
         out.append("the minimal-message search disagrees with exhaustive search")
-    del gated
+    out.extend(
+        f"strategy {row['strategy']} is not gated and made {row['hard_violations']} "
+        "catastrophic decision(s) (hard violations) unperturbed: the gate does not bound it"
+        for row in report["results"]
+        if row["perturbation"] == "none" and row["hard_violations"]
+        and row["strategy"] not in gated)
     return out
 
 
 def release_artefact(report: Mapping[str, Any], *, key: Signer | None = None,
-                     created: datetime | None = None) -> dict[str, Any]:
+                     created: datetime | None = None,
+                     baselines: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The release artefact of a report: contract, digests, ablation record, regret
     budget and the gate's outcome; signed when a ``key`` is given.
 
@@ -253,6 +259,10 @@ def release_artefact(report: Mapping[str, Any], *, key: Signer | None = None,
             ``assertionMethod``); check it with
             ``handoffs.integrity.verify(artefact, keyring, purpose="assertionMethod")``.
         created: the artefact's ``created`` time and the proof's (default: now).
+        baselines: what ``handoffs log watch`` compares production with (the released
+            handoff's decision profile and the declared budgets, as ``handoffs lab gate
+            --baseline-log`` writes them); recorded as ``baselines`` (and signed with the
+            rest) when given.
     """
     created = created or datetime.now(UTC)
     experiment = report["experiment"]
@@ -283,6 +293,8 @@ def release_artefact(report: Mapping[str, Any], *, key: Signer | None = None,
         "gate": {"passed": gate["passed"], "reasons": list(gate["reasons"])},
         "created": format_time(created),
     }
+    if baselines is not None:
+        artefact["baselines"] = dict(baselines)
     return artefact if key is None else sign(artefact, key, purpose=ARTEFACT_PURPOSE,
                                                created=created)
 

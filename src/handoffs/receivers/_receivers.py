@@ -180,7 +180,7 @@ class AuthoritativeActuator(_ViaAdmission):
 
     Attributes:
         gate: a :class:`Gate` (signed receipts) or another
-            :class:`~handoffs.receivers._receivers.Admission`
+            :class:`~handoffs.receivers.Admission`
             (a :class:`GovernanceChecker` for action-only and other unsigned forms).
         name: the receiver's name.
     """

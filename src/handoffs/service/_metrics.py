@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from handoffs._codes import EXPIRED_CODES
+from handoffs._spans import decision_attributes
 from handoffs.receivers import Decision
 
 __all__ = ["STORE_DOWN_CODES", "BoundaryMetrics"]
@@ -39,6 +40,8 @@ def _signals(decision: Decision) -> dict[str, bool]:
         "source_resolution": refused and "evidence-unresolved" in codes,
         "replayed": refused and "replayed" in codes,
         "store_unavailable": bool(codes & STORE_DOWN_CODES),
+        # Admitted and decided, but not the proposal (``handoffs gate``'s exit 3).
+        "decided_otherwise": decision.record.get("agrees_with_proposal") is False,
     }
 
 
@@ -69,6 +72,10 @@ class BoundaryMetrics:
         self.source_resolution = Counter("handoffs_source_resolution_failures",
                                          "Refusals with evidence-unresolved.", registry=r)
         self.replays = Counter("handoffs_replays", "Refusals as replays.", registry=r)
+        self.decided_otherwise = Counter(
+            "handoffs_decided_otherwise", "Accepted decisions whose action is not the "
+            "proposal (handoffs gate's exit 3; escalations are counted by verdict).",
+            registry=r)
         self.readback = Counter("handoffs_readback", "Decisions whose claims were read back, "
                                 "by result.", ["result"], registry=r)
         self.triggers = Counter("handoffs_counterfactual_triggers",
@@ -127,7 +134,8 @@ class BoundaryMetrics:
         if not decision.admitted:
             for code in sorted({reason.code for reason in decision.reasons}):
                 self.refusals.labels(code=code).inc()
-        for name in ("missing_field", "expired", "source_resolution", "store_unavailable"):
+        for name in ("missing_field", "expired", "source_resolution", "store_unavailable",
+                     "decided_otherwise"):
             if signals[name]:
                 getattr(self, name).inc()
         if signals["replayed"]:
@@ -141,13 +149,9 @@ class BoundaryMetrics:
         self.message_bytes.observe(message_bytes)
         self.seconds.observe(seconds)
         if self.otel is not None:
-            self.otel.observe(labels, signals, decision, trigger, message_bytes)
-        return {
-            "handoffs.verdict": decision.verdict.value, "handoffs.step": int(decision.step),
-            "handoffs.contract": decision.contract, "handoffs.receipt_id": decision.receipt_id,
-            "handoffs.reasons": ",".join(reason.code for reason in decision.reasons),
-            "handoffs.message_bytes": message_bytes,
-        }
+            self.otel.observe(labels, signals, decision, trigger, message_bytes, seconds=seconds)
+        # The attributes the adapters' spans carry too; the reasons a string array.
+        return {**decision_attributes(decision), "handoffs.message_bytes": message_bytes}
 
     def exposition(self) -> bytes:
         """The Prometheus text exposition of every counter."""
@@ -170,10 +174,14 @@ class _OTel:
             "source_resolution": meter.create_counter("handoffs.source_resolution_failures"),
             "replayed": meter.create_counter("handoffs.replays"),
             "store_unavailable": meter.create_counter("handoffs.store_unavailable"),
+            "decided_otherwise": meter.create_counter("handoffs.decided_otherwise"),
         }
         self.readback = meter.create_counter("handoffs.readback")
         self.triggers = meter.create_counter("handoffs.counterfactual_triggers")
         self.message_bytes = meter.create_histogram("handoffs.message_bytes", unit="By")
+        self.duration = meter.create_histogram(
+            "handoffs.decision.duration", unit="s",
+            description="Time to decide one message (Prometheus: handoffs_decision_seconds).")
 
     @classmethod
     def create(cls, meter_provider: Any, tracer_provider: Any) -> _OTel | None:
@@ -184,7 +192,7 @@ class _OTel:
         return cls(metrics, trace, meter_provider, tracer_provider)
 
     def observe(self, labels: dict[str, str], signals: dict[str, bool], decision: Decision,
-                trigger: str | None, message_bytes: int) -> None:
+                trigger: str | None, message_bytes: int, *, seconds: float) -> None:
         self.decisions.add(1, labels)
         for name, counter in self.signals.items():
             if signals[name]:
@@ -194,3 +202,4 @@ class _OTel:
         if trigger is not None:
             self.triggers.add(1, {"trigger": trigger})
         self.message_bytes.record(message_bytes)
+        self.duration.record(seconds, labels)

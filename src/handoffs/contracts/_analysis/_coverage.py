@@ -329,7 +329,7 @@ _GEOMETRY: dict[int, Geometry] = {}
 
 
 def geometry(contract: Contract[Any, Any]) -> Geometry:
-    """The contract's :class:`~handoffs.contracts._analysis._coverage.Geometry` for
+    """The contract's :class:`~handoffs.contracts.analysis.Geometry` for
     case generation and coverage (one per contract object, so its analysis runs
     once): the analysis, or ``None`` and the reason when it cannot run (z3 missing);
     the states a test set needs first, realistic draws, a coverage tracker and the
