@@ -122,6 +122,8 @@ class _Shared:
 
     def take(self, entry: _Entry) -> bool:
         """Whether this caller is the first to count ``entry``'s call."""
+        if entry.counted:  # only ever set, never cleared: most hits need no lock
+            return False
         with self.lock:
             if entry.counted:
                 return False
