@@ -16,9 +16,10 @@ A smaller key is used only where the library itself knows what a decision reads:
 
 A user's declaration of what a rule reads (:attr:`~handoffs.receivers.FunctionReceiver.reads`)
 is trusted only when the run opts in (``run(..., projection=True)``), and then checked:
-the chunk re-decides a sample of memo hits without the memo (:class:`ProjectionCheck`),
-and a hit whose decision differs stops the run with :class:`~handoffs.errors.ProjectionError`, naming
-the receiver and the members the declaration left out.
+the chunk re-decides a sample of memo hits without the memo (``_Chunk._check`` in
+:mod:`handoffs.lab._chunk`), and a hit whose decision differs stops the run with
+:class:`~handoffs.errors.ProjectionError`, naming the receiver and the members the
+declaration left out.
 
 **Soundness.** Two messages with equal keys get the same verdict, action and reason
 codes (not necessarily the same ids, messages or ``record``): the key keeps everything
