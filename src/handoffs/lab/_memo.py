@@ -124,11 +124,10 @@ class _Shared:
         """Whether this caller is the first to count ``entry``'s call."""
         if entry.counted:  # only ever set, never cleared: most hits need no lock
             return False
-        with self.lock:
-            if entry.counted:
-                return False
+        with self.lock:  # another caller may have counted it since
+            first = not entry.counted
             entry.counted = True
-            return True
+            return first
 
     def start(self) -> cf.ThreadPoolExecutor:
         """The call pool, with all its threads started (so that starting them does not
