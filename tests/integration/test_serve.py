@@ -304,7 +304,7 @@ def test_opentelemetry_metrics_and_one_span_per_decision() -> None:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from handoffs.service._metrics import BoundaryMetrics
-    from test_gate import WORLD, raw, strict
+    from worlds.gate import WORLD, raw, strict
 
     reader, exporter = InMemoryMetricReader(), InMemorySpanExporter()
     tracers = TracerProvider()

@@ -50,7 +50,7 @@ class _CannotRun(click.ClickException):
 
 _EXECUTORS: Final = ("threads", "processes", "dask")
 """The executors ``handoffs.lab.run`` creates by name (pinned to the runner's list by
-tests/test_lab_cli.py): the choices of ``--executor``."""
+tests/unit/test_lab_cli.py): the choices of ``--executor``."""
 
 _LAB_EXTRA: Final = ("hypothesis", "rich")
 """What the ``lab`` extra installs: Hypothesis draws cases and falsehoods, rich prints."""
