@@ -368,9 +368,14 @@ class ProjectionError(ExperimentError):
         self.receiver = receiver
         self.fields = tuple(fields)
         self.declared = tuple(declared)
+        self.detail = detail
         named = ", ".join(self.fields) or "(a member it reads by presence)"
         super().__init__(f"receiver {receiver!r} declares reads={list(self.declared)!r} but "
                          f"its decision depends on {named}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # raised in a worker process, it crosses back to the run whole
+        return (ProjectionError, (self.receiver, self.fields, self.declared, self.detail))
 
 
 class UnknownExperimentKey(ExperimentError):
