@@ -13,6 +13,7 @@ alerting rules over the service's metrics.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,12 +40,13 @@ def parse_budgets(values: Sequence[str]) -> dict[str, float]:
     for value in values:
         name, sep, number = value.partition("=")
         try:
-            if not sep:
-                raise ValueError(value)
-            out[name.strip()] = float(number)
-        except ValueError as exc:
+            budget = float(number)
+        except ValueError:
+            sep = ""
+        if not sep:
             raise HandoffsError(f"budget {value!r}: use NAME=NUMBER",
-                                code="watch-bad-budget", json_path="--budget") from exc
+                                code="watch-bad-budget", json_path="--budget")
+        out[name.strip()] = budget
     return out
 
 
@@ -128,4 +130,4 @@ def watch(*, log_url: str | None, release_path: Path, budgets: tuple[str, ...],
             click.echo(f"  {shift.line()}")
         click.echo(f"{len(crossed)} budget(s) crossed"
                    + (f": {', '.join(s.metric for s in crossed)}" if crossed else ""))
-    raise SystemExit(1 if crossed else 0)
+    sys.exit(1 if crossed else 0)
