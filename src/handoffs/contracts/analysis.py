@@ -14,7 +14,11 @@ order, the default, the hard constraints) and answers each one exactly:
   each numeric field's **cut points**, cut surfaces and the widest interval that
   avoids a cut;
 - **version equivalence** of two contracts: equal everywhere, or a state where they
-  differ with both actions and the loss under each.
+  differ with both actions and the loss under each;
+- **perturbations**: a perturbation's :class:`SymbolicForm` (merged enum values,
+  rounded numbers, widened intervals, dropped fields, a new reference policy) composed
+  with the policy; the lab proves or refutes each result row with it (see
+  :meth:`handoffs.lab.perturbations.Perturbation.symbolic`).
 
 **Why z3.** Guards such as ``Field("fraud_probability") * Field("claim_amount") >
 500`` are nonlinear in real numbers; z3's ``nlsat`` procedure decides such
@@ -52,6 +56,13 @@ from handoffs.contracts._analysis._coverage import (
     coverage,
     geometry,
 )
+from handoffs.contracts._analysis._perturbed import (
+    DropField,
+    MergeValues,
+    RoundValue,
+    SymbolicForm,
+    WidenValue,
+)
 from handoffs.contracts._analysis._results import Analysis, Equivalence
 from handoffs.contracts._analysis._solve import (
     analyse,
@@ -63,7 +74,12 @@ from handoffs.contracts._analysis._solve import (
 __all__ = [
     "Analysis",
     "Coverage",
+    "DropField",
     "Equivalence",
+    "MergeValues",
+    "RoundValue",
+    "SymbolicForm",
+    "WidenValue",
     "analyse",
     "coverage",
     "equivalence",
