@@ -37,6 +37,7 @@ from handoffs.lab.perturbations import (
     standard_perturbations,
 )
 from handoffs.lab.perturbations._coarsening import WidenInterval
+from handoffs.lab.reports import render_markdown
 from handoffs.receivers import (
     Gate,
     StrictContractReceiver,
@@ -203,11 +204,16 @@ def test_widen_interval_is_refuted_at_every_width_that_can_straddle_a_cut() -> N
             governance=_governance("handler"),
             perturbations=(WidenInterval("fraud_probability", width),),
             tolerances=Tolerances(controls_must_fail=False))
-        row = next(r for r in run(experiment).report["results"]
+        report = run(experiment).report
+        row = next(r for r in report["results"]
                    if r["perturbation"].startswith("widen-interval"))
         assert row["verdict"] == "refuted", width
         assert row["agreement"] < 1
         assert row["witness"]["received_action"] == "INVESTIGATE"  # the fail-closed action
+        rendered = render_markdown(report)
+        assert "Verdicts" in rendered
+        assert f"({row['witness']['case_id']})" in rendered or \
+            f"case {row['witness']['case_id']}" in rendered
 
 
 # ------------------------------------------------------------ forms against the code
@@ -323,3 +329,29 @@ def test_a_user_perturbation_is_proved_only_with_a_symbolic_form() -> None:
         assert row["verdict"] == verdict, row["verdict_reason"]
         assert row["agreement"] < 1 or verdict == "sampled"
     assert RowProof("sampled", "x").to_json()["witness"] is None
+
+
+def test_action_added_follows_the_extended_policy_and_is_refuted_where_it_decides() -> None:
+    from handoffs.contracts.policy import Over
+    from handoffs.lab.perturbations import ActionAdded
+
+    added = ActionAdded("PARTIAL_APPROVE", Over("credit_score", 800)).prepare(CREDIT_LIMIT,
+                                                                             seed=0)
+    assert isinstance(added, ActionAdded)
+    for state in _random_states(CREDIT_LIMIT, 50, seed=9):
+        reference = CREDIT_LIMIT.decide(CREDIT_LIMIT.state(**state)).value
+        ctx = CaseContext(index=0, case_id="c", truth=state, reference=reference,
+                          contract=CREDIT_LIMIT, decide=lambda v, r=reference: r,
+                          neighbour=lambda _: None, constant=lambda _: None)
+        (variant,) = added.variants({"decision_state": {}}, ctx, "s")
+        outcome = added.policy.evaluate(state) if added.policy is not None else None
+        assert outcome is not None
+        # the form's reference: the extended policy, or the case's where it is undetermined
+        want = reference if outcome.action is None else outcome.action.value
+        assert variant.reference == want
+    report = run(credit_experiment(0, (added,))).report
+    row = next(r for r in report["results"] if r["perturbation"] == added.id)
+    assert row["verdict"] == "refuted"
+    assert row["witness"]["reference_action"] == "PARTIAL_APPROVE"
+    assert row["witness"]["state"]["credit_score"] > 800
+    assert row["agreement"] < 1

@@ -456,7 +456,9 @@ def _differs(got: Any, ref_action: Any, reference: Any, *, index: Mapping[str, i
              hard: Sequence[tuple[str, str, frozenset[str], Any]]
              ) -> tuple[list[Any], list[Any]]:
     """The ways the received action can differ: another action or a loss on the
-    diagonal (a changed loss matrix); and, apart, a hard constraint broken.
+    diagonal (a changed loss matrix); and, apart, another action that breaks a hard
+    constraint (a violation the reference itself commits is the policy's, not the
+    perturbation's).
     """
     z3 = _z3()
     terms = [got != ref_action]
@@ -470,7 +472,7 @@ def _differs(got: Any, ref_action: Any, reference: Any, *, index: Mapping[str, i
         applies = z3.BoolVal(True)
         if when is not None:
             applies = z3.Not(reference.condition(when)[1])
-        severe.append(z3.And(got == index[chosen], applies,
+        severe.append(z3.And(got != ref_action, got == index[chosen], applies,
                              *(ref_action != index[a] for a in allowed if a in index)))
     return terms, severe
 
