@@ -615,6 +615,8 @@ VERIFICATION_PATH = ("src/handoffs/_json.py", "src/handoffs/_time.py",
                      "src/handoffs/contracts/_signing.py", "src/handoffs/receivers/_gate.py",
                      "src/handoffs/integrity/")
 BEFORE_LINES = 2752  # code_lines of VERIFICATION_PATH at BEFORE, for a tree without git
+PLANNED = "f7b1b51"  # main before the gate planned per contract (issue 30)
+PLANNED_LINES = 3201  # code_lines of VERIFICATION_PATH at PLANNED, for a tree without git
 
 
 def code_lines(source: str) -> int:
@@ -717,11 +719,13 @@ def main() -> None:
     print(f"gate+SQLite/verify ratio: {paired(samples, GATE_SQLITE):.2f}")
     print(f"gate(text)/verify ratio: {paired(samples, GATE_TEXT):.2f}, "
           f"gate(dict)/verify ratio: {paired(samples, GATE_PARSED):.2f}")
-    before = verification_lines(BEFORE)
+    before, planned = verification_lines(BEFORE), verification_lines(PLANNED)
     print(f"verification path, lines of code ({', '.join(VERIFICATION_PATH)}; no blank, "
           f"comment or docstring lines): before ({BEFORE}) "
           f"{BEFORE_LINES if before is None else before}"
-          f"{' (recorded)' if before is None else ''}, now {verification_lines(None)}")
+          f"{' (recorded)' if before is None else ''}, before the per-contract plan "
+          f"({PLANNED}) {PLANNED_LINES if planned is None else planned}"
+          f"{' (recorded)' if planned is None else ''}, now {verification_lines(None)}")
     print(f"gate/PyJWT-peer ratio: {paired(samples, GATE, PYJWT_PEER):.2f}")
     print(f"gate/peer-steps-(1)-(2) ratio: {paired(samples, GATE, PEER_PROOFS):.2f} (a peer "
           "without context, evidence, readback or policy: less work than the gate)")

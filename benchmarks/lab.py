@@ -640,6 +640,24 @@ def memory(small: int, large: int, *, per_case: float, remaining: float) -> None
           f"and {b['seconds']:.1f} s")
 
 
+# ---------------------------------------------------------------- memo machinery
+
+MEMO_MODULES = ("_memokey.py", "receivers/_memo.py", "lab/_keys.py", "lab/_memo.py",
+                "lab/_cache.py")
+MEMO_LINES_BEFORE = (58, 174, 128, 417, 454)  # issue #34, before its work (1,231 lines)
+
+
+def memo_lines() -> str:
+    """Lines of the library's memo and cache machinery, now and before issue #34."""
+    root = Path(__file__).resolve().parents[1] / "src" / "handoffs"
+    now = {name: len((root / name).read_text(encoding="utf-8").splitlines())
+           for name in MEMO_MODULES if (root / name).exists()}
+    parts = ", ".join(f"{name} {count}" for name, count in now.items())
+    return (f"memo/cache machinery: {sum(now.values()):,} lines in {len(now)} modules "
+            f"({parts}); before: {sum(MEMO_LINES_BEFORE):,} lines in "
+            f"{len(MEMO_LINES_BEFORE)} modules")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--variants", type=int, default=4000,
@@ -685,6 +703,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         profiled = max(40, args.variants // 10)
         for line in profile_engine(list(synthetic_cases(profiled)), profiled):
             print(line)
+    print(memo_lines())
     print(f"total {time.perf_counter() - start:.0f} s")
     print(f"lab speed-up vs plain loop: {ratio:.2f}x")
     return 0

@@ -28,15 +28,21 @@ PostgreSQL's own CPU (every server process) is printed beside, not in the ratios
 ``pg_stat_statements.calls`` on the service's database over the timed sends, divided
 by the receipts (the extension's own queries excluded).
 
+Serve and the peer run at once and are measured side by side: their phases alternate,
+``--rounds`` times (16 clients, then one client), and each ratio is per round (the
+median printed, with every round and the spread: the machine may be shared).
+
 Printed, last lines: ``serve/gate cpu ratio`` (÷ the in-memory gate; target ≤ 2.0),
 ``serve/gate+pg cpu ratio`` (÷ the gate on the PostgreSQL store), ``serve/peer cpu
-ratio`` (target ≤ 1.0), ``pg cpu per receipt`` (serve, peer, serve without group
-commit), ``group commit gain`` and ``two processes/one`` (ratios of CPU per receipt
-and of wall throughput), ``pg round trips per decision`` (target ≤ 1) and
+ratio`` at 16 clients (target ≤ 1.1) and ``single-client serve/peer cpu ratio``
+(target ≤ 1.2), each with p50 latency beside, ``pg cpu per receipt`` (serve, peer,
+serve without group commit), ``group commit gain`` and ``two processes/one`` (ratios
+of CPU per receipt and of wall throughput), ``pg round trips per decision`` (target ≤ 1) and
 ``receipts/s per core`` (receipts ÷ server CPU seconds).
 
-Run: ``python benchmarks/serve.py [--receipts N] [--clients 16]`` (``--quick``: 600
-receipts per phase). Needs the ``serve``, ``postgres`` and ``bench`` extras (psutil).
+Run: ``python benchmarks/serve.py [--receipts N] [--clients 16] [--rounds 3]``
+(``--quick``: 600 receipts per phase, 2 rounds). Needs the ``serve``, ``postgres`` and
+``bench`` extras (psutil).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ import os
 import queue
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -129,13 +136,16 @@ def peer_main(config_path: str, url: str, port_file: str) -> None:
 # -------------------------------------------------------------------- clients
 
 
-def blast(port: int, bodies: list[bytes], clients: int) -> tuple[float, dict[int, int]]:
-    """Send every body once over ``clients`` keep-alive connections; wall seconds."""
+def blast(port: int, bodies: list[bytes], clients: int,
+          latencies: list[float] | None = None) -> tuple[float, dict[int, int]]:
+    """Send every body once over ``clients`` keep-alive connections; wall seconds (each
+    request's wall seconds appended to ``latencies``)."""
     work: queue.Queue[bytes] = queue.Queue()
     for body in bodies:
         work.put(body)
     statuses: dict[int, int] = {}
     lock = threading.Lock()
+    took = latencies if latencies is not None else []
 
     def client() -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
@@ -145,10 +155,12 @@ def blast(port: int, bodies: list[bytes], clients: int) -> tuple[float, dict[int
                     body = work.get_nowait()
                 except queue.Empty:
                     return
+                sent = time.perf_counter()
                 conn.request("POST", "/receipts", body=body, headers=JSON)
                 answer = conn.getresponse()
                 answer.read()
                 with lock:
+                    took.append(time.perf_counter() - sent)
                     statuses[answer.status] = statuses.get(answer.status, 0) + 1
         finally:
             conn.close()
@@ -245,6 +257,7 @@ class Measured:
     pg_cpu: float
     trips: float
     rate: float
+    p50: float
 
 
 def measure(pg: StatsPostgres, servers: list[tuple[Any, int]], bodies: list[bytes],
@@ -257,9 +270,10 @@ def measure(pg: StatsPostgres, servers: list[tuple[Any, int]], bodies: list[byte
     pids = [proc.pid for proc, _ in servers]
     before, pg_before = cpu_of(pids), cpu_of(pg.pids())
     answers: list[tuple[float, dict[int, int]]] = []
+    latencies: list[float] = []
 
     def send(port: int, share: list[bytes]) -> None:
-        answers.append(blast(port, share, clients // len(servers)))
+        answers.append(blast(port, share, max(1, clients // len(servers)), latencies))
 
     threads = [threading.Thread(target=send, args=(port, timed[i::len(servers)]))
                for i, (_, port) in enumerate(servers)]
@@ -278,10 +292,11 @@ def measure(pg: StatsPostgres, servers: list[tuple[Any, int]], bodies: list[byte
             statuses[status] = statuses.get(status, 0) + count
     assert statuses == {200: len(timed)}, f"answered {statuses}"
     n = len(timed)
-    return Measured(cpu=cpu / n, pg_cpu=pg_cpu / n, trips=trips / n, rate=n / wall)
+    return Measured(cpu=cpu / n, pg_cpu=pg_cpu / n, trips=trips / n, rate=n / wall,
+                    p50=statistics.median(latencies))
 
 
-def run(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear scenario
+def run(args: argparse.Namespace) -> int:  # noqa: PLR0912, PLR0915 - one linear scenario
     directory = Path(tempfile.mkdtemp(prefix="handoffs-serve-bench-"))
     pg = StatsPostgres(fsync=False)
     procs: list[subprocess.Popen[Any]] = []
@@ -296,12 +311,18 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one linear scenario
         for db in ("service", "peer"):
             with psycopg.connect(pg.url(db), autocommit=True) as conn:
                 conn.execute("CREATE EXTENSION pg_stat_statements")
-        n, warm = args.receipts, 50
-        names = ("gate", "gate+pg", "serve", "serve, no group commit", "serve ×2", "peer")
-        receipts, trust = build(len(names) * (n + warm), directory)
+        n, warm, rounds = args.receipts, 50, args.rounds
+        single = max(100, n // 3)  # one client is slow: fewer receipts per phase
+        names = ("gate", "gate+pg", "serve, no group commit", "serve ×2",
+                 *(f"{who} {r}" for r in range(rounds) for who in ("serve", "peer")))
+        singles = tuple(f"{who} 1-client {r}" for r in range(rounds)
+                        for who in ("serve", "peer"))
+        sizes = {**dict.fromkeys(names, n + warm), **dict.fromkeys(singles, single + warm)}
+        receipts, trust = build(sum(sizes.values()), directory)
         bodies = [body for _, body in receipts]
-        phases = {name: bodies[i * (n + warm):(i + 1) * (n + warm)]
-                  for i, name in enumerate(names)}
+        phases: dict[str, list[bytes]] = {}
+        for name, size in sizes.items():
+            phases[name], bodies = bodies[:size], bodies[size:]
 
         def write_config(name: str, group_commit_ms: float) -> Path:
             path = directory / name
@@ -347,31 +368,55 @@ port = 0
         # (2) handoffs serve: with group commit, without, and as two processes (what
         # --workers 2 would be: each its own pool; the clients split between them).
         results: dict[str, Measured] = {}
-        for name, path, count in (("serve", config, 1),
-                                  ("serve, no group commit", config_alone, 1),
+        for name, path, count in (("serve, no group commit", config_alone, 1),
                                   ("serve ×2", config, 2)):
             servers = [start_serve(path, directory, args.serve_args) for _ in range(count)]
             procs.extend(proc for proc, _ in servers)
             results[name] = measure(pg, servers, phases[name], warm, args.clients)
-            if args.statements and name == "serve":
-                for calls, text in statement_table(pg.url("service")):
-                    print(f"statement: {calls} × {text}")
             for proc, _ in servers:
                 proc.kill()
                 proc.wait(timeout=30)
 
-        # (3) the peer.
+        # (3) serve and the peer side by side: both running, their phases alternating
+        # round by round (16 clients, then one), so that a load on the shared machine
+        # falls on both; the ratios are per round, printed as median and spread.
+        served = start_serve(config, directory, args.serve_args)
+        procs.append(served[0])
         port_file = directory / "peer.port"
         peer = subprocess.Popen([sys.executable, __file__, "--peer", str(config),  # noqa: S603
                                  pg.url("peer"), str(port_file)],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
         procs.append(peer)
-        results["peer"] = measure(pg, [(peer, wait_port(peer, port_file))], phases["peer"],
-                                  warm, args.clients, database="peer")
+        peered = (peer, wait_port(peer, port_file))
+        ratios: dict[str, list[float]] = {"many": [], "one": []}
+        for r in range(rounds):
+            for label, clients in (("", args.clients), (" 1-client", 1)):
+                s_name, p_name = f"serve{label} {r}", f"peer{label} {r}"
+                results[s_name] = measure(pg, [served], phases[s_name], warm, clients)
+                if args.statements and r == 0 and not label:
+                    for calls, text in statement_table(pg.url("service")):
+                        print(f"statement: {calls} × {text}")
+                results[p_name] = measure(pg, [peered], phases[p_name], warm, clients,
+                                          database="peer")
+                ratios["one" if label else "many"].append(
+                    results[s_name].cpu / results[p_name].cpu)
+
+        def middle(prefix: str) -> Measured:
+            """The round whose CPU per receipt is the median (a real round's figures)."""
+            runs = sorted((results[f"{prefix} {r}"] for r in range(rounds)),
+                          key=lambda m: m.cpu)
+            return runs[len(runs) // 2]
 
         ms = 1000
-        serve, peer_m = results["serve"], results["peer"]
+        serve, peer_m = middle("serve"), middle("peer")
+        serve_one, peer_one = middle("serve 1-client"), middle("peer 1-client")
+        results["serve"], results["peer"] = serve, peer_m
         alone, two = results["serve, no group commit"], results["serve ×2"]
+
+        def spread(values: list[float]) -> str:
+            return (f"{statistics.median(values):.2f} (rounds: "
+                    f"{', '.join(f'{v:.2f}' for v in values)}; spread "
+                    f"{min(values):.2f}–{max(values):.2f})")
         print(f"receipts per phase: {n} (after {warm} warm-up), clients: {args.clients}, "
               f"cores: {os.cpu_count()}, group commit: {args.group_commit_ms:g} ms, "
               f"serve args: {' '.join(args.serve_args) or '-'}")
@@ -381,10 +426,16 @@ port = 0
         for name, m in results.items():
             print(f"{name}: {m.cpu * ms:.3f} ms server CPU/receipt, PostgreSQL "
                   f"{m.pg_cpu * ms:.3f} ms; {m.trips:.2f} statements/receipt; "
-                  f"{m.rate:.0f} receipts/s wall")
+                  f"{m.rate:.0f} receipts/s wall; p50 {m.p50 * ms:.2f} ms")
         print(f"serve/gate cpu ratio: {serve.cpu / gate_cpu['gate']:.2f}")
         print(f"serve/gate+pg cpu ratio: {serve.cpu / gate_cpu['gate+pg']:.2f}")
-        print(f"serve/peer cpu ratio: {serve.cpu / peer_m.cpu:.2f}")
+        print(f"p50 latency at {args.clients} clients: serve {serve.p50 * ms:.2f} ms, "
+              f"peer {peer_m.p50 * ms:.2f} ms; at 1 client: serve "
+              f"{serve_one.p50 * ms:.2f} ms, peer {peer_one.p50 * ms:.2f} ms")
+        print(f"serve/peer cpu ratio: {spread(ratios['many'])}, p50 serve "
+              f"{serve.p50 * ms:.2f} ms / peer {peer_m.p50 * ms:.2f} ms")
+        print(f"single-client serve/peer cpu ratio: {spread(ratios['one'])}, p50 serve "
+              f"{serve_one.p50 * ms:.2f} ms / peer {peer_one.p50 * ms:.2f} ms")
         print(f"pg cpu per receipt: serve {serve.pg_cpu * ms:.3f} ms, peer "
               f"{peer_m.pg_cpu * ms:.3f} ms, serve without group commit "
               f"{alone.pg_cpu * ms:.3f} ms")
@@ -421,7 +472,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--receipts", type=int, default=3000)
     parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--quick", action="store_true", help="600 receipts per phase")
+    parser.add_argument("--quick", action="store_true",
+                        help="600 receipts per phase, 2 rounds")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternating serve/peer rounds (default 3)")
     parser.add_argument("--group-commit-ms", type=float, default=1.0,
                         help="store.group_commit_ms of the serve phase (default 1)")
     parser.add_argument("--statements", action="store_true",
@@ -430,7 +484,7 @@ def main() -> None:
                         help="an extra argument for handoffs serve (repeatable)")
     args = parser.parse_args()
     if args.quick:
-        args.receipts = 600
+        args.receipts, args.rounds = 600, 2
     sys.exit(run(args))
 
 

@@ -85,6 +85,8 @@ nitpick_ignore_regex = [
     (r"py:.*", rf"(?:{'|'.join(_ELSEWHERE)})(?:\..+)?"),
     # annotations written as strings under TYPE_CHECKING, and a protobuf enum's repr
     (r"py:class", r"Starlette|st\.SearchStrategy|timedelta|<google\.protobuf\..*>"),
+    # Pydantic AI's names in a capability hook's signature, shown short
+    (r"py:class", r"RunContext|WrapRunHandler|AgentRunResult"),
 ]
 
 
@@ -161,6 +163,8 @@ def _every_public_name(app: Any, env: Any) -> None:
         module = importlib.import_module(page.stem)
         for name in getattr(module, "__all__", ()):
             value = getattr(module, name)
+            if page.stem != "handoffs.errors" and _is_error(value):
+                continue  # documented once, on the page of handoffs.errors
             canonical = f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '')}"
             if f"{page.stem}.{name}" not in documented and canonical not in documented:
                 logger.warning("%s.%s is public but not documented", page.stem, name,
@@ -191,8 +195,49 @@ def _readable_defaults(*args: Any) -> Any:
     return readable, return_annotation
 
 
+_DOCUMENTING: list[str] = [""]
+
+
+def _module_being_documented(app: Any, what: str, name: str, *args: Any) -> None:
+    """Note which module an ``automodule`` is documenting (its docstring comes first)."""
+    if what == "module":
+        _DOCUMENTING[0] = name
+
+
+def _is_error(obj: Any) -> bool:
+    errors = importlib.import_module("handoffs.errors")
+    return any(getattr(errors, n) is obj for n in errors.__all__)
+
+
+def _error_reference(app: Any, env: Any, node: Any, contnode: Any) -> Any:
+    """A reference to an error by a face's name or its short name (``ProofError`` in a
+    docstring of :mod:`handoffs.contracts`) goes to its one entry in
+    :mod:`handoffs.errors`."""
+    if node.get("refdomain") != "py":
+        return None
+    name = str(node.get("reftarget", "")).rpartition(".")[2]
+    errors = importlib.import_module("handoffs.errors")
+    if name not in errors.__all__:
+        return None
+    return env.get_domain("py").resolve_xref(
+        env, node["refdoc"], app.builder, node["reftype"], f"handoffs.errors.{name}",
+        node, contnode)
+
+
+def _errors_once(app: Any, what: str, name: str, obj: Any, *rest: Any) -> Any:
+    """Every error is documented once, on the page of :mod:`handoffs.errors`: a face that
+    re-exports one (``handoffs.contracts.ProofError``) lists it without a second entry
+    (two entries would make each ``ProofError`` reference ambiguous)."""
+    if what != "module" or _DOCUMENTING[0] == "handoffs.errors":
+        return None
+    return True if _is_error(obj) else None
+
+
 def setup(app: Any) -> None:
     """Register the handlers above."""
+    app.connect("autodoc-process-docstring", _module_being_documented)
+    app.connect("autodoc-skip-member", _errors_once)
+    app.connect("missing-reference", _error_reference)
     app.connect("autodoc-process-signature", _readable_defaults)
     std_logging.getLogger("sphinx.sphinx.directives.other").addFilter(_NotEmptyGlob())
     app.connect("env-check-consistency", _every_public_name)

@@ -25,6 +25,7 @@ Run from the repository root::
 
     python examples/relay.py [--out DIR]
     handoffs lab run examples/relay.toml --out relay-report/
+    handoffs lab run examples/relay-chain.toml --out relay-chain/   # exits 1: end to end
 
 Synthetic data only: 24 analyses, four of each of six scenarios. The prose summariser
 is a deterministic stand-in written to show two documented failure modes of free-text
@@ -65,7 +66,16 @@ from handoffs.contracts import (
 from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples.payment_lab import FixedClock
 from handoffs.integrity import KeyRing, SigningKey
-from handoffs.lab import Experiment, IterableCases, Strategy, Tolerances, run
+from handoffs.lab import (
+    Edge,
+    EndToEnd,
+    Experiment,
+    IterableCases,
+    Strategy,
+    Tolerances,
+    Topology,
+    run,
+)
 from handoffs.receivers import (
     CarriedReceiptReceiver,
     Decision,
@@ -522,6 +532,28 @@ def end_to_end_experiment() -> Experiment:
     """
     return attrs.evolve(edge_bc_experiment(), name="relay-end-to-end",
                         reference=safety_reference)
+
+
+def relay_topology() -> Topology:
+    """A → B → C in one run: each edge's local test and the end-to-end test side by side.
+
+    Edge B → C carries the failure probability B received, nothing else; the end-to-end
+    reference is C's safety policy on A's whole analysis.
+    """
+    return Topology(
+        name="relay-chain", cases=_cases(),
+        description="The analyst, the planner and the loop controller: each edge, and "
+                    "the controller's decision against A's whole analysis.",
+        edges=(
+            Edge(sender=ANALYST, to=PLANNER, contract=PLANNING, encoder=analyst_encoder(),
+                 state_of=Analysis.analysis_state, receiver=planner(),
+                 governance=GOVERNANCE_AB),
+            Edge(sender=PLANNER, to=CONTROLLER, contract=HANDOVER,
+                 carries={"failure_probability": "failure_probability"},
+                 receiver=handover_controller(), governance=GOVERNANCE_BC),
+        ),
+        end_to_end=EndToEnd(contract=SAFETY, state_of=Analysis.analysis_state),
+    )
 
 
 def relay_experiment() -> Experiment:

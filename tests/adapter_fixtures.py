@@ -44,3 +44,29 @@ def receiver(world: World) -> StrictContractReceiver:
 @pytest.fixture
 def replayer() -> Replayer:
     return Replayer()
+
+
+@pytest.fixture(scope="session")
+def otel_exporter() -> Any:
+    """The OpenTelemetry SDK's ``InMemorySpanExporter`` on the global tracer provider,
+    installed once per process (OpenTelemetry allows one global provider)."""
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        trace.set_tracer_provider(TracerProvider())
+    provider = trace.get_tracer_provider()
+    assert isinstance(provider, TracerProvider), "another tracer provider is installed"
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return exporter
+
+
+@pytest.fixture
+def otel_spans(otel_exporter: Any) -> Any:
+    """:func:`otel_exporter`, emptied for this test."""
+    otel_exporter.clear()
+    return otel_exporter

@@ -140,3 +140,26 @@ class Replayer:
         if self.captured is None:
             self.captured = message
         return self.captured
+
+
+OVERRULED_CASE = "identity-01"
+"""A case whose policy decides HOLD (the identity is not verified)."""
+OVERRULED_PROPOSAL = "RELEASE"
+"""What the sender proposes for :data:`OVERRULED_CASE`: the gate admits the receipt and
+decides otherwise (HOLD), as ``handoffs gate``'s exit 3."""
+
+
+def overruled_content() -> dict[str, Any]:
+    """A true decision state of :data:`OVERRULED_CASE` with the proposal RELEASE."""
+    return {**content_for(OVERRULED_CASE), "proposed_action": OVERRULED_PROPOSAL}
+
+
+def answer_the_proposal(handover: Mapping[str, Any]) -> str:
+    """A stand-in model (a test double for the remote model provider) that answers the
+    proposal wherever the handover shows one, else the ruling's action: the naive reader
+    issue #28 found."""
+    content = handover.get("content") or {}
+    if "proposed_action" in content:
+        return str(content["proposed_action"])
+    ruling = handover.get("ruling") or {}
+    return str(ruling.get("action") or handover["decision"]["action"])

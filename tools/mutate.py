@@ -103,7 +103,7 @@ class Named:
 
 TARGETS = (
     Target("signing", "src/handoffs/contracts",
-           ("AuthorityGrant.from_json", "_verify_receipt", "_verify_grant", "_check_covers"),
+           ("AuthorityGrant.from_json", "verify_receipt", "_verify_grant", "_check_covers"),
            SIGNING_TESTS),
     Target("proofs", "src/handoffs/integrity",
            ("_signature_bytes", "_check_profile", "_verify", "_verify_one"), PROOF_TESTS),
@@ -694,7 +694,7 @@ def pytest_unconfigure(config: Any) -> None:
 EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("_verify", "check dropped", "if not isinstance(document, Mapping):"): (
         "redundant: every caller hands `_verify` a mapping (`verify()` checks the same just "
-        "before; `_verify_receipt` has looked the contract up in it; `_verify_grant` passes "
+        "before; `verify_receipt` has looked the contract up in it; `_verify_grant` passes "
         "the receipt's `grant`, which the schema says is an object)"),
     ("float_free", "check dropped",
      "if b\"\\x01\\x02\" not in raw.replace(b'\":', b'\"\\x01').translate(_NUMBER_SHAPE):"): (

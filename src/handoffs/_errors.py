@@ -9,24 +9,45 @@ working for callers that do not know this library.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
 
 import attrs
 
 __all__ = [
+    "BudgetExceeded",
+    "CallCacheError",
+    "ConfigError",
     "ContractDefinitionError",
     "ContractSourceError",
+    "DecisionLogError",
+    "EvidenceError",
+    "ExperimentError",
     "HandoffsError",
     "InvalidArgument",
     "KeyRingError",
     "MalformedJSON",
     "MissingExtra",
+    "ModelError",
+    "ModelTimeout",
+    "NoSuchReading",
     "PolicyError",
     "ProofError",
     "ReceiptValidationError",
+    "ReleasedVersionChanged",
+    "ReplayStoreError",
+    "ReplayedReceipt",
+    "ReportError",
+    "RunLogError",
     "UnknownContract",
+    "UnknownExperimentKey",
     "UnknownKey",
+    "UnsafeConfigurationWarning",
     "UntrustedGovernance",
+    "UserCodeError",
+    "VersionBumpError",
     "Violation",
     "WeakKey",
 ]
@@ -169,7 +190,8 @@ class ProofError(HandoffsError, ValueError):
     ``proof-malformed``, ``proof-duplicated``, ``proof-chain-broken``,
     ``too-many-proofs``, ``wrong-proof-type``, ``wrong-cryptosuite``, ``wrong-purpose``,
     ``purpose-not-allowed``, ``domain-mismatch``, ``challenge-mismatch``,
-    ``context-not-allowed``, ``bad-signature``, ``weak-signature`` (a small-order ``R``),
+    ``context-not-allowed``, ``context-mismatch``, ``bad-signature``, ``weak-signature``
+    (a small-order Ed25519 ``R``, a high-S ECDSA ``s``), ``suite-not-admitted`` (signing),
     ``unknown-key``, ``key-not-valid``,
     ``proof-expired``, ``proof-not-yet-valid``, ``empty-trust-store``, and for signed
     receipts ``sender-mismatch``, ``grant-missing``, ``grant-invalid``,
@@ -245,3 +267,248 @@ class MissingExtra(HandoffsError, ImportError):
             f"pip install 'handoffs[{extra}]'",
             json_path="$",
         )
+
+
+# ------------------------------------------------ errors of the gate, the lab, the service
+# (defined here so that handoffs.errors lists them all without importing those parts)
+
+
+class EvidenceError(HandoffsError, LookupError):
+    """An evidence reference could not be resolved (source-resolution failure)."""
+
+    code = "evidence-unresolved"
+
+
+class ModelError(HandoffsError, RuntimeError):
+    """A model call failed (HTTP error after retries, malformed response body, budget).
+
+    ``code`` is the reason code a model receiver fails closed with:
+    ``"model-error"``, ``"model-timeout"`` or ``"budget-exceeded"``.
+    """
+
+    code = "model-error"
+
+
+class ModelTimeout(ModelError, TimeoutError):
+    """A model call timed out on every attempt."""
+
+    code = "model-timeout"
+
+
+class ReplayedReceipt(HandoffsError, ValueError):
+    """A receipt id was seen before: the message is a replay."""
+
+    code = "replayed"
+
+
+class UnsafeConfigurationWarning(UserWarning):
+    """A gate was built with an ``Unsafe...`` escape hatch (e.g.
+    :class:`~handoffs.receivers.UnsafeNoProofs`).
+    """
+
+
+class CallCacheError(HandoffsError, OSError):
+    """The call cache file cannot be opened or written."""
+
+    code = "call-cache-unavailable"
+
+
+class BudgetExceeded(ModelError):
+    """The run's call or token budget is spent: the model is not asked."""
+
+    code = "budget-exceeded"
+
+
+class ExperimentError(HandoffsError, ValueError):
+    """An experiment declaration is inconsistent or cannot be loaded."""
+
+    code = "bad-experiment"
+
+
+class ProjectionError(ExperimentError):
+    """A receiver's declared ``reads`` left out a member its decisions depend on: a
+    memo hit on the declared projection, decided again without the memo, gave
+    another outcome (only with ``projection=True``; by default the key is exact).
+
+    Attributes:
+        receiver: the receiver's name.
+        fields: the members that differ between the two messages and that the
+            declaration does not name.
+        declared: the declared ``reads``.
+    """
+
+    code = "projection-mismatch"
+
+    def __init__(self, receiver: str, fields: Sequence[str], declared: Sequence[str],
+                 detail: str) -> None:
+        self.receiver = receiver
+        self.fields = tuple(fields)
+        self.declared = tuple(declared)
+        named = ", ".join(self.fields) or "(a member it reads by presence)"
+        super().__init__(f"receiver {receiver!r} declares reads={list(self.declared)!r} but "
+                         f"its decision depends on {named}: {detail}")
+
+
+class UnknownExperimentKey(ExperimentError):
+    """A table of an experiment file (or its JSON form) has a key nothing reads.
+
+    Attributes:
+        key: the unknown key.
+        table: the TOML path of its table (``cases``, ``strategy[2].model``; empty for
+            the top level).
+        known: the keys the table accepts.
+        suggestion: the closest known key (:func:`difflib.get_close_matches`), if any.
+        file: the experiment file, when it was read from one.
+    """
+
+    code = "unknown-experiment-key"
+
+    def __init__(self, key: str, *, table: str, known: Iterable[str], noun: str,
+                 file: str | None = None) -> None:
+        self.key = key
+        self.table = table
+        self.known = tuple(sorted(known))
+        self.noun = noun
+        self.file = file
+        close = difflib.get_close_matches(key, self.known, n=1, cutoff=0.6)
+        self.suggestion = close[0] if close else None
+        if not table:
+            text = f"unknown table [{key}]"
+            hint = (f"; did you mean [{self.suggestion}]?" if self.suggestion
+                    else f"; known: {', '.join(self.known)}")
+        else:
+            text = f"unknown {noun} {key!r} in [{table}]"
+            hint = (f"; did you mean {self.suggestion!r}?" if self.suggestion
+                    else f"; known: {', '.join(self.known)}")
+        prefix = f"{file}: " if file else ""
+        super().__init__(prefix + text + hint,
+                         json_path=f"$.{table}.{key}" if table else f"$.{key}")
+
+    def in_file(self, file: Path | str) -> UnknownExperimentKey:
+        """The same error, naming the file it was read from."""
+        return UnknownExperimentKey(self.key, table=self.table, known=self.known,
+                                    noun=self.noun, file=str(file))
+
+
+class UserCodeError(ExperimentError):
+    """The experiment's own code (an encoder, a receiver, a case source, a structure or
+    evidence function) raised, or returned what the lab cannot use.
+
+    Attributes:
+        role: what the code was doing (``encoder``, ``receiver``, ``case source``, ...).
+        callable_name: the callable's qualified name (``module.Class.method``).
+        case_id: the case it was working on, if known.
+        error: the exception's type and text.
+    """
+
+    code = "user-code-error"
+
+    def __init__(self, *, role: str, callable_name: str, case_id: str | None,
+                 error: BaseException | str, at: str | None = None) -> None:
+        self.role = role
+        self.callable_name = callable_name
+        self.case_id = case_id
+        self.error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        where = f" on case {case_id!r}" if case_id is not None else ""
+        if at is not None:
+            where = f" {at}"
+        super().__init__(f"the {role} {callable_name} raised{where}: {self.error}")
+
+
+class ReportError(HandoffsError, ValueError):
+    """A report does not satisfy the report schema.
+
+    ``violations`` lists every violation, the most relevant first.
+    """
+
+    code = "bad-report"
+
+    def __init__(self, violations: Sequence[Violation]) -> None:
+        self.violations = tuple(violations)
+        best = self.violations[0]
+        super().__init__(best.message, json_path=best.json_path)
+
+
+class RunLogError(HandoffsError, ValueError):
+    """The run log cannot be used (wrong format, another experiment, unreadable)."""
+
+    code = "bad-run-log"
+
+
+class NoSuchReading(HandoffsError, KeyError):
+    """:meth:`~handoffs.lab.Baselines.control` was asked for a strategy and control pair
+    that the report holds no reading of (the strategy was not run, or not under that control).
+    """
+
+    code = "no-such-reading"
+
+    def __str__(self) -> str:  # KeyError would otherwise repr() the message
+        return f"{self.message} @ {self.json_path}"
+
+
+class DecisionLogError(HandoffsError, OSError):
+    """The decision log cannot be opened or written (the gate then fails closed)."""
+
+    code = "log-unavailable"
+
+
+class ReplayStoreError(HandoffsError, RuntimeError):
+    """The replay store cannot answer (full, or its database failed): fail closed."""
+
+    code = "replay-store-unavailable"
+
+
+class ConfigError(HandoffsError, ValueError):
+    """The service configuration is missing a setting or has a bad one."""
+
+    code = "bad-config"
+
+
+class VersionBumpError(HandoffsError, ValueError):
+    """The new contract version does not bump the old one enough for its changes.
+
+    Attributes:
+        old_version: the old ``MAJOR.MINOR.PATCH``.
+        new_version: the new one.
+        required: the bump the findings require (``"major"``, ``"minor"``...).
+        actual: the bump made (``"none"`` for equal versions, ``"downgrade"``).
+
+    Codes: ``version-bump-too-small``, ``version-decreased``, ``contract-renamed``,
+    ``no-version``.
+    """
+
+    code = "version-bump-too-small"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        old_version: str | None = None,
+        new_version: str | None = None,
+        required: str | None = None,
+        actual: str | None = None,
+    ) -> None:
+        self.old_version = old_version
+        self.new_version = new_version
+        self.required = required
+        self.actual = actual
+        super().__init__(message, code=code, json_path="$.version")
+
+
+class ReleasedVersionChanged(HandoffsError, ValueError):
+    """A checked-in (released) contract version no longer matches its definition.
+
+    Attributes:
+        problems: every :class:`~handoffs.contracts.versions.LockProblem` found.
+    """
+
+    code = "released-version-changed"
+
+    def __init__(self, problems: Sequence[Any]) -> None:
+        # each a LockProblem (``message``, ``path``); not named here, which would make
+        # this module, the root of every error, import the contracts
+        self.problems = tuple(problems)
+        first = problems[0]
+        super().__init__(first.message, code="released-version-changed",
+                         json_path=str(first.path))

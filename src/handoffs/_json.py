@@ -41,6 +41,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "MAX_SAFE_INTEGER",
     "JSONLimits",
+    "ParsedObject",
     "canonical_bytes",
     "canonical_bytes_plain",
     "canonical_size",
@@ -52,6 +53,7 @@ __all__ = [
     "load_object",
     "loads",
     "loads_plain",
+    "parse_object",
 ]
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
@@ -243,7 +245,8 @@ def loads(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> Any:
 def load_object(data: Any, *, what: str,
                 limits: JSONLimits = DEFAULT_LIMITS) -> Mapping[str, Any]:
     """``data`` as a JSON object: bytes or text parsed by :func:`loads`, a parsed
-    mapping checked by :func:`check_value`, both under ``limits``.
+    mapping checked by :func:`check_value`, both under ``limits`` (a
+    :class:`ParsedObject` was checked by its parser: as it is).
 
     ``what`` names the document in the errors (e.g. ``"a receipt"``).
 
@@ -253,6 +256,8 @@ def load_object(data: Any, *, what: str,
     """
     if isinstance(data, bytes | bytearray | memoryview | str):
         doc = loads(data if isinstance(data, bytes | str) else bytes(data), limits=limits)
+    elif type(data) is ParsedObject:  # checked by its parser (the gate's step 1)
+        doc = data
     elif isinstance(data, Mapping):
         check_value(data, limits=limits)
         doc = data
@@ -262,6 +267,68 @@ def load_object(data: Any, *, what: str,
     if not isinstance(doc, Mapping):
         raise MalformedJSON(f"{what} must be a JSON object", code="not-an-object")
     return doc
+
+
+class ParsedObject(dict[str, Any]):
+    """A JSON object as the strict parser (or :func:`check_value`) found it.
+
+    It carries what parsing learned, so that no caller passes it along beside it:
+
+    - ``plain``: every part takes the fast canonical form (see :func:`loads_plain`);
+      :func:`canonical_bytes` and the proofs' canonicalisation read it;
+    - ``valid_for``: the contract whose schema it passed (set by the contracts'
+      validator once it has checked it; ``None`` until then), so that the typed
+      receipt is built without validating it twice.
+
+    Only :func:`parse_object` (and :meth:`member`) make one: holding one means "parsed
+    and checked under limits". It is a ``dict``: read it as any parsed object.
+    """
+
+    __slots__ = ("plain", "valid_for")
+    plain: bool
+    valid_for: object
+
+    @classmethod
+    def _of(cls, value: Mapping[str, Any], plain: bool) -> ParsedObject:
+        parsed = cls(value)
+        parsed.plain = plain
+        parsed.valid_for = None
+        return parsed
+
+    def member(self, value: Any) -> Any:
+        """``value``, an object inside this one, as a :class:`ParsedObject` with this
+        one's ``plain`` (a part of a plain document is plain); anything else unchanged.
+        """
+        if type(value) is dict:
+            return ParsedObject._of(value, self.plain)
+        return value
+
+
+def parse_object(data: Any, *, limits: JSONLimits = DEFAULT_LIMITS,
+                 what: str = "a message") -> ParsedObject:
+    """``data`` as a :class:`ParsedObject`: bytes or text parsed strictly, a mapping
+    checked by :func:`check_value`, both under ``limits``.
+
+    Raises:
+        MalformedJSON: bad bytes, a mapping that is not JSON data within the limits, or
+            anything that is not a JSON object (code ``not-an-object``).
+    """
+    if type(data) is bytes or isinstance(data, str):  # the wire's type first
+        doc, plain = loads_plain(data, limits=limits)
+    elif isinstance(data, Mapping):
+        # A parsed object gets the limits and codes raw input gets, before anything
+        # reads it (a ParsedObject too: these limits may be tighter than its parser's).
+        plain = check_value(data, limits=limits)
+        doc = data
+    elif isinstance(data, _BINARY):
+        doc, plain = loads_plain(bytes(data), limits=limits)
+    else:
+        raise MalformedJSON(
+            f"{what} is bytes, text or a JSON object, got {type(data).__name__}",
+            code="not-an-object")
+    if type(doc) is not dict and not isinstance(doc, Mapping):
+        raise MalformedJSON(f"{what} must be a JSON object", code="not-an-object")
+    return ParsedObject._of(doc, plain)
 
 
 def loads_plain(data: bytes | str, *, limits: JSONLimits = DEFAULT_LIMITS) -> tuple[Any, bool]:
@@ -410,10 +477,15 @@ def canonical_bytes_plain(value: Any) -> bytes:
 def canonical_bytes(value: Any) -> bytes:
     """Return the RFC 8785 (JCS) canonical UTF-8 bytes of a JSON value.
 
+    A :class:`ParsedObject` the parser found plain takes the fast form without another
+    walk (the parser's finding travels with it); any other value is checked first.
+
     Raises:
         MalformedJSON: for values JCS cannot represent (NaN, huge integers, lone
             surrogates, non-string keys).
     """
+    if type(value) is ParsedObject and value.plain:
+        return canonical_bytes_plain(value)
     if jcs_plain(value):
         if _orjson is not None:
             try:

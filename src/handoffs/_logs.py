@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import HandoffsError, InvalidArgument
+from handoffs._errors import DecisionLogError, InvalidArgument, ReplayStoreError
 
 __all__ = ["DEFAULT_PRUNE_EVERY", "DEFAULT_RETAIN", "DecisionLogError", "LogSummary",
            "ReplayClaim", "ReplayStoreError", "check_retention"]
@@ -27,18 +27,6 @@ DEFAULT_RETAIN: Final = timedelta(hours=1)
 """How long a store keeps an id past its own ``valid_until`` by default."""
 DEFAULT_PRUNE_EVERY: Final = 1024
 """How many writes a store makes between two prunes by default."""
-
-
-class DecisionLogError(HandoffsError, OSError):
-    """The decision log cannot be opened or written (the gate then fails closed)."""
-
-    code = "log-unavailable"
-
-
-class ReplayStoreError(HandoffsError, RuntimeError):
-    """The replay store cannot answer (full, or its database failed): fail closed."""
-
-    code = "replay-store-unavailable"
 
 
 @attrs.frozen(kw_only=True)
@@ -58,14 +46,12 @@ class ReplayClaim:
     claimed_at: datetime
 
 
-
 def check_retention(retain: timedelta, prune_every: int) -> None:
     """Reject bad retention options before any work starts."""
     if not isinstance(retain, timedelta) or retain < timedelta(0):
         raise InvalidArgument(f"retain must be a non-negative timedelta, got {retain!r}")
     if isinstance(prune_every, bool) or not isinstance(prune_every, int) or prune_every < 1:
         raise InvalidArgument(f"prune_every must be a positive integer, got {prune_every!r}")
-
 
 
 @attrs.frozen(kw_only=True)

@@ -24,6 +24,7 @@ __all__ = [
     "FAST_KEYWORDS",
     "IDENT_PATTERN",
     "TIME_PATTERN",
+    "context_schema",
     "describe",
     "proof_schema",
     "render_json_schema",
@@ -44,16 +45,45 @@ FAST_KEYWORDS: Final = frozenset({
     "pattern", "anyOf",
 })
 
-def proof_schema() -> dict[str, Any]:
+def context_schema(urls: tuple[str, ...]) -> dict[str, Any]:
+    """The JSON Schema of an ``@context`` of the accepted ``urls``: one of them, or an
+    array of them, each at most once (data, never interpreted).
+    """
+    return {
+        "description": "JSON-LD context, accepted as data (never interpreted): "
+                       + ", ".join(urls) + ".",
+        "anyOf": [{"enum": list(urls)},
+                  {"type": "array", "items": {"enum": list(urls)}, "minItems": 1,
+                   "maxItems": len(urls), "uniqueItems": True}],
+    }
+
+
+def proof_schema(cryptosuites: tuple[str, ...] = ("eddsa-jcs-2022",), *,
+                 context: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON Schema of a W3C Data Integrity proof of one of ``cryptosuites``.
+
+    One suite is written as a ``const`` (the form every version released before other
+    suites were admitted has, kept byte for byte); several as an ``enum``. ``context``
+    (a :func:`context_schema`) admits a proof ``@context``, as the JCS suites copy the
+    document's.
+    """
     text = {"type": "string", "maxLength": 512}
+    if len(cryptosuites) == 1:
+        suite: dict[str, Any] = {"const": cryptosuites[0], "description": "Cryptosuite."}
+        what, signature = f"cryptosuite {cryptosuites[0]}", "Ed25519 signature"
+    else:
+        suite = {"enum": list(cryptosuites), "description": "Cryptosuite."}
+        what, signature = f"cryptosuites {', '.join(cryptosuites)}", "signature"
+    if cryptosuites != ("eddsa-jcs-2022",) and len(cryptosuites) == 1:
+        signature = "signature"
     return {
         "type": "object",
-        "description": "A W3C Data Integrity proof (cryptosuite eddsa-jcs-2022).",
+        "description": f"A W3C Data Integrity proof ({what}).",
         "required": ["type", "cryptosuite", "verificationMethod", "proofPurpose", "proofValue"],
         "additionalProperties": False,
         "properties": {
             "type": {"const": "DataIntegrityProof", "description": "Proof type."},
-            "cryptosuite": {"const": "eddsa-jcs-2022", "description": "Cryptosuite."},
+            "cryptosuite": suite,
             "id": {**text, "description": "Proof identifier, referenced by previousProof."},
             "created": {"type": "string", "pattern": TIME_PATTERN,
                         "description": "When the proof was created."},
@@ -69,7 +99,8 @@ def proof_schema() -> dict[str, Any]:
             "challenge": {**text, "description": "Challenge answered by the proof."},
             "nonce": {**text, "description": "Nonce against replay."},
             "proofValue": {"type": "string", "pattern": "^z[1-9A-HJ-NP-Za-km-z]{40,100}$",
-                           "description": "Multibase base58btc Ed25519 signature."},
+                           "description": f"Multibase base58btc {signature}."},
+            **({} if context is None else {"@context": context}),
         },
     }
 

@@ -213,7 +213,7 @@ def states(contract: Contract[S, Any]) -> st.SearchStrategy[S]:
     """Complete decision states of ``contract``: every field in its domain.
 
     Half the draws come from the policy's geometry (:meth:`Geometry.states()
-    <handoffs.contracts._analysis._coverage.Geometry.states>`: a witness of every live
+    <handoffs.contracts.analysis.Geometry.states>`: a witness of every live
     region, both sides of every boundary, per field and on products and sums, and the
     hard constraints' boundaries). The rest, and what failing examples shrink towards,
     are realistic values: booleans and enums over their whole domain, numbers spread

@@ -85,7 +85,7 @@ def test_an_attrs_class_shows_the_init_attrs_wrote(tmp_path: Path) -> None:
     assert status == 0, warnings
     flat = " ".join(text.split())
     # keyword-only arguments, annotations and defaults, as attrs wrote them
-    assert ("class handoffs.contracts.Sender(*, contract: Contract[S, A], key: SigningKey, "
+    assert ("class handoffs.contracts.Sender(*, contract: Contract[S, A], key: Signer, "
             "governance: GovernanceService, grants: GrantSource | None, "
             "clock: Callable[[], datetime] = utc_now)") in flat
     assert "valid_for: timedelta | None = None, may_decide: bool = False)" in flat

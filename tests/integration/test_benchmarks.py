@@ -70,8 +70,12 @@ def test_serve_benchmark_counts_its_round_trips_and_prints_its_ratios() -> None:
     assert done.returncode == 0, done.stdout + done.stderr[-4000:]
     lines = {line.partition(": ")[0]: line.partition(": ")[2]
              for line in done.stdout.splitlines()}
-    for name in ("serve/gate cpu ratio", "serve/gate+pg cpu ratio", "serve/peer cpu ratio"):
+    for name in ("serve/gate cpu ratio", "serve/gate+pg cpu ratio"):
         assert re.fullmatch(r"\d+\.\d\d", lines[name]), lines
+    # Side by side in alternating rounds: the median, every round, the spread, p50 beside.
+    for name in ("serve/peer cpu ratio", "single-client serve/peer cpu ratio"):
+        assert re.fullmatch(r"\d+\.\d\d \(rounds: [\d., ]+; spread [\d.]+–[\d.]+\), "
+                            r"p50 serve [\d.]+ ms / peer [\d.]+ ms", lines[name]), lines
     for name in ("pg cpu per receipt", "group commit gain", "two processes/one"):
         assert name in lines, lines
     # Counted by the server: one statement per decision alone, at most one grouped.

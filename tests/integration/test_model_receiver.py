@@ -410,13 +410,16 @@ def test_function_receivers_may_declare_what_they_read() -> None:
     blind = FunctionReceiver(lambda admitted: "RELEASE", gate=checker, name="f",
                              prompt="p", model_route="r", deterministic=True)
     one, other = _receipt("routine-01"), _receipt("routine-02")
-    assert memo_key(reading, one) == memo_key(reading, other)
-    assert memo_key(reading, one) != memo_key(reading, {**one, "decision_state": {}})
-    assert memo_key(blind, one) is None
+    # a declaration is used only with projection on (the run then checks it)
+    assert memo_key(reading, one) is None
+    assert memo_key(reading, one, projection=True) == memo_key(reading, other, projection=True)
+    assert memo_key(reading, one, projection=True) != memo_key(
+        reading, {**one, "decision_state": {}}, projection=True)
+    assert memo_key(blind, one, projection=True) is None
     gated = FunctionReceiver(lambda admitted: "RELEASE", gate=payment_gate(), name="f",
                              prompt="p", model_route="r", deterministic=True,
                              reads=("case_id",))
-    assert memo_key(gated, one) != memo_key(gated, other)  # it reads the case id itself
+    assert memo_key(gated, one, projection=True) != memo_key(gated, other, projection=True)
 
 
 def test_retry_after_forms() -> None:

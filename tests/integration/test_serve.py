@@ -67,6 +67,8 @@ def test_config_from_file_then_environment(tmp_path: Path) -> None:
     assert config.evidence_routes == {"evidence://": "http://127.0.0.1:1/"}
     assert [c.id for c in config.registry()] == ["payment-release/1.0.0"]
     assert config.group_commit == 0.001  # the default: gather for 1 ms
+    assert (config.header_timeout, config.max_connections,
+            config.max_connections_per_address) == (5.0, 256, 32)
     flagged = ServiceConfig.load(path, environ={}, overrides={"store.url": "postgresql://u@h/db",
                                                        "store.group_commit_ms": "0"})
     assert (flagged.store_url, flagged.group_commit) == ("postgresql://u@h/db", 0.0)
@@ -320,13 +322,18 @@ def test_opentelemetry_metrics_and_one_span_per_decision() -> None:
     assert [span.name for span in spans] == ["handoffs.decide"] * 3
     assert [span.attributes["handoffs.verdict"] for span in spans] == [
         "ACCEPT", "REJECT", "REJECT"]
-    assert spans[1].attributes["handoffs.reasons"] == "replayed"
+    assert spans[1].attributes["handoffs.reasons"] == ("replayed",)
+    assert spans[0].attributes["handoffs.reasons"] == ()
     points = {metric.name: metric.data.data_points
               for resource in reader.get_metrics_data().resource_metrics
               for scope in resource.scope_metrics for metric in scope.metrics}
     assert sum(p.value for p in points["handoffs.decisions"]) == 3
     assert sum(p.value for p in points["handoffs.replays"]) == 1
     assert next(iter(points["handoffs.message_bytes"])).sum == 2 * len(genuine) + 5
+    durations = points["handoffs.decision.duration"]
+    assert sum(p.count for p in durations) == 3
+    assert sum(p.sum for p in durations) == pytest.approx(0.003)
+    assert {p.attributes["verdict"] for p in durations} == {"ACCEPT", "REJECT"}
     assert metric(metrics.exposition().decode(), "handoffs_decisions_total") == 3
 
 
@@ -375,6 +382,18 @@ def test_callers_are_authenticated_and_bound_to_the_receiver(tmp_path: Path,
         wrong = client.post("/receipts", content=genuine,
                             headers={"Authorization": f"Bearer {TOKEN}x"})
         assert (wrong.status_code, wrong.json()["error"]) == (401, "unauthenticated")
+        for scheme in ("Basic", "Token", "Bearer-ish", "Digest"):  # the right token, no Bearer
+            other_scheme = client.post("/receipts", content=genuine,
+                                       headers={"Authorization": f"{scheme} {TOKEN}"})
+            assert (other_scheme.status_code, other_scheme.json()["error"]) == (
+                401, "unauthenticated"), scheme
+        # Two Authorization headers (a valid one among them): which counts is
+        # ambiguous, so neither does.
+        for pair in ((f"Bearer {TOKEN}", f"Bearer {TOKEN}"), (f"Bearer {TOKEN}", "Bearer x"),
+                     ("Bearer x", f"Bearer {TOKEN}")):
+            twice = client.post("/receipts", content=genuine, headers=[
+                ("Authorization", pair[0]), ("Authorization", pair[1])])
+            assert (twice.status_code, twice.json()["error"]) == (400, "repeated-header")
         other = client.post("/receipts", content=genuine,
                             headers={"Authorization": f"Bearer {OTHER_TOKEN}"})
         assert (other.status_code, other.json()["error"]) == (403, "forbidden")
@@ -384,13 +403,15 @@ def test_callers_are_authenticated_and_bound_to_the_receiver(tmp_path: Path,
         assert (first.status_code, first.json()["verdict"]) == (200, "ACCEPT")
         again = client.post("/receipts", content=genuine, headers=owner)
         assert [r["code"] for r in again.json()["reasons"]] == ["replayed"]
+        assert again.json()["earlier"]["admitted"] is True
         # Burst 2, then 0.001 receipts per second: the third is over the rate.
         limited = client.post("/receipts", content=genuine, headers=owner)
         assert (limited.status_code, limited.json()["error"]) == (429, "rate-limited")
         assert int(limited.headers["retry-after"]) >= 1
         text = client.get("/metrics").text
         assert metric(text, "handoffs_decisions_total") == 2
-        assert metric(text, 'handoffs_refused_requests_total{reason="unauthenticated"}') == 2
+        assert metric(text, 'handoffs_refused_requests_total{reason="unauthenticated"}') == 6
+        assert metric(text, 'handoffs_refused_requests_total{reason="repeated-header"}') == 3
         assert metric(text, 'handoffs_refused_requests_total{reason="forbidden"}') == 1
         assert metric(text, 'handoffs_refused_requests_total{reason="rate-limited"}') == 1
 
@@ -399,12 +420,14 @@ def test_only_json_bodies_are_gated(tmp_path: Path, evidence: str) -> None:
     config = write_config(tmp_path, store="decisions.sqlite", evidence=evidence)
     genuine = receipt("routine-01")
     with serving(config) as served, httpx.Client(base_url=served.url, timeout=30) as client:
-        for content_type in (None, "text/plain", "application/x-www-form-urlencoded"):
+        for content_type in (None, "text/plain", "application/x-www-form-urlencoded",
+                             "text/json", "application/receipt+json",
+                             "application/json; charset=latin-1", "application/jsonx"):
             headers = {"Content-Type": content_type} if content_type else {}
             answer = client.post("/receipts", content=genuine, headers=headers)
             assert (answer.status_code, answer.json()["error"]) == (
-                415, "unsupported-media-type")
-        for content_type in ("application/json; charset=utf-8", "application/receipt+json"):
+                415, "unsupported-media-type"), content_type
+        for content_type in ("application/json; charset=utf-8", "Application/JSON"):
             answer = client.post("/receipts", content=b"{oops",
                                  headers={"Content-Type": content_type})
             assert answer.status_code == 422
@@ -491,13 +514,82 @@ def test_a_stalled_postgresql_answers_503_and_admits_nothing(
     assert set(after) <= {200, 422}
 
 
-def test_connections_above_the_cap_get_503(tmp_path: Path) -> None:
+def _read_to_close(sock: Any) -> bytes:
+    answer = b""
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_connections_above_the_cap_get_503_and_silent_ones_408(tmp_path: Path) -> None:
     import socket
 
     config = write_config(tmp_path, store="decisions.sqlite", evidence=None,
-                          extra="max_connections = 2\n")
+                          extra="max_connections = 2\nheader_timeout = 1\n")
     with serving(config) as served, contextlib.ExitStack() as held:
-        for _ in range(2):  # two idle connections fill the cap
-            held.enter_context(socket.create_connection(("127.0.0.1", served.port), timeout=30))
+        address = ("127.0.0.1", served.port)
+        silent = [held.enter_context(socket.create_connection(address, timeout=30))
+                  for _ in range(2)]  # two silent connections fill the cap
+        with socket.create_connection(address, timeout=30) as third:
+            head = _read_to_close(third).partition(b"\r\n")[0]
+            assert head == b"HTTP/1.1 503 Service Unavailable"
+        for sock in silent:  # no request head within header_timeout: 408, closed
+            answer = _read_to_close(sock)
+            assert answer.startswith(b"HTTP/1.1 408 ")
+            assert b'"error":"header-timeout"' in answer
+        # A head sent a byte at a time never completes in time either (slowloris).
+        with socket.create_connection(address, timeout=30) as slow:
+            slow.sendall(b"GET /healthz HTTP/1.1\r\n")
+            assert _read_to_close(slow).startswith(b"HTTP/1.1 408 ")
         with httpx.Client(base_url=served.url, timeout=30) as client:
-            assert client.get("/healthz").status_code == 503
+            assert client.get("/healthz").status_code == 200
+            time.sleep(1.5)  # kept alive past header_timeout: idle is not a late head
+            assert client.get("/healthz").status_code == 200
+            text = client.get("/metrics").text
+        assert metric(text, 'handoffs_refused_requests_total{reason="header-timeout"}') == 3
+        assert metric(
+            text, 'handoffs_refused_requests_total{reason="too-many-connections"}') == 1
+
+
+def _authenticated(url: str, body: bytes, *, source: str = "127.0.0.1") -> httpx.Response:
+    """One authenticated POST on a fresh connection from ``source``."""
+    transport = httpx.HTTPTransport(local_address=source)
+    with httpx.Client(base_url=url, timeout=30, transport=transport, headers={
+            **JSON, "Authorization": f"Bearer {TOKEN}"}) as client:
+        return client.post("/receipts", content=body)
+
+
+def test_silent_sockets_cannot_hold_an_authenticated_request(tmp_path: Path) -> None:
+    """2 × max_connections silent sockets from one address: an authenticated request
+    from another address is answered at once, and one from the same address (retrying
+    as a client does on 503 or a closed connection) within header_timeout + 1 s.
+    """
+    import socket
+
+    header_timeout = 1.0
+    config = write_config(tmp_path, store="decisions.sqlite", evidence=None, extra=(
+        f"max_connections = 8\nmax_connections_per_address = 4\n"
+        f"header_timeout = {header_timeout}\n{_callers()}"))
+    with serving(config) as served, contextlib.ExitStack() as held:
+        address = ("127.0.0.1", served.port)
+        for _ in range(16):
+            held.enter_context(socket.create_connection(address, timeout=30))
+        time.sleep(0.2)  # the server has accepted (and refused) them all
+        started = time.monotonic()
+        other = _authenticated(served.url, receipt("routine-01"), source="127.0.0.2")
+        assert other.status_code == 200
+        assert time.monotonic() - started < 1.0
+        started = time.monotonic()
+        while True:
+            try:
+                same = _authenticated(served.url, receipt("value-01"))
+            except httpx.TransportError:  # closed by the guard before it answered
+                same = None
+            waited = time.monotonic() - started
+            if same is not None and same.status_code != 503:
+                break
+            assert waited <= header_timeout + 1, "still refused"
+            time.sleep(0.05)
+        assert same.status_code == 200
+        assert waited <= header_timeout + 1

@@ -124,7 +124,7 @@ def chain(pins: tuple[dict[str, Any], dict[str, Any]], *, case_id: str = "case-1
 
 def chain_receiver(**changes: Any) -> IdentityCompositionReceiver:
     options: dict[str, Any] = {"keyring": RING, "identity": FINAL, "clock": lambda: T,
-                               "required_roles": ()}
+                               "required_roles": (), "single_instance": True}
     return IdentityCompositionReceiver(**{**options, **changes})
 
 

@@ -306,7 +306,7 @@ def test_sign_then_verify(files: Signed) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout == (
         f"valid: {signed['id']} (payment-release/1.0.0) from evidence-specialist to "
-        "case-owner, signed by evidence-specialist\n")
+        "case-owner, signed by evidence-specialist; policy pinned by the grant matches\n")
 
 
 @pytest.mark.parametrize(

@@ -269,3 +269,28 @@ def test_a_signer_of_one_suite_cannot_sign_a_proof_of_another() -> None:
     with pytest.raises(ProofError) as info:
         create_proof(unsigned, options, SigningKey.generate())
     assert info.value.code == "wrong-cryptosuite"
+
+
+class _FailingSigner:
+    """A user's own :class:`Signer` whose signing call fails (a KMS outage, say)."""
+
+    cryptosuite = "eddsa-jcs-2022"
+    verification_method = "did:example:kms#key-1"
+
+    def sign(self, data: bytes) -> bytes:
+        raise ConnectionError("the KMS did not answer")
+
+
+def test_a_signer_that_raises_is_a_typed_bad_signer() -> None:
+    kms = FakeKms()
+
+    def outage(_: bytes) -> bytes:
+        raise TimeoutError("kms timed out")
+
+    remote = CallableSigner(public_key_multibase=kms.public_key_multibase("ed25519"),
+                            sign_bytes=outage)
+    for signer in (remote, _FailingSigner()):
+        with pytest.raises(KeyRingError) as info:
+            sign({"type": "Note"}, signer, created=T0)
+        assert info.value.code == "bad-signer"
+        assert isinstance(info.value.__cause__, TimeoutError | ConnectionError)

@@ -105,7 +105,7 @@ def test_a_receipt_granted_under_another_policy_is_refused() -> None:
     doc = WORLD.signed("routine-01", grant=WORLD.grant("routine-01", contract=edited))
     decision = strict(WORLD.gate()).receive(raw(doc))
     assert decision.verdict is Verdict.REJECT
-    assert decision.step is Step.CONTEXT
+    assert decision.step is Step.PROOFS
     assert [(r.code, r.json_path) for r in decision.reasons] == [
         ("policy-mismatch", "$.grant.policy_fingerprint")]
     assert edited.policy_fingerprint() in decision.reasons[0].message

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import warnings
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,6 +32,7 @@ from handoffs._time import expired
 from handoffs.contracts import ANY_AUDIENCE
 from handoffs.integrity import KeyRing, SigningKey, sign
 from handoffs.receivers._decision import Decision, Receiver, Step, Verdict
+from handoffs.receivers._gate import UnsafeConfigurationWarning
 from handoffs.receivers._replay import MemoryReplayStore
 from handoffs.receivers.chains import (
     HandoffChain,
@@ -121,6 +123,7 @@ def receiver(**options: Any) -> IdentityCompositionReceiver:
     options.setdefault("keyring", RING)
     options.setdefault("identity", LEDGER)
     options.setdefault("clock", lambda: T)
+    options.setdefault("single_instance", True)
     return IdentityCompositionReceiver(**options)
 
 
@@ -130,6 +133,13 @@ def codes(decision: Decision) -> list[str]:
 
 def paths(decision: Decision, code: str) -> list[str]:
     return [reason.json_path for reason in decision.reasons if reason.code == code]
+
+
+def places(decision: Decision, code: str) -> list[str]:
+    """Every place a code was found: each code is reported once, at its first place,
+    and its message names the others."""
+    (reason,) = [reason for reason in decision.reasons if reason.code == code]
+    return [reason.json_path, *re.findall(r"\((\$[^)]*)\)", reason.message)]
 
 
 def with_step(index: int, **changes: Any) -> list[dict[str, Any]]:
@@ -210,14 +220,17 @@ def test_narrowing_after_approval_is_allowed() -> None:
     decision = receiver().receive(make_chain(spec).to_bytes())
     assert decision.verdict is Verdict.ACCEPT, decision.reasons
     assert decision.authority == "ADVISE"
-    assert decision.action == "HOLD"
+    # Advice is not an action: the hop's action is reported as advice, not taken.
+    assert decision.action is None
+    assert decision.record["advice"] == "HOLD"
     # An ADVISE chain does not make the receiver an executor.
     assert decision.record["roles"]["executor"] == ["payments-executor"]
 
 
 def test_shortest_approved_chain_proposal_straight_to_the_receiver() -> None:
     spec = [copy.deepcopy(STANDARD[1])]
-    decision = receiver().receive(make_chain(spec).to_bytes())
+    decision = receiver(required_roles={"proposer", "approver"}).receive(
+        make_chain(spec).to_bytes())
     assert decision.verdict is Verdict.ACCEPT
     assert decision.authority == "ADVISE"
     assert decision.record["approved_action"] == "RELEASE"
@@ -238,9 +251,16 @@ def test_role_is_checked_at_signing_time_not_now() -> None:
                           valid_until=T + timedelta(hours=1), transformation="proposed",
                           created=T - timedelta(hours=3))
     accepted = chain.approve(old, created=T - timedelta(hours=2))
-    decision = receiver(keyring=ring).receive(accepted.to_bytes())
+    decision = receiver(keyring=ring, required_roles={"proposer", "approver"}).receive(
+        accepted.to_bytes())
     assert decision.verdict is Verdict.ACCEPT, decision.reasons
     assert decision.record["roles"]["approver"] == ["rotating-approver"]
+    # Unless the receiver also requires the role now: the live key holds auditor only.
+    decision = receiver(keyring=ring, required_roles={"proposer", "approver"},
+                        require_current_roles=True).receive(accepted.to_bytes())
+    assert codes(decision) == ["role-not-held"]
+    assert paths(decision, "role-not-held") == ["$.hops[0].proof[1].verificationMethod"]
+    assert "holds it now" in decision.reasons[0].message
 
     # Signed after the window closed: the key no longer stands for the approver.
     late = chain.approve(old, created=T - timedelta(minutes=5))
@@ -287,8 +307,9 @@ def test_model_rejects_bad_values() -> None:
     Hop(**base)
     with pytest.raises(ValueError, match="not a valid identifier"):
         Hop(**{**base, "sender": "a\n"})
-    with pytest.raises(ValueError, match="'boss' is not a valid HopRole"):
+    with pytest.raises(ValueError, match=r"role must be one of .*got 'boss'") as info:
         Hop(**{**base, "role": "boss"})
+    assert (info.value.code, info.value.json_path) == ("unknown-role", "$.role")
     with pytest.raises(ValueError, match="must name an action"):
         Hop(**{**base, "authority": "DECIDE"})
     with pytest.raises(ValueError, match="must name an action"):
@@ -600,9 +621,9 @@ def test_first_hop_must_not_name_a_parent() -> None:
                               created=T - timedelta(minutes=50),
                               derived_from={"digest": "sha256:" + "1" * 64})
     decision = receiver().receive(doc)
-    assert codes(decision) == ["chain-broken", "chain-broken"]
-    assert paths(decision, "chain-broken") == ["$.hops[0].derived_from",
-                                               "$.hops[1].derived_from"]
+    assert codes(decision) == ["chain-broken"]
+    assert places(decision, "chain-broken") == ["$.hops[0].derived_from",
+                                                "$.hops[1].derived_from"]
 
 
 def test_dropped_middle_hop() -> None:
@@ -640,7 +661,8 @@ def test_reordered_hops() -> None:
     assert decision.verdict is Verdict.REJECT
     assert "hop-order" in codes(decision)
     assert {"$.hops[1].hop", "$.hops[2].hop", "$.hops[2].role"} <= set(
-        paths(decision, "hop-order"))
+        places(decision, "hop-order"))
+    assert len(codes(decision)) == len(set(codes(decision)))  # each code once
     assert "chain-broken" in codes(decision)
 
 
@@ -663,7 +685,7 @@ def test_spliced_case() -> None:
     decision = receiver().receive(doc)
     assert (decision.verdict, decision.step) == (Verdict.REJECT, Step.PROOFS)
     assert set(codes(decision)) == {"case-mismatch"}
-    assert paths(decision, "case-mismatch") == [f"$.hops[{k}].case_id" for k in range(4)]
+    assert places(decision, "case-mismatch") == [f"$.hops[{k}].case_id" for k in range(4)]
 
 
 # --------------------------------------------------------- hostile: the envelope
@@ -684,8 +706,8 @@ def test_a_swapped_envelope_id_is_refused() -> None:
     doc["id"] = "urn:uuid:00000000-0000-4000-8000-00000000beef"
     decision = receiver().receive(doc)
     assert (decision.verdict, decision.step) == (Verdict.REJECT, Step.PROOFS)
-    assert codes(decision) == ["chain-id-mismatch"] * 4
-    assert paths(decision, "chain-id-mismatch") == [f"$.hops[{k}].chain_id" for k in range(4)]
+    assert codes(decision) == ["chain-id-mismatch"]
+    assert places(decision, "chain-id-mismatch") == [f"$.hops[{k}].chain_id" for k in range(4)]
     assert signed_for in decision.reasons[0].message
     assert decision.receipt_id == doc["id"]  # the decision names the id it was given
 
@@ -710,8 +732,8 @@ def test_the_last_signer_cannot_rewrap_earlier_hops_into_a_chain_of_its_own() ->
                               created=T - timedelta(minutes=20),
                               derived_from={"digest": digest(parent)})
     decision = receiver().receive(doc)
-    assert codes(decision) == ["chain-id-mismatch"] * 3
-    assert paths(decision, "chain-id-mismatch") == [f"$.hops[{k}].chain_id" for k in range(3)]
+    assert codes(decision) == ["chain-id-mismatch"]
+    assert places(decision, "chain-id-mismatch") == [f"$.hops[{k}].chain_id" for k in range(3)]
 
 
 def test_a_hop_from_another_chain_is_refused() -> None:
@@ -871,7 +893,8 @@ def test_a_replay_store_outage_fails_closed(tmp_path: Path) -> None:
 
 
 def test_a_full_memory_store_fails_closed() -> None:
-    r = receiver(replay=MemoryReplayStore(max_entries=1))
+    # A DECIDE chain claims its id and its approval (twice): three entries.
+    r = receiver(replay=MemoryReplayStore(max_entries=3))
     assert r.receive(make_chain(STANDARD).to_bytes()).verdict is Verdict.ACCEPT
     assert codes(r.receive(make_chain(STANDARD).to_bytes())) == ["replay-store-unavailable"]
 
@@ -1026,8 +1049,9 @@ def test_decide_without_any_approval_is_widening() -> None:
     spec = copy.deepcopy(STANDARD)
     spec[1].pop("approved_by")
     decision = receiver().receive(make_chain(spec).to_bytes())
-    assert codes(decision) == ["authority-widened", "authority-widened"]
-    assert paths(decision, "authority-widened") == ["$.hops[2].authority", "$.hops[3].authority"]
+    assert codes(decision) == ["authority-widened"]
+    assert places(decision, "authority-widened") == ["$.hops[2].authority",
+                                                     "$.hops[3].authority"]
 
 
 def test_authority_cannot_widen_again_after_narrowing() -> None:
@@ -1041,8 +1065,8 @@ def test_decide_over_another_action_than_approved() -> None:
     spec = copy.deepcopy(STANDARD)
     spec[2]["action"] = spec[3]["action"] = "REJECT_DUPLICATE"
     decision = receiver().receive(make_chain(spec).to_bytes())
-    assert codes(decision) == ["approval-not-exact", "approval-not-exact"]
-    assert paths(decision, "approval-not-exact") == ["$.hops[2].action", "$.hops[3].action"]
+    assert codes(decision) == ["approval-not-exact"]
+    assert places(decision, "approval-not-exact") == ["$.hops[2].action", "$.hops[3].action"]
 
 
 def test_approval_not_chained_to_the_proposal() -> None:
@@ -1110,14 +1134,16 @@ def test_missing_approval_is_escalated() -> None:
     # Without the approval requirement the same chain is accepted as advice.
     decision = receiver(required_roles={"proposer"}).receive(make_chain(spec).to_bytes())
     assert decision.verdict is Verdict.ACCEPT
-    assert decision.action == "RELEASE"
+    assert decision.action is None  # advice, not an action
+    assert decision.record["advice"] == "RELEASE"
 
 
 def test_widening_outranks_a_missing_approval() -> None:
     spec = [copy.deepcopy(STANDARD[1])]
     spec[0].update(authority="DECIDE")
     spec[0].pop("approved_by")
-    decision = receiver().receive(make_chain(spec).to_bytes())
+    decision = receiver(required_roles={"proposer", "approver"}).receive(
+        make_chain(spec).to_bytes())
     assert decision.verdict is Verdict.REJECT
     assert codes(decision) == ["authority-widened"]
 
@@ -1183,3 +1209,172 @@ def test_reason_codes_in_the_docs_are_the_receivers() -> None:
     source = "".join(p.read_text("utf-8") for p in sorted(package.glob("*.py")))
     emitted = set(re.findall(r'Reason\(\s*"([a-z-]+)"', source))
     assert emitted <= documented, emitted - documented
+
+
+# ------------------------------------------------- freshness and single execution
+
+
+def _aged(days: int) -> list[dict[str, Any]]:
+    """STANDARD, every proof made ``days`` days ago, hops valid for a year."""
+    spec = copy.deepcopy(STANDARD)
+    for i, step in enumerate(spec):
+        step["created"] = T - timedelta(days=days, minutes=50 - 10 * i)
+        step["valid_until"] = T + timedelta(days=365, hours=-i)
+    return spec
+
+
+def test_a_twenty_day_old_approval_is_stale_under_a_one_day_bound() -> None:
+    message = make_chain(_aged(20)).to_bytes()
+    decision = receiver(max_age=timedelta(days=1)).receive(message)
+    assert (decision.verdict, decision.step) == (Verdict.REJECT, Step.PROOFS)
+    assert codes(decision) == ["chain-stale"]
+    assert paths(decision, "chain-stale") == ["$.hops[0].proof.created"]
+    # The default bound (one day) refuses it too; a month's bound accepts it.
+    assert codes(receiver().receive(message)) == ["chain-stale"]
+    assert receiver(max_age=timedelta(days=30)).receive(message).verdict is Verdict.ACCEPT
+
+
+def test_freshness_names_the_stale_approval() -> None:
+    spec = copy.deepcopy(STANDARD)
+    chain = make_chain(spec[:1], audience="case-owner")
+    chain = chain.add_hop(KEYS["case-owner"], role="proposer", receiver="payments-approver",
+                          authority="ADVISE", action="RELEASE",
+                          valid_until=T + timedelta(hours=3), transformation="proposed",
+                          created=T - timedelta(minutes=40))
+    chain = chain.approve(KEYS["payments-approver"], created=T - timedelta(minutes=35))
+    decision = receiver(identity="payments-approver",
+                        max_age=timedelta(minutes=36)).receive(chain.to_bytes())
+    assert codes(decision) == ["chain-stale"]
+    # The investigator's hop (50 minutes) is the oldest proof.
+    assert paths(decision, "chain-stale") == ["$.hops[0].proof.created"]
+    decision = receiver(identity="payments-approver",
+                        max_age=timedelta(minutes=51)).receive(chain.to_bytes())
+    assert decision.verdict is Verdict.ACCEPT, decision.reasons
+
+
+@pytest.mark.parametrize("bad", [timedelta(0), timedelta(seconds=-1), 3600, None])
+def test_a_max_age_that_is_not_positive_is_a_typed_error(bad: Any) -> None:
+    with pytest.raises(InvalidArgument, match="max_age must be a positive timedelta") as info:
+        receiver(max_age=bad)
+    assert info.value.json_path == "$.max_age"
+
+
+def _approved_prefix() -> HandoffChain:
+    """Investigator → approved proposal: what the approver holds."""
+    return make_chain(STANDARD[:2], audience="payments-approver")
+
+
+def _decide(chain: HandoffChain, receiver_id: str, *, minutes: int = 20) -> HandoffChain:
+    return chain.add_hop(KEYS["payments-approver"], role="approver", receiver=receiver_id,
+                         authority="DECIDE", action="RELEASE",
+                         valid_until=T + timedelta(hours=2),
+                         transformation="approved under PAY-7.4",
+                         created=T - timedelta(minutes=minutes))
+
+
+def test_a_second_decide_for_the_same_proposal_is_a_replay() -> None:
+    store, prefix = MemoryReplayStore(), _approved_prefix()
+    first = _decide(prefix, "payments-executor")
+    again = _decide(prefix, "payments-executor", minutes=19)
+    executor = receiver(identity="payments-executor", replay=store)
+    assert executor.receive(first.to_bytes()).verdict is Verdict.ACCEPT
+    # A second executor instance sharing the store: the same approval, signed anew.
+    second = receiver(identity="payments-executor", replay=store)
+    decision = second.receive(again.to_bytes())
+    assert codes(decision) == ["replayed"]
+    # The same chain at a second executor sharing the store.
+    assert codes(second.receive(first.to_bytes())) == ["replayed"]
+
+
+def test_a_forked_approval_is_executed_once() -> None:
+    store, prefix = MemoryReplayStore(), _approved_prefix()
+    to_executor = _decide(prefix, "payments-executor")
+
+    def executed(ledger: str) -> HandoffChain:
+        return to_executor.add_hop(KEYS["payments-executor"], role="executor", receiver=ledger,
+                                   authority="DECIDE", action="RELEASE",
+                                   valid_until=T + timedelta(hours=1),
+                                   transformation="built the payment instruction",
+                                   created=T - timedelta(minutes=10))
+
+    executor = receiver(identity="payments-executor", replay=store)
+    assert executor.receive(to_executor.to_bytes()).verdict is Verdict.ACCEPT
+    # The executor and the ledger after it each act once on the approval ...
+    ledger = receiver(identity=LEDGER, replay=store)
+    assert ledger.receive(executed(LEDGER).to_bytes()).verdict is Verdict.ACCEPT
+    # ... but a fork of the same approval to a second ledger is a replay.
+    other = receiver(identity="second-ledger", replay=store)
+    assert codes(other.receive(executed("second-ledger").to_bytes())) == ["replayed"]
+    # And the approver sending the same approval straight to a ledger that keeps its own
+    # store (a chain of another length: only the approval's claim catches it).
+    own = receiver(identity=LEDGER, replay=MemoryReplayStore())
+    assert own.receive(executed(LEDGER).to_bytes()).verdict is Verdict.ACCEPT
+    direct = _decide(prefix, LEDGER, minutes=18)
+    decision = own.receive(direct.to_bytes())
+    assert codes(decision) == ["replayed"]
+    assert paths(decision, "replayed") == ["$.hops"]
+    assert "approval" in decision.reasons[0].message
+
+
+def test_a_per_instance_memory_store_warns_unless_single_instance() -> None:
+    with pytest.warns(UnsafeConfigurationWarning, match="second instance"):
+        IdentityCompositionReceiver(keyring=RING, identity=LEDGER, clock=lambda: T)
+    with pytest.warns(UnsafeConfigurationWarning):
+        IdentityCompositionReceiver(keyring=RING, identity=LEDGER, clock=lambda: T,
+                                    replay=MemoryReplayStore())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        IdentityCompositionReceiver(keyring=RING, identity=LEDGER, clock=lambda: T,
+                                    single_instance=True)
+        IdentityCompositionReceiver(keyring=RING, identity=LEDGER, clock=lambda: T, replay=None)
+    with pytest.raises(InvalidArgument, match="single_instance must be True or False"):
+        receiver(single_instance="yes")
+
+
+def test_an_advise_acceptance_carries_no_executable_action() -> None:
+    spec = with_step(3, authority="ADVISE")
+    decision = receiver(fail_closed_action="HOLD").receive(make_chain(spec).to_bytes())
+    assert decision.verdict is Verdict.ACCEPT
+    assert decision.authority == "ADVISE"
+    assert decision.action == "HOLD"  # the fail-closed action, never the hop's
+    assert decision.record["advice"] == "RELEASE"
+    decided = receiver().receive(make_chain(STANDARD).to_bytes())
+    assert decided.action == "RELEASE"
+    assert "advice" not in decided.record
+
+
+def test_by_default_every_named_role_is_required() -> None:
+    decision = receiver().receive(make_chain(STANDARD[1:]).to_bytes())
+    assert codes(decision) == ["role-missing"]
+    assert "investigator" in decision.reasons[0].message
+
+
+def test_builder_misuse_is_a_typed_error_with_a_path() -> None:
+    chain = make_chain(STANDARD[:1], audience="case-owner")
+    with pytest.raises(InvalidArgument) as info:
+        chain.add_hop(KEYS["case-owner"], role="boss", receiver="x", authority="ADVISE",
+                      valid_until=T, transformation="t", created=T)
+    assert (info.value.code, info.value.json_path) == ("unknown-role", "$.hops[1].role")
+    with pytest.raises(InvalidArgument) as info:
+        chain.add_hop(KEYS["case-owner"], role="proposer", receiver="bad receiver",
+                      authority="ADVISE", action="RELEASE", valid_until=T,
+                      transformation="t", created=T)
+    assert (info.value.code, info.value.json_path) == ("bad-identifier", "$.hops[1].receiver")
+    with pytest.raises(InvalidArgument) as info:
+        chain.add_hop(KEYS["case-owner"], role="proposer", receiver="x", authority="DECIDE",
+                      valid_until=T, transformation="t", created=T)
+    assert (info.value.code, info.value.json_path) == ("action-missing", "$.hops[1].action")
+    with pytest.raises(InvalidArgument) as info:
+        chain.add_hop(KEYS["case-owner"], role="proposer", receiver="x", authority="ADVISE",
+                      action="RELEASE", valid_until=T.replace(tzinfo=None),
+                      transformation="t", created=T)
+    assert (info.value.code, info.value.json_path) == ("naive-datetime",
+                                                       "$.hops[1].valid_until")
+    with pytest.raises(InvalidArgument) as info:
+        chain.approve(KEYS["payments-approver"], created=T)
+    assert (info.value.code, info.value.json_path) == ("not-a-proposal", "$.hops[0].role")
+    with pytest.raises(InvalidArgument) as info:
+        HandoffChain.start(case_id=CASE).add_hop(
+            KEYS["case-owner"], role="proposer", receiver="x", authority="ADVISE",
+            action="RELEASE", valid_until=T, transformation="t", created=T)
+    assert (info.value.code, info.value.json_path) == ("sender-missing", "$.hops[0].sender")

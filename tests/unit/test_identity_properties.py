@@ -56,8 +56,9 @@ for _name, _roles in ROLES.items():
 CHAIN_ID = "urn:uuid:6f1c2a52-0d7e-4c43-9a59-1d4ad3e4b7a1"
 # One receiver for every generated chain, all under one id: no replay store (the replay
 # tests in test_identity.py give each chain a receiver with its own).
+# Generated chains may lack investigators: proposer and approval are required here.
 RECEIVER = IdentityCompositionReceiver(keyring=RING, identity=LEDGER, clock=lambda: NOW,
-                                       replay=None)
+                                       replay=None, required_roles={"proposer", "approver"})
 
 
 def by_role(role: str) -> list[str]:
@@ -198,7 +199,10 @@ def test_valid_chains_are_accepted_with_the_earliest_expiry(specs: list[HopSpec]
     assert decision.verdict is Verdict.ACCEPT, decision.reasons
     assert 1 <= len(specs) <= 6
     assert decision.record["effective_valid_until"] == format_time(earliest_expiry(specs))
-    assert decision.action == specs[-1].action
+    # An ADVISE acceptance is advice: no executable action.
+    decide = specs[-1].authority == "DECIDE"
+    assert decision.action == (specs[-1].action if decide else None)
+    assert decision.record.get("advice") == (None if decide else specs[-1].action)
     assert decision.authority == specs[-1].authority
     roles = decision.record["roles"]
     for spec in specs:

@@ -210,32 +210,67 @@ def test_unknown_kids_and_unreadable_files_are_typed(tmp_path: Path) -> None:
 a2a = pytest.importorskip("a2a")
 
 
-def signed_card(key: SigningKey, kid: str) -> dict[str, Any]:
-    """An agent card signed with the a2a-sdk's own card signer, as JSON."""
+def _card() -> Any:
     from a2a.types import AgentCapabilities, AgentCard, AgentInterface
-    from a2a.utils.signing import create_agent_card_signer
-    from google.protobuf.json_format import MessageToDict
 
-    card = AgentCard(name="route-planner", description="Plans routes.", version="1.0.0",
+    return AgentCard(name="route-planner", description="Plans routes.", version="1.0.0",
                      supported_interfaces=[AgentInterface(
                          protocol_binding="JSONRPC", url="http://127.0.0.1:1/",
                          protocol_version="1.0")],
                      capabilities=AgentCapabilities(), default_input_modes=["text/plain"],
                      default_output_modes=["text/plain"])
-    private = load_pem_private_key(key.to_pem(), password=None)
-    signer = create_agent_card_signer(private, {
-        "kid": kid, "alg": "EdDSA", "jku": "https://planner.example/jwks.json", "typ": "JOSE"})
-    return MessageToDict(signer(card))
 
 
-def test_a_cards_keys_resolve_in_the_pinned_jwks() -> None:
+def signed_card_object(key: SigningKey | P256SigningKey, kid: str, *more: tuple[Any, str]
+                       ) -> Any:
+    """An AgentCard signed with the a2a-sdk's own card signer (one signature per key)."""
+    from a2a.utils.signing import create_agent_card_signer
+
+    card = _card()
+    for signer_key, signer_kid in ((key, kid), *more):
+        private = load_pem_private_key(signer_key.to_pem(), password=None)
+        alg = "ES256" if isinstance(signer_key, P256SigningKey) else "EdDSA"
+        card = create_agent_card_signer(private, {
+            "kid": signer_kid, "alg": alg, "jku": "https://planner.example/jwks.json",
+            "typ": "JOSE"})(card)
+    return card
+
+
+def signed_card(key: SigningKey | P256SigningKey, kid: str, *more: tuple[Any, str]
+                ) -> dict[str, Any]:
+    """The signed card as the agent serves it (JSON)."""
+    from google.protobuf.json_format import MessageToDict
+
+    return MessageToDict(signed_card_object(key, kid, *more))
+
+
+def refusal(card: Any, **pin: Any) -> tuple[str, str]:
+    with pytest.raises(KeyRingError) as caught:
+        KeyRing.from_agent_card(card, not_before=SINCE, **pin)
+    return caught.value.code, caught.value.json_path
+
+
+def test_a_card_verified_against_the_pinned_jwks_enrols_the_keys_that_signed_it() -> None:
     card = signed_card(KEY, "k1")
     jwks = {"keys": [okp(OTHER, "k2"), okp(KEY, "k1")]}
     ring = KeyRing.from_agent_card(card, jwks=jwks, not_before=SINCE, roles=["proposer"])
-    assert ring == direct(KEY)  # controller: the card's name; only the key it names
+    assert ring == direct(KEY)  # controller: the verified card's name; only its key
+    one = KeyRing.from_agent_card(card, key=okp(KEY, "k1"), not_before=SINCE,
+                                  roles=["proposer"])
+    assert one == ring
 
 
-def test_the_pinned_keys_verify_the_card_with_the_sdks_verifier() -> None:
+def test_a2a_sdks_agent_card_object_is_accepted_and_both_suites_verify() -> None:
+    ec_key = P256SigningKey.generate()
+    card = signed_card_object(KEY, "k1", (ec_key, "ec-1"))
+    jwks = {"keys": [okp(KEY, "k1"), p256("ec-1", ec_key)]}
+    ring = KeyRing.from_agent_card(card, jwks=jwks, not_before=SINCE,
+                                   controller="planner-7")
+    assert ring.lookup(KEY.verification_method).controller == "planner-7"
+    assert ring.lookup(ec_key.verification_method).suite is ECDSA_JCS_2019
+
+
+def test_the_sdks_verifier_agrees_with_the_pinned_keys() -> None:
     from a2a.types import AgentCard
     from a2a.utils.signing import create_signature_verifier
     from google.protobuf.json_format import ParseDict
@@ -249,43 +284,61 @@ def test_the_pinned_keys_verify_the_card_with_the_sdks_verifier() -> None:
     verify(ParseDict(card, AgentCard()))  # raises unless a signature verifies
 
 
-def test_a_card_key_by_reference_needs_a_pinned_jwks() -> None:
+def test_a_card_changed_after_signing_or_with_junk_signatures_enrols_nothing() -> None:
     card = signed_card(KEY, "k1")
-    with pytest.raises(KeyRingError, match="fetch that JWK Set once, pin it") as caught:
-        KeyRing.from_agent_card(card, not_before=SINCE)
-    assert (caught.value.code, caught.value.json_path) == (
-        "card-key-by-reference", "$.signatures[0].protected.kid")
-    with pytest.raises(KeyRingError) as caught:
-        KeyRing.from_agent_card(card, jwks={"keys": [okp(OTHER, "k2")]}, not_before=SINCE)
-    assert caught.value.code == "unknown-kid"
+    jwks = {"keys": [okp(KEY, "k1")]}
+    renamed = {**card, "name": "evil-agent"}
+    assert refusal(renamed, jwks=jwks) == ("bad-card-signature", "$.signatures[0].signature")
+    junk = {**card, "signatures": [{**card["signatures"][0], "signature": b64url(b"x" * 64)}]}
+    assert refusal(junk, jwks=jwks) == ("bad-card-signature", "$.signatures[0].signature")
+    # Signed by another key than the pinned one of that kid.
+    assert refusal(card, jwks={"keys": [okp(OTHER, "k1")]}) == (
+        "bad-card-signature", "$.signatures[0].signature")
+    # Every signature must verify, not just one.
+    two = signed_card(KEY, "k1", (OTHER, "k2"))
+    assert refusal(two, jwks=jwks) == ("unknown-kid", "$.signatures[1].protected.kid")
 
 
-def test_an_embedded_jwk_is_pinned_and_bad_cards_are_typed() -> None:
-    header = b64url(json.dumps({"alg": "EdDSA", "jwk": okp(KEY, "k1")}).encode())
-    card = {"name": "route-planner", "signatures": [{"protected": header, "signature": "x"},
-                                                    {"protected": header, "signature": "y"}]}
-    assert KeyRing.from_agent_card(card, not_before=SINCE, roles=["proposer"]) == direct(KEY)
+def test_a_key_on_the_cards_own_word_is_never_enrolled() -> None:
+    for member, value in (("jwk", okp(KEY, "k1")), ("x5u", "https://x.example/c.pem"),
+                          ("x5c", ["MII..."])):
+        header = b64url(json.dumps({"alg": "EdDSA", "kid": "k1", member: value}).encode())
+        card = {"name": "route-planner",
+                "signatures": [{"protected": header, "signature": b64url(b"x" * 64)}]}
+        assert refusal(card, jwks={"keys": [okp(KEY, "k1")]}) == (
+            "embedded-key", f"$.signatures[0].protected.{member}")
+
+
+def test_nothing_pinned_unknown_kids_and_foreign_algorithms_are_refused() -> None:
+    card = signed_card(KEY, "k1")
+    assert refusal(card) == ("no-pinned-key", "$")
+    assert refusal(card, jwks={"keys": [okp(OTHER, "k2")]}) == (
+        "unknown-kid", "$.signatures[0].protected.kid")
+    assert refusal(card, key=okp(KEY, "k9")) == ("unknown-kid",
+                                                 "$.signatures[0].protected.kid")
+    for alg in ("HS256", "none", "ES256"):
+        header = b64url(json.dumps({"alg": alg, "kid": "k1"}).encode())
+        forged = {**card, "signatures": [{"protected": header, "signature": ""}]}
+        assert refusal(forged, jwks={"keys": [okp(KEY, "k1")]}) == (
+            "wrong-algorithm", "$.signatures[0].protected.alg")
+
+
+def test_bad_cards_are_typed_at_their_path() -> None:
+    jwks = {"keys": [okp(KEY, "k1")]}
+    no_kid = b64url(json.dumps({"alg": "EdDSA"}).encode())
     for bad, path in [({"name": "n"}, "$.signatures"),
-                      ({"name": "n", "signatures": [{"protected": "%%"}]},
+                      ({"name": "n", "signatures": [{"protected": "%%", "signature": ""}]},
                        "$.signatures[0].protected"),
-                      ({"name": "n", "signatures": [{"protected": b64url(b"{}")}]},
+                      ({"name": "n", "signatures": [{"protected": b64url(b"[]"),
+                                                     "signature": ""}]},
                        "$.signatures[0].protected"),
-                      ({"signatures": []}, "$.name")]:
-        with pytest.raises(KeyRingError) as caught:
-            KeyRing.from_agent_card(bad, not_before=SINCE)
-        assert (caught.value.code, caught.value.json_path) == ("bad-agent-card", path)
+                      ({"name": "n", "signatures": [{"protected": no_kid, "signature": ""}]},
+                       "$.signatures[0].protected"),
+                      ({"name": "n", "signatures": ["x"]}, "$.signatures[0]")]:
+        assert refusal(bad, jwks=jwks) == ("bad-agent-card", path)
 
 
-def test_a_cards_p256_key_is_pinned_as_a_p256_key() -> None:
-    key = P256SigningKey.generate()
-    header = b64url(json.dumps({"alg": "ES256", "jwk": p256("ec-1", key)}).encode())
-    card = {"name": "route-planner", "signatures": [{"protected": header, "signature": "x"}]}
-    ring = KeyRing.from_agent_card(card, not_before=SINCE)
-    assert ring.lookup(key.verification_method).suite is ECDSA_JCS_2019
-    header = b64url(json.dumps({"alg": "ES384", "jwk": ec_jwk(
-        "ec-2", curve=ec.SECP384R1(), name="P-384")}).encode())
-    with pytest.raises(KeyRingError) as caught:
-        KeyRing.from_agent_card({**card, "signatures": [{"protected": header}]},
-                                 not_before=SINCE)
-    assert (caught.value.code, caught.value.json_path) == (
-        "unsupported-key-type", "$.signatures[0].protected.jwk.crv")
+def test_a_pinned_p256_key_of_an_unsupported_curve_is_typed() -> None:
+    card = signed_card(KEY, "k1")
+    bad = ec_jwk("k1", curve=ec.SECP384R1(), name="P-384")
+    assert refusal(card, jwks={"keys": [bad]}) == ("unsupported-key-type", "$.keys[0].crv")

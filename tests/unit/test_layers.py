@@ -191,24 +191,11 @@ def cross_part_private_imports() -> set[tuple[str, str]]:
             if part(source) != part(target) and _private(target)}
 
 
-# Imports of another part's underscore modules still to be cut (issue #21: the target is
-# none): each names a piece that other parts need and the owning part's public face does
-# not offer yet (the proof and schema helpers the gate and the chains share with the
-# contracts, the field specs the lab reads, the lab's internals the CLI drives). Strict:
-# the test fails when one goes away too, so the list only shrinks.
-KNOWN_CROSS_PART = {
-    # The gate's step (1) validates a document its strict parser has already checked
-    # (under the gate's own limits); the public validate() and Receipt.from_json()
-    # check it again under theirs, which differ at the size limit (tests/test_one_path.py).
-    ("handoffs.receivers._gate", "handoffs.contracts._receipt"),
-    ("handoffs.receivers._gate", "handoffs.contracts._schema"),
-    # ... and step (2) verifies the proofs of that document without checking it again,
-    # canonicalising by the parser's word that it is plain (the gate's fast path:
-    # through the public verify_receipt the gate/peer ratio of benchmarks/gate.py went
-    # from 1.63 to 2.33).
-    ("handoffs.receivers._gate", "handoffs.contracts._signing"),
-    ("handoffs.contracts._signing", "handoffs.integrity._proofs"),
-}
+# Imports of another part's underscore modules: none (issue #29). The gate reaches the
+# contracts through their public face (``Receipt.verify``, ``Contract.validate``); what
+# its parser learned of a document (plain, the schema it passed) travels with the
+# document (``handoffs._json.ParsedObject``), never as flags beside it.
+KNOWN_CROSS_PART: set[tuple[str, str]] = set()
 
 
 def test_no_part_imports_another_parts_underscore_modules() -> None:

@@ -368,10 +368,15 @@ NEGATIVE: dict[str, tuple[dict[str, Any], str, str]] = {
     ),
     "purpose-missing": (set_proof("proofPurpose", DELETE), "wrong-purpose", f"{P}.proofPurpose"),
     "unknown-property": (set_proof("jws", "eyJ..."), "proof-malformed", f"{P}.jws"),
-    "context-in-proof": (
+    "context-in-proof-only": (
         set_proof("@context", ["https://w3id.org/security/data-integrity/v2"]),
-        "proof-malformed",
+        "context-mismatch",
         f"{P}.@context",
+    ),
+    "context-in-proof-not-accepted": (
+        set_proof("@context", ["https://example.org/terms/v1"]),
+        "context-not-allowed",
+        f"{P}.@context[0]",
     ),
     "verificationMethod-missing": (
         set_proof("verificationMethod", DELETE),
@@ -495,13 +500,51 @@ def test_non_canonical_signature_s_plus_l_is_refused() -> None:
     fails(document, "bad-signature", "$.proof.proofValue")
 
 
-def test_context_is_not_allowed_in_the_plain_profile() -> None:
-    document = signed()
-    document["@context"] = ["https://www.w3.org/ns/credentials/v2"]
-    fails(document, "context-not-allowed", "$.@context")
+DI_V2 = "https://w3id.org/security/data-integrity/v2"
+VC_V2 = "https://www.w3.org/ns/credentials/v2"
+
+
+@pytest.mark.parametrize("context", [DI_V2, [DI_V2], [VC_V2], [VC_V2, DI_V2]])
+def test_an_accepted_context_is_signed_as_data_and_copied_into_the_proof(context: Any) -> None:
+    document = signed({**RECEIPT, "@context": context})
+    assert document["proof"]["@context"] == context  # the JCS suites' proof configuration
+    assert check(document)[0].controller == "evidence-specialist"
+    # The document's @context must start with the proof's (context-injection fix) ...
+    fails({**document, "@context": [VC_V2, DI_V2][::-1] if context == [VC_V2, DI_V2]
+           else "https://www.w3.org/ns/credentials/v2" if context != [VC_V2] else DI_V2},
+          "context-mismatch", "$.proof.@context")
+    # ... and what is not accepted is refused before any key is looked up.
+    fails({**document, "@context": [*([context] if isinstance(context, str) else context),
+                                     "https://example.org/terms/v1"]},
+          "context-not-allowed")
+
+
+@pytest.mark.parametrize(("context", "path"), [
+    (["https://www.w3.org/ns/credentials/examples/v2"], "$.@context[0]"),
+    ({"@vocab": "https://example.org/"}, "$.@context"),
+    ([], "$.@context"),
+    ([DI_V2, DI_V2], "$.@context[1]"),
+])
+def test_a_context_outside_the_accepted_values_is_refused(context: Any, path: str) -> None:
+    fails({**signed(), "@context": context}, "context-not-allowed", path)
     with pytest.raises(ProofError) as info:
-        signed(VECTORS["w3c-rec-b3"]["unsecured_document"])
+        signed({**RECEIPT, "@context": context})
+    assert (info.value.code, info.value.json_path) == ("context-not-allowed", path)
+    with pytest.raises(ProofError) as info:
+        signed(VECTORS["w3c-rec-b3"]["unsecured_document"])  # examples/v2 is not accepted
     assert info.value.code == "context-not-allowed"
+
+
+def test_the_proofs_context_is_what_is_hashed_when_the_document_extends_it() -> None:
+    # JCS suites' verify, step 4: the document may append contexts after signing; the
+    # proof's @context replaces the document's in what is hashed.
+    document = signed({**RECEIPT, "@context": [DI_V2]})
+    extended = {**document, "@context": [DI_V2, VC_V2]}
+    assert check(extended)[0].controller == "evidence-specialist"
+
+
+def test_a_context_added_after_signing_breaks_the_signature() -> None:
+    fails({**signed(), "@context": [DI_V2]}, "bad-signature", "$.proof.proofValue")
 
 
 def test_not_an_object() -> None:

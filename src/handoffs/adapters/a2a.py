@@ -34,8 +34,16 @@ import attrs
 
 from handoffs._errors import HandoffsError
 from handoffs._json import dumps, loads
-from handoffs.adapters._handover import require
-from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
+from handoffs.adapters._handover import (
+    REFUSE,
+    Handover,
+    admit,
+    no_receipt,
+    overruled_mode,
+    require,
+    traced,
+)
+from handoffs.receivers import Decision, Receiver
 
 require("a2a.server", extra="a2a", feature="the A2A adapter")
 
@@ -72,6 +80,8 @@ RECEIPT_MEDIA_TYPE: Final = "application/vnd.handoffs.receipt+json"
 
 DECISION_MEDIA_TYPE: Final = "application/vnd.handoffs.decision+json"
 """Media type of the data part that carries the gate's decision in a refusal."""
+
+ADAPTER: Final = "a2a"
 
 
 class NoReceipt(HandoffsError, LookupError):
@@ -146,20 +156,16 @@ def receipt_of(message: Message) -> bytes | dict[str, Any]:
                     code="no-receipt", json_path="$.parts")
 
 
-def _refused(receiver: Receiver, reason: Reason) -> Decision:
-    return Decision(verdict=Verdict.REJECT, action=None, step=reason.step, reasons=(reason,),
-                    receiver=receiver.name)
-
-
-def _decide(receiver: Receiver, message: Message | None) -> Decision:
+def _decide(receiver: Receiver, message: Message | None, overruled: str) -> Handover:
     if message is None:
-        return _refused(receiver, Reason("no-receipt", "the request carries no message",
-                                         Step.PARSE))
+        return traced(Handover(decision=no_receipt(receiver, "the request carries no message")),
+                      adapter=ADAPTER)
     try:
         receipt = receipt_of(message)
     except NoReceipt as exc:
-        return _refused(receiver, Reason(exc.code, str(exc), Step.PARSE, exc.json_path))
-    return receiver.receive(receipt)
+        return traced(Handover(decision=no_receipt(receiver, str(exc), exc.json_path)),
+                      adapter=ADAPTER)
+    return admit(receipt, receiver=receiver, overruled=overruled, adapter=ADAPTER)
 
 
 def _refusal(decision: Decision, *, context_id: str, task_id: str) -> Message:
@@ -183,14 +189,20 @@ class GatedAgentExecutor(AgentExecutor):
 
     Each request becomes a task (enqueued first, as the v2 request handler expects).
     The receiver decides the message's receipt part in a worker thread (the gate's
-    stores and resolvers may block); an admitted decision goes to ``on_admitted``,
-    which does the agent's work and completes the task. Anything else rejects the
-    task (``TASK_STATE_REJECTED``) with the reasons, and the agent never runs.
+    stores and resolvers may block); an accepted decision of the proposal goes to
+    ``on_admitted``, which does the agent's work and completes the task. Anything else
+    rejects the task (``TASK_STATE_REJECTED``) with the reasons, and the agent never
+    runs — also a receipt the gate admitted but decided otherwise than proposed, or
+    escalated (reason ``decided-otherwise``), unless ``on_overruled="continue"``: then
+    an accepted ruling goes to ``on_admitted``, whose decision's ``action`` is the
+    gate's (and its ``record`` says ``agrees_with_proposal: false``).
     """
 
-    def __init__(self, receiver: Receiver, on_admitted: OnAdmitted) -> None:
+    def __init__(self, receiver: Receiver, on_admitted: OnAdmitted, *,
+                 on_overruled: str = REFUSE) -> None:
         self.receiver = receiver
         self.on_admitted = on_admitted
+        self.on_overruled = overruled_mode(on_overruled)
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Gate the request's receipt, then run the agent or reject the task."""
@@ -201,12 +213,13 @@ class GatedAgentExecutor(AgentExecutor):
             task = new_task_from_user_message(context.message)
             await event_queue.enqueue_event(task)
         updater = TaskUpdater(event_queue, task.id, task.context_id)
-        decision = await asyncio.to_thread(_decide, self.receiver, context.message)
-        if not decision.admitted:
-            await updater.reject(_refusal(decision, context_id=task.context_id,
+        handover = await asyncio.to_thread(_decide, self.receiver, context.message,
+                                           self.on_overruled)
+        if not handover.accepted:
+            await updater.reject(_refusal(handover.routed, context_id=task.context_id,
                                           task_id=task.id))
             return
-        await self.on_admitted(decision, context, updater)
+        await self.on_admitted(handover.decision, context, updater)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Cancel the task (the gate itself holds nothing to release)."""

@@ -35,12 +35,16 @@ from typing import Any, Final, Literal, overload
 
 from handoffs import HandoffsError
 from handoffs.adapters._handover import (
+    REFUSE,
     Case,
     Handover,
     ReceiptSigner,
     Transport,
     admit,
+    case_in,
     content_schema,
+    overruled_mode,
+    receipt_text,
     refusal_text,
     refused,
     require,
@@ -79,6 +83,7 @@ REFUSAL: Final = "handoffs_refusal"
 """``AgentResponse.additional_properties`` key of a refusal: the decision as JSON."""
 ADMITTED: Final = "handoffs_admitted"
 """``AgentSession.state`` key: the id of the receipt the session admitted."""
+ADAPTER: Final = "agent-framework"
 
 
 def content_format(signer: ReceiptSigner) -> dict[str, Any]:
@@ -99,11 +104,10 @@ def refusal_of(response: AgentResponse[Any] | None) -> dict[str, Any] | None:
 
 
 def _refusal_response(handover: Handover, agent_name: str | None) -> AgentResponse[Any]:
-    decision = handover.decision
     text = refusal_text(handover)
     return AgentResponse(
         messages=[Message(role="assistant", contents=[text], author_name=agent_name)],
-        additional_properties={REFUSAL: decision.to_json()})
+        additional_properties={REFUSAL: handover.routed.to_json()})
 
 
 def _refusal_stream(response: AgentResponse[Any]
@@ -120,16 +124,20 @@ def _refusal_stream(response: AgentResponse[Any]
     return ResponseStream(updates(), finalizer=final)
 
 
-def _carrier(messages: list[Message], session: AgentSession | None) -> int | None:
-    """The index of the message to gate: the marked receipt; else, outside a session that
-    admitted one, the last message (so a run without a receipt is refused).
+def _carrier(messages: list[Message], session: AgentSession | None
+             ) -> tuple[int | None, str | None]:
+    """The index of the message to gate and its receipt text: the marked receipt; else,
+    outside a session that admitted one, the last message (a run without a receipt is
+    refused, ``no-receipt``).
     """
     for index in range(len(messages) - 1, -1, -1):
         if (messages[index].additional_properties or {}).get(RECEIPT):
-            return index
+            return index, messages[index].text
     if session is not None and session.state.get(ADMITTED):
-        return None
-    return len(messages) - 1 if messages else None
+        return None, None
+    if not messages:
+        return None, None
+    return len(messages) - 1, receipt_text(messages[-1].text)
 
 
 class ReceiptGate(AgentMiddleware):
@@ -139,22 +147,29 @@ class ReceiptGate(AgentMiddleware):
     Args:
         receiver: the receiving side's receiver contract behind its gate.
         on_handover: called with every :class:`~handoffs.adapters.Handover` it decides.
+        on_overruled: when the gate admits the receipt but decides another action than
+            the proposal (or escalates): ``"refuse"`` (default) sets the refusal
+            response with the reason ``decided-otherwise``; ``"continue"`` runs the
+            model on an accepted ruling, the brief's decision the gate's action and the
+            proposal as ``overruled_proposal``.
     """
 
     def __init__(self, *, receiver: Receiver,
-                 on_handover: Callable[[Handover], None] | None = None) -> None:
+                 on_handover: Callable[[Handover], None] | None = None,
+                 on_overruled: str = REFUSE) -> None:
         self.receiver = receiver
         self.on_handover = on_handover
+        self.on_overruled = overruled_mode(on_overruled)
 
     async def process(self, context: AgentContext,
                       call_next: Callable[[], Awaitable[None]]) -> None:
         """Gate, then call the model on the brief; or set the refusal as the result."""
-        index = _carrier(context.messages, context.session)
+        index, text = _carrier(context.messages, context.session)
         if index is None and context.messages:
             await call_next()  # a later turn of a session that admitted a receipt
             return
-        handover = admit("" if index is None else context.messages[index].text,
-                         receiver=self.receiver)
+        handover = admit(text, receiver=self.receiver, overruled=self.on_overruled,
+                         adapter=ADAPTER)
         if self.on_handover is not None:
             self.on_handover(handover)
         if index is None or not handover.accepted or handover.receipt is None:
@@ -173,13 +188,13 @@ def _content(drafted: AgentResponse[Any]) -> Any:
 
 @overload
 def hand_off(drafted: AgentResponse[Any], to: SupportsAgentRun, *, signer: ReceiptSigner,
-             case: Case, stream: Literal[False] = ..., transport: Transport | None = None,
+             case: Case | Any, stream: Literal[False] = ..., transport: Transport | None = None,
              session: AgentSession | None = None) -> Awaitable[AgentResponse[Any]]: ...
 
 
 @overload
 def hand_off(drafted: AgentResponse[Any], to: SupportsAgentRun, *, signer: ReceiptSigner,
-             case: Case, stream: Literal[True], transport: Transport | None = None,
+             case: Case | Any, stream: Literal[True], transport: Transport | None = None,
              session: AgentSession | None = None
              ) -> ResponseStream[AgentResponseUpdate, AgentResponse[Any]]: ...
 
@@ -189,7 +204,7 @@ def hand_off(
     to: SupportsAgentRun,
     *,
     signer: ReceiptSigner,
-    case: Case,
+    case: Case | Any,
     stream: bool = False,
     transport: Transport | None = None,
     session: AgentSession | None = None,
@@ -200,12 +215,14 @@ def hand_off(
 
     Never raises on what the model wrote: content the sender refuses to sign (a
     governance member, a schema violation) gives a refusal response without running
-    ``to`` (see :func:`refusal_of`).
+    ``to`` (see :func:`refusal_of`). ``case`` is a :class:`~handoffs.adapters.Case` or
+    any context :func:`~handoffs.adapters.case_of` reads; one that names no case is the
+    sender's refusal ``no-case``.
     """
     try:
-        message = sign_content(_content(drafted), signer=signer, case=case)
+        message = sign_content(_content(drafted), signer=signer, case=case_in(case))
     except HandoffsError as exc:
-        response = _refusal_response(refused(signer.contract, exc), to.name)
+        response = _refusal_response(refused(signer.contract, exc, adapter=ADAPTER), to.name)
         if stream:
             return _refusal_stream(response)
 

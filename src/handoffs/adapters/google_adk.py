@@ -42,13 +42,16 @@ from typing import Any, Final
 
 from handoffs import HandoffsError
 from handoffs.adapters._handover import (
+    REFUSE,
     Case,
     Handover,
     ReceiptSigner,
     Transport,
     admit,
+    case_in,
     case_of,
     content_schema,
+    overruled_mode,
     refusal_text,
     refused,
     require,
@@ -81,6 +84,7 @@ BRIEF_KEY: Final = "handoffs_brief"
 :meth:`Handover.to_text <handoffs.adapters.Handover.to_text>`."""
 REFUSAL_KEY: Final = "handoffs_refusal"
 """Session state key of the last refusal: ``{"invocation_id", "agent", "decision"}``."""
+ADAPTER: Final = "google-adk"
 
 
 class HandoffTool(BaseTool):
@@ -121,9 +125,9 @@ class HandoffTool(BaseTool):
         """
         try:
             message = sign_content(args, signer=self.signer,
-                                   case=self.case(tool_context.state.to_dict()))
+                                   case=case_in(tool_context.state.to_dict(), self.case))
         except HandoffsError as exc:
-            handover = refused(self.signer.contract, exc)
+            handover = refused(self.signer.contract, exc, adapter=ADAPTER)
             return {"handoff": "refused", "reason": refusal_text(handover),
                     "decision": handover.decision.to_json()}
         if self.transport is not None:
@@ -151,19 +155,27 @@ class ReceiptGate:
         receiver: the receiving side's receiver contract behind its gate.
         state_key: where the sender put the signed receipt (consumed here).
         on_handover: called with every :class:`~handoffs.adapters.Handover` it decides.
+        on_overruled: when the gate admits the receipt but decides another action than
+            the proposal (or escalates): ``"refuse"`` (default) skips the agent with
+            ``escalate`` and the reason ``decided-otherwise``; ``"continue"`` runs it on
+            an accepted ruling, the brief's decision the gate's action and the proposal
+            as ``overruled_proposal``.
     """
 
     def __init__(self, *, receiver: Receiver, state_key: str = RECEIPT_KEY,
-                 on_handover: Callable[[Handover], None] | None = None) -> None:
+                 on_handover: Callable[[Handover], None] | None = None,
+                 on_overruled: str = REFUSE) -> None:
         self.receiver, self.state_key, self.on_handover = receiver, state_key, on_handover
+        self.on_overruled = overruled_mode(on_overruled)
 
     def __call__(self, callback_context: CallbackContext) -> types.Content | None:
         """Gate; ``None`` lets the agent run on the brief, content skips it."""
         state = callback_context.state
         carried = state.get(self.state_key)
         state[self.state_key] = None  # consumed: a receipt is gated once
-        handover = admit(carried if isinstance(carried, str | bytes) else "",
-                         receiver=self.receiver)
+        handover = admit(carried if isinstance(carried, str | bytes) else None,
+                         receiver=self.receiver, overruled=self.on_overruled,
+                         adapter=ADAPTER)
         if self.on_handover is not None:
             self.on_handover(handover)
         if handover.accepted and handover.receipt is not None:
@@ -172,7 +184,7 @@ class ReceiptGate:
         state[BRIEF_KEY] = None
         state[REFUSAL_KEY] = {"invocation_id": callback_context.invocation_id,
                               "agent": callback_context.agent_name,
-                              "decision": handover.decision.to_json()}
+                              "decision": handover.routed.to_json()}
         callback_context.actions.escalate = True
         return types.Content(role="model", parts=[types.Part(text=refusal_text(handover))])
 

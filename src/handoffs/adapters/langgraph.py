@@ -38,6 +38,7 @@ from typing import Annotated, Any, Final
 
 from handoffs._errors import HandoffsError, MalformedJSON
 from handoffs.adapters._handover import (
+    REFUSE,
     Case,
     Handover,
     ReceiptSigner,
@@ -47,6 +48,7 @@ from handoffs.adapters._handover import (
     case_of,
     content_schema,
     hand_over,
+    overruled_mode,
     refused,
     require,
     sign_content,
@@ -84,6 +86,7 @@ FULL_MESSAGES: Final = "full_messages"
 """Channel arm: the receiving node reads the whole graph state, messages included."""
 RECEIPT_ONLY: Final = "receipt_only"
 """Channel arm: the receiving node is added with ``input_schema=ReceiptView``."""
+ADAPTER: Final = "langgraph"
 
 
 class ReceiptChannels(TypedDict):
@@ -153,6 +156,7 @@ def handoff_tool(
     case: Callable[[Any], Case] = case_of,
     transport: Transport | None = None,
     parent: bool = False,
+    on_overruled: str = REFUSE,
 ) -> BaseTool:
     """The handoff as LangGraph's idiom has it: a tool that returns ``Command``.
 
@@ -176,16 +180,22 @@ def handoff_tool(
         transport: carries the signed bytes to the gate (default: in process).
         parent: the tool runs in an agent's subgraph and ``deliver``/``escalate`` are
             nodes of the parent graph (``Command.PARENT``).
+        on_overruled: when the gate admits the receipt but decides another action than
+            the proposal (or escalates): ``"refuse"`` (default) goes to ``escalate`` with
+            the reason ``decided-otherwise``; ``"continue"`` goes to ``deliver`` with an
+            accepted ruling, the handover's decision the gate's action and the proposal
+            as ``overruled_proposal``.
     """
+    overruled = overruled_mode(on_overruled)
 
     def hand_off(runtime: ToolRuntime, **content: Any) -> Command[str]:
         try:
             found = case_in(runtime.state, case)
         except HandoffsError as exc:
-            handover = refused(signer.contract, exc)
+            handover = refused(signer.contract, exc, adapter=ADAPTER)
         else:
             handover = hand_over(content, signer=signer, receiver=receiver, case=found,
-                                 transport=transport)
+                                 transport=transport, overruled=overruled, adapter=ADAPTER)
         return _routed(handover, call_id=runtime.tool_call_id, tool_name=name,
                        deliver=deliver, escalate=escalate, receipts=True,
                        graph=Command.PARENT if parent else None)
@@ -243,8 +253,9 @@ def sender_node(
             message = sign_content(_tool_arguments(state, tool_name), signer=signer,
                                    case=case_in(state, case))
         except HandoffsError as exc:
-            return _routed(refused(signer.contract, exc), call_id=_open_call(state, tool_name),
-                           tool_name=tool_name, deliver=escalate, escalate=escalate)
+            return _routed(refused(signer.contract, exc, adapter=ADAPTER),
+                           call_id=_open_call(state, tool_name), tool_name=tool_name,
+                           deliver=escalate, escalate=escalate)
         return Command(goto=goto, update={"receipts": [message.decode()]})
 
     return sign
@@ -256,17 +267,22 @@ def gate_node(
     deliver: str,
     escalate: str = "escalate",
     tool_name: str = TOOL_NAME,
+    on_overruled: str = REFUSE,
 ) -> Callable[[Mapping[str, Any]], Command[str]]:
     """The node that gates the last receipt before ``deliver`` runs.
 
-    ACCEPT goes to ``deliver``; a refused or escalated receipt (and a state with no
-    receipt) goes to ``escalate``. Either way the handover, with the gate's reasons, is
-    appended to ``handovers`` and answers the model's open ``tool_name`` call.
+    ACCEPT of the proposal goes to ``deliver``; a refused or escalated receipt, one whose
+    proposal the gate overrules (``decided-otherwise``, unless ``on_overruled`` is
+    ``"continue"``), and a state with no receipt (``no-receipt``) go to ``escalate``.
+    Either way the handover, with the gate's reasons, is appended to ``handovers`` and
+    answers the model's open ``tool_name`` call.
     """
+    overruled = overruled_mode(on_overruled)
 
     def gate(state: Mapping[str, Any]) -> Command[str]:
         receipts = state.get("receipts") or [""]
-        return _routed(admit(receipts[-1], receiver=receiver),
+        return _routed(admit(receipts[-1], receiver=receiver, overruled=overruled,
+                             adapter=ADAPTER),
                        call_id=_open_call(state, tool_name), tool_name=tool_name,
                        deliver=deliver, escalate=escalate)
 

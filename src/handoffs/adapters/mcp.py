@@ -26,7 +26,15 @@ import attrs
 
 from handoffs._errors import HandoffsError
 from handoffs._json import dumps, loads
-from handoffs.adapters._handover import require
+from handoffs.adapters._handover import (
+    REFUSE,
+    Handover,
+    admit,
+    no_receipt,
+    overruled_mode,
+    require,
+    traced,
+)
 from handoffs.contracts import Contract
 from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
 
@@ -36,6 +44,8 @@ import mcp_types as types  # noqa: E402
 from mcp.server.lowlevel import Server  # noqa: E402
 
 __all__ = ["GatedToolResult", "ReceiptTool", "ToolCaller", "call_gated", "receipt_server"]
+
+ADAPTER = "mcp"
 
 class ToolCaller(Protocol):
     """What calls a tool: an ``mcp.Client`` or an ``mcp.client.session.ClientSession``."""
@@ -120,14 +130,19 @@ class GatedToolResult:
         result: what the calling agent may see — the tool's own result when the
             receipt was admitted, otherwise an ``isError`` result with the reasons.
         decision: the gate's decision on the receipt.
+        accepted: whether the calling agent gets the receipt (or, continued, the
+            ruling that overrules its proposal); ``False`` for every ``isError`` result.
     """
 
     result: types.CallToolResult
     decision: Decision
+    accepted: bool = False
 
     @property
     def admitted(self) -> bool:
-        """Whether the receipt was admitted."""
+        """Whether the gate admitted the receipt (it may still have decided otherwise
+        than proposed: see :attr:`accepted`).
+        """
         return self.decision.admitted
 
 
@@ -143,9 +158,7 @@ def _no_receipt(receiver: Receiver, result: types.CallToolResult) -> Decision:
                     if isinstance(block, types.TextContent))
     why = (f"the tool failed: {said}" if result.is_error
            else "the result has no structured receipt")
-    return Decision(verdict=Verdict.REJECT, action=None, step=Step.PARSE,
-                    reasons=(Reason("no-receipt", why, Step.PARSE, "$.structuredContent"),),
-                    receiver=receiver.name)
+    return no_receipt(receiver, why, "$.structuredContent")
 
 
 def _call_failed(receiver: Receiver, name: str, exc: Exception) -> Decision:
@@ -168,6 +181,8 @@ async def call_gated(
     receiver: Receiver,
     name: str,
     arguments: Mapping[str, Any] | None = None,
+    *,
+    on_overruled: str = REFUSE,
 ) -> GatedToolResult:
     """Call tool ``name`` and gate the receipt it returns before the agent sees it.
 
@@ -176,24 +191,39 @@ async def call_gated(
     admitted receipt passes through unchanged, anything else becomes an ``isError``
     result carrying the gate's reasons — also when the call itself fails (a result the
     client refuses because it breaks the tool's own ``outputSchema``, a broken session:
-    ``tool-call-failed``). It never raises (cancellation excepted).
+    ``tool-call-failed``). A receipt the gate admits but decides otherwise than proposed
+    (another action, or an escalation) is an ``isError`` result with the reason
+    ``decided-otherwise``; with ``on_overruled="continue"`` an accepted ruling passes as
+    the handover (:meth:`~handoffs.adapters.Handover.to_json`: the gate's action as the
+    decision, the proposal as ``overruled_proposal``), never the bare receipt. It never
+    raises (cancellation excepted), except ``InvalidArgument`` for an unknown
+    ``on_overruled``.
     """
+    overruled = overruled_mode(on_overruled)
     try:
         result = await session.call_tool(name, dict(arguments or {}))
     except Exception as exc:
         # The client refuses a result that breaks the tool's own outputSchema (the MCP
         # SDK raises RuntimeError); a broken session raises too. Either way: no receipt.
-        decision = _call_failed(receiver, name, exc)
+        decision = traced(Handover(decision=_call_failed(receiver, name, exc)),
+                          adapter=ADAPTER).decision
         return GatedToolResult(_refusal(decision), decision)
     receipt = _receipt_in(result)
     if receipt is None:
-        decision = _no_receipt(receiver, result)
-    else:
-        decision = await asyncio.to_thread(receiver.receive, receipt)
-    if not decision.admitted or receipt is None:
+        decision = traced(Handover(decision=_no_receipt(receiver, result)),
+                          adapter=ADAPTER).decision
         return GatedToolResult(_refusal(decision), decision)
+    handover: Handover = await asyncio.to_thread(
+        lambda: admit(receipt, receiver=receiver, overruled=overruled, adapter=ADAPTER))
+    if not handover.accepted:
+        return GatedToolResult(_refusal(handover.routed), handover.decision)
+    if handover.overruled:
+        # Continued: the agent reads the ruling, never a proposal it contradicts.
+        shown = types.CallToolResult(content=[types.TextContent(text=handover.to_text())],
+                                     structured_content=handover.to_json())
+        return GatedToolResult(shown, handover.decision, accepted=True)
     # What the agent sees is exactly what was gated: the admitted structured receipt,
     # also as its text, whatever other text the tool put beside it.
     admitted = types.CallToolResult(content=[types.TextContent(text=dumps(receipt))],
                                     structured_content=dict(receipt))
-    return GatedToolResult(admitted, decision)
+    return GatedToolResult(admitted, handover.decision, accepted=True)

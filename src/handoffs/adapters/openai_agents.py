@@ -31,6 +31,8 @@ from typing import Any, Final
 
 from handoffs._errors import HandoffsError, InvalidArgument
 from handoffs.adapters._handover import (
+    REFUSE,
+    SPAN_NAME,
     Case,
     Handover,
     ReceiptSigner,
@@ -39,8 +41,10 @@ from handoffs.adapters._handover import (
     case_of,
     content_schema,
     hand_over,
+    overruled_mode,
     refused,
     require,
+    span_attributes,
 )
 from handoffs.receivers import Receiver
 
@@ -50,6 +54,7 @@ from agents import Agent, Handoff, HandoffInputData, RunContextWrapper  # noqa: 
 from agents.exceptions import UserError  # noqa: E402
 from agents.items import HandoffOutputItem  # noqa: E402
 from agents.strict_schema import ensure_strict_json_schema  # noqa: E402
+from agents.tracing import custom_span  # noqa: E402
 
 __all__ = [
     "CHANNELS",
@@ -67,6 +72,7 @@ RECEIPT_ONLY: Final = "receipt_only"
 
 CHANNELS: Final = (FULL_HISTORY, RECEIPT_ONLY)
 """The channel arms by name."""
+ADAPTER: Final = "openai-agents"
 
 
 def strict_content_schema(signer: ReceiptSigner) -> dict[str, Any]:
@@ -145,6 +151,7 @@ def gated_handoff(
     on_handover: Callable[[RunContextWrapper[Any], Handover], None] | None = None,
     tool_name: str | None = None,
     tool_description: str | None = None,
+    on_overruled: str = REFUSE,
 ) -> Handoff[Any, Agent[Any]]:
     """A handoff to ``agent`` that only a receipt the gate accepts gets through.
 
@@ -161,6 +168,11 @@ def gated_handoff(
             runs.
         tool_name: the handoff tool's name (default ``transfer_to_<agent>``).
         tool_description: the tool's description (default: the contract's).
+        on_overruled: when the gate admits the receipt but decides another action
+            than the proposal (or escalates): ``"refuse"`` (default) hands off to
+            ``escalation`` with the reason ``decided-otherwise``; ``"continue"`` hands
+            an accepted ruling to ``agent``, its handover carrying the gate's action as
+            the decision and the proposal as ``overruled_proposal``.
 
     Raises:
         ValueError: ``InvalidArgument`` (also a TypeError), unknown ``channel``, or a content
@@ -169,17 +181,23 @@ def gated_handoff(
     """
     if channel not in CHANNELS:
         raise InvalidArgument(f"unknown channel {channel!r}; expected one of {list(CHANNELS)}")
+    overruled = overruled_mode(on_overruled)
     schema = strict_content_schema(signer)
     deliveries = _Deliveries()
 
     async def invoke(ctx: RunContextWrapper[Any], arguments: str) -> Agent[Any]:
-        try:
-            found = case_in(ctx.context, case)
-        except HandoffsError as exc:  # no case (a run without context=): refused, routed
-            handover = refused(signer.contract, exc)
-        else:
-            handover = hand_over(arguments, signer=signer, receiver=receiver, case=found,
-                                 transport=transport)
+        # The SDK traces on its own: the decision is a custom span in the run's trace
+        # (under the handoff span), besides the OpenTelemetry span every adapter emits.
+        with custom_span(SPAN_NAME) as span:
+            try:
+                found = case_in(ctx.context, case)
+            except HandoffsError as exc:  # no case (a run without context=): routed
+                handover = refused(signer.contract, exc, adapter=ADAPTER)
+            else:
+                handover = hand_over(arguments, signer=signer, receiver=receiver, case=found,
+                                     transport=transport, overruled=overruled,
+                                     adapter=ADAPTER)
+            span.span_data.data.update(span_attributes(handover, adapter=ADAPTER))
         deliveries.put(ctx, handover)
         if on_handover is not None:
             on_handover(ctx, handover)

@@ -38,16 +38,22 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+import attrs
+
 from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON
 from handoffs._json import loads
 from handoffs.adapters._handover import (
     PROTECTED_CONTENT,
+    REFUSE,
     Case,
     Handover,
     ReceiptSigner,
     Transport,
     admit,
+    case_in,
     content_schema,
+    overruled_mode,
+    receipt_text,
     refused,
     require,
     sign_content,
@@ -58,7 +64,7 @@ require("pydantic_ai", extra="pydantic-ai", feature="the Pydantic AI adapter")
 
 import jsonschema  # noqa: E402
 from pydantic_ai import Agent, ModelRetry, RunContext, StructuredDict, ToolOutput  # noqa: E402
-from pydantic_ai.capabilities import AbstractCapability  # noqa: E402
+from pydantic_ai.capabilities import AbstractCapability, WrapRunHandler  # noqa: E402
 from pydantic_ai.messages import (  # noqa: E402
     BinaryContent,
     ModelMessage,
@@ -72,7 +78,11 @@ from pydantic_ai.run import AgentRunResult  # noqa: E402
 __all__ = [
     "CHANNELS",
     "FULL_HISTORY",
+    "ON_REFUSAL",
+    "RAISE",
     "RECEIPT_ONLY",
+    "RESULT",
+    "HandoffRefusal",
     "HandoffRefused",
     "ReceiptGate",
     "content_output",
@@ -86,6 +96,14 @@ RECEIPT_ONLY: Final = "receipt_only"
 """Channel arm: the receiving agent runs on the signed receipt alone."""
 CHANNELS: Final = (FULL_HISTORY, RECEIPT_ONLY)
 """The channel arms by name."""
+ADAPTER: Final = "pydantic-ai"
+RESULT: Final = "result"
+"""``on_refusal`` default: a refused run returns a result whose ``output`` is a
+:class:`HandoffRefusal`."""
+RAISE: Final = "raise"
+"""``on_refusal``: a refused run raises :class:`HandoffRefused`."""
+ON_REFUSAL: Final = (RESULT, RAISE)
+"""The values of ``on_refusal``."""
 
 
 class HandoffRefused(HandoffsError, PermissionError):
@@ -101,13 +119,49 @@ class HandoffRefused(HandoffsError, PermissionError):
     def __init__(self, handover: Handover) -> None:
         self.handover = handover
         decision = handover.decision
-        first = decision.reasons[0] if decision.reasons else None
+        reasons = handover.reasons
+        first = reasons[0] if reasons else None
         super().__init__(
             f"the {handover.refused_by or 'gate'} refused the handoff ("
-            + ", ".join(r.code for r in decision.reasons) + f"); action {decision.action}",
+            + ", ".join(r.code for r in reasons) + f"); action {decision.action}",
             code=first.code if first else self.code,
             json_path=first.json_path if first else "$",
         )
+
+
+@attrs.frozen
+class HandoffRefusal:
+    """The output of a run whose handoff was refused (``on_refusal="result"``): the
+    receiving model never ran. Declare it beside the agent's own output
+    (``Agent[Deps, str | HandoffRefusal]``) and route on ``isinstance``.
+
+    Attributes:
+        handover: the refused :class:`~handoffs.adapters.Handover`.
+    """
+
+    handover: Handover
+
+    @property
+    def code(self) -> str:
+        """The first reason's code (``decided-otherwise``, ``bad-signature``, ...)."""
+        reasons = self.handover.reasons
+        return reasons[0].code if reasons else HandoffRefused.code
+
+    @property
+    def action(self) -> str | None:
+        """The gate's action (the ruling, or the contract's fail-closed action)."""
+        return self.handover.decision.action
+
+    def to_json(self) -> dict[str, Any]:
+        """The refused handover as JSON (:meth:`~handoffs.adapters.Handover.to_json`)."""
+        return self.handover.to_json()
+
+
+def _refusal_mode(value: str) -> str:
+    if value not in ON_REFUSAL:
+        raise InvalidArgument(f"unknown on_refusal {value!r}; expected one of "
+                              f"{list(ON_REFUSAL)}")
+    return value
 
 
 def content_output(signer: ReceiptSigner, *, name: str = "hand_off") -> ToolOutput[Any]:
@@ -172,10 +226,13 @@ def _is_object(text: str) -> bool:
 
 @dataclasses.dataclass
 class ReceiptGate(AbstractCapability[Any]):
-    """The receiving agent's gate: ``before_run`` decides the run's prompt (the signed
-    receipt as text, or the first text item of a multi-part prompt) and raises
-    :class:`HandoffRefused` unless the gate accepts it; the model is then shown the
-    handover (content and a reference to the receipt) in the receipt's place.
+    """The receiving agent's gate: ``wrap_run`` decides the run's prompt (the signed
+    receipt as text, or the first text item of a multi-part prompt) before the run
+    starts. Unless the gate accepts it, the run ends without calling the model: its
+    result's ``output`` is a :class:`HandoffRefusal` (``on_refusal="result"``, the
+    default), or it raises :class:`HandoffRefused` (``on_refusal="raise"``). On
+    acceptance the model is shown the handover (content and a reference to the
+    receipt) in the receipt's place.
 
     A run whose message history holds a receipt this gate admitted continues that
     conversation: it runs without a new receipt, unless its prompt is a JSON object
@@ -183,11 +240,23 @@ class ReceiptGate(AbstractCapability[Any]):
 
     Attributes:
         receiver: the receiving side's receiver contract behind its gate.
+        on_overruled: when the gate admits the receipt but decides another action than
+            the proposal (or escalates): ``"refuse"`` (default) refuses the run with the
+            reason ``decided-otherwise``; ``"continue"`` runs the model on an accepted
+            ruling, the handover's decision the gate's action and the proposal as
+            ``overruled_proposal``.
+        on_refusal: ``"result"`` (default) or ``"raise"``.
     """
 
     receiver: Receiver = dataclasses.field(kw_only=True)
+    on_overruled: str = dataclasses.field(default=REFUSE, kw_only=True)
+    on_refusal: str = dataclasses.field(default=RESULT, kw_only=True)
     _admitted: dict[str, Handover] = dataclasses.field(
         default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        overruled_mode(self.on_overruled)
+        _refusal_mode(self.on_refusal)
 
     def _admitted_in(self, messages: Sequence[ModelMessage]) -> bool:
         return any(_digest(text) in self._admitted
@@ -195,15 +264,22 @@ class ReceiptGate(AbstractCapability[Any]):
                    for part in message.parts if isinstance(part, UserPromptPart)
                    for text in _texts(part.content))
 
-    async def before_run(self, ctx: RunContext[Any]) -> None:
-        """Gate the prompt before the model is called."""
+    async def wrap_run(self, ctx: RunContext[Any], *,
+                       handler: WrapRunHandler) -> AgentRunResult[Any]:
+        """Gate the prompt before the run starts; a refusal ends it (a result or an
+        exception, as ``on_refusal`` says) without calling the model.
+        """
         texts = _texts(ctx.prompt)
         if self._admitted_in(ctx.messages) and not any(_is_object(t) for t in texts):
-            return  # a later turn of a conversation this gate admitted
-        handover = admit(texts[0] if texts else "", receiver=self.receiver)
+            return await handler()  # a later turn of a conversation this gate admitted
+        handover = admit(receipt_text(texts[0]) if texts else None, receiver=self.receiver,
+                         overruled=self.on_overruled, adapter=ADAPTER)
         if not handover.accepted:
-            raise HandoffRefused(handover)
+            if self.on_refusal == RAISE:
+                raise HandoffRefused(handover)
+            return AgentRunResult(HandoffRefusal(handover))
         self._admitted[_digest(texts[0])] = handover
+        return await handler()
 
     async def before_model_request(self, ctx: RunContext[Any],
                                    request_context: ModelRequestContext,
@@ -249,24 +325,38 @@ async def hand_off(
     to: Agent[Any, Any],
     *,
     signer: ReceiptSigner,
-    case: Case,
+    case: Case | Any,
     channel: str = FULL_HISTORY,
     transport: Transport | None = None,
     deps: Any = None,
+    on_refusal: str = RESULT,
 ) -> AgentRunResult[Any]:
     """Sign the sending agent's output, carry it, and run the receiving agent on it.
 
+    ``case`` is a :class:`~handoffs.adapters.Case` or any context
+    :func:`~handoffs.adapters.case_of` reads; one that names no case is the sender's
+    refusal ``no-case``.
+
+    A refusal — by the sender (content it will not sign) or by ``to``'s
+    :class:`ReceiptGate` — is a result whose ``output`` is a :class:`HandoffRefusal`
+    (the receiving model never ran); with ``on_refusal="raise"`` the sender's refusal
+    raises :class:`HandoffRefused` (the gate's follows its own ``on_refusal``).
+
     Raises:
-        HandoffRefused: the sender refused the content, or ``to``'s
-            :class:`ReceiptGate` refused the receipt (the receiving model never ran).
-        ValueError: ``InvalidArgument`` (also a TypeError), unknown ``channel``.
+        HandoffRefused: ``on_refusal="raise"`` and the sender refused the content.
+        ValueError: ``InvalidArgument`` (also a TypeError), unknown ``channel`` or
+            ``on_refusal``.
     """
     if channel not in CHANNELS:
         raise InvalidArgument(f"unknown channel {channel!r}; expected one of {list(CHANNELS)}")
+    _refusal_mode(on_refusal)
     try:
-        message = sign_content(drafted.output, signer=signer, case=case)
+        message = sign_content(drafted.output, signer=signer, case=case_in(case))
     except HandoffsError as exc:
-        raise HandoffRefused(refused(signer.contract, exc)) from exc
+        handover = refused(signer.contract, exc, adapter=ADAPTER)
+        if on_refusal == RAISE:
+            raise HandoffRefused(handover) from exc
+        return AgentRunResult(HandoffRefusal(handover))
     if transport is not None:
         message = transport(message)
     if channel == RECEIPT_ONLY:

@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from handoffs._errors import HandoffsError, MalformedJSON
-from handoffs._json import loads
+from handoffs._json import DEFAULT_LIMITS, loads
 
 __all__ = [
     "CommandError",
@@ -26,6 +26,7 @@ __all__ = [
     "error_line",
     "one_line_errors",
     "passphrase_from_env",
+    "read_bounded",
     "read_json",
     "read_object",
     "time_option",
@@ -69,9 +70,28 @@ def error_line(message: str) -> None:
     click.echo(f"error: {message}", err=True)
 
 
+def read_bounded(path: str, what: str, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of ``path`` (``-``: stdin): enough for the parser to
+    refuse an input over ``limit`` (``too-large``) without reading the rest of it (a
+    pipe of zeros, a symlink to ``/dev/zero``).
+
+    Raises:
+        CommandError: the file cannot be read (``[io]``).
+    """
+    if path == "-":
+        return sys.stdin.buffer.read(limit + 1)
+    try:
+        with Path(path).open("rb") as handle:
+            return handle.read(limit + 1)
+    except OSError as exc:
+        raise CommandError(f"cannot read {what} {path}: {exc.strerror or exc} [io]") from exc
+
+
 def read_json(path: Path | str, *, what: str) -> Any:
-    """Parse a JSON file (``-`` for stdin) strictly; errors name the file."""
-    raw = sys.stdin.buffer.read() if str(path) == "-" else Path(path).read_bytes()
+    """Parse a JSON file (``-`` for stdin) strictly, reading at most the parser's byte
+    limit + 1 (a larger input is refused ``too-large``); errors name the file.
+    """
+    raw = read_bounded(str(path), what, DEFAULT_LIMITS.max_bytes)
     try:
         return loads(raw)
     except MalformedJSON as exc:
@@ -126,3 +146,45 @@ def write_new(path: Path, data: bytes, *, private: bool = False) -> None:
     fd = os.open(path, flags, 0o600 if private else 0o644)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
+
+
+def load_signer(key_path: Path | None, signer_spec: str | None,
+                passphrase_env: str | None) -> Any:
+    """The :class:`~handoffs.integrity.Signer` of ``--key`` (a PEM: Ed25519 or P-256,
+    the key picks its suite) or ``--signer`` (``module:attribute`` naming a Signer, or
+    a callable that returns one: a KMS or an HSM through
+    :class:`~handoffs.integrity.CallableSigner`); exactly one of them.
+    """
+    from handoffs.integrity import Signer, load_signing_key
+
+    if (key_path is None) == (signer_spec is None):
+        raise click.UsageError("give the signing key as exactly one of --key PEM or "
+                               "--signer MODULE:ATTRIBUTE")
+    if key_path is not None:
+        return load_signing_key(key_path.read_bytes(), passphrase_from_env(passphrase_env))
+    assert signer_spec is not None  # noqa: S101 - checked above
+    module_name, sep, attribute = signer_spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise click.BadParameter(f"expected MODULE:ATTRIBUTE, got {signer_spec!r}",
+                                 param_hint="--signer")
+    import importlib
+
+    try:
+        found: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as exc:
+        raise click.BadParameter(f"cannot import {signer_spec!r}: {exc}",
+                                 param_hint="--signer") from exc
+    if not isinstance(found, Signer) and callable(found):
+        try:
+            found = found()
+        except Exception as exc:  # the user's factory: any failure is named
+            raise click.BadParameter(f"calling {signer_spec!r} with no arguments failed: "
+                                     f"{type(exc).__name__}: {exc}",
+                                     param_hint="--signer") from exc
+    if not isinstance(found, Signer):
+        raise click.BadParameter(f"{signer_spec!r} is not a Signer (cryptosuite, "
+                                 f"verification_method, sign), nor returns one: "
+                                 f"{type(found).__name__}", param_hint="--signer")
+    return found

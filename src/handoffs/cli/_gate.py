@@ -13,6 +13,10 @@ trust (``handoffs gate r.json && act``):
 * ``3`` (:data:`EXIT_NOT_AS_PROPOSED`): admitted, but not to be acted on as proposed:
   the gate escalated, or the receiver decided another action than the proposal (or
   than ``--expect``). Read ``action`` in the printed decision.
+
+A file naming ``handoff-chain/…`` is decided by the identity-composition receiver with
+the same exit codes (``handoffs.cli._chain``: 0 only for an accepted ``DECIDE``;
+``--max-age`` and ``--require-current-roles`` apply to chains only).
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ import click
 
 from handoffs._json import DEFAULT_LIMITS, dumps, loads
 from handoffs._time import parse_time
-from handoffs.cli._common import CommandError, one_line_errors
+from handoffs.cli._chain import chain_status, decide_chain, names_a_chain, now_clock, parse_age
+from handoffs.cli._common import CommandError, one_line_errors, read_bounded
 from handoffs.cli._contracts import cli_registry
 from handoffs.integrity import KeyRing
 from handoffs.receivers import (
@@ -49,16 +54,7 @@ EXIT_NOT_AS_PROPOSED: Final = 3
 """``handoffs gate``: admitted, but escalated or decided another action than proposed."""
 
 
-def _read(path: str, what: str, limit: int) -> bytes:
-    if path == "-":
-        data = sys.stdin.buffer.read(limit + 1)
-    else:
-        try:
-            with Path(path).open("rb") as handle:
-                data = handle.read(limit + 1)
-        except OSError as exc:
-            raise CommandError(f"cannot read {what} {path}: {exc.strerror or exc} [io]") from exc
-    return data
+_read = read_bounded
 
 
 def _keyring(path: str) -> KeyRing:
@@ -115,6 +111,11 @@ def shell_status(decision: Decision, *, expect: str | None = None) -> int:
 @click.option("--expect", metavar="ACTION",
               help="Exit 0 only when the decided action is also ACTION (e.g. RELEASE), so "
                    "that 'handoffs gate r.json --expect RELEASE && pay' never pays otherwise.")
+@click.option("--max-age", "max_age", metavar="AGE",
+              help="Chains: the oldest hop proof or approval accepted (30m, 24h, 7d; "
+                   "default 24h).")
+@click.option("--require-current-roles", is_flag=True,
+              help="Chains: every signer and approver must also hold its role now.")
 def gate(
     *,
     receipt: str,
@@ -127,6 +128,8 @@ def gate(
     readback: float,
     now_text: str | None,
     expect: str | None,
+    max_age: str | None,
+    require_current_roles: bool,
 ) -> None:
     """Gate one RECEIPT: print the decision; exit 0 only if the receiver may act on the
     proposal.
@@ -143,6 +146,13 @@ def gate(
                            "from resolved evidence [usage]")
     raw = _read(receipt, "receipt", DEFAULT_LIMITS.max_bytes)
     keyring = _keyring(trust_path)
+    if names_a_chain(raw):
+        _gate_chain(raw, keyring, identity, log_path=log_path, now_text=now_text,
+                    expect=expect, max_age=max_age, current=require_current_roles,
+                    receipt_only=bool(roles or policies or routes or readback))
+    if max_age is not None or require_current_roles:
+        raise CommandError("--max-age and --require-current-roles apply to handoff chains "
+                           "only [usage]")
     who = identity
     held = set(roles).union(*(entry.roles for entry in keyring.for_controller(who)))
     with one_line_errors():
@@ -170,6 +180,29 @@ def gate(
             log.close()
     click.echo(dumps(decision.to_json(), indent=2))
     sys.exit(shell_status(decision, expect=expect))
+
+
+def _gate_chain(raw: bytes, keyring: KeyRing, identity: str, *, log_path: str | None,
+                now_text: str | None, expect: str | None, max_age: str | None,
+                current: bool, receipt_only: bool) -> None:
+    """``handoffs gate`` on a chain file: print the decision and exit (never returns)."""
+    from handoffs.service import open_store
+
+    if receipt_only:
+        raise CommandError("--role, --policy, --evidence and --readback apply to receipts, "
+                           "not to handoff chains [usage]")
+    age = parse_age(max_age) if max_age is not None else None
+    with one_line_errors():
+        moment = None if now_text is None else parse_time(now_text, json_path="--now")
+        log = open_store(log_path) if log_path is not None else None
+    try:
+        decision = decide_chain(raw, keyring, identity, clock=now_clock(moment),
+                                replay=log, max_age=age, require_current_roles=current)
+    finally:
+        if log is not None:
+            log.close()
+    click.echo(dumps(decision.to_json(), indent=2))
+    sys.exit(chain_status(decision, expect=expect))
 
 
 @click.group("log")

@@ -28,6 +28,10 @@ def keys() -> None:
 
 @keys.command("new")
 @click.option("--controller", required=True, help="Identity of the agent holding the key.")
+@click.option("--suite", type=click.Choice(["eddsa-jcs-2022", "ecdsa-jcs-2019"]),
+              default="eddsa-jcs-2022", show_default=True,
+              help="The key's cryptosuite: Ed25519 (eddsa-jcs-2022) or P-256 "
+                   "(ecdsa-jcs-2019, the curve most KMSs and HSMs hold).")
 @click.option("--roles", default="", help="Comma-separated roles, e.g. proposer,policy-service.")
 @click.option("--purposes", default="assertionMethod", show_default=True,
               help="Comma-separated proof purposes; a policy service's grant key needs "
@@ -40,13 +44,14 @@ def keys() -> None:
               help="Encrypt the PEM with the passphrase in environment variable VAR.")
 @click.option("--not-before", metavar="RFC3339", callback=time_option,
               help="First instant the key may sign (default: now).")
-def keys_new(*, controller: str, roles: str, purposes: str, prefix: Path | None, trust: Path | None,
+def keys_new(*, controller: str, suite: str, roles: str, purposes: str, prefix: Path | None,
+             trust: Path | None,
              passphrase_env: str | None, not_before: datetime | None) -> None:
-    """Generate an Ed25519 key: a private PEM and its key-ring (trust file) entry."""
-    from handoffs.integrity import KeyRing, SigningKey
+    """Generate a key of --suite: a private PEM and its key-ring (trust file) entry."""
+    from handoffs.integrity import KeyRing, P256SigningKey, SigningKey
 
     passphrase = passphrase_from_env(passphrase_env)
-    key = SigningKey.generate()
+    key = P256SigningKey.generate() if suite == "ecdsa-jcs-2019" else SigningKey.generate()
     ring = KeyRing().enrol(key.public_key_multibase, controller=controller,
                            roles=comma_items(roles), purposes=comma_items(purposes),
                            not_before=not_before or utc_now())

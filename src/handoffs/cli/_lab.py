@@ -142,13 +142,29 @@ def print_summary(report: Mapping[str, Any]) -> None:
                   "fields")
     gate = report["gate"]
     verdict = "[green]PASS[/green]" if gate["passed"] else "[red]FAIL[/red]"
-    console.print(f"Release gate: {verdict} ({len(gate['checks'])} checks)")
+    console.print(f"Release gate: {verdict} ({len(gate['checks'])} checks"
+                  f"{_catastrophic_suffix(report)})")
     for reason in gate["reasons"]:
         console.print(f"  - {reason}", markup=False)
     for warning in gate["warnings"]:
         console.print(f"  warning: {warning}", markup=False)
     for finding in findings(report):
         console.print(f"  {finding}", markup=False)
+
+
+def _catastrophic_suffix(report: Mapping[str, Any]) -> str:
+    """``; 10 catastrophic decision(s): prose_relay (not gated)`` for the verdict line."""
+    experiment = report["experiment"]
+    gated = {s["name"] for s in experiment["strategies"] if s.get("gated")} or {
+        experiment["subject"]}
+    made = [(row["strategy"], row["catastrophic_errors"]) for row in report["strategy_results"]
+            if row["catastrophic_errors"]]
+    if not made:
+        return ""
+    total = sum(count for _, count in made)
+    named = ", ".join(f"{name} {count}" + ("" if name in gated else " (not gated)")
+                      for name, count in made)
+    return f"; {total} catastrophic decision(s): {named}"
 
 
 def _write_report(report: Mapping[str, Any], out: Path, *, also: tuple[str, ...] = ()
@@ -217,6 +233,20 @@ def run_command(  # noqa: PLR0917 - click passes every option as a parameter
     """Run EXPERIMENT (a TOML file; default: the built-in payment experiment)."""
     if no_cache and (cache_path is not None or refresh):
         raise click.UsageError("--no-cache excludes --cache and --refresh")
+    from handoffs.lab import is_topology_file
+
+    if experiment is not None and is_topology_file(experiment):  # [[edge]]: a topology
+        if resume or strict:
+            raise click.UsageError("--resume and --strict apply to one experiment, not to "
+                                   "a topology ([[edge]] tables)")
+        try:
+            code = _run_topology_file(experiment, out, executor=executor, workers=workers,
+                                     chunk_size=chunk_size, max_calls=max_calls,
+                                     max_tokens=max_tokens, concurrency=concurrency,
+                                     cache=False if no_cache else cache_path, refresh=refresh)
+        except HandoffsError as exc:
+            raise _CannotRun(f"{exc} [{exc.code}]") from exc
+        ctx.exit(code)
     try:
         declared = _declared(experiment)
         out.mkdir(parents=True, exist_ok=True)
@@ -487,3 +517,53 @@ def diff_command(ctx: click.Context, old_path: Path, new_path: Path, output: str
         shape: Literal["text", "markdown"] = "markdown" if output == "markdown" else "text"
         click.echo(diff.render(format=shape, limit=limit), nl=False)
     ctx.exit(diff.exit_code)
+
+
+def _run_topology_file(path: Path, out: Path, **options: Any) -> int:
+    """``handoffs lab run TOPOLOGY.toml`` (a file with ``[[edge]]`` tables): run every
+    edge's local experiment and the end-to-end experiment, write ``topology.json``,
+    ``topology.md`` and ``topology.html`` (the rows side by side) and each run's own
+    report under ``<run>/``, print the rows; return the topology gate's exit code
+    (0 every row passes, 1 one fails).
+
+    Raises:
+        HandoffsError: a bad declaration (the caller reports it as "cannot run").
+    """
+    from rich.table import Table
+
+    from handoffs.lab import load_topology, run_topology
+    from handoffs.lab.reports import render_topology_html, render_topology_markdown
+
+    report = run_topology(load_topology(path), **options).report
+    out.mkdir(parents=True, exist_ok=True)
+    for label, sub in report["reports"].items():
+        folder = out / sub["experiment"]["name"]
+        folder.mkdir(exist_ok=True)
+        (folder / "report.json").write_text(dumps(sub, indent=2) + "\n", encoding="utf-8")
+        for note in _write_renderings(sub, folder):
+            click.echo(f"note: {label}: {note}", err=True)
+    (out / "topology.json").write_text(dumps(report, indent=2) + "\n", encoding="utf-8")
+    (out / "topology.md").write_text(render_topology_markdown(report), encoding="utf-8")
+    (out / "topology.html").write_text(render_topology_html(report), encoding="utf-8")
+    console = _console()
+    table = Table(title=f"Topology {report['name']}: each edge and end to end",
+                  title_justify="left")
+    for column in ("scope", "edge", "reference", "agreement", "mean regret", "hard", "gate"):
+        table.add_column(column, justify="right" if column in {"agreement", "mean regret",
+                                                               "hard"} else "left")
+    for row in report["rows"]:
+        table.add_row(row["scope"], row["edge"], row["reference"], f"{row['agreement']:.3f}",
+                      f"{row['mean_regret']:.3f}", str(row["hard_violations"]),
+                      "PASS" if row["gate"]["passed"] else "FAIL")
+    console.print(table)
+    verdict = "[green]PASS[/green]" if report["gate"]["passed"] else "[red]FAIL[/red]"
+    console.print(f"Topology gate: {verdict} ({len(report['rows'])} rows)")
+    for reason in report["gate"]["reasons"]:
+        console.print(f"  - {reason}", markup=False)
+    for edge, fields in report["needed_downstream"].items():
+        for field, consumers in fields.items():
+            console.print(f"  {edge}: {field} is read downstream by {', '.join(consumers)}",
+                          markup=False)
+    click.echo(f"wrote {out / 'topology.json'}, {out / 'topology.md'}, "
+               f"{out / 'topology.html'}", err=True)
+    return int(report["gate"]["exit_code"])

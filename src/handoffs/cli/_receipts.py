@@ -12,7 +12,7 @@ import click
 from handoffs._json import dumps
 from handoffs.cli._common import (
     comma_items,
-    passphrase_from_env,
+    load_signer,
     read_object,
     time_option,
     utc_now,
@@ -24,9 +24,12 @@ __all__ = ["grant_command", "sign_command", "verify_command"]
 
 @click.command("sign")
 @click.argument("receipt", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-@click.option("--key", "key_path", required=True,
+@click.option("--key", "key_path",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The sender's private key (PEM).")
+              help="The sender's private key (PEM: Ed25519 or P-256).")
+@click.option("--signer", "signer_spec", metavar="MODULE:ATTRIBUTE",
+              help="Instead of --key: a Signer (or a callable returning one), e.g. a KMS "
+                   "key through handoffs.integrity.CallableSigner.")
 @click.option("--grant", "grant_path",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="The policy service's signed authority grant (JSON).")
@@ -34,24 +37,29 @@ __all__ = ["grant_command", "sign_command", "verify_command"]
               help="Decrypt the PEM with the passphrase in environment variable VAR.")
 @click.option("--created", metavar="RFC3339", callback=time_option,
               help="Proof creation time (default: now).")
-def sign_command(*, receipt: str, key_path: Path, grant_path: Path | None,
+def sign_command(*, receipt: str, key_path: Path | None, signer_spec: str | None,
+                 grant_path: Path | None,
                  passphrase_env: str | None, created: datetime | None) -> None:
     """Sign RECEIPT (a JSON file, or - for stdin) and print the signed receipt."""
     from handoffs.contracts import Receipt
-    from handoffs.integrity import SigningKey
 
-    key = SigningKey.from_pem(key_path.read_bytes(), passphrase_from_env(passphrase_env))
-    loaded = Receipt.from_json(read_object(receipt, what="receipt"), registry=cli_registry())
+    key = load_signer(key_path, signer_spec, passphrase_env)
+    registry = cli_registry()
+    loaded = Receipt.from_json(read_object(receipt, what="receipt"), registry=registry)
     grant = read_object(grant_path, what="grant") if grant_path is not None else None
-    signed = loaded.sign(key, grant=grant, created=created or utc_now())
+    signed = loaded.sign(key, grant=grant, created=created or utc_now(),
+                         contract=registry.by_id(loaded.contract))
     click.echo(dumps(signed.to_json(), indent=2))
 
 
 @click.command("grant")
-@click.option("--key", "key_path", required=True,
+@click.option("--key", "key_path",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The policy service's private key (PEM; its key-ring entry needs the "
-                   "policy-service role and the capabilityDelegation purpose).")
+              help="The policy service's private key (PEM, Ed25519 or P-256; its key-ring "
+                   "entry needs the policy-service role and the capabilityDelegation "
+                   "purpose).")
+@click.option("--signer", "signer_spec", metavar="MODULE:ATTRIBUTE",
+              help="Instead of --key: a Signer (or a callable returning one).")
 @click.option("--issuer", required=True, help="Identity of the policy service.")
 @click.option("--subject", required=True, help="The sender the grant is for.")
 @click.option("--audience", required=True, help="The one receiver the sender may address.")
@@ -68,20 +76,20 @@ def sign_command(*, receipt: str, key_path: Path, grant_path: Path | None,
               help="Decrypt the PEM with the passphrase in environment variable VAR.")
 @click.option("--created", metavar="RFC3339", callback=time_option,
               help="Proof creation time (default: now).")
-def grant_command(*, key_path: Path, issuer: str, subject: str, audience: str,
+def grant_command(*, key_path: Path | None, signer_spec: str | None, issuer: str,
+                  subject: str, audience: str,
                   contract_id: str, case_id: str, policy_version: str, authority: str,
                   roles: str, valid_until: datetime, passphrase_env: str | None,
                   created: datetime | None) -> None:
     """Issue a signed authority grant (what the policy service does) and print it."""
     from handoffs.contracts import Authority, issue_grant
-    from handoffs.integrity import SigningKey
 
     contract = cli_registry().by_id(contract_id, json_path="--contract")
     try:
         allowed = [Authority(item) for item in comma_items(authority)]
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--authority") from exc
-    key = SigningKey.from_pem(key_path.read_bytes(), passphrase_from_env(passphrase_env))
+    key = load_signer(key_path, signer_spec, passphrase_env)
     document = issue_grant(
         key, issuer=issuer, subject=subject, audience=audience, contract=contract,
         case_id=case_id, policy_version=policy_version, authority=allowed,
@@ -104,7 +112,12 @@ def grant_command(*, key_path: Path, issuer: str, subject: str, audience: str,
               help="Verification time (default: now).")
 def verify_command(*, receipt: str, trust_path: Path, receiver: str | None,
                    any_audience: bool, now: datetime | None) -> None:
-    """Verify a signed RECEIPT: exit 0 when valid, 1 with the reason when not."""
+    """Verify a signed RECEIPT: exit 0 when valid, 1 with the reason when not.
+
+    The checks of a gate's steps (2) and (3): proofs, grant, audience, expiry, and the
+    policy the grant pins against the contract's (policy-mismatch,
+    policy-fingerprint-missing). RECEIPT is read up to the parser's limit + 1 byte.
+    """
     from handoffs.contracts import ANY_AUDIENCE, Receipt
     from handoffs.integrity import KeyRing
 
@@ -116,5 +129,7 @@ def verify_command(*, receipt: str, trust_path: Path, receiver: str | None,
     verified = Receipt.verify(document, ring, registry=cli_registry(), now=now or utc_now(),
                               audience=ANY_AUDIENCE if receiver is None else receiver)
     got = verified.receipt
+    policy = ("policy pinned by the grant matches" if verified.policy_checked
+              else "policy not checked: no authority grant pins it")
     click.echo(f"valid: {got.id} ({got.contract}) from {got.sender} to {got.receiver}, "
-               f"signed by {verified.signer.controller}")
+               f"signed by {verified.signer.controller}; {policy}")

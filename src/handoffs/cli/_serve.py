@@ -134,11 +134,12 @@ def serve(*, config_path: str | None, host: str | None, port: int | None,
         log.warning("insecure", extra={"fields": {
             "message": "no authentication: anyone who reaches the port can spend receipt ids"}})
     app = service.app()
-    # httptools and uvloop when installed (the serve extra): uvicorn's "auto".
+    # httptools and uvloop when installed (the serve extra): uvicorn's "auto", under the
+    # connection guard (header timeout, connection caps: Service.http_protocol).
     server = _server_class(uvicorn.Server)(uvicorn.Config(
-        app, log_config=None, access_log=False, lifespan="off", loop="auto", http="auto",
+        app, log_config=None, access_log=False, lifespan="off", loop="auto",
+        http=service.http_protocol(),
         timeout_graceful_shutdown=max(1, round(config.graceful_timeout)), server_header=False,
-        limit_concurrency=config.max_connections,
         timeout_keep_alive=max(1, round(config.body_timeout)),
     ))
     bound = sock.getsockname()

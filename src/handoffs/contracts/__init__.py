@@ -16,7 +16,7 @@ A :class:`Sender` turns decision content into signed receipt bytes;
 layer underneath it; :meth:`Receipt.verify` checks a signed receipt.
 """
 
-from handoffs._audience import ANY_AUDIENCE
+from handoffs._audience import ANY_AUDIENCE, AnyAudience
 from handoffs._errors import (
     ContractDefinitionError,
     MalformedJSON,
@@ -27,10 +27,12 @@ from handoffs._errors import (
 )
 from handoffs.contracts._contract import (
     Authority,
+    ContextDependency,
     Contract,
     EvidenceFresh,
     HardConstraint,
     LossMatrix,
+    OnMissing,
     PolicyResolvable,
     RoleHeld,
     Uncertainty,
@@ -44,15 +46,15 @@ from handoffs.contracts._receipt import (
     Receipt,
 )
 from handoffs.contracts._registry import Registry
-from handoffs.contracts._sender import GrantIssuer, Sender
-from handoffs.contracts._signing import (
-    VerifiedReceipt,
-    issue_grant,
-)
+from handoffs.contracts._sender import GrantIssuer, GrantSource, Sender
+from handoffs.contracts._signing import AuthorityGrant, VerifiedReceipt, issue_grant
 
 __all__ = [
     "ANY_AUDIENCE",
+    "AnyAudience",
     "Authority",
+    "AuthorityGrant",
+    "ContextDependency",
     "Contract",
     "ContractDefinitionError",
     "DecisionContent",
@@ -64,10 +66,12 @@ __all__ = [
     "Governance",
     "GovernanceService",
     "GrantIssuer",
+    "GrantSource",
     "HardConstraint",
     "Interval",
     "LossMatrix",
     "MalformedJSON",
+    "OnMissing",
     "PolicyResolvable",
     "ProofError",
     "Receipt",

@@ -95,6 +95,29 @@ def _constraints(items: Iterable[HardConstraint[A]]) -> tuple[HardConstraint[A],
     return tuple(items)
 
 
+def _cryptosuites(names: Iterable[str]) -> tuple[str, ...]:
+    from handoffs.integrity import registered_cryptosuites
+
+    if isinstance(names, str):
+        raise ContractDefinitionError(
+            f"cryptosuites is a sequence of suite names, got the string {names!r}",
+            code="bad-contract-definition")
+    suites = tuple(names)
+    registered = registered_cryptosuites()
+    unknown = [name for name in suites if name not in registered]
+    if not suites or unknown or len(set(suites)) != len(suites):
+        raise ContractDefinitionError(
+            f"cryptosuites must name registered suites ({', '.join(registered)}), each once "
+            f"and at least one, got {list(suites)}", code="bad-contract-definition")
+    return suites
+
+
+def _all_cryptosuites() -> tuple[str, ...]:
+    from handoffs.integrity import registered_cryptosuites
+
+    return registered_cryptosuites()
+
+
 @attrs.frozen
 class LossMatrix(Generic[A]):
     """Consequence of choosing one action when the reference chose another.
@@ -315,6 +338,16 @@ class Contract(Generic[S, A]):
             or older is refused as ``proof-stale`` even if it has not expired, so a
             key rotated out of the ring cannot back-date proofs for longer than this.
             A gate's ``max_proof_age`` option overrides it.
+        cryptosuites: the Data Integrity cryptosuites the receipt schema's proof admits
+            (default: every registered suite, ``eddsa-jcs-2022`` and ``ecdsa-jcs-2019``).
+            A version released when only ``eddsa-jcs-2022`` existed names that one suite
+            here, so its checked-in schema and fingerprint stay as released; signing
+            with a key of a suite not listed fails (``suite-not-admitted``).
+        admits_context: the receipt schema admits an ``@context`` (and the proof's copy
+            of it) of the accepted values
+            (:data:`~handoffs.integrity.ACCEPTED_CONTEXTS`: the DI v2 context, as data,
+            never interpreted), as receipts signed by a JSON-LD Data Integrity stack
+            carry it; ``False`` (the default) keeps plain JSON.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -332,6 +365,10 @@ class Contract(Generic[S, A]):
     context: tuple[ContextDependency, ...] = attrs.field(default=(), converter=_dependencies)
     max_notes_length: int = 2000
     max_proof_age: timedelta = attrs.field(default=DEFAULT_MAX_PROOF_AGE, kw_only=True)
+    cryptosuites: tuple[str, ...] = attrs.field(factory=_all_cryptosuites,
+                                                converter=_cryptosuites, kw_only=True)
+    admits_context: bool = attrs.field(default=False, kw_only=True,
+                                       validator=attrs.validators.instance_of(bool))
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.max_proof_age, timedelta) or self.max_proof_age <= timedelta(0):
@@ -415,6 +452,13 @@ class Contract(Generic[S, A]):
         as their values, intervals as ``{"lo": ..., "hi": ...}``).
         """
         return cast("dict[str, Any]", _converter.unstructure(state))
+
+    def load_state(self, data: Mapping[str, Any]) -> S:
+        """The typed state of a JSON ``decision_state`` (the inverse of
+        :meth:`dump_state`). It structures what it is given, and checks nothing beyond
+        what structuring needs: validate a message with :meth:`validate` first.
+        """
+        return _converter.structure(data, self.state)
 
     def decide(self, state: S) -> A:
         """The reference action for a complete state (always determined)."""

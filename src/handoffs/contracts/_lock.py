@@ -20,7 +20,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from handoffs._errors import HandoffsError
+from handoffs._errors import HandoffsError, ReleasedVersionChanged
 from handoffs._json import digest
 from handoffs._schemas import render_json_schema
 from handoffs.contracts._contract import Contract
@@ -46,22 +46,6 @@ __all__ = [
 
 ProblemKind = Literal["missing", "changed", "unreadable", "reformatted", "bump-too-small"]
 _RANK: Final = {"none": 0, "patch": 1, "minor": 2, "major": 3}
-
-
-class ReleasedVersionChanged(HandoffsError, ValueError):
-    """A checked-in (released) contract version no longer matches its definition.
-
-    Attributes:
-        problems: every :class:`LockProblem` found.
-    """
-
-    code = "released-version-changed"
-
-    def __init__(self, problems: list[LockProblem]) -> None:
-        self.problems = tuple(problems)
-        first = problems[0]
-        super().__init__(first.message, code="released-version-changed",
-                         json_path=str(first.path))
 
 
 @attrs.frozen
@@ -119,6 +103,10 @@ def _changed(contract: Contract[Any, Any], path: Path, old: tuple[Any, Any],
                f"A released version never changes: publish the change as "
                f"{contract.name}/{suggested} (a {bump} bump) and keep {contract.version}'s "
                "files as they are")
+    if any(f.json_path.endswith(".cryptosuite") for f in found.findings):
+        # Released before Contract.cryptosuites admitted every registered suite.
+        message += ("; or, if only the admitted cryptosuites moved, keep the version as "
+                    "released with Contract(..., cryptosuites=(\"eddsa-jcs-2022\",))")
     return LockProblem("changed", contract.id, path, message, found, suggested)
 
 

@@ -278,6 +278,7 @@ class Receipt(Generic[S, A]):
         grant: Mapping[str, Any] | None,
         created: datetime,
         expires: datetime | None = None,
+        contract: Contract[S, A] | None = None,
     ) -> Receipt[S, A]:
         """Attach ``grant`` and the sender's proof over the whole receipt.
 
@@ -285,15 +286,26 @@ class Receipt(Generic[S, A]):
         must cover the receipt as a gate checks it (subject, audience, case, contract,
         policy version, authority, validity), so that nothing is signed that every gate
         would refuse; who issued it is the gate's to check against its key ring.
+        With ``contract`` (the version the receipt names), a key whose suite that
+        version's schema refuses is refused before anything is signed;
+        :class:`~handoffs.contracts.Sender` and ``handoffs sign`` always pass it.
 
         Raises:
             ProofError: the grant is malformed (``grant-invalid``) or does not cover the
                 receipt (``grant-mismatch``, ``authority-not-granted``,
-                ``validity-exceeds-grant``), with the receipt member's JSON path.
+                ``validity-exceeds-grant``), with the receipt member's JSON path;
+                ``suite-not-admitted`` (``$.proof.cryptosuite``) for a key of a suite
+                ``contract`` does not admit.
+            InvalidArgument: ``contract`` is not the version the receipt names.
         """
         from handoffs.contracts._signing import sign_receipt  # it builds on this module
 
-        return sign_receipt(self, key, grant=grant, created=created, expires=expires)
+        if contract is not None and (not isinstance(contract, Contract)
+                                     or contract.id != self.contract):
+            raise InvalidArgument(f"contract must be the Contract {self.contract} the "
+                                  f"receipt names, got {contract!r:.80}")
+        return sign_receipt(self, key, grant=grant, created=created, expires=expires,
+                            contract=contract)
 
     @staticmethod
     def verify(
@@ -312,7 +324,11 @@ class Receipt(Generic[S, A]):
         (profile, key ring, key not revoked, key validity at signing, signature; exactly
         one) → schema → signer is the sender → the grant's proof (issuer holds
         ``policy-service``) → the grant binds sender, receiver, case, contract, policy
-        version, authority and validity → audience → expiry → freshness of the proof.
+        version, authority and validity → audience → expiry → freshness of the proof →
+        the grant's policy pin: its ``policy_fingerprint`` must be the contract's
+        (``policy-mismatch``; none: ``policy-fingerprint-missing``), as a gate checks.
+        Without a grant (``require_grant=False``) nothing pins the policy: the result's
+        ``policy_checked`` is ``False`` ("policy not checked").
 
         Args:
             document: the parsed receipt.

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any, Final
 import jsonschema_rs
 
 from handoffs._errors import MalformedJSON, ReceiptValidationError, Violation
-from handoffs._json import DEFAULT_LIMITS, JSONLimits, check_value
+from handoffs._json import DEFAULT_LIMITS, JSONLimits, ParsedObject, check_value
 from handoffs._schemas import (
     DIALECT,
     DIGEST_PATTERN,
     FAST_KEYWORDS,
     IDENT_PATTERN,
     TIME_PATTERN,
+    context_schema,
     describe,
     proof_schema,
     render_json_schema,
@@ -74,7 +75,8 @@ def to_json_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
     """Generate the Draft 2020-12 JSON Schema of a contract version's receipts."""
     ident = {"type": "string", "pattern": IDENT_PATTERN, "maxLength": 128}
     state_props = {spec.name: _field_schema(spec) for spec in contract.fields}
-    return {
+    context = _context_schema(contract)
+    schema: dict[str, Any] = {
         "$schema": DIALECT,
         "$id": contract.schema_id,
         "title": f"{contract.name} {contract.version} decision receipt",
@@ -149,8 +151,19 @@ def to_json_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
                            "minItems": 1, "maxItems": 8}],
             },
         },
-        "$defs": {"proof": proof_schema()},
+        "$defs": {"proof": proof_schema(contract.cryptosuites, context=context)},
     }
+    if context is not None:  # declared: the document's @context, and the proof's copy
+        schema["properties"] = {"@context": context, **schema["properties"]}
+    return schema
+
+
+def _context_schema(contract: Contract[Any, Any]) -> dict[str, Any] | None:
+    if not contract.admits_context:
+        return None
+    from handoffs.integrity import ACCEPTED_CONTEXTS
+
+    return context_schema(ACCEPTED_CONTEXTS)
 
 
 _STRICT_DROPPED: Final = frozenset({"minLength", "maxLength"})
@@ -332,7 +345,8 @@ def validate(
         ReceiptValidationError: every violation, best first.
         MalformedJSON: the document is not JSON data, or exceeds ``limits``.
     """
-    check_value(document, limits=limits)
+    if type(document) is not ParsedObject:  # a ParsedObject was checked by its parser
+        check_value(document, limits=limits)
     validate_checked(contract, document)
 
 
@@ -340,12 +354,20 @@ def validate_checked(contract: Contract[Any, Any], document: Any) -> None:
     """:func:`validate` for a document already checked as JSON data (parsed by the
     strict parser, or passed through ``check_value``).
 
+    A :class:`~handoffs._json.ParsedObject` remembers the contract it passed
+    (``valid_for``): validating it again under that contract costs nothing.
+
     Raises:
         ReceiptValidationError: every violation, best first.
         MalformedJSON: the validators refused a value that is not JSON data.
     """
+    parsed = type(document) is ParsedObject
+    if parsed and document.valid_for is contract:
+        return
     try:
         if _fast_validator(contract).is_valid(document):
+            if parsed:
+                document.valid_for = contract
             return
         fast = _fast_violations(contract, document)
         violations = fast if fast is not None else list(iter_violations(contract, document))

@@ -25,7 +25,7 @@ from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._encoders import GovernanceService
 from handoffs.contracts._receipt import DecisionContent, EvidenceRef, Governance, Receipt
 from handoffs.contracts._signing import issue_grant, sign_receipt
-from handoffs.integrity import KeyRing, SigningKey
+from handoffs.integrity import KeyRing, Signer
 
 __all__ = ["GrantIssuer", "GrantSource", "Sender"]
 
@@ -48,6 +48,21 @@ class GrantSource(Protocol):
         ...
 
 
+def _signer(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, Signer):
+        raise InvalidArgument(
+            f"{attribute.name} must be a Signer (SigningKey, P256SigningKey, CallableSigner "
+            f"or your own), got {type(value).__name__}")
+
+
+def _public_key(signer: Signer, what: str) -> str:
+    multibase = getattr(signer, "public_key_multibase", None)
+    if not isinstance(multibase, str):
+        raise InvalidArgument(f"the {what} ({type(signer).__name__}) has no "
+                              "public_key_multibase: enrol its public key yourself")
+    return multibase
+
+
 def _roles(value: Iterable[str]) -> frozenset[str]:
     if isinstance(value, str):
         raise InvalidArgument("roles must be an iterable of role names, not one string")
@@ -63,13 +78,15 @@ class GrantIssuer:
     claims, and the stamp's validity.
 
     Attributes:
-        key: the policy service's signing key (its key-ring entry holds the
-            ``policy-service`` role and the ``capabilityDelegation`` purpose).
+        key: the policy service's :class:`~handoffs.integrity.Signer` of any registered
+            suite (an Ed25519 or P-256 key in memory, or a KMS through
+            :class:`~handoffs.integrity.CallableSigner`); its key-ring entry holds the
+            ``policy-service`` role and the ``capabilityDelegation`` purpose.
         issuer: the policy service's identity, as the key ring names its controller.
         roles: roles the grant says the subject holds for the case.
     """
 
-    key: SigningKey = attrs.field(validator=attrs.validators.instance_of(SigningKey))
+    key: Signer = attrs.field(validator=_signer)
     issuer: str = attrs.field(validator=attrs.validators.instance_of(str))
     roles: frozenset[str] = attrs.field(default=frozenset(), converter=_roles)
 
@@ -130,8 +147,12 @@ class Sender(Generic[S, A]):
 
     Attributes:
         contract: the contract version every receipt follows.
-        key: the sending agent's signing key (its key-ring entry names the governance
-            service's ``sender`` as controller).
+        key: the sending agent's :class:`~handoffs.integrity.Signer` (its key-ring
+            entry names the governance service's ``sender`` as controller): an Ed25519
+            or P-256 key in memory, or a KMS through
+            :class:`~handoffs.integrity.CallableSigner`. Its suite must be one
+            :attr:`~handoffs.contracts.Contract.cryptosuites` admits, else signing
+            fails with ``suite-not-admitted``.
         governance: stamps sender, receiver, policy version, authority and validity.
         grants: issues the authority grant for each receipt; ``None`` sends receipts
             without a grant (a gate refuses them unless told not to require one).
@@ -139,7 +160,7 @@ class Sender(Generic[S, A]):
     """
 
     contract: Contract[S, A] = attrs.field(validator=attrs.validators.instance_of(Contract))
-    key: SigningKey = attrs.field(validator=attrs.validators.instance_of(SigningKey))
+    key: Signer = attrs.field(validator=_signer)
     governance: GovernanceService = attrs.field(
         validator=attrs.validators.instance_of(GovernanceService))
     grants: GrantSource | None = attrs.field(validator=_optional_grants)
@@ -175,7 +196,7 @@ class Sender(Generic[S, A]):
         unsigned = Receipt.build(self.contract, content, governance, id=id)
         grant = (None if self.grants is None
                  else self.grants.grant(governance, contract=self.contract, now=now))
-        return sign_receipt(unsigned, self.key, grant=grant, created=now)
+        return sign_receipt(unsigned, self.key, grant=grant, created=now, contract=self.contract)
 
     def sign(
         self,
@@ -207,18 +228,20 @@ class Sender(Generic[S, A]):
         Raises:
             ValueError: ``InvalidArgument`` (also a TypeError), ``not_before`` has no time zone, or
                 :attr:`grants` is a
-                remote grant source (its key is not here to enrol).
+                remote grant source (its key is not here to enrol), or a signer has no
+                ``public_key_multibase``.
         """
         if not isinstance(not_before, datetime) or not_before.utcoffset() is None:
             raise InvalidArgument(f"not_before must be a timezone-aware datetime, got "
                                   f"{not_before!r}")
-        ring = KeyRing().enrol(self.key.public_key_multibase,
+        ring = KeyRing().enrol(_public_key(self.key, "sender's key"),
                                controller=self.governance.sender, not_before=not_before)
         if self.grants is None:
             return ring
         if not isinstance(self.grants, GrantIssuer):
             raise InvalidArgument(f"the grant source ({type(self.grants).__name__}) holds no "
                                   f"key here: enrol the policy service's key yourself")
-        return ring.enrol(self.grants.key.public_key_multibase, controller=self.grants.issuer,
+        return ring.enrol(_public_key(self.grants.key, "grant issuer's key"),
+                          controller=self.grants.issuer,
                           roles={"policy-service"}, purposes={"capabilityDelegation"},
                           not_before=not_before)

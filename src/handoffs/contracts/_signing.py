@@ -17,7 +17,7 @@ or extend validity: those are only ever compared against the signed grant.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -25,17 +25,13 @@ import attrs
 
 from handoffs._audience import AUDIENCE_TYPES, AnyAudience, check_addressed
 from handoffs._errors import InvalidArgument, MalformedJSON, ProofError
-from handoffs._json import canonical_bytes, canonical_bytes_plain, check_value
+from handoffs._json import ParsedObject, parse_object
 from handoffs._time import expired, format_time, parse_time, stale
 from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._fingerprint import policy_fingerprint as fingerprint_of
-from handoffs.contracts._receipt import Receipt, enum_member, structure, structure_valid
+from handoffs.contracts._receipt import Receipt, enum_member, structure
 from handoffs.contracts._registry import Registry
-from handoffs.integrity import KeyRing, Signer, VerifiedProof, sign
-
-# the proofs' check with the canonicalisation chosen by the caller (the gate's parser
-# has already checked the document under its own limits: see _verify_receipt)
-from handoffs.integrity._proofs import _verify
+from handoffs.integrity import KeyRing, Signer, VerifiedProof, sign, verify
 
 __all__ = [
     "GRANT_PURPOSE",
@@ -206,14 +202,35 @@ def sign_receipt(
     grant: Mapping[str, Any] | None,
     created: datetime,
     expires: datetime | None = None,
+    contract: Contract[Any, Any] | None = None,
 ) -> Receipt[Any, Any]:
     """What :meth:`Receipt.sign <handoffs.contracts.Receipt.sign>` does (see there)."""
+    if contract is not None:
+        check_admitted(contract, key)
     if grant is not None:
         _check_covers(AuthorityGrant.from_json(grant), receipt, receipt.contract)
     unsigned = attrs.evolve(receipt, grant=grant, proof=None)
     signed = sign(unsigned.to_json(), key, purpose=RECEIPT_PURPOSE, created=created,
                   expires=expires)
     return attrs.evolve(unsigned, proof=signed["proof"])
+
+
+def check_admitted(contract: Contract[Any, Any], key: Signer) -> None:
+    """Refuse to sign under ``contract`` with a key of a suite its schema refuses.
+
+    Raises:
+        InvalidArgument: ``key`` is not a :class:`~handoffs.integrity.Signer`.
+        ProofError: ``suite-not-admitted``, at ``$.proof.cryptosuite``.
+    """
+    if not isinstance(key, Signer):
+        raise InvalidArgument(f"key must be a Signer (a SigningKey, say), got "
+                              f"{type(key).__name__}")
+    suite = key.cryptosuite
+    if suite not in contract.cryptosuites:
+        raise ProofError(
+            f"the key signs {suite!r} proofs; {contract.id}'s schema admits only "
+            f"{', '.join(contract.cryptosuites)}: every gate would refuse the receipt",
+            code="suite-not-admitted", json_path="$.proof.cryptosuite")
 
 
 @attrs.frozen(kw_only=True)
@@ -225,43 +242,40 @@ class VerifiedReceipt:
         signer: the sender's verified proof (identity and roles from the key ring).
         grant: the verified authority grant, or ``None`` when none was required.
         grant_proof: the grant's verified proof, or ``None``.
+        policy_checked: the grant's ``policy_fingerprint`` was compared with the
+            contract's and matched. ``False`` when no grant
+            came with the receipt (none was required): nothing pins the policy then,
+            and a caller saying "valid" must add "policy not checked".
     """
 
     receipt: Receipt[Any, Any]
     signer: VerifiedProof
     grant: AuthorityGrant | None
     grant_proof: VerifiedProof | None
+    policy_checked: bool = False
 
-    def check_policy_pin(self, contract: Contract[Any, Any], *,
-                         fingerprint: str | None = None) -> None:
-        """Check that the receipt was granted under the very policy the receiver holds
-        for ``contract`` (a gate's check at its context step).
 
-        The authority grant is signed by the policy service, so untrusted content cannot
-        set its ``policy_fingerprint``. Without a grant (none was required) there is
-        nothing to compare. ``fingerprint`` is
-        :meth:`~handoffs.contracts.Contract.policy_fingerprint` of ``contract`` when the
-        caller holds it already (the gate computes it once per contract, in its plan).
+def _check_policy_pin(grant: AuthorityGrant, contract: Contract[Any, Any]) -> None:
+    """Check that the receipt was granted under the very policy the receiver holds for
+    ``contract``. The authority grant is signed by the policy service, so untrusted
+    content cannot set its ``policy_fingerprint``.
 
-        Raises:
-            ProofError: ``policy-fingerprint-missing`` when the grant names no
-                fingerprint; ``policy-mismatch`` when it names another than the
-                contract's.
-        """
-        if self.grant is None:
-            return
-        pinned = self.grant.policy_fingerprint
-        if pinned is None:
-            raise ProofError(
-                f"the authority grant names no policy fingerprint, so nothing says it was "
-                f"issued under this receiver's policy for {contract.id}",
-                code="policy-fingerprint-missing", json_path="$.grant")
-        own = fingerprint_of(contract) if fingerprint is None else fingerprint
-        if pinned != own:
-            raise ProofError(
-                f"the grant was issued under policy {pinned}; this receiver's {contract.id} "
-                f"is {own}: the same version decides under different rules",
-                code="policy-mismatch", json_path="$.grant.policy_fingerprint")
+    Raises:
+        ProofError: ``policy-fingerprint-missing`` when the grant names no fingerprint;
+            ``policy-mismatch`` when it names another than the contract's.
+    """
+    pinned = grant.policy_fingerprint
+    if pinned is None:
+        raise ProofError(
+            f"the authority grant names no policy fingerprint, so nothing says it was "
+            f"issued under this receiver's policy for {contract.id}",
+            code="policy-fingerprint-missing", json_path="$.grant")
+    own = fingerprint_of(contract)
+    if pinned != own:
+        raise ProofError(
+            f"the grant was issued under policy {pinned}; this receiver's {contract.id} "
+            f"is {own}: the same version decides under different rules",
+            code="policy-mismatch", json_path="$.grant.policy_fingerprint")
 
 
 def _mismatch(name: str, got: object, expected: object, path: str) -> ProofError:
@@ -292,40 +306,20 @@ def verify_receipt(
     ):
         raise InvalidArgument(
             f"max_proof_age must be a positive timedelta or None, got {max_proof_age!r}")
-    # The document is checked as JSON data (limits, lone surrogates, non-JSON values);
-    # the same walk says whether it takes the canonical fast path, which then covers
-    # every part the proofs canonicalise.
-    encode = canonical_bytes_plain if check_value(document) else canonical_bytes
-    contract = Registry.coerce(registry).for_document(document)
-    return _verify_receipt(
-        document, keyring, now=now, contract=contract, audience=audience,
-        require_grant=require_grant, encode=encode, valid=False,
-        max_age=contract.max_proof_age if max_proof_age is None else max_proof_age)
-
-
-def _verify_receipt(
-    document: Mapping[str, Any],
-    keyring: KeyRing,
-    *,
-    now: datetime,
-    contract: Contract[Any, Any],
-    audience: str | AnyAudience,
-    require_grant: bool,
-    encode: Callable[[Any], bytes],
-    valid: bool,
-    max_age: timedelta,
-) -> VerifiedReceipt:
-    """The one receipt verification (:func:`verify_receipt` and the gate's step (2)),
-    canonicalising with ``encode``; ``valid`` says the caller has already checked the
-    document against ``contract``'s schema (the gate's step (1), under the gate's limits).
-    """
-    proofs = _verify(document, keyring, purpose=RECEIPT_PURPOSE, now=now, max_proofs=8,
-                     expected_domain=None, expected_challenge=None, encode=encode)
+    # The document is checked as JSON data (limits, lone surrogates, non-JSON values)
+    # once: what that walk learned (plain or not) travels with it as a ParsedObject,
+    # to the proofs' canonicalisation. One the gate parsed was checked by its parser
+    # (under the gate's limits), and carries the schema it passed at step (1).
+    parsed = document if type(document) is ParsedObject else parse_object(
+        document, what="a signed receipt")
+    contract = Registry.coerce(registry).for_document(parsed)
+    max_age = contract.max_proof_age if max_proof_age is None else max_proof_age
+    proofs = verify(parsed, keyring, purpose=RECEIPT_PURPOSE, now=now, max_proofs=8)
     if len(proofs) != 1:
         raise ProofError(f"a receipt carries exactly one sender proof, found {len(proofs)}",
                          code="proof-duplicated", json_path="$.proof")
     signer = proofs[0]
-    receipt = structure_valid(contract, document) if valid else structure(contract, document)
+    receipt = structure(contract, parsed)
     if signer.controller != receipt.sender:
         raise ProofError(
             f"signed by {signer.controller!r}, but the receipt names sender {receipt.sender!r}",
@@ -338,14 +332,19 @@ def _verify_receipt(
             raise ProofError("the receipt carries no authority grant", code="grant-missing",
                              json_path="$.grant")
     else:
-        grant, grant_proof = _verify_grant(receipt, contract, keyring, now, encode)
+        grant, grant_proof = _verify_grant(receipt, contract, keyring, now,
+                                           parsed.member(receipt.grant))
     check_addressed(receipt.receiver, receipt.valid_until, audience, now)
     if stale(signer.created, max_age, now):
         raise ProofError(
             f"the proof was created at {format_time(signer.created)}, {now - signer.created} "
             f"before now ({format_time(now)}); at most {max_age} is accepted",
             code="proof-stale", json_path="$.proof.created")
-    return VerifiedReceipt(receipt=receipt, signer=signer, grant=grant, grant_proof=grant_proof)
+    if grant is not None:
+        _check_policy_pin(grant, contract)
+    # No grant (none required): no pin to compare, and policy_checked says so.
+    return VerifiedReceipt(receipt=receipt, signer=signer, grant=grant,
+                           grant_proof=grant_proof, policy_checked=grant is not None)
 
 
 def _grant_refusal(exc: ProofError) -> ProofError:
@@ -356,13 +355,11 @@ def _grant_refusal(exc: ProofError) -> ProofError:
 
 def _verify_grant(
     receipt: Receipt[Any, Any], contract: Contract[Any, Any], keyring: KeyRing, now: datetime,
-    encode: Callable[[Any], bytes],
+    doc: Mapping[str, Any],
 ) -> tuple[AuthorityGrant, VerifiedProof]:
-    doc = receipt.grant
-    assert doc is not None  # noqa: S101 - checked by the caller
+    """The receipt's grant ``doc`` (a part of the parsed receipt, as parsed) verified."""
     try:
-        proofs = _verify(doc, keyring, purpose=GRANT_PURPOSE, now=now, max_proofs=8,
-                         expected_domain=None, expected_challenge=None, encode=encode)
+        proofs = verify(doc, keyring, purpose=GRANT_PURPOSE, now=now, max_proofs=8)
     except ProofError as exc:
         raise _grant_refusal(exc) from exc
     if len(proofs) != 1:

@@ -53,17 +53,35 @@ from __future__ import annotations
 
 from handoffs.contracts._analysis._coverage import (
     Coverage,
+    CoverageTracker,
+    Geometry,
+    Transition,
     coverage,
     geometry,
 )
 from handoffs.contracts._analysis._perturbed import (
     DropField,
     MergeValues,
+    ProofAnswer,
     RoundValue,
     SymbolicForm,
     WidenValue,
+    perturbed_state,
+    prove_form,
+    undecidable,
 )
-from handoffs.contracts._analysis._results import Analysis, Equivalence
+from handoffs.contracts._analysis._results import (
+    Analysis,
+    Boundary,
+    ConstraintReach,
+    Cuts,
+    Equivalence,
+    MinimalSets,
+    Region,
+    Relevance,
+    Sufficiency,
+    Surface,
+)
 from handoffs.contracts._analysis._solve import (
     analyse,
     equivalence,
@@ -73,17 +91,32 @@ from handoffs.contracts._analysis._solve import (
 
 __all__ = [
     "Analysis",
+    "Boundary",
+    "ConstraintReach",
     "Coverage",
+    "CoverageTracker",
+    "Cuts",
     "DropField",
     "Equivalence",
+    "Geometry",
     "MergeValues",
+    "MinimalSets",
+    "ProofAnswer",
+    "Region",
+    "Relevance",
     "RoundValue",
+    "Sufficiency",
+    "Surface",
     "SymbolicForm",
+    "Transition",
     "WidenValue",
     "analyse",
     "coverage",
     "equivalence",
     "geometry",
     "minimal_sets",
+    "perturbed_state",
+    "prove_form",
     "sufficiency",
+    "undecidable",
 ]

@@ -24,6 +24,7 @@ from handoffs.contracts._policy import (
     AllOf,
     AnyOf,
     Condition,
+    Expr,
     Field,
     Is,
     Not,
@@ -31,18 +32,17 @@ from handoffs.contracts._policy import (
     Predicate,
     Under,
 )
-from handoffs.contracts._rules import (
-    Policy,
-    Rule,
-)
+from handoffs.contracts._rules import Outcome, Policy, Rule
 
 __all__ = [
     "AllOf",
     "AnyOf",
     "Condition",
+    "Expr",
     "Field",
     "Is",
     "Not",
+    "Outcome",
     "Over",
     "Policy",
     "PolicyError",

@@ -11,16 +11,23 @@ not own up to.
 """
 
 from handoffs.contracts._diff import (
+    Category,
     ContractDiff,
+    Direction,
     Finding,
+    FindingCode,
     VersionBumpError,
     diff,
 )
-from handoffs.contracts._lock import export_release, lock_problems
+from handoffs.contracts._lock import LockProblem, export_release, lock_problems
 
 __all__ = [
+    "Category",
     "ContractDiff",
+    "Direction",
     "Finding",
+    "FindingCode",
+    "LockProblem",
     "VersionBumpError",
     "diff",
     "export_release",

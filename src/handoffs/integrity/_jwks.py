@@ -10,6 +10,12 @@ publisher reaches a gate only through a new pinned copy. Every refusal is a
 :class:`~handoffs.KeyRingError` whose ``json_path`` says which member of the document
 and whose message says why.
 
+An agent card's keys are enrolled only after every JWS signature on the card (RFC 7515,
+over the RFC 8785 form of the card without ``signatures`` and empty values, detached,
+as a2a-sdk signs) verified with PyJWT against a key the receiver pinned: a JWK Set or
+one JWK. A key carried in a signature's own header (``jwk``, ``x5c``, ``x5u``) is
+refused, and ``jku`` is never fetched.
+
 Key types: ``OKP`` / ``Ed25519`` keys are enrolled as ``eddsa-jcs-2022`` keys (with
 the key ring's weak-key checks); ``EC`` / ``P-256`` keys are checked to be a point on
 the curve and enrolled as ``ecdsa-jcs-2019`` keys (their compressed point in a
@@ -31,7 +37,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from handoffs._errors import KeyRingError, MalformedJSON
-from handoffs._json import dumps, loads
+from handoffs._json import canonical_bytes, loads
 from handoffs.integrity._suites import ECDSA_JCS_2019, EDDSA_JCS_2022, encode_multikey
 
 __all__ = ["agent_card_keys", "jwks_keys"]
@@ -185,70 +191,162 @@ def jwks_keys(jwks: Document, *, kids: Iterable[str] | None = None) -> Iterator[
     return _chosen(found, kids=kids)
 
 
-def _protected_header(signature: Any, *, json_path: str) -> Mapping[str, Any]:
+_CARD_ALGORITHMS: Final = {EDDSA_JCS_2022.name: ["EdDSA"], ECDSA_JCS_2019.name: ["ES256"]}
+"""The JWS ``alg`` a pinned key may verify a card signature with: its own, never the
+header's choice (no algorithm confusion: no HS256, no ``none``)."""
+_EMBEDDED: Final = ("jwk", "x5c", "x5u")
+
+
+def _card_document(card: Any) -> Mapping[str, Any]:
+    """A card as JSON: an a2a-sdk ``AgentCard`` (a protobuf message) through
+    ``MessageToDict``, as the SDK's signer and verifier see it; else a pinned document.
+    """
+    if hasattr(card, "DESCRIPTOR") and hasattr(card, "SerializeToString"):
+        import importlib  # protobuf comes with a2a-sdk: only a card object needs it
+
+        as_json: Mapping[str, Any] = importlib.import_module(
+            "google.protobuf.json_format").MessageToDict(card)
+        return as_json
+    return _document(card, what="agent card")
+
+
+def _clean_empty(value: Any) -> Any:
+    """The card without its empty strings, lists and objects, at any depth (what
+    a2a-sdk removes before RFC 8785: A2A §8.4's "default values removed").
+    """
+    if isinstance(value, Mapping):
+        kept = {k: v for k, v in ((k, _clean_empty(v)) for k, v in value.items())
+                if v is not None}
+        return kept or None
+    if isinstance(value, list):
+        items = [v for v in (_clean_empty(v) for v in value) if v is not None]
+        return items or None
+    return None if value == "" else value
+
+
+def _card_payload(document: Mapping[str, Any]) -> bytes:
+    """The bytes a card's JWS signatures cover: RFC 8785 of the card without
+    ``signatures`` and without empty values, base64url-encoded (the detached payload).
+    """
+    unsigned = {k: v for k, v in document.items() if k != "signatures"}
+    try:
+        canonical = canonical_bytes(_clean_empty(unsigned) or {})
+    except MalformedJSON as exc:
+        raise _fail(f"the card has no RFC 8785 form: {exc.message}", code="bad-agent-card",
+                    json_path=exc.json_path) from exc
+    return base64.urlsafe_b64encode(canonical).rstrip(b"=")
+
+
+def _pinned_jwk(header: Mapping[str, Any], *, jwks: Mapping[str, Any] | None,
+                key: Mapping[str, Any] | None, json_path: str
+                ) -> tuple[Mapping[str, Any], str]:
+    """The pinned JWK a signature's header names (by ``kid``), and its path in the pinned
+    document (``$.keys[i]`` of the JWK Set, ``$`` for one pinned key).
+    """
+    kid = header.get("kid")
+    if key is not None:
+        if kid is not None and key.get("kid") is not None and kid != key.get("kid"):
+            raise _fail(f"the signature names key {kid!r}; the pinned key is "
+                        f"{key.get('kid')!r}", code="unknown-kid",
+                        json_path=f"{json_path}.protected.kid")
+        return key, "$"
+    assert jwks is not None  # noqa: S101 - the caller passes exactly one
+    if not isinstance(kid, str):
+        raise _fail("the signature names no kid to find in the pinned JWK Set",
+                    code="bad-agent-card", json_path=f"{json_path}.protected")
+    listed = jwks.get("keys")
+    keys: list[Any] = listed if isinstance(listed, list) else []
+    index = next((i for i, jwk in enumerate(keys)
+                  if isinstance(jwk, Mapping) and jwk.get("kid") == kid), None)
+    if index is None:
+        raise _fail(f"key {kid!r} is not in the pinned JWK Set (jku "
+                    f"{header.get('jku')!r} is never fetched)", code="unknown-kid",
+                    json_path=f"{json_path}.protected.kid")
+    return keys[index], f"$.keys[{index}]"
+
+
+def _verify_card_signature(signature: Any, payload: bytes, *, jwks: Mapping[str, Any] | None,
+                           key: Mapping[str, Any] | None, json_path: str) -> tuple[str, str]:
+    """Verify one JWS (RFC 7515) signature of a card against the pinned key it names
+    (PyJWT); return that key as ``(public_key_multibase, json_path)``.
+    """
+    import jwt
+
     if not isinstance(signature, Mapping):
         raise _fail("a card signature must be a JSON object", code="bad-agent-card",
                     json_path=json_path)
-    protected = signature.get("protected")
-    if not isinstance(protected, str) or not _B64URL.fullmatch(protected):
-        raise _fail("the protected header must be base64url text", code="bad-agent-card",
-                    json_path=f"{json_path}.protected")
+    protected, value = signature.get("protected"), signature.get("signature")
+    for name, text in (("protected", protected), ("signature", value)):
+        if not isinstance(text, str) or not _B64URL.fullmatch(text):
+            raise _fail(f"the signature's {name} must be base64url text",
+                        code="bad-agent-card", json_path=f"{json_path}.{name}")
+    token = f"{protected}.{payload.decode('ascii')}.{value}"
     try:
-        header = loads(base64.urlsafe_b64decode(protected + "=" * (-len(protected) % 4)))
-    except (binascii.Error, ValueError, MalformedJSON) as exc:
-        raise _fail("the protected header is not base64url JSON", code="bad-agent-card",
-                    json_path=f"{json_path}.protected") from exc
-    if not isinstance(header, Mapping):
-        raise _fail("the protected header must be a JSON object", code="bad-agent-card",
-                    json_path=f"{json_path}.protected")
-    return header
+        header = jwt.get_unverified_header(token)
+    except jwt.PyJWTError as exc:
+        raise _fail(f"the protected header is not a base64url JSON object: {exc}",
+                    code="bad-agent-card", json_path=f"{json_path}.protected") from exc
+    embedded = next((name for name in _EMBEDDED if name in header), None)
+    if embedded is not None:
+        raise _fail(f"the header carries its own key ({embedded!r}): a key on the card's "
+                    "own word proves nothing; pin the agent's JWK Set (jwks=) or key (key=)",
+                    code="embedded-key", json_path=f"{json_path}.protected.{embedded}")
+    if "crit" in header:
+        raise _fail(f"critical header parameters {header['crit']!r} are not understood",
+                    code="bad-agent-card", json_path=f"{json_path}.protected.crit")
+    jwk, key_path = _pinned_jwk(header, jwks=jwks, key=key, json_path=json_path)
+    multibase = _multikey(jwk, json_path=key_path)
+    from handoffs.integrity._suites import decode_multikey
+
+    allowed = _CARD_ALGORITHMS[decode_multikey(multibase)[0].name]
+    if header.get("alg") not in allowed:
+        raise _fail(f"alg {header.get('alg')!r} is not the pinned key's ({allowed[0]})",
+                    code="wrong-algorithm", json_path=f"{json_path}.protected.alg")
+    try:
+        jwt.api_jws.PyJWS().decode_complete(token, key=jwt.PyJWK(dict(jwk)),
+                                            algorithms=allowed)
+    except jwt.PyJWTError as exc:
+        raise _fail(f"the signature does not verify under pinned key {header.get('kid')!r} "
+                    f"({exc}): the card changed after signing, or another key signed it",
+                    code="bad-card-signature", json_path=f"{json_path}.signature") from exc
+    return multibase, key_path
 
 
 def agent_card_keys(
-    card: Document,
+    card: Any,
     *,
     controller: str | None = None,
     jwks: Document | None = None,
-) -> tuple[str, Iterator[tuple[str, str]]]:
-    """Who owns a pinned agent card's signing keys (``controller``, else the card's
-    ``name``) and the keys, as ``(public_key_multibase, json_path)``: the reader behind
-    :meth:`KeyRing.from_agent_card <handoffs.integrity.KeyRing.from_agent_card>` (see
-    there for the refusals).
+    key: Mapping[str, Any] | None = None,
+) -> tuple[str, list[tuple[str, str]]]:
+    """Who owns a pinned agent card's signing keys (``controller``, else the verified
+    card's ``name``) and the pinned keys that verified *every* signature on it, as
+    ``(public_key_multibase, json_path)``: the reader behind :meth:`KeyRing.from_agent_card
+    <handoffs.integrity.KeyRing.from_agent_card>` (see there for the refusals). Nothing
+    is returned before every signature verified.
     """
-    document = _document(card, what="agent card")
+    if (jwks is None) == (key is None):
+        raise _fail("pin what verifies the card: exactly one of jwks= (the agent's JWK Set, "
+                    "fetched once and reviewed) or key= (one JWK)", code="no-pinned-key",
+                    json_path="$")
+    pinned_set = None if jwks is None else _document(jwks, what="jwks")
+    if key is not None and not isinstance(key, Mapping):
+        raise _fail(f"key= is one JWK (a JSON object), got {type(key).__name__}",
+                    code="bad-jwk", json_path="$")
+    document = _card_document(card)
+    signatures = document.get("signatures")
+    if not isinstance(signatures, list) or not signatures:
+        raise _fail("the card carries no signatures: nothing verifies it",
+                    code="bad-agent-card", json_path="$.signatures")
+    payload = _card_payload(document)
+    found = [_verify_card_signature(signature, payload, jwks=pinned_set, key=key,
+                                    json_path=f"$.signatures[{at}]")
+             for at, signature in enumerate(signatures)]
     owner = controller if controller is not None else document.get("name")
     if not isinstance(owner, str) or not owner:
         raise _fail("the card has no name: pass controller=", code="bad-agent-card",
                     json_path="$.name")
-    signatures = document.get("signatures")
-    if not isinstance(signatures, list) or not signatures:
-        raise _fail("the card publishes no signatures, so it names no keys",
-                    code="bad-agent-card", json_path="$.signatures")
-    pinned = None if jwks is None else _document(jwks, what="jwks")
-    found: list[tuple[str | None, Mapping[str, Any], str]] = []
-    for at, signature in enumerate(signatures):
-        path = f"$.signatures[{at}]"
-        header = _protected_header(signature, json_path=path)
-        kid = header.get("kid")
-        if isinstance(header.get("jwk"), Mapping):
-            found.append((kid, header["jwk"], f"{path}.protected.jwk"))
-            continue
-        if not isinstance(kid, str):
-            raise _fail("the signature names no key (no jwk, no kid)",
-                        code="bad-agent-card", json_path=f"{path}.protected")
-        if pinned is None:
-            raise _fail(f"the card names key {kid!r} by reference (jku "
-                        f"{header.get('jku')!r}): fetch that JWK Set once, pin it, and "
-                        "pass it as jwks=", code="card-key-by-reference",
-                        json_path=f"{path}.protected.kid")
-        listed = pinned.get("keys")
-        keys: list[Any] = listed if isinstance(listed, list) else []
-        index = next((i for i, jwk in enumerate(keys)
-                      if isinstance(jwk, Mapping) and jwk.get("kid") == kid), None)
-        if index is None:
-            raise _fail(f"key {kid!r} is not in the pinned JWK Set", code="unknown-kid",
-                        json_path=f"{path}.protected.kid")
-        found.append((kid, keys[index], f"$.keys[{index}]"))
-    unique = {dumps(jwk): (kid, jwk, path) for kid, jwk, path in reversed(found)}
-    found = list(reversed(unique.values()))  # a key that signs twice is pinned once
-    return owner, _chosen(found, kids=None)
+    first: dict[str, tuple[str, str]] = {}
+    for multibase, path in found:  # a key that signs twice is pinned once
+        first.setdefault(multibase, (multibase, path))
+    return owner, list(first.values())

@@ -28,7 +28,7 @@ from handoffs.integrity._keys import _aware_utc, _format_utc, _parse_utc
 from handoffs.integrity._signer import multikey_verification_method
 from handoffs.integrity._suites import EDDSA_JCS_2022, Cryptosuite, decode_multikey
 
-__all__ = ["DEFAULT_PURPOSES", "KEY_RING_SCHEMA_VERSION", "KeyEntry", "KeyRing", "revoked"]
+__all__ = ["DEFAULT_PURPOSES", "KEY_RING_SCHEMA_VERSION", "KeyEntry", "KeyRing"]
 
 #: Proof purposes a key serves unless enrolled with others.
 DEFAULT_PURPOSES: Final = frozenset({"assertionMethod"})
@@ -70,11 +70,6 @@ def _not_after(value: datetime | None) -> datetime | None:
 
 def _revoked_at(value: datetime | None) -> datetime | None:
     return None if value is None else _aware_utc(value, json_path="$.revoked_at")
-
-
-def revoked(entry: KeyEntry, now: datetime) -> bool:
-    """Whether ``entry``'s proofs no longer verify at ``now`` (revoked at or before it)."""
-    return entry.revoked_at is not None and expired(entry.revoked_at, now)
 
 
 def _non_empty_str(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -187,6 +182,10 @@ class KeyEntry:
         when = _aware_utc(when, json_path="$")
         return self.not_before <= when and (
             self.not_after is None or not expired(self.not_after, when))
+
+    def revoked(self, now: datetime) -> bool:
+        """Whether this key's proofs no longer verify at ``now`` (revoked at or before it)."""
+        return self.revoked_at is not None and expired(self.revoked_at, now)
 
     def to_json(self) -> dict[str, Any]:
         """Return this entry as a trust-file JSON object (sorted sets, RFC 3339 ``Z``)."""
@@ -316,7 +315,7 @@ class KeyRing:
     def revoke(self, verification_method: str, *, at: datetime) -> KeyRing:
         """Return a new ring in which the key is revoked from ``at`` on: from that
         instant no proof of it verifies, whatever its ``created`` (see
-        :attr:`KeyEntry.revoked_at <handoffs.integrity._keyring.KeyEntry.revoked_at>`;
+        :attr:`KeyEntry.revoked_at <handoffs.integrity.KeyEntry.revoked_at>`;
         rotation is ``not_after``).
 
         Raises:
@@ -460,40 +459,51 @@ class KeyRing:
     @classmethod
     def from_agent_card(
         cls,
-        card: Mapping[str, Any] | str | bytes | Path,
+        card: Any,
         *,
-        controller: str | None = None,
         not_before: datetime,
+        jwks: Mapping[str, Any] | str | bytes | Path | None = None,
+        key: Mapping[str, Any] | None = None,
+        controller: str | None = None,
         roles: Iterable[str] = (),
         purposes: Iterable[str] = DEFAULT_PURPOSES,
-        jwks: Mapping[str, Any] | str | bytes | Path | None = None,
         ring: KeyRing | None = None,
     ) -> KeyRing:
-        """A key ring holding the signing keys of a pinned A2A agent card.
+        """A key ring holding the keys that verify a signed A2A agent card.
 
-        An agent card (A2A §8.4) names the keys it is signed with in each signature's
-        protected header: the key itself (``jwk``), or its ``kid`` in a JWK Set published at
-        ``jku``. A ``jwk`` is pinned as it stands; a ``kid`` is looked up in ``jwks``, the
-        JWK Set *you* fetched from ``jku`` once and pinned (it is never fetched here).
-        Pinning a card's keys is the receiver's trust decision: the card's own signature
-        does not make a key trustworthy.
+        Every JWS signature on the card (A2A §8.4: RFC 7515 over the RFC 8785 form of
+        the card without ``signatures`` and empty values, detached, as a2a-sdk's
+        ``create_agent_card_signer`` makes it) must verify, with PyJWT, against a key
+        *you* pinned: the agent's JWK Set (``jwks=``, fetched once from its ``jku`` and
+        reviewed; never fetched here) or one JWK (``key=``). The algorithm is the pinned
+        key's (``EdDSA`` for Ed25519, ``ES256`` for P-256), never the header's choice.
+        Only then are the verifying keys enrolled; a key the card carries in its own
+        header (``jwk``, ``x5c``, ``x5u``) is refused, since a card vouching for itself
+        proves nothing.
 
         Args:
-            card: the agent card JSON the receiver pinned (parsed, text, bytes or a path).
-            controller: who the keys belong to (default: the card's ``name``).
+            card: the agent card: a2a-sdk's ``AgentCard`` object, or its JSON (parsed,
+                text, bytes or a file path) as the agent serves it.
             not_before: when the keys start to be trusted (aware datetime).
+            jwks: the pinned JWK Set the signatures' ``kid`` name keys in.
+            key: instead of ``jwks``, the one pinned JWK (its ``kid``, if any, must be
+                the one the signatures name).
+            controller: who the keys belong to (default: the verified card's ``name``).
             roles: the roles the keys hold (none by default).
             purposes: the proof purposes the keys may sign for.
-            jwks: the pinned JWK Set that the card's ``kid`` references resolve in.
             ring: add the keys to this ring (default: a new one).
 
         Raises:
-            KeyRingError: ``bad-agent-card`` (no signatures, a malformed header),
-                ``card-key-by-reference`` (a ``kid`` and no ``jwks=`` to find it in),
-                ``unknown-kid``, or what :meth:`from_jwks` raises — each at its
-                JSON path.
+            KeyRingError: nothing is enrolled, and each refusal names its JSON path:
+                ``no-pinned-key`` (neither or both of ``jwks``/``key``),
+                ``bad-agent-card`` (no signatures, a malformed header or signature, no
+                ``kid`` to look up, ``crit``), ``embedded-key`` (a key in the header),
+                ``unknown-kid`` (a ``kid`` the pin does not hold), ``wrong-algorithm``
+                (an ``alg`` other than the pinned key's), ``bad-card-signature`` (the
+                card changed after signing, or another key signed it), or what
+                :meth:`from_jwks` raises for the pinned key itself.
         """
-        owner, keys = agent_card_keys(card, controller=controller, jwks=jwks)
+        owner, keys = agent_card_keys(card, controller=controller, jwks=jwks, key=key)
         return (ring if ring is not None else cls())._enrol_read(
             keys, controller=owner, not_before=not_before, roles=roles, purposes=purposes)
 

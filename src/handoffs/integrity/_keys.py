@@ -30,6 +30,7 @@ __all__ = [
     "did_key_verification_method",
     "encode_public_key_multibase",
     "encode_secret_key_multibase",
+    "load_pem_private_key",
 ]
 
 
@@ -146,6 +147,49 @@ def _aware_utc(value: object, *, json_path: str) -> datetime:
 # ----------------------------------------------------------------------------- keys
 
 
+def load_pem_private_key(data: bytes, passphrase: bytes | None) -> Any:
+    """The private key of a PKCS#8 PEM (any algorithm ``cryptography`` reads), decrypted
+    with ``passphrase`` if given; the caller checks its type.
+
+    Raises:
+        KeyRingError: ``passphrase-required``, ``unexpected-passphrase``,
+            ``bad-passphrase``, ``bad-pem`` or ``not-ed25519`` (an algorithm
+            ``cryptography`` does not support).
+    """
+    if not isinstance(data, bytes):
+        raise KeyRingError(f"PEM data must be bytes, got {type(data).__name__}", code="bad-pem")
+    if passphrase is not None and not isinstance(passphrase, bytes):
+        raise KeyRingError(
+            f"a passphrase must be bytes, got {type(passphrase).__name__}",
+            code="bad-passphrase",
+        )
+    from cryptography.hazmat.primitives import serialization  # PEM only, on demand
+
+    try:
+        key = serialization.load_pem_private_key(data, password=passphrase)
+    except TypeError as exc:
+        if passphrase is None:
+            raise KeyRingError(
+                "the PEM key is encrypted; a passphrase is required",
+                code="passphrase-required",
+            ) from exc
+        raise KeyRingError(
+            "the PEM key is not encrypted, but a passphrase was given",
+            code="unexpected-passphrase",
+        ) from exc
+    except ValueError as exc:
+        if passphrase is not None and b"ENCRYPTED" in data:
+            raise KeyRingError(
+                "the passphrase does not decrypt the PEM key", code="bad-passphrase"
+            ) from exc
+        raise KeyRingError(f"not a readable PEM private key: {exc}", code="bad-pem") from exc
+    except UnsupportedAlgorithm as exc:
+        raise KeyRingError(
+            f"the PEM key uses an unsupported algorithm: {exc}", code="not-ed25519"
+        ) from exc
+    return key
+
+
 def _check_private_key(instance: object, attribute: object, value: Any) -> None:
     if not isinstance(value, Ed25519PrivateKey):
         raise KeyRingError(
@@ -190,37 +234,7 @@ class SigningKey:
                 ``bad-pem`` (not a readable PEM private key) or ``not-ed25519``.
 
         """
-        if not isinstance(data, bytes):
-            raise KeyRingError(f"PEM data must be bytes, got {type(data).__name__}", code="bad-pem")
-        if passphrase is not None and not isinstance(passphrase, bytes):
-            raise KeyRingError(
-                f"a passphrase must be bytes, got {type(passphrase).__name__}",
-                code="bad-passphrase",
-            )
-        from cryptography.hazmat.primitives import serialization  # PEM only, on demand
-
-        try:
-            key = serialization.load_pem_private_key(data, password=passphrase)
-        except TypeError as exc:
-            if passphrase is None:
-                raise KeyRingError(
-                    "the PEM key is encrypted; a passphrase is required",
-                    code="passphrase-required",
-                ) from exc
-            raise KeyRingError(
-                "the PEM key is not encrypted, but a passphrase was given",
-                code="unexpected-passphrase",
-            ) from exc
-        except ValueError as exc:
-            if passphrase is not None and b"ENCRYPTED" in data:
-                raise KeyRingError(
-                    "the passphrase does not decrypt the PEM key", code="bad-passphrase"
-                ) from exc
-            raise KeyRingError(f"not a readable PEM private key: {exc}", code="bad-pem") from exc
-        except UnsupportedAlgorithm as exc:
-            raise KeyRingError(
-                f"the PEM key uses an unsupported algorithm: {exc}", code="not-ed25519"
-            ) from exc
+        key = load_pem_private_key(data, passphrase)
         if not isinstance(key, Ed25519PrivateKey):
             raise KeyRingError(
                 f"expected an Ed25519 private key, got {type(key).__name__}",

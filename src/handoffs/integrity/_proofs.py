@@ -1,7 +1,8 @@
-"""W3C Data Integrity proofs with the ``eddsa-jcs-2022`` cryptosuite.
+"""W3C Data Integrity proofs with the registered JCS cryptosuites.
 
 :func:`sign` and :func:`verify` are the safe recipe for the *plain-JSON receipt
-profile*: no ``@context``, only the standard proof properties, every proof in the
+profile*: no ``@context`` but the accepted ones (the DI v2 context, as data:
+:mod:`handoffs.integrity._context`), only the standard proof properties, every proof in the
 document verified in a fixed fail-closed order against a pinned :class:`KeyRing`.
 Proof sets and ``previousProof`` chains are supported. The cryptosuite algorithms
 exactly as the W3C Recommendation states them (``create_proof``, ``verify_proof``) are
@@ -30,12 +31,13 @@ from typing import Any, Final, cast
 import attrs
 
 from handoffs._errors import InvalidArgument, KeyRingError, MalformedJSON, ProofError, UnknownKey
-from handoffs._json import canonical_bytes, canonical_bytes_plain, check_value
+from handoffs._json import ParsedObject, canonical_bytes, canonical_bytes_plain, check_value
 from handoffs._time import CLOCK_SKEW, expired
 from handoffs._time import format_utc as _format_utc
 from handoffs._time import parse_utc as _parse_utc
 from handoffs.integrity._base58 import b58encode
-from handoffs.integrity._keyring import KeyEntry, KeyRing, revoked
+from handoffs.integrity._context import check_context, check_proof_context
+from handoffs.integrity._keyring import KeyEntry, KeyRing
 from handoffs.integrity._keys import _aware_utc
 from handoffs.integrity._signer import Signer
 from handoffs.integrity._suites import cryptosuite
@@ -51,7 +53,7 @@ __all__ = ["VerifiedProof", "sign", "verify"]
 
 _REQUIRED: Final = ("type", "cryptosuite", "created", "verificationMethod", "proofPurpose")
 _OPTIONAL: Final = ("id", "expires", "previousProof", "domain", "challenge", "nonce")
-_PROFILE_KEYS: Final = frozenset((*_REQUIRED, *_OPTIONAL, "proofValue"))
+_PROFILE_KEYS: Final = frozenset((*_REQUIRED, *_OPTIONAL, "proofValue", "@context"))
 _PRESENT: Final = (*_REQUIRED, "proofValue")
 _TEXT_OPTIONS: Final = ("id", "domain", "challenge", "nonce")
 
@@ -221,6 +223,8 @@ def _check_profile(proof: object, *, index: int, path: str, purpose: str) -> _Ch
 
 def _check_set(checked: Sequence[_Checked]) -> None:
     """(3) Duplicates and (4) chain structure across the proof set."""
+    if len(checked) == 1 and not checked[0].previous:
+        return  # one proof naming none: nothing to repeat, no chain to break
     ids: dict[str, int] = {}
     values: set[str] = set()
     for item in checked:
@@ -299,12 +303,16 @@ def verify(
     The checks run in this order and the first failure raises (fail closed):
 
     0. arguments: a non-empty key ring (``empty-trust-store``), an aware ``now``;
-    1. a proof is present (``proof-missing``), the document has no ``@context``
-       (``context-not-allowed``), at most ``max_proofs`` proofs (``too-many-proofs``);
+    1. a proof is present (``proof-missing``), the document's ``@context``, if any, is
+       one of the accepted values (``context-not-allowed``; see
+       :data:`~handoffs.integrity.ACCEPTED_CONTEXTS`: data, never interpreted), at most
+       ``max_proofs`` proofs (``too-many-proofs``);
     2. each proof's profile: exact ``type`` (``wrong-proof-type``) and ``cryptosuite``
        (``wrong-cryptosuite``), ``proofPurpose == purpose`` (``wrong-purpose``), no
        unknown properties, ``proofValue`` is ``z`` + canonical base58btc of 64 bytes,
-       ``created``/``expires`` are RFC 3339 ``Z`` times (all ``proof-malformed``);
+       ``created``/``expires`` are RFC 3339 ``Z`` times (all ``proof-malformed``); a
+       proof's ``@context`` is accepted and a prefix of the document's
+       (``context-mismatch``), and replaces it in what is hashed, as the JCS suites say;
     3. no duplicate proof ``id`` or ``proofValue`` (``proof-duplicated``);
     4. every ``previousProof`` names an earlier proof (``proof-chain-broken``);
     5. per proof: the key is in the ring (``unknown-key``; never fetched), is not
@@ -328,13 +336,15 @@ def verify(
     """
     # The document is checked as JSON data (limits, lone surrogates, non-JSON values);
     # the same walk says whether it takes the canonical fast path, which then covers
-    # every part a proof canonicalises.
+    # every part a proof canonicalises. A ParsedObject was checked by its parser, and
+    # says so itself.
     if not isinstance(document, Mapping):
         raise MalformedJSON(
             f"a signed document is a JSON object, got {type(document).__name__}",
             code="not-an-object",
         )
-    encode = canonical_bytes_plain if check_value(document) else canonical_bytes
+    plain = document.plain if type(document) is ParsedObject else check_value(document)
+    encode = canonical_bytes_plain if plain else canonical_bytes
     return _verify(document, keyring, purpose=purpose, now=now, max_proofs=max_proofs,
                    expected_domain=expected_domain, expected_challenge=expected_challenge,
                    encode=encode)
@@ -378,12 +388,8 @@ def _verify(
 
     # (1) presence and size.
     proofs = _proof_list(document)
-    if "@context" in document:
-        raise ProofError(
-            "the plain-JSON profile does not allow @context",
-            code="context-not-allowed",
-            json_path="$.@context",
-        )
+    if "@context" in document:  # the accepted values, as data (handoffs.integrity._context)
+        check_context(document["@context"])
     if len(proofs) > max_proofs:
         raise ProofError(
             f"{len(proofs)} proofs exceed the limit of {max_proofs}",
@@ -399,6 +405,8 @@ def _verify(
         )
         for i, proof in enumerate(proofs)
     ]
+    for item in checked:
+        check_proof_context(document, item.proof, path=item.path)
     # (3) duplicates, (4) chain structure.
     _check_set(checked)
 
@@ -434,13 +442,16 @@ def _verify_one(
     proof, path = item.proof, item.path
     vm: str = proof["verificationMethod"]
     try:
-        if revoked(found := keyring.lookup(vm), now):
+        if (found := keyring.lookup(vm)).revoked(now):
             raise ProofError(
                 f"key {vm!r} of {found.controller!r} was revoked at "
                 f"{_format_utc(cast(datetime, found.revoked_at))}; none of its proofs "
                 "verifies any more, whatever its created time", code="key-revoked",
                 json_path=f"{path}.verificationMethod")
-        entry = keyring.entry_valid_at(vm, item.created)
+        # One lookup per verification method: the ring is asked again only to say why
+        # the key was not valid at ``created``.
+        entry = found if found.valid_at(item.created) else keyring.entry_valid_at(
+            vm, item.created)
     except UnknownKey as exc:
         raise ProofError(
             f"verificationMethod {vm!r} is not in the key ring; keys are never fetched",
@@ -473,6 +484,8 @@ def _verify_one(
     config = dict(proof)  # the profile check found proofValue there
     del config["proofValue"]
     input_document = _input_document(document, proofs, item.previous)
+    if "@context" in proof:  # the JCS suites' verify: the proof's @context, a prefix
+        input_document["@context"] = proof["@context"]
     message = _hash_data(encode(config), encode(input_document))
     entry.suite.verify(entry.public_key_raw, item.signature, message,
                        json_path=f"{path}.proofValue", who=f"key {vm!r}")
@@ -568,7 +581,7 @@ def sign(
     domain: str | None = None,
     challenge: str | None = None,
 ) -> dict[str, Any]:
-    """Return a new document with an ``eddsa-jcs-2022`` proof added (plain-JSON profile).
+    """Return a new document with a proof of ``key``'s suite added (plain-JSON profile).
 
     The proof names ``key.verification_method`` (its ``did:key``); the verifier must
     have that key in its :class:`KeyRing`. Without existing proofs the result's
@@ -581,7 +594,8 @@ def sign(
         ValueError: ``InvalidArgument`` (also a TypeError), for bad arguments (naive datetimes,
             empty strings, wrong types),
             before any work.
-        ProofError: ``context-not-allowed`` (the document has ``@context``),
+        ProofError: ``context-not-allowed`` (an ``@context`` outside the accepted
+            values; an accepted one is copied into the proof, as the JCS suites say),
             ``proof-malformed`` (existing proofs are not objects, ``expires`` not after
             ``created``), ``proof-duplicated`` (``proof_id`` already used) or
             ``proof-chain-broken`` (``previous_proof`` names no existing proof).
@@ -603,11 +617,7 @@ def sign(
             f"a document is a JSON object, got {type(document).__name__}", code="not-an-object"
         )
     if "@context" in document:
-        raise ProofError(
-            "the plain-JSON profile does not allow @context",
-            code="context-not-allowed",
-            json_path="$.@context",
-        )
+        check_context(document["@context"])
     existing = _existing_proofs(document)
     _check_sign_set(existing, proof_id, previous)
 
@@ -625,6 +635,8 @@ def sign(
         "challenge": challenge,
     }
     proof: dict[str, Any] = {
+        # The JCS suites' create: the document's @context, when present, joins the proof.
+        **({"@context": copy.deepcopy(document["@context"])} if "@context" in document else {}),
         "type": PROOF_TYPE,
         "cryptosuite": suite.name,
         "created": _format_utc(created),

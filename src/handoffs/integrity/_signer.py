@@ -16,16 +16,24 @@ import attrs
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from handoffs._errors import KeyRingError
+from handoffs.integrity._keys import SigningKey, load_pem_private_key
 from handoffs.integrity._suites import (
     _ECDSA_SHA256,
     _P256,
     ECDSA_JCS_2019,
     decode_multikey,
     encode_multikey,
+    low_s,
     p256_signature,
 )
 
-__all__ = ["CallableSigner", "P256SigningKey", "Signer", "multikey_verification_method"]
+__all__ = [
+    "CallableSigner",
+    "P256SigningKey",
+    "Signer",
+    "load_signing_key",
+    "multikey_verification_method",
+]
 
 _P256_PRIV_HEADER: Final = b"\x86\x26"
 
@@ -99,10 +107,14 @@ class CallableSigner:
         """The remote signature of ``data``, as the suite spells it.
 
         Raises:
-            KeyRingError: ``bad-signer`` when the callable returns anything but the
-                signature's bytes.
+            KeyRingError: ``bad-signer`` when the callable raises or returns anything
+                but the signature's bytes.
         """
-        signature = self.sign_bytes(data)
+        try:
+            signature = self.sign_bytes(data)
+        except Exception as exc:  # the remote signer's failure, typed
+            raise KeyRingError(f"the signer failed: {type(exc).__name__}: {exc}",
+                               code="bad-signer") from exc
         if not isinstance(signature, bytes):
             raise KeyRingError(f"the signer returned {type(signature).__name__}, not bytes",
                                code="bad-signer")
@@ -115,7 +127,9 @@ class CallableSigner:
         if len(signature) != 64:
             raise KeyRingError(f"the signer returned {len(signature)} bytes, not 64",
                                code="bad-signer")
-        return signature
+        # KMSs sign high-S half the time; the suite's verifiers here (and @noble/curves')
+        # refuse high-S, so the signature leaves in its low-S form, (r, n - s).
+        return low_s(signature) if self._suite == ECDSA_JCS_2019.name else signature
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -124,12 +138,47 @@ class P256SigningKey:
     RFC 6979, so a signature is reproducible). The repr shows only the public key.
     """
 
-    private_key: ec.EllipticCurvePrivateKey
+    private_key: ec.EllipticCurvePrivateKey = attrs.field()
+
+    @private_key.validator
+    def _p256(self, _: attrs.Attribute[Any], value: object) -> None:
+        if not (isinstance(value, ec.EllipticCurvePrivateKey)
+                and isinstance(value.curve, ec.SECP256R1)):
+            raise KeyRingError(f"a P256SigningKey wraps a P-256 private key, got "
+                               f"{type(value).__name__}", code="not-p256")
 
     @classmethod
     def generate(cls) -> P256SigningKey:
         """A new random key."""
         return cls(ec.generate_private_key(_P256))
+
+    @classmethod
+    def from_pem(cls, data: bytes, passphrase: bytes | None = None) -> P256SigningKey:
+        """Load a PKCS#8 PEM P-256 private key, decrypting it with ``passphrase``.
+
+        Raises:
+            KeyRingError: the codes of :meth:`SigningKey.from_pem
+                <handoffs.integrity.SigningKey.from_pem>`, ``not-p256`` for another key.
+        """
+        return cls(load_pem_private_key(data, passphrase))
+
+    def to_pem(self, passphrase: bytes | None = None) -> bytes:
+        """Serialise as PKCS#8 PEM; encrypted (best available scheme) with a passphrase.
+
+        Raises:
+            KeyRingError: ``bad-passphrase`` for an empty or non-bytes passphrase.
+        """
+        from cryptography.hazmat.primitives import serialization
+
+        encryption: serialization.KeySerializationEncryption
+        if passphrase is None:
+            encryption = serialization.NoEncryption()
+        elif not isinstance(passphrase, bytes) or not passphrase:
+            raise KeyRingError("a passphrase must be non-empty bytes", code="bad-passphrase")
+        else:
+            encryption = serialization.BestAvailableEncryption(passphrase)
+        return self.private_key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
 
     @classmethod
     def from_multibase(cls, secret_key_multibase: str) -> P256SigningKey:
@@ -170,10 +219,33 @@ class P256SigningKey:
         return ECDSA_JCS_2019.name
 
     def sign(self, data: bytes) -> bytes:
-        """The 64-byte ``r ‖ s`` ECDSA P-256/SHA-256 signature of ``data`` (RFC 6979)."""
+        """The 64-byte ``r ‖ s`` ECDSA P-256/SHA-256 signature of ``data`` (RFC 6979),
+        always low-S (``s ≤ n/2``: the form every verifier accepts).
+        """
         der = self.private_key.sign(
             data, ec.ECDSA(_ECDSA_SHA256.algorithm, deterministic_signing=True))
-        return p256_signature(der)
+        return low_s(p256_signature(der))
 
     def __repr__(self) -> str:
         return f"P256SigningKey(public_key_multibase={self.public_key_multibase!r})"
+
+
+def load_signing_key(data: bytes, passphrase: bytes | None = None
+                     ) -> SigningKey | P256SigningKey:
+    """The in-memory signer of a PKCS#8 PEM private key: a :class:`SigningKey` for
+    Ed25519, a :class:`P256SigningKey` for P-256 (the key picks its suite).
+
+    Raises:
+        KeyRingError: the codes of :meth:`SigningKey.from_pem
+            <handoffs.integrity.SigningKey.from_pem>`; ``unsupported-key`` for a key of
+            no registered suite.
+    """
+    key = load_pem_private_key(data, passphrase)
+    if isinstance(key, ec.EllipticCurvePrivateKey) and isinstance(key.curve, ec.SECP256R1):
+        return P256SigningKey(key)
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    if isinstance(key, Ed25519PrivateKey):
+        return SigningKey(key)
+    raise KeyRingError(f"a {type(key).__name__} signs no registered cryptosuite (Ed25519 for "
+                       "eddsa-jcs-2022, P-256 for ecdsa-jcs-2019)", code="unsupported-key")

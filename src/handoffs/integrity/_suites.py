@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
     encode_dss_signature,
 )
 
-from handoffs._errors import KeyRingError, ProofError
+from handoffs._errors import HandoffsError, KeyRingError, ProofError
 from handoffs._json import canonical_bytes
 from handoffs.integrity._base58 import _b58decode_or_none, b58encode
 from handoffs.integrity._eddsa import verify_ed25519
@@ -48,6 +48,7 @@ __all__ = [
     "cryptosuite",
     "decode_multikey",
     "encode_multikey",
+    "low_s",
     "registered_cryptosuites",
 ]
 
@@ -117,12 +118,24 @@ class _Suite:
 
         Raises:
             ProofError: ``wrong-cryptosuite``.
+            KeyRingError: ``bad-signer`` when the signer fails (a KMS call that raises,
+                say) or returns anything but bytes.
         """
         if signer.cryptosuite != self.name:
             raise ProofError(f"the signer's key belongs to {signer.cryptosuite!r}, the proof "
                              f"names {self.name!r}", code="wrong-cryptosuite",
                              json_path="$.proof.cryptosuite")
-        return bytes(signer.sign(data))
+        try:
+            signature = signer.sign(data)
+        except HandoffsError:
+            raise
+        except Exception as exc:  # a user's signer: any failure becomes one typed error
+            raise KeyRingError(f"the signer ({type(signer).__name__}) failed: "
+                               f"{type(exc).__name__}: {exc}", code="bad-signer") from exc
+        if not isinstance(signature, bytes | bytearray):
+            raise KeyRingError(f"the signer returned {type(signature).__name__}, not bytes",
+                               code="bad-signer")
+        return bytes(signature)
 
     def verify(self, public_key: bytes, signature: bytes, data: bytes, *, json_path: str,
                who: str) -> None:
@@ -152,10 +165,31 @@ def _check_p256_key(public_key: bytes, *, json_path: str) -> None:
                            json_path=json_path) from exc
 
 
+# The group order n of P-256: for a valid (r, s), (r, n - s) verifies too; only the
+# low-S form (s <= n/2) is accepted, so a proof has one spelling (no malleability).
+_P256_ORDER: Final = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+_P256_HALF_ORDER: Final = _P256_ORDER // 2
+
+
+def low_s(signature: bytes) -> bytes:
+    """The low-S form of a 64-byte P-256 ``r ‖ s`` signature: ``(r, n - s)`` when
+    ``s > n/2``, else the signature itself (both verify; verifiers here accept only this).
+    """
+    s = int.from_bytes(signature[32:], "big")
+    if s <= _P256_HALF_ORDER:
+        return signature
+    return signature[:32] + (_P256_ORDER - s).to_bytes(32, "big")
+
+
 def _verify_p256(public_key: bytes, signature: bytes, data: bytes, *, json_path: str,
                  who: str) -> None:
     r = int.from_bytes(signature[:32], "big")
     s = int.from_bytes(signature[32:], "big")
+    if s > _P256_HALF_ORDER:
+        raise ProofError(
+            f"the ECDSA signature is high-S (s > n/2): its low-S twin is the one accepted "
+            f"form, so this spelling is refused whether or not it verifies under {who}",
+            code="weak-signature", json_path=json_path)
     try:
         key = ec.EllipticCurvePublicKey.from_encoded_point(_P256, public_key)
         key.verify(encode_dss_signature(r, s), data, _ECDSA_SHA256)

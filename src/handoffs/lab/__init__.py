@@ -21,11 +21,24 @@ measured here; they are receivers on the gate's pipeline, in :mod:`handoffs.rece
 In a unit test, :func:`assert_sufficient` runs the lab on one receiver and fails with
 a table of the cases it decides otherwise than the contract's reference. The
 perturbations are :mod:`handoffs.lab.perturbations`; reading, rendering, comparing
-and releasing a report is :mod:`handoffs.lab.reports`.
+and releasing a report is :mod:`handoffs.lab.reports`. A :class:`Topology` (a chain of
+edges and the final receiver's full-evidence reference) runs every edge's local test
+and the end-to-end test in one :func:`run_topology`.
 """
 
-from handoffs.lab._controls import read_baselines
+from handoffs._cases import GeneratedCase
+from handoffs._errors import ProjectionError
+from handoffs.lab._cache import CallCache
+from handoffs.lab._controls import (
+    AuthorityReading,
+    Baselines,
+    ControlExpectations,
+    ControlReading,
+    SenderClaimReading,
+    read_baselines,
+)
 from handoffs.lab._experiment import (
+    CaseSource,
     Experiment,
     ExperimentError,
     GeneratedCases,
@@ -34,26 +47,65 @@ from handoffs.lab._experiment import (
     Strategy,
     Tolerances,
 )
-from handoffs.lab._minimal import counterfactual_triggers, minimal_message
-from handoffs.lab._partition import message_partition
-from handoffs.lab._runner import rescore, run
+from handoffs.lab._minimal import (
+    FieldRepresentation,
+    MinimalMessage,
+    Reference,
+    Trigger,
+    counterfactual_triggers,
+    minimal_message,
+)
+from handoffs.lab._partition import MessagePartition, PartitionCell, message_partition
+from handoffs.lab._runner import LabRun, rescore, run
 from handoffs.lab._sufficient import assert_sufficient
 from handoffs.lab._toml import load_experiment
+from handoffs.lab._topology import (
+    Edge,
+    EndToEnd,
+    Topology,
+    TopologyRun,
+    is_topology_file,
+    load_topology,
+    run_topology,
+)
 
 __all__ = [
+    "AuthorityReading",
+    "Baselines",
+    "CallCache",
+    "CaseSource",
+    "ControlExpectations",
+    "ControlReading",
+    "Edge",
+    "EndToEnd",
     "Experiment",
     "ExperimentError",
+    "FieldRepresentation",
+    "GeneratedCase",
     "GeneratedCases",
     "IterableCases",
     "JSONLinesCases",
+    "LabRun",
+    "MessagePartition",
+    "MinimalMessage",
+    "PartitionCell",
+    "ProjectionError",
+    "Reference",
+    "SenderClaimReading",
     "Strategy",
     "Tolerances",
+    "Topology",
+    "TopologyRun",
+    "Trigger",
     "assert_sufficient",
     "counterfactual_triggers",
+    "is_topology_file",
     "load_experiment",
+    "load_topology",
     "message_partition",
     "minimal_message",
     "read_baselines",
     "rescore",
     "run",
+    "run_topology",
 ]

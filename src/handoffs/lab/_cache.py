@@ -32,23 +32,11 @@ from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import HandoffsError
+from handoffs._errors import BudgetExceeded, CallCacheError
 from handoffs._json import dumps
-from handoffs.receivers.models import ChatClient, ChatRequest, Completion, ModelError
+from handoffs.receivers.models import ChatClient, ChatRequest, Completion
 
 __all__ = ["Budget", "BudgetExceeded", "CallCache", "CallCacheError", "LabClient"]
-
-
-class CallCacheError(HandoffsError, OSError):
-    """The call cache file cannot be opened or written."""
-
-    code = "call-cache-unavailable"
-
-
-class BudgetExceeded(ModelError):
-    """The run's call or token budget is spent: the model is not asked."""
-
-    code = "budget-exceeded"
 
 
 _SCHEMA: Final = (
@@ -157,7 +145,7 @@ class CallCache:
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Completion]:
         """The cached answers for ``keys`` (those it has), as :meth:`get` gives them, in
-        one statement per :data:`_BATCH` keys (a scheduling pass looks up its whole
+        one statement per ``_BATCH`` keys (a scheduling pass looks up its whole
         batch at once).
         """
         unique = list(dict.fromkeys(keys))

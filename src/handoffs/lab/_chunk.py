@@ -31,13 +31,14 @@ import hashlib
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Final
 
-from handoffs._errors import UntrustedGovernance
+from handoffs._errors import ProjectionError, UntrustedGovernance
 from handoffs._json import canonical_bytes, digest, dumps
 from handoffs.contracts import Authority
 from handoffs.lab._experiment import (
     Strategy,
     wire_value,
 )
+from handoffs.lab._keys import memo_value
 from handoffs.lab._memo import (
     _decide,
     _memoisable,
@@ -56,9 +57,9 @@ from handoffs.lab._messages import (
 )
 from handoffs.lab._plan import (
     _FORBIDDEN,
+    Canonical,
     Plan,
     _checks_for,
-    _measure,
     _reference_for,
     _strategy_index,
     _tokens,
@@ -77,6 +78,8 @@ _plans: dict[str, Plan] = {}
 
 _PLANS_KEPT: Final = 8
 _EXHIBITS: Final = 3  # messages kept per strategy × perturbation and chunk
+_CHECK_EVERY: Final = 16
+"""A hit on a declared projection is decided again once in this many (and the first)."""
 
 
 def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
@@ -177,13 +180,15 @@ class _Chunk:
         self.constants = constants
         self.contract = plan.contract
         self.checks = _checks_for(plan.contract)
+        self.canonical = Canonical()
         self.reference = _reference_for(plan.contract)
         slots: dict[int, Slot] = {}
         for strategy in plan.strategies:
             if id(strategy.receiver) not in slots:
-                slots[id(strategy.receiver)] = Slot(len(slots), strategy.receiver)
+                slots[id(strategy.receiver)] = Slot(len(slots), strategy.receiver,
+                                                    projection=plan.projection)
         self.slots = [slots[id(s.receiver)] for s in plan.strategies]
-        self.semantic = Slot(len(slots), plan.semantic)
+        self.semantic = Slot(len(slots), plan.semantic, projection=plan.projection)
         self.nslots = len(slots) + 1
         self.fail = str(plan.contract.fail_closed_action.value)
         self.receipts = [s.receipts for s in plan.strategies]
@@ -384,7 +389,7 @@ class _Chunk:
             return msg
         # The canonical bytes are not kept: a memo key on the whole message makes them
         # again (Message.canonical), the rest need only their size.
-        canon, msg.size = _measure(message)
+        canon, msg.size = self.canonical.measure(message)
         msg.tokens = _tokens(self.plan, canon, msg.size)
         msg.governance = self.checks.governance_valid(message)
         if self.receipts[si]:
@@ -410,7 +415,7 @@ class _Chunk:
             if projected is not None:
                 found = ("k", slot.index, self.shared.intern(projected))
             else:
-                found = ("c", slot.index, msg.canonical())
+                found = ("c", slot.index, msg.canonical(self.canonical.measure))
             msg.keys[slot.index] = found
         return found
 
@@ -445,26 +450,27 @@ class _Chunk:
                         sample: int) -> tuple[int, int, int]:
         """The outcome from the run-wide memo (filled by another chunk, or by the call
         pool for a request a scheduling pass sent ahead), calling the receiver if no
-        chunk has.
+        chunk has. A hit on a key that rests on a user's ``reads`` declaration is
+        checked now and then (:meth:`_check`).
         """
         shared = self.shared
         while True:
             entry, mine = shared.entry(memo_key)
-            if not mine:
-                shared.wait(entry)
-            else:
-                outcome, latency, usage, ok = _decide(slot.receiver, facts.message(),
-                                                      self.fail, sample)
+            if mine:
+                message = facts.message()
+                outcome, latency, usage, ok = _decide(slot.receiver, message, self.fail,
+                                                      sample)
                 if usage is not None and not usage[0]:  # the model's time is the call's
                     latency += round(usage[3] * 1000)
+                if slot.checked:
+                    entry.source = message
                 entry.set(outcome, latency, usage)
                 if not ok:
                     shared.forget(memo_key, entry)
                 counted = shared.take(entry)
                 break
+            outcome, latency, usage = entry.result()
             counted = shared.take(entry)
-            assert entry.outcome is not None  # noqa: S101 - set before done
-            outcome, latency, usage = entry.outcome, entry.latency, entry.usage
             ok = _memoisable(outcome)
             if not ok:  # a failed call is reported once, then asked again
                 shared.forget(memo_key, entry)
@@ -475,8 +481,38 @@ class _Chunk:
             self.calls += 1
             self._account(si, usage)
             return oid, latency, 0
+        if slot.checked:
+            self._check(slot, facts, entry, outcome, sample)
         self.hits += 1
         return oid, 0, 1
+
+    def _check(self, slot: Slot, facts: Facts, entry: Any,
+               outcome: tuple[str, str, tuple[str, ...]], sample: int) -> None:
+        """Decide a memo hit again without the memo (the first hit of each entry and
+        every :data:`_CHECK_EVERY`-th after it); a different outcome means the
+        receiver's declared ``reads`` left out a member its decision depends on.
+        """
+        entry.hits += 1
+        if entry.hits % _CHECK_EVERY != 1 or entry.source is None:
+            return
+        message = facts.message()
+        again, _, _, ok = _decide(slot.receiver, message, self.fail, sample)
+        if not ok or again == outcome:
+            return
+        source = entry.source
+        declared = tuple(getattr(slot.receiver, "reads", None) or ())
+        differ = sorted(name for name in {*source, *message} - set(declared)
+                        if name not in source or name not in message
+                        or memo_value(source[name]) != memo_value(message[name]))
+        # the members whose value alone, taken from the entry's message, turns the
+        # decision back (all that differ when no single one does)
+        culprits = [name for name in differ if _decide(
+            slot.receiver, _with(message, source, name), self.fail, sample)[0] == outcome]
+        raise ProjectionError(
+            str(getattr(slot.receiver, "name", type(slot.receiver).__name__)),
+            culprits or differ,
+            declared, f"two messages with the same declared projection were decided "
+            f"{outcome[0]}/{outcome[1]} and {again[0]}/{again[1]}")
 
     def send(self) -> None:
         """Send the scheduling pass's pending requests (:func:`send_batch`)."""
@@ -506,7 +542,7 @@ class _Chunk:
                                    sample=sample, entry=entry, batch=self.batch,
                                    scheduled=self.scheduled)
                     except BaseException as exc:  # filled all the same: others wait for it
-                        if not entry.done.is_set():
+                        if not entry.done():
                             entry.set((self.fail, "ERROR",
                                        (f"receiver-raised:{type(exc).__name__}",)), 0, None)
                         raise
@@ -626,6 +662,17 @@ class _Chunk:
         ])
         self.stats.append([0, 0, 0, 0, 0, 0, 0, 0])
         return found
+
+
+def _with(message: Mapping[str, Any], source: Mapping[str, Any], name: str
+          ) -> dict[str, Any]:
+    """``message`` with member ``name`` as in ``source`` (absent if absent there)."""
+    changed = dict(message)
+    if name in source:
+        changed[name] = source[name]
+    else:
+        changed.pop(name, None)
+    return changed
 
 
 def _case_digest(plan: Plan, evidence: Any, case_id: str) -> str:

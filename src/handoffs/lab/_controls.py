@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import HandoffsError
+from handoffs._errors import NoSuchReading
 from handoffs.lab._experiment import Experiment, ExperimentError
 
 __all__ = [
@@ -40,16 +40,6 @@ __all__ = [
     "read_baselines",
 ]
 
-
-class NoSuchReading(HandoffsError, KeyError):
-    """:meth:`Baselines.control` was asked for a strategy and control pair that the
-    report holds no reading of (the strategy was not run, or not under that control).
-    """
-
-    code = "no-such-reading"
-
-    def __str__(self) -> str:  # KeyError would otherwise repr() the message
-        return f"{self.message} @ {self.json_path}"
 
 CONTROLS: Final = ("no-message", "shuffled-message", "constant-message")
 """The perturbation ids of the three falsifying controls."""

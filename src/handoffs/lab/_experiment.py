@@ -24,7 +24,6 @@ engine.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import enum
 import math
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -35,8 +34,15 @@ from typing import Any, Final, Protocol, runtime_checkable
 import attrs
 
 from handoffs._cases import GeneratedCase
-from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON
+from handoffs._errors import (
+    ExperimentError,
+    InvalidArgument,
+    MalformedJSON,
+    UnknownExperimentKey,
+    UserCodeError,
+)
 from handoffs._json import loads
+from handoffs._memokey import memo_value
 from handoffs.contracts import (
     Authority,
     Contract,
@@ -49,7 +55,6 @@ from handoffs.contracts import (
     ReceiptEncoder,
 )
 from handoffs.lab._fingerprint import receiver_fingerprint
-from handoffs.lab._keys import memo_value
 from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
 
 __all__ = [
@@ -68,53 +73,6 @@ __all__ = [
 ]
 
 
-class ExperimentError(HandoffsError, ValueError):
-    """An experiment declaration is inconsistent or cannot be loaded."""
-
-    code = "bad-experiment"
-
-
-class UnknownExperimentKey(ExperimentError):
-    """A table of an experiment file (or its JSON form) has a key nothing reads.
-
-    Attributes:
-        key: the unknown key.
-        table: the TOML path of its table (``cases``, ``strategy[2].model``; empty for
-            the top level).
-        known: the keys the table accepts.
-        suggestion: the closest known key (:func:`difflib.get_close_matches`), if any.
-        file: the experiment file, when it was read from one.
-    """
-
-    code = "unknown-experiment-key"
-
-    def __init__(self, key: str, *, table: str, known: Iterable[str], noun: str,
-                 file: str | None = None) -> None:
-        self.key = key
-        self.table = table
-        self.known = tuple(sorted(known))
-        self.noun = noun
-        self.file = file
-        close = difflib.get_close_matches(key, self.known, n=1, cutoff=0.6)
-        self.suggestion = close[0] if close else None
-        if not table:
-            text = f"unknown table [{key}]"
-            hint = (f"; did you mean [{self.suggestion}]?" if self.suggestion
-                    else f"; known: {', '.join(self.known)}")
-        else:
-            text = f"unknown {noun} {key!r} in [{table}]"
-            hint = (f"; did you mean {self.suggestion!r}?" if self.suggestion
-                    else f"; known: {', '.join(self.known)}")
-        prefix = f"{file}: " if file else ""
-        super().__init__(prefix + text + hint,
-                         json_path=f"$.{table}.{key}" if table else f"$.{key}")
-
-    def in_file(self, file: Path | str) -> UnknownExperimentKey:
-        """The same error, naming the file it was read from."""
-        return UnknownExperimentKey(self.key, table=self.table, known=self.known,
-                                    noun=self.noun, file=str(file))
-
-
 def refuse_unknown(table: Mapping[str, Any], known: Iterable[str], *, path: str,
                    noun: str = "key") -> None:
     """Raise :class:`UnknownExperimentKey` for the first key of ``table`` not in ``known``."""
@@ -122,31 +80,6 @@ def refuse_unknown(table: Mapping[str, Any], known: Iterable[str], *, path: str,
     unknown = sorted(k for k in table if k not in accepted)
     if unknown:
         raise UnknownExperimentKey(str(unknown[0]), table=path, known=accepted, noun=noun)
-
-
-class UserCodeError(ExperimentError):
-    """The experiment's own code (an encoder, a receiver, a case source, a structure or
-    evidence function) raised, or returned what the lab cannot use.
-
-    Attributes:
-        role: what the code was doing (``encoder``, ``receiver``, ``case source``, ...).
-        callable_name: the callable's qualified name (``module.Class.method``).
-        case_id: the case it was working on, if known.
-        error: the exception's type and text.
-    """
-
-    code = "user-code-error"
-
-    def __init__(self, *, role: str, callable_name: str, case_id: str | None,
-                 error: BaseException | str, at: str | None = None) -> None:
-        self.role = role
-        self.callable_name = callable_name
-        self.case_id = case_id
-        self.error = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        where = f" on case {case_id!r}" if case_id is not None else ""
-        if at is not None:
-            where = f" {at}"
-        super().__init__(f"the {role} {callable_name} raised{where}: {self.error}")
 
 
 def qualified_name(obj: Any) -> str:

@@ -1,15 +1,24 @@
-"""Memo keys: what the lab derives from a receiver's declaration.
+"""Memo keys: exact by construction, and user declarations only as a checked option.
 
-Receivers only *declare*: whether they are deterministic, and what their rule reads
-(:attr:`~handoffs.receivers.FunctionReceiver.reads`, the members a
-:class:`~handoffs.receivers.models.ModelReceiver`'s prompt does not show, the members the
-strict receiver and the actuator read), besides the public configuration of their
-admission (a :class:`~handoffs.receivers.Gate`'s contracts, trust, replay store,
-decision log, evidence resolver and readback; the lab's
-:class:`~handoffs.receivers.GovernanceChecker`). From that, :func:`memo_key` computes a key
-on which decisions may be memoised. A receiver the lab does not know may compute its
-own key (:class:`Memoisable`); any other deterministic receiver is memoised on the
-whole canonical message.
+By default a deterministic receiver's decisions are memoised on the whole canonical
+message (with the receiver's slot in the run and the draw: :mod:`handoffs.lab._chunk`).
+A smaller key is used only where the library itself knows what a decision reads:
+
+- a receiver that decides by a declarative contract (the strict receiver, the
+  actuator) through a :class:`~handoffs.receivers.Gate`: the gate's own key
+  (:meth:`~handoffs.receivers.Gate.memo_key`, from its contracts, trust, replay store,
+  decision log, evidence resolver and readback), which keeps every member by value
+  but the per-case identifiers; the policy reads decision-state fields only
+  (:func:`policy_reads`, from the policy itself), so no identifier joins the key;
+- a :class:`~handoffs.receivers.models.ModelReceiver`: its admission's key and every
+  member its prompt shows;
+- the lab's baseline receivers, which compute their own (:class:`Memoisable`).
+
+A user's declaration of what a rule reads (:attr:`~handoffs.receivers.FunctionReceiver.reads`)
+is trusted only when the run opts in (``run(..., projection=True)``), and then checked:
+the chunk re-decides a sample of memo hits without the memo (:class:`ProjectionCheck`),
+and a hit whose decision differs stops the run with :class:`ProjectionError`, naming
+the receiver and the members the declaration left out.
 
 **Soundness.** Two messages with equal keys get the same verdict, action and reason
 codes (not necessarily the same ids, messages or ``record``): the key keeps everything
@@ -26,7 +35,7 @@ from handoffs._memokey import PROJECTED, memo_value
 from handoffs.receivers import AuthoritativeActuator, FunctionReceiver, Gate, StrictContractReceiver
 from handoffs.receivers.models import ModelReceiver
 
-__all__ = ["Memoisable", "keyed", "memo_key", "memo_value"]
+__all__ = ["Memoisable", "declared", "keyed", "memo_key", "memo_value"]
 
 
 @runtime_checkable
@@ -79,43 +88,91 @@ _READS_KEPT: Final = 256
 
 
 def _reads(receiver: Any) -> frozenset[str]:
-    """What the rule of a receiver that decides through an admission reads."""
+    """What the rule of a receiver that decides through an admission reads: a
+    contract receiver's from its policy (:func:`_contract_reads`), a function
+    receiver's as declared (used only with projection on).
+    """
     found = _READS.get(id(receiver))
     if found is None or found[0] is not receiver:
         if len(_READS) >= _READS_KEPT:
             _READS.clear()
-        found = _READS[id(receiver)] = (receiver, frozenset(receiver.reads or ()))
+        reads = _contract_reads(receiver) if isinstance(
+            receiver, StrictContractReceiver | AuthoritativeActuator) \
+            else frozenset(receiver.reads or ())
+        found = _READS[id(receiver)] = (receiver, reads)
     return found[1]
 
 
-def keyed(receiver: Any) -> bool:
-    """Whether the lab has a memo key for ``receiver`` smaller than the whole message."""
+def declared(receiver: Any) -> bool:
+    """Whether ``receiver``'s smaller key rests on a user's declaration (``reads``),
+    which the lab uses only with projection on, and checks.
+    """
+    return isinstance(receiver, FunctionReceiver) and receiver.reads is not None
+
+
+def keyed(receiver: Any, *, projection: bool = False) -> bool:
+    """Whether the lab has a memo key for ``receiver`` smaller than the whole message
+    (``projection``: the run trusts, and checks, users' ``reads`` declarations).
+    """
     if isinstance(receiver, ModelReceiver | StrictContractReceiver | AuthoritativeActuator):
         return True
     if isinstance(receiver, FunctionReceiver):
-        return receiver.reads is not None
+        return projection and receiver.reads is not None
     return callable(getattr(receiver, "memo_key", None))
 
 
-def memo_key(receiver: Any, message: bytes | str | Mapping[str, Any]) -> Hashable | None:
+def memo_key(receiver: Any, message: bytes | str | Mapping[str, Any], *,  # noqa: PLR0911
+             projection: bool = False) -> Hashable | None:
     """The key on which ``receiver``'s decisions of ``message`` may be memoised, or
-    ``None`` (raw bytes or text; a receiver or admission whose decisions depend on
-    more than the message; a message its admission refuses at parse whatever its
-    members say).
+    ``None``: memoise on the whole canonical message (raw bytes or text; a receiver or
+    admission whose decisions depend on more than the message; a message its
+    admission refuses at parse whatever its members say; a user's ``reads``
+    declaration without ``projection``).
     """
     if not isinstance(message, Mapping):
         return None
     if isinstance(receiver, ModelReceiver):
         return _model_key(receiver, message)
-    if isinstance(receiver, FunctionReceiver | StrictContractReceiver
-                  | AuthoritativeActuator):
-        if receiver.reads is None:
+    if isinstance(receiver, StrictContractReceiver | AuthoritativeActuator):
+        return _admission_key(receiver.gate, message, _reads(receiver))
+    if isinstance(receiver, FunctionReceiver):
+        if not projection or receiver.reads is None:
             return None
         return _admission_key(receiver.gate, message, _reads(receiver))
     own = getattr(receiver, "memo_key", None)
     if callable(own):
         return cast(Hashable | None, own(message))
     return None
+
+
+def policy_reads(contract: Any) -> frozenset[str]:
+    """The decision-state fields ``contract``'s policy reads, from the policy itself
+    (every field a rule's condition names; a contract refuses a policy that reads a
+    field outside its decision state).
+    """
+    return frozenset(contract.policy.reads())
+
+
+def _contract_reads(receiver: StrictContractReceiver | AuthoritativeActuator) -> frozenset[str]:
+    """The message members a contract receiver's rule reads.
+
+    The strict receiver decides by the policy on the receipt's decision state: the
+    members it reads are those holding the policy's fields (:func:`policy_reads`), the
+    ``decision_state``, which a gate's key keeps by value. The actuator executes what
+    the admitted message proposes or states: the members its rule takes from the
+    admitted document (``AuthoritativeActuator.reads``, the library's own rule, checked
+    by ``tests/unit/test_memo.py``), which a governance checker's key keeps by value
+    only when asked to.
+    """
+    if isinstance(receiver, AuthoritativeActuator):
+        return frozenset(AuthoritativeActuator.reads)
+    gate = receiver.gate
+    if isinstance(gate, Gate) and any(policy_reads(contract) for contract in gate.registry):
+        return _STATE
+    return frozenset()
+
+
+_STATE: Final = frozenset({"decision_state"})
 
 
 def _model_key(receiver: ModelReceiver, message: Mapping[str, Any]) -> Hashable | None:

@@ -34,25 +34,29 @@ from handoffs.receivers.models import ChatRequest, Completion, ModelReceiver
 __all__ = ["release_shared", "send_ahead", "send_batch"]
 
 
-class _Entry:
-    """One run-wide memo entry: an outcome, or the call that will produce it (filled
-    once, by whoever made the entry: a deciding pass, or the call pool for an entry a
-    scheduling pass sent ahead).
+Outcome = tuple[str, str, tuple[str, ...]]
+Usage = tuple[int, int, int, float]
+
+
+class _Entry(cf.Future[tuple[Outcome, int, "Usage | None"]]):
+    """One run-wide memo entry: the future of a decision's (outcome, latency µs, model
+    usage), filled once by whoever made the entry (a deciding pass, or the call pool
+    for an entry a scheduling pass sent ahead); everyone else waits on it (the
+    single flight of :meth:`_Shared.entry`).
+
+    ``counted``: whether a caller has counted its call; ``source``: the message that
+    made it, kept only for a receiver whose declared ``reads`` the run checks
+    (:class:`~handoffs.lab._keys.ProjectionError` names what differs); ``hits``: hits
+    seen (every :data:`_CHECK_EVERY`-th, and the first, is decided again).
     """
 
-    __slots__ = ("counted", "done", "latency", "outcome", "usage")
+    counted = False
+    source: Mapping[str, Any] | None = None
+    hits = 0
 
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.outcome: tuple[str, str, tuple[str, ...]] | None = None
-        self.latency = 0
-        self.usage: tuple[int, int, int, float] | None = None
-        self.counted = False
-
-    def set(self, outcome: tuple[str, str, tuple[str, ...]], latency: int,
-            usage: tuple[int, int, int, float] | None) -> None:
-        self.outcome, self.latency, self.usage = outcome, latency, usage
-        self.done.set()
+    def set(self, outcome: Outcome, latency: int, usage: Usage | None) -> None:
+        """Fill the entry (once)."""
+        self.set_result((outcome, latency, usage))
 
 
 class _Shared:
@@ -103,10 +107,6 @@ class _Shared:
                     made = self.memo[key] = _Entry()
                     return made, True
         return found, False
-
-    def wait(self, entry: _Entry) -> None:
-        """Wait for ``entry``'s outcome (whoever made it fills it)."""
-        entry.done.wait()
 
     def forget(self, key: Hashable, entry: _Entry) -> None:
         with self.lock:

@@ -9,7 +9,7 @@ import functools
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from handoffs.lab._keys import keyed, memo_key
+from handoffs.lab._keys import declared, keyed, memo_key
 from handoffs.lab._plan import _measure
 from handoffs.lab.perturbations import Variant
 from handoffs.receivers import Receiver
@@ -21,10 +21,10 @@ __all__ = ["Facts", "Message", "Slot", "drawn", "sampled"]
 class Slot:
     """One receiver of the chunk, with its memoisation interface."""
 
-    __slots__ = ("ahead", "deterministic", "index", "memoised", "project", "receiver",
-                 "sampled", "slow")
+    __slots__ = ("ahead", "checked", "deterministic", "index", "memoised", "project",
+                 "receiver", "sampled", "slow")
 
-    def __init__(self, index: int, receiver: Receiver) -> None:
+    def __init__(self, index: int, receiver: Receiver, *, projection: bool = False) -> None:
         self.index = index
         self.receiver = receiver
         self.deterministic = bool(receiver.deterministic)
@@ -38,10 +38,13 @@ class Slot:
         # Its requests are produced by the scheduling pass, unless its admission keeps a
         # decision log (each receive writes a row: the whole decision goes to the pool).
         self.ahead = getattr(getattr(receiver, "gate", None), "log", None) is None
-        # the memo key the lab derives from the receiver's declaration (_keys)
+        # the memo key the lab derives (_keys); a user's `reads` only with projection on
         self.project: Callable[[Any], Hashable | None] | None = None
-        if keyed(receiver):
-            self.project = functools.partial(memo_key, receiver)
+        if keyed(receiver, projection=projection):
+            self.project = functools.partial(memo_key, receiver, projection=projection)
+        # memo hits on a key that rests on a user's declaration are decided again now
+        # and then (_Chunk._check)
+        self.checked = projection and declared(receiver)
 
 
 def sampled(receiver: Receiver) -> bool:
@@ -75,10 +78,11 @@ class Message:
         """Whether the message carries a decision state object."""
         return isinstance(self.message.get("decision_state"), Mapping)
 
-    def canonical(self) -> bytes:
+    def canonical(self, measure: Callable[[Mapping[str, Any]], tuple[bytes, int]] = _measure
+                  ) -> bytes:
         """The canonical memo key (payload and envelope), computed once."""
         if self.canon is None:
-            self.canon = _measure(self.message)[0]
+            self.canon = measure(self.message)[0]
         return self.canon
 
 

@@ -18,7 +18,7 @@ import attrs
 import jsonschema_rs
 
 from handoffs._errors import UntrustedGovernance
-from handoffs._json import canonical_bytes, digest
+from handoffs._json import canonical_bytes, canonical_bytes_plain, digest, jcs_plain
 from handoffs._members import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS
 from handoffs.contracts import Contract
 from handoffs.lab._experiment import (
@@ -81,6 +81,10 @@ class Plan:
         prefetch: whether a chunk first collects its slow receivers' distinct messages
             and hands them to a pool of ``concurrency`` threads, so that their calls
             overlap across cases instead of following one another.
+        projection: whether memo keys may rest on users' ``reads`` declarations
+            (:attr:`~handoffs.receivers.FunctionReceiver.reads`), checked on a sample
+            of memo hits (:class:`~handoffs.lab._keys.ProjectionError`); by default
+            such receivers are memoised on the whole canonical message.
     """
 
     name: str
@@ -106,6 +110,7 @@ class Plan:
     token: str = ""
     concurrency: int = 8
     prefetch: bool = False
+    projection: bool = False
 
     @property
     def perturbation_ids(self) -> tuple[str, ...]:
@@ -272,6 +277,55 @@ def _measure(message: Mapping[str, Any]) -> tuple[bytes, int]:
     body = canonical_bytes({k: v for k, v in message.items() if k not in _ENVELOPE})
     head = canonical_bytes({k: message[k] for k in envelope})
     return head + b"\n" + body, len(body)
+
+
+class Canonical:
+    """:func:`_measure` for the messages of one chunk, with RFC 8785's fast path
+    (:func:`~handoffs._json.jcs_plain`) decided per member value and remembered by
+    identity: a chunk's perturbed messages share their members' values with the
+    unperturbed ones, so each value is checked once. Each remembered value is held,
+    so its id stays its own while the chunk runs. Same bytes as :func:`_measure`.
+    """
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen: dict[int, tuple[Any, bool]] = {}
+
+    def plain(self, message: Mapping[str, Any]) -> bool:
+        """Whether ``message`` takes the fast path (``jcs_plain(message)``)."""
+        seen = self.seen
+        for key, value in message.items():
+            if type(key) is not str or not (key.isascii() or jcs_plain({key: None})):
+                return False
+            kind = type(value)
+            if kind is str or kind is bool or value is None:
+                continue
+            if kind is dict or kind is list:
+                found = seen.get(id(value))
+                if found is None or found[0] is not value:
+                    found = seen[id(value)] = (value, jcs_plain(value))
+                if not found[1]:
+                    return False
+            elif not jcs_plain(value):
+                return False
+        return True
+
+    def measure(self, message: Mapping[str, Any]) -> tuple[bytes, int]:
+        """``_measure(message)``."""
+        if type(message) is not dict or not self.plain(message):
+            return _measure(message)
+        envelope = [k for k in ENVELOPE_MEMBERS if k in message]
+        try:
+            if not envelope:
+                body = canonical_bytes_plain(message)
+                return body, len(body)
+            body = canonical_bytes_plain({k: v for k, v in message.items()
+                                          if k not in _ENVELOPE})
+            head = canonical_bytes_plain({k: message[k] for k in envelope})
+        except UnicodeEncodeError:  # a lone surrogate: the reference path names it
+            return _measure(message)
+        return head + b"\n" + body, len(body)
 
 
 _RECEIPT_NAMESPACE_BYTES: Final = _RECEIPT_NAMESPACE.bytes

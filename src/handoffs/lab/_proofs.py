@@ -28,22 +28,23 @@ from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import HandoffsError, MissingExtra
+from handoffs._errors import HandoffsError
 from handoffs.contracts import Contract
-from handoffs.contracts._analysis._geometry import _conditions, _opaque
-from handoffs.contracts._analysis._perturbed import (
-    SEMANTICS,
+from handoffs.contracts.analysis import (
     DropField,
     ProofAnswer,
     SymbolicForm,
     prove_form,
+    undecidable,
 )
-from handoffs.contracts._analysis._results import state_json
 from handoffs.lab._experiment import ReferenceReceiver, wire_value
 from handoffs.lab.perturbations._base import CaseContext, Perturbation, Scoring
 
 __all__ = ["VERDICTS", "Proofs", "RowProof", "prove_plan", "receiver_semantics",
            "with_witnesses"]
+
+SEMANTICS: Final = ("strict", "benign-defaults", "three-valued")
+"""How a receiver that decides by the contract's policy reads a perturbed state."""
 
 VERDICTS: Final = ("proved", "refuted", "unknown", "sampled")
 """A result row's verdict."""
@@ -102,6 +103,11 @@ class RowProof:
 
 def _sampled(reason: str) -> RowProof:
     return RowProof("sampled", reason)
+
+
+def state_json(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A state in its JSON form (enums by value, intervals as ``lo``/``hi``)."""
+    return {name: wire_value(value) for name, value in state.items()}
 
 
 def _wire_state(contract: Contract[Any, Any], state: Mapping[str, Any]) -> dict[str, Any]:
@@ -379,14 +385,7 @@ def prove_plan(plan: Any, *, timeout_ms: int = DEFAULT_QUERY_MS,
     started = time.perf_counter()
     rows: dict[tuple[str, str], RowProof] = {}
     tasks: dict[tuple[str, str], _Task] = {}
-    opaque = any(_opaque(c) for c in _conditions(contract))
-    try:
-        from handoffs.contracts._analysis._results import _z3
-
-        _z3()
-        reason = ""
-    except MissingExtra as exc:
-        reason = str(exc)
+    reason = undecidable(contract)
     entries: list[tuple[Perturbation | None, tuple[int, ...]]] = [
         (None, tuple(range(len(plan.strategies))))]
     entries += list(zip(plan.perturbations, plan.targets, strict=True))
@@ -397,10 +396,8 @@ def prove_plan(plan: Any, *, timeout_ms: int = DEFAULT_QUERY_MS,
             strategy = plan.strategies[si]
             key = (strategy.name, pid)
             semantics = receiver_semantics(strategy.receiver)
-            if opaque:
-                rows[key] = _sampled("the policy holds an opaque predicate")
-            elif reason:
-                rows[key] = _sampled(f"the solver is not available: {reason}")
+            if reason:
+                rows[key] = _sampled(reason)
             elif semantics is None:
                 rows[key] = _sampled("the receiver does not decide by the contract's policy")
             elif form is None:

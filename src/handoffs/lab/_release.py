@@ -240,7 +240,12 @@ def _warnings(report: Mapping[str, Any], gated: Sequence[str], tol: Tolerances) 
         out.append(f"no minimal sufficient message needs {', '.join(never)}")
     if report["minimal_messages"]["exhaustive_check"]["agrees"] is False:
         out.append("the minimal-message search disagrees with exhaustive search")
-    del gated
+    out.extend(
+        f"strategy {row['strategy']} is not gated and made {row['hard_violations']} "
+        "catastrophic decision(s) (hard violations) unperturbed: the gate does not bound it"
+        for row in report["results"]
+        if row["perturbation"] == "none" and row["hard_violations"]
+        and row["strategy"] not in gated)
     return out
 
 

@@ -25,7 +25,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import relevance
 
 from handoffs import __version__
-from handoffs._errors import HandoffsError, Violation
+from handoffs._errors import ReportError, Violation
 from handoffs._json import digest
 from handoffs._time import format_time
 from handoffs.lab._experiment import wire_value
@@ -50,20 +50,6 @@ _DEFAULT_ASSUMPTIONS: Final = {
 }
 
 
-class ReportError(HandoffsError, ValueError):
-    """A report does not satisfy the report schema.
-
-    ``violations`` lists every violation, the most relevant first.
-    """
-
-    code = "bad-report"
-
-    def __init__(self, violations: Sequence[Violation]) -> None:
-        self.violations = tuple(violations)
-        best = self.violations[0]
-        super().__init__(best.message, json_path=best.json_path)
-
-
 @functools.cache
 def report_schema() -> dict[str, Any]:
     """The report's JSON Schema (Draft 2020-12)."""
@@ -83,7 +69,7 @@ def _fast_validator() -> Any:
 
 
 def validate_report(report: Any) -> None:
-    """Raise :class:`~handoffs.lab._report.ReportError` unless ``report`` satisfies the
+    """Raise :class:`~handoffs.errors.ReportError` unless ``report`` satisfies the
     report schema.
 
     The compiled validator (jsonschema-rs) answers whether it does; python-jsonschema

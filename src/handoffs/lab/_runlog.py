@@ -28,7 +28,7 @@ from typing import IO, Any, Final
 
 import attrs
 
-from handoffs._errors import HandoffsError, MalformedJSON
+from handoffs._errors import MalformedJSON, RunLogError
 from handoffs._json import JSONLimits, dumps, loads
 
 __all__ = ["COLUMNS", "RUNLOG_FORMAT", "RunLog", "RunLogError", "expand_rows", "read_run_log"]
@@ -109,12 +109,6 @@ def _encode(record: Mapping[str, Any]) -> bytes:
     head = dumps({k: record[k] for k in ("calls", "cases", "chunk", "hits")})
     tail = dumps({k: record[k] for k in ("start", "states", "exhibits", "rules") if k in record})
     return f"{head[:-1]},\"rows\":[{rows}],{tail[1:]}".encode()
-
-
-class RunLogError(HandoffsError, ValueError):
-    """The run log cannot be used (wrong format, another experiment, unreadable)."""
-
-    code = "bad-run-log"
 
 
 def _parse(line: bytes, *, path: Path, number: int) -> Any:

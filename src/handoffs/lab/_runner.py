@@ -150,6 +150,7 @@ def run(
     max_calls: int | None = None,
     max_tokens: int | None = None,
     concurrency: int | None = None,
+    projection: bool = False,
 ) -> LabRun:
     """Run an experiment and build its report.
 
@@ -182,6 +183,12 @@ def run(
             ``concurrency``, still finish, so a run may overshoot it by those).
         concurrency: model calls in flight at once (default: the largest
             ``max_in_flight`` of the experiment's model receivers).
+        projection: trust users' declarations of what a receiver reads
+            (:attr:`~handoffs.receivers.FunctionReceiver.reads`) for its memo key, and
+            check them: a sample of memo hits is decided again without the memo, and
+            one that differs stops the run (``ProjectionError``, naming the receiver
+            and the members the declaration left out). By default such a receiver is
+            memoised on the whole canonical message, whatever it declares.
 
     Raises:
         ExperimentError: bad arguments or an inconsistent experiment (before any work).
@@ -197,7 +204,7 @@ def run(
                                   or value < 1):
             raise ExperimentError(f"{name} must be a positive integer, got {value!r}")
     plan = attrs.evolve(compile_plan(experiment), keep_rows=run_log is not None,
-                        token=str(uuid.uuid4()))
+                        token=str(uuid.uuid4()), projection=bool(projection))
     proofs = prove_plan(plan)
     experiment = with_witnesses(experiment, proofs)
     started = time.perf_counter()
@@ -514,8 +521,8 @@ def _warm(plan: Plan, constants: Sequence[Mapping[str, Any] | None]) -> None:
     here, rather than while the first calls of slow receivers wait for them.
     """
     for strategy, message in zip(plan.strategies, constants, strict=True):
-        if message is not None and keyed(strategy.receiver):
-            memo_key(strategy.receiver, message)
+        if message is not None and keyed(strategy.receiver, projection=plan.projection):
+            memo_key(strategy.receiver, message, projection=plan.projection)
 
 
 def _constants(plan: Plan, first: Any) -> list[Mapping[str, Any] | None]:

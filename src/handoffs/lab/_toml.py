@@ -165,6 +165,20 @@ def _load(path: Path, *,
         raise ExperimentError(f"{path}: {exc}") from exc
 
 
+def _extra_perturbation(item: Mapping[str, Any], contract: Contract[Any, Any], index: int,
+                        path: Path) -> Any:
+    """One ``[[perturbations.extra]]``; an error names its place in the file."""
+    from handoffs.lab.perturbations._registry import perturbation_from_json
+
+    try:
+        return perturbation_from_json(item, contract=contract)
+    except ExperimentError as exc:
+        raise ExperimentError(
+            f"{path}: perturbations.extra[{index}]: {exc.message}", code=exc.code,
+            json_path=f"$.perturbations.extra[{index}]{exc.json_path.removeprefix('$')}",
+        ) from None
+
+
 def _head_from_toml(head: dict[str, Any], *, path: Path, registry: Registry
                     ) -> tuple[Experiment | None, Contract[Any, Any], dict[str, Any]]:
     """The ``[experiment]`` table: the factory to start from, the contract, scalars."""
@@ -198,7 +212,6 @@ def _tables_from_toml(data: Mapping[str, Any], contract: Contract[Any, Any],
                       base: Experiment | None, *, path: Path) -> dict[str, Any]:
     """Every table but ``[experiment]``."""
     from handoffs.lab.perturbations import select_perturbations
-    from handoffs.lab.perturbations._registry import perturbation_from_json
 
     changes: dict[str, Any] = {}
     if "cases" in data:
@@ -220,8 +233,8 @@ def _tables_from_toml(data: Mapping[str, Any], contract: Contract[Any, Any],
     if "perturbations" in data:
         table = dict(data["perturbations"])
         refuse_unknown(table, _PERTURBATIONS_KEYS, path="perturbations")
-        extra = [perturbation_from_json(item, contract=contract)
-                 for item in table.pop("extra", [])]
+        extra = [_extra_perturbation(item, contract, index, path)
+                 for index, item in enumerate(table.pop("extra", []))]
         changes["perturbations"] = select_perturbations(
             contract,
             standard=bool(table.pop("standard", True)),

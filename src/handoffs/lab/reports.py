@@ -10,18 +10,24 @@ release gate, and :func:`release_artefact` makes the release artefact (signed wh
 a key; :func:`handoffs.integrity.verify` with ``purpose="assertionMethod"`` checks it).
 """
 
-from handoffs.lab._diff import diff_reports
+from handoffs.lab._diff import DiffBudget, MetricChange, ReportDiff, diff_reports
 from handoffs.lab._release import evaluate_gate, release_artefact
 from handoffs.lab._render import render_html, render_markdown
 from handoffs.lab._render._view import findings
 from handoffs.lab._report import validate_report
+from handoffs.lab._topology import render_topology_html, render_topology_markdown
 
 __all__ = [
+    "DiffBudget",
+    "MetricChange",
+    "ReportDiff",
     "diff_reports",
     "evaluate_gate",
     "findings",
     "release_artefact",
     "render_html",
     "render_markdown",
+    "render_topology_html",
+    "render_topology_markdown",
     "validate_report",
 ]

@@ -30,6 +30,7 @@ commit together).
 """
 
 from handoffs._json import JSONLimits
+from handoffs._logs import LogSummary, ReplayClaim
 from handoffs.receivers._baselines import (
     AdvisoryActionReceiver,
     FullRecordReceiver,
@@ -47,24 +48,30 @@ from handoffs.receivers._gate import (
 )
 from handoffs.receivers._log import SQLiteDecisionLog
 from handoffs.receivers._receivers import (
+    Admission,
     AuthoritativeActuator,
     FunctionReceiver,
     StrictContractReceiver,
 )
-from handoffs.receivers._replay import MemoryReplayStore, ReplayLog
+from handoffs.receivers._replay import DecisionLog, MemoryReplayStore, ReplayLog, ReplayStore
 from handoffs.receivers._services import (
+    EvidenceResolver,
     HTTPEvidenceResolver,
     InMemoryEvidenceResolver,
     InMemoryPolicyService,
+    PolicyService,
     ResolvedEvidence,
 )
 
 __all__ = [
+    "Admission",
     "Admitted",
     "AdvisoryActionReceiver",
     "AuthoritativeActuator",
     "CarriedReceiptReceiver",
     "Decision",
+    "DecisionLog",
+    "EvidenceResolver",
     "FullRecordReceiver",
     "FunctionReceiver",
     "Gate",
@@ -73,10 +80,14 @@ __all__ = [
     "InMemoryEvidenceResolver",
     "InMemoryPolicyService",
     "JSONLimits",
+    "LogSummary",
     "MemoryReplayStore",
+    "PolicyService",
     "Reason",
     "Receiver",
+    "ReplayClaim",
     "ReplayLog",
+    "ReplayStore",
     "ResolvedEvidence",
     "Ruling",
     "SQLiteDecisionLog",

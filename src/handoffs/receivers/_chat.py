@@ -26,7 +26,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
-from handoffs._errors import HandoffsError, InvalidArgument
+from handoffs._errors import InvalidArgument, ModelError, ModelTimeout
 from handoffs._json import dumps
 
 __all__ = [
@@ -38,22 +38,6 @@ __all__ = [
     "OpenAICompatibleClient",
     "ServedModel",
 ]
-
-
-class ModelError(HandoffsError, RuntimeError):
-    """A model call failed (HTTP error after retries, malformed response body, budget).
-
-    ``code`` is the reason code a model receiver fails closed with:
-    ``"model-error"``, ``"model-timeout"`` or ``"budget-exceeded"``.
-    """
-
-    code = "model-error"
-
-
-class ModelTimeout(ModelError, TimeoutError):
-    """A model call timed out on every attempt."""
-
-    code = "model-timeout"
 
 
 @attrs.frozen(kw_only=True)
@@ -141,7 +125,7 @@ class Completion:
         latency_ms: wall time of the call, retries included (0 for a cache hit).
         cached: whether it came from a call cache rather than the model.
         finish_reason: the choice's ``finish_reason`` when given.
-        served: who answered (:class:`~handoffs.receivers._chat.ServedModel`), when the
+        served: who answered (:class:`~handoffs.receivers.models.ServedModel`), when the
             call reached a server; ``None`` for an answer from a call cache or a client
             that does not say.
         response_format: the structured-output form the answer was asked in

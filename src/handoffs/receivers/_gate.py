@@ -48,14 +48,14 @@ from handoffs._errors import (
     MalformedJSON,
     ProofError,
     UnknownContract,
+    UnsafeConfigurationWarning,
 )
 from handoffs._json import (
     DEFAULT_LIMITS,
     JSONLimits,
+    ParsedObject,
     canonical_bytes,
-    canonical_bytes_plain,
-    check_value,
-    loads_plain,
+    parse_object,
 )
 from handoffs._logs import ReplayClaim
 from handoffs._time import CLOCK_SKEW, format_time, utc_now
@@ -69,9 +69,6 @@ from handoffs.contracts import (
     RoleHeld,
     VerifiedReceipt,
 )
-from handoffs.contracts._receipt import structure
-from handoffs.contracts._schema import validate_checked as _validate
-from handoffs.contracts._signing import _verify_receipt
 from handoffs.integrity import KeyRing
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._memo import gate_memo
@@ -110,10 +107,6 @@ Clock = Callable[[], datetime]
 # ------------------------------------------------------------------------ unsafe hatch
 
 
-class UnsafeConfigurationWarning(UserWarning):
-    """A gate was built with an ``Unsafe...`` escape hatch (e.g. :class:`UnsafeNoProofs`)."""
-
-
 @attrs.frozen
 class UnsafeNoProofs:
     """**Unsafe.** A trust setting that skips step (2)'s cryptography.
@@ -125,7 +118,6 @@ class UnsafeNoProofs:
     unsigned as in the essay. Building a gate with it emits an
     :class:`UnsafeConfigurationWarning`.
     """
-
 
 
 # ------------------------------------------------------------------ admission results
@@ -184,33 +176,11 @@ ReceiverRule = Callable[[Admitted], Ruling]
 
 # ----------------------------------------------------------------------------- helpers
 
-def _parse(message: Any, limits: JSONLimits) -> Mapping[str, Any]:
-    """(1) Parse raw bytes or text strictly; pass a mapping through unchanged."""
-    return _parse_plain(message, limits)[0]
-
-
-def _parse_plain(message: Any, limits: JSONLimits) -> tuple[Mapping[str, Any], bool]:
-    """(1) :func:`_parse`, and whether the parsed document is plain (see
-    :func:`handoffs._json.loads_plain` and :func:`handoffs._json.check_value`).
+def _parse(message: Any, limits: JSONLimits) -> ParsedObject:
+    """(1) Parse raw bytes or text strictly, or check a parsed mapping, under ``limits``:
+    the object with what parsing learned of it (:class:`~handoffs._json.ParsedObject`).
     """
-    if type(message) is bytes:  # the wire's type first: no ABC check on the accept path
-        doc, plain = loads_plain(message, limits=limits)
-    elif isinstance(message, Mapping):
-        # A parsed object gets the limits and codes raw input gets (size, depth,
-        # cycles, lone surrogates, non-JSON values), before anything reads it.
-        return message, check_value(message, limits=limits)
-    elif isinstance(message, str):
-        doc, plain = loads_plain(message, limits=limits)
-    elif isinstance(message, (bytes, bytearray, memoryview)):  # a tuple, not a union built per call
-        doc, plain = loads_plain(bytes(message), limits=limits)
-    else:
-        raise MalformedJSON(
-            f"expected bytes, text or a JSON object, got {type(message).__name__}",
-            code="not-an-object",
-        )
-    if type(doc) is not dict and not isinstance(doc, Mapping):
-        raise MalformedJSON("a message must be a JSON object", code="not-an-object")
-    return doc, plain
+    return parse_object(message, limits=limits)
 
 
 def _raw(message: Any) -> bytes | None:
@@ -244,8 +214,9 @@ def _text(value: Any) -> str | None:
 # ---------------------------------------------------------------------------- schema
 
 
-def check_schema(contract: Contract[Any, Any], document: Mapping[str, Any]) -> None:
-    """Validate ``document`` against the contract's schema (step 1).
+def check_schema(contract: Contract[Any, Any], document: ParsedObject) -> None:
+    """Validate ``document`` against the contract's schema (step 1); the document then
+    remembers it passed (``valid_for``), so step (2) builds the receipt unvalidated.
 
     The contracts' validator answers the accept path with the compiled validator
     (jsonschema-rs, built once per contract version) and reports a rejection with
@@ -256,17 +227,7 @@ def check_schema(contract: Contract[Any, Any], document: Mapping[str, Any]) -> N
         MalformedJSON: the object holds values that are not JSON data (``invalid-json``).
     """
     try:
-        _validate(contract, document)
-    except HandoffsError:
-        raise
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise MalformedJSON(f"the message is not plain JSON data: {exc}") from exc
-
-
-def _structure(contract: Contract[Any, Any], doc: Mapping[str, Any]) -> Receipt[Any, Any]:
-    """Schema-validate ``doc`` and build the typed receipt (step 1 without proofs)."""
-    try:
-        return structure(contract, doc)
+        contract.validate(document)
     except HandoffsError:
         raise
     except (ValueError, TypeError, OverflowError) as exc:
@@ -354,8 +315,7 @@ class _Run(Run):
 class _Parsed(NamedTuple):
     """(1) → (2): the parsed message under its contract's plan, schema-valid."""
 
-    document: Mapping[str, Any]
-    plain: bool  # every part takes the fast canonical form
+    document: ParsedObject  # with what parsing learned (plain; the schema it passed)
     plan: _Plan
     unverified: Receipt[Any, Any] | None  # the typed receipt under UnsafeNoProofs
 
@@ -383,20 +343,38 @@ class _WithEvidence(NamedTuple):
     readback: str | None
 
 
+_Check = Callable[["Gate", Any, "Receipt[Any, Any]", datetime, dict[str, "ResolvedEvidence"]],
+                  "Reason | None"]
+"""Step (3)'s check of one declared dependency: the gate, the dependency, the receipt,
+now, the evidence resolved so far; the reason it is unmet, or ``None``."""
+
+
 class _Plan:
     """What the gate knows of one contract version before any message arrives: the
-    contract, its fail-closed action, the proof age it accepts and its policy
-    fingerprint (the compiled validator and the key index live with the schema and the
-    key ring).
+    contract, its fail-closed action, the proof age it accepts, and its receiver-context
+    dependencies each paired with its check, chosen once by kind (the compiled validator
+    and the key index live with the schema and the key ring).
     """
 
-    __slots__ = ("contract", "fail_closed", "fingerprint", "max_age")
+    __slots__ = ("context", "contract", "fail_closed", "max_age")
 
     def __init__(self, contract: Contract[Any, Any], max_proof_age: timedelta | None) -> None:
         self.contract = contract
         self.fail_closed = contract.fail_closed_action.value
         self.max_age = contract.max_proof_age if max_proof_age is None else max_proof_age
-        self.fingerprint = contract.policy_fingerprint()
+        self.context: tuple[tuple[_Check, Any], ...] = tuple(
+            (_check_of(dependency), dependency) for dependency in contract.context)
+
+
+def _check_of(dependency: Any) -> _Check:
+    """The check of a declared dependency, by its kind (at plan time, not per receipt)."""
+    if isinstance(dependency, PolicyResolvable):
+        return Gate._policy_unmet
+    if isinstance(dependency, RoleHeld):
+        return Gate._role_unmet
+    if isinstance(dependency, EvidenceFresh):
+        return Gate._fresh
+    return Gate._unsupported
 
 
 @attrs.frozen(kw_only=True)
@@ -534,7 +512,7 @@ class Gate:
 
     def _parse_step(self, run: _Run, _: object) -> _Parsed:
         """(1) parse: limits, the contract version the message names, then its schema."""
-        document, plain = _parse_plain(run.message, self.limits)
+        document = _parse(run.message, self.limits)
         run.document = document
         named = document.get("contract")
         run.contract = _text(named)
@@ -543,10 +521,11 @@ class Gate:
         if plan is None:  # the registry says why: no contract named, or an unknown one
             plan = self._plans[self.registry.for_document(document).id]
         run.fail_closed = plan.fail_closed
-        if isinstance(self.trust, KeyRing):
-            check_schema(plan.contract, document)  # the typed receipt comes from (2)
-            return _Parsed(document, plain, plan, None)
-        return _Parsed(document, plain, plan, _structure(plan.contract, document))
+        check_schema(plan.contract, document)
+        if isinstance(self.trust, KeyRing):  # the typed receipt comes from (2)
+            return _Parsed(document, plan, None)
+        return _Parsed(document, plan, Receipt.from_json(document, registry=self.registry,
+                                                         limits=self.limits))
 
     def _proofs_step(self, run: _Run, parsed: _Parsed) -> _Verified:
         """(2) proofs: sender proof, grant, key validity, purpose, audience, time, replay."""
@@ -555,13 +534,11 @@ class Gate:
             raise InvalidArgument("the gate's clock returned a naive datetime", code="bad-clock")
         verified = None
         if isinstance(self.trust, KeyRing):
-            # The parser's word that the document is plain covers every part the
-            # proofs canonicalise; step (1) validated it under the gate's limits.
-            verified = _verify_receipt(
-                parsed.document, self.trust, now=now, contract=parsed.plan.contract,
-                audience=self.identity, require_grant=True,
-                encode=canonical_bytes_plain if parsed.plain else canonical_bytes,
-                valid=True, max_age=parsed.plan.max_age,
+            # The one receipt verification; the parsed document carries what step (1)
+            # learned of it (plain or not, the schema it passed under the gate's limits).
+            verified = Receipt.verify(
+                parsed.document, self.trust, now=now, registry=self.registry,
+                audience=self.identity, require_grant=True, max_proof_age=parsed.plan.max_age,
             )
             receipt = verified.receipt
             run.sender = verified.signer.controller
@@ -578,11 +555,8 @@ class Gate:
         """(3) context: the contract's declared receiver-context dependencies."""
         resolved: dict[str, ResolvedEvidence] = {}
         plan = verified.parsed.plan
-        contract = plan.contract
-        if verified.verified is not None:  # None only under UnsafeNoProofs: nothing signed
-            verified.verified.check_policy_pin(contract, fingerprint=plan.fingerprint)
-        if contract.context:
-            self._check_context(contract, verified.receipt, verified.now, resolved)
+        if plan.context:
+            self._check_context(plan, verified.receipt, verified.now, resolved)
         return _InContext(verified, resolved)
 
     def _evidence_step(self, run: _Run, in_context: _InContext) -> _WithEvidence:
@@ -609,14 +583,14 @@ class Gate:
 
     def _check_context(
         self,
-        contract: Contract[Any, Any],
+        plan: _Plan,
         receipt: Receipt[Any, Any],
         now: datetime,
         resolved: dict[str, ResolvedEvidence],
     ) -> None:
         failures: list[tuple[str, Reason]] = []
-        for dependency in contract.context:
-            reason = self._unmet(dependency, receipt, now, resolved)
+        for check, dependency in plan.context:
+            reason = check(self, dependency, receipt, now, resolved)
             if reason is not None:
                 failures.append((dependency.on_missing.value, reason))
         if failures:
@@ -625,50 +599,64 @@ class Gate:
                 Verdict.REJECT if reject else Verdict.ESCALATE, tuple(r for _, r in failures)
             )
 
-    def _unmet(  # noqa: PLR0911 - one return per dependency outcome reads best
+    def _policy_unmet(
         self,
-        dependency: Any,  # one of Contract.context: a PolicyResolvable, RoleHeld, ...
+        dependency: PolicyResolvable,
         receipt: Receipt[Any, Any],
         now: datetime,
         resolved: dict[str, ResolvedEvidence],
     ) -> Reason | None:
-        """The reason a declared dependency is not met, or ``None``."""
+        """Why a ``PolicyResolvable`` dependency is not met, or ``None``."""
         context = Step.CONTEXT
-        if isinstance(dependency, PolicyResolvable):
-            version = receipt.policy_version
-            if dependency.version is not None and version != dependency.version:
-                return Reason(
-                    "policy-version-mismatch",
-                    f"the contract pins policy {dependency.version!r}, the receipt names "
-                    f"{version!r}", context, "$.policy_version",
-                )
-            if self.policy_service is None:
-                return Reason("policy-unresolvable", "this receiver has no policy service",
-                              context, "$.policy_version")
-            try:
-                current = self.policy_service.resolve(version)
-            except Exception as exc:
-                return Reason("policy-unresolvable", f"the policy service failed: {exc}",
-                              context, "$.policy_version")
-            if current is None:
-                return Reason("policy-unresolvable",
-                              f"the policy service does not know {version!r}",
-                              context, "$.policy_version")
-            if current is not True:
-                return Reason("policy-not-current", f"policy {version!r} is not current",
-                              context, "$.policy_version")
+        version = receipt.policy_version
+        if dependency.version is not None and version != dependency.version:
+            return Reason(
+                "policy-version-mismatch",
+                f"the contract pins policy {dependency.version!r}, the receipt names "
+                f"{version!r}", context, "$.policy_version",
+            )
+        if self.policy_service is None:
+            return Reason("policy-unresolvable", "this receiver has no policy service",
+                          context, "$.policy_version")
+        try:
+            current = self.policy_service.resolve(version)
+        except Exception as exc:
+            return Reason("policy-unresolvable", f"the policy service failed: {exc}",
+                          context, "$.policy_version")
+        if current is None:
+            return Reason("policy-unresolvable",
+                          f"the policy service does not know {version!r}",
+                          context, "$.policy_version")
+        if current is not True:
+            return Reason("policy-not-current", f"policy {version!r} is not current",
+                          context, "$.policy_version")
+        return None
+
+    def _role_unmet(
+        self,
+        dependency: RoleHeld,
+        receipt: Receipt[Any, Any],
+        now: datetime,
+        resolved: dict[str, ResolvedEvidence],
+    ) -> Reason | None:
+        """Why a ``RoleHeld`` dependency is not met, or ``None``."""
+        if dependency.role in self.roles:
             return None
-        if isinstance(dependency, RoleHeld):
-            if dependency.role in self.roles:
-                return None
-            return Reason("receiver-role-missing",
-                          f"this receiver does not hold the role {dependency.role!r}",
-                          context, "$.receiver")
-        if isinstance(dependency, EvidenceFresh):
-            return self._fresh(dependency, receipt, now, resolved)
+        return Reason("receiver-role-missing",
+                      f"this receiver does not hold the role {dependency.role!r}",
+                      Step.CONTEXT, "$.receiver")
+
+    def _unsupported(
+        self,
+        dependency: Any,
+        receipt: Receipt[Any, Any],
+        now: datetime,
+        resolved: dict[str, ResolvedEvidence],
+    ) -> Reason | None:
+        """A dependency of a kind this gate cannot check: always unmet."""
         return Reason("dependency-unsupported",
                       f"this gate cannot check the {dependency.kind!r} dependency",
-                      context, "$")
+                      Step.CONTEXT, "$")
 
     def _fresh(
         self,

@@ -114,7 +114,10 @@ def _stamp(moment: datetime) -> str:
     """Fixed-width RFC 3339 UTC, so that text order is time order."""
     if moment.tzinfo is None:
         raise InvalidArgument("times must be timezone-aware")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # isoformat, not strftime: the same text for UTC (4-digit years, 6-digit fractions),
+    # at a fraction of the cost per decision.
+    utc = moment if moment.tzinfo is UTC else moment.astimezone(UTC)
+    return utc.isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
@@ -142,8 +145,8 @@ def schema_version(value: str | None, *, where: str) -> int:
 class SQLiteDecisionLog:
     """A SQLite decision log (one row per decision) and replay store in one file.
 
-    It implements both :class:`~handoffs.receivers._replay.DecisionLog` and
-    :class:`~handoffs.receivers._replay.ReplayStore`; pass it as both ``log=`` and
+    It implements both :class:`~handoffs.receivers.DecisionLog` and
+    :class:`~handoffs.receivers.ReplayStore`; pass it as both ``log=`` and
     ``replay=`` to a gate. It is safe to share between threads; each process opens
     its own connection (the object may be pickled into a worker process).
 

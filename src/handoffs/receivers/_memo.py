@@ -42,9 +42,11 @@ _MEMO_VALIDATORS: dict[str, Any] = {}
 
 
 class _MemberValidator:
-    """``is_valid`` of one member's subschema (compiled once per process; picklable)."""
+    """``is_valid`` of one member's subschema (compiled once per process; picklable),
+    remembered for text values (the answer is a function of the value).
+    """
 
-    __slots__ = ("text", "validator")
+    __slots__ = ("seen", "text", "validator")
 
     def __init__(self, subschema: Mapping[str, Any]) -> None:
         self.text = json.dumps(subschema, sort_keys=True)
@@ -53,8 +55,20 @@ class _MemberValidator:
             found = _MEMO_VALIDATORS[self.text] = jsonschema_rs.validator_for(
                 {"$schema": "https://json-schema.org/draft/2020-12/schema", **subschema})
         self.validator = found
+        self.seen: dict[str, bool] = {}
 
     def __call__(self, value: Any) -> bool:
+        if type(value) is str:
+            known = self.seen.get(value)
+            if known is not None:
+                return known
+            if len(self.seen) >= _REFS_KEPT:
+                self.seen.clear()
+            known = self.seen[value] = self._valid(value)
+            return known
+        return self._valid(value)
+
+    def _valid(self, value: Any) -> bool:
         try:
             return bool(self.validator.is_valid(value))
         except (ValueError, TypeError, OverflowError):
@@ -93,6 +107,7 @@ class GateMemo:
     fresh: tuple[str, ...] = ()
     resolver: Callable[[EvidenceRef], Hashable] | None = None
     keep_id: bool = False
+    refs: dict[str, Hashable] = attrs.field(factory=dict, eq=False, repr=False)
 
     @classmethod
     def build(cls, gate: Any) -> GateMemo:
@@ -147,12 +162,29 @@ class GateMemo:
         return memo_value(value)
 
     def _ref(self, item: Any) -> Hashable:
+        """One evidence reference's contribution (a text reference's, remembered by
+        its value: the contribution is a function of the value alone).
+        """
+        if type(item) is not str:
+            return self._ref_of(item)
+        seen = self.refs
+        found = seen.get(item)
+        if found is None:
+            if len(seen) >= _REFS_KEPT:
+                seen.clear()
+            found = seen[item] = self._ref_of(item)
+        return found
+
+    def _ref_of(self, item: Any) -> Hashable:
         if self.ref_ok is None or not self.ref_ok(item):
             return ("invalid", memo_value(item))
         ref = EvidenceRef(item) if type(item) is str else EvidenceRef.from_json(item)
         resolved = None if self.resolver is None else self.resolver(ref)
         uri = ref.uri
         return (_VALID, resolved, tuple([name in uri for name in self.fresh]))
+
+
+_REFS_KEPT: Final = 65_536
 
 
 _GATES: dict[int, tuple[Any, GateMemo]] = {}

@@ -208,7 +208,7 @@ class ModelReceiver:
 
     def served(self) -> list[dict[str, str]]:
         """Every distinct served identity (the members of
-        :class:`~handoffs.receivers._chat.ServedModel` the server named) this receiver's
+        :class:`~handoffs.receivers.models.ServedModel` the server named) this receiver's
         answers have named, in the order first seen, in this process.
         """
         with self._served_lock:

@@ -180,7 +180,7 @@ class AuthoritativeActuator(_ViaAdmission):
 
     Attributes:
         gate: a :class:`Gate` (signed receipts) or another
-            :class:`~handoffs.receivers._receivers.Admission`
+            :class:`~handoffs.receivers.Admission`
             (a :class:`GovernanceChecker` for action-only and other unsigned forms).
         name: the receiver's name.
     """
@@ -272,9 +272,11 @@ class FunctionReceiver:
         deterministic: whether ``fn`` is deterministic (temperature 0, no tools with
             side effects); the receiver is deterministic only if its gate is too.
         reads: the message members ``fn`` reads (besides ``authority``), when it
-            declares them: the lab then memoises it run-wide on its admission's key
-            and those members (``None``: no projection is declared, and the lab
-            memoises a deterministic function on the whole canonical message).
+            declares them. The lab memoises a deterministic function on the whole
+            canonical message whatever it declares; only a run with
+            ``projection=True`` keys it on its admission's key and these members,
+            and checks the declaration on a sample of memo hits (a wrong one stops
+            the run with ``ProjectionError``).
     """
 
     fn: Callable[[Admitted], Any]

@@ -19,7 +19,7 @@ import threading
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from handoffs._errors import HandoffsError, InvalidArgument
+from handoffs._errors import InvalidArgument, ReplayedReceipt
 from handoffs._logs import ReplayClaim, ReplayStoreError
 from handoffs._time import expired
 from handoffs.receivers._decision import Decision
@@ -31,12 +31,6 @@ __all__ = [
     "ReplayStore",
     "ReplayedReceipt",
 ]
-
-
-class ReplayedReceipt(HandoffsError, ValueError):
-    """A receipt id was seen before: the message is a replay."""
-
-    code = "replayed"
 
 
 # --------------------------------------------------------------------- replay stores
@@ -62,7 +56,7 @@ class MemoryReplayStore:
     """An in-process replay store with expiry (thread-safe).
 
     It forgets an id once its receipt has expired. When ``max_entries`` unexpired ids
-    are held, a new id is refused with :class:`~handoffs._logs.ReplayStoreError` (fail
+    are held, a new id is refused with :class:`~handoffs.errors.ReplayStoreError` (fail
     closed) rather than forgetting one early. Use the SQLite store to hold across processes.
     """
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
-from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON
+from handoffs._errors import EvidenceError, InvalidArgument, MalformedJSON
 from handoffs._json import loads
 from handoffs.contracts import EvidenceRef
 
@@ -38,12 +38,6 @@ __all__ = [
 
 
 # --------------------------------------------------------------------- errors (data)
-
-
-class EvidenceError(HandoffsError, LookupError):
-    """An evidence reference could not be resolved (source-resolution failure)."""
-
-    code = "evidence-unresolved"
 
 
 # -------------------------------------------------------------------- policy service

@@ -14,6 +14,7 @@ from handoffs.receivers._chat import (
     Completion,
     ModelError,
     OpenAICompatibleClient,
+    ServedModel,
 )
 from handoffs.receivers._model import ModelReceiver
 
@@ -24,4 +25,5 @@ __all__ = [
     "ModelError",
     "ModelReceiver",
     "OpenAICompatibleClient",
+    "ServedModel",
 ]

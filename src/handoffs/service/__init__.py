@@ -15,11 +15,13 @@ The service depends on :mod:`handoffs.receivers`; the receivers never import it.
 """
 
 from handoffs.service._app import Service
-from handoffs.service._config import ConfigError, ServiceConfig
-from handoffs.service._store import open_store
+from handoffs.service._config import Caller, ConfigError, ServiceConfig
+from handoffs.service._store import DecisionStore, open_store
 
 __all__ = [
+    "Caller",
     "ConfigError",
+    "DecisionStore",
     "Service",
     "ServiceConfig",
     "open_store",

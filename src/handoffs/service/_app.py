@@ -7,11 +7,19 @@ Endpoints:
   with status **200** when admitted (``ACCEPT`` or ``ESCALATE``), **422** when refused,
   **503** (with ``Retry-After``) when refused because the store did not answer (nothing
   was claimed: sending the same bytes again is safe; the answer says only "store
-  unavailable", the details go to the log). Before the gate, without a decision:
-  **401** without a valid bearer token (when callers are configured), **403** for a
-  caller not bound to this receiver, **429** over the caller's rate, **415** for a body
-  that is not declared JSON, **413** above ``max_body_bytes``, **408** when the body
-  is not sent within ``body_timeout``.
+  unavailable", the details go to the log). A ``replayed`` refusal carries
+  ``earlier.admitted`` (an earlier decision admitted a receipt with this id: the store
+  spends an id only with an admitted decision). Before the gate, without a decision:
+  **400** ``repeated-header`` for a second ``Authorization``, ``Content-Type`` or
+  ``Content-Length`` header, **401** without a valid ``Bearer`` token (when callers are
+  configured; any other scheme is refused), **403** for a caller not bound to this
+  receiver, **429** over the caller's rate (counted per replica: each process holds its
+  own buckets), **415** for a body not declared ``application/json``, **413** above
+  ``max_body_bytes``, **408** when the body is not sent within ``body_timeout``.
+  Before any request, the connection guard (:meth:`Service.http_protocol`) answers
+  **408** to a connection without a complete request head within ``header_timeout``
+  and **503** to a connection above ``max_connections`` or
+  ``max_connections_per_address``, and closes it.
 - ``GET /healthz``: 200 while the process serves.
 - ``GET /readyz``: 200 when the store answers, 503 ("store unavailable") otherwise or
   while shutting down.
@@ -47,6 +55,7 @@ from handoffs.receivers import (
     StrictContractReceiver,
 )
 from handoffs.service._config import Caller, ConfigError, ServiceConfig
+from handoffs.service._guard import guarded_protocol
 from handoffs.service._metrics import STORE_DOWN_CODES, BoundaryMetrics
 from handoffs.service._store import DecisionStore, open_store
 
@@ -131,12 +140,19 @@ class Service:
 
     def decide(self, body: bytes) -> Decision:
         """Gate ``body`` and count it (runs in a worker thread)."""
-        with self.metrics.span(self.receiver.name) as attributes:
+        metrics = self.metrics
+        if metrics.otel is None:  # no span to open: nothing around the decision
             started = time.perf_counter()
             decision = self.receiver.receive(body)
             seconds = time.perf_counter() - started
-            attributes.update(self.metrics.observe(decision, message_bytes=len(body),
-                                                   seconds=seconds))
+            metrics.observe(decision, message_bytes=len(body), seconds=seconds)
+        else:
+            with metrics.span(self.receiver.name) as attributes:
+                started = time.perf_counter()
+                decision = self.receiver.receive(body)
+                seconds = time.perf_counter() - started
+                attributes.update(metrics.observe(decision, message_bytes=len(body),
+                                                  seconds=seconds))
         status = status_of(decision)
         if status == 503:  # the details (the store's address) only here
             LOG.warning("store-unavailable", extra={"fields": {
@@ -167,6 +183,21 @@ class Service:
         """
         return _create_app(self)
 
+    def http_protocol(self) -> type[asyncio.Protocol]:
+        """Uvicorn's HTTP protocol class (httptools or h11, as uvicorn picks) under this
+        service's connection guard: the header timeout and the connection caps
+        (``header_timeout``, ``max_connections``, ``max_connections_per_address``);
+        what ``handoffs serve`` passes as uvicorn's ``http``.
+        """
+        from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+        refused = self.metrics.refused_requests
+        return guarded_protocol(
+            AutoHTTPProtocol, header_timeout=self.config.header_timeout,
+            max_connections=self.config.max_connections,
+            max_connections_per_address=self.config.max_connections_per_address,
+            refused=lambda reason: refused.labels(reason=reason).inc())
+
     def caller(self, authorization: str | None) -> Caller | None:
         """The caller whose bearer token this ``Authorization`` header carries."""
         scheme, _, token = (authorization or "").partition(" ")
@@ -193,9 +224,24 @@ class Service:
         return 0.0
 
 
+REPLAYED: Final = "replayed"
+
+
 def answer_of(decision: Decision) -> dict[str, Any]:
-    """The decision as answered: a store failure's reason says only "store unavailable"."""
+    """The decision as answered: a store failure's reason says only "store unavailable";
+    a replay says what became of the earlier receipt with its id (``earlier``).
+
+    The service's store claims a receipt id only together with an admitted decision's
+    row (a refusal spends nothing), so a ``replayed`` refusal means an earlier decision
+    **admitted** a receipt with this id: a sender re-sending after a 503 (a commit cut
+    by a store stall) learns that its receipt was admitted, and is not admitted twice.
+    """
     document = decision.to_json()
+    if any(reason.code == REPLAYED for reason in decision.reasons):
+        document["earlier"] = {
+            "admitted": True,
+            "message": f"an earlier decision admitted receipt {decision.receipt_id}; "
+                       "it stands in the decision log (this copy is not admitted again)"}
     if any(reason.code in STORE_DOWN_CODES for reason in decision.reasons):
         document["reasons"] = [
             {**reason, "message": STORE_UNAVAILABLE} if reason.get("code") in STORE_DOWN_CODES
@@ -204,9 +250,18 @@ def answer_of(decision: Decision) -> dict[str, Any]:
 
 
 def _is_json(content_type: str | None) -> bool:
-    media = (content_type or "").partition(";")[0].strip().lower()
-    return media == "application/json" or (media.startswith("application/")
-                                            and media.endswith("+json"))
+    """True for ``application/json``, with no parameter but ``charset=utf-8`` (JSON
+    is UTF-8: RFC 8259); any other media type (``text/json``, ``…+json``) is not.
+    """
+    media, _, parameters = (content_type or "").partition(";")
+    if media.strip().lower() != "application/json":
+        return False
+    for parameter in filter(None, (p.strip() for p in parameters.split(";"))):
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() != "charset" or value.strip().strip('"').lower() not in {
+                "utf-8", "utf8"}:
+            return False
+    return True
 
 
 def status_of(decision: Decision) -> int:
@@ -219,6 +274,8 @@ def status_of(decision: Decision) -> int:
 
 
 _ORJSON: Final = orjson.OPT_SORT_KEYS
+_SINGLE: Final = frozenset({b"authorization", b"content-type", b"content-length"})
+"""Headers a request may carry at most once (else 400 ``repeated-header``)."""
 _Answer: TypeAlias = tuple[int, bytes, list[tuple[bytes, bytes]]]
 
 
@@ -324,7 +381,8 @@ def _create_app(service: Service) -> Starlette:  # noqa: PLR0915 - one closure p
         content_type = headers.get(b"content-type")
         if not _is_json(content_type.decode("latin-1") if content_type is not None else None):
             return refused(415, "unsupported-media-type",
-                           "the body must be declared Content-Type: application/json")
+                           "the body must be declared Content-Type: application/json "
+                           "(charset utf-8, if any)")
         body = await read_body(headers, receive)
         if isinstance(body, tuple):
             return body
@@ -335,8 +393,19 @@ def _create_app(service: Service) -> Starlette:  # noqa: PLR0915 - one closure p
                       [(b"retry-after", b"1")] if status == 503 else None)
 
     async def receipts(scope: Any, receive: Any, send: Any) -> None:
-        headers = {name.lower(): value for name, value in scope["headers"]}
-        status, body, extra = await decide(headers, receive)
+        headers: dict[bytes, bytes] = {}
+        repeated: bytes | None = None
+        for raw, value in scope["headers"]:
+            name = raw.lower()
+            if name in headers and name in _SINGLE:
+                repeated = name
+            headers[name] = value
+        if repeated is not None:  # which one would count is ambiguous: refuse both
+            status, body, extra = refused(
+                400, "repeated-header", f"the {repeated.decode()} header is sent more "
+                "than once", headers=close)
+        else:
+            status, body, extra = await decide(headers, receive)
         await send({"type": "http.response.start", "status": status, "headers": [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()), *extra]})

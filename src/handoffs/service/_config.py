@@ -20,17 +20,11 @@ from typing import Any, Final
 import attrs
 
 from handoffs._discovery import load_source
-from handoffs._errors import ContractSourceError, HandoffsError
+from handoffs._errors import ConfigError, ContractSourceError, HandoffsError
 from handoffs._json import DEFAULT_LIMITS
 from handoffs.contracts import Contract, Registry
 
 __all__ = ["ENVIRONMENT", "Caller", "ConfigError", "ServiceConfig"]
-
-
-class ConfigError(HandoffsError, ValueError):
-    """The service configuration is missing a setting or has a bad one."""
-
-    code = "bad-config"
 
 
 ENVIRONMENT: Final = {
@@ -105,13 +99,22 @@ class ServiceConfig:
         insecure: serve without authentication beyond loopback (**unsafe**: anyone who
             reaches the port can spend receipt ids).
         body_timeout: seconds a client has to send the whole body (else 408).
-        max_connections: connections and requests served at once; above it, 503.
+        header_timeout: seconds a connection has to send a complete request head
+            (from opening, or from the first byte of its next request); else it is
+            answered 408 and closed.
+        max_connections: connections open at once in this replica; a connection
+            above it is answered 503 and closed at once.
+        max_connections_per_address: connections open at once from one client
+            address; a connection above it is answered 503 and closed at once (behind
+            a reverse proxy every client shares its address: raise it to
+            ``max_connections``).
         log_decisions: one JSON log line per decision (off: the store holds every
             decision; logging each costs CPU on the hot path).
         refused_retain: how long refused decision rows are kept (store clock);
             ``None``: forever.
         group_commit: seconds a PostgreSQL store gathers concurrent decisions into
-            one statement (``store.group_commit_ms``; ``0``: none).
+            one statement when others already wait (a lone decision commits at once;
+            ``store.group_commit_ms``; ``0``: none).
     """
 
     identity: str
@@ -136,7 +139,9 @@ class ServiceConfig:
     callers: tuple[Caller, ...] = ()
     insecure: bool = False
     body_timeout: float = 10.0
+    header_timeout: float = 5.0
     max_connections: int = 256
+    max_connections_per_address: int = 32
     log_decisions: bool = False
     refused_retain: timedelta | None = None
     group_commit: float = 0.001
@@ -231,6 +236,8 @@ _KEYS: Final = {
     "server.graceful_timeout": "graceful_timeout", "otel.enabled": "otel",
     "auth": "callers", "server.insecure": "insecure", "server.body_timeout": "body_timeout",
     "server.max_connections": "max_connections", "server.log_decisions": "log_decisions",
+    "server.header_timeout": "header_timeout",
+    "server.max_connections_per_address": "max_connections_per_address",
     "store.refused_retain_seconds": "refused_retain", "store.group_commit_ms": "group_commit",
 }
 
@@ -334,8 +341,10 @@ _CONVERTERS: Final[dict[str, Callable[[str, Any], Any]]] = {
     "store.retain_seconds": lambda n, v: timedelta(seconds=_number(n, v)),
     "store.refused_retain_seconds": lambda n, v: timedelta(seconds=_number(n, v, low=1)),
     "store.group_commit_ms": lambda n, v: float(_number(n, v, high=100)) / 1000,
-    "server.body_timeout": lambda n, v: float(_number(n, v, low=0.001)),
-    "server.max_connections": lambda n, v: int(_number(n, v, integer=True, low=1)),
+    **dict.fromkeys(("server.body_timeout", "server.header_timeout"),
+                    lambda n, v: float(_number(n, v, low=0.001))),
+    **dict.fromkeys(("server.max_connections", "server.max_connections_per_address"),
+                    lambda n, v: int(_number(n, v, integer=True, low=1))),
     "auth": _callers,
     **dict.fromkeys(("store.pool_size", "server.max_body_bytes"),
                     lambda n, v: int(_number(n, v, integer=True, low=1))),

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from handoffs._codes import EXPIRED_CODES
+from handoffs._spans import decision_attributes
 from handoffs.receivers import Decision
 
 __all__ = ["STORE_DOWN_CODES", "BoundaryMetrics"]
@@ -141,13 +142,9 @@ class BoundaryMetrics:
         self.message_bytes.observe(message_bytes)
         self.seconds.observe(seconds)
         if self.otel is not None:
-            self.otel.observe(labels, signals, decision, trigger, message_bytes)
-        return {
-            "handoffs.verdict": decision.verdict.value, "handoffs.step": int(decision.step),
-            "handoffs.contract": decision.contract, "handoffs.receipt_id": decision.receipt_id,
-            "handoffs.reasons": ",".join(reason.code for reason in decision.reasons),
-            "handoffs.message_bytes": message_bytes,
-        }
+            self.otel.observe(labels, signals, decision, trigger, message_bytes, seconds=seconds)
+        # The attributes the adapters' spans carry too; the reasons a string array.
+        return {**decision_attributes(decision), "handoffs.message_bytes": message_bytes}
 
     def exposition(self) -> bytes:
         """The Prometheus text exposition of every counter."""
@@ -174,6 +171,9 @@ class _OTel:
         self.readback = meter.create_counter("handoffs.readback")
         self.triggers = meter.create_counter("handoffs.counterfactual_triggers")
         self.message_bytes = meter.create_histogram("handoffs.message_bytes", unit="By")
+        self.duration = meter.create_histogram(
+            "handoffs.decision.duration", unit="s",
+            description="Time to decide one message (Prometheus: handoffs_decision_seconds).")
 
     @classmethod
     def create(cls, meter_provider: Any, tracer_provider: Any) -> _OTel | None:
@@ -184,7 +184,7 @@ class _OTel:
         return cls(metrics, trace, meter_provider, tracer_provider)
 
     def observe(self, labels: dict[str, str], signals: dict[str, bool], decision: Decision,
-                trigger: str | None, message_bytes: int) -> None:
+                trigger: str | None, message_bytes: int, *, seconds: float) -> None:
         self.decisions.add(1, labels)
         for name, counter in self.signals.items():
             if signals[name]:
@@ -194,3 +194,4 @@ class _OTel:
         if trigger is not None:
             self.triggers.add(1, {"trigger": trigger})
         self.message_bytes.record(message_bytes)
+        self.duration.record(seconds, labels)

@@ -30,7 +30,7 @@ class DecisionStore(ReplayLog, Protocol):
     """What ``handoffs serve`` needs of a store: a replay log it can probe and read."""
 
     def ping(self) -> None:
-        """Raise :class:`~handoffs._logs.DecisionLogError` unless the store answers."""
+        """Raise :class:`~handoffs.errors.DecisionLogError` unless the store answers."""
         ...
 
     def summary(self) -> LogSummary:

@@ -25,8 +25,8 @@ Guarantees:
   ``valid_until``) lies more than ``retain`` before the server's ``now()``; a writer's
   clock is recorded, never trusted.
 - **Fail closed**: an unreachable server (or one that restarts under the gate) raises
-  :class:`~handoffs._logs.DecisionLogError` /
-  :class:`~handoffs._logs.ReplayStoreError` within ``timeout`` seconds, which the
+  :class:`~handoffs.errors.DecisionLogError` /
+  :class:`~handoffs.errors.ReplayStoreError` within ``timeout`` seconds, which the
   gate turns into a refusal with the reason ``log-unavailable`` or
   ``replay-store-unavailable``. Every call has one deadline: the wait for a
   connection and the statement share ``timeout``; the server cancels a statement
@@ -36,7 +36,7 @@ Guarantees:
   spent although the caller was told 503 (a retry is refused as a replay).
 - **Clock skew is bounded**: a claim whose ``claimed_at`` (the writer's clock) is older
   than the server's ``now()`` minus ``retain / 2`` is refused with
-  :class:`~handoffs._logs.DecisionLogError` code ``clock-skew``, so a writer whose
+  :class:`~handoffs.errors.DecisionLogError` code ``clock-skew``, so a writer whose
   clock lags cannot claim an id that may already have been pruned.
 - **Versioned schema**: tables live in the ``handoffs`` schema; ``handoffs.meta``
   holds the schema version, migrations run once under an advisory lock, and a newer
@@ -307,7 +307,9 @@ class _Pending:
 def _stamp(moment: datetime | None) -> str | None:
     if moment is None:
         return None
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # isoformat, not strftime: the same text for UTC, at a fraction of the cost.
+    utc = moment if moment.tzinfo is UTC else moment.astimezone(UTC)
+    return utc.isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def _redact(url: str) -> str:
@@ -343,7 +345,9 @@ class PostgresDecisionLog:
             clock; pruned every ``prune_every`` writes); ``None``: forever.
         group_commit: seconds to gather concurrent claims into one statement (group
             commit: one transaction for up to 64 decisions, each caller answered with
-            its own row's outcome); ``0``: each decision is its own statement.
+            its own row's outcome); adaptive: a claim with no other waiting commits at
+            once, and those queued meanwhile go together in the next statement;
+            ``0``: each decision is its own statement.
 
     Raises:
         DecisionLogError: ``psycopg`` is not installed, or an option is bad.
@@ -650,7 +654,12 @@ class PostgresDecisionLog:
                     f"{self.timeout:g} s timeout (it may have been recorded)")
                 return
         while not entry.finished:
-            self._full.wait(self.group_commit)  # gather: the window, or a full batch
+            with self._group:
+                waiting = len(self._queue) > 1
+            if waiting:  # others wait too: gather for the window, or a full batch
+                self._full.wait(self.group_commit)
+            # else commit at once: batches form under concurrency from the decisions
+            # that queue while a statement is under way (adaptive group commit)
             with self._group:
                 batch: list[_Pending] = []
                 ids: set[str] = set()

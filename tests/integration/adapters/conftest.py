@@ -1,3 +1,11 @@
 """The adapter tests' fixtures (defined in tests/adapter_fixtures.py)."""
 
-from adapter_fixtures import make_receiver, receiver, replayer, signer, world  # noqa: F401
+from adapter_fixtures import (  # noqa: F401
+    make_receiver,
+    otel_exporter,
+    otel_spans,
+    receiver,
+    replayer,
+    signer,
+    world,
+)

@@ -85,7 +85,7 @@ class CaseOwner:
 class Server:
     """A gated A2A agent served by uvicorn on a free loopback port."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, *, on_overruled: str = "refuse") -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.agent = CaseOwner()
@@ -99,7 +99,8 @@ class Server:
                                description="Decide a handed-off case.", tags=["handoff"])],
         )
         handler = DefaultRequestHandlerV2(
-            agent_executor=GatedAgentExecutor(StrictContractReceiver(world.gate()), self.agent),
+            agent_executor=GatedAgentExecutor(StrictContractReceiver(world.gate()), self.agent,
+                                              on_overruled=on_overruled),
             task_store=InMemoryTaskStore(), agent_card=self.card,
         )
         app = Starlette(routes=[*create_agent_card_routes(self.card),
@@ -251,3 +252,22 @@ def test_model_written_governance_is_refused_by_the_sender_and_never_sent() -> N
     draft = {**WORLD.content(), "authority": "DECIDE", "valid_until": "2099-01-01T00:00:00Z"}
     with pytest.raises(UntrustedGovernance, match="authority"):
         WORLD.sender().sign(draft, case_id="route-1", evidence_refs=["evidence://x"])
+
+
+@pytest.mark.parametrize("mode", ["refuse", "continue"])
+def test_the_ruling_not_the_proposal_reaches_the_outcome(mode: str) -> None:
+    """The gate admits the receipt and decides HOLD (an unverified address), not the
+    proposed DISPATCH: by default the task is rejected with decided-otherwise and the
+    agent never runs; continued, the agent acts on the gate's action."""
+    content = {**WORLD.content(address_verified=False), "proposed_action": "DISPATCH"}
+    with Server(WORLD, on_overruled=mode) as running:
+        (task,) = running.send(_message(WORLD.signed_bytes(content=content)))
+    acts = [p.text for a in task.artifacts for p in a.parts]
+    assert "case owner acts: DISPATCH" not in acts
+    if mode == "refuse":
+        assert task.status.state == TaskState.TASK_STATE_REJECTED
+        assert _refusal_codes(task) == ["decided-otherwise"]
+        assert running.agent.handled == []
+    else:
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert acts == ["case owner acts: HOLD"]

@@ -26,6 +26,8 @@ from handoffs.receivers import StrictContractReceiver
 
 HERE = Path(__file__).parent
 ROUTE = {"address_verified": True, "hazardous": False, "stops": 3}
+# An unverified address: the policy decides HOLD; the sender proposes DISPATCH.
+OVERRULED = {**WORLD.content(address_verified=False), "proposed_action": "DISPATCH"}
 CALLS = ["genuine", "tampered", "wrong-audience", "expired", "fail", "genuine", "replay",
          "off-schema"]
 
@@ -57,7 +59,11 @@ def session_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                      "valid_until": "2099-01-01T00:00:00Z"}
             calls.append(await call_gated(session, receiver, "plan_route",
                                           {**ROUTE, "draft": draft}))
-            return {"tools": tools, "calls": calls}
+            ruled = {mode: await call_gated(session, receiver, "plan_route",
+                                            {**ROUTE, "draft": OVERRULED},
+                                            on_overruled=mode)
+                     for mode in ("refuse", "continue")}
+            return {"tools": tools, "calls": calls, "ruled": ruled}
 
     return anyio.run(run)
 
@@ -73,6 +79,7 @@ def test_a_genuine_receipt_is_admitted_and_reaches_the_agent(
 ) -> None:
     gated = session_results["calls"][0]
     assert gated.admitted
+    assert gated.accepted
     assert gated.decision.action == "DISPATCH"
     assert gated.decision.sender == "dispatcher"
     assert not gated.result.is_error
@@ -127,3 +134,31 @@ def test_a_result_off_its_own_output_schema_is_a_refusal_not_an_error(
     assert reason.code == "tool-call-failed"
     assert "plan_route" in reason.message
     assert "RuntimeError" in reason.message
+
+
+def answer_the_proposal(result: Any) -> str:
+    """The calling agent's stand-in model (a test double for the remote model
+    provider): it answers the proposal it reads in the tool result, else the ruling."""
+    if result.is_error:
+        return "error: " + result.content[0].text
+    seen = result.structured_content
+    if "proposed_action" in seen:
+        return str(seen["proposed_action"])
+    return str(seen["ruling"]["action"])
+
+
+def test_the_ruling_not_the_proposal_reaches_the_agent(session_results: dict[str, Any]) -> None:
+    """The gate admits the receipt and decides HOLD, not the proposed DISPATCH."""
+    ruled = session_results["ruled"]
+    refused, continued = ruled["refuse"], ruled["continue"]
+    assert refused.admitted
+    assert not refused.accepted
+    assert refused.result.is_error
+    assert refused.result.structured_content["reasons"][0]["code"] == "decided-otherwise"
+    assert "decided-otherwise" in answer_the_proposal(refused.result)
+    assert continued.accepted
+    assert not continued.result.is_error
+    assert answer_the_proposal(continued.result) == "HOLD"
+    assert continued.result.structured_content["ruling"] == {
+        "action": "HOLD", "proposed_action": "DISPATCH", "overruled": True}
+    assert "proposed_action" not in continued.result.structured_content["content"]

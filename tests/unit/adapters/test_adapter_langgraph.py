@@ -25,12 +25,16 @@ from langgraph.types import Command
 
 from adapter_world import (
     EXPIRED,
+    OVERRULED_CASE,
+    OVERRULED_PROPOSAL,
     VALID_UNTIL,
     Replayer,
     World,
+    answer_the_proposal,
     case_ref,
     content_for,
     make_sender,
+    overruled_content,
     tamper,
     with_governance,
 )
@@ -59,14 +63,16 @@ class CaseState(MessagesState, ReceiptChannels):
 class Topology:
     def __init__(self, arguments: Any, *, signer: Sender[Any, Any],
                  receiver: StrictContractReceiver, channel: str = FULL_MESSAGES,
-                 wire: Callable[[str], str] | None = None) -> None:
+                 wire: Callable[[str], str] | None = None,
+                 on_overruled: str = "refuse") -> None:
         self.model = FakeMessagesListChatModel(responses=[AIMessage(
             content="", tool_calls=[{"name": TOOL_NAME, "args": arguments, "id": "call-1"}])])
         self.seen: dict[str, Mapping[str, Any]] = {}
         builder = StateGraph(CaseState)
         builder.add_node("evidence", self.evidence)
         if wire is None:  # the idiom: a handoff tool returning Command, in a ToolNode
-            self.tool = handoff_tool(signer, receiver, deliver="case_owner")
+            self.tool = handoff_tool(signer, receiver, deliver="case_owner",
+                                     on_overruled=on_overruled)
             builder.add_node("tools", ToolNode([self.tool]),
                              destinations=("case_owner", "escalate"))
             builder.add_edge("evidence", "tools")
@@ -75,7 +81,8 @@ class Topology:
                              destinations=("wire", "escalate"))
             builder.add_node("wire", lambda state: Command(
                 goto="gate", update={"receipts": [wire(state["receipts"][-1])]}))
-            builder.add_node("gate", gate_node(receiver, deliver="case_owner"),
+            builder.add_node("gate", gate_node(receiver, deliver="case_owner",
+                                               on_overruled=on_overruled),
                              destinations=("case_owner", "escalate"))
             builder.add_edge("evidence", "sign")
         builder.add_node("case_owner", self.case_owner, input_schema=CHANNELS[channel])
@@ -88,8 +95,8 @@ class Topology:
 
     def case_owner(self, state: Mapping[str, Any]) -> dict[str, Any]:
         self.seen["case_owner"] = dict(state)
-        content = state["handovers"][-1]["content"]
-        return {"outcome": content["proposed_action"]}
+        # The stand-in for the case owner's model answers the proposal it reads.
+        return {"outcome": answer_the_proposal(state["handovers"][-1])}
 
     def escalate(self, state: Mapping[str, Any]) -> dict[str, Any]:
         self.seen["escalate"] = dict(state)
@@ -221,3 +228,24 @@ def test_a_state_without_a_case_escalates_not_raises(signer: Sender[Any, Any],
                                    "receipts": [], "handovers": []})
     assert final["outcome"] == "escalated: no-case"
     assert "case_owner" not in topology.seen
+
+
+@pytest.mark.parametrize("two_nodes", [False, True])
+@pytest.mark.parametrize("mode", ["refuse", "continue"])
+def test_the_ruling_not_the_proposal_reaches_the_outcome(
+        signer: Sender[Any, Any], receiver: StrictContractReceiver, mode: str,
+        two_nodes: bool) -> None:
+    """The gate admits the receipt and decides HOLD, not the proposed RELEASE: escalated
+    with decided-otherwise by default; continued, the case owner reads the ruling."""
+    topology = Topology(overruled_content(), signer=signer, receiver=receiver,
+                        wire=(lambda text: text) if two_nodes else None, on_overruled=mode)
+    final = topology.run(OVERRULED_CASE)
+    assert final["outcome"] != OVERRULED_PROPOSAL
+    if mode == "refuse":
+        assert final["outcome"] == "escalated: decided-otherwise"
+        assert "case_owner" not in topology.seen
+    else:
+        assert final["outcome"] == "HOLD"
+        handover = final["handovers"][-1]
+        assert handover["ruling"] == {"action": "HOLD", "proposed_action": "RELEASE",
+                                      "overruled": True}

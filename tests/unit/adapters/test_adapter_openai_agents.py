@@ -18,12 +18,16 @@ from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_messag
 
 from adapter_world import (
     EXPIRED,
+    OVERRULED_CASE,
+    OVERRULED_PROPOSAL,
     VALID_UNTIL,
     Replayer,
     World,
+    answer_the_proposal,
     case_ref,
     content_for,
     make_sender,
+    overruled_content,
     tamper,
     with_governance,
 )
@@ -323,3 +327,50 @@ def test_two_runs_at_once_each_get_their_own_handover(
                                                                  "REJECT_DUPLICATE"]
     seen = sorted(handovers_in(call)[0]["content"]["case_id"] for call in second_owner.calls)
     assert seen == ["duplicate-01", "policy-02"]
+
+
+class ProposalReader:
+    """The case owner's stand-in model (a test double for the remote model provider):
+    answers the proposal it reads."""
+
+    def __call__(self, call: ModelCall) -> Any:
+        (handover,) = handovers_in(call)
+        return [assistant_message(answer_the_proposal(handover))]
+
+
+@pytest.mark.parametrize("mode", ["refuse", "continue"])
+def test_the_ruling_not_the_proposal_reaches_the_outcome(
+        signer: Sender[Any, Any], receiver: StrictContractReceiver, mode: str) -> None:
+    """The gate admits the receipt and decides HOLD, not the proposed RELEASE: by default
+    the escalation agent gets it (decided-otherwise); continued, the case owner reads
+    the ruling, and the outcome is never RELEASE."""
+    owner_model = ScriptedModel([ModelStep.respond(ProposalReader())])
+    desk_model = ScriptedModel([ModelStep.respond(reader)])
+    owner = Agent(name="case_owner", model=owner_model)
+    desk = Agent(name="escalation", model=desk_model)
+    evidence = Agent(name="evidence", model=ScriptedModel([[function_call(
+        TOOL, json.dumps(overruled_content()), call_id="call-1")]]),
+        handoffs=[gated_handoff(owner, signer=signer, receiver=receiver, escalation=desk,
+                                on_overruled=mode)])
+    result = asyncio.run(Runner.run(evidence, "Dossier.", context=case_ref(OVERRULED_CASE),
+                                    run_config=RUN))
+    assert result.final_output != OVERRULED_PROPOSAL
+    if mode == "refuse":
+        assert result.last_agent.name == "escalation"
+        assert result.final_output == "escalated: decided-otherwise"
+        assert owner_model.calls == ()
+    else:
+        assert (result.last_agent.name, result.final_output) == ("case_owner", "HOLD")
+        (handover,) = handovers_in(owner_model.calls[0])
+        assert handover["outcome"] == "overruled"
+        assert handover["ruling"] == {"action": "HOLD", "proposed_action": "RELEASE",
+                                      "overruled": True}
+        assert "proposed_action" not in handover["content"]
+
+
+def test_on_overruled_takes_two_words(signer: Sender[Any, Any],
+                                      receiver: StrictContractReceiver) -> None:
+    owner = Agent(name="case_owner")
+    with pytest.raises(ValueError, match="on_overruled"):
+        gated_handoff(owner, signer=signer, receiver=receiver, escalation=owner,
+                      on_overruled="ignore")

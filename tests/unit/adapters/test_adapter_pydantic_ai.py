@@ -27,12 +27,16 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from adapter_world import (
     EXPIRED,
+    OVERRULED_CASE,
+    OVERRULED_PROPOSAL,
     VALID_UNTIL,
     Replayer,
     World,
+    answer_the_proposal,
     case_ref,
     content_for,
     make_sender,
+    overruled_content,
     tamper,
     with_governance,
 )
@@ -40,6 +44,7 @@ from handoffs.adapters._handover import content_schema
 from handoffs.adapters.pydantic_ai import (
     FULL_HISTORY,
     RECEIPT_ONLY,
+    HandoffRefusal,
     HandoffRefused,
     ReceiptGate,
     content_output,
@@ -91,7 +96,7 @@ class Owner:
             handover = handover_of(messages[-1])
         except ValueError:
             return ModelResponse(parts=[TextPart(f"later turn: {messages[-1].parts[-1].content}")])
-        return ModelResponse(parts=[TextPart(handover["content"]["proposed_action"])])
+        return ModelResponse(parts=[TextPart(answer_the_proposal(handover))])
 
 
 SENDER_PROMPT = "You are the evidence specialist."
@@ -101,23 +106,25 @@ OWNER_INSTRUCTIONS = "Decide from the handover."
 
 class Topology:
     def __init__(self, *contents: dict[str, Any], signer: Sender[Any, Any],
-                 receiver: StrictContractReceiver) -> None:
+                 receiver: StrictContractReceiver, **gate: str) -> None:
         self.signer = signer
         self.evidence_model, self.owner_model = Evidence(*contents), Owner()
         self.evidence = Agent(FunctionModel(self.evidence_model),
                               output_type=content_output(signer),
                               system_prompt=SENDER_PROMPT)
         self.evidence.output_validator(content_validator(signer))
-        self.gate = ReceiptGate(receiver=receiver)
+        # The tests before the ruling's test the exception option; ``gate`` overrides.
+        self.gate = ReceiptGate(receiver=receiver, **{"on_refusal": "raise", **gate})
         self.owner = Agent(FunctionModel(self.owner_model), capabilities=[self.gate],
                            system_prompt=OWNER_PROMPT, instructions=OWNER_INSTRUCTIONS)
 
     def run(self, case_id: str, *, channel: str = FULL_HISTORY,
-            transport: Callable[[bytes], bytes] | None = None) -> Any:
+            transport: Callable[[bytes], bytes] | None = None, on_refusal: str = "raise") -> Any:
         async def go() -> Any:
             drafted = await self.evidence.run(f"Dossier of case {case_id}.")
             return await hand_off(drafted, self.owner, signer=self.signer,
-                                  case=case_ref(case_id), channel=channel, transport=transport)
+                                  case=case_ref(case_id), channel=channel, transport=transport,
+                                  on_refusal=on_refusal)
         return asyncio.run(go())
 
 
@@ -260,7 +267,7 @@ def test_a_gated_agent_holds_a_conversation(signer: Sender[Any, Any],
     # What the model is shown of the earlier turns: the handover, never the proofs.
     assert '"proof"' not in str(topology.owner_model.seen[-1])
     # A turn that does not continue an admitted conversation is a new handoff: gated.
-    with pytest.raises(HandoffRefused, match=r"not-an-object|invalid-json"):
+    with pytest.raises(HandoffRefused, match="no-receipt"):
         asyncio.run(later("Why?", []))
     # A JSON object sent as a later turn is a receipt: gated (here, a replay).
     replay = first.all_messages()[-2].parts[-1].content
@@ -286,3 +293,51 @@ def test_a_multi_part_prompt_is_gated_on_its_first_text(
     tampered = [tamper(signed).decode(), "Please decide."]
     with pytest.raises(HandoffRefused, match="bad-signature"):
         asyncio.run(Topology(signer=signer, receiver=make_receiver()).owner.run(tampered))
+
+
+@pytest.mark.parametrize("mode", ["refuse", "continue"])
+def test_the_ruling_not_the_proposal_reaches_the_outcome(
+        signer: Sender[Any, Any], receiver: StrictContractReceiver, mode: str) -> None:
+    """Issue #28's case: the gate admits the receipt and decides HOLD, not the proposed
+    RELEASE; the stand-in model answers the proposal it reads. By default the run's
+    output is the refusal (decided-otherwise); continued, the model reads the ruling."""
+    topology = Topology(overruled_content(), signer=signer, receiver=receiver,
+                        on_refusal="result", on_overruled=mode)
+    decided = topology.run(OVERRULED_CASE, on_refusal="result")
+    assert decided.output != OVERRULED_PROPOSAL
+    if mode == "refuse":
+        assert isinstance(decided.output, HandoffRefusal)
+        assert (decided.output.code, decided.output.action) == ("decided-otherwise", "HOLD")
+        assert decided.output.to_json()["outcome"] == "decided-otherwise"
+        assert topology.owner_model.seen == []
+    else:
+        assert decided.output == "HOLD"
+        handover = handover_of(topology.owner_model.seen[0][-1])
+        assert handover["ruling"]["overruled"] is True
+        assert "proposed_action" not in handover["content"]
+
+
+def test_refusals_are_results_by_default(signer: Sender[Any, Any],
+                                         receiver: StrictContractReceiver) -> None:
+    """The framework's idiom: a refused handoff is the run's output, not an exception
+    (``on_refusal="raise"`` keeps the exception)."""
+    owner = Owner()
+    agent = Agent(FunctionModel(owner), capabilities=[ReceiptGate(receiver=receiver)])
+    signed = signer.sign(content_for("routine-01"), case_id="routine-01",
+                         evidence_refs=case_ref("routine-01").evidence_refs)
+    result = asyncio.run(agent.run(tamper(signed).decode()))
+    assert isinstance(result.output, HandoffRefusal)
+    assert result.output.code == "bad-signature"
+    assert result.output.handover.refused_by == "gate"
+    assert owner.seen == []
+    assert asyncio.run(agent.run(signed.decode())).output == "RELEASE"
+    # The sender's refusal, through hand_off, is a result too.
+    topology = Topology(with_governance(content_for("routine-01")), signer=signer,
+                        receiver=receiver, on_refusal="result")
+    topology.evidence = Agent(FunctionModel(topology.evidence_model),
+                              output_type=content_output(signer))
+    refused = topology.run("routine-01", on_refusal="result").output
+    assert isinstance(refused, HandoffRefusal)
+    assert (refused.code, refused.handover.refused_by) == ("untrusted-governance", "sender")
+    with pytest.raises(ValueError, match="on_refusal"):
+        ReceiptGate(receiver=receiver, on_refusal="ignore")

@@ -28,13 +28,17 @@ from agent_framework import (
 from adapter_world import (
     EXPIRED,
     GRANT_UNTIL,
+    OVERRULED_CASE,
+    OVERRULED_PROPOSAL,
     VALID_UNTIL,
     CaseGrants,
     Replayer,
     World,
+    answer_the_proposal,
     case_ref,
     content_for,
     make_sender,
+    overruled_content,
     reference_action,
     tamper,
     with_governance,
@@ -87,8 +91,7 @@ def scripted(*contents: dict[str, Any]) -> StubChatClient:
 
 def owner_model() -> StubChatClient:
     """The case owner's model: answers the proposed action of the brief it is handed."""
-    return StubChatClient(
-        lambda messages: json.loads(messages[-1].text)["content"]["proposed_action"])
+    return StubChatClient(lambda messages: answer_the_proposal(json.loads(messages[-1].text)))
 
 
 def run(coroutine: Awaitable[Any]) -> Any:
@@ -104,12 +107,13 @@ async def collect(stream: ResponseStream[Any, Any]) -> tuple[str, AgentResponse[
 
 class Topology:
     def __init__(self, *contents: dict[str, Any], signer: Sender[Any, Any],
-                 receiver: StrictContractReceiver) -> None:
+                 receiver: StrictContractReceiver, on_overruled: str = "refuse") -> None:
         self.signer = signer
         self.evidence_model, self.owner_model = scripted(*contents), owner_model()
         self.evidence = Agent(client=self.evidence_model, name="evidence")
         self.owner = Agent(client=self.owner_model, name="case-owner",
-                           middleware=[ReceiptGate(receiver=receiver)])
+                           middleware=[ReceiptGate(receiver=receiver,
+                                                   on_overruled=on_overruled)])
 
     def hand_off(self, case_id: str, *, stream: bool = False,
                  transport: Callable[[bytes], bytes] | None = None,
@@ -244,7 +248,7 @@ def test_a_run_without_a_receipt_is_refused(receiver: StrictContractReceiver,
         return await owner.run("Release payment 1842 now.")
     refusal = refusal_of(asyncio.run(go()))
     assert refusal is not None
-    assert refusal["reasons"][0]["code"] == "invalid-json"
+    assert refusal["reasons"][0]["code"] == "no-receipt"
     assert model.requests == []
 
 
@@ -274,3 +278,29 @@ def test_non_ascii_content_crosses_intact(signer: Sender[Any, Any],
     assert topology.hand_off("routine-01", stream=True)[0] == "RELEASE"
     (request,) = topology.owner_model.requests
     assert json.loads(request[-1].text)["content"]["notes"] == content["notes"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
+@pytest.mark.parametrize("mode", ["refuse", "continue"])
+def test_the_ruling_not_the_proposal_reaches_the_outcome(
+        signer: Sender[Any, Any], receiver: StrictContractReceiver, mode: str,
+        stream: bool) -> None:
+    """The gate admits the receipt and decides HOLD, not the proposed RELEASE; the
+    stand-in model answers the proposal it reads. By default the run's result is the
+    refusal (decided-otherwise); continued, the model reads the ruling."""
+    topology = Topology(overruled_content(), signer=signer, receiver=receiver,
+                        on_overruled=mode)
+    text, decided = topology.hand_off(OVERRULED_CASE, stream=stream)
+    assert text != OVERRULED_PROPOSAL
+    if mode == "refuse":
+        refusal = refusal_of(decided)
+        assert refusal is not None
+        assert refusal["reasons"][0]["code"] == "decided-otherwise"
+        assert (refusal["verdict"], refusal["action"]) == ("ACCEPT", "HOLD")
+        assert text.startswith("handoff refused by the gate: decided-otherwise")
+        assert topology.owner_model.requests == []
+    else:
+        assert (text, refusal_of(decided)) == ("HOLD", None)
+        brief = json.loads(topology.owner_model.requests[0][-1].text)
+        assert brief["ruling"] == {"action": "HOLD", "proposed_action": "RELEASE",
+                                   "overruled": True}

@@ -29,13 +29,17 @@ from google.genai import types
 
 from adapter_world import (
     EXPIRED,
+    OVERRULED_CASE,
+    OVERRULED_PROPOSAL,
     VALID_UNTIL,
     CaseGrants,
     Replayer,
     World,
+    answer_the_proposal,
     case_ref,
     content_for,
     make_sender,
+    overruled_content,
     reference_action,
     tamper,
     with_governance,
@@ -92,7 +96,7 @@ def brief_of(request: LlmRequest) -> dict[str, Any]:
 
 def decide(request: LlmRequest) -> str:
     """The case owner's model: the proposed action of the brief it was handed."""
-    return str(brief_of(request)["content"]["proposed_action"])
+    return answer_the_proposal(brief_of(request))
 
 
 def evidence_agent(*steps: Any, signer: Sender[Any, Any], name: str = "evidence",
@@ -103,10 +107,12 @@ def evidence_agent(*steps: Any, signer: Sender[Any, Any], name: str = "evidence"
                     tools=[tool], sub_agents=sub_agents or [])
 
 
-def owner_agent(receiver: StrictContractReceiver, name: str = "case_owner") -> LlmAgent:
+def owner_agent(receiver: StrictContractReceiver, name: str = "case_owner",
+                on_overruled: str = "refuse") -> LlmAgent:
     return LlmAgent(name=name, model=ScriptedLlm(model="stub-owner", script=[decide]),
                     include_contents="none", instruction=INSTRUCTION + "{handoffs_brief}",
-                    before_agent_callback=ReceiptGate(receiver=receiver))
+                    before_agent_callback=ReceiptGate(receiver=receiver,
+                                                      on_overruled=on_overruled))
 
 
 def notifier() -> LlmAgent:
@@ -300,7 +306,7 @@ def test_a_sender_that_never_signs_reaches_no_owner(
     run = Run(sequence(evidence_agent(bad, "I cannot hand this case on.", signer=signer),
                        owner, after), "identity-01")
     (refusal_text,) = run.said("case_owner")
-    assert refusal_text.startswith("handoff refused by the gate: invalid-json")
+    assert refusal_text.startswith("handoff refused by the gate: no-receipt")
     assert requests_of(owner) == requests_of(after) == []
 
 
@@ -360,5 +366,26 @@ def test_a_session_without_a_case_signs_nothing(signer: Sender[Any, Any],
     assert answer.response is not None
     assert answer.response["decision"]["receiver"] == "sender"
     assert "names no case" in answer.response["reason"]
-    assert run.said("case_owner")[0].startswith("handoff refused by the gate: invalid-json")
+    assert answer.response["decision"]["reasons"][0]["code"] == "no-case"
+    assert run.said("case_owner")[0].startswith("handoff refused by the gate: no-receipt")
     assert requests_of(owner) == []
+
+
+@pytest.mark.parametrize("mode", ["refuse", "continue"])
+def test_the_ruling_not_the_proposal_reaches_the_outcome(
+        signer: Sender[Any, Any], receiver: StrictContractReceiver, mode: str) -> None:
+    """The gate admits the receipt and decides HOLD, not the proposed RELEASE; the
+    stand-in model answers the proposal it reads. By default the owner is skipped with
+    decided-otherwise (and the pipeline halts); continued, it reads the ruling."""
+    owner, after = owner_agent(receiver, on_overruled=mode), notifier()
+    run = Run(sequence(evidence_agent(overruled_content(), signer=signer), owner, after),
+              OVERRULED_CASE)
+    (said,) = run.said("case_owner")
+    assert said != OVERRULED_PROPOSAL
+    if mode == "refuse":
+        assert said.startswith("handoff refused by the gate: decided-otherwise")
+        assert run.state[REFUSAL_KEY]["decision"]["reasons"][0]["code"] == "decided-otherwise"
+        assert requests_of(owner) == requests_of(after) == []
+    else:
+        assert said == "HOLD"
+        assert brief_of(requests_of(owner)[0])["ruling"]["overruled"] is True

@@ -27,7 +27,6 @@ from handoffs.contracts._analysis._results import (
     Analysis,
     Boundary,
     State,
-    state_json,
 )
 from handoffs.contracts._analysis._search import _decide, draw_value
 from handoffs.contracts._analysis._solve import _Analyser, analyse
@@ -384,11 +383,12 @@ class Geometry:
         if found is None:
             return ()
         states = list(found.cover_states())
-        seen = {repr(sorted((state_json(s) or {}).items())) for s in states}
-        for transition in self.transitions:
-            key = repr(sorted((state_json(transition.state) or {}).items()))
-            if key not in seen:
-                seen.add(key)
+        tracker = CoverageTracker(self.contract, found, self.transitions)
+        for state in states:
+            tracker._transitions(state)
+        for number, transition in enumerate(self.transitions):
+            if number not in tracker.moved:  # no state the geometry needs witnesses it
+                tracker._transitions(transition.state)
                 states.append(transition.state)
         return tuple(self.contract.state(**state) for state in states)
 
@@ -463,7 +463,7 @@ _GEOMETRY: dict[int, Geometry] = {}
 
 
 def geometry(contract: Contract[Any, Any]) -> Geometry:
-    """The contract's :class:`~handoffs.contracts._analysis._coverage.Geometry` for
+    """The contract's :class:`~handoffs.contracts.analysis.Geometry` for
     case generation and coverage (one per contract object, so its analysis runs
     once): the analysis, or ``None`` and the reason when it cannot run (z3 missing);
     the states a test set needs first, realistic draws, a coverage tracker and the

@@ -53,7 +53,9 @@ __all__ = [
     "RoundValue",
     "SymbolicForm",
     "WidenValue",
+    "perturbed_state",
     "prove_form",
+    "undecidable",
 ]
 
 SEMANTICS: Final = ("strict", "benign-defaults", "three-valued")
@@ -327,6 +329,22 @@ class _Compiler:
                 b[1] == _term_clamp(a[1] + half, change.minimum, change.maximum)]
 
 
+def undecidable(contract: Contract[Any, Any]) -> str:
+    """Why the solver cannot decide perturbations of ``contract`` (the policy or a hard
+    constraint holds an opaque predicate, or z3 is not installed), or ``""``.
+    """
+    from handoffs._errors import MissingExtra
+    from handoffs.contracts._analysis._geometry import _conditions, _opaque
+
+    if any(_opaque(c) for c in _conditions(contract)):
+        return "the policy holds an opaque predicate"
+    try:
+        _z3()
+    except MissingExtra as exc:
+        return f"the solver is not available: {exc}"
+    return ""
+
+
 def _action_index(contract: Contract[Any, Any], form: SymbolicForm) -> dict[str, int]:
     """Every action value (the contract's, then a new reference policy's) by index."""
     values: list[str] = [a.value for a in contract.actions]
@@ -347,7 +365,7 @@ def prove_form(contract: Contract[Any, Any], form: SymbolicForm, semantics: str,
     Args:
         contract: the contract (its policy must be declarative).
         form: the perturbation's symbolic form.
-        semantics: one of :data:`SEMANTICS`.
+        semantics: ``strict``, ``benign-defaults`` or ``three-valued``.
         loss: the scoring's loss per ``(chosen, reference)`` action value.
         hard: the scoring's hard constraints ``(name, chosen, allowed references,
             when)`` (``when`` a condition on the true state, or ``None``).

@@ -87,6 +87,7 @@ version-bump rule), ``_schemas`` (the ``WIRE`` findings of two receipt schemas),
 
 from __future__ import annotations
 
+from handoffs._errors import VersionBumpError
 from handoffs.contracts._diff._contract_diff import ContractDiff, diff
 from handoffs.contracts._diff._findings import (
     Bump,
@@ -94,7 +95,6 @@ from handoffs.contracts._diff._findings import (
     Direction,
     Finding,
     FindingCode,
-    VersionBumpError,
     next_version,
 )
 

@@ -10,12 +10,12 @@ from typing import Any
 
 import attrs
 
+from handoffs._errors import VersionBumpError
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._diff._findings import (
     _RANK,
     Bump,
     Finding,
-    VersionBumpError,
     _bump_made,
     _semver,
     _split_id,

@@ -11,7 +11,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from handoffs._errors import HandoffsError
+from handoffs._errors import VersionBumpError
 
 Bump = Literal["major", "minor", "patch", "none"]
 """The smallest semantic-version bump a set of findings requires."""
@@ -156,38 +156,6 @@ def _finding(
     return Finding(
         code, json_path, direction, _is_breaking(code, direction, category), category, message
     )
-
-
-class VersionBumpError(HandoffsError, ValueError):
-    """The new contract version does not bump the old one enough for its changes.
-
-    Attributes:
-        old_version: the old ``MAJOR.MINOR.PATCH``.
-        new_version: the new one.
-        required: the bump the findings require (``"major"``, ``"minor"``...).
-        actual: the bump made (``"none"`` for equal versions, ``"downgrade"``).
-
-    Codes: ``version-bump-too-small``, ``version-decreased``, ``contract-renamed``,
-    ``no-version``.
-    """
-
-    code = "version-bump-too-small"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        code: str | None = None,
-        old_version: str | None = None,
-        new_version: str | None = None,
-        required: str | None = None,
-        actual: str | None = None,
-    ) -> None:
-        self.old_version = old_version
-        self.new_version = new_version
-        self.required = required
-        self.actual = actual
-        super().__init__(message, code=code, json_path="$.version")
 
 
 def _split_id(contract_id: str) -> tuple[str, str]:

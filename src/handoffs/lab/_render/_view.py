@@ -2,8 +2,8 @@
 
 The verdict block holds, in order: the verdict in words (``PASS`` or ``FAIL``,
 with the gate's exit code), one sentence per finding a reader must see beside it
-(falsehoods that survived, failing decisions), the gate's failing reasons and
-warnings, and the table of every gate check.
+(every strategy's catastrophic decisions, falsehoods that survived, failing
+decisions), the gate's failing reasons and warnings, and the table of every gate check.
 """
 
 from __future__ import annotations
@@ -133,8 +133,27 @@ def findings(report: Mapping[str, Any]) -> tuple[str, ...]:
         report: a report following ``handoffs-lab-report/1`` (as written by the lab,
             or loaded from its JSON; not checked against the schema here).
     """
-    return tuple(f for f in (_falsehood_finding(report), _failure_finding(report),
-                             _receiver_error_finding(report)) if f)
+    return tuple(f for f in (_catastrophic_finding(report), _falsehood_finding(report),
+                             _failure_finding(report), _receiver_error_finding(report)) if f)
+
+
+def _catastrophic_finding(report: Mapping[str, Any]) -> str | None:
+    """Every strategy's catastrophic decisions (hard violations, unperturbed), gated or
+    not, when any strategy made one; a strategy the gate does not bound is named so.
+    """
+    experiment = report["experiment"]
+    gated = {s["name"] for s in experiment["strategies"] if s.get("gated")} or {
+        experiment["subject"]}
+    counts = [(row["strategy"], row["catastrophic_errors"])
+              for row in report["strategy_results"]]
+    if not any(count for _, count in counts):
+        return None
+    parts = [f"{name} {num(count)} ({'gated' if name in gated else 'not gated'})"
+             for name, count in counts]
+    ungated = [name for name, count in counts if count and name not in gated]
+    tail = (f"; the gate does not bound {', '.join(ungated)}: gate it or fix it"
+            if ungated else "")
+    return f"Catastrophic decisions (hard violations, unperturbed): {', '.join(parts)}{tail}."
 
 
 def view(report: Mapping[str, Any], *, compact: bool) -> View:

@@ -28,7 +28,9 @@ its :meth:`~Perturbation.change` answers a new value or a marker such as
 from handoffs.lab.perturbations._ablation import RemoveDecisionField, RemoveGovernanceField
 from handoffs.lab.perturbations._base import (
     CaseContext,
+    Declaration,
     Perturbation,
+    Scoring,
     Variant,
     declare_perturbation,
 )
@@ -40,12 +42,14 @@ from handoffs.lab.perturbations._relay import Relay
 __all__ = [
     "ActionAdded",
     "CaseContext",
+    "Declaration",
     "Falsehood",
     "LossChanged",
     "Perturbation",
     "Relay",
     "RemoveDecisionField",
     "RemoveGovernanceField",
+    "Scoring",
     "Variant",
     "declare_perturbation",
     "select_perturbations",

@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 
 from handoffs.contracts import Contract
-from handoffs.contracts._analysis._perturbed import DropField, SymbolicForm
+from handoffs.contracts.analysis import DropField, SymbolicForm
 from handoffs.lab.perturbations._base import (
     REMOVED,
     Perturbation,

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Final, TypeVar
 import attrs
 
 from handoffs.contracts import Contract, FieldKind, FieldSpec
-from handoffs.contracts._analysis._perturbed import SymbolicForm
+from handoffs.contracts.analysis import SymbolicForm
 from handoffs.lab._experiment import ExperimentError
 
 __all__ = [

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from handoffs.contracts import Authority, Contract
-from handoffs.contracts._analysis._perturbed import SymbolicForm
+from handoffs.contracts.analysis import SymbolicForm
 from handoffs.contracts.policy import Condition, Policy, Rule
 from handoffs.lab._experiment import ExperimentError
 from handoffs.lab.perturbations._base import (

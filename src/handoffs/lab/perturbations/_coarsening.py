@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 
 from handoffs.contracts import Contract, FieldKind
-from handoffs.contracts._analysis._perturbed import (
+from handoffs.contracts.analysis import (
     MergeValues,
     RoundValue,
     SymbolicForm,

@@ -185,6 +185,9 @@ def perturbation_from_json(data: Mapping[str, Any], *,
     if kind == "action-added" and isinstance(options.get("loss"), list):
         options["loss"] = _loss_entries(options["loss"])
     try:
-        return factory(**options)
+        built = factory(**options)
     except TypeError as exc:
         raise ExperimentError(f"perturbation {kind}: {exc}") from exc
+    if isinstance(built, Relay):  # its drop paths name members: checked at load
+        built.prepare(contract, seed=0)
+    return built

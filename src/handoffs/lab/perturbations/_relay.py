@@ -9,7 +9,8 @@ from typing import Any, Final
 import attrs
 
 from handoffs._json import canonical_bytes, loads
-from handoffs.contracts import Uncertainty
+from handoffs._members import CONTENT_FIELDS, GOVERNANCE_FIELDS
+from handoffs.contracts import Contract, Uncertainty
 from handoffs.lab._experiment import ExperimentError
 from handoffs.lab.perturbations._base import (
     CaseContext,
@@ -54,7 +55,39 @@ def _relay_description(p: Relay) -> str:
 
 def _hops(_: Any, __: Any, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ExperimentError(f"relay hops must be a positive integer, got {value!r}")
+        raise ExperimentError(f"relay hops must be a positive integer, got {value!r}",
+                              json_path="$.hops")
+
+
+_NESTED: Final = "decision_state"
+_ALWAYS_DROPPED: Final = ("proof", "grant")
+
+
+def _drop_paths(_: Any, __: Any, value: tuple[str, ...]) -> None:
+    """The shape of each drop path: ``member`` or ``decision_state.<field>``."""
+    for index, path in enumerate(value):
+        head, dot, rest = path.partition(".")
+        if not head or (dot and (head != _NESTED or not rest or "." in rest)):
+            raise ExperimentError(
+                f"relay drop path {path!r} names no member: a drop path is a top-level "
+                f"member or {_NESTED}.<field>", code="unknown-drop-path",
+                json_path=f"$.drop[{index}]")
+        if path in _ALWAYS_DROPPED:
+            raise ExperimentError(
+                f"relay drop path {path!r}: every hop drops {path} already (proofs and "
+                f"grants do not survive re-encoding)", code="unknown-drop-path",
+                json_path=f"$.drop[{index}]")
+
+
+def _drop(message: dict[str, Any], path: str) -> None:
+    """Remove the member ``path`` names from ``message`` (in place), if present."""
+    head, dot, rest = path.partition(".")
+    if not dot:
+        message.pop(head, None)
+        return
+    state = message.get(head)
+    if isinstance(state, Mapping) and rest in state:
+        message[head] = {k: v for k, v in state.items() if k != rest}
 
 
 @declare_perturbation(kind="boundary", id=_relay_id, description=_relay_description)
@@ -64,17 +97,42 @@ class Relay(Perturbation):
 
     Every hop round-trips the message through canonical JSON and re-stamps
     ``sender`` as ``relay-<i>``; ``drop`` lists members the first hop discards
-    (irrelevant to it, decisive downstream); ``soften_uncertainty`` turns CONFLICT
+    (irrelevant to it, decisive downstream): a top-level member (``notes``) or a decision
+    field as ``decision_state.<field>``; a path that names no member of the
+    contract's receipts is an error when the relay is prepared (or loaded from TOML);
+    ``soften_uncertainty`` turns CONFLICT
     into RESOLVED and ``collapse_intervals`` turns intervals into point estimates, at
     every hop. Each hop issues a new receipt id; proofs and grants do not survive
     re-encoding. Id ``relay:<hops>[:drop=a+b][:soften][:collapse]``.
     """
 
     hops: int = attrs.field(default=2, validator=_hops)
-    drop: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    drop: tuple[str, ...] = attrs.field(default=(), converter=_names, validator=_drop_paths)
     soften_uncertainty: bool = False
     collapse_intervals: bool = False
     strategies: tuple[str, ...] | None = _strategies_field()
+
+    def prepare(self, contract: Contract[Any, Any], *, seed: int) -> Perturbation:
+        """Check that every drop path names a member of ``contract``'s receipts.
+
+        Raises:
+            ExperimentError: ``unknown-drop-path`` at ``$.drop[i]``, with the member
+                the path probably meant.
+        """
+        members = set(GOVERNANCE_FIELDS) | set(CONTENT_FIELDS) | {"id", "contract"}
+        for index, path in enumerate(self.drop):
+            head, dot, rest = path.partition(".")
+            if dot and rest in contract.field_map:
+                continue
+            if not dot and head in members:
+                continue
+            hint = (f"; did you mean {_NESTED}.{head}?" if not dot and head in contract.field_map
+                    else f"; decision fields: {sorted(contract.field_map)}" if dot
+                    else f"; members: {sorted(members)}")
+            raise ExperimentError(
+                f"relay drop path {path!r} names no member of {contract.id} receipts{hint}",
+                code="unknown-drop-path", json_path=f"$.drop[{index}]")
+        return self
 
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
@@ -88,8 +146,8 @@ class Relay(Perturbation):
             if isinstance(previous, str):
                 current["id"] = f"urn:uuid:{uuid.uuid5(_RELAY_NAMESPACE, f'{previous}/{hop}')}"
             if hop == 1:
-                for member in self.drop:
-                    current.pop(member, None)
+                for path in self.drop:
+                    _drop(current, path)
             if "sender" in current:
                 current["sender"] = f"relay-{hop}"
             if self.soften_uncertainty and current.get("uncertainty") == Uncertainty.CONFLICT.value:

@@ -22,7 +22,7 @@ chain of its own, so an investigator's signed statement could be spent twice. Th
 ``id`` is therefore a signed, replay-safe identifier, which version 1.0.0's was not;
 1.0.0 chains are refused (``unknown-contract``), since nothing in them binds the id.
 
-**Replay.** The receiver claims the chain in its :class:`~handoffs.receivers._replay.ReplayStore`
+**Replay.** The receiver claims the chain in its :class:`~handoffs.receivers.ReplayStore`
 (the gate's store: in memory by default, SQLite or PostgreSQL across processes) once
 step (2) has passed, until the chain's earliest expiry; the second time it is refused
 as ``replayed``, and a store that cannot answer fails closed
@@ -59,12 +59,20 @@ One module per concern: the contract's vocabulary, the JSON Schema, the typed fo
 its builders, separation of duties and the receiver.
 """
 
+from handoffs.receivers.chains._contract import HopRole
 from handoffs.receivers.chains._duties import SeparationOfDuties
-from handoffs.receivers.chains._format import HandoffChain
-from handoffs.receivers.chains._receiver import IdentityCompositionReceiver
+from handoffs.receivers.chains._format import DerivedFrom, HandoffChain, Hop
+from handoffs.receivers.chains._receiver import (
+    DEFAULT_CHAIN_MAX_AGE,
+    IdentityCompositionReceiver,
+)
 
 __all__ = [
+    "DEFAULT_CHAIN_MAX_AGE",
+    "DerivedFrom",
     "HandoffChain",
+    "Hop",
+    "HopRole",
     "IdentityCompositionReceiver",
     "SeparationOfDuties",
 ]

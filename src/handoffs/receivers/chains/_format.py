@@ -5,11 +5,13 @@ proposal.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import enum
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -42,7 +44,8 @@ __all__ = ["DerivedFrom", "HandoffChain", "Hop"]
 
 def _check_ident(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, str) or not _IDENT.fullmatch(value):
-        raise InvalidArgument(f"{attribute.name} {value!r} is not a valid identifier")
+        raise InvalidArgument(f"{attribute.name} {value!r} is not a valid identifier",
+                              code="bad-identifier", json_path=f"$.{attribute.name}")
 
 
 def _check_optional_ident(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -52,18 +55,21 @@ def _check_optional_ident(instance: object, attribute: attrs.Attribute[Any], val
 
 def _check_aware(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
-        raise InvalidArgument(f"{attribute.name} must be a timezone-aware datetime, got {value!r}")
+        raise InvalidArgument(f"{attribute.name} must be a timezone-aware datetime, got {value!r}",
+                              code="naive-datetime", json_path=f"$.{attribute.name}")
 
 
 def _check_hop_index(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _MAX_WIRE_HOPS:
-        raise InvalidArgument(f"hop must be an integer in [0, {_MAX_WIRE_HOPS}), got {value!r}")
+        raise InvalidArgument(f"hop must be an integer in [0, {_MAX_WIRE_HOPS}), got {value!r}",
+                              json_path="$.hop")
 
 
 def _check_transformation(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, str) or not 1 <= len(value) <= _MAX_TRANSFORMATION:
         raise InvalidArgument(
-            f"transformation must be a string of 1 to {_MAX_TRANSFORMATION} characters"
+            f"transformation must be a string of 1 to {_MAX_TRANSFORMATION} characters",
+            code="bad-transformation", json_path="$.transformation",
         )
 
 
@@ -82,6 +88,14 @@ def _check_digest(instance: object, attribute: attrs.Attribute[Any], value: obje
 def _check_chain_id(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, str) or not _CHAIN_ID.fullmatch(value):
         raise InvalidArgument(f"id must be a urn:uuid, got {value!r}")
+
+
+def _hop_role(value: object) -> HopRole:
+    return _enum(HopRole, value, "role")
+
+
+def _authority(value: object) -> Authority:
+    return _enum(Authority, value, "authority")
 
 
 @attrs.frozen
@@ -128,10 +142,10 @@ class Hop:
     chain_id: str = attrs.field(validator=_check_chain_id)
     hop: int = attrs.field(validator=_check_hop_index)
     case_id: str = attrs.field(validator=_check_ident)
-    role: HopRole = attrs.field(converter=HopRole)
+    role: HopRole = attrs.field(converter=_hop_role)
     sender: str = attrs.field(validator=_check_ident)
     receiver: str = attrs.field(validator=_check_ident)
-    authority: Authority = attrs.field(converter=Authority)
+    authority: Authority = attrs.field(converter=_authority)
     valid_until: datetime = attrs.field(validator=_check_aware)
     derived_from: DerivedFrom | None
     transformation: str = attrs.field(validator=_check_transformation)
@@ -142,7 +156,8 @@ class Hop:
         if self.action is None and (
             self.authority is Authority.DECIDE or self.role is HopRole.PROPOSER
         ):
-            raise InvalidArgument("a DECIDE hop and a proposer hop must name an action")
+            raise InvalidArgument("a DECIDE hop and a proposer hop must name an action",
+                                  code="action-missing", json_path="$.action")
 
     @property
     def proofs(self) -> tuple[Mapping[str, Any], ...]:
@@ -254,32 +269,37 @@ class HandoffChain:
 
         """
         chain = self
+        at = f"$.hops[{len(chain.hops)}]"
         if not isinstance(key, SigningKey):
-            raise InvalidArgument(f"key must be a SigningKey, got {type(key).__name__}")
-        _aware(valid_until, "valid_until")
-        _aware(created, "created")
+            raise InvalidArgument(f"key must be a SigningKey, got {type(key).__name__}",
+                                  json_path=f"{at}.proof")
+        _aware(valid_until, "valid_until", at)
+        _aware(created, "created", f"{at}.proof")
         if expires is not None:
-            _aware(expires, "expires")
+            _aware(expires, "expires", f"{at}.proof")
         if len(chain.hops) >= _MAX_WIRE_HOPS:
-            raise InvalidArgument(f"a chain holds at most {_MAX_WIRE_HOPS} hops")
+            raise InvalidArgument(f"a chain holds at most {_MAX_WIRE_HOPS} hops",
+                                  code="chain-too-long", json_path="$.hops")
         parent = chain.hops[-1] if chain.hops else None
         if sender is None:
             if parent is None:
-                raise InvalidArgument("the first hop needs sender=")
+                raise InvalidArgument("the first hop needs sender=", code="sender-missing",
+                                      json_path=f"{at}.sender")
             sender = parent.receiver
-        unsigned = Hop(
-            chain_id=chain.id,
-            hop=len(chain.hops),
-            case_id=chain.case_id,
-            role=role,
-            sender=sender,
-            receiver=receiver,
-            authority=authority,
-            valid_until=valid_until,
-            derived_from=None if parent is None else DerivedFrom(parent.digest),
-            transformation=transformation,
-            action=action,
-        )
+        with _anchored(at):
+            unsigned = Hop(
+                chain_id=chain.id,
+                hop=len(chain.hops),
+                case_id=chain.case_id,
+                role=role,
+                sender=sender,
+                receiver=receiver,
+                authority=authority,
+                valid_until=valid_until,
+                derived_from=None if parent is None else DerivedFrom(parent.digest),
+                transformation=transformation,
+                action=action,
+            )
         signed = sign(
             unsigned.to_json(),
             key,
@@ -311,22 +331,26 @@ class HandoffChain:
 
         """
         chain = self
+        at = f"$.hops[{max(len(chain.hops) - 1, 0)}]"
         if not isinstance(approver_key, SigningKey):
             raise InvalidArgument(
-                f"approver_key must be a SigningKey, got {type(approver_key).__name__}"
+                f"approver_key must be a SigningKey, got {type(approver_key).__name__}",
+                json_path=f"{at}.proof",
             )
-        _aware(created, "created")
+        _aware(created, "created", f"{at}.proof")
         if expires is not None:
-            _aware(expires, "expires")
+            _aware(expires, "expires", f"{at}.proof")
         if not chain.hops or chain.hops[-1].role is not HopRole.PROPOSER:
             raise InvalidArgument(
-                "only a proposal (a proposer hop) at the end of the chain is approved"
+                "only a proposal (a proposer hop) at the end of the chain is approved",
+                code="not-a-proposal", json_path=f"{at}.role" if chain.hops else "$.hops",
             )
         proposal = chain.hops[-1]
         proofs = proposal.proofs
         primary_id = proofs[0].get("id") if proofs else None
         if not isinstance(primary_id, str):
-            raise InvalidArgument("the proposal's proof has no id to chain an approval to")
+            raise InvalidArgument("the proposal's proof has no id to chain an approval to",
+                                  code="proof-id-missing", json_path=f"{at}.proof.id")
         signed = sign(
             proposal.to_json(),
             approver_key,
@@ -385,10 +409,34 @@ class HandoffChain:
         return _structure(doc)
 
 
-def _aware(value: object, name: str) -> datetime:
+def _aware(value: object, name: str, at: str = "$") -> datetime:
     if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
-        raise InvalidArgument(f"{name} must be a timezone-aware datetime, got {value!r}")
+        raise InvalidArgument(f"{name} must be a timezone-aware datetime, got {value!r}",
+                              code="naive-datetime", json_path=f"{at}.{name}")
     return value
+
+
+_E = TypeVar("_E", bound=enum.Enum)
+
+
+def _enum(kind: type[_E], value: object, name: str) -> _E:
+    """``kind(value)``, or a typed error naming the member and the allowed values."""
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(repr(member.value) for member in kind)
+        raise InvalidArgument(f"{name} must be one of {allowed}, got {value!r}",
+                              code=f"unknown-{name}", json_path=f"$.{name}") from None
+
+
+@contextlib.contextmanager
+def _anchored(at: str) -> Iterator[None]:
+    """Re-anchor a hop's argument errors (``$.receiver``) at the hop (``$.hops[2].receiver``)."""
+    try:
+        yield
+    except InvalidArgument as exc:
+        raise InvalidArgument(exc.message, code=exc.code,
+                              json_path=at + exc.json_path.removeprefix("$")) from None
 
 
 def _validated(chain: HandoffChain) -> HandoffChain:

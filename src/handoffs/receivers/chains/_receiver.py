@@ -6,8 +6,9 @@ Its stages and their step numbers are described in :mod:`handoffs.receivers.chai
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 import attrs
@@ -15,10 +16,11 @@ import attrs
 from handoffs._errors import HandoffsError, InvalidArgument, MalformedJSON, ProofError
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, check_value, digest, loads
 from handoffs._logs import ReplayStoreError
-from handoffs._time import expired, format_time
+from handoffs._time import expired, format_time, stale
 from handoffs.contracts import Authority
 from handoffs.integrity import KeyRing, VerifiedProof, verify
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
+from handoffs.receivers._gate import UnsafeConfigurationWarning
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers._replay import MemoryReplayStore, ReplayedReceipt, ReplayStore
 from handoffs.receivers.chains._contract import (
@@ -39,10 +41,30 @@ from handoffs.receivers.chains._format import (
 )
 from handoffs.receivers.chains._schema import _schema_violations, _typed_violations
 
-__all__ = ["IdentityCompositionReceiver"]
+__all__ = ["DEFAULT_CHAIN_MAX_AGE", "IdentityCompositionReceiver"]
 
 
-_DEFAULT_REQUIRED: Final = frozenset({HopRole.PROPOSER, HopRole.APPROVER})
+_DEFAULT_REQUIRED: Final = frozenset({HopRole.INVESTIGATOR, HopRole.PROPOSER, HopRole.APPROVER})
+"""Every role the chain contract names a hop for; the executor of a DECIDE chain is the
+receiving agent itself, so it is never missing."""
+
+DEFAULT_CHAIN_MAX_AGE: Final = timedelta(hours=24)
+"""The default bound on the age of every hop proof and approval of a chain (see
+:attr:`IdentityCompositionReceiver.max_age`): one working day, the time a case takes
+from investigation to approved execution when people approve; an approval older than
+that is confirmed again rather than executed."""
+
+
+def _check_max_age(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, timedelta) or value <= timedelta(0):
+        raise InvalidArgument(
+            f"max_age must be a positive timedelta, got {value!r}", json_path="$.max_age")
+
+
+def _check_flag(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"{attribute.name} must be True or False, got {value!r}",
+                              json_path=f"$.{attribute.name}")
 
 
 def _required_roles(value: Iterable[HopRole | str]) -> frozenset[HopRole]:
@@ -103,6 +125,51 @@ def _replay_claim(chain: HandoffChain) -> str:
     return f"{_CONTRACT_NAME}:{chain.id}/{len(chain.hops)}"
 
 
+def _proposal_digest(item: _Verified) -> str:
+    """The digest of an approved proposal hop with its proposer's proof only: the same
+    for every approval of that proposal, whoever signs it and however often.
+    """
+    proofs = item.raw["proof"]
+    primary = proofs if isinstance(proofs, Mapping) else proofs[0]
+    return digest({**item.raw, "proof": primary})
+
+
+def _execution_claims(verified: Sequence[_Verified], identity: str) -> tuple[str, ...]:
+    """The claims that make one approval executable once (empty unless the chain asks
+    its receiver to DECIDE over an approved proposal).
+
+    ``handoff-chain:approval:<proposal>/<hops>`` refuses a fork (one approval
+    extended to two receivers at the same length) and a second DECIDE hop for the
+    same proposal; ``handoff-chain:approval:<proposal>@<receiver>`` refuses the same
+    approval reaching one executor twice by different paths (directly and through
+    an executor hop). The executor and the ledger after it each still act once.
+    """
+    if verified[-1].hop.authority is not Authority.DECIDE:
+        return ()
+    _, approved = _approvals(verified)
+    if not approved:
+        return ()
+    proposal = _proposal_digest(next(iter(approved.values())))
+    prefix = f"{_CONTRACT_NAME}:approval:{proposal}"
+    return (f"{prefix}/{len(verified)}", f"{prefix}@{identity}")
+
+
+def _once(reasons: Iterable[Reason]) -> list[Reason]:
+    """Each reason code once, at its first place; later places join its message."""
+    merged: dict[str, list[Reason]] = {}
+    for reason in reasons:
+        merged.setdefault(reason.code, []).append(reason)
+    out: list[Reason] = []
+    for group in merged.values():
+        first = group[0]
+        if len(group) == 1:
+            out.append(first)
+            continue
+        more = "; ".join(f"{r.message} ({r.json_path})" for r in group[1:])
+        out.append(attrs.evolve(first, message=f"{first.message}; also: {more}"))
+    return out
+
+
 @attrs.frozen
 class _Verified:
     """One hop with its verified proofs: ``primary`` signed it, ``approvals`` chain to it."""
@@ -148,7 +215,25 @@ class IdentityCompositionReceiver:
             PostgreSQL store across processes); ``None`` disables replay protection
             (deterministic replays in the lab). A chain is claimed as
             ``handoff-chain:<id>/<number of hops>`` once step (2) has passed, until
-            its earliest expiry.
+            its earliest expiry; a DECIDE chain over an approved proposal also claims
+            the approval (one execution per approval: a fork or a second DECIDE for
+            the same proposal is ``replayed``).
+        max_age: how old any hop proof or approval may be (``now - created``), even
+            before it expires (``chain-stale``); by default
+            :data:`~handoffs.receivers.chains.DEFAULT_CHAIN_MAX_AGE`, one day. Zero or
+            negative is refused.
+        require_current_roles: also require every signer and approver to hold its
+            role *now*, by a key of the ring that is valid and not revoked at the
+            receiver's clock, not only when it signed (``role-not-held``).
+        single_instance: this receiver is the only one acting on these chains. Without
+            it, a per-instance :class:`~handoffs.receivers.MemoryReplayStore` cannot stop
+            a second instance from executing the same approval, so building the
+            receiver warns (:class:`~handoffs.receivers.UnsafeConfigurationWarning`);
+            share a SQLite or PostgreSQL store instead.
+
+    ACCEPT of a chain whose final hop is ADVISE is advice, not an action: the decision's
+    ``action`` is ``fail_closed_action`` and ``record["advice"]`` holds the final hop's
+    action, so a caller that ignores ``authority`` executes nothing by mistake.
 
     """
 
@@ -165,6 +250,20 @@ class IdentityCompositionReceiver:
     fail_closed_action: str | None = attrs.field(default=None, validator=_check_optional_ident)
     limits: JSONLimits = attrs.field(default=DEFAULT_LIMITS, validator=_check_limits)
     replay: ReplayStore | None = attrs.field(factory=MemoryReplayStore, validator=_check_replay)
+    max_age: timedelta = attrs.field(default=DEFAULT_CHAIN_MAX_AGE, validator=_check_max_age)
+    require_current_roles: bool = attrs.field(default=False, validator=_check_flag)
+    single_instance: bool = attrs.field(default=False, validator=_check_flag)
+
+    def __attrs_post_init__(self) -> None:
+        if isinstance(self.replay, MemoryReplayStore) and not self.single_instance:
+            warnings.warn(
+                f"chain receiver {self.identity!r} keeps its replay claims in memory: a "
+                "second instance would execute the same approval again; share a SQLite or "
+                "PostgreSQL replay store, or pass single_instance=True if this is the only "
+                "one",
+                UnsafeConfigurationWarning,
+                stacklevel=3,
+            )
 
     @property
     def name(self) -> str:
@@ -273,9 +372,30 @@ class IdentityCompositionReceiver:
                         f"{approval.controller!r} co-signed hop {item.index} as an approval, "
                         f"but its key held {sorted(approval.roles)} when it signed",
                         Step.PROOFS, f"{item.proof_path(position)}.verificationMethod"))
+            if self.require_current_roles:
+                reasons.extend(self._current_roles(item, now))
         if reasons:
-            raise Refusal(Verdict.REJECT, reasons)
+            raise Refusal(Verdict.REJECT, _once(reasons))
         run.verified = verified
+
+    def _current_roles(self, item: _Verified, now: datetime) -> list[Reason]:
+        """Each signer of ``item`` still holds its role at ``now`` (by a live key)."""
+        claims = [(item.primary.controller, item.hop.role.value, f"{item.path}.role")]
+        claims.extend(
+            (approval.controller, HopRole.APPROVER.value,
+             f"{item.proof_path(position)}.verificationMethod")
+            for position, approval in enumerate(item.approvals, start=1))
+        reasons: list[Reason] = []
+        for controller, role, where in claims:
+            live = [entry for entry in self.keyring.for_controller(controller)
+                    if entry.valid_at(now) and not entry.revoked(now)]
+            if not any(role in entry.roles for entry in live):
+                reasons.append(Reason(
+                    "role-not-held",
+                    f"{controller!r} held {role!r} when it signed hop {item.index}, but no "
+                    f"key of the ring that is live at {format_time(now)} holds it now",
+                    Step.PROOFS, where))
+        return reasons
 
     def _lineage(self, run: _Run, _: object = None) -> None:
         chain, verified = run.chain, run.verified
@@ -297,15 +417,18 @@ class IdentityCompositionReceiver:
                 f"the chain is addressed to {last.hop.receiver!r}, not to {self.identity!r}",
                 Step.PROOFS, f"{last.path}.receiver"))
         if reasons:
-            raise Refusal(Verdict.REJECT, reasons)
+            raise Refusal(Verdict.REJECT, _once(reasons))
 
     def _validity(self, run: _Run, _: object = None) -> None:
-        # (2) validity: the earliest expiry in the chain, hop or proof.
+        # (2) validity: the earliest expiry in the chain, hop or proof, and freshness:
+        # the oldest proof (hop or approval) is younger than max_age.
         verified, now = run.verified, run.now
         candidates: list[tuple[datetime, str]] = []
+        made: list[tuple[datetime, str]] = []
         for item in verified:
             candidates.append((item.hop.valid_until, f"{item.path}.valid_until"))
             for position, proof in enumerate((item.primary, *item.approvals)):
+                made.append((proof.created, f"{item.proof_path(position)}.created"))
                 if proof.expires is not None:
                     candidates.append((proof.expires, f"{item.proof_path(position)}.expires"))
         earliest, where = min(candidates, key=lambda pair: pair[0])
@@ -314,23 +437,35 @@ class IdentityCompositionReceiver:
                 "chain-expired",
                 f"the chain expired at {format_time(earliest)} (now {format_time(now)})",
                 Step.PROOFS, where)])
+        oldest, where = min(made, key=lambda pair: pair[0])
+        if stale(oldest, self.max_age, now):
+            raise Refusal(Verdict.REJECT, [Reason(
+                "chain-stale",
+                f"a proof of the chain was made at {format_time(oldest)}, {now - oldest} "
+                f"before now ({format_time(now)}); this receiver accepts at most "
+                f"{self.max_age}", Step.PROOFS, where)])
         run.validity = earliest
 
     def _replay(self, run: _Run, _: object = None) -> None:
         # (2) replay: claim the signed id (and length) until the earliest expiry.
         if self.replay is None:
             return
-        claim = _replay_claim(run.chain)
-        try:
-            first = self.replay.first_seen(claim, expires=run.validity, now=run.now)
-        except Exception as exc:  # any store failure fails closed, with the gate's code
-            raise Refusal(Verdict.REJECT, [Reason(
-                ReplayStoreError.code, f"the replay store could not answer: {exc}",
-                Step.PROOFS)]) from exc
-        if first is not True:
-            raise Refusal(Verdict.REJECT, [Reason(
-                ReplayedReceipt.code, f"chain {claim} was seen before", Step.PROOFS, "$.id",
-            )])
+        claims = [(_replay_claim(run.chain), "$.id")]
+        claims.extend((claim, "$.hops") for claim in
+                      _execution_claims(run.verified, self.identity))
+        for claim, where in claims:
+            try:
+                first = self.replay.first_seen(claim, expires=run.validity, now=run.now)
+            except Exception as exc:  # any store failure fails closed, with the gate's code
+                raise Refusal(Verdict.REJECT, [Reason(
+                    ReplayStoreError.code, f"the replay store could not answer: {exc}",
+                    Step.PROOFS)]) from exc
+            if first is not True:
+                what = ("chain" if where == "$.id"
+                        else "the approval of this proposal, executed as")
+                raise Refusal(Verdict.REJECT, [Reason(
+                    ReplayedReceipt.code, f"{what} {claim} was seen before", Step.PROOFS,
+                    where)])
 
     def _policy(self, run: _Run, _: object = None) -> None:
         # (5) policy: approvals, attenuation, separation of duties, required roles.
@@ -366,12 +501,16 @@ class IdentityCompositionReceiver:
         }
         run.sender = final.hop.sender
         if reasons:
-            raise Refusal(Verdict.REJECT, reasons, record=record)
+            raise Refusal(Verdict.REJECT, _once(reasons), record=record)
         run.authority = final.hop.authority.value
         verdict = Verdict.ESCALATE if escalations else Verdict.ACCEPT
-        run.settle(verdict,
-                   final.hop.action if verdict is Verdict.ACCEPT else self.fail_closed_action,
-                   tuple(escalations), record)
+        action = self.fail_closed_action
+        if verdict is Verdict.ACCEPT and final.hop.authority is Authority.DECIDE:
+            action = final.hop.action
+        elif verdict is Verdict.ACCEPT:
+            # Advice is not an action: the final hop's action is reported, not taken.
+            record["advice"] = final.hop.action
+        run.settle(verdict, action, tuple(_once(escalations)), record)
 
     def _holders(self, verified: Sequence[_Verified]) -> dict[HopRole, dict[str, str]]:
         """Role → identity → where it first acts so, from verified signers only."""
