@@ -12,11 +12,9 @@ medians per side, the median of the per-round ratios, and throughput engine/plai
 
 (b) CPU per case, side by side in one process (``time.process_time``): the engine;
 the plain loop; the memoised floor (the plain loop's rows with every decision already
-known: one look-up per row). Printed: engine ÷ plain loop and engine ÷ floor. The
-engine keeps no optimisation besides the model-call cache and the run-wide memo of
-receiver decisions; each other one was measured here switched off on its own (a patch
-of the engine's class for one run), paid less than 2x in CPU time, and was removed
-(see ``cpu_ablations``).
+known: one look-up per row). Printed: engine ÷ plain loop and engine ÷ floor (issue
+#34's target: engine ÷ plain loop ≤ 0.5x). Every optimisation, kept or removed, is
+judged by this whole-engine figure, not on its own (see ``cpu_ablations``).
 
 (c) Memory. Peak resident memory (the kernel's ``VmHWM``) of a fresh
 subprocess that runs the engine on 28,000 and on 280,000 cases, twice each, with
@@ -27,9 +25,8 @@ The whole script keeps to ``--budget`` seconds (default 300): it runs as many
 speed rounds as fit (at most ``--rounds``) and, when the memory runs at the
 requested sizes would not fit at the measured engine speed, measures them at
 sizes ten times smaller and says so. With ``--profile`` it also prints where the
-engine's time goes. No overall speed-up is a target: the issue's target is that each
-optimisation the engine keeps, besides the model-call cache and the run-wide memo,
-pays at least 2x in CPU time on its own (part (b)).
+engine's time goes. The last lines before it: the lines of the library's memo and
+cache machinery, now and before issue #34.
 
 The last line is ``lab speed-up vs plain loop: <x>``.
 """
@@ -408,7 +405,12 @@ def cpu_ablations(cases: Sequence[Any], variants: int, rounds: int) -> None:
     engine side on 2,800 cases, each shortcut switched off by a patch of
     ``_chunk._Chunk``): remembered member sizes 1.15x, the reference memoised per
     decision state 1.05x, reusing the base's checks for untouched members 1.04x,
-    deriving a second authority's stamp from the first 1.03x.
+    deriving a second authority's stamp from the first 1.03x. Issue #34 showed that
+    judging each alone was the wrong test (together they cost 4.1x) and judges by the
+    whole-engine figure: the per-chunk measure with RFC 8785's fast path decided once
+    per member value (``_plan.Canonical``) and the gate key's remembered identifier
+    checks, together, took the engine from 2.10-2.25x to 1.83-2.06x the plain loop
+    (three interleaved pairs of processes, 2,800 cases, shared loaded machine).
     """
     experiment = engine_experiment(cases, variants)
     table: dict[Hashable, Any] = {}

@@ -25,7 +25,7 @@ NOW = datetime(2026, 6, 1, 12, 1, tzinfo=UTC)
 
 def main(store_url: str, ring_path: str, messages_path: str) -> None:
     from stores import open_log
-    from test_gate import ALL_EVIDENCE, CONTRACT
+    from worlds.gate import ALL_EVIDENCE, CONTRACT
 
     log = open_log(store_url)
     gate = Gate(identity="case-owner", trust=KeyRing.from_json(json.loads(

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from test_gate import CASES, T0, evidence_for
+from worlds.gate import CASES, T0, evidence_for
 
 
 class _EvidenceHandler(http.server.BaseHTTPRequestHandler):

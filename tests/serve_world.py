@@ -22,13 +22,13 @@ from typing import Any, ClassVar
 
 import attrs
 
-from test_gate import CASES, WORLD, evidence_for, raw
+from worlds.gate import CASES, WORLD, evidence_for, raw
 
 
 def _contract_spec() -> str:
-    import test_gate
+    from handoffs.examples import payment
 
-    module = test_gate.payment.__name__
+    module = payment.__name__
     return f"{module}:PAYMENT_RELEASE"
 
 

@@ -15,6 +15,10 @@ other error derives from, the error for a missing extra, and the version.
 """
 
 from handoffs._errors import HandoffsError, MissingExtra
+from handoffs._moved import moved_from
 from handoffs._version import __version__
 
 __all__ = ["HandoffsError", "MissingExtra", "__version__"]
+
+# A name that left this face since 0.1.0 raises an ImportError naming its new place.
+__getattr__ = moved_from(__name__)

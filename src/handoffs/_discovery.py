@@ -29,8 +29,8 @@ are ``duplicate-contract``.
 
 from __future__ import annotations
 
-import importlib
 import os
+import pkgutil
 import sys
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
@@ -125,15 +125,12 @@ def load_source(spec: str, *, origin: str, cwd: Path | None = None) -> ContractS
     if root not in sys.path:
         sys.path.insert(0, root)
     try:
-        value: Any = importlib.import_module(module_name)
+        value: Any = pkgutil.resolve_name(f"{module_name}:{attribute}")
+    except AttributeError as exc:
+        raise _fail(spec, origin, f"{module_name} has no attribute {attribute!r}") from exc
     except Exception as exc:  # the user's module may raise anything while importing
         raise _fail(spec, origin, f"cannot import {module_name!r}: "
                     f"{type(exc).__name__}: {exc}") from exc
-    for part in attribute.split("."):
-        try:
-            value = getattr(value, part)
-        except AttributeError as exc:
-            raise _fail(spec, origin, f"{module_name} has no attribute {attribute!r}") from exc
     try:
         registry = Registry.coerce(value)
     except Exception as exc:

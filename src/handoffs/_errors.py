@@ -9,9 +9,8 @@ working for callers that do not know this library.
 
 from __future__ import annotations
 
-import difflib
+import os  # loaded by every interpreter at start-up: no cost
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -32,8 +31,10 @@ __all__ = [
     "MissingExtra",
     "ModelError",
     "ModelTimeout",
+    "MovedName",
     "NoSuchReading",
     "PolicyError",
+    "ProjectionError",
     "ProofError",
     "ReceiptValidationError",
     "ReleasedVersionChanged",
@@ -190,8 +191,9 @@ class ProofError(HandoffsError, ValueError):
     ``proof-malformed``, ``proof-duplicated``, ``proof-chain-broken``,
     ``too-many-proofs``, ``wrong-proof-type``, ``wrong-cryptosuite``, ``wrong-purpose``,
     ``purpose-not-allowed``, ``domain-mismatch``, ``challenge-mismatch``,
-    ``context-not-allowed``, ``context-mismatch``, ``bad-signature``, ``weak-signature``
-    (a small-order Ed25519 ``R``, a high-S ECDSA ``s``), ``suite-not-admitted`` (signing),
+    ``context-not-allowed``, ``context-mismatch``, ``bad-signature`` (a small-order
+    Ed25519 ``R`` too), ``weak-signature`` (a high-S ECDSA ``s``), ``suite-not-admitted``
+    (signing),
     ``unknown-key``, ``key-not-valid``,
     ``proof-expired``, ``proof-not-yet-valid``, ``empty-trust-store``, and for signed
     receipts ``sender-mismatch``, ``grant-missing``, ``grant-invalid``,
@@ -247,6 +249,28 @@ class ContractSourceError(HandoffsError, ImportError):
     """
 
     code = "bad-contract-source"
+
+
+class MovedName(HandoffsError, ImportError):
+    """A name was imported from the face it left (since 0.1.0); the message names
+    where it lives now, or what replaced it (see the migration table).
+
+    Attributes:
+        name: the name imported.
+        face: the module it was imported from.
+        place: where it lives now, or what replaced it.
+    """
+
+    code = "moved-name"
+
+    def __init__(self, message: str, *, name: str, face: str, place: str) -> None:
+        super().__init__(message)
+        self.name = name
+        self.face = face
+        self.place = place
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class MissingExtra(HandoffsError, ImportError):
@@ -344,9 +368,14 @@ class ProjectionError(ExperimentError):
         self.receiver = receiver
         self.fields = tuple(fields)
         self.declared = tuple(declared)
+        self.detail = detail
         named = ", ".join(self.fields) or "(a member it reads by presence)"
         super().__init__(f"receiver {receiver!r} declares reads={list(self.declared)!r} but "
                          f"its decision depends on {named}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # raised in a worker process, it crosses back to the run whole
+        return (ProjectionError, (self.receiver, self.fields, self.declared, self.detail))
 
 
 class UnknownExperimentKey(ExperimentError):
@@ -370,6 +399,8 @@ class UnknownExperimentKey(ExperimentError):
         self.known = tuple(sorted(known))
         self.noun = noun
         self.file = file
+        import difflib  # only when the error is raised: importing handoffs stays light
+
         close = difflib.get_close_matches(key, self.known, n=1, cutoff=0.6)
         self.suggestion = close[0] if close else None
         if not table:
@@ -384,7 +415,7 @@ class UnknownExperimentKey(ExperimentError):
         super().__init__(prefix + text + hint,
                          json_path=f"$.{table}.{key}" if table else f"$.{key}")
 
-    def in_file(self, file: Path | str) -> UnknownExperimentKey:
+    def in_file(self, file: os.PathLike[str] | str) -> UnknownExperimentKey:
         """The same error, naming the file it was read from."""
         return UnknownExperimentKey(self.key, table=self.table, known=self.known,
                                     noun=self.noun, file=str(file))

@@ -12,16 +12,17 @@ a receipt id is claimed with its decision row (:class:`ReplayClaim`), ids are ke
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
 import attrs
 
+from handoffs._codes import EXPIRED_CODES
 from handoffs._errors import DecisionLogError, InvalidArgument, ReplayStoreError
 
 __all__ = ["DEFAULT_PRUNE_EVERY", "DEFAULT_RETAIN", "DecisionLogError", "LogSummary",
-           "ReplayClaim", "ReplayStoreError", "check_retention"]
+           "ReplayClaim", "ReplayStoreError", "SummaryDialect", "check_retention", "summarise"]
 
 DEFAULT_RETAIN: Final = timedelta(hours=1)
 """How long a store keeps an id past its own ``valid_until`` by default."""
@@ -97,3 +98,66 @@ class LogSummary:
         """JSON-ready form (what ``handoffs log summary`` prints)."""
         return {name: (dict(value) if isinstance(value, Mapping) else value)
                 for name, value in attrs.asdict(self, recurse=False).items()}
+
+
+@attrs.frozen(kw_only=True)
+class SummaryDialect:
+    """How one SQL database spells the summary's queries (the queries are one text).
+
+    Attributes:
+        prefix: what precedes a table name (``""``, or ``"handoffs."`` for a schema).
+        any_code: the condition "``r.code`` is one of the bound codes".
+        codes: the bound value of a tuple of codes (a JSON array, or a list).
+        stamp: a ``decided_at`` as the database returns it, as RFC 3339 text.
+    """
+
+    prefix: str
+    any_code: str
+    codes: Callable[[tuple[str, ...]], Any]
+    stamp: Callable[[Any], str | None]
+
+
+def summarise(conn: Any, dialect: SummaryDialect) -> LogSummary:
+    """The :class:`LogSummary` of the decisions behind ``conn`` (a DB-API connection
+    with ``execute``: :mod:`sqlite3`'s or psycopg's), in ``dialect``.
+    """
+    decisions, reasons = f"{dialect.prefix}decisions", f"{dialect.prefix}decision_reasons"
+
+    def pairs(sql: str) -> dict[str, int]:
+        return {str(key): int(value) for key, value in conn.execute(sql).fetchall()}
+
+    def refused_with(codes: tuple[str, ...]) -> int:
+        row = conn.execute(
+            f"SELECT COUNT(DISTINCT r.decision) FROM {reasons} r "  # noqa: S608 - constants
+            f"JOIN {decisions} d ON d.seq = r.decision "
+            f"WHERE {dialect.any_code} AND d.verdict <> 'ACCEPT'", (dialect.codes(codes),),
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    total, mean_bytes, first, last, sampled, disagreed = conn.execute(
+        "SELECT COUNT(*), AVG(message_bytes), MIN(decided_at), MAX(decided_at), "  # noqa: S608
+        f"COUNT(readback), COUNT(CASE WHEN readback = 'disagree' THEN 1 END) FROM {decisions}"
+    ).fetchone()
+    by = f"FROM {decisions} GROUP BY"
+    return LogSummary(
+        decisions=int(total),
+        by_verdict=pairs(f"SELECT verdict, COUNT(*) {by} verdict ORDER BY verdict"),
+        by_step=pairs(f"SELECT step, COUNT(*) {by} step ORDER BY step"),
+        by_reason=pairs(f"SELECT code, COUNT(DISTINCT decision) FROM {reasons} "  # noqa: S608
+                        "GROUP BY code ORDER BY code"),
+        by_receiver=pairs(f"SELECT receiver, COUNT(*) {by} receiver ORDER BY receiver"),
+        missing_field_rejections=refused_with(("missing-field",)),
+        expired=refused_with(EXPIRED_CODES),
+        source_resolution_failures=refused_with(("evidence-unresolved",)),
+        replays=refused_with(("replayed",)),
+        readback_sampled=int(sampled),
+        readback_disagreements=int(disagreed),
+        readback_disagreement_rate=(int(disagreed) / int(sampled)) if sampled else None,
+        counterfactual_triggers=pairs(
+            f"SELECT counterfactual_trigger, COUNT(*) FROM {decisions} "  # noqa: S608
+            "WHERE counterfactual_trigger IS NOT NULL GROUP BY counterfactual_trigger "
+            "ORDER BY COUNT(*) DESC, counterfactual_trigger"),
+        mean_message_bytes=float(mean_bytes) if mean_bytes is not None else None,
+        first_decided_at=dialect.stamp(first),
+        last_decided_at=dialect.stamp(last),
+    )

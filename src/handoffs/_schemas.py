@@ -1,17 +1,20 @@
 """Shared internal (not public): the JSON Schema vocabulary the library's schemas share.
 
-The Draft 2020-12 dialect, the patterns of identifiers, RFC 3339 ``Z`` times and
-``sha256:`` digests, the schema of a W3C Data Integrity proof, and the one wording of
-a schema violation (``expected a boolean, got 'yes'``), and the checked-in text of a
-schema. Used by the contracts (every
-receipt schema, ``handoffs.contracts._schema``) and the receivers (the handoff chain's
-schema, ``handoffs.receivers.chains._schema``); the command line writes the chain's
+The Draft 2020-12 dialect; the patterns of identifiers, RFC 3339 ``Z`` times,
+``sha256:`` digests, semantic versions and ``urn:uuid`` ids, each stated once, here (a
+schema uses the pattern, Python code its compiled form with ``fullmatch``); the schema
+of a W3C Data Integrity proof; the one wording of a schema violation (``expected a
+boolean, got 'yes'``); and the checked-in text of a schema. Used by the contracts
+(every receipt schema, ``handoffs.contracts._schema``, the identifier and version
+checks) and the receivers (the handoff chain's schema, ``handoffs.receivers.chains``,
+a carried receipt's pin); the command line writes the chain's
 schema file with :func:`render_json_schema` too.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -20,10 +23,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DIALECT",
+    "DIGEST",
     "DIGEST_PATTERN",
     "FAST_KEYWORDS",
+    "IDENT",
     "IDENT_PATTERN",
+    "SEMVER",
+    "SEMVER_PATTERN",
     "TIME_PATTERN",
+    "URN_UUID",
+    "URN_UUID_PATTERN",
     "context_schema",
     "describe",
     "proof_schema",
@@ -37,6 +46,21 @@ DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 IDENT_PATTERN: Final = "^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$"
 TIME_PATTERN: Final = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$"
 DIGEST_PATTERN: Final = "^sha256:[0-9a-f]{64}$"
+SEMVER_PATTERN: Final = r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$"
+URN_UUID_PATTERN: Final = "^urn:uuid:[0-9a-f-]{36}$"
+
+
+def _compiled(pattern: str) -> re.Pattern[str]:
+    """The pattern without its anchors, for ``fullmatch`` (and for ``search`` inside a
+    longer text, as a carried receipt's pin).
+    """
+    return re.compile(pattern.removeprefix("^").removesuffix("$"))
+
+
+IDENT: Final = _compiled(IDENT_PATTERN)
+DIGEST: Final = _compiled(DIGEST_PATTERN)
+SEMVER: Final = _compiled(SEMVER_PATTERN)
+URN_UUID: Final = _compiled(URN_UUID_PATTERN)
 
 # Keywords whose violations the compiled validator's errors describe exactly as
 # python-jsonschema's do; any other keyword takes the reference path.

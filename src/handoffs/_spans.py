@@ -26,7 +26,9 @@ TRACER: Final = "handoffs.adapters"
 AttributeValue = str | bool | int | float | Sequence[str]
 
 _TRACE: list[Any] = []
-"""``[opentelemetry.trace]`` once imported, ``[None]`` when it is not installed."""
+"""``[(opentelemetry.trace, tracer)]`` once OpenTelemetry is imported (the global
+provider's tracer: a proxy until a provider is set, then that provider's), ``[None]``
+when it is not installed."""
 
 
 def decision_attributes(decision: Decision) -> dict[str, AttributeValue]:
@@ -52,18 +54,28 @@ def decision_attributes(decision: Decision) -> dict[str, AttributeValue]:
     return {key: value for key, value in attributes.items() if value is not None}
 
 
-def _trace() -> Any:
+def _tracer() -> Any:
+    """The adapters' tracer; ``None`` without OpenTelemetry, or while no tracer provider
+    is set (the API's proxy would only make non-recording spans).
+    """
     if not _TRACE:
         try:
             from opentelemetry import trace
         except ImportError:
             _TRACE.append(None)
         else:
-            _TRACE.append(trace)
-    return _TRACE[0]
+            _TRACE.append((trace, trace.get_tracer(TRACER)))
+    if _TRACE[0] is None:
+        return None
+    trace, tracer = _TRACE[0]
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return None
+    return tracer
 
 
-Record = Callable[[Decision, Mapping[str, "AttributeValue | None"]], None]
+Extra = Callable[[], Mapping[str, "AttributeValue | None"]]
+"""Makes a span's further attributes (called only when the span records)."""
+Record = Callable[[Decision, Extra], None]
 """Sets a decision's attributes on the open span."""
 
 
@@ -72,23 +84,27 @@ def decision_span(adapter: str) -> Iterator[Record]:
     """A span :data:`SPAN_NAME` around one gate decision, a child of the current span
     (the framework's, when it traces with OpenTelemetry), on the global tracer
     provider; the yielded callable records the decision's attributes
-    (:func:`decision_attributes` and ``extra``). Without OpenTelemetry it records nothing.
+    (:func:`decision_attributes` and what ``extra()`` returns). Without OpenTelemetry,
+    or when the span does not record (no SDK, or sampled out), it builds nothing.
     """
-    trace = _trace()
-    if trace is None:
+    tracer = _tracer()
+    if tracer is None:
         yield _ignore
         return
-    tracer = trace.get_tracer(TRACER)
     with tracer.start_as_current_span(SPAN_NAME, attributes={"handoffs.adapter": adapter}
                                       ) as span:
-        def record(decision: Decision, extra: Mapping[str, AttributeValue | None]) -> None:
+        if not span.is_recording():  # no SDK (or a sampler said no): build nothing
+            yield _ignore
+            return
+
+        def record(decision: Decision, extra: Extra) -> None:
             attributes = decision_attributes(decision)
-            attributes.update({key: value for key, value in extra.items()
+            attributes.update({key: value for key, value in extra().items()
                                if value is not None})
             span.set_attributes(attributes)
 
         yield record
 
 
-def _ignore(decision: Decision, extra: Mapping[str, AttributeValue | None]) -> None:
+def _ignore(decision: Decision, extra: Extra) -> None:
     return None

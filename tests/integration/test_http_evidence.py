@@ -12,7 +12,8 @@ import pytest
 from handoffs.receivers import HTTPEvidenceResolver, Verdict
 from handoffs.receivers._services import EvidenceError
 from http_evidence import _EvidenceHandler, _serve
-from test_gate import T0, WORLD, _ref, codes, raw, strict
+from worlds.gate import T0, WORLD, codes, raw, strict
+from worlds.gate import ref as _ref
 
 
 def test_http_evidence_resolver_over_real_http(evidence_server: str) -> None:

@@ -10,8 +10,8 @@ from typing import Any
 from click.testing import Result
 
 from http_evidence import _serve
-from test_gate import WORLD, raw
 from test_receivers_cli import NOW, decision, files, run  # noqa: F401 - a fixture
+from worlds.gate import WORLD, raw
 
 
 def test_admitted_receipt_exits_zero(files: dict[str, Path], evidence_server: str) -> None:  # noqa: F811

@@ -20,8 +20,8 @@ from handoffs.receivers import (
     Step,
     Verdict,
 )
-from test_gate import ALL_EVIDENCE, CONTRACT, NOW, RECEIVER, WORLD, codes, raw, strict
 from test_hostile import E, R, _chain_doc
+from worlds.gate import ALL_EVIDENCE, CONTRACT, NOW, RECEIVER, WORLD, codes, raw, strict
 
 _WRITERS, _ROWS, _SHARED = 4, 120, 60
 
@@ -116,7 +116,7 @@ def test_a_replay_from_a_second_process_is_refused(tmp_path: Path) -> None:
 
 def _chain_receiver_in_another_process(db: str, message: dict[str, Any]) -> dict[str, Any]:
     from handoffs.service import open_store
-    from test_identity import receiver as chain_receiver
+    from worlds.chains import receiver as chain_receiver
 
     store = open_store(db)
     try:
@@ -127,7 +127,7 @@ def _chain_receiver_in_another_process(db: str, message: dict[str, Any]) -> dict
 
 def test_a_chain_replay_from_a_second_process_is_refused(tmp_path: Path) -> None:
     from handoffs.service import open_store
-    from test_identity import receiver as chain_receiver
+    from worlds.chains import receiver as chain_receiver
 
     db = str(tmp_path / "chains.sqlite")
     doc = _chain_doc()

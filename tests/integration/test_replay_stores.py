@@ -26,7 +26,7 @@ from handoffs.receivers import Decision, ReplayLog, Step, Verdict
 from handoffs.receivers._replay import ReplayClaim
 from handoffs.service.postgres import _SCHEMA_VERSION
 from stores import PostgresServer, free_port, open_log
-from test_gate import CASES, NOW, WORLD, codes, raw, strict
+from worlds.gate import CASES, NOW, WORLD, codes, raw, strict
 
 HERE = Path(__file__).parents[1]  # tests/, where the helpers are
 

@@ -304,7 +304,7 @@ def test_opentelemetry_metrics_and_one_span_per_decision() -> None:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from handoffs.service._metrics import BoundaryMetrics
-    from test_gate import WORLD, raw, strict
+    from worlds.gate import WORLD, raw, strict
 
     reader, exporter = InMemoryMetricReader(), InMemorySpanExporter()
     tracers = TracerProvider()
@@ -335,6 +335,22 @@ def test_opentelemetry_metrics_and_one_span_per_decision() -> None:
     assert sum(p.sum for p in durations) == pytest.approx(0.003)
     assert {p.attributes["verdict"] for p in durations} == {"ACCEPT", "REJECT"}
     assert metric(metrics.exposition().decode(), "handoffs_decisions_total") == 3
+
+
+def test_a_decision_other_than_the_proposal_is_counted() -> None:
+    """handoffs gate's exit 3 as a metric: accepted, but not the proposal."""
+    from handoffs.receivers import Decision, Step, Verdict
+    from handoffs.service._metrics import BoundaryMetrics
+
+    metrics = BoundaryMetrics(otel=False)
+    for agrees in (True, False, False):
+        metrics.observe(Decision(verdict=Verdict.ACCEPT, action="HOLD", step=Step.POLICY,
+                                 receiver="strict-contract",
+                                 record={"agrees_with_proposal": agrees}),
+                        message_bytes=100, seconds=0.001)
+    metrics.observe(Decision(verdict=Verdict.ESCALATE, action="ESCALATE", step=Step.POLICY),
+                    message_bytes=100, seconds=0.001)
+    assert metric(metrics.exposition().decode(), "handoffs_decided_otherwise_total") == 2
 
 
 def test_importing_the_service_loads_no_optional_library() -> None:

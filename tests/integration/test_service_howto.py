@@ -22,7 +22,7 @@ import pytest
 from console_pages import blocks, matches
 from serve_world import evidence_server, receipt
 from stores import PostgresServer, free_port
-from test_gate import WORLD
+from worlds.gate import WORLD
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "how-to" / "run-as-a-service.md"

@@ -80,7 +80,9 @@ def test_each_name_is_declared_once(face: str) -> None:
     module = importlib.import_module(face)
     assert not hasattr(module, "_LAZY")
     assert not hasattr(module, "_NOT_PUBLIC")
-    assert "__getattr__" not in vars(module)
+    hook = vars(module).get("__getattr__")
+    # the one module hook allowed: a name that left the face raises, naming its place
+    assert hook is None or set(hook.moved).isdisjoint(module.__all__)
     source = module.__file__
     assert source is not None
     tree = ast.parse(Path(source).read_text(encoding="utf-8"))

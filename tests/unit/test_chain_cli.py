@@ -11,7 +11,8 @@ from click.testing import CliRunner, Result
 
 from handoffs._time import format_time
 from handoffs.cli import main
-from test_identity import LEDGER, RING, STANDARD, T, _aged, make_chain, with_step
+from worlds.chains import LEDGER, RING, STANDARD, T, make_chain, with_step
+from worlds.chains import aged as _aged
 
 NOW = format_time(T)
 

@@ -19,7 +19,7 @@ from handoffs.receivers import (
     Verdict,
 )
 from handoffs.receivers._log import MIGRATIONS, SCHEMA_VERSION
-from test_gate import ALL_EVIDENCE, CONTRACT, NOW, SENDER, T0, WORLD, raw, strict
+from worlds.gate import ALL_EVIDENCE, CONTRACT, NOW, SENDER, T0, WORLD, raw, strict
 
 
 @pytest.fixture

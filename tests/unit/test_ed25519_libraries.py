@@ -9,9 +9,9 @@ the library's own path must refuse too, with a typed reason:
 =====================  ===========  ==========  ======================================
 class                  OpenSSL      libsodium   this library
 =====================  ===========  ==========  ======================================
-small-order key        accepts      refuses     ``small-order-key`` at enrolment
-non-canonical key      loads it     refuses     ``non-canonical-key`` at enrolment
-small-order ``R``      accepts      refuses     ``weak-signature`` before verifying
+small-order key        accepts      refuses     ``weak-key`` at enrolment
+non-canonical key      loads it     refuses     ``weak-key`` at enrolment
+small-order ``R``      accepts      refuses     ``bad-signature`` (libsodium verifies)
 =====================  ===========  ==========  ======================================
 
 (On C2SP/CCTV's 914 edge vectors OpenSSL 3 refuses exactly the ``non_canonical_R``
@@ -28,20 +28,22 @@ from pathlib import Path
 import pytest
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from nacl.bindings import crypto_sign_open
+from nacl.bindings import crypto_core_ed25519_is_valid_point, crypto_sign_open
 from nacl.exceptions import BadSignatureError
 
+from edwards25519 import (
+    SMALL_ORDER_ENCODINGS,
+    L,
+    P,
+    decode_point,
+    has_small_order_component,
+    is_small_order,
+)
 from handoffs._errors import KeyRingError, ProofError, WeakKey
 from handoffs._json import canonical_bytes
 from handoffs.integrity._base58 import b58decode
 from handoffs.integrity._eddsa import verify_ed25519
-from handoffs.integrity._edwards25519 import (
-    _L,
-    _P,
-    SMALL_ORDER_ENCODINGS,
-    _decode_point,
-    check_public_key,
-)
+from handoffs.integrity._edwards25519 import check_public_key
 from handoffs.integrity._keys import decode_public_key_multibase
 
 VECTORS = json.loads((Path(__file__).parents[1] / "vectors" / "eddsa-jcs-2022.json").read_text())
@@ -88,7 +90,7 @@ def _secret_scalar(seed: bytes) -> tuple[int, bytes]:
 
 
 def _challenge(r: bytes, public: bytes, message: bytes) -> int:
-    return int.from_bytes(hashlib.sha512(r + public + message).digest(), "little") % _L
+    return int.from_bytes(hashlib.sha512(r + public + message).digest(), "little") % L
 
 
 def vector_cases() -> list[tuple[str, bytes, bytes, bytes]]:
@@ -125,8 +127,8 @@ def weak_cases() -> list[tuple[str, bytes, bytes, bytes]]:
     # Non-canonical keys (y + p for the small y on the curve) with an honest-looking
     # signature made for the point they decode to: OpenSSL reduces y, libsodium refuses.
     for y in range(2, 19):
-        raw = (y + _P).to_bytes(32, "little")
-        if _decode_point(raw) is not None:
+        raw = (y + P).to_bytes(32, "little")
+        if decode_point(raw) is not None:
             cases.append(("non-canonical key", raw, bytes(64), b"m"))
     # A small-order R (the identity) under an honest key: S = k·a makes
     # [S]B = R + [k]A hold exactly, which OpenSSL's cofactorless check accepts.
@@ -136,7 +138,7 @@ def weak_cases() -> list[tuple[str, bytes, bytes, bytes]]:
         a, public = _secret_scalar(seed)
         message = rng.randbytes(40)
         k = _challenge(identity, public, message)
-        s = (k * a) % _L
+        s = (k * a) % L
         cases.append(("small-order R", public, identity + s.to_bytes(32, "little"), message))
     return cases
 
@@ -155,7 +157,7 @@ def random_cases() -> list[tuple[str, bytes, bytes, bytes]]:
         cases.append(("random, one bit flipped", public, bytes(flipped), message))
         cases.append(("random bytes", public, rng.randbytes(64), message))
         # S >= L (S + L): a malleable spelling both refuse.
-        s = int.from_bytes(signature[32:], "little") + _L
+        s = int.from_bytes(signature[32:], "little") + L
         if s < 1 << 256 and index % 4 == 0:
             cases.append(("S not reduced", public, signature[:32] + s.to_bytes(32, "little"),
                           message))
@@ -164,10 +166,10 @@ def random_cases() -> list[tuple[str, bytes, bytes, bytes]]:
 
 CASES = vector_cases() + weak_cases() + random_cases()
 DOCUMENTED = {
-    "small-order key": "small-order-key",
-    "small-order key, identity forgery": "small-order-key",
-    "non-canonical key": "non-canonical-key",
-    "small-order R": "weak-signature",
+    "small-order key": "weak-key",
+    "small-order key, identity forgery": "weak-key",
+    "non-canonical key": "weak-key",
+    "small-order R": "bad-signature",
 }
 
 
@@ -214,8 +216,9 @@ def test_the_w3c_vectors_verify_under_both() -> None:
         assert sodium(public, signature, message)
 
 
-def test_the_small_order_table_is_libsodium_s_blocklist_with_both_signs() -> None:
-    # libsodium's ge25519_has_small_order: 7 encodings, the sign bit ignored.
+def test_the_oracle_s_small_order_table_is_libsodium_s_blocklist_with_both_signs() -> None:
+    # libsodium's ge25519_has_small_order: 7 encodings, the sign bit ignored; and
+    # crypto_core_ed25519_is_valid_point (the enrolment check) refuses every one.
     assert len(SMALL_ORDER_ENCODINGS) == 14
     assert {bytes([*e[:31], e[31] & 0x7F]) for e in SMALL_ORDER_ENCODINGS} == {
         bytes.fromhex(h) for h in (
@@ -227,10 +230,37 @@ def test_the_small_order_table_is_libsodium_s_blocklist_with_both_signs() -> Non
             "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
             "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
         )}
+    assert not any(crypto_core_ed25519_is_valid_point(e) for e in SMALL_ORDER_ENCODINGS)
+
+
+def test_the_enrolment_check_is_the_oracle_s_on_every_kind_of_point() -> None:
+    """libsodium's check accepts exactly the canonical prime-order points the exact
+    arithmetic finds, over every small ``y`` and its non-canonical spelling."""
+    rng = random.Random(29)  # noqa: S311 - reproducible test inputs, not secrets
+    candidates = [y.to_bytes(32, "little") for y in range(64)]
+    candidates += [(y + P).to_bytes(32, "little") for y in range(19)]
+    candidates += [rng.randbytes(32) for _ in range(400)]
+    candidates += [Ed25519PrivateKey.generate().public_key().public_bytes_raw()
+                   for _ in range(40)]
+    for raw in candidates:
+        decoded = decode_point(raw)
+        number = int.from_bytes(raw, "little")
+        canonical = (number & ((1 << 255) - 1)) < P and not (
+            decoded is not None and decoded[0][0] == 0 and number >> 255)
+        expected = (decoded is not None and canonical and not is_small_order(decoded[0])
+                    and not has_small_order_component(decoded[0]))
+        assert crypto_core_ed25519_is_valid_point(raw) == expected, raw.hex()
+        refused = None
+        try:
+            check_public_key(raw)
+        except WeakKey as exc:
+            refused = exc.code
+        assert refused == (None if expected else "weak-key")
 
 
 def test_a_weak_key_is_a_typed_refusal() -> None:
-    with pytest.raises(WeakKey, match="small-order"):
+    with pytest.raises(WeakKey, match="of small order") as info:
         check_public_key((1).to_bytes(32, "little"))
 
 
+    assert info.value.code == "weak-key"

@@ -21,7 +21,7 @@ from handoffs.contracts.policy import Over, Policy
 from handoffs.contracts.versions import ContractDiff
 from handoffs.examples.payment import PaymentAction as Action
 from handoffs.receivers import Step, Verdict
-from test_gate import CONTRACT, WORLD, raw, strict
+from worlds.gate import CONTRACT, WORLD, raw, strict
 
 
 def _variants() -> dict[str, Contract[Any, Any]]:
@@ -137,7 +137,7 @@ def test_content_cannot_set_the_fingerprint() -> None:
 
 
 def payment_created() -> Any:
-    from test_gate import T0
+    from worlds.gate import T0
 
     return T0
 

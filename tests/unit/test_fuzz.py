@@ -27,7 +27,7 @@ from handoffs import HandoffsError
 from handoffs._json import dumps, loads
 from handoffs.contracts import Receipt
 from handoffs.receivers import Decision, MemoryReplayStore, SQLiteDecisionLog, Verdict
-from test_gate import CONTRACT, WORLD, strict
+from worlds.gate import CONTRACT, WORLD, strict
 
 ERRORS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "errors.md"
 # Every code in the first column of the errors page's tables.

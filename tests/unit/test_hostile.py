@@ -33,7 +33,7 @@ from handoffs.receivers import (
     StrictContractReceiver,
     Verdict,
 )
-from test_gate import (
+from worlds.gate import (
     ALL_EVIDENCE,
     CASES,
     NOW,
@@ -310,7 +310,7 @@ def test_small_order_keys_never_enter_the_trust_store() -> None:
     identity_point = "z" + b58encode(b"\xed\x01" + bytes.fromhex("01" + "00" * 31))
     with pytest.raises(WeakKey) as info:
         KeyRing().enrol(identity_point, controller=SENDER, roles=["proposer"], not_before=T0)
-    assert info.value.code == "small-order-key"
+    assert info.value.code == "weak-key"
 
 
 def test_a_replay_within_one_process() -> None:
@@ -325,7 +325,7 @@ def test_a_replay_within_one_process() -> None:
 
 
 def _chain_doc() -> dict[str, Any]:
-    from test_identity import STANDARD, make_chain
+    from worlds.chains import STANDARD, make_chain
 
     return make_chain(STANDARD).to_json()
 
@@ -382,7 +382,7 @@ HOSTILE_CHAINS: dict[str, tuple[Callable[[], dict[str, Any]], set[str], str]] = 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE_CHAINS))
 def test_hostile_chain_is_refused(name: str) -> None:
-    from test_identity import receiver as chain_receiver
+    from worlds.chains import receiver as chain_receiver
 
     build, expected, path = HOSTILE_CHAINS[name]
     decision = chain_receiver(fail_closed_action="HOLD").receive(build())
@@ -394,7 +394,7 @@ def test_hostile_chain_is_refused(name: str) -> None:
 
 
 def test_a_chain_replay_within_one_process() -> None:
-    from test_identity import receiver as chain_receiver
+    from worlds.chains import receiver as chain_receiver
 
     doc = _chain_doc()
     receiver = chain_receiver()
@@ -404,7 +404,7 @@ def test_a_chain_replay_within_one_process() -> None:
 
 
 def test_an_integral_float_hop_number_is_still_the_same_signed_chain() -> None:
-    from test_identity import receiver as chain_receiver
+    from worlds.chains import receiver as chain_receiver
 
     integers = _chain_doc()
     floats = copy.deepcopy(integers)

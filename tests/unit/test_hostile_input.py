@@ -24,7 +24,7 @@ from handoffs.contracts import Receipt
 from handoffs.examples import payment
 from handoffs.receivers import Decision, SQLiteDecisionLog, Step, StrictContractReceiver, Verdict
 from handoffs.receivers.chains import HandoffChain
-from test_gate import WORLD, codes, raw
+from worlds.gate import WORLD, codes, raw
 
 R, P = Verdict.REJECT, Step.PARSE
 
@@ -266,7 +266,7 @@ def test_the_cli_never_exits_2_on_a_hostile_receipt(tmp_path: Path) -> None:
 
 
 def test_integral_floats_are_integers_as_json_schema_and_jcs_say() -> None:
-    from test_identity import STANDARD, make_chain, receiver
+    from worlds.chains import STANDARD, make_chain, receiver
 
     wire = make_chain(STANDARD).to_json()
     as_floats = json.loads(json.dumps(wire))
@@ -283,7 +283,7 @@ def test_integral_floats_are_integers_as_json_schema_and_jcs_say() -> None:
 
 @pytest.mark.parametrize("value", [1.5, math.inf, "1", True, None])
 def test_a_non_integral_hop_number_is_a_typed_error(value: Any) -> None:
-    from test_identity import STANDARD, make_chain, receiver
+    from worlds.chains import STANDARD, make_chain, receiver
 
     wire = make_chain(STANDARD).to_json()
     wire["hops"][1]["hop"] = value

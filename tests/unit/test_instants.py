@@ -24,7 +24,7 @@ from handoffs.contracts import ANY_AUDIENCE, Authority, Receipt
 from handoffs.contracts._signing import issue_grant
 from handoffs.integrity import KeyRing, SigningKey, verify
 from handoffs.receivers import MemoryReplayStore, SQLiteDecisionLog, Step, Verdict
-from test_gate import CONTRACT, RECEIVER, SENDER, SERVICE, T0, WORLD, codes, raw, strict
+from worlds.gate import CONTRACT, RECEIVER, SENDER, SERVICE, T0, WORLD, codes, raw, strict
 
 US = timedelta(microseconds=1)
 
@@ -242,7 +242,7 @@ def test_revoking_an_unknown_key_or_at_a_naive_time_is_refused() -> None:
 
 
 def test_a_chain_expires_at_its_earliest_expiry() -> None:
-    from test_identity import STANDARD, T, make_chain, receiver
+    from worlds.chains import STANDARD, T, make_chain, receiver
 
     chain = make_chain(STANDARD).to_bytes()
     earliest = T + timedelta(hours=1)  # the last hop's valid_until
@@ -284,7 +284,7 @@ def test_a_gate_always_names_its_audience(identity: Any) -> None:
 
 
 def test_the_chain_receiver_and_the_chain_expire_by_the_one_rule() -> None:
-    from test_identity import STANDARD, T, make_chain, receiver
+    from worlds.chains import STANDARD, T, make_chain, receiver
 
     chain = make_chain(STANDARD)
     earliest = min(hop.valid_until for hop in chain.hops)

@@ -276,11 +276,11 @@ def test_signing_key_rejects_other_objects() -> None:
 
 @pytest.mark.parametrize("raw_hex", SMALL_ORDER.values(), ids=SMALL_ORDER.keys())
 def test_small_order_keys_are_refused_at_enrolment(raw_hex: str) -> None:
-    with pytest.raises(WeakKey, match="small-order point") as info:
+    with pytest.raises(WeakKey, match="of small order") as info:
         KeyRing().enrol(
             multibase_of(raw_hex), controller="mallory", roles={"approver"}, not_before=T0
         )
-    assert info.value.code == "small-order-key"
+    assert info.value.code == "weak-key"
     assert info.value.json_path == "$.public_key_multibase"
     with pytest.raises(WeakKey):
         check_public_key(bytes.fromhex(raw_hex))
@@ -295,8 +295,7 @@ def test_non_canonical_encoding_of_an_ordinary_point_is_refused() -> None:
         with pytest.raises(KeyRingError) as info:
             check_public_key((p + k).to_bytes(32, "little"))
         codes.add(info.value.code)
-    assert "non-canonical-key" in codes
-    assert codes <= {"non-canonical-key", "not-on-curve", "mixed-order-key"}
+    assert codes == {"weak-key"}
 
 
 def test_point_with_a_small_order_component_is_refused() -> None:
@@ -309,13 +308,13 @@ def test_point_with_a_small_order_component_is_refused() -> None:
     mixed = ((p - y) | ((1 - sign) << 255)).to_bytes(32, "little")
     with pytest.raises(WeakKey) as info:
         check_public_key(mixed)
-    assert info.value.code == "mixed-order-key"
+    assert info.value.code == "weak-key"
 
 
 def test_bytes_off_the_curve_and_wrong_lengths_are_refused() -> None:
     with pytest.raises(KeyRingError) as info:
         check_public_key((2).to_bytes(32, "little"))  # y = 2 is not on edwards25519
-    assert info.value.code == "not-on-curve"
+    assert info.value.code == "weak-key"
     with pytest.raises(KeyRingError) as info:
         check_public_key(b"\1" * 31)
     assert info.value.code == "bad-key-length"
@@ -519,7 +518,7 @@ DELETE = object()
         (
             "keys.0.public_key_multibase",
             multibase_of(SMALL_ORDER["order-8-a"]),
-            "small-order-key",
+            "weak-key",
             "$.keys[0].public_key_multibase",
         ),
         ("keys.1.public_key_multibase", "z6Mk", "wrong-key-type", "$.keys[1].public_key_multibase"),

@@ -10,6 +10,7 @@ other one. The parts and their allowed arrows are the house style's (``contracts
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -255,3 +256,53 @@ def test_the_parts_are_named() -> None:
     assert part("handoffs") == "root"
 
 
+
+
+# ------------------------------------------------- the architecture page draws this graph
+
+ARCHITECTURE = SRC.parents[1] / "docs" / "explanation" / "architecture.md"
+PARTS = ("integrity", "contracts", "receivers", "lab", "service", "adapters", "examples",
+         "testing", "cli")
+
+
+def _page_arrows(text: str) -> dict[str, set[str]]:
+    """The arrows table of the page: each part's row and the parts its cell names."""
+    section = text.split("## The arrows", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \| (.*) \|$", section, re.MULTILINE)
+    return {name: set(re.findall(r"`(\w+)`", cell)) & set(PARTS) for name, cell in rows}
+
+
+def _code_arrows() -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {name: set() for name in PARTS}
+    for source, target, _ in arrows():
+        if part(source) in found and part(target) in PARTS and part(source) != part(target):
+            found[part(source)].add(part(target))
+    return found
+
+
+def test_the_architecture_page_draws_the_import_graph() -> None:
+    """Each part's row on the page names exactly the parts its modules import."""
+    assert _page_arrows(ARCHITECTURE.read_text(encoding="utf-8")) == _code_arrows()
+
+
+def test_the_architecture_page_names_only_modules_that_exist() -> None:
+    """A module file (``_gate.py``, ``receivers/_gate.py``) or folder (``_diff/``) the
+    page names exists under ``src/handoffs``; every shared root-level module is named."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    files = {path.relative_to(SRC).as_posix() for path in SRC.rglob("*.py")}
+    folders = {path.relative_to(SRC).as_posix() + "/" for path in SRC.rglob("*")
+               if path.is_dir()}
+    named = {name for name in re.findall(r"`((?:\w+/)*\w+(?:\.py|/))`", text)
+             if name.split("/")[0] not in ("src", "tests", "docs", "benchmarks")}
+    missing = sorted(name for name in named
+                     if not any(f == name or f.endswith("/" + name)
+                                for f in (files | folders)))
+    assert missing == []
+    shared = {path.name for path in SRC.glob("_*.py")} - {"__init__.py", "__main__.py"}
+    assert sorted(shared - named) == []
+
+
+def test_the_page_checks_can_fail() -> None:
+    page = "## The arrows\n\n| part | imports |\n|---|---|\n| `lab` | `receivers` |\n\n## Next"
+    assert _page_arrows(page) == {"lab": {"receivers"}}
+    assert _code_arrows()["lab"] != {"receivers"}

@@ -46,7 +46,7 @@ from handoffs.receivers import (
     UnsafeConfigurationWarning,
     UnsafeNoProofs,
 )
-from test_gate import CONTRACT, WORLD
+from worlds.gate import CONTRACT, WORLD
 
 BASES = [WORLD.unsigned(case_id) for case_id in ("policy-01", "routine-02", "value-03",
                                                   "duplicate-04")]

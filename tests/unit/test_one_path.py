@@ -18,7 +18,7 @@ import test_sender as pump
 from handoffs._errors import HandoffsError
 from handoffs._json import JSONLimits, loads
 from handoffs.receivers import StrictContractReceiver, Verdict
-from test_gate import WORLD, raw
+from worlds.gate import WORLD, raw
 
 FORMS = ("bytes", "text", "parsed")
 

@@ -53,7 +53,7 @@ def test_the_schema_a_document_passed_travels_with_it() -> None:
     with pytest.raises(ReceiptValidationError):
         PAYMENT_RELEASE.validate(document)
     assert document.valid_for is None  # refused: nothing learned
-    from test_gate import WORLD, raw
+    from worlds.gate import WORLD, raw
 
     signed = parse_object(raw(WORLD.signed()))
     PAYMENT_RELEASE.validate(signed)

@@ -17,9 +17,9 @@ from handoffs.receivers._carried import carried_receipt
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers.chains import _receiver as _chain_receiver
 from test_carried import STABLE, carrier, chain
-from test_gate import WORLD, raw, strict
-from test_identity import STANDARD, make_chain
-from test_identity import receiver as identity_receiver
+from worlds.chains import STANDARD, make_chain
+from worlds.chains import receiver as identity_receiver
+from worlds.gate import WORLD, raw, strict
 
 # Each receiver: its module (holding its _PIPELINE), a way to decide one good message,
 # its fail-closed action, and the code of a decision on an unexpected exception.

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import importlib.util
+import pickle
 import sys
 import warnings
 from pathlib import Path
@@ -83,6 +84,9 @@ def test_a_wrong_reads_declaration_fails_loudly_with_projection_on() -> None:
     assert caught.value.code == "projection-mismatch"
     assert "peeking" in str(caught.value)
     assert "case_id" in str(caught.value)
+    again = pickle.loads(pickle.dumps(caught.value))  # noqa: S301 - our own bytes
+    assert (again.receiver, again.fields, str(again)) == ("peeking", ("case_id",),
+                                                          str(caught.value))
 
 
 def test_a_right_reads_declaration_runs_with_projection_on() -> None:

@@ -30,7 +30,7 @@ from handoffs.receivers import (
     Verdict,
 )
 from handoffs.receivers._gate import Ruling
-from test_gate import CASES, CONTRACT, NOW, T0, WORLD, codes, raw
+from worlds.gate import CASES, CONTRACT, NOW, T0, WORLD, codes, raw
 
 A = payment.PaymentAction
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from handoffs.cli._gate import gate, log
 from handoffs.integrity._base58 import b58encode
-from test_gate import WORLD, raw
+from worlds.gate import WORLD, raw
 
 NOW = "2026-06-01T12:01:00Z"
 
@@ -123,7 +123,7 @@ def test_log_records_and_blocks_replays_across_runs(files: dict[str, Path]) -> N
             "not_before": "2026-01-01T00:00:00Z",
             "public_key_multibase": "z" + b58encode(b"\xed\x01" + b"\x01" + b"\x00" * 31),
         }]})}, "error: the public key 01000000", "@ $.keys[0].public_key_multibase "
-                                                "[small-order-key]"),
+                                                "[weak-key]"),
         ({"trust": json.dumps({"type": "KeyRing", "schema_version": "1.0", "keys": []})},
          "error: the trust key ring is empty", "[empty-trust-store]"),
         ({"receipt": None}, "error: cannot read receipt", "[io]"),

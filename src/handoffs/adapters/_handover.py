@@ -401,7 +401,7 @@ def admit(message: bytes | str | Mapping[str, Any] | None, *, receiver: Receiver
     overruled = overruled_mode(overruled)
     with decision_span(adapter) as record:
         handover = _admit(message, receiver, overruled)
-        record(handover.decision, _span_extra(handover))
+        record(handover.decision, lambda: _span_extra(handover))
     return handover
 
 
@@ -459,7 +459,7 @@ def traced(handover: Handover, *, adapter: str) -> Handover:
     receipt id and sender. Without the ``otel`` extra nothing is recorded.
     """
     with decision_span(adapter) as record:
-        record(handover.decision, _span_extra(handover))
+        record(handover.decision, lambda: _span_extra(handover))
     return handover
 
 

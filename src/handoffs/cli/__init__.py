@@ -52,7 +52,8 @@ COMMANDS: Final = {
     "gate": TableEntry("handoffs.cli._gate:gate",
                        "Gate one RECEIPT: print the decision; exit 0 only if the receiver "
                        "may act on the proposal."),
-    "log": TableEntry("handoffs.cli._gate:log", "Read a gate's SQLite decision log."),
+    "log": TableEntry("handoffs.cli._gate:log",
+                      "Read a gate's decision log; watch it against a release."),
     "serve": TableEntry("handoffs.cli._serve:serve",
                         "Run the gate as an HTTP service: POST /receipts, /healthz, "
                         "/readyz, /metrics."),

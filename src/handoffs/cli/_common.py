@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,6 @@ __all__ = [
     "read_json",
     "read_object",
     "time_option",
-    "utc_now",
     "write_new",
 ]
 
@@ -133,11 +132,6 @@ def time_option(ctx: click.Context, param: click.Parameter, value: str | None
 def comma_items(text: str) -> list[str]:
     """Split a comma-separated option value, dropping blanks."""
     return [item.strip() for item in text.split(",") if item.strip()]
-
-
-def utc_now() -> datetime:
-    """The current UTC time, to the second."""
-    return datetime.now(UTC).replace(microsecond=0)
 
 
 def write_new(path: Path, data: bytes, *, private: bool = False) -> None:

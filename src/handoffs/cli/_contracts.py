@@ -74,10 +74,9 @@ class _ContractsGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = self._LAZY.get(cmd_name)
         if target is not None and cmd_name not in self.commands:
-            import importlib
+            import pkgutil
 
-            module, _, attribute = target.partition(":")
-            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+            self.add_command(pkgutil.resolve_name(target), cmd_name)
         return super().get_command(ctx, cmd_name)
 
 

@@ -207,7 +207,7 @@ def _gate_chain(raw: bytes, keyring: KeyRing, identity: str, *, log_path: str | 
 
 @click.group("log")
 def log() -> None:
-    """Read a gate's SQLite decision log."""
+    """Read a gate's decision log; watch it against a release."""
 
 
 @log.command("summary")
@@ -225,3 +225,9 @@ def summary(db: str) -> None:
         finally:
             store.close()
     click.echo(dumps(result.to_json(), indent=2))
+
+
+# ``handoffs log watch`` lives in its own module (which imports what it needs when run).
+from handoffs.cli._watch import watch as _watch  # noqa: E402
+
+log.add_command(_watch)

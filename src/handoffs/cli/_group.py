@@ -10,7 +10,7 @@ its own ``--help`` is asked for. Errors leave as one line and an exit code, as
 
 from __future__ import annotations
 
-import importlib
+import pkgutil
 import re
 import sys
 import traceback
@@ -88,8 +88,7 @@ class LazyGroup(click.Group):
         """The command ``cmd_name``, importing its module on first use."""
         entry = self.table.get(cmd_name)
         if entry is not None and cmd_name not in self.commands:
-            module, _, attribute = entry.target.partition(":")
-            command = getattr(importlib.import_module(module), attribute)
+            command = pkgutil.resolve_name(entry.target)
             self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import click
 
 from handoffs._json import dumps
+from handoffs._time import utc_now
 from handoffs.cli._common import (
     comma_items,
     passphrase_from_env,
     read_object,
     time_option,
-    utc_now,
     write_new,
 )
 
@@ -54,7 +54,7 @@ def keys_new(*, controller: str, suite: str, roles: str, purposes: str, prefix: 
     key = P256SigningKey.generate() if suite == "ecdsa-jcs-2019" else SigningKey.generate()
     ring = KeyRing().enrol(key.public_key_multibase, controller=controller,
                            roles=comma_items(roles), purposes=comma_items(purposes),
-                           not_before=not_before or utc_now())
+                           not_before=not_before or utc_now().replace(microsecond=0))
     entry = ring.entries[0]
     if trust is not None:
         existing = (KeyRing.from_json(read_object(trust, what="trust file"))

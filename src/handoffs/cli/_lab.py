@@ -50,7 +50,7 @@ class _CannotRun(click.ClickException):
 
 _EXECUTORS: Final = ("threads", "processes", "dask")
 """The executors ``handoffs.lab.run`` creates by name (pinned to the runner's list by
-tests/test_lab_cli.py): the choices of ``--executor``."""
+tests/unit/test_lab_cli.py): the choices of ``--executor``."""
 
 _LAB_EXTRA: Final = ("hypothesis", "rich")
 """What the ``lab`` extra installs: Hypothesis draws cases and falsehoods, rich prints."""
@@ -390,6 +390,31 @@ def _budget(values: Sequence[str], base: Tolerances) -> Tolerances:
         raise _CannotRun(str(exc)) from exc
 
 
+def _watch_baselines(log: str | None, budgets: tuple[str, ...], *, contract: str
+                     ) -> dict[str, Any] | None:
+    """The artefact's ``baselines``: the profile of ``log`` and the declared budgets."""
+    if log is None:
+        if budgets:
+            raise _CannotRun("--watch-budget declares budgets for baselines: give "
+                             "--baseline-log too")
+        return None
+    from handoffs.cli._watch import parse_budgets
+    from handoffs.cli._watching import Budgets, profile_log, release_baselines
+
+    try:
+        declared = Budgets().replace(parse_budgets(budgets))
+        profile = profile_log(log)
+    except HandoffsError as exc:
+        raise _CannotRun(f"--baseline-log {log}: {exc} [{exc.code}]") from exc
+    if not profile.decisions:
+        raise _CannotRun(f"--baseline-log {log} holds no decisions [watch-empty-log]")
+    if set(profile.contracts) != {contract}:
+        raise _CannotRun(f"--baseline-log {log} holds decisions of "
+                         f"{', '.join(profile.contracts) or 'no contract'}, the report is of "
+                         f"{contract} [watch-contract-mismatch]")
+    return release_baselines(profile, declared)
+
+
 @lab.command("gate")
 @click.argument("report_path", metavar="REPORT.json",
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -409,10 +434,18 @@ def _budget(values: Sequence[str], base: Tolerances) -> Tolerances:
                    "Default: the built-in experiment for its own reports; else unchecked.")
 @click.option("--allow-stale-receiver", is_flag=True,
               help="Let a stale release pass (the change is printed as a warning).")
+@click.option("--baseline-log", metavar="DB|URL", default=None,
+              help="The decision log of the released handoff's acceptance run (SQLite file "
+                   "or postgresql://…): its profile is recorded as the artefact's baselines, "
+                   "what 'handoffs log watch' compares production with.")
+@click.option("--watch-budget", "watch_budgets", multiple=True, metavar="NAME=VALUE",
+              help="Declare a watch budget with the baselines (e.g. message_bytes_drop=0.2, "
+                   "missing_field_rate=0.01). Repeatable.")
 @click.pass_context
 def gate_command(ctx: click.Context, *, report_path: Path, budgets: tuple[str, ...],
                  artefact: Path | None, sign_key: Path | None, experiment_path: Path | None,
-                 allow_stale_receiver: bool) -> None:
+                 allow_stale_receiver: bool, baseline_log: str | None,
+                 watch_budgets: tuple[str, ...]) -> None:
     """Evaluate the release gate on REPORT.json; exit 0 pass, 1 fail, 2 error.
 
     The receivers are fingerprinted as they are now (--experiment, or the built-in
@@ -446,7 +479,8 @@ def gate_command(ctx: click.Context, *, report_path: Path, budgets: tuple[str, .
             key = SigningKey.from_pem(sign_key.read_bytes())
         except HandoffsError as exc:
             raise _CannotRun(f"{sign_key}: {exc}") from exc
-    document = release_artefact(updated, key=key)
+    document = release_artefact(updated, key=key, baselines=_watch_baselines(
+        baseline_log, watch_budgets, contract=str(report["experiment"]["contract"])))
     target = artefact or report_path.with_name("release.json")
     target.write_text(dumps(document, indent=2) + "\n", encoding="utf-8")
     console = _console()

@@ -10,12 +10,12 @@ from pathlib import Path
 import click
 
 from handoffs._json import dumps
+from handoffs._time import utc_now
 from handoffs.cli._common import (
     comma_items,
     load_signer,
     read_object,
     time_option,
-    utc_now,
 )
 from handoffs.cli._contracts import cli_registry
 
@@ -47,7 +47,7 @@ def sign_command(*, receipt: str, key_path: Path | None, signer_spec: str | None
     registry = cli_registry()
     loaded = Receipt.from_json(read_object(receipt, what="receipt"), registry=registry)
     grant = read_object(grant_path, what="grant") if grant_path is not None else None
-    signed = loaded.sign(key, grant=grant, created=created or utc_now(),
+    signed = loaded.sign(key, grant=grant, created=created or utc_now().replace(microsecond=0),
                          contract=registry.by_id(loaded.contract))
     click.echo(dumps(signed.to_json(), indent=2))
 
@@ -93,7 +93,8 @@ def grant_command(*, key_path: Path | None, signer_spec: str | None, issuer: str
     document = issue_grant(
         key, issuer=issuer, subject=subject, audience=audience, contract=contract,
         case_id=case_id, policy_version=policy_version, authority=allowed,
-        roles=comma_items(roles), valid_until=valid_until, created=created or utc_now(),
+        roles=comma_items(roles), valid_until=valid_until,
+        created=created or utc_now().replace(microsecond=0),
     )
     click.echo(dumps(document, indent=2))
 

@@ -25,6 +25,7 @@ from handoffs._errors import (
     UnknownContract,
     UntrustedGovernance,
 )
+from handoffs._moved import moved_from
 from handoffs.contracts._contract import (
     Authority,
     ContextDependency,
@@ -87,3 +88,6 @@ __all__ = [
     "decision_field",
     "issue_grant",
 ]
+
+# A name that left this face since 0.1.0 raises an ImportError naming its new place.
+__getattr__ = moved_from(__name__)

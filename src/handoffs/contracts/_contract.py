@@ -13,6 +13,7 @@ import attrs
 
 from handoffs._errors import ContractDefinitionError, InvalidArgument, PolicyError
 from handoffs._json import DEFAULT_LIMITS, JSONLimits
+from handoffs._schemas import SEMVER
 from handoffs.contracts._fields import FieldKind, FieldSpec, _converter, state_fields
 from handoffs.contracts._policy import (
     Condition,
@@ -40,7 +41,7 @@ A = TypeVar("A", bound=enum.Enum)
 S = TypeVar("S")
 
 _NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
-_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
+_SEMVER: Final = SEMVER
 
 
 class Authority(enum.Enum):

@@ -127,36 +127,37 @@ class Is(Condition):
         )
 
 
-def _bounds(value: Any) -> tuple[float, float]:
-    if isinstance(value, Interval):
-        return value.lo, value.hi
-    return float(value), float(value)
+def _comparison(self: _Threshold) -> Compare:
+    return Compare(Field(self.field), self._ops[self.inclusive], Const(self.threshold))
 
 
 @attrs.frozen
 class _Threshold(Condition):
-    """Shared shape of :class:`Over` and :class:`Under`."""
+    """Shared shape of :class:`Over` and :class:`Under`: sugar for a :class:`Compare` of
+    a field with a constant, which evaluates it (one statement of the semantics).
+    """
 
     field: str
     threshold: float
     inclusive: bool = False
+    _compare: Compare = attrs.field(init=False, repr=False, eq=False, hash=False,
+                                    default=attrs.Factory(_comparison, takes_self=True))
 
-    _symbols: ClassVar[tuple[str, str]] = ("", "")
+    _ops: ClassVar[tuple[str, str]] = ("", "")
 
-    def _truth(self, lo: float, hi: float) -> Truth:
-        raise NotImplementedError
+    @property
+    def comparison(self) -> Compare:
+        """The :class:`Compare` this condition stands for (``Field(f) > threshold``)."""
+        return self._compare
 
     def evaluate(self, view: Mapping[str, Any]) -> Truth:
-        got = view.get(self.field, _ABSENT)
-        if got is _ABSENT:
-            return None
-        return self._truth(*_bounds(got))
+        return self._compare.evaluate(view)
 
     def reads(self) -> frozenset[str]:
         return frozenset((self.field,))
 
     def describe(self) -> str:
-        return f"{self.field} {self._symbols[self.inclusive]} {self.threshold}"
+        return self._compare.describe()
 
     def thresholds(self) -> tuple[tuple[str, float], ...]:
         return ((self.field, self.threshold),)
@@ -168,33 +169,18 @@ class Over(_Threshold):
 
     On an :class:`~handoffs.contracts.Interval` the condition is true when the whole
     interval is over the threshold, false when none of it is, and unknown when it
-    straddles.
+    straddles. It is ``Compare(Field(field), ">", Const(threshold))`` (its
+    ``comparison``), written as a threshold.
     """
 
-    _symbols: ClassVar[tuple[str, str]] = (">", ">=")
-
-    def _truth(self, lo: float, hi: float) -> Truth:
-        t = self.threshold
-        if (lo >= t) if self.inclusive else (lo > t):
-            return True
-        if (hi < t) if self.inclusive else (hi <= t):
-            return False
-        return None
+    _ops: ClassVar[tuple[str, str]] = (">", ">=")
 
 
 @attrs.frozen
 class Under(_Threshold):
     """``field < threshold`` (or ``<=`` with ``inclusive=True``); intervals as in :class:`Over`."""
 
-    _symbols: ClassVar[tuple[str, str]] = ("<", "<=")
-
-    def _truth(self, lo: float, hi: float) -> Truth:
-        t = self.threshold
-        if (hi <= t) if self.inclusive else (hi < t):
-            return True
-        if (lo > t) if self.inclusive else (lo >= t):
-            return False
-        return None
+    _ops: ClassVar[tuple[str, str]] = ("<", "<=")
 
 
 @attrs.frozen

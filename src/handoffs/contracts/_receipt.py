@@ -24,6 +24,7 @@ from handoffs._errors import (
 )
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, load_object
 from handoffs._members import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS, PROTECTED_MEMBERS
+from handoffs._schemas import IDENT
 from handoffs._time import format_time, parse_time
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._fields import _converter
@@ -49,7 +50,7 @@ __all__ = [
 A = TypeVar("A", bound=enum.Enum)
 S = TypeVar("S")
 
-_IDENT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}")
+_IDENT: Final = IDENT
 IDENTIFIER_RULE: Final = (
     "1 to 128 ASCII characters: a letter or digit first, then letters, digits and "
     "'.', '_', ':', '/', '@', '-' (no spaces)")
@@ -296,7 +297,8 @@ class Receipt(Generic[S, A]):
                 ``validity-exceeds-grant``), with the receipt member's JSON path;
                 ``suite-not-admitted`` (``$.proof.cryptosuite``) for a key of a suite
                 ``contract`` does not admit.
-            InvalidArgument: ``contract`` is not the version the receipt names.
+            ValueError: ``InvalidArgument`` (also a TypeError), ``contract`` is not the
+                version the receipt names.
         """
         from handoffs.contracts._signing import sign_receipt  # it builds on this module
 

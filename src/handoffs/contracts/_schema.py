@@ -22,6 +22,7 @@ from handoffs._schemas import (
     FAST_KEYWORDS,
     IDENT_PATTERN,
     TIME_PATTERN,
+    URN_UUID_PATTERN,
     context_schema,
     describe,
     proof_schema,
@@ -91,7 +92,7 @@ def to_json_schema(contract: Contract[Any, Any]) -> dict[str, Any]:
         "properties": {
             "contract": {"const": contract.id,
                          "description": "Contract name and version this receipt follows."},
-            "id": {"type": "string", "pattern": "^urn:uuid:[0-9a-f-]{36}$", "maxLength": 45,
+            "id": {"type": "string", "pattern": URN_UUID_PATTERN, "maxLength": 45,
                    "description": "Unique receipt identifier; a receiver refuses a replay."},
             "case_id": {**ident, "description": "The case the decision is about."},
             "sender": {**ident, "description": "Identity of the sending agent (from the "

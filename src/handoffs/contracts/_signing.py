@@ -219,7 +219,8 @@ def check_admitted(contract: Contract[Any, Any], key: Signer) -> None:
     """Refuse to sign under ``contract`` with a key of a suite its schema refuses.
 
     Raises:
-        InvalidArgument: ``key`` is not a :class:`~handoffs.integrity.Signer`.
+        ValueError: ``InvalidArgument`` (also a TypeError), ``key`` is not a
+            :class:`~handoffs.integrity.Signer`.
         ProofError: ``suite-not-admitted``, at ``$.proof.cryptosuite``.
     """
     if not isinstance(key, Signer):

@@ -191,8 +191,8 @@ class Decision:
             return z3.BoolVal(True), z3.BoolVal(False)
         if isinstance(condition, Is):
             return self._is(condition)
-        if isinstance(condition, Over | Under):
-            return self._threshold(condition)
+        if isinstance(condition, Over | Under):  # sugar for a Compare
+            return self._compare(condition.comparison)
         if isinstance(condition, Not):
             true, false = self.condition(condition.operand)
             return false, true
@@ -233,17 +233,6 @@ class Decision:
                 equal = z3.And(lo == _real(condition.value.lo), hi == _real(condition.value.hi))
                 return equal, z3.Not(equal)
         return z3.BoolVal(False), z3.BoolVal(True)  # a value the field never holds
-
-    def _threshold(self, condition: Over | Under) -> tuple[Term, Term]:
-        lo, hi = self.state.bounds(condition.field)
-        t = _real(condition.threshold)
-        if isinstance(condition, Over):
-            if condition.inclusive:
-                return lo >= t, hi < t
-            return lo > t, hi <= t
-        if condition.inclusive:
-            return hi <= t, lo > t
-        return hi < t, lo >= t
 
     def expression(self, expr: Expr) -> tuple[Term, Term, Term]:
         """``(lo, hi, defined)`` of ``expr`` in the evaluator's interval arithmetic."""

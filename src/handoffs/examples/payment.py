@@ -124,7 +124,7 @@ PAYMENT_RELEASE: Final = Contract(
         EvidenceFresh("screening", max_age=timedelta(hours=24), on_missing="ESCALATE"),
     ),
     # Released before ecdsa-jcs-2019 was admitted: its schema (and so its fingerprint)
-    # names eddsa-jcs-2022 alone, as checked in under schemas/payment-release/1.0.0.
+    # names eddsa-jcs-2022 alone, as checked in under schemas/payment-release/1.0.0.json.
     cryptosuites=("eddsa-jcs-2022",),
     fail_closed_action=_E,
     counterfactual_trigger=(

@@ -22,6 +22,7 @@ Receipts and authority grants, signed with these proofs, are :mod:`handoffs.cont
 from __future__ import annotations
 
 from handoffs._errors import KeyRingError
+from handoffs._moved import moved_from
 from handoffs.integrity._context import ACCEPTED_CONTEXTS
 from handoffs.integrity._keyring import KeyEntry, KeyRing
 from handoffs.integrity._keys import SigningKey
@@ -50,3 +51,6 @@ __all__ = [
     "sign",
     "verify",
 ]
+
+# A name that left this face since 0.1.0 raises an ImportError naming its new place.
+__getattr__ = moved_from(__name__)

@@ -22,6 +22,7 @@ published W3C test vectors of both reproduce byte for byte
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol, runtime_checkable
@@ -181,6 +182,14 @@ def low_s(signature: bytes) -> bytes:
     return signature[:32] + (_P256_ORDER - s).to_bytes(32, "big")
 
 
+@functools.lru_cache(maxsize=1024)
+def _p256_key(public_key: bytes) -> ec.EllipticCurvePublicKey:
+    """The loaded P-256 key of a compressed point, once per key: decompressing and
+    checking the point costs as much as a verify (``ValueError`` off the curve).
+    """
+    return ec.EllipticCurvePublicKey.from_encoded_point(_P256, public_key)
+
+
 def _verify_p256(public_key: bytes, signature: bytes, data: bytes, *, json_path: str,
                  who: str) -> None:
     r = int.from_bytes(signature[:32], "big")
@@ -191,8 +200,7 @@ def _verify_p256(public_key: bytes, signature: bytes, data: bytes, *, json_path:
             f"form, so this spelling is refused whether or not it verifies under {who}",
             code="weak-signature", json_path=json_path)
     try:
-        key = ec.EllipticCurvePublicKey.from_encoded_point(_P256, public_key)
-        key.verify(encode_dss_signature(r, s), data, _ECDSA_SHA256)
+        _p256_key(public_key).verify(encode_dss_signature(r, s), data, _ECDSA_SHA256)
     except (InvalidSignature, ValueError) as exc:
         raise ProofError(f"the signature does not verify under {who}", code="bad-signature",
                          json_path=json_path) from exc

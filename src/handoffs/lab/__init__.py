@@ -28,6 +28,7 @@ and the end-to-end test in one :func:`run_topology`.
 
 from handoffs._cases import GeneratedCase
 from handoffs._errors import ProjectionError
+from handoffs._moved import moved_from
 from handoffs.lab._cache import CallCache
 from handoffs.lab._controls import (
     AuthorityReading,
@@ -109,3 +110,6 @@ __all__ = [
     "run",
     "run_topology",
 ]
+
+# A name that left this face since 0.1.0 raises an ImportError naming its new place.
+__getattr__ = moved_from(__name__)

@@ -1,16 +1,19 @@
 """The work on one chunk of cases: encode every case once, then decide every message.
 
 Inside a chunk each case is encoded once per encoder and stamped once per authority.
-Every message, unperturbed or perturbed, is built, measured (its canonical bytes),
+Every message, unperturbed or perturbed, is built, measured (its canonical bytes, with
+RFC 8785's fast path decided once per member value: :class:`~handoffs.lab._plan.Canonical`),
 checked and keyed whole. A deterministic receiver is memoised run-wide
-(:mod:`handoffs.lab._memo`) on the canonical message or on the projection it declares
-(``memo_key``). (Caching variants per declared read, replaying a case's rows from an
+(:mod:`handoffs.lab._memo`) on the canonical message, or on the key the library derives
+for it (:mod:`handoffs.lab._keys`); a user's ``reads`` declaration only with
+``plan.projection``, and then checked on a sample of memo hits (:meth:`_Chunk._check`).
+(Caching variants per declared read, replaying a case's rows from an
 earlier alike case, a per-chunk memo in front of the run-wide one, sizing, checking and
 keying a one-member patch from its unperturbed message, sizing messages from their
 members' remembered sizes, reusing the base's checks for members a variant did not
 touch, deriving a second authority's stamp from the first and memoising the reference
-per decision state each paid less than 2× in CPU time in ``benchmarks/lab.py``, and
-were removed.) A sampled receiver is
+per decision state were removed in an earlier release; issue #34 judges each
+optimisation by the whole-engine figure of ``benchmarks/lab.py`` instead.) A sampled receiver is
 called again for every epoch, except a sampled model receiver with a deterministic
 admission, which is memoised per draw: the request of epoch ``i`` is asked once per run
 (and kept by the call cache), so ``n`` epochs of one prompt are ``n`` calls.
@@ -469,7 +472,7 @@ class _Chunk:
                     shared.forget(memo_key, entry)
                 counted = shared.take(entry)
                 break
-            outcome, latency, usage = entry.result()
+            outcome, latency, usage = entry.get()
             counted = shared.take(entry)
             ok = _memoisable(outcome)
             if not ok:  # a failed call is reported once, then asked again

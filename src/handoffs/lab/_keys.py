@@ -16,9 +16,10 @@ A smaller key is used only where the library itself knows what a decision reads:
 
 A user's declaration of what a rule reads (:attr:`~handoffs.receivers.FunctionReceiver.reads`)
 is trusted only when the run opts in (``run(..., projection=True)``), and then checked:
-the chunk re-decides a sample of memo hits without the memo (:class:`ProjectionCheck`),
-and a hit whose decision differs stops the run with :class:`ProjectionError`, naming
-the receiver and the members the declaration left out.
+the chunk re-decides a sample of memo hits without the memo (``_Chunk._check`` in
+:mod:`handoffs.lab._chunk`), and a hit whose decision differs stops the run with
+:class:`~handoffs.errors.ProjectionError`, naming the receiver and the members the
+declaration left out.
 
 **Soundness.** Two messages with equal keys get the same verdict, action and reason
 codes (not necessarily the same ids, messages or ``record``): the key keeps everything
@@ -28,14 +29,15 @@ their validity.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+import functools
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, Final, Protocol, cast, runtime_checkable
 
 from handoffs._memokey import PROJECTED, memo_value
 from handoffs.receivers import AuthoritativeActuator, FunctionReceiver, Gate, StrictContractReceiver
 from handoffs.receivers.models import ModelReceiver
 
-__all__ = ["Memoisable", "declared", "keyed", "memo_key", "memo_value"]
+__all__ = ["Memoisable", "declared", "keyed", "memo_key", "memo_value", "projector"]
 
 
 @runtime_checkable
@@ -63,21 +65,32 @@ _MISSING_MEMBER: Final = _Missing()
 # ------------------------------------------------------------------ admissions
 
 
-def _admission_key(admission: Any, message: Mapping[str, Any], keep: frozenset[str]
-                   ) -> Hashable | None:
+Projector = Callable[[Mapping[str, Any]], Hashable | None]
+
+
+def _admission_projector(admission: Any, keep: frozenset[str]) -> Projector:
     """The admission's key, keeping the members in ``keep`` (what the rule reads)."""
     if isinstance(admission, Gate):
-        key = admission.memo_key(message)
-        if key is None:
-            return None
-        extra = sorted(keep & PROJECTED)  # every other member is in the key as it is
+        extra = tuple(sorted(keep & PROJECTED))  # every other member is in the key as it is
         if not extra:
-            return key
-        return (key, tuple([memo_value(message[n]) if n in message else _MISSING_MEMBER
-                            for n in extra]))
+            return cast(Projector, admission.memo_key)
+        return functools.partial(_with_members, admission.memo_key, extra)
     own = getattr(admission, "memo_key", None)  # the lab's governance checker
     if callable(own):
-        return cast(Hashable | None, own(message, keep=keep))
+        return cast(Projector, functools.partial(own, keep=keep))
+    return _no_key
+
+
+def _with_members(key: Projector, extra: tuple[str, ...], message: Mapping[str, Any]
+                  ) -> Hashable | None:
+    found = key(message)
+    if found is None:
+        return None
+    return (found, tuple([memo_value(message[n]) if n in message else _MISSING_MEMBER
+                          for n in extra]))
+
+
+def _no_key(message: Mapping[str, Any]) -> Hashable | None:
     return None
 
 
@@ -121,7 +134,21 @@ def keyed(receiver: Any, *, projection: bool = False) -> bool:
     return callable(getattr(receiver, "memo_key", None))
 
 
-def memo_key(receiver: Any, message: bytes | str | Mapping[str, Any], *,  # noqa: PLR0911
+def projector(receiver: Any, *, projection: bool = False) -> Projector | None:
+    """The function giving ``receiver``'s memo key of a parsed message (see
+    :func:`memo_key`), or ``None`` when there is no key smaller than the whole message.
+    Built once per receiver and run (the chunk's slots keep it).
+    """
+    if not keyed(receiver, projection=projection):
+        return None
+    if isinstance(receiver, ModelReceiver):
+        return functools.partial(_model_key, receiver)
+    if isinstance(receiver, FunctionReceiver | StrictContractReceiver | AuthoritativeActuator):
+        return _admission_projector(receiver.gate, _reads(receiver))
+    return cast(Projector, receiver.memo_key)
+
+
+def memo_key(receiver: Any, message: bytes | str | Mapping[str, Any], *,
              projection: bool = False) -> Hashable | None:
     """The key on which ``receiver``'s decisions of ``message`` may be memoised, or
     ``None``: memoise on the whole canonical message (raw bytes or text; a receiver or
@@ -129,20 +156,10 @@ def memo_key(receiver: Any, message: bytes | str | Mapping[str, Any], *,  # noqa
     admission refuses at parse whatever its members say; a user's ``reads``
     declaration without ``projection``).
     """
-    if not isinstance(message, Mapping):
+    project = projector(receiver, projection=projection)
+    if project is None or not isinstance(message, Mapping):
         return None
-    if isinstance(receiver, ModelReceiver):
-        return _model_key(receiver, message)
-    if isinstance(receiver, StrictContractReceiver | AuthoritativeActuator):
-        return _admission_key(receiver.gate, message, _reads(receiver))
-    if isinstance(receiver, FunctionReceiver):
-        if not projection or receiver.reads is None:
-            return None
-        return _admission_key(receiver.gate, message, _reads(receiver))
-    own = getattr(receiver, "memo_key", None)
-    if callable(own):
-        return cast(Hashable | None, own(message))
-    return None
+    return project(message)
 
 
 def policy_reads(contract: Any) -> frozenset[str]:
@@ -177,7 +194,7 @@ _STATE: Final = frozenset({"decision_state"})
 
 def _model_key(receiver: ModelReceiver, message: Mapping[str, Any]) -> Hashable | None:
     """The admission's key and every member the prompt shows, by value."""
-    admission = _admission_key(receiver.gate, message, frozenset())
+    admission = _admission_projector(receiver.gate, frozenset())(message)
     if admission is None:
         return None
     hidden = receiver.hidden

@@ -46,17 +46,24 @@ class _Entry(cf.Future[tuple[Outcome, int, "Usage | None"]]):
 
     ``counted``: whether a caller has counted its call; ``source``: the message that
     made it, kept only for a receiver whose declared ``reads`` the run checks
-    (:class:`~handoffs.lab._keys.ProjectionError` names what differs); ``hits``: hits
+    (:class:`~handoffs.errors.ProjectionError` names what differs); ``hits``: hits
     seen (every :data:`_CHECK_EVERY`-th, and the first, is decided again).
     """
 
     counted = False
     source: Mapping[str, Any] | None = None
     hits = 0
+    value: tuple[Outcome, int, Usage | None] | None = None  # the result, once filled
 
     def set(self, outcome: Outcome, latency: int, usage: Usage | None) -> None:
         """Fill the entry (once)."""
-        self.set_result((outcome, latency, usage))
+        self.value = (outcome, latency, usage)
+        self.set_result(self.value)
+
+    def get(self) -> tuple[Outcome, int, Usage | None]:
+        """The result: at once when filled (most memo hits), else when it is."""
+        value = self.value
+        return self.result() if value is None else value
 
 
 class _Shared:
@@ -115,11 +122,12 @@ class _Shared:
 
     def take(self, entry: _Entry) -> bool:
         """Whether this caller is the first to count ``entry``'s call."""
-        with self.lock:
-            if entry.counted:
-                return False
+        if entry.counted:  # only ever set, never cleared: most hits need no lock
+            return False
+        with self.lock:  # another caller may have counted it since
+            first = not entry.counted
             entry.counted = True
-            return True
+            return first
 
     def start(self) -> cf.ThreadPoolExecutor:
         """The call pool, with all its threads started (so that starting them does not

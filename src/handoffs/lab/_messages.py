@@ -5,11 +5,10 @@ computed lazily, once per receiver.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from handoffs.lab._keys import declared, keyed, memo_key
+from handoffs.lab._keys import declared, projector
 from handoffs.lab._plan import _measure
 from handoffs.lab.perturbations import Variant
 from handoffs.receivers import Receiver
@@ -39,9 +38,8 @@ class Slot:
         # decision log (each receive writes a row: the whole decision goes to the pool).
         self.ahead = getattr(getattr(receiver, "gate", None), "log", None) is None
         # the memo key the lab derives (_keys); a user's `reads` only with projection on
-        self.project: Callable[[Any], Hashable | None] | None = None
-        if keyed(receiver, projection=projection):
-            self.project = functools.partial(memo_key, receiver, projection=projection)
+        self.project: Callable[[Any], Hashable | None] | None
+        self.project = projector(receiver, projection=projection)
         # memo hits on a key that rests on a user's declaration are decided again now
         # and then (_Chunk._check)
         self.checked = projection and declared(receiver)

@@ -38,6 +38,7 @@ from typing import Any, Final
 
 import attrs
 
+from handoffs._neighbours import neighbours
 from handoffs.contracts import Contract, FieldKind, FieldSpec, Interval
 from handoffs.lab._experiment import wire_value
 
@@ -378,9 +379,7 @@ class Trigger:
 
 
 def _near(spec: FieldSpec, t: float) -> list[float]:
-    if spec.kind is FieldKind.INT:
-        return [math.floor(t) - 1, math.floor(t), math.ceil(t), math.ceil(t) + 1]
-    return [math.nextafter(t, -math.inf), t, math.nextafter(t, math.inf)]
+    return list(neighbours(t, integer=spec.kind is FieldKind.INT))
 
 
 def _in_bounds(spec: FieldSpec, value: float) -> bool:

@@ -83,7 +83,7 @@ class Plan:
             overlap across cases instead of following one another.
         projection: whether memo keys may rest on users' ``reads`` declarations
             (:attr:`~handoffs.receivers.FunctionReceiver.reads`), checked on a sample
-            of memo hits (:class:`~handoffs.lab._keys.ProjectionError`); by default
+            of memo hits (:class:`~handoffs.errors.ProjectionError`); by default
             such receivers are memoised on the whole canonical message.
     """
 
@@ -279,6 +279,9 @@ def _measure(message: Mapping[str, Any]) -> tuple[bytes, int]:
     return head + b"\n" + body, len(body)
 
 
+_SEEN_KEPT: Final = 4096
+
+
 class Canonical:
     """:func:`_measure` for the messages of one chunk, with RFC 8785's fast path
     (:func:`~handoffs._json.jcs_plain`) decided per member value and remembered by
@@ -304,6 +307,8 @@ class Canonical:
             if kind is dict or kind is list:
                 found = seen.get(id(value))
                 if found is None or found[0] is not value:
+                    if len(seen) >= _SEEN_KEPT:
+                        seen.clear()  # bounded memory; the values are checked again
                     found = seen[id(value)] = (value, jcs_plain(value))
                 if not found[1]:
                     return False

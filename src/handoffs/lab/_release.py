@@ -250,7 +250,8 @@ def _warnings(report: Mapping[str, Any], gated: Sequence[str], tol: Tolerances) 
 
 
 def release_artefact(report: Mapping[str, Any], *, key: Signer | None = None,
-                     created: datetime | None = None) -> dict[str, Any]:
+                     created: datetime | None = None,
+                     baselines: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The release artefact of a report: contract, digests, ablation record, regret
     budget and the gate's outcome; signed when a ``key`` is given.
 
@@ -260,6 +261,10 @@ def release_artefact(report: Mapping[str, Any], *, key: Signer | None = None,
             ``assertionMethod``); check it with
             ``handoffs.integrity.verify(artefact, keyring, purpose="assertionMethod")``.
         created: the artefact's ``created`` time and the proof's (default: now).
+        baselines: what ``handoffs log watch`` compares production with (the released
+            handoff's decision profile and the declared budgets, as ``handoffs lab gate
+            --baseline-log`` writes them); recorded as ``baselines`` (and signed with the
+            rest) when given.
     """
     created = created or datetime.now(UTC)
     experiment = report["experiment"]
@@ -290,6 +295,8 @@ def release_artefact(report: Mapping[str, Any], *, key: Signer | None = None,
         "gate": {"passed": gate["passed"], "reasons": list(gate["reasons"])},
         "created": format_time(created),
     }
+    if baselines is not None:
+        artefact["baselines"] = dict(baselines)
     return artefact if key is None else sign(artefact, key, purpose=ARTEFACT_PURPOSE,
                                                created=created)
 

@@ -7,7 +7,7 @@ JSON forms; neither imports it.
 
 from __future__ import annotations
 
-import importlib
+import pkgutil
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -42,19 +42,17 @@ __all__ = ["load_experiment", "model_from_toml", "resolve"]
 
 def resolve(reference: str, *, what: str) -> Any:
     """Import ``"package.module:attribute.path"`` and return the attribute."""
-    if not isinstance(reference, str) or ":" not in reference:
+    module_name, _, path = reference.partition(":") if isinstance(reference, str) else ("", "", "")
+    if not module_name or not path:
         raise ExperimentError(f"{what} must be 'module:attribute', got {reference!r}")
-    module_name, _, path = reference.partition(":")
     try:
-        value: Any = importlib.import_module(module_name)
+        return pkgutil.resolve_name(reference)
+    except AttributeError as exc:
+        raise ExperimentError(f"{what}: {module_name} has no {path!r}") from exc
     except ImportError as exc:
         raise ExperimentError(f"{what}: cannot import {module_name!r}: {exc}") from exc
-    for part in path.split("."):
-        try:
-            value = getattr(value, part)
-        except AttributeError as exc:
-            raise ExperimentError(f"{what}: {module_name} has no {path!r}") from exc
-    return value
+    except ValueError as exc:  # not a dotted name on either side of the colon
+        raise ExperimentError(f"{what} must be 'module:attribute', got {reference!r}") from exc
 
 
 def _build(table: Mapping[str, Any], key: str, *, what: str) -> Any:

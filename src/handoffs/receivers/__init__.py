@@ -31,6 +31,7 @@ commit together).
 
 from handoffs._json import JSONLimits
 from handoffs._logs import LogSummary, ReplayClaim
+from handoffs._moved import moved_from
 from handoffs.receivers._baselines import (
     AdvisoryActionReceiver,
     FullRecordReceiver,
@@ -99,3 +100,6 @@ __all__ = [
     "Verdict",
     "carry",
 ]
+
+# A name that left this face since 0.1.0 raises an ImportError naming its new place.
+__getattr__ = moved_from(__name__)

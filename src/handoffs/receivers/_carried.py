@@ -51,6 +51,7 @@ import attrs
 
 from handoffs._errors import InvalidArgument
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, check_value, digest, loads
+from handoffs._schemas import DIGEST, IDENT
 from handoffs.receivers._decision import Decision, Reason, Receiver, Step, Verdict
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers.chains import IdentityCompositionReceiver
@@ -60,8 +61,8 @@ __all__ = ["CARRY_PIN", "CarriedReceiptReceiver", "carried_receipt", "carry", "r
 CARRY_PIN: Final = "carries receipt"
 """The words before the receipt digest in a hop's ``transformation`` (see :func:`carry`)."""
 
-_PIN: Final = re.compile(re.escape(CARRY_PIN) + r" (sha256:[0-9a-f]{64})")
-_IDENT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}")
+_PIN: Final = re.compile(re.escape(CARRY_PIN) + f" ({DIGEST.pattern})")
+_IDENT: Final = IDENT
 
 
 def receipt_pin(receipt: Mapping[str, Any]) -> str:

@@ -38,7 +38,6 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, TypeVar
 
-from handoffs._codes import EXPIRED_CODES
 from handoffs._errors import InvalidArgument
 from handoffs._logs import (
     DEFAULT_PRUNE_EVERY,
@@ -47,7 +46,9 @@ from handoffs._logs import (
     LogSummary,
     ReplayClaim,
     ReplayStoreError,
+    SummaryDialect,
     check_retention,
+    summarise,
 )
 from handoffs.receivers._decision import Decision
 
@@ -512,48 +513,10 @@ class SQLiteDecisionLog:
         return self._read(_summarise)
 
 
-def _pairs(conn: sqlite3.Connection, sql: str, *args: Any) -> dict[str, int]:
-    return {str(key): int(value) for key, value in conn.execute(sql, args).fetchall()}
-
-
-_REFUSED_WITH_REASON: Final = (
-    "SELECT COUNT(DISTINCT r.decision) FROM decision_reasons r "
-    "JOIN decisions d ON d.seq = r.decision "
-    "WHERE r.code IN (SELECT value FROM json_each(?)) AND d.verdict != 'ACCEPT'"
-)
-
-
-def _with_reason(conn: sqlite3.Connection, codes: tuple[str, ...]) -> int:
-    """Refused decisions carrying any of ``codes``."""
-    return int(conn.execute(_REFUSED_WITH_REASON, (json.dumps(codes),)).fetchone()[0])
+_SQLITE: Final = SummaryDialect(
+    prefix="", any_code="r.code IN (SELECT value FROM json_each(?))",
+    codes=json.dumps, stamp=lambda text: text)
 
 
 def _summarise(conn: sqlite3.Connection) -> LogSummary:
-    total, mean_bytes, first, last, sampled, disagreed = conn.execute(
-        "SELECT COUNT(*), AVG(message_bytes), MIN(decided_at), MAX(decided_at), "
-        "COUNT(readback), COALESCE(SUM(readback = 'disagree'), 0) FROM decisions"
-    ).fetchone()
-    return LogSummary(
-        decisions=int(total),
-        by_verdict=_pairs(conn, "SELECT verdict, COUNT(*) FROM decisions GROUP BY verdict "
-                                "ORDER BY verdict"),
-        by_step=_pairs(conn, "SELECT step, COUNT(*) FROM decisions GROUP BY step ORDER BY step"),
-        by_reason=_pairs(conn, "SELECT code, COUNT(DISTINCT decision) FROM decision_reasons "
-                               "GROUP BY code ORDER BY code"),
-        by_receiver=_pairs(conn, "SELECT receiver, COUNT(*) FROM decisions GROUP BY receiver "
-                                 "ORDER BY receiver"),
-        missing_field_rejections=_with_reason(conn, ("missing-field",)),
-        expired=_with_reason(conn, EXPIRED_CODES),
-        source_resolution_failures=_with_reason(conn, ("evidence-unresolved",)),
-        replays=_with_reason(conn, ("replayed",)),
-        readback_sampled=int(sampled),
-        readback_disagreements=int(disagreed),
-        readback_disagreement_rate=(int(disagreed) / int(sampled)) if sampled else None,
-        counterfactual_triggers=_pairs(
-            conn, "SELECT counterfactual_trigger, COUNT(*) FROM decisions "
-                  "WHERE counterfactual_trigger IS NOT NULL GROUP BY counterfactual_trigger "
-                  "ORDER BY COUNT(*) DESC, counterfactual_trigger"),
-        mean_message_bytes=float(mean_bytes) if mean_bytes is not None else None,
-        first_decided_at=first,
-        last_decided_at=last,
-    )
+    return summarise(conn, _SQLITE)

@@ -184,7 +184,7 @@ class GateMemo:
         return (_VALID, resolved, tuple([name in uri for name in self.fresh]))
 
 
-_REFS_KEPT: Final = 65_536
+_REFS_KEPT: Final = 1024  # a case's identifiers recur across its messages, not across cases
 
 
 _GATES: dict[int, tuple[Any, GateMemo]] = {}

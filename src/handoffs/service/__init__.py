@@ -14,6 +14,7 @@
 The service depends on :mod:`handoffs.receivers`; the receivers never import it.
 """
 
+from handoffs._moved import moved_from
 from handoffs.service._app import Service
 from handoffs.service._config import Caller, ConfigError, ServiceConfig
 from handoffs.service._store import DecisionStore, open_store
@@ -26,3 +27,6 @@ __all__ = [
     "ServiceConfig",
     "open_store",
 ]
+
+# A name that left this face since 0.1.0 raises an ImportError naming its new place.
+__getattr__ = moved_from(__name__)

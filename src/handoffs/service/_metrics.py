@@ -40,6 +40,8 @@ def _signals(decision: Decision) -> dict[str, bool]:
         "source_resolution": refused and "evidence-unresolved" in codes,
         "replayed": refused and "replayed" in codes,
         "store_unavailable": bool(codes & STORE_DOWN_CODES),
+        # Admitted and decided, but not the proposal (``handoffs gate``'s exit 3).
+        "decided_otherwise": decision.record.get("agrees_with_proposal") is False,
     }
 
 
@@ -70,6 +72,10 @@ class BoundaryMetrics:
         self.source_resolution = Counter("handoffs_source_resolution_failures",
                                          "Refusals with evidence-unresolved.", registry=r)
         self.replays = Counter("handoffs_replays", "Refusals as replays.", registry=r)
+        self.decided_otherwise = Counter(
+            "handoffs_decided_otherwise", "Accepted decisions whose action is not the "
+            "proposal (handoffs gate's exit 3; escalations are counted by verdict).",
+            registry=r)
         self.readback = Counter("handoffs_readback", "Decisions whose claims were read back, "
                                 "by result.", ["result"], registry=r)
         self.triggers = Counter("handoffs_counterfactual_triggers",
@@ -128,7 +134,8 @@ class BoundaryMetrics:
         if not decision.admitted:
             for code in sorted({reason.code for reason in decision.reasons}):
                 self.refusals.labels(code=code).inc()
-        for name in ("missing_field", "expired", "source_resolution", "store_unavailable"):
+        for name in ("missing_field", "expired", "source_resolution", "store_unavailable",
+                     "decided_otherwise"):
             if signals[name]:
                 getattr(self, name).inc()
         if signals["replayed"]:
@@ -167,6 +174,7 @@ class _OTel:
             "source_resolution": meter.create_counter("handoffs.source_resolution_failures"),
             "replayed": meter.create_counter("handoffs.replays"),
             "store_unavailable": meter.create_counter("handoffs.store_unavailable"),
+            "decided_otherwise": meter.create_counter("handoffs.decided_otherwise"),
         }
         self.readback = meter.create_counter("handoffs.readback")
         self.triggers = meter.create_counter("handoffs.counterfactual_triggers")

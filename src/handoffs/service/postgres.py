@@ -57,13 +57,12 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import orjson
 
-from handoffs._codes import EXPIRED_CODES
 from handoffs._errors import InvalidArgument
 from handoffs._logs import (
     DEFAULT_PRUNE_EVERY,
@@ -72,7 +71,9 @@ from handoffs._logs import (
     LogSummary,
     ReplayClaim,
     ReplayStoreError,
+    SummaryDialect,
     check_retention,
+    summarise,
 )
 from handoffs.receivers import Decision
 
@@ -783,52 +784,9 @@ def _version(value: str, where: str) -> int:
     )
 
 
-def _pairs(conn: psycopg.Connection[Any], sql: str, *args: Any) -> Mapping[str, int]:
-    return {str(key): int(value) for key, value in conn.execute(sql, args).fetchall()}
-
-
-_REFUSED_WITH_REASON: Final = (
-    "SELECT count(DISTINCT r.decision) FROM handoffs.decision_reasons r "
-    "JOIN handoffs.decisions d ON d.seq = r.decision "
-    "WHERE r.code = ANY(%s::text[]) AND d.verdict <> 'ACCEPT'"
-)
-
-
-def _with_reason(conn: psycopg.Connection[Any], codes: tuple[str, ...]) -> int:
-    row = conn.execute(_REFUSED_WITH_REASON, (list(codes),)).fetchone()
-    return int(row[0]) if row else 0
+_POSTGRES: Final = SummaryDialect(
+    prefix="handoffs.", any_code="r.code = ANY(%s::text[])", codes=list, stamp=_stamp)
 
 
 def _summarise(conn: psycopg.Connection[Any]) -> LogSummary:
-    row = conn.execute(
-        "SELECT count(*), avg(message_bytes), min(decided_at), max(decided_at), "
-        "count(readback), count(*) FILTER (WHERE readback = 'disagree') "
-        "FROM handoffs.decisions"
-    ).fetchone()
-    assert row is not None  # noqa: S101 - an aggregate always returns a row
-    total, mean_bytes, first, last, sampled, disagreed = row
-    return LogSummary(
-        decisions=int(total),
-        by_verdict=_pairs(conn, "SELECT verdict, count(*) FROM handoffs.decisions "
-                                "GROUP BY verdict ORDER BY verdict"),
-        by_step=_pairs(conn, "SELECT step, count(*) FROM handoffs.decisions GROUP BY step "
-                             "ORDER BY step"),
-        by_reason=_pairs(conn, "SELECT code, count(DISTINCT decision) FROM "
-                               "handoffs.decision_reasons GROUP BY code ORDER BY code"),
-        by_receiver=_pairs(conn, "SELECT receiver, count(*) FROM handoffs.decisions "
-                                 "GROUP BY receiver ORDER BY receiver"),
-        missing_field_rejections=_with_reason(conn, ("missing-field",)),
-        expired=_with_reason(conn, EXPIRED_CODES),
-        source_resolution_failures=_with_reason(conn, ("evidence-unresolved",)),
-        replays=_with_reason(conn, ("replayed",)),
-        readback_sampled=int(sampled),
-        readback_disagreements=int(disagreed),
-        readback_disagreement_rate=(int(disagreed) / int(sampled)) if sampled else None,
-        counterfactual_triggers=_pairs(
-            conn, "SELECT counterfactual_trigger, count(*) FROM handoffs.decisions "
-                  "WHERE counterfactual_trigger IS NOT NULL GROUP BY counterfactual_trigger "
-                  "ORDER BY count(*) DESC, counterfactual_trigger"),
-        mean_message_bytes=float(mean_bytes) if mean_bytes is not None else None,
-        first_decided_at=_stamp(first),
-        last_decided_at=_stamp(last),
-    )
+    return summarise(conn, _POSTGRES)

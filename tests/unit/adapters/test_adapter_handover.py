@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import pytest
 
 from adapter_world import (
@@ -172,3 +173,61 @@ def test_a_case_id_off_the_rule_is_an_explained_refusal(
     fixed = hand_over(content_for("routine-01"), signer=signer, receiver=receiver,
                       case=Case(case_id=Governance.case_id_from("order 1842"), evidence_refs=refs))
     assert fixed.message is not None  # signed
+
+
+class Referring:
+    """A receiver contract of the user's own: the strict receiver's decision, but it
+    refers every admitted receipt (ESCALATE), as a receiver that wants a human does."""
+
+    name, deterministic = "referring", True
+
+    def __init__(self, inner: StrictContractReceiver) -> None:
+        self.inner = inner
+
+    def receive(self, message: Any) -> Any:
+        decision = self.inner.receive(message)
+        return attrs.evolve(decision, verdict=Verdict.ESCALATE) if decision.admitted \
+            else decision
+
+
+@pytest.mark.parametrize("mode", ["refuse", "continue"])
+def test_the_ruling_decides_the_outcome(signer: Sender[Any, Any],
+                                        make_receiver: Callable[..., StrictContractReceiver],
+                                        mode: str) -> None:
+    from adapter_world import OVERRULED_CASE, overruled_content
+
+    case = case_ref(OVERRULED_CASE)
+    agreed = hand_over(content_for(OVERRULED_CASE), signer=signer, receiver=make_receiver(),
+                       case=case, overruled=mode)
+    assert (agreed.outcome, agreed.overruled, agreed.accepted) == ("accepted", False, True)
+    assert agreed.ruling == {"action": "HOLD", "proposed_action": "HOLD", "overruled": False}
+    overruled = hand_over(overruled_content(), signer=signer, receiver=make_receiver(),
+                          case=case, overruled=mode)
+    assert overruled.overruled
+    assert overruled.decision.reasons == ()  # the gate's decision is untouched
+    if mode == "refuse":
+        assert (overruled.outcome, overruled.accepted, overruled.refused_by) == (
+            "decided-otherwise", False, "gate")
+        assert overruled.reasons[0].code == "decided-otherwise"
+        assert (overruled.content, overruled.reference) == (None, None)
+    else:
+        assert (overruled.outcome, overruled.accepted) == ("overruled", True)
+        assert overruled.reasons == ()
+        assert overruled.content is not None
+        assert overruled.content["overruled_proposal"] == "RELEASE"
+        assert "proposed_action" not in overruled.content
+    # An escalation is never continued: the route is the refusal's, decided-otherwise.
+    referred = hand_over(content_for(OVERRULED_CASE), signer=signer,
+                         receiver=Referring(make_receiver()), case=case, overruled=mode)
+    assert (referred.outcome, referred.accepted) == ("decided-otherwise", False)
+    assert "escalated" in referred.reasons[0].message
+    with pytest.raises(ValueError, match="on_overruled"):
+        hand_over(content_for(OVERRULED_CASE), signer=signer, receiver=make_receiver(),
+                  case=case, overruled="ignore")
+
+
+@pytest.mark.parametrize("nothing", [None, "", b"  "])
+def test_nothing_is_no_receipt(receiver: StrictContractReceiver, nothing: Any) -> None:
+    handover = admit(nothing, receiver=receiver)
+    assert [r.code for r in handover.decision.reasons] == ["no-receipt"]
+    assert handover.refused_by == "gate"

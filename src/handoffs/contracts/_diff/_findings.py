@@ -12,12 +12,13 @@ from typing import Any, Final, Literal
 import attrs
 
 from handoffs._errors import VersionBumpError
+from handoffs._schemas import SEMVER
 
 Bump = Literal["major", "minor", "patch", "none"]
 """The smallest semantic-version bump a set of findings requires."""
 
 _RANK: Final[dict[str, int]] = {"none": 0, "patch": 1, "minor": 2, "major": 3}
-_SEMVER: Final = re.compile(r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)")
+_SEMVER: Final = SEMVER
 _SCHEMA_ID: Final = re.compile(r"urn:handoffs:schema:([^:]+):([^:]+)")
 
 

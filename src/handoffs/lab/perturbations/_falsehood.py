@@ -14,6 +14,7 @@ import attrs
 from jsonschema import Draft202012Validator
 
 from handoffs._json import dumps
+from handoffs._neighbours import neighbours
 from handoffs.contracts import Contract, FieldKind, FieldSpec
 from handoffs.lab._experiment import ExperimentError, draw, typed_value, wire_value
 from handoffs.lab.perturbations._base import (
@@ -47,9 +48,10 @@ def _boundary_values(spec: FieldSpec, thresholds: Sequence[float]) -> list[float
     values = [lo, hi]
     for t in thresholds:
         if spec.kind is FieldKind.INT:
-            values += [math.floor(t) - 1, math.floor(t), math.ceil(t), math.ceil(t) + 1]
+            values += neighbours(t, integer=True)
         else:
-            values += [t, math.nextafter(t, -math.inf), math.nextafter(t, math.inf)]
+            below, _, above = neighbours(t, integer=False)
+            values += [t, below, above]
     return [v for v in values if lo <= v <= hi]
 
 

@@ -6,11 +6,11 @@ member every message names.
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping
 from typing import Any, Final
 
 from handoffs._errors import UnknownContract
+from handoffs._schemas import DIGEST, IDENT, URN_UUID, URN_UUID_PATTERN
 
 __all__ = ["HANDOFF_CHAIN_CONTRACT", "HANDOFF_CHAIN_SCHEMA_ID", "HOP_PROOF_PURPOSE", "HopRole"]
 
@@ -31,10 +31,10 @@ HOP_PROOF_PURPOSE: Final = "assertionMethod"
 _MAX_WIRE_HOPS: Final = 32  # the schema's bound; a receiver's max_hops is at most this
 _MAX_HOP_PROOFS: Final = 8
 _MAX_TRANSFORMATION: Final = 500
-_IDENT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}")
-_DIGEST: Final = re.compile(r"sha256:[0-9a-f]{64}")
-_CHAIN_ID: Final = re.compile(r"urn:uuid:[0-9a-f-]{36}")
-_CHAIN_ID_PATTERN: Final = "^urn:uuid:[0-9a-f-]{36}$"
+_IDENT: Final = IDENT
+_DIGEST: Final = DIGEST
+_CHAIN_ID: Final = URN_UUID
+_CHAIN_ID_PATTERN: Final = URN_UUID_PATTERN
 
 
 class HopRole(enum.Enum):

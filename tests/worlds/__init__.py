@@ -1,0 +1,2 @@
+"""Shared test worlds: what several test modules build on, imported from here (not
+from one another)."""
