@@ -13,6 +13,11 @@ realistic draws) and by plain Hypothesis draws (floats, booleans and enum member
 over the declared bounds, as the generator drew before the analysis), measured
 side by side in one run with the same coverage tracker.
 
+(c) Proofs (issue #33). CPU time to prove or refute every standard perturbation of
+each contract that has a symbolic form (under the strict receiver's semantics, in
+process, so that ``time.process_time`` counts the solver), printed beside the
+analysis time with their ratio (target: within 2x), and the verdicts.
+
 The last line is ``boundaries covered, new vs plain: <x> % vs <y> %``.
 """
 
@@ -35,6 +40,8 @@ from handoffs.contracts.policy import Field, Is, Over, Policy, Rule, Under
 from handoffs.examples.payment import PAYMENT_RELEASE
 from handoffs.lab import GeneratedCases
 from handoffs.lab._experiment import draw
+from handoffs.lab._proofs import _run_tasks, _Task
+from handoffs.lab.perturbations import standard_perturbations
 
 
 class Act(enum.Enum):
@@ -129,6 +136,28 @@ def timed(contract: Contract[Any, Any], rounds: int) -> tuple[float, Any]:
     return statistics.median(times), result
 
 
+def proofs(contract: Contract[Any, Any], rounds: int) -> tuple[float, dict[str, int]]:
+    """CPU seconds (median of ``rounds``) to decide every standard perturbation with a
+    symbolic form under the strict receiver, and the verdict counts.
+    """
+    tasks = []
+    for perturbation in standard_perturbations(contract):
+        prepared = perturbation.prepare(contract, seed=0)
+        form = prepared.symbolic(contract)
+        if form is not None:
+            tasks.append(_Task(("strict", prepared.id), prepared, form, "strict", "s", False))
+    times = []
+    counts: dict[str, int] = {}
+    for _ in range(rounds):
+        started = time.process_time()
+        found = _run_tasks(contract, tasks, 5000)
+        times.append(time.process_time() - started)
+        counts = {}
+        for proof in found.values():
+            counts[proof.verdict] = counts.get(proof.verdict, 0) + 1
+    return statistics.median(times), counts
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
@@ -149,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(result.live)} live / {len(result.regions)} regions, "
               f"{len(result.dead)} dead, {len(result.boundaries)} boundaries, "
               f"{len(result.unknown)} unknown queries", flush=True)
+        proved, counts = proofs(contract, rounds)
+        print(f"  proofs of {sum(counts.values())} standard perturbations: {proved:.3f} s CPU "
+              f"(median of {rounds}), {proved / seconds:.2f}x the analysis; "
+              + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())), flush=True)
         found = geometry(contract).analysis
         assert found is not None
         need = len(found.cover_states())

@@ -14,7 +14,11 @@ order, the default, the hard constraints) and answers each one exactly:
   each numeric field's **cut points**, cut surfaces and the widest interval that
   avoids a cut;
 - **version equivalence** of two contracts: equal everywhere, or a state where they
-  differ with both actions and the loss under each.
+  differ with both actions and the loss under each;
+- **perturbations**: a perturbation's :class:`SymbolicForm` (merged enum values,
+  rounded numbers, widened intervals, dropped fields, a new reference policy) composed
+  with the policy; the lab proves or refutes each result row with it (see
+  :meth:`handoffs.lab.perturbations.Perturbation.symbolic`).
 
 **Why z3.** Guards such as ``Field("fraud_probability") * Field("claim_amount") >
 500`` are nonlinear in real numbers; z3's ``nlsat`` procedure decides such
@@ -51,8 +55,20 @@ from handoffs.contracts._analysis._coverage import (
     Coverage,
     CoverageTracker,
     Geometry,
+    Transition,
     coverage,
     geometry,
+)
+from handoffs.contracts._analysis._perturbed import (
+    DropField,
+    MergeValues,
+    ProofAnswer,
+    RoundValue,
+    SymbolicForm,
+    WidenValue,
+    perturbed_state,
+    prove_form,
+    undecidable,
 )
 from handoffs.contracts._analysis._results import (
     Analysis,
@@ -80,17 +96,27 @@ __all__ = [
     "Coverage",
     "CoverageTracker",
     "Cuts",
+    "DropField",
     "Equivalence",
     "Geometry",
+    "MergeValues",
     "MinimalSets",
+    "ProofAnswer",
     "Region",
     "Relevance",
+    "RoundValue",
     "Sufficiency",
     "Surface",
+    "SymbolicForm",
+    "Transition",
+    "WidenValue",
     "analyse",
     "coverage",
     "equivalence",
     "geometry",
     "minimal_sets",
+    "perturbed_state",
+    "prove_form",
     "sufficiency",
+    "undecidable",
 ]

@@ -350,6 +350,8 @@ class Tolerances:
         controls_must_fail: fail the gate when a falsifying control (no message,
             shuffled, constant) meets the agreement and regret thresholds.
         gate_perturbations: perturbation ids the gated strategies must withstand.
+        require_proof: fail a gated row whose verdict is ``unknown`` or ``sampled``
+            (nothing proved it either way).
     """
 
     agreement_epsilon: float = attrs.field(default=0.0, validator=_non_negative)
@@ -364,6 +366,7 @@ class Tolerances:
     gate_perturbations: tuple[str, ...] = attrs.field(
         default=("none",), converter=_str_tuple, validator=_perturbation_ids)
     max_tokens: int | None = attrs.field(default=None, validator=_count)
+    require_proof: bool = attrs.field(default=False, validator=_flag)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form (the report's ``tolerances`` and the artefact's regret budget)."""
@@ -378,6 +381,7 @@ class Tolerances:
             "controls_must_fail": self.controls_must_fail,
             "gate_perturbations": list(self.gate_perturbations),
             "max_tokens": self.max_tokens,
+            "require_proof": self.require_proof,
         }
 
     @classmethod
@@ -491,6 +495,10 @@ def draw(strategy: Any, count: int, *, seed: int) -> list[Any]:
     return drawn[:count]
 
 
+def _states(value: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class GeneratedCases:
     """``count`` cases that cover the contract's policy geometry, then realistic draws.
@@ -510,6 +518,10 @@ class GeneratedCases:
     count: int
     seed: int = 0
     batch: int = 500
+    witnesses: tuple[Mapping[str, Any], ...] = attrs.field(default=(), converter=_states)
+    """The proofs' witness states (``witness-001``, ...), after the geometry's states and
+    in place of draws (always all of them, even past ``count``): every strategy is
+    asked where the decision can move."""
 
     @property
     def description(self) -> str:
@@ -517,7 +529,7 @@ class GeneratedCases:
         return f"hypothesis:{self.contract.id}:{self.count}:seed={self.seed}"
 
     def __iter__(self) -> Iterator[GeneratedCase]:
-        """The geometry's states, then draws batch by batch."""
+        """The geometry's states, the witnesses, then draws batch by batch."""
         from handoffs.contracts.analysis import geometry
 
         found = geometry(self.contract)
@@ -527,6 +539,13 @@ class GeneratedCases:
                 case_id=f"generated-{produced + 1:06d}",
                 state=state,
                 evidence_refs=(f"urn:handoffs:generated:{self.seed}:{produced + 1}",),
+            )
+            produced += 1
+        for number, witness in enumerate(self.witnesses, start=1):
+            yield GeneratedCase(
+                case_id=f"witness-{number:03d}",
+                state=self.contract.state(**witness),
+                evidence_refs=(f"urn:handoffs:witness:{self.seed}:{number}",),
             )
             produced += 1
         strategy = found.realistic_states()

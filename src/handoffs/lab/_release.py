@@ -25,6 +25,7 @@ from typing import Any, Final
 from handoffs._time import format_time
 from handoffs.integrity import Signer, sign
 from handoffs.lab._experiment import Tolerances
+from handoffs.lab._proofs import proof_checks
 
 __all__ = [
     "ARTEFACT_FORMAT",
@@ -123,6 +124,7 @@ def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = Non
                 checks.append(_check(metric, strategy, perturbation, comparison=comparison,
                                      threshold=threshold, value=row[metric],
                                      reason=f"{where}: {text}"))
+            checks += proof_checks(row, where, tol)
         if tol.controls_must_fail:
             for control in _CONTROLS:
                 row = rows.get((strategy, control))

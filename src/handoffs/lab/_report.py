@@ -29,6 +29,7 @@ from handoffs._errors import ReportError, Violation
 from handoffs._json import digest
 from handoffs._time import format_time
 from handoffs.lab._experiment import wire_value
+from handoffs.lab._proofs import Proofs, extend_coverage, prove_plan, report_verdicts
 from handoffs.lab._release import evaluate_gate, release_artefact
 from handoffs.lab.perturbations import RemoveDecisionField, RemoveGovernanceField
 from handoffs.lab.perturbations._falsehood import Mutate
@@ -181,7 +182,8 @@ def build_report(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
                  provenance: Mapping[str, Any], minimal_extra: Mapping[str, Any],
                  created: datetime | None = None,
                  cost: Mapping[str, Any] | None = None,
-                 coverage: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 coverage: Mapping[str, Any] | None = None,
+                 proofs: Proofs | None = None) -> dict[str, Any]:
     """Assemble ``report.json`` from a fed aggregator, evaluate the gate, attach the
     release artefact, and validate the whole against the report schema.
 
@@ -190,6 +192,8 @@ def build_report(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
     """
     created_at = created or datetime.now(UTC)
     results = aggregator.results(_perturbation_rows(plan))
+    verdicts = report_verdicts(results, proofs if proofs is not None else prove_plan(plan),
+                               experiment)
     subject = plan.strategies[plan.subject].name
     tables = essay_tables(
         results,
@@ -258,6 +262,8 @@ def build_report(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
     }
     if coverage is not None:
         report["coverage"] = dict(coverage)
+        extend_coverage(report["coverage"], results)
+    report["proofs"] = verdicts
     report["gate"] = evaluate_gate(report, experiment.tolerances)
     report["release"] = release_artefact(report, created=created_at)
     validate_report(report)

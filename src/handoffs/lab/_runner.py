@@ -50,6 +50,7 @@ from handoffs.lab._messages import sampled
 from handoffs.lab._metrics import Aggregator
 from handoffs.lab._minimal import exhaustive_minimum
 from handoffs.lab._plan import Plan, _compose, _reference_for, compile_plan, fingerprint
+from handoffs.lab._proofs import prove_plan, with_witnesses
 from handoffs.lab._runlog import RunLog, RunLogError, read_run_log
 from handoffs.lab._search import search_receiver
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of
@@ -204,6 +205,8 @@ def run(
             raise ExperimentError(f"{name} must be a positive integer, got {value!r}")
     plan = attrs.evolve(compile_plan(experiment), keep_rows=run_log is not None,
                         token=str(uuid.uuid4()), projection=bool(projection))
+    proofs = prove_plan(plan)
+    experiment = with_witnesses(experiment, proofs)
     started = time.perf_counter()
     log_path = None if run_log is None else Path(run_log)
     models = any(isinstance(r, ModelReceiver) for r in (
@@ -273,7 +276,7 @@ def run(
     coverage = _coverage_section(experiment, tracker, undecided)
     report = build_report(experiment, plan, aggregator, provenance=provenance,
                           minimal_extra=minimal_extra, created=created, cost=cost,
-                          coverage=coverage)
+                          coverage=coverage, proofs=proofs)
     return LabRun(report=report, run_log=log_path)
 
 

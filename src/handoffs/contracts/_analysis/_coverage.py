@@ -4,22 +4,31 @@ geometry cache the lab and the testing helpers draw on (internal; see ``analysis
 
 from __future__ import annotations
 
+import enum
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
 
 from handoffs._errors import MissingExtra, PolicyError
-from handoffs.contracts._analysis._geometry import _at_cut, _clip, _opaque
+from handoffs.contracts._analysis._geometry import (
+    _at_cut,
+    _clip,
+    _conditions,
+    _materialise,
+    _opaque,
+)
 from handoffs.contracts._analysis._results import (
     CERTIFIED,
     DEFAULT_DELTA_RATIO,
+    DEFAULT_TIMEOUT_MS,
     SAMPLED,
     Analysis,
     Boundary,
     State,
 )
-from handoffs.contracts._analysis._search import draw_value
+from handoffs.contracts._analysis._search import _decide, draw_value
 from handoffs.contracts._analysis._solve import _Analyser, analyse
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
@@ -40,6 +49,10 @@ class Coverage:
             ``"<side> | <side> along <axis>"``).
         method: the analysis's method (``certified`` or ``sampled``).
         unknown: solver queries left undecided (their regions are not counted).
+        transitions_found: the enum-value transitions that can change the decision
+            (``field: A->B``: a state with ``A`` decides otherwise with ``B``).
+        transitions_covered: those with a case where the change does change it.
+        missed_transitions: the transitions no case witnesses.
     """
 
     regions_live: tuple[str, ...]
@@ -51,16 +64,26 @@ class Coverage:
     missed_boundaries: tuple[str, ...]
     method: str
     unknown: int
+    transitions_found: int = 0
+    transitions_covered: int = 0
+    missed_transitions: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
-        """Every live region witnessed and every boundary covered."""
-        return not self.missed_regions and not self.missed_boundaries
+        """Every live region witnessed, every boundary and every enum-value transition
+        covered.
+        """
+        return not (self.missed_regions or self.missed_boundaries or self.missed_transitions)
 
     def line(self) -> str:
-        """One line for a report: ``regions 6/6 witnessed, boundaries 14/14 covered``."""
+        """One line for a report: ``regions 6/6 witnessed, boundaries 14/14 covered,
+        transitions 6/6 covered``.
+        """
         text = (f"regions {len(self.regions_witnessed)}/{len(self.regions_live)} witnessed, "
                 f"boundaries {self.boundaries_covered}/{self.boundaries_found} covered")
+        if self.transitions_found:
+            text += (f", transitions {self.transitions_covered}/{self.transitions_found} "
+                     "covered")
         if self.dead_rules:
             text += f", dead rules: {', '.join(self.dead_rules)}"
         if self.method != CERTIFIED:
@@ -68,7 +91,8 @@ class Coverage:
         if self.unknown:
             text += f", {self.unknown} queries unknown"
         if not self.complete:
-            missed = [*self.missed_regions, *self.missed_boundaries]
+            missed = [*self.missed_regions, *self.missed_boundaries,
+                      *self.missed_transitions]
             text += f"; the cases miss {len(missed)}: {'; '.join(missed[:4])}"
         return text
 
@@ -82,6 +106,9 @@ class Coverage:
                 "dead_rules": list(self.dead_rules),
                 "missed_regions": list(self.missed_regions),
                 "missed_boundaries": list(self.missed_boundaries),
+                "transitions_found": self.transitions_found,
+                "transitions_covered": self.transitions_covered,
+                "missed_transitions": list(self.missed_transitions),
                 "unknown_queries": self.unknown, "complete": self.complete,
                 "line": self.line()}
 
@@ -116,9 +143,12 @@ class CoverageTracker:
     region and per boundary side): memory does not grow with the number of cases.
     """
 
-    def __init__(self, contract: Contract[Any, Any], analysis: Analysis) -> None:
+    def __init__(self, contract: Contract[Any, Any], analysis: Analysis,
+                 transitions: Sequence[Transition] = ()) -> None:
         self.contract = contract
         self.analysis = analysis
+        self.transitions = tuple(transitions)
+        self.moved: set[int] = set()
         self.witnessed: set[str] = set()
         self.near: set[tuple[int, int]] = set()
         live = {r.rule for r in analysis.live}
@@ -146,6 +176,7 @@ class CoverageTracker:
             return
         if outcome.determined:
             self.witnessed.add(outcome.rule)
+        self._transitions(state)
         boundaries = self.analysis.boundaries
         for label in labels:
             for number, side in self.by_label.get(label, ()):
@@ -156,6 +187,21 @@ class CoverageTracker:
                         self.near.add((number, side))
                 except PolicyError:
                     continue
+
+    def _transitions(self, state: State) -> None:
+        decided = None
+        for number, transition in enumerate(self.transitions):
+            if number in self.moved or _wire(state.get(transition.field)) != transition.source:
+                continue
+            spec = self.contract.field_map[transition.field]
+            target = next(v for v in spec.domain() or () if _wire(v) == transition.target)
+            try:
+                if decided is None:
+                    decided = _decide(self.contract, state)
+                if _decide(self.contract, {**state, transition.field: target}) != decided:
+                    self.moved.add(number)
+            except (PolicyError, ValueError, TypeError):
+                continue
 
     def _at(self, boundary: Boundary, side: int, state: State) -> bool:
         if boundary.axis_kind == "expression":
@@ -187,13 +233,79 @@ class CoverageTracker:
             dead_rules=tuple(r.rule for r in self.analysis.dead),
             missed_regions=tuple(r for r in self.live if r not in self.witnessed),
             missed_boundaries=missed, method=self.analysis.method,
-            unknown=len(self.analysis.unknown))
+            unknown=len(self.analysis.unknown),
+            transitions_found=len(self.transitions), transitions_covered=len(self.moved),
+            missed_transitions=tuple(t.name for i, t in enumerate(self.transitions)
+                                     if i not in self.moved))
+
+
+def _wire(value: Any) -> Any:
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+@attrs.frozen
+class Transition:
+    """An enum-value transition that can change the decision: ``state`` holds
+    ``source`` in ``field`` and decides ``actions[0]``; with ``target`` it decides
+    ``actions[1]``.
+    """
+
+    field: str
+    source: Any
+    target: Any
+    state: State
+    actions: tuple[str, str]
+
+    @property
+    def name(self) -> str:
+        """``<field>: <source>-><target>``."""
+        return f"{self.field}: {self.source}->{self.target}"
+
+
+def transitions(contract: Contract[Any, Any], *,
+                timeout_ms: int = DEFAULT_TIMEOUT_MS) -> tuple[Transition, ...]:
+    """Every enum-value transition of a field the policy reads that changes the
+    decision somewhere, each with a witness state (none for a policy holding an opaque
+    predicate: the search does not look for them, and the coverage says ``sampled``).
+    """
+    if any(_opaque(c) for c in _conditions(contract)):
+        return ()
+    analyser = _Analyser(contract, timeout_ms, DEFAULT_DELTA_RATIO, 0)
+    pair = analyser.pair
+    reads = contract.policy.reads()
+    found: list[Transition] = []
+    for spec in contract.fields:
+        if spec.kind is not FieldKind.ENUM or spec.name not in reads:
+            continue
+        others = [s.name for s in contract.fields if s.name != spec.name]
+        domain = list(spec.domain() or ())
+        for (i, source), (j, target) in itertools.permutations(enumerate(domain), 2):
+            status, model = analyser.solver.check(
+                f"transition {spec.name}: {_wire(source)}->{_wire(target)}",
+                pair.a.vars[spec.name][0] == i, pair.b.vars[spec.name][0] == j,
+                *pair.a.equal(pair.b, others), analyser.da.action != analyser.db.action)
+            if status != "sat":
+                continue
+            raw = analyser.raw(model, pair.a)
+
+            def moves(states: Sequence[State], f: str = spec.name, t: Any = target) -> bool:
+                return bool(_decide(contract, states[0])
+                            != _decide(contract, {**states[0], f: t}))
+
+            states = _materialise(contract, [raw], moves)
+            if states is None:
+                continue
+            state = states[0]
+            found.append(Transition(spec.name, _wire(source), _wire(target), state, (
+                _decide(contract, state).value,
+                _decide(contract, {**state, spec.name: target}).value)))
+    return tuple(found)
 
 
 def coverage(contract: Contract[Any, Any], analysis: Analysis,
              states: Iterable[State | Any]) -> Coverage:
     """The coverage of ``states`` (views or state objects) against ``analysis``."""
-    tracker = CoverageTracker(contract, analysis)
+    tracker = CoverageTracker(contract, analysis, transitions(contract))
     for state in states:
         tracker.feed(state if isinstance(state, Mapping) else contract.view(state))
     return tracker.result()
@@ -225,6 +337,8 @@ class Geometry:
     _solved: list[tuple[Analysis | None, str]] = attrs.field(factory=list, init=False,
                                                              repr=False)
 
+    _moves: list[tuple[Transition, ...]] = attrs.field(factory=list, init=False, repr=False)
+
     def _solve(self) -> tuple[Analysis | None, str]:
         if not self._solved:
             try:
@@ -235,6 +349,16 @@ class Geometry:
                 found, reason = None, str(exc)
             self._solved.append((found, reason))
         return self._solved[0]
+
+    @property
+    def transitions(self) -> tuple[Transition, ...]:
+        """The enum-value transitions that can change the decision (empty when the
+        analysis cannot run).
+        """
+        if not self._moves:
+            self._moves.append(() if self.analysis is None else transitions(
+                self.contract, timeout_ms=GEOMETRY_TIMEOUT_MS))
+        return self._moves[0]
 
     @property
     def analysis(self) -> Analysis | None:
@@ -251,20 +375,30 @@ class Geometry:
     def states(self) -> tuple[Any, ...]:
         """The states a test set of the contract needs first (as state objects): a
         witness of every live region, both sides of every boundary (per field and on
-        products and sums), the hard constraints' witnesses and boundaries. Empty when
+        products and sums), the hard constraints' witnesses and boundaries, and a
+        witness of every enum-value transition that changes the decision. Empty when
         the analysis cannot run.
         """
         found = self.analysis
         if found is None:
             return ()
-        return tuple(self.contract.state(**state) for state in found.cover_states())
+        states = list(found.cover_states())
+        tracker = CoverageTracker(self.contract, found, self.transitions)
+        for state in states:
+            tracker._transitions(state)
+        for number, transition in enumerate(self.transitions):
+            if number not in tracker.moved:  # no state the geometry needs witnesses it
+                tracker._transitions(transition.state)
+                states.append(transition.state)
+        return tuple(self.contract.state(**state) for state in states)
 
     def tracker(self) -> CoverageTracker | None:
         """A tracker to feed case states one at a time (its ``result()`` is their
         :class:`~handoffs.contracts.analysis.Coverage`), or ``None`` when the analysis cannot run.
         """
         found = self.analysis
-        return None if found is None else CoverageTracker(self.contract, found)
+        return None if found is None else CoverageTracker(self.contract, found,
+                                                          self.transitions)
 
     def realistic_value(self, field: str) -> Any:
         """A Hypothesis strategy for realistic values of one field: numbers spread

@@ -528,9 +528,40 @@ def _coverage(report: Mapping[str, Any], compact: bool) -> Table | None:
                  rows, empty="No coverage was measured.")
 
 
+def _witness(row: Mapping[str, Any]) -> str:
+    witness = row.get("witness")
+    if not isinstance(witness, Mapping):
+        return DASH
+    where = witness.get("case_id") or "not among the cases"
+    broken = witness.get("hard_violations") or []
+    return (f"{witness['reference_action']} -> {witness['received_action']} "
+            f"(loss {num(witness['loss'])}{', breaks ' + ', '.join(broken) if broken else ''}"
+            f"; case {where})")
+
+
+def _verdicts(report: Mapping[str, Any], compact: bool) -> Table | None:
+    """Each row's verdict (issue #33): the solver's proofs and the witnesses, which are
+    cases of the run (``witness-NNN``) when the cases are generated. The compact
+    rendering lists the refuted, unknown and proved rows, and counts the sampled.
+    """
+    rows = [r for r in report["results"] if "verdict" in r]
+    if not rows:
+        return None
+    proofs = report.get("proofs") or {}
+    shown = [r for r in rows if r["verdict"] != "sampled"] if compact else rows
+    note = (f"{proofs.get('line', '')}; a sampled row proves nothing either way"
+            if proofs else "")
+    return table("verdicts", "Verdicts",
+                 [("strategy", False, lambda r: r["strategy"]),
+                  ("perturbation", False, lambda r: r["perturbation"]),
+                  ("verdict", False, lambda r: r["verdict"]),
+                  ("witness: reference -> received", False, _witness)],
+                 shown, note=note, empty="No row was decided by the solver.")
+
+
 SECTIONS: Final[tuple[Section, ...]] = (
     _failures, _strategies, _perturbations, _cost, _decision_ablation, _governance_ablation,
     _error_injection, _falsehoods, _falsehoods_by_field, _controls, _minimal_messages,
-    _triggers, _coverage,
+    _triggers, _coverage, _verdicts,
 )
 """The sections after the verdict, in order."""

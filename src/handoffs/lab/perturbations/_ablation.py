@@ -6,6 +6,8 @@ from typing import Any
 
 import attrs
 
+from handoffs.contracts import Contract
+from handoffs.contracts.analysis import DropField, SymbolicForm
 from handoffs.lab.perturbations._base import (
     REMOVED,
     Perturbation,
@@ -35,6 +37,12 @@ class RemoveDecisionField(Perturbation):
         """:attr:`.Perturbation.REMOVED`."""
         return REMOVED
 
+    def symbolic(self, contract: Contract[Any, Any]) -> SymbolicForm | None:
+        """The field dropped from the decision state."""
+        if self.field not in contract.field_map:
+            return None
+        return SymbolicForm(changes=(DropField(self.field),))
+
 
 @declare_perturbation(
     kind="ablation", subject=True, id="remove-governance-field:{field}", target="{field}",
@@ -54,3 +62,7 @@ class RemoveGovernanceField(Perturbation):
     def change(self, value: Any) -> Any:
         """:attr:`.Perturbation.REMOVED`."""
         return REMOVED
+
+    def symbolic(self, contract: Contract[Any, Any]) -> SymbolicForm | None:
+        """Admission only: the decision state is unchanged."""
+        return SymbolicForm(admission=True)

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Final, TypeVar
 import attrs
 
 from handoffs.contracts import Contract, FieldKind, FieldSpec
+from handoffs.contracts.analysis import SymbolicForm
 from handoffs.lab._experiment import ExperimentError
 
 __all__ = [
@@ -434,6 +435,19 @@ class Perturbation:
     def scoring(self, base: Scoring) -> Scoring:
         """The scoring for this perturbation's decisions (default: the contract's)."""
         return base
+
+    def symbolic(self, contract: Contract[Any, Any]) -> SymbolicForm | None:
+        """What this perturbation does, as data the policy analysis compiles
+        (:class:`~handoffs.contracts.analysis.SymbolicForm`), so that the lab can prove
+        or refute its rows instead of sampling them; ``None`` (the default): the rows
+        are ``sampled``.
+
+        Declare one only when :meth:`variants` is a deterministic function of the
+        message that the form describes exactly: the lab checks each witness with
+        :meth:`variants` itself, and a form that disagrees with the code is a bug.
+        """
+        del contract
+        return None
 
     def change(self, value: Any) -> Any:
         """The declared member's new value (:attr:`.Perturbation.REMOVED` removes it),

@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from handoffs.contracts import Authority, Contract
+from handoffs.contracts.analysis import SymbolicForm
 from handoffs.contracts.policy import Condition, Policy, Rule
 from handoffs.lab._experiment import ExperimentError
 from handoffs.lab.perturbations._base import (
@@ -62,6 +63,10 @@ class LossChanged(Perturbation):
     def scoring(self, base: Scoring) -> Scoring:
         """The base loss with the changed entries."""
         return attrs.evolve(base, loss={**base.loss, **self.entries}, name=self.name)
+
+    def symbolic(self, contract: Contract[Any, Any]) -> SymbolicForm | None:
+        """Nothing sent changes; the scoring does."""
+        return SymbolicForm()
 
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
@@ -129,6 +134,10 @@ class ActionAdded(Perturbation):
                 extended[pair] = self.loss.get(pair, self.default_loss)
         return attrs.evolve(base, loss=extended, name=f"{base.name}+{self.action}")
 
+    def symbolic(self, contract: Contract[Any, Any]) -> SymbolicForm | None:
+        """The reference follows the extended policy (once prepared)."""
+        return None if self.policy is None else SymbolicForm(reference=self.policy)
+
     def variants(self, message: Mapping[str, Any], ctx: CaseContext,
                  strategy: str) -> Iterator[Variant]:
         """The unchanged message, scored against the extended policy's action."""
@@ -175,6 +184,10 @@ class PolicyVersionChanged(Perturbation):
         yield Variant.patched(message, "policy_version", self.version or f"{current}-superseded",
                               reference=reference)
 
+    def symbolic(self, contract: Contract[Any, Any]) -> SymbolicForm | None:
+        """Admission only, and the reference follows the new policy when one is given."""
+        return SymbolicForm(reference=self.policy, admission=True)
+
 
 @declare_perturbation(kind="boundary", id="authoritative-sender", target="authority",
                       reads=("authority",), description="The sender claims DECIDE authority.")
@@ -194,3 +207,7 @@ class AuthoritativeSender(Perturbation):
             yield Variant(message)
         else:
             yield Variant.patched(message, "authority", Authority.DECIDE.value)
+
+    def symbolic(self, contract: Contract[Any, Any]) -> SymbolicForm | None:
+        """Admission only: the decision state is unchanged."""
+        return SymbolicForm(admission=True)

@@ -10,6 +10,12 @@ from typing import Any
 import attrs
 
 from handoffs.contracts import Contract, FieldKind
+from handoffs.contracts.analysis import (
+    MergeValues,
+    RoundValue,
+    SymbolicForm,
+    WidenValue,
+)
 from handoffs.lab._experiment import ExperimentError
 from handoffs.lab.perturbations._base import (
     NOT_APPLICABLE,
@@ -48,6 +54,18 @@ class MergeEnumValues(Perturbation):
         """``into`` for a merged value."""
         return self.into if value in self.values and value != self.into else UNCHANGED
 
+    def symbolic(self, contract: Contract[Any, Any]) -> SymbolicForm | None:
+        """A decision field's values merged; a top-level member's merge touches only
+        what admission reads.
+        """
+        if not self.target_.startswith("decision_state."):
+            return SymbolicForm(admission=True)
+        field = self.target_.removeprefix("decision_state.")
+        spec = contract.field_map.get(field)
+        if spec is None or spec.kind is not FieldKind.ENUM:
+            return None
+        return SymbolicForm(changes=(MergeValues(field, self.values, self.into),))
+
 
 @declare_perturbation(
     kind="coarsening", subject=True, id="round-numeric:{field}:{step:g}", target="{field}",
@@ -83,6 +101,16 @@ class RoundNumeric(Perturbation):
             new_value = int(_clamp(new_value, self.minimum, self.maximum))
         return UNCHANGED if new_value == value else new_value
 
+    def symbolic(self, contract: Contract[Any, Any]) -> SymbolicForm | None:
+        """The field rounded on the step's grid (the bounds taken from ``contract``)."""
+        spec = contract.field_map.get(self.field)
+        if spec is None or spec.kind not in (FieldKind.INT, FieldKind.FLOAT):
+            return None
+        if spec.kind is FieldKind.INT and float(self.step) != int(self.step):
+            return None  # a fractional step on an integer field rounds twice
+        return SymbolicForm(changes=(RoundValue(self.field, self.step, spec.minimum,
+                                                spec.maximum),))
+
 
 @declare_perturbation(
     kind="coarsening", subject=True, id="widen-interval:{field}:{width:g}", target="{field}",
@@ -116,6 +144,14 @@ class WidenInterval(Perturbation):
         except (KeyError, TypeError, ValueError):
             return NOT_APPLICABLE
         return {"lo": lo, "hi": hi}
+
+    def symbolic(self, contract: Contract[Any, Any]) -> SymbolicForm | None:
+        """The interval widened (the bounds taken from ``contract``)."""
+        spec = contract.field_map.get(self.field)
+        if spec is None or spec.kind is not FieldKind.INTERVAL:
+            return None
+        return SymbolicForm(changes=(WidenValue(self.field, self.width, spec.minimum,
+                                                spec.maximum),))
 
 
 def _shorten_uri(uri: str, depth: int | None) -> str:
@@ -171,3 +207,7 @@ class ShortenEvidenceRefs(Perturbation):
             kept = [_shorten_uri(r["uri"] if isinstance(r, Mapping) else str(r), self.depth)
                     for r in kept]
         return kept
+
+    def symbolic(self, contract: Contract[Any, Any]) -> SymbolicForm | None:
+        """Admission only: the decision state is unchanged."""
+        return SymbolicForm(admission=True)
