@@ -355,7 +355,7 @@ def test_the_how_to_runs(tmp_path: Path, tmp_path_factory: pytest.TempPathFactor
     printed = re.split(r"^::block (\d+)::$", done.stdout, flags=re.M)
     outputs = {int(printed[i]): printed[i + 1] for i in range(1, len(printed), 2)}
     blocks = [(index, step) for index, (kind, step) in enumerate(found) if kind == "console"]
-    assert len(blocks) == 5
+    assert len(blocks) == 6
     for index, step in blocks:
         assert isinstance(step, tuple)
         assert matches(step[1], outputs[index]) == [], (index, outputs[index])
