@@ -106,7 +106,7 @@ def test_every_field_of_a_decision_is_kept(store_url: str) -> None:
     claim = ReplayClaim(receipt_id="urn:full", expires=NOW + timedelta(hours=1), claimed_at=NOW)
     message = b"\x00\xff{not utf-8}"
     assert log.record(decision, claim=claim, digest="sha256:ab", message_bytes=len(message),
-                      message=message, decided_at=NOW)
+                      message=message, decided_at=NOW, proposed_action="RELEASE")
     (row,) = query(store_url, "SELECT receipt_id, digest, contract, version, sender, receiver, "
                               "step, verdict, action, authority, readback, "
                               "counterfactual_trigger, message_bytes, message FROM decisions")
@@ -117,6 +117,7 @@ def test_every_field_of_a_decision_is_kept(store_url: str) -> None:
     assert sorted(query(store_url, "SELECT code, step FROM decision_reasons")) == [
         ("evidence-unresolved", 4), ("policy-stale", 5)]
     (stored,) = log.rows(limit=1)
+    assert (stored["action"], stored["proposed_action"]) == ("HOLD", "RELEASE")
     reasons = stored["reasons"]
     reasons = json.loads(reasons) if isinstance(reasons, str) else reasons
     assert reasons == [r.to_json() for r in decision.reasons]
@@ -351,6 +352,13 @@ def test_a_version_2_log_migrates_its_reason_rows_into_the_view(
             "SELECT decision, code, step FROM handoffs.decision_reasons").fetchall()) == [
             (seq[0], "expired", 2), (seq[0], "replayed", 2)]
         assert conn.execute("SELECT value FROM handoffs.meta").fetchone() == (_SCHEMA_VERSION,)
+    # Version 4 adds ``proposed_action``: the old row has none; a new one records it.
+    with open_log(url) as log:
+        log.append(_decision("urn:new"), digest=None, message_bytes=1, decided_at=NOW,
+                   proposed_action="HOLD")
+        new, old = log.rows()
+    assert (old["seq"], old["verdict"], old["proposed_action"]) == (seq[0], "REJECT", None)
+    assert (new["action"], new["proposed_action"]) == ("ESCALATE", "HOLD")
 
 
 def test_a_newer_schema_is_refused(postgres: PostgresServer) -> None:

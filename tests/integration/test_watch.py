@@ -5,7 +5,9 @@ The release: ``handoffs lab run`` on the payment example, then ``handoffs lab ga
 production the sender starts omitting a decisive field (the whole decision state):
 its messages shrink and the gate refuses them ``missing-field``. The watch exits 1
 naming both shifts; the exported Prometheus rules fire on the same shift in
-``promtool test rules`` (Debian's ``prometheus`` package).
+``promtool test rules`` (Debian's ``prometheus`` package). Another sender starts
+proposing what its own decision state does not call for: the strict receiver
+overrules it, and the watch names the decided-otherwise rate.
 """
 
 from __future__ import annotations
@@ -45,13 +47,19 @@ def gate_into(world: World, path: Path) -> StrictContractReceiver:
 
 
 def send(world: World, receiver: StrictContractReceiver, *, rounds: int,
-         omit: bool = False) -> None:
-    """``rounds`` passes over every case: genuine receipts, or (``omit``) receipts whose
-    sender dropped the decision state (the decisive fields)."""
+         omit: bool = False, overrule: bool = False) -> None:
+    """``rounds`` passes over every case: genuine receipts, (``omit``) receipts whose
+    sender dropped the decision state (the decisive fields), or (``overrule``) receipts
+    proposing another action than their decision state calls for."""
     sender = make_sender(world)
     for _ in range(rounds):
         for case_id in CASES:
-            signed = sender.sign(content_for(case_id), case_id=case_id,
+            content = content_for(case_id)
+            if overrule:
+                content["proposed_action"] = next(
+                    a.value for a in payment.PAYMENT_RELEASE.actions
+                    if a.value != content["proposed_action"])
+            signed = sender.sign(content, case_id=case_id,
                                  evidence_refs=case_ref(case_id).evidence_refs)
             if omit:
                 document = json.loads(signed)
@@ -75,6 +83,9 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     shifted = gate_into(world, folder / "shifted.db")
     send(world, shifted, rounds=1)
     send(world, shifted, rounds=3, omit=True)
+    overruled = gate_into(world, folder / "overruled.db")
+    send(world, overruled, rounds=1)
+    send(world, overruled, rounds=1, overrule=True)
     out = folder / "lab"
     assert invoke(lab, "run", "--out", str(out), "--no-progress").exit_code == 0
     bare = invoke(lab, "gate", str(out / "report.json"), "--artefact", str(folder / "bare.json"))
@@ -85,7 +96,7 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert result.exit_code == 0, result.output
     return {"folder": folder, "release": folder / "release.json",
             "bare": folder / "bare.json", "healthy": folder / "healthy.db",
-            "shifted": folder / "shifted.db"}
+            "shifted": folder / "shifted.db", "overruled": folder / "overruled.db"}
 
 
 def test_the_release_records_the_baselines(scene: dict[str, Path]) -> None:
@@ -104,8 +115,43 @@ def test_a_healthy_deployment_passes(scene: dict[str, Path]) -> None:
     assert result.exit_code == 0, result.output
     assert "0 budget(s) crossed" in result.output
     assert "ok message_bytes" in result.output
-    # The log records no proposal: said, never passed over in silence.
-    assert "unmeasured decided_otherwise_rate" in result.output
+    assert "ok decided_otherwise_rate: accepted decisions that overrule the proposal 0.0% " \
+           f"in production against 0.0% released (0 of {2 * len(CASES)} against 0 of " \
+           f"{2 * len(CASES)})" in result.output
+
+
+def test_a_sender_whose_proposals_are_overruled_crosses_decided_otherwise(
+        scene: dict[str, Path]) -> None:
+    result = invoke(log_group, "watch", str(scene["overruled"]), "--release",
+                    str(scene["release"]))
+    assert result.exit_code == 1, result.output
+    assert "SHIFT decided_otherwise_rate: accepted decisions that overrule the proposal " \
+           f"50.0% in production against 0.0% released ({len(CASES)} of {2 * len(CASES)} " \
+           f"against 0 of {2 * len(CASES)})" in result.output
+    assert "crossed: decided_otherwise_rate" in result.output
+
+
+def test_rows_written_before_the_proposal_column_are_unmeasured(
+        scene: dict[str, Path], tmp_path: Path) -> None:
+    """A log migrated from schema version 2: its old rows record no proposal. All old:
+    unmeasured, said so; old and new: the new rows are measured, the old left out."""
+    old, mixed = tmp_path / "old.db", tmp_path / "mixed.db"
+    for copy in (old, mixed):  # the WAL too: sqlite3's backup, not a file copy
+        with sqlite3.connect(scene["overruled"]) as source, sqlite3.connect(copy) as target:
+            source.backup(target)
+    with sqlite3.connect(old) as conn:
+        conn.execute("UPDATE decisions SET proposed_action = NULL")
+    result = invoke(log_group, "watch", str(old), "--release", str(scene["release"]))
+    assert result.exit_code == 0, result.output
+    assert "unmeasured decided_otherwise_rate: accepted decisions that overrule the " \
+           "proposal: not measured (the production decision log records no proposal: " \
+           "its rows predate the proposed_action column)" in result.output
+    with sqlite3.connect(mixed) as conn:  # the genuine round predates the column
+        conn.execute("UPDATE decisions SET proposed_action = NULL WHERE seq <= ?", (len(CASES),))
+    result = invoke(log_group, "watch", str(mixed), "--release", str(scene["release"]))
+    assert result.exit_code == 1, result.output
+    assert f"100.0% in production against 0.0% released ({len(CASES)} of {len(CASES)} " \
+           f"({len(CASES)} older rows without a proposal left out)" in result.output
 
 
 def test_a_sender_omitting_a_decisive_field_crosses_both_budgets(
@@ -239,8 +285,13 @@ def test_rules_need_a_release_with_baselines(scene: dict[str, Path], tmp_path: P
     assert nothing(log_group, ["watch", "--release", str(scene["release"])]).exit_code == 2
 
 
-def test_a_postgresql_log_is_watched_alike(scene: dict[str, Path]) -> None:
-    """The same shifted sender, its gate logging to PostgreSQL (a throwaway server)."""
+@pytest.mark.parametrize(("shift", "crossed"), [
+    ("omit", "crossed: message_bytes, missing_field_rate"),
+    ("overrule", "crossed: decided_otherwise_rate"),
+])
+def test_a_postgresql_log_is_watched_alike(scene: dict[str, Path], shift: str,
+                                           crossed: str) -> None:
+    """The same shifted senders, their gate logging to PostgreSQL (a throwaway server)."""
     from stores import open_log, postgres_server, why_no_postgres
 
     reason = why_no_postgres()
@@ -256,12 +307,17 @@ def test_a_postgresql_log_is_watched_alike(scene: dict[str, Path]) -> None:
                 roles={"case-owner"}, policy_service=InMemoryPolicyService({"PAY-7.4": True}),
                 evidence=world.evidence, readback=1.0,
                 clock=lambda: NOW + timedelta(minutes=1), log=store, replay=store))
-            send(world, receiver, rounds=1, omit=True)
+            send(world, receiver, rounds=1, omit=shift == "omit",
+                 overrule=shift == "overrule")
+            rows = store.rows(limit=1)
         finally:
             store.close()
         result = invoke(log_group, "watch", url, "--release", str(scene["release"]))
     assert result.exit_code == 1, result.output
-    assert "crossed: message_bytes, missing_field_rate" in result.output
+    assert crossed in result.output
+    if shift == "overrule":  # the store records the sender's proposal beside the action
+        assert rows[0]["verdict"] == "ACCEPT"
+        assert rows[0]["proposed_action"] not in (None, rows[0]["action"])
 
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "watch-a-released-handoff.md"
@@ -299,7 +355,7 @@ def test_the_how_to_runs(tmp_path: Path, tmp_path_factory: pytest.TempPathFactor
     printed = re.split(r"^::block (\d+)::$", done.stdout, flags=re.M)
     outputs = {int(printed[i]): printed[i + 1] for i in range(1, len(printed), 2)}
     blocks = [(index, step) for index, (kind, step) in enumerate(found) if kind == "console"]
-    assert len(blocks) == 5
+    assert len(blocks) == 6
     for index, step in blocks:
         assert isinstance(step, tuple)
         assert matches(step[1], outputs[index]) == [], (index, outputs[index])

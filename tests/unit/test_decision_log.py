@@ -42,11 +42,13 @@ def test_one_row_per_decision(db: str) -> None:
         "digest": "sha256:" + hashlib.sha256(message).hexdigest(),
         "contract": "payment-release", "version": "1.0.0", "sender": SENDER,
         "receiver": "strict-contract", "step": 5, "verdict": "ACCEPT", "action": "ESCALATE",
-        "authority": "ADVISE", "reasons": [], "readback": None,
+        "proposed_action": "ESCALATE", "authority": "ADVISE", "reasons": [], "readback": None,
         "counterfactual_trigger": CONTRACT.counterfactual_trigger,
         "message_bytes": len(message), "pid": oldest["pid"],
     }
     assert (middle["verdict"], middle["step"], middle["sender"]) == ("REJECT", 2, None)
+    # A refusal records no proposal (the replayed receipt's is not the gate's to log).
+    assert middle["proposed_action"] is newest["proposed_action"] is None
     assert [r["code"] for r in middle["reasons"]] == ["replayed"]
     assert (newest["receipt_id"], newest["digest"], newest["message_bytes"]) == (
         None, "sha256:" + hashlib.sha256(b"{oops").hexdigest(), 5)
@@ -162,6 +164,30 @@ def test_a_version_1_file_is_migrated(db: str) -> None:
         assert conn.execute("SELECT value FROM meta").fetchone() == (SCHEMA_VERSION,)
         assert [r[0] for r in conn.execute(
             "SELECT recorded_at IS NULL FROM seen ORDER BY receipt_id")] == [0, 1]
+
+
+def test_a_version_2_file_keeps_its_rows_and_records_proposals_after(db: str) -> None:
+    """Version 3 adds ``proposed_action``: a version-2 log keeps every row (their
+    proposal NULL: not recorded then) and records the proposal of what it logs next."""
+    with sqlite3.connect(db) as conn:
+        for version in (1, 2):
+            conn.executescript(MIGRATIONS[version])
+        conn.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+        conn.execute(
+            "INSERT INTO decisions (decided_at, receiver, step, verdict, action, reasons, "
+            "message_bytes, pid) VALUES ('2026-01-01T00:00:00.000000Z', 'r', 5, 'ACCEPT', "
+            "'HOLD', '[]', 10, 1)")
+    log = SQLiteDecisionLog(db)
+    (old,) = log.rows()
+    assert (old["seq"], old["action"], old["proposed_action"]) == (1, "HOLD", None)
+    strict(WORLD.gate(log=log, replay=log)).receive(raw(WORLD.signed("value-01")))
+    new, old_again = log.rows()
+    assert old_again == old
+    assert (new["verdict"], new["action"], new["proposed_action"]) == (
+        "ACCEPT", "ESCALATE", "ESCALATE")
+    log.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT value FROM meta").fetchone() == (SCHEMA_VERSION,)
 
 
 def test_unusable_files_fail_closed(tmp_path: Path, db: str) -> None:

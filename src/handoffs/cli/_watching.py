@@ -35,6 +35,7 @@ __all__ = [
     "Shift",
     "WatchError",
     "compare",
+    "overrules",
     "profile_log",
     "profile_rows",
     "prometheus_rules",
@@ -78,9 +79,13 @@ class Profile:
         missing_field / expired: refused decisions with ``missing-field`` / an expiry code.
         readback_sampled / readback_disagreements: decisions read back, and of those
             the ones that disagreed with the evidence.
-        decided_otherwise: accepted decisions whose action is not the proposal;
-            ``None`` when the decisions do not say (a log row records no proposal).
+        decided_otherwise: accepted decisions whose action is not the proposal
+            (see :func:`overrules`); ``None`` when no accepted decision records its
+            proposal (every one predates the log's ``proposed_action`` column).
         triggers: decisions per counterfactual-trigger text.
+        unproposed: accepted decisions that record no proposal (log rows written
+            before the ``proposed_action`` column): left out of the decided-otherwise
+            rate's denominator.
     """
 
     contracts: tuple[str, ...]
@@ -95,12 +100,23 @@ class Profile:
     readback_disagreements: int
     decided_otherwise: int | None
     triggers: Mapping[str, int]
+    unproposed: int = 0
 
     def rate(self, count: int | None) -> float | None:
         """``count`` per decision (``None`` for ``None`` or no decisions)."""
         if count is None or not self.decisions:
             return None
         return count / self.decisions
+
+    @property
+    def decided_otherwise_rate(self) -> float | None:
+        """Overruled decisions per decision that could be measured (every decision
+        but the :attr:`unproposed` ones); ``None`` when none could.
+        """
+        measured = self.decisions - self.unproposed
+        if self.decided_otherwise is None or measured <= 0:
+            return None
+        return self.decided_otherwise / measured
 
     @property
     def readback_disagreement_rate(self) -> float | None:
@@ -119,6 +135,7 @@ class Profile:
             "readback_sampled": self.readback_sampled,
             "readback_disagreements": self.readback_disagreements,
             "decided_otherwise": self.decided_otherwise, "triggers": dict(self.triggers),
+            "unproposed": self.unproposed,
         }
 
     @classmethod
@@ -142,11 +159,31 @@ class Profile:
                 decided_otherwise=(None if data["decided_otherwise"] is None
                                    else int(data["decided_otherwise"])),
                 triggers={str(k): int(v) for k, v in data["triggers"].items()},
+                # absent from a release written before the column: every decision measured
+                unproposed=int(data.get("unproposed", 0)),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise WatchError(f"the release's {where} is malformed: {type(exc).__name__}: "
                              f"{exc}", code="watch-bad-release", json_path=f"$.{where}"
                              ) from exc
+
+
+def overrules(row: Mapping[str, Any]) -> bool | None:
+    """Whether a decision-log row decided otherwise than the sender proposed: an
+    accepted decision whose ``action`` is not its ``proposed_action``. ``False`` for
+    every other verdict (an escalation or a refusal decides nothing against the
+    proposal; the escalation rate counts escalations), ``None`` for an accepted row
+    that records no proposal (written before the log's ``proposed_action`` column).
+
+    The one definition: the release's baseline (``lab gate --baseline-log``) and the
+    production profile (``log watch``) both count with it.
+    """
+    if row.get("verdict") != "ACCEPT":
+        return False
+    proposal = row.get("proposed_action")
+    if proposal is None:
+        return None
+    return bool(row.get("action") != proposal)
 
 
 def profile_rows(rows: Iterable[Mapping[str, Any]]) -> Profile:
@@ -159,7 +196,7 @@ def profile_rows(rows: Iterable[Mapping[str, Any]]) -> Profile:
     reasons: Counter[str] = Counter()
     triggers: Counter[str] = Counter()
     missing = expired = sampled = disagreed = 0
-    decided_otherwise: int | None = 0
+    overruled = unproposed = accepted = 0
     for row in rows:
         if row.get("contract"):
             contracts.add(f"{row['contract']}/{row.get('version') or ''}")
@@ -177,12 +214,12 @@ def profile_rows(rows: Iterable[Mapping[str, Any]]) -> Profile:
             disagreed += row["readback"] == "disagree"
         if row.get("counterfactual_trigger") is not None:
             triggers[str(row["counterfactual_trigger"])] += 1
-        proposal = row.get("proposed_action")
-        if decided_otherwise is not None and verdict == "ACCEPT":
-            if proposal is None:
-                decided_otherwise = None  # a row that records no proposal: not measured
-            else:
-                decided_otherwise += row.get("action") != proposal
+        accepted += verdict == "ACCEPT"
+        otherwise = overrules(row)
+        if otherwise is None:
+            unproposed += 1  # a row written before the proposed_action column
+        else:
+            overruled += otherwise
     sizes.sort()
     summary = ({"mean": sum(sizes) / len(sizes), "p10": _quantile(sizes, 0.1),
                 "p50": _quantile(sizes, 0.5), "p90": _quantile(sizes, 0.9),
@@ -192,8 +229,9 @@ def profile_rows(rows: Iterable[Mapping[str, Any]]) -> Profile:
         refused=verdicts["REJECT"], escalated=verdicts["ESCALATE"],
         reasons=dict(sorted(reasons.items())), missing_field=missing, expired=expired,
         readback_sampled=sampled, readback_disagreements=disagreed,
-        decided_otherwise=decided_otherwise if sizes else None,
-        triggers=dict(triggers.most_common()))
+        decided_otherwise=overruled if sizes and (unproposed < accepted or not accepted)
+        else None,
+        triggers=dict(triggers.most_common()), unproposed=unproposed)
 
 
 def profile_log(url: str, *, last: int | None = None) -> Profile:
@@ -364,6 +402,19 @@ def _rise(metric: str, released: float | None, production: float | None, budget:
         f"({counts}); budget +{_pct(budget)}"))
 
 
+def _overruled(released: Profile, production: Profile) -> str:
+    """The decided-otherwise counts, or which log records no proposal."""
+    sides = (("production", production), ("released", released))
+    unrecorded = [name for name, p in sides if p.decided_otherwise_rate is None]
+    if unrecorded:
+        return (f"the {' and the '.join(unrecorded)} decision log records no proposal: its "
+                "rows predate the proposed_action column")
+    return " against ".join(
+        f"{p.decided_otherwise} of {p.decisions - p.unproposed}"
+        + (f" ({p.unproposed} older rows without a proposal left out)" if p.unproposed
+           else "") for _, p in sides)
+
+
 def _sizes(summary: Mapping[str, float]) -> str:
     return ", ".join(f"{k} {summary[k]:.0f} B" for k in ("mean", "p10", "p50", "p90", "max")
                      if k in summary)
@@ -418,12 +469,10 @@ def compare(released: Profile, production: Profile, budgets: Budgets) -> list[Sh
                         production.rate(production.escalated), budgets.escalation_rate,
                         what="escalations", counts=counted("escalated")))
     shifts.append(_rise(
-        "decided_otherwise_rate", released.rate(released.decided_otherwise),
-        production.rate(production.decided_otherwise), budgets.decided_otherwise_rate,
+        "decided_otherwise_rate", released.decided_otherwise_rate,
+        production.decided_otherwise_rate, budgets.decided_otherwise_rate,
         what="accepted decisions that overrule the proposal",
-        counts="the decision log records no proposal"
-        if production.decided_otherwise is None or released.decided_otherwise is None
-        else counted("decided_otherwise")))
+        counts=_overruled(released, production)))
     rises = {code: (production.reasons.get(code, 0) / production.decisions
                     - released.reasons.get(code, 0) / released.decisions)
              for code in {*production.reasons, *released.reasons}}
@@ -493,13 +542,12 @@ def prometheus_rules(released: Profile, budgets: Budgets, *, contract: str,
         rules.append((name, f"{per_decision(counter)} > {limit:.6g}",
                       f"{what} per decision above {_pct(limit)} (released "
                       f"{_pct(count / released.decisions)}, budget +{_pct(budget)})"))
-    overruled = (released.rate(released.decided_otherwise) or 0.0) + \
-        budgets.decided_otherwise_rate
+    overruled = (released.decided_otherwise_rate or 0.0) + budgets.decided_otherwise_rate
     rules.append(("HandoffsDecidedOtherwiseRose",
                   f"{per_decision('handoffs_decided_otherwise_total')} > {overruled:.6g}",
                   f"accepted decisions that overrule the proposal, per decision, above "
                   f"{_pct(overruled)} (released "
-                  f"{_pct(released.rate(released.decided_otherwise))})"))
+                  f"{_pct(released.decided_otherwise_rate)})"))
     escalation = released.escalated / released.decisions + budgets.escalation_rate
     rules.append(("HandoffsEscalationsRose",
                   f"sum(rate(handoffs_decisions_total{{verdict=\"ESCALATE\"}}[{window}])) / "

@@ -297,7 +297,7 @@ def _callable(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 class _Run(Run):
     """What one decision reports (the steps' data flows through the typed values below)."""
 
-    __slots__ = ("claim", "document", "message", "rule")
+    __slots__ = ("claim", "document", "message", "proposal", "rule")
     document: Mapping[str, Any]  # (1) the parsed message, for the decision log
 
     def __init__(self, message: Any, rule: ReceiverRule, receiver: str,
@@ -306,6 +306,7 @@ class _Run(Run):
         self.message = message
         self.rule = rule
         self.claim: ReplayClaim | None = None
+        self.proposal: str | None = None  # (2) the receipt's proposed_action, for the log
 
 
 # What each step hands the next (immutable, typed; NamedTuples: a tuple's cost per
@@ -548,6 +549,7 @@ class Gate:
             run.sender = receipt.sender
         run.authority = str(receipt.authority.value)
         run.trigger = receipt.counterfactual_trigger
+        run.proposal = str(receipt.proposed_action.value)
         self._check_replay(receipt, now, run)
         return _Verified(parsed, receipt, verified, now)
 
@@ -791,9 +793,10 @@ class Gate:
             digest, size, raw = _digest(message, document)
             # A refusal claims nothing: only an admitted receipt's id is spent.
             claim = run.claim if decision.admitted else None
+            proposal = run.proposal if decision.admitted else None
             if claim is not None and cast(ReplayLog, self.log).record(
                 decision, claim=claim, digest=digest, message_bytes=size, message=raw,
-                decided_at=self.clock(),
+                decided_at=self.clock(), proposed_action=proposal,
             ):
                 return decision
             if claim is not None:
@@ -805,6 +808,7 @@ class Gate:
             self.log.append(
                 decision, digest=digest, message_bytes=size, message=raw,
                 decided_at=self.clock(),
+                proposed_action=run.proposal if decision.admitted else None,
             )
         except Exception as exc:
             code = exc.code if isinstance(exc, HandoffsError) else "log-unavailable"

@@ -56,7 +56,7 @@ __all__ = ["SQLiteDecisionLog"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION: Final = "2"
+SCHEMA_VERSION: Final = "3"
 # SQLite's own clock, in the fixed-width text form the tables hold.
 # The longest one attempt waits for the file's lock; retries run to the call's deadline.
 _ATTEMPT: Final = 0.05
@@ -108,7 +108,13 @@ _SCHEMA_2: Final = """
 ALTER TABLE decisions ADD COLUMN recorded_at TEXT;
 ALTER TABLE seen ADD COLUMN recorded_at TEXT;
 """
-MIGRATIONS: Final = {1: _SCHEMA_1, 2: _SCHEMA_2}
+# Version 3: the sender's proposal beside the decided action (``proposed_action``: the
+# admitted receipt's ``proposed_action``; NULL for a refusal and for rows written
+# before), so that ``handoffs log watch`` measures the decided-otherwise rate.
+_SCHEMA_3: Final = """
+ALTER TABLE decisions ADD COLUMN proposed_action TEXT;
+"""
+MIGRATIONS: Final = {1: _SCHEMA_1, 2: _SCHEMA_2, 3: _SCHEMA_3}
 
 
 def _stamp(moment: datetime) -> str:
@@ -322,14 +328,19 @@ class SQLiteDecisionLog:
         message_bytes: int,
         message: bytes | None = None,
         decided_at: datetime,
+        proposed_action: str | None = None,
     ) -> None:
         """Record one decision (one row, plus one row per reason code).
+
+        ``proposed_action`` is the sender's proposal (the admitted receipt's
+        ``proposed_action``; ``None`` for a refusal), kept beside the decided action.
 
         Raises:
             DecisionLogError: the row could not be written.
         """
         insert = self._inserter(decision, digest=digest, message_bytes=message_bytes,
-                                message=message, decided_at=decided_at)
+                                message=message, decided_at=decided_at,
+                                proposed_action=proposed_action)
 
         def body(conn: sqlite3.Connection) -> None:
             self._writes += 1
@@ -357,6 +368,7 @@ class SQLiteDecisionLog:
         message_bytes: int,
         message: bytes | None = None,
         decided_at: datetime,
+        proposed_action: str | None = None,
     ) -> bool:
         """Claim ``claim.receipt_id`` and append ``decision`` in one transaction.
 
@@ -366,7 +378,8 @@ class SQLiteDecisionLog:
             DecisionLogError: nothing was written.
         """
         insert = self._inserter(decision, digest=digest, message_bytes=message_bytes,
-                                message=message, decided_at=decided_at)
+                                message=message, decided_at=decided_at,
+                                proposed_action=proposed_action)
 
         def body(conn: sqlite3.Connection) -> bool:
             if not self._claim(conn, claim.receipt_id, claim.expires, claim.claimed_at):
@@ -384,12 +397,13 @@ class SQLiteDecisionLog:
         message_bytes: int,
         message: bytes | None,
         decided_at: datetime,
+        proposed_action: str | None,
     ) -> Callable[[sqlite3.Connection], None]:
         name, _, version = (decision.contract or "").partition("/")
         row = (
             _stamp(decided_at), decision.receipt_id, digest, name or None, version or None,
             decision.sender, decision.receiver, int(decision.step), decision.verdict.value,
-            decision.action, decision.authority,
+            decision.action, proposed_action, decision.authority,
             json.dumps([r.to_json() for r in decision.reasons], ensure_ascii=False),
             decision.readback, decision.counterfactual_trigger, int(message_bytes),
             message if self.keep_messages else None, os.getpid(),
@@ -399,9 +413,9 @@ class SQLiteDecisionLog:
         def insert(conn: sqlite3.Connection) -> None:
             cursor = conn.execute(
                 "INSERT INTO decisions (decided_at, receipt_id, digest, contract, version, "
-                "sender, receiver, step, verdict, action, authority, reasons, readback, "
-                "counterfactual_trigger, message_bytes, message, pid, recorded_at) "
-                f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_STORE_NOW})",
+                "sender, receiver, step, verdict, action, proposed_action, authority, reasons, "
+                "readback, counterfactual_trigger, message_bytes, message, pid, recorded_at) "
+                f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_STORE_NOW})",
                 row,
             )
             if reasons:
@@ -488,8 +502,8 @@ class SQLiteDecisionLog:
         def query(conn: sqlite3.Connection) -> list[dict[str, Any]]:
             cursor = conn.execute(
                 "SELECT seq, decided_at, receipt_id, digest, contract, version, sender, "
-                "receiver, step, verdict, action, authority, reasons, readback, "
-                "counterfactual_trigger, message_bytes, pid FROM decisions "
+                "receiver, step, verdict, action, proposed_action, authority, reasons, "
+                "readback, counterfactual_trigger, message_bytes, pid FROM decisions "
                 "ORDER BY seq DESC LIMIT ?", (limit,),
             )
             names = [d[0] for d in cursor.description]

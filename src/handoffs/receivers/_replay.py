@@ -109,8 +109,14 @@ class DecisionLog(Protocol):
         message_bytes: int,
         message: bytes | None,
         decided_at: datetime,
+        proposed_action: str | None = None,
     ) -> None:
-        """Record one decision durably, or raise (the gate then fails closed)."""
+        """Record one decision durably, or raise (the gate then fails closed).
+
+        ``proposed_action`` is the sender's proposal when the gate admitted the
+        receipt (``None`` for a refusal): what ``handoffs log watch`` compares the
+        decided action with.
+        """
         ...
 
 
@@ -143,6 +149,7 @@ class ReplayLog(ReplayStore, DecisionLog, Protocol):
         message_bytes: int,
         message: bytes | None,
         decided_at: datetime,
+        proposed_action: str | None = None,
     ) -> bool:
         """Claim ``claim.receipt_id`` and append ``decision`` in one transaction.
 

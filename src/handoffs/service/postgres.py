@@ -85,7 +85,7 @@ __all__ = ["PostgresDecisionLog"]
 
 T = TypeVar("T")
 
-_SCHEMA_VERSION: Final = "3"
+_SCHEMA_VERSION: Final = "4"
 # An arbitrary constant: the advisory lock that serialises migrations across replicas.
 _MIGRATION_LOCK: Final = 0x68616E64
 
@@ -149,6 +149,12 @@ CREATE VIEW handoffs.decision_reasons AS
         jsonb_to_recordset(d.reasons) AS r (code text, step smallint);
 DROP INDEX handoffs.decisions_receipt
 """,
+    # Version 4: the sender's proposal beside the decided action (``proposed_action``:
+    # the admitted receipt's ``proposed_action``; NULL for a refusal and for rows
+    # written before), so that ``handoffs log watch`` measures the decided-otherwise rate.
+    4: """
+ALTER TABLE handoffs.decisions ADD COLUMN proposed_action TEXT
+""",
 }
 
 # Each write is one statement with one parameter, a JSON document: the client
@@ -156,18 +162,19 @@ DROP INDEX handoffs.decisions_receipt
 # server unpacks it in one pass (``jsonb_to_record``) into typed columns.
 _FIELDS: Final = """
     decided_at timestamptz, receipt_id text, digest text, contract text, version text,
-    sender text, receiver text, step smallint, verdict text, action text, authority text,
-    reasons jsonb, readback text, counterfactual_trigger text, message_bytes integer,
-    message bytea, pid integer, prune boolean, refused_retain interval, claim text,
-    claimed_at timestamptz, expires timestamptz, retain interval, skew interval
+    sender text, receiver text, step smallint, verdict text, action text,
+    proposed_action text, authority text, reasons jsonb, readback text,
+    counterfactual_trigger text, message_bytes integer, message bytea, pid integer,
+    prune boolean, refused_retain interval, claim text, claimed_at timestamptz,
+    expires timestamptz, retain interval, skew interval
 """
 _ROW: Final = """
     INSERT INTO handoffs.decisions (decided_at, receipt_id, digest, contract, version, sender,
-        receiver, step, verdict, action, authority, reasons, readback, counterfactual_trigger,
-        message_bytes, message, pid)
+        receiver, step, verdict, action, proposed_action, authority, reasons, readback,
+        counterfactual_trigger, message_bytes, message, pid)
     SELECT decided_at, receipt_id, digest, contract, version, sender, receiver, step, verdict,
-        action, authority, reasons, readback, counterfactual_trigger, message_bytes, message,
-        pid
+        action, proposed_action, authority, reasons, readback, counterfactual_trigger,
+        message_bytes, message, pid
     FROM p
 """
 # Pruning, the skew check, the claims (replay detection) and the decision rows of one
@@ -520,6 +527,7 @@ class PostgresDecisionLog:
         message_bytes: int,
         message: bytes | None,
         decided_at: datetime,
+        proposed_action: str | None,
     ) -> dict[str, Any]:
         if decided_at.tzinfo is None:
             raise InvalidArgument("times must be timezone-aware")
@@ -530,7 +538,8 @@ class PostgresDecisionLog:
             "digest": digest, "contract": name or None, "version": version or None,
             "sender": decision.sender, "receiver": decision.receiver,
             "step": int(decision.step), "verdict": decision.verdict.value,
-            "action": decision.action, "authority": decision.authority,
+            "action": decision.action, "proposed_action": proposed_action,
+            "authority": decision.authority,
             "reasons": [r.to_json() for r in decision.reasons],
             "readback": decision.readback,
             "counterfactual_trigger": decision.counterfactual_trigger,
@@ -550,14 +559,19 @@ class PostgresDecisionLog:
         message_bytes: int,
         message: bytes | None = None,
         decided_at: datetime,
+        proposed_action: str | None = None,
     ) -> None:
         """Record one decision (one row; its reason codes are in ``reasons``).
+
+        ``proposed_action`` is the sender's proposal (the admitted receipt's
+        ``proposed_action``; ``None`` for a refusal), kept beside the decided action.
 
         Raises:
             DecisionLogError: the row could not be written.
         """
         params = _document(self._params(decision, digest=digest, message_bytes=message_bytes,
-                                        message=message, decided_at=decided_at))
+                                        message=message, decided_at=decided_at,
+                                        proposed_action=proposed_action))
         self._run(lambda conn: conn.execute(_APPEND, params, prepare=True),
                   what="append a decision")
 
@@ -570,6 +584,7 @@ class PostgresDecisionLog:
         message_bytes: int,
         message: bytes | None = None,
         decided_at: datetime,
+        proposed_action: str | None = None,
     ) -> bool:
         """Claim ``claim.receipt_id`` and append ``decision`` in one statement.
 
@@ -584,7 +599,8 @@ class PostgresDecisionLog:
         if claim.claimed_at.tzinfo is None or claim.expires.tzinfo is None:
             raise InvalidArgument("times must be timezone-aware")
         document = self._params(decision, digest=digest, message_bytes=message_bytes,
-                                message=message, decided_at=decided_at)
+                                message=message, decided_at=decided_at,
+                                proposed_action=proposed_action)
         document.update(claim=claim.receipt_id, claimed_at=_stamp(claim.claimed_at),
                         expires=_stamp(claim.expires), retain=_interval(self.retain),
                         skew=_interval(self.retain / 2))
@@ -749,8 +765,8 @@ class PostgresDecisionLog:
         def query(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
             cursor = conn.execute(
                 "SELECT seq, decided_at, receipt_id, digest, contract, version, sender, "
-                "receiver, step, verdict, action, authority, reasons, readback, "
-                "counterfactual_trigger, message_bytes, pid FROM handoffs.decisions "
+                "receiver, step, verdict, action, proposed_action, authority, reasons, "
+                "readback, counterfactual_trigger, message_bytes, pid FROM handoffs.decisions "
                 "ORDER BY seq DESC LIMIT %s", (limit,),
             )
             names = [d.name for d in cursor.description or ()]
