@@ -34,6 +34,7 @@ from typing import Any, Final
 
 import attrs
 
+from handoffs._errors import InvalidArgument
 from handoffs.contracts._analysis._geometry import (
     _clip,
     _materialise,
@@ -235,7 +236,7 @@ class _Compiler:
         changed = {c.field: c for c in form.changes}
         unknown = sorted(set(changed) - set(self.contract.field_map))
         if unknown:
-            raise ValueError(f"the symbolic form changes unknown fields {unknown}")
+            raise InvalidArgument(f"the symbolic form changes unknown fields {unknown}")
         constraints: list[Any] = []
         missing: set[str] = set()
         refused = False
@@ -275,10 +276,10 @@ class _Compiler:
     def _merge(self, spec: Any, change: MergeValues, a: Any, b: Any) -> Any:
         z3 = self.z3
         if spec.kind is not FieldKind.ENUM:
-            raise ValueError(f"merge-values: {spec.name} is not an enum field")
+            raise InvalidArgument(f"merge-values: {spec.name} is not an enum field")
         wires = [_wire(v) for v in spec.domain() or ()]
         if change.into not in wires:
-            raise ValueError(f"merge-values: {change.into!r} is no value of {spec.name}")
+            raise InvalidArgument(f"merge-values: {change.into!r} is no value of {spec.name}")
         merged = [wires.index(v) for v in change.values if v in wires and v != change.into]
         if not merged:
             return b == a
@@ -287,10 +288,10 @@ class _Compiler:
     def _round(self, spec: Any, change: RoundValue, a: Any, b: Any) -> list[Any]:
         z3 = self.z3
         if spec.kind not in (FieldKind.INT, FieldKind.FLOAT):
-            raise ValueError(f"round-value: {spec.name} is not a numeric field")
+            raise InvalidArgument(f"round-value: {spec.name} is not a numeric field")
         step = Fraction(change.step)
         if step <= 0:
-            raise ValueError("round-value: the step must be > 0")
+            raise InvalidArgument("round-value: the step must be > 0")
         self.counter += 1
         k = z3.Int(f"round.{self.counter}")
         x = z3.ToReal(a) if spec.kind is FieldKind.INT else a
@@ -315,7 +316,7 @@ class _Compiler:
         else:
             value = _term_clamp(z3.ToReal(k) * _real(step), change.minimum, change.maximum)
             if spec.kind is FieldKind.INT and step.denominator != 1:
-                raise ValueError("round-value: an integer field with a fractional step and "
+                raise InvalidArgument("round-value: an integer field with a fractional step and "
                                  "a wide range is not modelled")
         out.append((z3.ToReal(b) if spec.kind is FieldKind.INT else b) == value)
         return out
@@ -323,7 +324,7 @@ class _Compiler:
     def _widen(self, spec: Any, change: WidenValue, a: Sequence[Any],
                b: Sequence[Any]) -> list[Any]:
         if spec.kind is not FieldKind.INTERVAL:
-            raise ValueError(f"widen-value: {spec.name} is not an interval field")
+            raise InvalidArgument(f"widen-value: {spec.name} is not an interval field")
         half = _real(Fraction(change.width) / 2)
         return [b[0] == _term_clamp(a[0] - half, change.minimum, change.maximum),
                 b[1] == _term_clamp(a[1] + half, change.minimum, change.maximum)]
@@ -531,5 +532,5 @@ def perturbed_state(contract: Contract[Any, Any], form: SymbolicForm, semantics:
     solver = _Solver(z3, 10_000, [])
     status, model = solver.check("perturbed state", *links, *pins)
     if status != "sat":
-        raise ValueError(f"the form gives no perturbed state for {state!r} ({status})")
+        raise InvalidArgument(f"the form gives no perturbed state for {state!r} ({status})")
     return {name: sent.value(model, name) for name in sent.specs if name not in missing}
