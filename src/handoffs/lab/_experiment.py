@@ -380,6 +380,12 @@ def _flag(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
                               f"got {value!r}", json_path=f"$.{attribute.name}")
 
 
+def _figures(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value not in ("population", "stress"):
+        raise ExperimentError(f"tolerance {attribute.name} must be 'population' or 'stress', "
+                              f"got {value!r}", json_path=f"$.{attribute.name}")
+
+
 def _str_tuple(value: Any) -> Any:
     if isinstance(value, str):
         return (value,)
@@ -417,6 +423,12 @@ class Tolerances:
         controls_must_fail: fail the gate when a falsifying control (no message,
             shuffled, constant) meets the agreement and regret thresholds.
         gate_perturbations: perturbation ids the gated strategies must withstand.
+        figures: what ε and δ are compared with: ``"population"`` (default: the
+            pessimistic end of the population interval, i.e. the upper bound of the
+            disagreement rate and of the mean regret; a tolerance of 0 is checked on the
+            count, since no finite sample bounds a rate at 0) or ``"stress"`` (the
+            population check and the generated cases' figures too: the stricter view).
+            The controls are judged on the population figures either way.
     """
 
     agreement_epsilon: float = attrs.field(default=0.0, validator=_non_negative)
@@ -431,6 +443,7 @@ class Tolerances:
     gate_perturbations: tuple[str, ...] = attrs.field(
         default=("none",), converter=_str_tuple, validator=_perturbation_ids)
     max_tokens: int | None = attrs.field(default=None, validator=_count)
+    figures: str = attrs.field(default="population", validator=_figures)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form (the report's ``tolerances`` and the artefact's regret budget)."""
@@ -445,6 +458,7 @@ class Tolerances:
             "controls_must_fail": self.controls_must_fail,
             "gate_perturbations": list(self.gate_perturbations),
             "max_tokens": self.max_tokens,
+            "figures": self.figures,
         }
 
     @classmethod
@@ -732,6 +746,10 @@ class Experiment:
             no minimal message and fails the release gate.
         example_limit: bound on per-case examples kept in the report.
         seed: seed for generated values (falsehood pools, shuffling).
+        population: the :class:`~handoffs.lab._population.Population` the population
+            figures are rates over (independent draws of a declared case distribution).
+            ``None``: with :class:`GeneratedCases`, 1000 draws uniform over the declared
+            bounds and enums; with the experiment's own cases, those cases (a sample).
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -760,6 +778,7 @@ class Experiment:
     minimal_max_tokens: int | None = None
     example_limit: int = 100
     seed: int = 0
+    population: Any = None  # a handoffs.lab._population.Population (which imports this)
 
     def __attrs_post_init__(self) -> None:
         if not self.strategies:

@@ -584,6 +584,25 @@ class Aggregator:
                 })
         return out
 
+    def population(self, perturbation_rows: Sequence[Mapping[str, Any]], *,
+                   confidence: float) -> dict[tuple[str, str], dict[str, Any]]:
+        """Every row's ``population`` figures (agreement, mean regret and hard-violation
+        rate with their intervals), by ``(strategy, perturbation id)``: this aggregator's
+        cases taken as independent draws of the population.
+        """
+        from handoffs.lab._population import population_row
+
+        out = {}
+        for (si, pi), acc in self._accs.items():
+            if not acc.decisions:
+                continue
+            largest = max(self.scorings[pi].loss.values(), default=0.0)
+            out[(self.strategies[si], str(perturbation_rows[pi]["id"]))] = population_row(
+                (acc.cases, acc.decisions, acc.agree, acc.regrets, acc.hard),
+                (acc.sem_n, acc.sem_agree, acc.sem_regrets, acc.sem_hard) if acc.sem_n else None,
+                largest=float(largest), confidence=confidence)
+        return out
+
     def falsehoods(self, rejected: int) -> dict[str, Any]:
         """The ``falsehoods`` section of the report."""
         strategies = []
