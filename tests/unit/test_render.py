@@ -104,8 +104,11 @@ def test_markdown_has_the_labs_findings(report: dict[str, Any]) -> None:
                     "#### Gate checks", "#### Failing decisions",
                     "<details><summary>Perturbations</summary>"):
         assert heading in text
-    assert ("| decision_contract | no-message | 0.4286 | 2.5714 | 0 | fails as it should |"
-            in text)
+    control = next(line for line in text.splitlines()
+                   if line.startswith("| decision_contract | no-message |"))
+    # the cases' figures, then the population's with their intervals (issue 31)
+    assert control.startswith("| decision_contract | no-message | 0.4286 | 2.5714 | 0 | 0.4286 [")
+    assert control.endswith("| the control does worse |")
     assert "| HOLD | identity_verified=false | 4 | minimum |" in text
     assert "| identity_verified | 24 | 0.8571 |" in text
     falsehoods = report["falsehoods"]["strategies"][0]

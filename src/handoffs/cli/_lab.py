@@ -96,7 +96,11 @@ def print_summary(report: Mapping[str, Any]) -> None:
     console.print(f"[bold]{experiment['name']}[/bold]: {experiment['contract']}, "
                   f"{experiment['cases']} cases, {len(report['results'])} strategy × "
                   "perturbation rows")
-    table = Table(title="Strategies", title_justify="left")
+    population = experiment.get("population") or {}
+    stress = population.get("case_figures") == "stress"
+    table = Table(title=f"Strategies (over the {experiment['cases']} "
+                        f"{'generated (stress)' if stress else 'experiment'} cases)",
+                  title_justify="left")
     for column in ("strategy", "agreement", "mean regret", "catastrophic", "governance",
                    "mean bytes"):
         table.add_column(column, justify="left" if column == "strategy" else "right")
@@ -130,12 +134,14 @@ def print_summary(report: Mapping[str, Any]) -> None:
             f"{_num(injection['schema_still_valid'])}, reference "
             f"{injection['reference_action']}, baseline {injection['baseline_action']}, "
             f"altered {injection['altered_action']}, loss {_num(injection['synthetic_loss'])}")
+    _print_population(console, report, stress=stress)
     for strategy in report["falsehoods"]["strategies"]:
         console.print(
-            f"Falsehoods for {strategy['strategy']}: {strategy['evaluated']} sent, "
+            f"Falsehoods for {strategy['strategy']}: {strategy['evaluated']} sent: "
             f"{strategy['caught']} caught, {strategy['survived']} survived "
             f"({strategy['catastrophic_survived']} catastrophic), "
-            f"{strategy['equivalent']} without effect")
+            f"{strategy['over_reacted']} over-reacted, "
+            f"{strategy['equivalent']} equivalent")
     minimal = report["minimal_messages"]
     console.print(f"Minimal messages: {len(minimal['regions'])} regions, mean "
                   f"{_num(minimal['mean_fields'], 2)} of {len(minimal['contract_fields'])} "
@@ -149,6 +155,45 @@ def print_summary(report: Mapping[str, Any]) -> None:
         console.print(f"  warning: {warning}", markup=False)
     for finding in findings(report):
         console.print(f"  {finding}", markup=False)
+
+
+def _print_population(console: Any, report: Mapping[str, Any], *, stress: bool) -> None:
+    """The gated strategies' rows: the cases' figures beside the population's, each
+    population figure with its interval.
+    """
+    from rich.table import Table
+
+    experiment = report["experiment"]
+    population = experiment.get("population") or {}
+    gated = {s["name"] for s in experiment["strategies"] if s.get("gated")} or \
+        {experiment["subject"]}
+    rows = [r for r in report["results"] if r["strategy"] in gated and r.get("population")]
+    if not rows:
+        return
+    source = (f"{population.get('draws')} independent draws" if population.get("source")
+              == "drawn" else "the experiment's cases")
+    table = Table(title=f"Population ({source}, {population.get('confidence', 0.95):.0%} "
+                        "intervals) beside " + ("stress (the generated cases)" if stress
+                                                 else "the cases"),
+                  title_justify="left")
+    prefix = "stress" if stress else "cases"
+    for column in ("strategy", "perturbation", f"{prefix} agreement",
+                   "population agreement", f"{prefix} mean regret", "population mean regret",
+                   "population hard-violation rate"):
+        table.add_column(column, justify="left" if column in ("strategy", "perturbation")
+                         else "right")
+
+    def with_interval(figures: Mapping[str, Any], key: str) -> str:
+        low, high = figures[f"{key}_interval"]
+        return f"{_num(figures[key])} [{_num(low)}, {_num(high)}]"
+
+    for row in rows:
+        figures = row["population"]
+        table.add_row(row["strategy"], row["perturbation"], _num(row["agreement"]),
+                      with_interval(figures, "agreement"), _num(row["mean_regret"]),
+                      with_interval(figures, "mean_regret"),
+                      with_interval(figures, "hard_violation_rate"))
+    console.print(table)
 
 
 def _write_report(report: Mapping[str, Any], out: Path, *, also: tuple[str, ...] = ()
