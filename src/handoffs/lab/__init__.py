@@ -36,6 +36,7 @@ from handoffs.lab._experiment import (
 )
 from handoffs.lab._minimal import counterfactual_triggers, minimal_message
 from handoffs.lab._partition import message_partition
+from handoffs.lab._population import Population
 from handoffs.lab._runner import rescore, run
 from handoffs.lab._sufficient import assert_sufficient
 from handoffs.lab._toml import load_experiment
@@ -46,6 +47,7 @@ __all__ = [
     "GeneratedCases",
     "IterableCases",
     "JSONLinesCases",
+    "Population",
     "Strategy",
     "Tolerances",
     "assert_sufficient",
