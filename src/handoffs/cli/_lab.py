@@ -148,13 +148,20 @@ def print_summary(report: Mapping[str, Any]) -> None:
                   "fields")
     gate = report["gate"]
     verdict = "[green]PASS[/green]" if gate["passed"] else "[red]FAIL[/red]"
-    console.print(f"Release gate: {verdict} ({len(gate['checks'])} checks)")
+    console.print(f"Release gate: {verdict} ({len(gate['checks'])} checks)"
+                  + _waived(gate))
     for reason in gate["reasons"]:
         console.print(f"  - {reason}", markup=False)
     for warning in gate["warnings"]:
         console.print(f"  warning: {warning}", markup=False)
     for finding in findings(report):
         console.print(f"  {finding}", markup=False)
+
+
+def _waived(gate: Mapping[str, Any]) -> str:
+    """The waivers the gate applied, for the verdict line."""
+    waivers = gate.get("waivers") or ()
+    return "".join(f"; waived: {w}" for w in waivers)
 
 
 def _print_population(console: Any, report: Mapping[str, Any], *, stress: bool) -> None:
@@ -412,8 +419,8 @@ def _budget(values: Sequence[str], base: Tolerances) -> Tolerances:
               help="Override a tolerance (e.g. regret_delta=0.5, gate_perturbations=\"...\"), "
                    "or read [tolerances] from a .toml/.json file. Repeatable.")
 @click.option("--artefact", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the release artefact here (default: release.json beside the "
-                   "report).")
+              help="Write the release artefact here (only when asked, and never when the "
+                   "gate fails).")
 @click.option("--sign-key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="PEM Ed25519 private key: sign the artefact with an "
                                  "eddsa-jcs-2022 proof.")
@@ -461,18 +468,20 @@ def gate_command(ctx: click.Context, *, report_path: Path, budgets: tuple[str, .
             key = SigningKey.from_pem(sign_key.read_bytes())
         except HandoffsError as exc:
             raise _CannotRun(f"{sign_key}: {exc}") from exc
-    document = release_artefact(updated, key=key)
-    target = artefact or report_path.with_name("release.json")
-    target.write_text(dumps(document, indent=2) + "\n", encoding="utf-8")
     console = _console()
     verdict = "[green]PASS[/green]" if gate["passed"] else "[red]FAIL[/red]"
-    console.print(f"Release gate: {verdict} ({len(gate['checks'])} checks)")
+    console.print(f"Release gate: {verdict} ({len(gate['checks'])} checks)" + _waived(gate))
     for check in gate["checks"]:
         mark = "ok  " if check["passed"] else "FAIL"
         console.print(f"  {mark} {check['reason']}", markup=False)
     for warning in gate["warnings"]:
         console.print(f"  warning: {warning}", markup=False)
-    click.echo(f"wrote {target}", err=True)
+    if artefact is not None and gate["passed"]:
+        document = release_artefact(updated, key=key)
+        artefact.write_text(dumps(document, indent=2) + "\n", encoding="utf-8")
+        click.echo(f"wrote {artefact}", err=True)
+    elif artefact is not None:
+        click.echo(f"no release artefact written to {artefact}: the gate failed", err=True)
     ctx.exit(gate["exit_code"])
 
 

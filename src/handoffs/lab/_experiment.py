@@ -380,6 +380,13 @@ def _flag(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
                               f"got {value!r}", json_path=f"$.{attribute.name}")
 
 
+def _waiver(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ExperimentError(f"tolerance {attribute.name} names what verifies the claims "
+                              f"upstream (a non-empty string), got {value!r}",
+                              json_path=f"$.{attribute.name}")
+
+
 def _figures(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value not in ("population", "stress"):
         raise ExperimentError(f"tolerance {attribute.name} must be 'population' or 'stress', "
@@ -417,7 +424,12 @@ class Tolerances:
         governance_failures: messages allowed to fail the governance check.
         max_mean_bytes: bound on mean payload bytes (``None``: no bound).
         surviving_catastrophic_falsehoods: catastrophic falsehoods a gated receiver
-            may let through (``None``: reported, not gated).
+            may let through (default 0: what cannot be averaged is bounded; ``None``:
+            reported, not gated).
+        claims_verified_upstream: a named waiver of the bound on surviving
+            catastrophic falsehoods: what verifies the sender's claims before they
+            reach this receiver (readback, signatures over the evidence, ...). Recorded
+            in the gate, the artefact and printed beside the verdict.
         max_tokens: model tokens (in + out, every strategy) the run may spend
             (``None``: no bound); the report's ``cost`` totals are checked.
         controls_must_fail: fail the gate when a falsifying control (no message,
@@ -437,8 +449,8 @@ class Tolerances:
     hard_violations: int = attrs.field(default=0, validator=_count)
     governance_failures: int = attrs.field(default=0, validator=_count)
     max_mean_bytes: float | None = attrs.field(default=None, validator=_non_negative)
-    surviving_catastrophic_falsehoods: int | None = attrs.field(default=None,
-                                                                validator=_count)
+    surviving_catastrophic_falsehoods: int | None = attrs.field(default=0, validator=_count)
+    claims_verified_upstream: str | None = attrs.field(default=None, validator=_waiver)
     controls_must_fail: bool = attrs.field(default=True, validator=_flag)
     gate_perturbations: tuple[str, ...] = attrs.field(
         default=("none",), converter=_str_tuple, validator=_perturbation_ids)
@@ -455,6 +467,7 @@ class Tolerances:
             "governance_failures": self.governance_failures,
             "max_mean_bytes": self.max_mean_bytes,
             "surviving_catastrophic_falsehoods": self.surviving_catastrophic_falsehoods,
+            "claims_verified_upstream": self.claims_verified_upstream,
             "controls_must_fail": self.controls_must_fail,
             "gate_perturbations": list(self.gate_perturbations),
             "max_tokens": self.max_tokens,

@@ -321,8 +321,10 @@ class Population:
     """The population the figures are rates over: a distribution and a number of draws.
 
     Attributes:
-        distribution: the case distribution (``None``: uniform over the declared
-            bounds and enums).
+        distribution: the case distribution: per field, a table of ``range``,
+            ``weights``, ``rate`` or ``half_width`` (the TOML form of
+            ``[cases.distribution]``); ``None``: uniform over the declared bounds and
+            enums.
         draws: independent states drawn (default 1000).
         seed: seeds the draws (each draw's generator is seeded from it and the
             draw's index).
@@ -331,7 +333,7 @@ class Population:
             for it is an error that says how many are needed (``None``: any).
     """
 
-    distribution: Mapping[str, Any] | CaseDistribution | None = None
+    distribution: Any = None
     draws: int = attrs.field(default=DEFAULT_DRAWS, validator=_positive_int)
     seed: int = 0
     confidence: float = DEFAULT_CONFIDENCE
@@ -354,21 +356,28 @@ class Population:
                     f"{self.width} wide at {self.confidence:.0%} needs {needed} draws",
                     json_path="$.cases.draws")
 
-    def resolved(self, contract: Contract[Any, Any]) -> CaseDistribution:
-        """The distribution over ``contract``'s states (checked against it)."""
-        if isinstance(self.distribution, CaseDistribution):
-            return self.distribution
-        return CaseDistribution.from_json(contract, self.distribution or {})
+    def cases(self, contract: Contract[Any, Any]) -> Any:
+        """The draws over ``contract``'s states, as a re-iterable case source of
+        generated cases (ids ``population-000001``...).
 
-    def cases(self, contract: Contract[Any, Any]) -> PopulationCases:
-        """The draws, as a case source."""
-        return PopulationCases(self.resolved(contract), self.draws, self.seed)
+        Raises:
+            ExperimentError: the distribution does not fit the contract (code
+                ``bad-distribution``, its ``json_path`` naming the field).
+        """
+        return PopulationCases(resolved(self, contract), self.draws, self.seed)
 
     def to_json(self, contract: Contract[Any, Any]) -> dict[str, Any]:
         """The report's ``experiment.population``."""
         return {"source": "drawn", "draws": self.draws, "seed": self.seed,
                 "confidence": self.confidence,
-                "distribution": self.resolved(contract).to_json()}
+                "distribution": resolved(self, contract).to_json()}
+
+
+def resolved(population: Population, contract: Contract[Any, Any]) -> CaseDistribution:
+    """The population's distribution over ``contract``'s states (checked against it)."""
+    if isinstance(population.distribution, CaseDistribution):
+        return population.distribution
+    return CaseDistribution.from_json(contract, population.distribution or {})
 
 
 @attrs.frozen
@@ -452,7 +461,7 @@ def population_of(experiment: Any) -> Population | None:
     if not isinstance(declared, Population):
         raise DistributionError(f"population must be a Population, got "
                                 f"{type(declared).__name__}", json_path="$.cases.distribution")
-    declared.resolved(experiment.contract)
+    resolved(declared, experiment.contract)
     return declared
 
 

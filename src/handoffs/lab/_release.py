@@ -227,16 +227,8 @@ def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = Non
                                   "doing the work" if meets else
                                   "the control does worse, as it must")),
                 })
-    if tol.surviving_catastrophic_falsehoods is not None:
-        survived = {s["strategy"]: s["catastrophic_survived"]
-                    for s in report["falsehoods"]["strategies"]}
-        for strategy in gated:
-            value = survived.get(strategy)
-            checks.append(_check(
-                "surviving_catastrophic_falsehoods", strategy, "mutate", comparison="<=",
-                threshold=tol.surviving_catastrophic_falsehoods, value=value,
-                reason=f"{strategy}: {_fmt(value)} catastrophic schema-valid falsehood(s) "
-                       f"survived, {tol.surviving_catastrophic_falsehoods} allowed"))
+    waivers: list[str] = []
+    checks += _catastrophic_checks(report, gated, tol, waivers)
     if tol.max_tokens is not None:
         totals = (report.get("cost") or {}).get("totals") or {}
         spent = int(totals.get("tokens_in", 0)) + int(totals.get("tokens_out", 0))
@@ -260,7 +252,37 @@ def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = Non
     reasons = [c["reason"] for c in checks if not c["passed"]]
     passed = not reasons
     return {"passed": passed, "exit_code": EXIT_PASS if passed else EXIT_FAIL,
-            "checks": checks, "reasons": reasons, "warnings": warnings}
+            "checks": checks, "reasons": reasons, "warnings": warnings, "waivers": waivers}
+
+
+def _catastrophic_checks(report: Mapping[str, Any], gated: Sequence[str], tol: Tolerances,
+                         waivers: list[str]) -> list[dict[str, Any]]:
+    """The bound on surviving catastrophic falsehoods per gated strategy (0 unless
+    declared), each failure waived, and the waiver added to ``waivers``, when the
+    tolerances name what verifies the claims upstream.
+    """
+    checks: list[dict[str, Any]] = []
+    if tol.surviving_catastrophic_falsehoods is None:
+        return checks
+    survived = {s["strategy"]: s["catastrophic_survived"]
+                for s in report["falsehoods"]["strategies"]}
+    for strategy in gated:
+        value = survived.get(strategy)
+        if value is None:  # no falsehood was sent to it: nothing to bound
+            continue
+        check = _check(
+            "surviving_catastrophic_falsehoods", strategy, "mutate", comparison="<=",
+            threshold=tol.surviving_catastrophic_falsehoods, value=value,
+            reason=f"{strategy}: {_fmt(value)} catastrophic schema-valid falsehood(s) "
+                   f"survived, {tol.surviving_catastrophic_falsehoods} allowed")
+        if not check["passed"] and tol.claims_verified_upstream is not None:
+            waiver = f"claims verified upstream: {tol.claims_verified_upstream}"
+            check["passed"] = True
+            check["reason"] += f"; waived ({waiver})"
+            if waiver not in waivers:
+                waivers.append(waiver)
+        checks.append(check)
+    return checks
 
 
 def _receiver_checks(report: Mapping[str, Any],
@@ -367,7 +389,8 @@ def release_artefact(report: Mapping[str, Any], *, key: Signer | None = None,
              "semantic_agreement": r["semantic_agreement"]}
             for r in report["results"]
         ],
-        "gate": {"passed": gate["passed"], "reasons": list(gate["reasons"])},
+        "gate": {"passed": gate["passed"], "reasons": list(gate["reasons"]),
+                 "waivers": list(gate.get("waivers", ()))},
         "created": format_time(created),
     }
     return artefact if key is None else sign(artefact, key, purpose=ARTEFACT_PURPOSE,
