@@ -251,3 +251,22 @@ def test_the_toml_form(tmp_path: Path) -> None:
     with pytest.raises(DistributionError) as caught:
         load_experiment(path)
     assert caught.value.json_path == "$.cases.distribution.airway_compromised.rate"
+
+
+def test_the_default_filling_receiver_has_its_own_tolerances(report: dict[str, Any]) -> None:
+    gated = evaluate_gate(report, Tolerances(default_filling_hard_violations=0,
+                                             controls_must_fail=False))
+    assert not gated["passed"]
+    [reason] = [r for r in gated["reasons"] if "default-filling" in r]
+    assert reason.startswith("the default-filling receiver under "
+                             "remove-decision-field:airway_compromised: ")
+    assert "hard violation(s) over 1000 decisions" in reason
+    assert "0 allowed" in reason
+    # not gated unless declared
+    assert not [c for c in report["gate"]["checks"] if c["metric"].startswith("default_filling")]
+    loose = evaluate_gate(report, Tolerances(default_filling_epsilon=0.5,
+                                             default_filling_delta=5.0,
+                                             controls_must_fail=False))
+    assert loose["passed"], loose["reasons"]
+    assert {c["metric"] for c in loose["checks"]} >= {"default_filling_agreement",
+                                                      "default_filling_mean_regret"}

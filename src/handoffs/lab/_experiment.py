@@ -435,6 +435,11 @@ class Tolerances:
         controls_must_fail: fail the gate when a falsifying control (no message,
             shuffled, constant) meets the agreement and regret thresholds.
         gate_perturbations: perturbation ids the gated strategies must withstand.
+        default_filling_epsilon / default_filling_delta / default_filling_hard_violations:
+            tolerances of the default-filling (semantic) receiver, which takes a
+            missing field at its declared ``if_missing``: checked, like ε, δ and hard
+            violations, on its population figures under each subject row that removes
+            a decision field (``None``: not gated).
         figures: what ε and δ are compared with: ``"population"`` (default: the
             pessimistic end of the population interval, i.e. the upper bound of the
             disagreement rate and of the mean regret; a tolerance of 0 is checked on the
@@ -456,6 +461,9 @@ class Tolerances:
         default=("none",), converter=_str_tuple, validator=_perturbation_ids)
     max_tokens: int | None = attrs.field(default=None, validator=_count)
     figures: str = attrs.field(default="population", validator=_figures)
+    default_filling_epsilon: float | None = attrs.field(default=None, validator=_non_negative)
+    default_filling_delta: float | None = attrs.field(default=None, validator=_non_negative)
+    default_filling_hard_violations: int | None = attrs.field(default=None, validator=_count)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form (the report's ``tolerances`` and the artefact's regret budget)."""
@@ -472,6 +480,9 @@ class Tolerances:
             "gate_perturbations": list(self.gate_perturbations),
             "max_tokens": self.max_tokens,
             "figures": self.figures,
+            "default_filling_epsilon": self.default_filling_epsilon,
+            "default_filling_delta": self.default_filling_delta,
+            "default_filling_hard_violations": self.default_filling_hard_violations,
         }
 
     @classmethod

@@ -227,6 +227,7 @@ def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = Non
                                   "doing the work" if meets else
                                   "the control does worse, as it must")),
                 })
+    checks += default_filling_checks(report, tol)
     waivers: list[str] = []
     checks += _catastrophic_checks(report, gated, tol, waivers)
     if tol.max_tokens is not None:
@@ -253,6 +254,61 @@ def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = Non
     passed = not reasons
     return {"passed": passed, "exit_code": EXIT_PASS if passed else EXIT_FAIL,
             "checks": checks, "reasons": reasons, "warnings": warnings, "waivers": waivers}
+
+
+def default_filling_checks(report: Mapping[str, Any], tol: Tolerances) -> list[dict[str, Any]]:
+    """The default-filling (semantic) receiver's own tolerances, on its population
+    figures under every subject row that removes a decision field: agreement (its
+    interval's lower bound against 1 - ε; ε = 0 on the count), mean regret (its upper
+    bound against δ; δ = 0 on the count) and hard violations over the draws.
+    """
+    limits = (tol.default_filling_epsilon, tol.default_filling_delta,
+              tol.default_filling_hard_violations)
+    if all(limit is None for limit in limits):
+        return []
+    subject = report["experiment"]["subject"]
+    checks: list[dict[str, Any]] = []
+    for row in report["results"]:
+        if row["strategy"] != subject or not str(row["perturbation"]).startswith(
+                "remove-decision-field:"):
+            continue
+        semantic = (row.get("population") or {}).get("semantic")
+        where = f"the default-filling receiver under {row['perturbation']}"
+        if semantic is None:
+            checks.append(_check("default_filling", subject, row["perturbation"],
+                                 comparison=">", threshold=0, value=None,
+                                 reason=f"{where}: no population figures were recorded"))
+            continue
+        n = semantic["decisions"]
+        if tol.default_filling_epsilon is not None:
+            eps = tol.default_filling_epsilon
+            value = semantic["agreement"] if eps == 0 else semantic["agreement_interval"][0]
+            checks.append(_check(
+                "default_filling_agreement", subject, row["perturbation"], comparison=">=",
+                threshold=1 - eps, value=value,
+                reason=f"{where}: agreement {_fmt(semantic['agreement'])} "
+                       f"{_interval(semantic['agreement_interval'])} over {n} decisions "
+                       f"against 1 - ε = {_fmt(1 - eps)}"))
+        if tol.default_filling_delta is not None:
+            delta = tol.default_filling_delta
+            value = semantic["mean_regret"] if delta == 0 else \
+                semantic["mean_regret_interval"][1]
+            checks.append(_check(
+                "default_filling_mean_regret", subject, row["perturbation"], comparison="<=",
+                threshold=delta, value=value,
+                reason=f"{where}: mean regret {_fmt(semantic['mean_regret'])} "
+                       f"{_interval(semantic['mean_regret_interval'])} over {n} decisions "
+                       f"against δ = {_fmt(delta)}"))
+        if tol.default_filling_hard_violations is not None:
+            hard = round(semantic["hard_violation_rate"] * n)
+            checks.append(_check(
+                "default_filling_hard_violations", subject, row["perturbation"],
+                comparison="<=", threshold=tol.default_filling_hard_violations, value=hard,
+                reason=f"{where}: {hard} hard violation(s) over {n} decisions (rate "
+                       f"{_fmt(semantic['hard_violation_rate'])} "
+                       f"{_interval(semantic['hard_violation_rate_interval'])}), "
+                       f"{tol.default_filling_hard_violations} allowed"))
+    return checks
 
 
 def _catastrophic_checks(report: Mapping[str, Any], gated: Sequence[str], tol: Tolerances,
