@@ -10,6 +10,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from handoffs.contracts import Interval
@@ -22,6 +23,7 @@ from handoffs.lab._population import (
 )
 from handoffs.lab.perturbations._registry import perturbation_from_json
 from handoffs.lab.reports import evaluate_gate
+from handoffs.receivers import Decision, Reason, Step, Verdict
 from triage_lab import TRIAGE, Acuity, triage_experiment
 
 TRUTH_STATES = 20_000
@@ -270,3 +272,32 @@ def test_the_default_filling_receiver_has_its_own_tolerances(report: dict[str, A
     assert loose["passed"], loose["reasons"]
     assert {c["metric"] for c in loose["checks"]} >= {"default_filling_agreement",
                                                       "default_filling_mean_regret"}
+
+
+@attrs.frozen
+class RefuseAll:
+    """A receiver whose context dependency never resolves: it refuses every message."""
+
+    name: str = "refuse-all"
+    deterministic: bool = True
+
+    def receive(self, message: Any) -> Decision:
+        return Decision(verdict=Verdict.REJECT, action=Acuity.REASSESS.value, step=Step.CONTEXT,
+                        reasons=(Reason("context-unresolved", "the bed register is down",
+                                        Step.CONTEXT, "$"),),
+                        receiver=self.name, contract=TRIAGE.id)
+
+
+def test_refusing_everything_is_reported_as_refusals_not_catches() -> None:
+    base = triage_experiment()
+    refusing = attrs.evolve(base, strategies=(attrs.evolve(
+        base.strategies[0], receiver=RefuseAll()),), perturbations=(
+        perturbation_from_json({"kind": "mutate"}, contract=TRIAGE),),
+        population=Population(draws=20))
+    falsehoods = run(refusing).report["falsehoods"]["strategies"]
+    [row] = falsehoods
+    assert row["caught"] == 0
+    assert row["refused"] > 0
+    assert row["refused_by"] == {"context-unresolved": row["refused"]}
+    assert (row["caught"] + row["survived"] + row["over_reacted"] + row["equivalent"]
+            + row["refused"]) == row["evaluated"]

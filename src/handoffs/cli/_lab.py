@@ -141,7 +141,10 @@ def print_summary(report: Mapping[str, Any]) -> None:
             f"{strategy['caught']} caught, {strategy['survived']} survived "
             f"({strategy['catastrophic_survived']} catastrophic), "
             f"{strategy['over_reacted']} over-reacted, "
-            f"{strategy['equivalent']} equivalent")
+            f"{strategy['equivalent']} equivalent"
+            + (f", {strategy['refused']} refused with the true message too "
+               f"({', '.join(f'{k} {v}' for k, v in strategy['refused_by'].items())})"
+               if strategy.get("refused") else ""))
     minimal = report["minimal_messages"]
     console.print(f"Minimal messages: {len(minimal['regions'])} regions, mean "
                   f"{_num(minimal['mean_fields'], 2)} of {len(minimal['contract_fields'])} "
