@@ -91,6 +91,11 @@ class PumpState:
         minimum=0, maximum=1)
 
 
+CLAIMS_VERIFIED_UPSTREAM = (
+    "the receivers act on what a well-formed message says; the example trusts its "
+    "senders' claims (the lab measures what a false one would cost)")
+"""The example's waiver of the gate's default bound on surviving catastrophic falsehoods."""
+
 def pump_contract(h: float, *, version: str) -> Contract[PumpState, PumpAction]:
     """The controller's contract when a failure costs ``h``: stop when ``p × h > 2``."""
     c, s = PumpAction.CONTINUE, PumpAction.STOP
@@ -292,7 +297,7 @@ def pump_experiment(h: float = 40) -> Experiment:
         governance=GOVERNANCE,
         state_of=PumpEstimate.state,
         subject="certified_interval",
-        tolerances=Tolerances(),
+        tolerances=Tolerances(claims_verified_upstream=CLAIMS_VERIFIED_UPSTREAM),
         assumptions={
             "case_mix": "Eight synthetic estimates below 0.10, each with a calibrated "
                         "certified interval.",

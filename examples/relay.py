@@ -231,6 +231,11 @@ SCENARIOS: Final = (
 """(name, interval, source agreement) of the six scenarios."""
 
 
+CLAIMS_VERIFIED_UPSTREAM = (
+    "the receivers act on what a well-formed message says; the example trusts its "
+    "senders' claims (the lab measures what a false one would cost)")
+"""The example's waiver of the gate's default bound on surviving catastrophic falsehoods."""
+
 def analyses(variants: int = 4) -> Iterator[Analysis]:
     """The synthetic fixture: ``variants`` analyses of each scenario."""
     for name, lo, hi, sources in SCENARIOS:
@@ -513,6 +518,7 @@ def edge_ab_experiment() -> Experiment:
         strategies=(Strategy(name="a_to_b", encoder=analyst_encoder(), receiver=planner(),
                              gated=True),),
         governance=GOVERNANCE_AB, state_of=Analysis.analysis_state,
+        tolerances=Tolerances(claims_verified_upstream=CLAIMS_VERIFIED_UPSTREAM),
     )
 
 
@@ -523,6 +529,7 @@ def edge_bc_experiment() -> Experiment:
         strategies=(Strategy(name="b_to_c", encoder=handover_encoder(),
                              receiver=handover_controller(), gated=True),),
         governance=GOVERNANCE_BC, state_of=Analysis.handover_state,
+        tolerances=Tolerances(claims_verified_upstream=CLAIMS_VERIFIED_UPSTREAM),
     )
 
 
@@ -574,7 +581,8 @@ def relay_experiment() -> Experiment:
                      receiver=carrier()),
         ),
         governance=GOVERNANCE_BC, state_of=Analysis.analysis_state,
-        subject="stable_receipt", tolerances=Tolerances(),
+        subject="stable_receipt",
+        tolerances=Tolerances(claims_verified_upstream=CLAIMS_VERIFIED_UPSTREAM),
         assumptions={
             "case_mix": "Four synthetic analyses for each of six scenarios.",
             "receiver": "The loop controller recomputes from loop-safety receipts; a "

@@ -219,6 +219,11 @@ _HIGH: Final = (0.92, 0.95, 0.97, 0.99)
 _LOW: Final = (0.55, 0.65, 0.75, 0.85)
 
 
+CLAIMS_VERIFIED_UPSTREAM = (
+    "the receivers act on what a well-formed message says; the example trusts its "
+    "senders' claims (the lab measures what a false one would cost)")
+"""The example's waiver of the gate's default bound on surviving catastrophic falsehoods."""
+
 def surveys(variants: int = 4) -> Iterator[ScoutSurvey]:
     """The synthetic fixture: ``variants`` surveys of each of eight combinations of
     blocked branch, confirmed (confidence ≥ 0.9) or not, and visibility.
@@ -367,6 +372,7 @@ def scout_v1_experiment() -> Experiment:
             ActionAdded(action="STOP", when=Under("confidence", CONFIRMED),
                         before="avoid-left", loss=loss_stop, default_loss=2),
         ),
+        tolerances=Tolerances(claims_verified_upstream=CLAIMS_VERIFIED_UPSTREAM),
         assumptions={
             "case_mix": "Four synthetic surveys for each of eight combinations of blocked "
                         "branch, confirmed obstacle and visibility.",
@@ -394,7 +400,7 @@ def scout_v2_experiment() -> Experiment:
         governance=GOVERNANCE,
         state_of=ScoutSurvey.state,
         subject="decision_receipt",
-        tolerances=Tolerances(),
+        tolerances=Tolerances(claims_verified_upstream=CLAIMS_VERIFIED_UPSTREAM),
         assumptions={
             "case_mix": "The same 32 synthetic surveys as 1.0.0.",
             "receiver": "The old one-bit message is executed as sent; receipts are "

@@ -43,6 +43,7 @@ gated = true
 
 [tolerances]
 gate_perturbations = ["none"]
+claims_verified_upstream = "the test's sender is the test itself"
 """
 
 UNSIGNED = {

@@ -333,10 +333,11 @@ def test_the_release_gate_may_hold_a_token_budget() -> None:
         report = run(_experiment(server.url, full_record=False), cache=False).report
     spent = report["cost"]["totals"]["tokens_in"] + report["cost"]["totals"]["tokens_out"]
     assert report["gate"]["passed"]  # the scripted model decides as the policy does
-    tight = evaluate_gate(report, Tolerances(max_tokens=spent - 1))
+    declared = Tolerances.from_json(report["experiment"]["tolerances"])
+    tight = evaluate_gate(report, attrs.evolve(declared, max_tokens=spent - 1))
     assert not tight["passed"]
     assert tight["reasons"] == [f"the run spent {spent} model token(s), {spent - 1} allowed"]
-    assert evaluate_gate(report, Tolerances(max_tokens=spent))["passed"]
+    assert evaluate_gate(report, attrs.evolve(declared, max_tokens=spent))["passed"]
 
 
 @attrs.frozen

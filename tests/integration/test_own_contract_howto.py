@@ -105,6 +105,8 @@ def test_the_page_runs(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory)
     assert artefact["contract"] == "deploy-approval/1.0.0"
     assert artefact["gate"]["passed"] is True
     assert artefact["proof"]["cryptosuite"] == "eddsa-jcs-2022"
-    dropped = json.loads((tmp_path / "dropped.json").read_text("utf-8"))
-    assert dropped["gate"]["passed"] is False
+    assert not (tmp_path / "dropped.json").exists()  # never an artefact beside a FAIL
+    assert artefact["gate"]["waivers"] == [
+        "claims verified upstream: the release agent signs only after CI re-runs the "
+        "checks it cites"]
     assert set(written) <= {p.name for p in tmp_path.iterdir()}

@@ -95,6 +95,7 @@ gated = true
 [tolerances]
 gate_perturbations = ["none"]
 controls_must_fail = false
+claims_verified_upstream = "the claims handler trusts the triage agent's receipts"
 """
 
 

@@ -70,13 +70,23 @@ def test_a_bad_experiment_exits_2(tmp_path: Path) -> None:
     assert "unknown table" in result.output
 
 
-def test_gate_passes_and_writes_the_artefact(out: Path) -> None:
+def test_gate_passes_and_writes_the_artefact_when_asked(out: Path, tmp_path: Path) -> None:
+    (out / "release.json").unlink(missing_ok=True)
     result = invoke("gate", str(out / "report.json"))
     assert result.exit_code == 0, result.output
     assert "Release gate: PASS" in result.output
-    artefact = json.loads((out / "release.json").read_text("utf-8"))
+    assert not (out / "release.json").exists()  # only when asked
+    target = tmp_path / "release.json"
+    result = invoke("gate", str(out / "report.json"), "--artefact", str(target))
+    assert result.exit_code == 0, result.output
+    # the built-in experiment's waiver is printed beside the verdict and recorded
+    assert "waived: claims verified upstream:" in " ".join(result.output.split())
+    artefact = json.loads(target.read_text("utf-8"))
     assert artefact["artefact_format"] == "handoffs-release/1"
-    assert artefact["gate"] == {"passed": True, "reasons": []}
+    assert artefact["gate"]["passed"] is True
+    assert artefact["gate"]["reasons"] == []
+    [waiver] = artefact["gate"]["waivers"]
+    assert waiver.startswith("claims verified upstream: ")
 
 
 def test_gate_fails_under_a_stricter_budget(out: Path, tmp_path: Path) -> None:
@@ -85,14 +95,13 @@ def test_gate_fails_under_a_stricter_budget(out: Path, tmp_path: Path) -> None:
                     "--budget", 'gate_perturbations=["none", "relay:2:drop=decision_state"]')
     assert result.exit_code == 1
     assert "FAIL" in result.output
-    artefact = json.loads(target.read_text("utf-8"))
-    assert artefact["gate"]["passed"] is False
-    assert artefact["regret_budget"]["gate_perturbations"] == [
-        "none", "relay:2:drop=decision_state"]
-    budget = tmp_path / "budget.toml"
-    budget.write_text("[tolerances]\nsurviving_catastrophic_falsehoods = 0\n", "utf-8")
-    assert invoke("gate", str(out / "report.json"), "--artefact", str(target),
-                  "--budget", str(budget)).exit_code == 1
+    assert not target.exists()  # never an artefact beside a FAIL
+    assert "no release artefact written" in result.output
+    # without the waiver, the default bound of 0 surviving catastrophic falsehoods fails
+    unwaived = invoke("gate", str(out / "report.json"), "--budget",
+                      "claims_verified_upstream=")
+    assert unwaived.exit_code == 1
+    assert "catastrophic schema-valid falsehood(s) survived, 0 allowed" in unwaived.output
 
 
 def test_gate_errors_exit_2(out: Path, tmp_path: Path) -> None:

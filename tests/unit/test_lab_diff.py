@@ -79,13 +79,28 @@ def test_the_budget_allows_what_it_says(old: dict[str, Any]) -> None:
     assert [c.metric for c in diff_reports(old, heavier).regressions] == ["mean_bytes"]
 
 
-def test_a_vanished_row_and_a_failing_gate_are_regressions(old: dict[str, Any]) -> None:
+def test_a_vanished_row_is_removed_and_a_failing_gate_regresses(old: dict[str, Any]) -> None:
     new = copy.deepcopy(old)
     new["results"] = [r for r in new["results"] if r["perturbation"] != "mutate"]
     new["gate"]["passed"], new["gate"]["exit_code"] = False, 1
     diff = diff_reports(old, new)
     assert {(c.perturbation, c.metric, c.old, c.new) for c in diff.regressions} == {
-        ("mutate", "row", "present", None), (None, "gate", "PASS", "FAIL")}
+        (None, "gate", "PASS", "FAIL")}
+    removed = [c for c in diff.changes if c.status == "removed"]
+    assert {(c.perturbation, c.metric) for c in removed} == {("mutate", "row")}
+    assert "| removed | decision_contract | mutate | row | present | — |" in diff.render(
+        format="markdown")
+
+
+def test_a_control_doing_worse_is_expected_not_a_regression(old: dict[str, Any]) -> None:
+    new = copy.deepcopy(old)
+    control = _row(new, "decision_contract", "no-message")
+    control["agreement"] -= 0.2
+    control["mean_regret"] += 3.0
+    diff = diff_reports(old, new)
+    assert diff.exit_code == 0
+    assert {c.status for c in diff.changes} == {"expected"}
+    assert "expected (the control does worse)" in diff.render()
 
 
 def test_coverage_falling_is_a_regression(old: dict[str, Any]) -> None:

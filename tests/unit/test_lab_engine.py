@@ -27,7 +27,11 @@ from handoffs.contracts import (
 )
 from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples.payment import PAYMENT_RELEASE, PaymentCase, synthetic_cases
-from handoffs.examples.payment_lab import FixedClock, payment_experiment
+from handoffs.examples.payment_lab import (
+    CLAIMS_VERIFIED_UPSTREAM,
+    FixedClock,
+    payment_experiment,
+)
 from handoffs.integrity import KeyRing, SigningKey, verify
 from handoffs.lab import (
     Experiment,
@@ -293,8 +297,15 @@ def test_gate_one_threshold_per_metric(payment_report: dict[str, Any]) -> None:
                                  Tolerances(surviving_catastrophic_falsehoods=0))
     assert catastrophic["exit_code"] == 1
     assert any("24 catastrophic" in r for r in catastrophic["reasons"])
-    lenient = evaluate_gate(payment_report, Tolerances(gate_perturbations=("missing",)))
+    lenient = evaluate_gate(payment_report, Tolerances(gate_perturbations=("missing",),
+                                                       surviving_catastrophic_falsehoods=None))
     assert lenient["reasons"] == ["decision_contract under missing: no decisions were recorded"]
+    # the built-in experiment names its waiver; the check passes as waived
+    waived = next(c for c in gate["checks"] if c["metric"] == "surviving_catastrophic_falsehoods")
+    assert waived["passed"] is True
+    assert waived["value"] == 24
+    assert "; waived (claims verified upstream: " in waived["reason"]
+    assert gate["waivers"] == [f"claims verified upstream: {CLAIMS_VERIFIED_UPSTREAM}"]
 
 
 def test_a_control_that_passes_falsifies_the_architecture(
@@ -303,6 +314,9 @@ def test_a_control_that_passes_falsifies_the_architecture(
     for row in report["results"]:
         if (row["strategy"], row["perturbation"]) == ("decision_contract", "no-message"):
             row["agreement"], row["mean_regret"] = 1.0, 0.0
+            # controls are judged on their population figures (issue 31)
+            row["population"].update(agreement=1.0, agreement_interval=[0.9, 1.0],
+                                     mean_regret=0.0, mean_regret_interval=[0.0, 0.1])
     gate = evaluate_gate(report)
     assert gate["exit_code"] == 1
     assert any("not doing the work" in r for r in gate["reasons"])

@@ -174,6 +174,7 @@ gated = true
 [tolerances]
 gate_perturbations = ["none"]
 controls_must_fail = false
+claims_verified_upstream = "the test's sender is the test itself"
 """
 
 FUNCTION_PLANNER = '''
@@ -214,7 +215,8 @@ def test_a_stale_receiver_fails_lab_gate_unless_allowed(user_dir: Path) -> None:
     assert (recorded["kind"], recorded["callable"]) == ("code", "mymodule:plan")
     assert recorded["source"].startswith("sha256:")
 
-    fresh = lab("gate", "out/report.json", "--experiment", "exp.toml")
+    fresh = lab("gate", "out/report.json", "--experiment", "exp.toml",
+                "--artefact", "out/release.json")
     assert fresh.exit_code == 0, fresh.output
     artefact = json.loads((user_dir / "out" / "release.json").read_text("utf-8"))
     assert artefact["receivers"] == {"receipt": recorded}

@@ -104,8 +104,11 @@ def test_markdown_has_the_labs_findings(report: dict[str, Any]) -> None:
                     "#### Gate checks", "#### Failing decisions",
                     "<details><summary>Perturbations</summary>"):
         assert heading in text
-    assert ("| decision_contract | no-message | 0.4286 | 2.5714 | 0 | fails as it should |"
-            in text)
+    control = next(line for line in text.splitlines()
+                   if line.startswith("| decision_contract | no-message |"))
+    # the cases' figures, then the population's with their intervals (issue 31)
+    assert control.startswith("| decision_contract | no-message | 0.4286 | 2.5714 | 0 | 0.4286 [")
+    assert control.endswith("| the control does worse |")
     assert "| HOLD | identity_verified=false | 4 | minimum |" in text
     assert "| identity_verified | 24 | 0.8571 |" in text
     falsehoods = report["falsehoods"]["strategies"][0]
@@ -327,13 +330,18 @@ def test_the_verdict_is_words_not_emoji(report: dict[str, Any], html: str) -> No
 def test_surviving_falsehoods_are_explained_beside_the_verdict(report: dict[str, Any],
                                                                 html: str) -> None:
     sentence = ("Falsehoods: decision_contract: 308 schema-valid falsehoods sent, 0 caught, "
-                "92 survived (24 catastrophic). The gate does not bound them")
+                "92 survived (24 catastrophic). The gate's bound of 0 catastrophic "
+                "survivor(s) is waived: claims verified upstream (")
     text = render_markdown(report)
     assert text.index(sentence) < text.index("#### Gate checks")
-    assert html.index(sentence) < html.index('id="gate-checks"')
+    assert html.index(sentence.replace("'", "&#39;")) < html.index('id="gate-checks"')
+    unbounded = copy.deepcopy(report)
+    unbounded["experiment"]["tolerances"]["surviving_catastrophic_falsehoods"] = None
+    assert "The gate does not bound them" in render_markdown(unbounded)
     bounded = copy.deepcopy(report)
-    bounded["experiment"]["tolerances"]["surviving_catastrophic_falsehoods"] = 0
-    assert "The gate allows 0 catastrophic survivor(s)." in render_markdown(bounded)
+    bounded["experiment"]["tolerances"]["claims_verified_upstream"] = None
+    bounded["experiment"]["tolerances"]["surviving_catastrophic_falsehoods"] = 30
+    assert "The gate allows 30 catastrophic survivor(s)." in render_markdown(bounded)
 
 
 def test_provenance_has_no_placeholder(html: str) -> None:

@@ -96,7 +96,11 @@ def print_summary(report: Mapping[str, Any]) -> None:
     console.print(f"[bold]{experiment['name']}[/bold]: {experiment['contract']}, "
                   f"{experiment['cases']} cases, {len(report['results'])} strategy × "
                   "perturbation rows")
-    table = Table(title="Strategies", title_justify="left")
+    population = experiment.get("population") or {}
+    stress = population.get("case_figures") == "stress"
+    table = Table(title=f"Strategies (over the {experiment['cases']} "
+                        f"{'generated (stress)' if stress else 'experiment'} cases)",
+                  title_justify="left")
     for column in ("strategy", "agreement", "mean regret", "catastrophic", "governance",
                    "mean bytes"):
         table.add_column(column, justify="left" if column == "strategy" else "right")
@@ -130,12 +134,17 @@ def print_summary(report: Mapping[str, Any]) -> None:
             f"{_num(injection['schema_still_valid'])}, reference "
             f"{injection['reference_action']}, baseline {injection['baseline_action']}, "
             f"altered {injection['altered_action']}, loss {_num(injection['synthetic_loss'])}")
+    _print_population(console, report, stress=stress)
     for strategy in report["falsehoods"]["strategies"]:
         console.print(
-            f"Falsehoods for {strategy['strategy']}: {strategy['evaluated']} sent, "
+            f"Falsehoods for {strategy['strategy']}: {strategy['evaluated']} sent: "
             f"{strategy['caught']} caught, {strategy['survived']} survived "
             f"({strategy['catastrophic_survived']} catastrophic), "
-            f"{strategy['equivalent']} without effect")
+            f"{strategy['over_reacted']} over-reacted, "
+            f"{strategy['equivalent']} equivalent"
+            + (f", {strategy['refused']} refused with the true message too "
+               f"({', '.join(f'{k} {v}' for k, v in strategy['refused_by'].items())})"
+               if strategy.get("refused") else ""))
     minimal = report["minimal_messages"]
     console.print(f"Minimal messages: {len(minimal['regions'])} regions, mean "
                   f"{_num(minimal['mean_fields'], 2)} of {len(minimal['contract_fields'])} "
@@ -143,7 +152,7 @@ def print_summary(report: Mapping[str, Any]) -> None:
     gate = report["gate"]
     verdict = "[green]PASS[/green]" if gate["passed"] else "[red]FAIL[/red]"
     console.print(f"Release gate: {verdict} ({len(gate['checks'])} checks"
-                  f"{_catastrophic_suffix(report)})")
+                  f"{_catastrophic_suffix(report)})" + _waived(gate))
     for reason in gate["reasons"]:
         console.print(f"  - {reason}", markup=False)
     for warning in gate["warnings"]:
@@ -165,6 +174,51 @@ def _catastrophic_suffix(report: Mapping[str, Any]) -> str:
     named = ", ".join(f"{name} {count}" + ("" if name in gated else " (not gated)")
                       for name, count in made)
     return f"; {total} catastrophic decision(s): {named}"
+
+
+def _waived(gate: Mapping[str, Any]) -> str:
+    """The waivers the gate applied, for the verdict line."""
+    waivers = gate.get("waivers") or ()
+    return "".join(f"; waived: {w}" for w in waivers)
+
+
+def _print_population(console: Any, report: Mapping[str, Any], *, stress: bool) -> None:
+    """The gated strategies' rows: the cases' figures beside the population's, each
+    population figure with its interval.
+    """
+    from rich.table import Table
+
+    experiment = report["experiment"]
+    population = experiment.get("population") or {}
+    gated = {s["name"] for s in experiment["strategies"] if s.get("gated")} or \
+        {experiment["subject"]}
+    rows = [r for r in report["results"] if r["strategy"] in gated and r.get("population")]
+    if not rows:
+        return
+    source = (f"{population.get('draws')} independent draws" if population.get("source")
+              == "drawn" else "the experiment's cases")
+    table = Table(title=f"Population ({source}, {population.get('confidence', 0.95):.0%} "
+                        "intervals) beside " + ("stress (the generated cases)" if stress
+                                                 else "the cases"),
+                  title_justify="left")
+    prefix = "stress" if stress else "cases"
+    for column in ("strategy", "perturbation", f"{prefix} agreement",
+                   "population agreement", f"{prefix} mean regret", "population mean regret",
+                   "population hard-violation rate"):
+        table.add_column(column, justify="left" if column in ("strategy", "perturbation")
+                         else "right")
+
+    def with_interval(figures: Mapping[str, Any], key: str) -> str:
+        low, high = figures[f"{key}_interval"]
+        return f"{_num(figures[key])} [{_num(low)}, {_num(high)}]"
+
+    for row in rows:
+        figures = row["population"]
+        table.add_row(row["strategy"], row["perturbation"], _num(row["agreement"]),
+                      with_interval(figures, "agreement"), _num(row["mean_regret"]),
+                      with_interval(figures, "mean_regret"),
+                      with_interval(figures, "hard_violation_rate"))
+    console.print(table)
 
 
 def _write_report(report: Mapping[str, Any], out: Path, *, also: tuple[str, ...] = ()
@@ -422,8 +476,8 @@ def _watch_baselines(log: str | None, budgets: tuple[str, ...], *, contract: str
               help="Override a tolerance (e.g. regret_delta=0.5, gate_perturbations=\"...\"), "
                    "or read [tolerances] from a .toml/.json file. Repeatable.")
 @click.option("--artefact", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the release artefact here (default: release.json beside the "
-                   "report).")
+              help="Write the release artefact here (only when asked, and never when the "
+                   "gate fails).")
 @click.option("--sign-key", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="PEM Ed25519 private key: sign the artefact with an "
                                  "eddsa-jcs-2022 proof.")
@@ -479,19 +533,21 @@ def gate_command(ctx: click.Context, *, report_path: Path, budgets: tuple[str, .
             key = SigningKey.from_pem(sign_key.read_bytes())
         except HandoffsError as exc:
             raise _CannotRun(f"{sign_key}: {exc}") from exc
-    document = release_artefact(updated, key=key, baselines=_watch_baselines(
-        baseline_log, watch_budgets, contract=str(report["experiment"]["contract"])))
-    target = artefact or report_path.with_name("release.json")
-    target.write_text(dumps(document, indent=2) + "\n", encoding="utf-8")
     console = _console()
     verdict = "[green]PASS[/green]" if gate["passed"] else "[red]FAIL[/red]"
-    console.print(f"Release gate: {verdict} ({len(gate['checks'])} checks)")
+    console.print(f"Release gate: {verdict} ({len(gate['checks'])} checks)" + _waived(gate))
     for check in gate["checks"]:
         mark = "ok  " if check["passed"] else "FAIL"
         console.print(f"  {mark} {check['reason']}", markup=False)
     for warning in gate["warnings"]:
         console.print(f"  warning: {warning}", markup=False)
-    click.echo(f"wrote {target}", err=True)
+    if artefact is not None and gate["passed"]:
+        document = release_artefact(updated, key=key, baselines=_watch_baselines(
+            baseline_log, watch_budgets, contract=str(report["experiment"]["contract"])))
+        artefact.write_text(dumps(document, indent=2) + "\n", encoding="utf-8")
+        click.echo(f"wrote {artefact}", err=True)
+    elif artefact is not None:
+        click.echo(f"no release artefact written to {artefact}: the gate failed", err=True)
     ctx.exit(gate["exit_code"])
 
 

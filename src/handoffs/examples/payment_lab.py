@@ -66,6 +66,7 @@ from handoffs.receivers import (
 
 __all__ = [
     "ASSUMPTIONS",
+    "CLAIMS_VERIFIED_UPSTREAM",
     "DECISION_TIME",
     "CurrentPolicies",
     "FixedClock",
@@ -90,6 +91,12 @@ ASSUMPTIONS: Final = {
     "loss": "Synthetic asymmetric matrix; unsafe release costs more than unnecessary escalation.",
 }
 """The essay's assumptions block, word for word."""
+
+CLAIMS_VERIFIED_UPSTREAM: Final = (
+    "the essay's receivers act on what a well-formed receipt says; its payment claims are "
+    "checked before release by readback of the cited evidence (schema-valid is not "
+    "truth-valid)")
+"""The built-in experiment's waiver of the bound on surviving catastrophic falsehoods."""
 
 
 @attrs.frozen
@@ -278,6 +285,6 @@ def payment_experiment(*, variants: int = 4, profile: str = "full",
         subject="decision_contract",
         perturbations=payment_perturbations(profile),
         injections=(Falsehood(case_id="policy-01", field="policy_current", value=True),),
-        tolerances=tolerances or Tolerances(),
+        tolerances=tolerances or Tolerances(claims_verified_upstream=CLAIMS_VERIFIED_UPSTREAM),
         assumptions=ASSUMPTIONS,
     )

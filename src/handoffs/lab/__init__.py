@@ -57,6 +57,7 @@ from handoffs.lab._minimal import (
     minimal_message,
 )
 from handoffs.lab._partition import MessagePartition, PartitionCell, message_partition
+from handoffs.lab._population import Population
 from handoffs.lab._runner import LabRun, rescore, run
 from handoffs.lab._sufficient import assert_sufficient
 from handoffs.lab._toml import load_experiment
@@ -90,6 +91,7 @@ __all__ = [
     "MessagePartition",
     "MinimalMessage",
     "PartitionCell",
+    "Population",
     "ProjectionError",
     "Reference",
     "SenderClaimReading",

@@ -610,8 +610,10 @@ class _Chunk:
                 stats[5] += 1
                 stats[7] += latency
             notable = t in self.failing.notable
+            # baselines are read one by one beside falsehoods: a falsehood counts as
+            # caught only where the true message was admitted (issue 31)
             if (plan.keep_rows or notable or pi in self.special
-                    or (pi == 0 and j in self.special_cases)):
+                    or (pi == 0 and (self.special or j in self.special_cases))):
                 self.rows.append((j, t, size, tokens, latency, memo))
             if notable and not self.dry:
                 self._deciding_rule(j)

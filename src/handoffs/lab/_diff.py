@@ -64,7 +64,10 @@ class MetricChange:
             ``mean_tokens``, ``coverage.<name>``, ``row`` (the row vanished) or ``gate``.
         old: the old value (``None`` when the old report lacks it).
         new: the new value (``None`` when the new report lacks it).
-        regressed: worse by more than the budget allows.
+        regressed: worse by more than the budget allows (a real regression).
+        status: ``regressed``, ``changed``, ``expected`` (a control doing worse, as
+            a control must), ``removed`` (the row is not in the new report) or
+            ``added``.
     """
 
     strategy: str | None
@@ -73,6 +76,8 @@ class MetricChange:
     old: Any
     new: Any
     regressed: bool
+    status: str = attrs.field(default=attrs.Factory(
+        lambda self: "regressed" if self.regressed else "changed", takes_self=True))
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -145,16 +150,26 @@ def _row_changes(old: Mapping[str, Any], new: Mapping[str, Any],
     out = []
     for key, before in old_rows.items():
         after = new_rows.get(key)
-        if after is None:
-            out.append(MetricChange(*key, "row", "present", None, regressed=True))
+        if after is None:  # the new run does not have it: reported, not a regression
+            out.append(MetricChange(*key, "row", "present", None, regressed=False,
+                                    status="removed"))
             continue
+        control = before.get("kind") == "control"
         for metric in _METRICS:
             a, b = before.get(metric), after.get(metric)
             if a != b and not (isinstance(a, float) and isinstance(b, float)
                                and abs(a - b) <= _EXACT):
-                out.append(MetricChange(*key, metric, a, b, _worse(metric, a, b, budget)))
+                worse = _worse(metric, a, b, budget)
+                if control and worse and metric in ("agreement", "mean_regret",
+                                                    "hard_violations"):
+                    # a control doing worse is what a control must do
+                    out.append(MetricChange(*key, metric, a, b, regressed=False,
+                                            status="expected"))
+                else:
+                    out.append(MetricChange(*key, metric, a, b, worse))
     for key in new_rows.keys() - old_rows.keys():
-        out.append(MetricChange(*key, "row", None, "present", regressed=False))
+        out.append(MetricChange(*key, "row", None, "present", regressed=False,
+                                status="added"))
     return out
 
 
@@ -238,10 +253,15 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+_STATUS: Final = {"regressed": "REGRESSED", "changed": "changed",
+                  "expected": "expected (the control does worse)", "removed": "removed",
+                  "added": "added"}
+
+
 def _lines(diff: ReportDiff, limit: int) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for change in diff.changes[:limit]:
-        rows.append(("REGRESSED" if change.regressed else "changed",
+        rows.append((_STATUS[change.status],
                      change.strategy or "—", change.perturbation or "—", change.metric,
                      _cell(change.old), _cell(change.new)))
     return rows

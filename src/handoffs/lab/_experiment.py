@@ -313,6 +313,19 @@ def _flag(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
                               f"got {value!r}", json_path=f"$.{attribute.name}")
 
 
+def _waiver(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ExperimentError(f"tolerance {attribute.name} names what verifies the claims "
+                              f"upstream (a non-empty string), got {value!r}",
+                              json_path=f"$.{attribute.name}")
+
+
+def _figures(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value not in ("population", "stress"):
+        raise ExperimentError(f"tolerance {attribute.name} must be 'population' or 'stress', "
+                              f"got {value!r}", json_path=f"$.{attribute.name}")
+
+
 def _str_tuple(value: Any) -> Any:
     if isinstance(value, str):
         return (value,)
@@ -344,7 +357,12 @@ class Tolerances:
         governance_failures: messages allowed to fail the governance check.
         max_mean_bytes: bound on mean payload bytes (``None``: no bound).
         surviving_catastrophic_falsehoods: catastrophic falsehoods a gated receiver
-            may let through (``None``: reported, not gated).
+            may let through (default 0: what cannot be averaged is bounded; ``None``:
+            reported, not gated).
+        claims_verified_upstream: a named waiver of the bound on surviving
+            catastrophic falsehoods: what verifies the sender's claims before they
+            reach this receiver (readback, signatures over the evidence, ...). Recorded
+            in the gate, the artefact and printed beside the verdict.
         max_tokens: model tokens (in + out, every strategy) the run may spend
             (``None``: no bound); the report's ``cost`` totals are checked.
         controls_must_fail: fail the gate when a falsifying control (no message,
@@ -352,6 +370,17 @@ class Tolerances:
         gate_perturbations: perturbation ids the gated strategies must withstand.
         require_proof: fail a gated row whose verdict is ``unknown`` or ``sampled``
             (nothing proved it either way).
+        default_filling_epsilon / default_filling_delta / default_filling_hard_violations:
+            tolerances of the default-filling (semantic) receiver, which takes a
+            missing field at its declared ``if_missing``: checked, like ε, δ and hard
+            violations, on its population figures under each subject row that removes
+            a decision field (``None``: not gated).
+        figures: what ε and δ are compared with: ``"population"`` (default: the
+            pessimistic end of the population interval, i.e. the upper bound of the
+            disagreement rate and of the mean regret; a tolerance of 0 is checked on the
+            count, since no finite sample bounds a rate at 0) or ``"stress"`` (the
+            population check and the generated cases' figures too: the stricter view).
+            The controls are judged on the population figures either way.
     """
 
     agreement_epsilon: float = attrs.field(default=0.0, validator=_non_negative)
@@ -360,13 +389,17 @@ class Tolerances:
     hard_violations: int = attrs.field(default=0, validator=_count)
     governance_failures: int = attrs.field(default=0, validator=_count)
     max_mean_bytes: float | None = attrs.field(default=None, validator=_non_negative)
-    surviving_catastrophic_falsehoods: int | None = attrs.field(default=None,
-                                                                validator=_count)
+    surviving_catastrophic_falsehoods: int | None = attrs.field(default=0, validator=_count)
+    claims_verified_upstream: str | None = attrs.field(default=None, validator=_waiver)
     controls_must_fail: bool = attrs.field(default=True, validator=_flag)
     gate_perturbations: tuple[str, ...] = attrs.field(
         default=("none",), converter=_str_tuple, validator=_perturbation_ids)
     max_tokens: int | None = attrs.field(default=None, validator=_count)
     require_proof: bool = attrs.field(default=False, validator=_flag)
+    figures: str = attrs.field(default="population", validator=_figures)
+    default_filling_epsilon: float | None = attrs.field(default=None, validator=_non_negative)
+    default_filling_delta: float | None = attrs.field(default=None, validator=_non_negative)
+    default_filling_hard_violations: int | None = attrs.field(default=None, validator=_count)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form (the report's ``tolerances`` and the artefact's regret budget)."""
@@ -378,10 +411,15 @@ class Tolerances:
             "governance_failures": self.governance_failures,
             "max_mean_bytes": self.max_mean_bytes,
             "surviving_catastrophic_falsehoods": self.surviving_catastrophic_falsehoods,
+            "claims_verified_upstream": self.claims_verified_upstream,
             "controls_must_fail": self.controls_must_fail,
             "gate_perturbations": list(self.gate_perturbations),
             "max_tokens": self.max_tokens,
             "require_proof": self.require_proof,
+            "figures": self.figures,
+            "default_filling_epsilon": self.default_filling_epsilon,
+            "default_filling_delta": self.default_filling_delta,
+            "default_filling_hard_violations": self.default_filling_hard_violations,
         }
 
     @classmethod
@@ -684,6 +722,10 @@ class Experiment:
             no minimal message and fails the release gate.
         example_limit: bound on per-case examples kept in the report.
         seed: seed for generated values (falsehood pools, shuffling).
+        population: the :class:`~handoffs.lab._population.Population` the population
+            figures are rates over (independent draws of a declared case distribution).
+            ``None``: with :class:`GeneratedCases`, 1000 draws uniform over the declared
+            bounds and enums; with the experiment's own cases, those cases (a sample).
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -712,6 +754,7 @@ class Experiment:
     minimal_max_tokens: int | None = None
     example_limit: int = 100
     seed: int = 0
+    population: Any = None  # a handoffs.lab._population.Population (which imports this)
 
     def __attrs_post_init__(self) -> None:
         if not self.strategies:

@@ -210,12 +210,15 @@ class _FalsehoodStats:
         "loss_survived",
         "loss_trusted",
         "over_reacted",
+        "refused",
+        "refused_by",
         "survived",
     )
 
     def __init__(self) -> None:
         self.evaluated = self.caught = self.survived = self.equivalent = 0
-        self.over_reacted = self.catastrophic_survived = 0
+        self.over_reacted = self.catastrophic_survived = self.refused = 0
+        self.refused_by: dict[str, int] = {}
         self.loss_survived = self.loss_trusted = 0.0
         self.by_class_caught: dict[str, int] = {}
         self.by_class_survived: dict[str, int] = {}
@@ -286,6 +289,7 @@ class Aggregator:
         self._violation_memo: dict[tuple[Any, ...], tuple[str, ...]] = {}
         self._disagreements = 0
         self._failure_hard = 0
+        self._admitted_true: dict[tuple[int, int, int], bool] = {}
 
     @classmethod
     def for_experiment(cls, experiment: Experiment, plan: Plan,
@@ -413,6 +417,10 @@ class Aggregator:
     def _feed_rows(self, rows: Sequence[Sequence[Any]], cases: Sequence[Any]) -> None:
         """Baselines, falsehoods and injections, row by row."""
         examples: dict[tuple[int, str], dict[str, Any]] = {}
+        # whether each case's true message was admitted, by (case, strategy, epoch)
+        self._admitted_true = {(row[_CASE], row[_STRATEGY], row[_EPOCH]):
+                               row[_VERDICT] in ("ACCEPT", "ESCALATE")
+                               for row in rows if row[_PERTURBATION] == 0}
         for row in rows:
             si, pi = row[_STRATEGY], row[_PERTURBATION]
             scoring = self.scorings[pi]
@@ -460,8 +468,18 @@ class Aggregator:
         if stats is None:
             stats = self._fstats[si] = _FalsehoodStats()
         status = _status(kind, verdict, action, reference)
+        if status == "caught" and verdict not in ("ACCEPT", "ESCALATE") and not \
+                self._admitted_true.get((row[_CASE], si, row[_EPOCH]), True):
+            # refused, but so was the true message: a refusal, not a catch
+            status = "refused"
         stats.evaluated += 1
-        if status == "caught":
+        if status == "refused":
+            stats.refused += 1
+            for reason in row[_REASONS] or ():
+                code = (str(reason.get("code")) if isinstance(reason, Mapping)
+                        else str(reason[0]) if isinstance(reason, list | tuple) else str(reason))
+                stats.refused_by[code] = stats.refused_by.get(code, 0) + 1
+        elif status == "caught":
             stats.caught += 1
             stats.by_class_caught[kind] = stats.by_class_caught.get(kind, 0) + 1
         elif status == "survived":
@@ -584,6 +602,25 @@ class Aggregator:
                 })
         return out
 
+    def population(self, perturbation_rows: Sequence[Mapping[str, Any]], *,
+                   confidence: float) -> dict[tuple[str, str], dict[str, Any]]:
+        """Every row's ``population`` figures (agreement, mean regret and hard-violation
+        rate with their intervals), by ``(strategy, perturbation id)``: this aggregator's
+        cases taken as independent draws of the population.
+        """
+        from handoffs.lab._population import population_row
+
+        out = {}
+        for (si, pi), acc in self._accs.items():
+            if not acc.decisions:
+                continue
+            largest = max(self.scorings[pi].loss.values(), default=0.0)
+            out[(self.strategies[si], str(perturbation_rows[pi]["id"]))] = population_row(
+                (acc.cases, acc.decisions, acc.agree, acc.regrets, acc.hard),
+                (acc.sem_n, acc.sem_agree, acc.sem_regrets, acc.sem_hard) if acc.sem_n else None,
+                largest=float(largest), confidence=confidence)
+        return out
+
     def falsehoods(self, rejected: int) -> dict[str, Any]:
         """The ``falsehoods`` section of the report."""
         strategies = []
@@ -596,6 +633,8 @@ class Aggregator:
                 "survived": stats.survived,
                 "equivalent": stats.equivalent,
                 "over_reacted": stats.over_reacted,
+                "refused": stats.refused,
+                "refused_by": dict(sorted(stats.refused_by.items())),
                 "caught_by_class": dict(sorted(stats.by_class_caught.items())),
                 "survived_by_class": dict(sorted(stats.by_class_survived.items())),
                 "catastrophic_survived": stats.catastrophic_survived,

@@ -64,6 +64,94 @@ def _fmt(value: float | None) -> str:
     return "missing" if value is None else f"{value:.6g}"
 
 
+def _interval(pair: Sequence[float]) -> str:
+    return f"[{pair[0]:.4g}, {pair[1]:.4g}]"
+
+
+def _cases_word(report: Mapping[str, Any]) -> str:
+    population = report["experiment"].get("population") or {}
+    return ("generated (stress) cases" if population.get("case_figures") == "stress"
+            else "cases")
+
+
+def rate_limits(row: Mapping[str, Any], tol: Tolerances, *, drawn: bool = True
+                ) -> list[tuple[str, str, float | None, str, Any]]:
+    """The agreement and regret checks of one gated row: ε and δ against the pessimistic
+    end of the population interval (a tolerance of 0 against the count, which no
+    interval can clear), and with ``figures = "stress"`` against the generated cases'
+    figures too. A row without population figures (a report of an older version) is
+    checked on its own figures. ``drawn``: the population is drawn apart from the
+    cases (else the cases are the sample, and their hard violations are counted once).
+    """
+    floor = 1 - tol.agreement_epsilon
+    pop = row.get("population")
+    out: list[tuple[str, str, float | None, str, Any]] = []
+    if pop is None:
+        return [("agreement", ">=", floor,
+                 f"agreement {_fmt(row['agreement'])} against 1 - ε = {_fmt(floor)}",
+                 row["agreement"]),
+                ("mean_regret", "<=", tol.regret_delta,
+                 f"mean regret {_fmt(row['mean_regret'])} against δ = "
+                 f"{_fmt(tol.regret_delta)}", row["mean_regret"])]
+    draws = f"{pop['draws']} population draws" if drawn else f"{pop['draws']} cases"
+    if tol.agreement_epsilon == 0:
+        out.append(("agreement", ">=", 1.0,
+                    f"agreement {_fmt(pop['agreement'])} over {draws} against "
+                    "1 - ε = 1 (ε = 0: no disagreement allowed)", pop["agreement"]))
+    else:
+        low = pop["agreement_interval"][0]
+        out.append(("agreement", ">=", floor,
+                    f"agreement {_fmt(pop['agreement'])} "
+                    f"{_interval(pop['agreement_interval'])} over {draws}: its lower bound "
+                    f"{_fmt(low)} against 1 - ε = {_fmt(floor)}", low))
+    if tol.regret_delta == 0:
+        out.append(("mean_regret", "<=", 0.0,
+                    f"mean regret {_fmt(pop['mean_regret'])} over {draws} against "
+                    "δ = 0 (no regret allowed)", pop["mean_regret"]))
+    else:
+        out.append(("mean_regret", "<=", tol.regret_delta,
+                    f"mean regret {_fmt(pop['mean_regret'])} "
+                    f"{_interval(pop['mean_regret_interval'])} over {draws}: its upper bound "
+                    f"{_fmt(pop['mean_regret_interval'][1])} against δ = "
+                    f"{_fmt(tol.regret_delta)}", pop["mean_regret_interval"][1]))
+    hard = round(pop["hard_violation_rate"] * pop["decisions"])
+    if drawn:
+        out.append(("population_hard_violations", "<=", tol.hard_violations,
+                    f"{hard} hard violation(s) over {draws} (rate "
+                    f"{_fmt(pop['hard_violation_rate'])} "
+                    f"{_interval(pop['hard_violation_rate_interval'])}), "
+                    f"{tol.hard_violations} allowed", hard))
+    stress = row.get("stress")
+    if tol.figures == "stress" and stress is not None:
+        out.append(("stress_agreement", ">=", floor,
+                    f"stress agreement {_fmt(stress['agreement'])} over {stress['cases']} "
+                    f"generated cases against 1 - ε = {_fmt(floor)}", stress["agreement"]))
+        out.append(("stress_mean_regret", "<=", tol.regret_delta,
+                    f"stress mean regret {_fmt(stress['mean_regret'])} over "
+                    f"{stress['cases']} generated cases against δ = {_fmt(tol.regret_delta)}",
+                    stress["mean_regret"]))
+    return out
+
+
+def control_meets(row: Mapping[str, Any], tol: Tolerances) -> tuple[bool, str]:
+    """Whether a control row could meet ε and δ on its population figures (the end of
+    each interval most favourable to the control: a control passes only when the
+    population shows it doing worse), and those figures as text.
+    """
+    floor = 1 - tol.agreement_epsilon
+    pop = row.get("population")
+    if pop is None:
+        return (row["agreement"] >= floor and row["mean_regret"] <= tol.regret_delta,
+                f"agreement {_fmt(row['agreement'])}, mean regret {_fmt(row['mean_regret'])}")
+    best_agreement = pop["agreement"] if floor >= 1 else pop["agreement_interval"][1]
+    best_regret = pop["mean_regret"] if tol.regret_delta == 0 else pop["mean_regret_interval"][0]
+    meets = best_agreement >= floor and best_regret <= tol.regret_delta
+    return meets, (f"population agreement {_fmt(pop['agreement'])} "
+                   f"{_interval(pop['agreement_interval'])}, mean regret "
+                   f"{_fmt(pop['mean_regret'])} {_interval(pop['mean_regret_interval'])} over "
+                   f"{pop['draws']} draws")
+
+
 def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = None, *,
                   receivers: Mapping[str, Mapping[str, Any]] | None = None,
                   allow_stale_receiver: bool = False) -> dict[str, Any]:
@@ -89,6 +177,7 @@ def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = Non
     gated = [s["name"] for s in experiment["strategies"] if s.get("gated")] or \
         [experiment["subject"]]
     rows = {(r["strategy"], r["perturbation"]): r for r in report["results"]}
+    drawn = (experiment.get("population") or {}).get("source") == "drawn"
     checks: list[dict[str, Any]] = []
     floor = 1 - tol.agreement_epsilon
     for strategy in gated:
@@ -100,29 +189,28 @@ def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = Non
                                      threshold=0, value=None,
                                      reason=f"{where}: no decisions were recorded"))
                 continue
-            limits: list[tuple[str, str, float | None, str]] = [
-                ("agreement", ">=", floor,
-                 f"agreement {_fmt(row['agreement'])} against 1 - ε = {_fmt(floor)}"),
-                ("mean_regret", "<=", tol.regret_delta,
-                 f"mean regret {_fmt(row['mean_regret'])} against δ = "
-                 f"{_fmt(tol.regret_delta)}"),
+            limits: list[tuple[str, str, float | None, str, Any]] = [
+                *rate_limits(row, tol, drawn=drawn),
                 ("max_regret", "<=", tol.max_regret,
-                 f"largest regret {_fmt(row['max_regret'])} against {_fmt(tol.max_regret)}"),
+                 f"largest regret {_fmt(row['max_regret'])} against {_fmt(tol.max_regret)}",
+                 row["max_regret"]),
                 ("hard_violations", "<=", tol.hard_violations,
-                 f"{row['hard_violations']} hard violation(s), {tol.hard_violations} allowed"),
+                 f"{row['hard_violations']} hard violation(s) in the {_cases_word(report)}, "
+                 f"{tol.hard_violations} allowed", row["hard_violations"]),
                 ("governance_failures", "<=", tol.governance_failures,
                  f"{row['governance_failures']} governance failure(s), "
-                 f"{tol.governance_failures} allowed"),
-                ("receiver_errors", "<=", 0, f"{row['receiver_errors']} receiver error(s)"),
+                 f"{tol.governance_failures} allowed", row["governance_failures"]),
+                ("receiver_errors", "<=", 0, f"{row['receiver_errors']} receiver error(s)",
+                 row["receiver_errors"]),
                 ("mean_bytes", "<=", tol.max_mean_bytes,
                  f"mean payload {_fmt(row['mean_bytes'])} bytes against "
-                 f"{_fmt(tol.max_mean_bytes)}"),
+                 f"{_fmt(tol.max_mean_bytes)}", row["mean_bytes"]),
             ]
-            for metric, comparison, threshold, text in limits:
+            for metric, comparison, threshold, text, value in limits:
                 if threshold is None:
                     continue
                 checks.append(_check(metric, strategy, perturbation, comparison=comparison,
-                                     threshold=threshold, value=row[metric],
+                                     threshold=threshold, value=value,
                                      reason=f"{where}: {text}"))
             checks += proof_checks(row, where, tol)
         if tol.controls_must_fail:
@@ -130,28 +218,20 @@ def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = Non
                 row = rows.get((strategy, control))
                 if row is None:
                     continue
-                meets = row["agreement"] >= floor and row["mean_regret"] <= tol.regret_delta
+                meets, figures = control_meets(row, tol)
                 checks.append({
                     "metric": "control_falsifies", "strategy": strategy,
                     "perturbation": control, "comparison": "<", "threshold": floor,
-                    "value": row["agreement"], "passed": not meets,
-                    "reason": (f"{strategy} under the {control} control: agreement "
-                               f"{_fmt(row['agreement'])}, mean regret "
-                               f"{_fmt(row['mean_regret'])}; "
+                    "value": row["agreement"] if row.get("population") is None
+                    else row["population"]["agreement"], "passed": not meets,
+                    "reason": (f"{strategy} under the {control} control: {figures}; "
                                + ("the control meets the thresholds, so the message is not "
                                   "doing the work" if meets else
                                   "the control does worse, as it must")),
                 })
-    if tol.surviving_catastrophic_falsehoods is not None:
-        survived = {s["strategy"]: s["catastrophic_survived"]
-                    for s in report["falsehoods"]["strategies"]}
-        for strategy in gated:
-            value = survived.get(strategy)
-            checks.append(_check(
-                "surviving_catastrophic_falsehoods", strategy, "mutate", comparison="<=",
-                threshold=tol.surviving_catastrophic_falsehoods, value=value,
-                reason=f"{strategy}: {_fmt(value)} catastrophic schema-valid falsehood(s) "
-                       f"survived, {tol.surviving_catastrophic_falsehoods} allowed"))
+    checks += default_filling_checks(report, tol)
+    waivers: list[str] = []
+    checks += _catastrophic_checks(report, gated, tol, waivers)
     if tol.max_tokens is not None:
         totals = (report.get("cost") or {}).get("totals") or {}
         spent = int(totals.get("tokens_in", 0)) + int(totals.get("tokens_out", 0))
@@ -175,7 +255,92 @@ def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = Non
     reasons = [c["reason"] for c in checks if not c["passed"]]
     passed = not reasons
     return {"passed": passed, "exit_code": EXIT_PASS if passed else EXIT_FAIL,
-            "checks": checks, "reasons": reasons, "warnings": warnings}
+            "checks": checks, "reasons": reasons, "warnings": warnings, "waivers": waivers}
+
+
+def default_filling_checks(report: Mapping[str, Any], tol: Tolerances) -> list[dict[str, Any]]:
+    """The default-filling (semantic) receiver's own tolerances, on its population
+    figures under every subject row that removes a decision field: agreement (its
+    interval's lower bound against 1 - ε; ε = 0 on the count), mean regret (its upper
+    bound against δ; δ = 0 on the count) and hard violations over the draws.
+    """
+    limits = (tol.default_filling_epsilon, tol.default_filling_delta,
+              tol.default_filling_hard_violations)
+    if all(limit is None for limit in limits):
+        return []
+    subject = report["experiment"]["subject"]
+    checks: list[dict[str, Any]] = []
+    for row in report["results"]:
+        if row["strategy"] != subject or not str(row["perturbation"]).startswith(
+                "remove-decision-field:"):
+            continue
+        semantic = (row.get("population") or {}).get("semantic")
+        where = f"the default-filling receiver under {row['perturbation']}"
+        if semantic is None:
+            checks.append(_check("default_filling", subject, row["perturbation"],
+                                 comparison=">", threshold=0, value=None,
+                                 reason=f"{where}: no population figures were recorded"))
+            continue
+        n = semantic["decisions"]
+        if tol.default_filling_epsilon is not None:
+            eps = tol.default_filling_epsilon
+            value = semantic["agreement"] if eps == 0 else semantic["agreement_interval"][0]
+            checks.append(_check(
+                "default_filling_agreement", subject, row["perturbation"], comparison=">=",
+                threshold=1 - eps, value=value,
+                reason=f"{where}: agreement {_fmt(semantic['agreement'])} "
+                       f"{_interval(semantic['agreement_interval'])} over {n} decisions "
+                       f"against 1 - ε = {_fmt(1 - eps)}"))
+        if tol.default_filling_delta is not None:
+            delta = tol.default_filling_delta
+            value = semantic["mean_regret"] if delta == 0 else \
+                semantic["mean_regret_interval"][1]
+            checks.append(_check(
+                "default_filling_mean_regret", subject, row["perturbation"], comparison="<=",
+                threshold=delta, value=value,
+                reason=f"{where}: mean regret {_fmt(semantic['mean_regret'])} "
+                       f"{_interval(semantic['mean_regret_interval'])} over {n} decisions "
+                       f"against δ = {_fmt(delta)}"))
+        if tol.default_filling_hard_violations is not None:
+            hard = round(semantic["hard_violation_rate"] * n)
+            checks.append(_check(
+                "default_filling_hard_violations", subject, row["perturbation"],
+                comparison="<=", threshold=tol.default_filling_hard_violations, value=hard,
+                reason=f"{where}: {hard} hard violation(s) over {n} decisions (rate "
+                       f"{_fmt(semantic['hard_violation_rate'])} "
+                       f"{_interval(semantic['hard_violation_rate_interval'])}), "
+                       f"{tol.default_filling_hard_violations} allowed"))
+    return checks
+
+
+def _catastrophic_checks(report: Mapping[str, Any], gated: Sequence[str], tol: Tolerances,
+                         waivers: list[str]) -> list[dict[str, Any]]:
+    """The bound on surviving catastrophic falsehoods per gated strategy (0 unless
+    declared), each failure waived, and the waiver added to ``waivers``, when the
+    tolerances name what verifies the claims upstream.
+    """
+    checks: list[dict[str, Any]] = []
+    if tol.surviving_catastrophic_falsehoods is None:
+        return checks
+    survived = {s["strategy"]: s["catastrophic_survived"]
+                for s in report["falsehoods"]["strategies"]}
+    for strategy in gated:
+        value = survived.get(strategy)
+        if value is None:  # no falsehood was sent to it: nothing to bound
+            continue
+        check = _check(
+            "surviving_catastrophic_falsehoods", strategy, "mutate", comparison="<=",
+            threshold=tol.surviving_catastrophic_falsehoods, value=value,
+            reason=f"{strategy}: {_fmt(value)} catastrophic schema-valid falsehood(s) "
+                   f"survived, {tol.surviving_catastrophic_falsehoods} allowed")
+        if not check["passed"] and tol.claims_verified_upstream is not None:
+            waiver = f"claims verified upstream: {tol.claims_verified_upstream}"
+            check["passed"] = True
+            check["reason"] += f"; waived ({waiver})"
+            if waiver not in waivers:
+                waivers.append(waiver)
+        checks.append(check)
+    return checks
 
 
 def _receiver_checks(report: Mapping[str, Any],
@@ -292,7 +457,8 @@ def release_artefact(report: Mapping[str, Any], *, key: Signer | None = None,
              "semantic_agreement": r["semantic_agreement"]}
             for r in report["results"]
         ],
-        "gate": {"passed": gate["passed"], "reasons": list(gate["reasons"])},
+        "gate": {"passed": gate["passed"], "reasons": list(gate["reasons"]),
+                 "waivers": list(gate.get("waivers", ()))},
         "created": format_time(created),
     }
     if baselines is not None:

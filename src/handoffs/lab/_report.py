@@ -28,7 +28,8 @@ from handoffs import __version__
 from handoffs._errors import ReportError, Violation
 from handoffs._json import digest
 from handoffs._time import format_time
-from handoffs.lab._experiment import wire_value
+from handoffs.lab._experiment import GeneratedCases, wire_value
+from handoffs.lab._population import DEFAULT_CONFIDENCE, Population
 from handoffs.lab._proofs import Proofs, extend_coverage, prove_plan, report_verdicts
 from handoffs.lab._release import evaluate_gate, release_artefact
 from handoffs.lab.perturbations import RemoveDecisionField, RemoveGovernanceField
@@ -131,6 +132,33 @@ def _experiment_section(experiment: Experiment, plan: Plan, aggregator: Aggregat
     }
 
 
+def attach_population(results: Sequence[dict[str, Any]], aggregator: Aggregator,
+                      perturbation_rows: Sequence[Mapping[str, Any]],
+                      population: tuple[Aggregator, Population] | None, *,
+                      contract: Any, cases: Any) -> dict[str, Any]:
+    """Give every results row its ``population`` figures (``None`` for a row the
+    population's draws cannot have: an injection into a named case) and, when the cases
+    were generated, its ``stress`` figures; return the report's ``experiment.population``.
+    """
+    if population is None:
+        drawn, confidence = aggregator, DEFAULT_CONFIDENCE
+        described: dict[str, Any] = {"source": "cases", "draws": aggregator.cases,
+                                     "seed": None, "confidence": confidence,
+                                     "distribution": None}
+    else:
+        drawn, confidence = population[0], population[1].confidence
+        described = population[1].to_json(contract)
+    figures = drawn.population(perturbation_rows, confidence=confidence)
+    stress = isinstance(cases, GeneratedCases)
+    described["case_figures"] = "stress" if stress else "sample"
+    for row in results:
+        row["population"] = figures.get((row["strategy"], row["perturbation"]))
+        row["stress"] = ({"agreement": row["agreement"], "mean_regret": row["mean_regret"],
+                          "hard_violations": row["hard_violations"], "cases": row["cases"]}
+                         if stress else None)
+    return described
+
+
 def essay_tables(results: Sequence[Mapping[str, Any]], *, strategies: Sequence[str],
                  subject: str, decision_fields: Sequence[str],
                  governance_fields: Sequence[str]) -> dict[str, Any]:
@@ -183,9 +211,13 @@ def build_report(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
                  created: datetime | None = None,
                  cost: Mapping[str, Any] | None = None,
                  coverage: Mapping[str, Any] | None = None,
-                 proofs: Proofs | None = None) -> dict[str, Any]:
+                 proofs: Proofs | None = None,
+                 population: tuple[Aggregator, Population] | None = None) -> dict[str, Any]:
     """Assemble ``report.json`` from a fed aggregator, evaluate the gate, attach the
     release artefact, and validate the whole against the report schema.
+
+    ``population``: the aggregator of the population's draws and the population; without
+    it the run's own cases are the sample the population figures are rates over.
 
     Raises:
         ReportError: the assembled report does not satisfy the schema (a bug).
@@ -194,6 +226,8 @@ def build_report(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
     results = aggregator.results(_perturbation_rows(plan))
     verdicts = report_verdicts(results, proofs if proofs is not None else prove_plan(plan),
                                experiment)
+    figures = attach_population(results, aggregator, _perturbation_rows(plan), population,
+                                contract=plan.contract, cases=experiment.cases)
     subject = plan.strategies[plan.subject].name
     tables = essay_tables(
         results,
@@ -260,6 +294,7 @@ def build_report(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
         "budget": extra.get("budget", {"max_calls": None, "max_tokens": None}),
         "concurrency": extra.get("concurrency"),
     }
+    report["experiment"]["population"] = figures
     if coverage is not None:
         report["coverage"] = dict(coverage)
         extend_coverage(report["coverage"], results)

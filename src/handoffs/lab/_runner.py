@@ -50,6 +50,7 @@ from handoffs.lab._messages import sampled
 from handoffs.lab._metrics import Aggregator
 from handoffs.lab._minimal import exhaustive_minimum
 from handoffs.lab._plan import Plan, _compose, _reference_for, compile_plan, fingerprint
+from handoffs.lab._population import Population, population_of
 from handoffs.lab._proofs import prove_plan, with_witnesses
 from handoffs.lab._runlog import RunLog, RunLogError, read_run_log
 from handoffs.lab._search import search_receiver
@@ -251,6 +252,10 @@ def run(
                 kind = _execute(experiment, plan, log, aggregator, first=first,
                                 stream=stream, executor=executor, workers=workers,
                                 chunk_size=chunk_size, progress=progress)
+        drawn = population_of(experiment)
+        population = None if drawn is None else _population(
+            experiment, plan, drawn, header, executor=executor, workers=workers,
+            chunk_size=chunk_size)
         minimal_extra = finish_minimal(experiment, plan, aggregator, receiver=confirming)
     finally:
         _release(plan, confirming)
@@ -276,8 +281,30 @@ def run(
     coverage = _coverage_section(experiment, tracker, undecided)
     report = build_report(experiment, plan, aggregator, provenance=provenance,
                           minimal_extra=minimal_extra, created=created, cost=cost,
-                          coverage=coverage, proofs=proofs)
+                          coverage=coverage, proofs=proofs, population=population)
     return LabRun(report=report, run_log=log_path)
+
+
+def _population(experiment: Experiment, plan: Plan, population: Population,
+                header: Mapping[str, Any], *, executor: str | cf.Executor | None,
+                workers: int | None, chunk_size: int) -> tuple[Aggregator, Population]:
+    """The plan run over the population's independent draws (no run log: the draws
+    are a function of the population's seed), for the rows' population figures.
+    """
+    drawn = attrs.evolve(plan, keep_rows=False, analyse=False, token=str(uuid.uuid4()))
+    cases = population.cases(plan.contract)
+    aggregator = Aggregator.for_experiment(experiment, drawn)
+    stream = iter(cases)
+    first = next(stream)
+    try:
+        with RunLog.discarding(dict(header)) as log:
+            _execute(attrs.evolve(experiment, cases=cases), drawn, log, aggregator,
+                     first=first, stream=itertools.chain([first], stream),
+                     executor=executor, workers=workers, chunk_size=chunk_size,
+                     progress=False)
+    finally:
+        release_shared(drawn.token)
+    return aggregator, population
 
 
 def _coverage_tracker(experiment: Experiment, stream: Iterator[Any]

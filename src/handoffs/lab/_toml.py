@@ -30,6 +30,7 @@ from handoffs.lab._experiment import (
     refuse_unknown,
 )
 from handoffs.lab._imports import ensure_importable
+from handoffs.lab._population import POPULATION_KEYS, population_from_toml
 
 if TYPE_CHECKING:
     from handoffs.lab.perturbations import Falsehood
@@ -87,7 +88,8 @@ _EXPERIMENT_SCALARS: Final = ("name", "description", "subject", "epochs", "seed"
                                "example_limit")
 _EXPERIMENT_KEYS: Final = frozenset({*_EXPERIMENT_SCALARS, "contract", "factory",
                                      "factory_args", "assumptions"})
-_CASES_KEYS: Final = {"jsonl": ("jsonl", "structure"), "hypothesis": ("hypothesis", "seed"),
+_CASES_KEYS: Final = {"jsonl": ("jsonl", "structure"),
+                      "hypothesis": ("hypothesis", "seed", *POPULATION_KEYS),
                       "source": ("source", "source_args")}
 _EVIDENCE_KEYS: Final = (("state", "state_of"), ("case_id", "case_id_of"),
                          ("evidence_refs", "evidence_refs_of"), ("reference", "reference"))
@@ -214,6 +216,9 @@ def _tables_from_toml(data: Mapping[str, Any], contract: Contract[Any, Any],
     changes: dict[str, Any] = {}
     if "cases" in data:
         changes["cases"] = _cases_from_toml(data["cases"], contract, base_dir=path.parent)
+        population = population_from_toml(data["cases"], contract)
+        if population is not None:
+            changes["population"] = population
     evidence = data.get("evidence", {})
     refuse_unknown(evidence, (key for key, _ in _EVIDENCE_KEYS), path="evidence")
     for key, attr in _EVIDENCE_KEYS:

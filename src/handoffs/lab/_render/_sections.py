@@ -153,7 +153,7 @@ def _control_status(checks: Mapping[tuple[Any, Any], Mapping[str, Any]],
     check = checks.get((row["strategy"], row["perturbation"]))
     if check is None:
         return DASH
-    return "fails as it should" if check["passed"] else "FAILED: " + str(check["reason"])
+    return "the control does worse" if check["passed"] else "FAILED: " + str(check["reason"])
 
 
 
@@ -169,8 +169,8 @@ def gate_checks(report: Mapping[str, Any]) -> Table:
             ("perturbation", False, lambda r: r["perturbation"] or DASH),
             ("value", True, get("value")),
             ("threshold", False,
-             lambda r: f"{COMPARISON.get(r['comparison'], r['comparison'])} "
-                       f"{num(r['threshold'])}"),
+             lambda r: "the control does worse" if r["metric"] == "control_falsifies"
+             else f"{COMPARISON.get(r['comparison'], r['comparison'])} {num(r['threshold'])}"),
         ],
         report["gate"]["checks"],
         empty="The gate made no checks.",
@@ -268,6 +268,35 @@ def _strategies(report: Mapping[str, Any], compact: bool) -> Table:
     )
 
 
+def _figure_columns(report: Mapping[str, Any]) -> list[tuple[str, bool, Callable[[Any], str]]]:
+    """A row's figures: its cases' (named ``stress`` when the cases were generated) and
+    the population's, each with its interval.
+    """
+    population = report["experiment"].get("population") or {}
+    stress = population.get("case_figures") == "stress"
+    prefix = "stress " if stress else ""
+    return [
+        (f"{prefix}agreement", True, get("agreement")),
+        (f"{prefix}mean regret", True, get("mean_regret")),
+        (f"{prefix}hard violations", True, get("hard_violations")),
+        ("population agreement", True, _population("agreement")),
+        ("population mean regret", True, _population("mean_regret")),
+        ("population hard-violation rate", True, _population("hard_violation_rate")),
+    ]
+
+
+def _population(key: str) -> Callable[[Mapping[str, Any]], str]:
+    """A population figure with its interval: ``0.992 [0.986, 0.995]``."""
+    def cell(row: Mapping[str, Any]) -> str:
+        population = row.get("population")
+        if not population:
+            return DASH
+        low, high = population[f"{key}_interval"]
+        return f"{num(population[key])} [{num(low)}, {num(high)}]"
+
+    return cell
+
+
 def _perturbations(report: Mapping[str, Any], compact: bool) -> Table:
     """Every strategy × perturbation row (the controls have their own table)."""
     rows = [r for r in report["results"]
@@ -283,9 +312,7 @@ def _perturbations(report: Mapping[str, Any], compact: bool) -> Table:
             ("strategy", False, lambda r: r["strategy"]),
             ("perturbation", False, lambda r: r["perturbation"]),
             ("kind", False, lambda r: r["kind"]),
-            ("agreement", True, get("agreement")),
-            ("mean regret", True, get("mean_regret")),
-            ("hard violations", True, get("hard_violations")),
+            *_figure_columns(report),
             ("governance failures", True, get("governance_failures")),
             ("mean bytes", True, get("mean_bytes", 1)),
         ],
@@ -449,9 +476,7 @@ def _controls(report: Mapping[str, Any], compact: bool) -> Table:
         [
             ("strategy", False, lambda r: r["strategy"]),
             ("control", False, lambda r: r["perturbation"]),
-            ("agreement", True, get("agreement")),
-            ("mean regret", True, get("mean_regret")),
-            ("hard violations", True, get("hard_violations")),
+            *_figure_columns(report),
             ("gate", False, lambda r: _control_status(checks, r)),
         ],
         controls,

@@ -57,6 +57,7 @@ def _falsehood_finding(report: Mapping[str, Any]) -> str | None:
     if not rows:
         return None
     bound = experiment["tolerances"].get("surviving_catastrophic_falsehoods")
+    waiver = experiment["tolerances"].get("claims_verified_upstream")
     parts = []
     for row in rows:
         parts.append(f"{row['strategy']}: {num(row['evaluated'])} schema-valid falsehoods "
@@ -69,6 +70,9 @@ def _falsehood_finding(report: Mapping[str, Any]) -> str | None:
         return (text + " The gate does not bound them (no surviving_catastrophic_falsehoods "
                 "tolerance): this receiver acts on what a well-formed message says, so the "
                 "verdict holds only for senders whose claims are verified upstream.")
+    if waiver is not None and any(r["catastrophic_survived"] > bound for r in rows):
+        return (text + f" The gate's bound of {num(bound)} catastrophic survivor(s) is "
+                f"waived: claims verified upstream ({waiver}).")
     return text + f" The gate allows {num(bound)} catastrophic survivor(s)."
 
 
