@@ -554,12 +554,16 @@ def relay_topology() -> Topology:
         edges=(
             Edge(sender=ANALYST, to=PLANNER, contract=PLANNING, encoder=analyst_encoder(),
                  state_of=Analysis.analysis_state, receiver=planner(),
-                 governance=GOVERNANCE_AB),
+                 governance=GOVERNANCE_AB,
+                 tolerances=Tolerances(claims_verified_upstream=CLAIMS_VERIFIED_UPSTREAM)),
             Edge(sender=PLANNER, to=CONTROLLER, contract=HANDOVER,
                  carries={"failure_probability": "failure_probability"},
-                 receiver=handover_controller(), governance=GOVERNANCE_BC),
+                 receiver=handover_controller(), governance=GOVERNANCE_BC,
+                 tolerances=Tolerances(claims_verified_upstream=CLAIMS_VERIFIED_UPSTREAM)),
         ),
-        end_to_end=EndToEnd(contract=SAFETY, state_of=Analysis.analysis_state),
+        end_to_end=EndToEnd(contract=SAFETY, state_of=Analysis.analysis_state,
+                            tolerances=Tolerances(
+                                claims_verified_upstream=CLAIMS_VERIFIED_UPSTREAM)),
     )
 
 

@@ -138,7 +138,7 @@ def test_a_user_contract_works_through_every_command(user_dir: Path) -> None:
     lab = run("lab", "run", "experiment.toml", "--out", "report", "--no-progress").stdout
     assert "Release gate: PASS" in lab
     assert "PASS" in run("lab", "gate", "report/report.json", "--budget",
-                         "regret_delta=0.5").stdout
+                         "regret_delta=0.5", "--artefact", "report/release.json").stdout
     assert (user_dir / "report" / "release.json").is_file()
     # without the variable, the same commands know only the shipped example
     plain = handoffs(user_dir, "verify", "receipt.json", "--trust", "trust.json", "--as",

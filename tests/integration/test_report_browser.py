@@ -33,7 +33,8 @@ def failing_report() -> dict[str, Any]:
     """The built-in experiment, gated on surviving catastrophic falsehoods: it fails."""
     experiment = payment_experiment()
     strict = attrs.evolve(experiment, tolerances=attrs.evolve(
-        experiment.tolerances, surviving_catastrophic_falsehoods=0))
+        experiment.tolerances, surviving_catastrophic_falsehoods=0,
+        claims_verified_upstream=None))
     report = run(strict, created=datetime(2026, 12, 1, tzinfo=UTC)).report
     assert report["gate"]["passed"] is False
     return report

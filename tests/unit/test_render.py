@@ -118,7 +118,9 @@ def test_markdown_has_the_labs_findings(report: dict[str, Any]) -> None:
 
 def test_markdown_is_compact(report: dict[str, Any]) -> None:
     text = render_markdown(report)
-    assert len(text) < 16_000
+    # A CI comment (GitHub's limit is 65,536 characters) with room to spare: the essay's
+    # report, with its population figures and the refuted rows' verdicts, stays under 20k.
+    assert len(text) < 20_000
     # Only the gated strategy's controls; the others are counted, not listed.
     assert "| full_record | no-message |" not in text
     assert "rows for ungated strategies are in the HTML report" in text

@@ -304,7 +304,7 @@ def test_an_insufficient_receiver_fails_with_a_table() -> None:
         ["case-000003", "STOP", "CONTINUE", "ACCEPT", "40", "unsafe-continue"],
     ]
     assert failing[0].endswith("failure=[0.06, 0.08] loop=SAFETY alarms=1 load=0.5")
-    assert "  - always-continue under none: 2 hard violation(s), 0 allowed" in lines
+    assert "  - always-continue under none: 2 hard violation(s) in the cases, 0 allowed" in lines
 
 
 def test_tolerances_let_a_bounded_failure_pass() -> None:

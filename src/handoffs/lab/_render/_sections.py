@@ -567,13 +567,14 @@ def _witness(row: Mapping[str, Any]) -> str:
 def _verdicts(report: Mapping[str, Any], compact: bool) -> Table | None:
     """Each row's verdict (issue #33): the solver's proofs and the witnesses, which are
     cases of the run (``witness-NNN``) when the cases are generated. The compact
-    rendering lists the refuted, unknown and proved rows, and counts the sampled.
+    rendering lists the refuted and unknown rows (what a reader acts on) and counts the
+    proved and sampled ones in its note.
     """
     rows = [r for r in report["results"] if "verdict" in r]
     if not rows:
         return None
     proofs = report.get("proofs") or {}
-    shown = [r for r in rows if r["verdict"] != "sampled"] if compact else rows
+    shown = [r for r in rows if r["verdict"] in ("refuted", "unknown")] if compact else rows
     note = (f"{proofs.get('line', '')}; a sampled row proves nothing either way"
             if proofs else "")
     return table("verdicts", "Verdicts",
