@@ -31,6 +31,7 @@ __all__ = [
     "encode_public_key_multibase",
     "encode_secret_key_multibase",
     "load_pem_private_key",
+    "pkcs8_pem",
 ]
 
 
@@ -249,18 +250,7 @@ class SigningKey:
             KeyRingError: ``bad-passphrase`` for an empty or non-bytes passphrase.
 
         """
-        from cryptography.hazmat.primitives import serialization  # PEM only, on demand
-
-        encryption: serialization.KeySerializationEncryption
-        if passphrase is None:
-            encryption = serialization.NoEncryption()
-        elif not isinstance(passphrase, bytes) or not passphrase:
-            raise KeyRingError("a passphrase must be non-empty bytes", code="bad-passphrase")
-        else:
-            encryption = serialization.BestAvailableEncryption(passphrase)
-        return self.private_key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption
-        )
+        return pkcs8_pem(self.private_key, passphrase)
 
     @property
     def public_key_bytes(self) -> bytes:
@@ -288,3 +278,23 @@ class SigningKey:
 
     def __repr__(self) -> str:
         return f"SigningKey(public_key_multibase={self.public_key_multibase!r})"
+
+
+def pkcs8_pem(private_key: Any, passphrase: bytes | None) -> bytes:
+    """A private key (of any suite) as PKCS#8 PEM, encrypted with the best available
+    scheme when a passphrase is given (shared by the suites' ``to_pem``).
+
+    Raises:
+        KeyRingError: ``bad-passphrase`` for an empty or non-bytes passphrase.
+    """
+    from cryptography.hazmat.primitives import serialization  # PEM only, on demand
+
+    encryption: serialization.KeySerializationEncryption
+    if passphrase is None:
+        encryption = serialization.NoEncryption()
+    elif not isinstance(passphrase, bytes) or not passphrase:
+        raise KeyRingError("a passphrase must be non-empty bytes", code="bad-passphrase")
+    else:
+        encryption = serialization.BestAvailableEncryption(passphrase)
+    return bytes(private_key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption))

@@ -16,7 +16,7 @@ import attrs
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from handoffs._errors import KeyRingError
-from handoffs.integrity._keys import SigningKey, load_pem_private_key
+from handoffs.integrity._keys import SigningKey, load_pem_private_key, pkcs8_pem
 from handoffs.integrity._suites import (
     _ECDSA_SHA256,
     _P256,
@@ -168,17 +168,7 @@ class P256SigningKey:
         Raises:
             KeyRingError: ``bad-passphrase`` for an empty or non-bytes passphrase.
         """
-        from cryptography.hazmat.primitives import serialization
-
-        encryption: serialization.KeySerializationEncryption
-        if passphrase is None:
-            encryption = serialization.NoEncryption()
-        elif not isinstance(passphrase, bytes) or not passphrase:
-            raise KeyRingError("a passphrase must be non-empty bytes", code="bad-passphrase")
-        else:
-            encryption = serialization.BestAvailableEncryption(passphrase)
-        return self.private_key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
+        return pkcs8_pem(self.private_key, passphrase)
 
     @classmethod
     def from_multibase(cls, secret_key_multibase: str) -> P256SigningKey:
