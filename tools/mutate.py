@@ -64,7 +64,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # The test files run (and traced) for each area; every one must exist.
 SIGNING_TESTS = ("tests/unit/test_hostile.py", "tests/unit/test_receipts.py",
                  "tests/unit/test_gate.py", "tests/unit/test_instants.py",
-                 "tests/unit/test_sender.py")
+                 "tests/unit/test_sender.py", "tests/unit/test_verify_honest.py",
+                 "tests/unit/test_fingerprint.py")
 PROOF_TESTS = ("tests/unit/test_proofs.py", "tests/unit/test_hostile.py",
                "tests/unit/test_keys.py", "tests/unit/test_instants.py",
                "tests/unit/test_cryptosuites.py", "tests/unit/test_ed25519_libraries.py")

@@ -116,3 +116,15 @@ def test_verify_reads_at_most_its_limit_from_an_endless_stdin(tmp_path: Path) ->
     assert status == 1, message
     assert "[too-large]" in message
     assert max_rss_kib < 128 * 1024, f"{max_rss_kib} KiB"
+
+
+@pytest.mark.parametrize("document", ["{}", b"{}", ["{}"], 3])
+def test_verify_takes_a_parsed_object_only(document: Any) -> None:
+    # Receipt.verify verifies a parsed receipt: text or bytes, even of a JSON object, are
+    # not parsed here (the gate and Receipt.from_json parse), they are refused as they are.
+    from handoffs.errors import MalformedJSON
+
+    with pytest.raises(MalformedJSON) as caught:
+        Receipt.verify(document, TRUST, now=NOW, registry=PUMP, audience="plant-controller")
+    assert caught.value.code == "not-an-object"
+    assert "is a JSON object, got" in caught.value.message
