@@ -30,6 +30,7 @@ from handoffs.lab import Experiment, ExperimentError, Tolerances, load_experimen
 from handoffs.lab.reports import (
     evaluate_gate,
     findings,
+    gated_strategies,
     release_artefact,
     render_html,
     render_markdown,
@@ -163,9 +164,7 @@ def print_summary(report: Mapping[str, Any]) -> None:
 
 def _catastrophic_suffix(report: Mapping[str, Any]) -> str:
     """``; 10 catastrophic decision(s): prose_relay (not gated)`` for the verdict line."""
-    experiment = report["experiment"]
-    gated = {s["name"] for s in experiment["strategies"] if s.get("gated")} or {
-        experiment["subject"]}
+    gated = set(gated_strategies(report))
     made = [(row["strategy"], row["catastrophic_errors"]) for row in report["strategy_results"]
             if row["catastrophic_errors"]]
     if not made:
@@ -190,8 +189,7 @@ def _print_population(console: Any, report: Mapping[str, Any], *, stress: bool) 
 
     experiment = report["experiment"]
     population = experiment.get("population") or {}
-    gated = {s["name"] for s in experiment["strategies"] if s.get("gated")} or \
-        {experiment["subject"]}
+    gated = set(gated_strategies(report))
     rows = [r for r in report["results"] if r["strategy"] in gated and r.get("population")]
     if not rows:
         return

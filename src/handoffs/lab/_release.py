@@ -33,6 +33,7 @@ __all__ = [
     "EXIT_FAIL",
     "EXIT_PASS",
     "evaluate_gate",
+    "gated_strategies",
     "release_artefact",
 ]
 
@@ -41,6 +42,15 @@ EXIT_FAIL: Final = 1
 ARTEFACT_FORMAT: Final = "handoffs-release/1"
 ARTEFACT_PURPOSE: Final = "assertionMethod"
 _CONTROLS: Final = ("no-message", "shuffled-message", "constant-message")
+
+
+def gated_strategies(report: Mapping[str, Any]) -> list[str]:
+    """The strategies a report's release gate bounds, in the experiment's order: those
+    declared ``gated``, else the subject alone.
+    """
+    experiment = report["experiment"]
+    return [s["name"] for s in experiment["strategies"] if s.get("gated")] or \
+        [experiment["subject"]]
 
 
 def _check(metric: str, strategy: str | None, perturbation: str | None, *, comparison: str,
@@ -177,8 +187,7 @@ def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = Non
     """
     experiment = report["experiment"]
     tol = tolerances or Tolerances.from_json(experiment["tolerances"])
-    gated = [s["name"] for s in experiment["strategies"] if s.get("gated")] or \
-        [experiment["subject"]]
+    gated = gated_strategies(report)
     rows = {(r["strategy"], r["perturbation"]): r for r in report["results"]}
     drawn = (experiment.get("population") or {}).get("source") == "drawn"
     checks: list[dict[str, Any]] = []

@@ -11,7 +11,7 @@ a key; :func:`handoffs.integrity.verify` with ``purpose="assertionMethod"`` chec
 """
 
 from handoffs.lab._diff import DiffBudget, MetricChange, ReportDiff, diff_reports
-from handoffs.lab._release import evaluate_gate, release_artefact
+from handoffs.lab._release import evaluate_gate, gated_strategies, release_artefact
 from handoffs.lab._render import render_html, render_markdown
 from handoffs.lab._render._view import findings
 from handoffs.lab._report import validate_report
@@ -24,6 +24,7 @@ __all__ = [
     "diff_reports",
     "evaluate_gate",
     "findings",
+    "gated_strategies",
     "release_artefact",
     "render_html",
     "render_markdown",

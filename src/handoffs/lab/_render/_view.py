@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from handoffs.lab._release import gated_strategies
 from handoffs.lab._render._format import Table, num
 from handoffs.lab._render._sections import SECTIONS, gate_checks
 
@@ -145,9 +146,7 @@ def _catastrophic_finding(report: Mapping[str, Any]) -> str | None:
     """Every strategy's catastrophic decisions (hard violations, unperturbed), gated or
     not, when any strategy made one; a strategy the gate does not bound is named so.
     """
-    experiment = report["experiment"]
-    gated = {s["name"] for s in experiment["strategies"] if s.get("gated")} or {
-        experiment["subject"]}
+    gated = set(gated_strategies(report))
     counts = [(row["strategy"], row["catastrophic_errors"])
               for row in report["strategy_results"]]
     if not any(count for _, count in counts):
