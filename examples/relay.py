@@ -235,6 +235,7 @@ CLAIMS_VERIFIED_UPSTREAM = (
     "the receivers act on what a well-formed message says; the example trusts its "
     "senders' claims (the lab measures what a false one would cost)")
 """The example's waiver of the gate's default bound on surviving catastrophic falsehoods."""
+_WAIVED = Tolerances(claims_verified_upstream=CLAIMS_VERIFIED_UPSTREAM)
 
 def analyses(variants: int = 4) -> Iterator[Analysis]:
     """The synthetic fixture: ``variants`` analyses of each scenario."""
@@ -518,7 +519,7 @@ def edge_ab_experiment() -> Experiment:
         strategies=(Strategy(name="a_to_b", encoder=analyst_encoder(), receiver=planner(),
                              gated=True),),
         governance=GOVERNANCE_AB, state_of=Analysis.analysis_state,
-        tolerances=Tolerances(claims_verified_upstream=CLAIMS_VERIFIED_UPSTREAM),
+        tolerances=_WAIVED,
     )
 
 
@@ -529,7 +530,7 @@ def edge_bc_experiment() -> Experiment:
         strategies=(Strategy(name="b_to_c", encoder=handover_encoder(),
                              receiver=handover_controller(), gated=True),),
         governance=GOVERNANCE_BC, state_of=Analysis.handover_state,
-        tolerances=Tolerances(claims_verified_upstream=CLAIMS_VERIFIED_UPSTREAM),
+        tolerances=_WAIVED,
     )
 
 
@@ -555,15 +556,14 @@ def relay_topology() -> Topology:
             Edge(sender=ANALYST, to=PLANNER, contract=PLANNING, encoder=analyst_encoder(),
                  state_of=Analysis.analysis_state, receiver=planner(),
                  governance=GOVERNANCE_AB,
-                 tolerances=Tolerances(claims_verified_upstream=CLAIMS_VERIFIED_UPSTREAM)),
+                 tolerances=_WAIVED),
             Edge(sender=PLANNER, to=CONTROLLER, contract=HANDOVER,
                  carries={"failure_probability": "failure_probability"},
                  receiver=handover_controller(), governance=GOVERNANCE_BC,
-                 tolerances=Tolerances(claims_verified_upstream=CLAIMS_VERIFIED_UPSTREAM)),
+                 tolerances=_WAIVED),
         ),
         end_to_end=EndToEnd(contract=SAFETY, state_of=Analysis.analysis_state,
-                            tolerances=Tolerances(
-                                claims_verified_upstream=CLAIMS_VERIFIED_UPSTREAM)),
+                            tolerances=_WAIVED),
     )
 
 
@@ -586,7 +586,7 @@ def relay_experiment() -> Experiment:
         ),
         governance=GOVERNANCE_BC, state_of=Analysis.analysis_state,
         subject="stable_receipt",
-        tolerances=Tolerances(claims_verified_upstream=CLAIMS_VERIFIED_UPSTREAM),
+        tolerances=_WAIVED,
         assumptions={
             "case_mix": "Four synthetic analyses for each of six scenarios.",
             "receiver": "The loop controller recomputes from loop-safety receipts; a "
