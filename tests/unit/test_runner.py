@@ -14,10 +14,11 @@ from typing import Any
 import attrs
 import pytest
 
+from handoffs.errors import UserCodeError
 from handoffs.examples.payment import synthetic_cases
 from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import ExperimentError, IterableCases, Strategy, rescore, run
-from handoffs.lab._experiment import ReferenceReceiver, UserCodeError
+from handoffs.lab._reference import ReferenceReceiver
 from handoffs.lab._runlog import COLUMNS, RunLogError, read_run_log
 from handoffs.lab.perturbations._controls import ConstantMessage, NoMessage
 from handoffs.receivers import Decision

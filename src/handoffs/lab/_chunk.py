@@ -37,10 +37,7 @@ from typing import Any, Final
 from handoffs._errors import ProjectionError, UntrustedGovernance
 from handoffs._json import canonical_bytes, digest, dumps
 from handoffs.contracts import Authority
-from handoffs.lab._experiment import (
-    Strategy,
-    wire_value,
-)
+from handoffs.lab._experiment import Strategy
 from handoffs.lab._keys import memo_value
 from handoffs.lab._memo import (
     _decide,
@@ -70,6 +67,7 @@ from handoffs.lab._plan import (
     receipt_id,
 )
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of, user_error
+from handoffs.lab._values import wire_value
 from handoffs.lab.perturbations import CaseContext, Variant
 from handoffs.receivers import Verdict
 

@@ -12,9 +12,9 @@ from typing import Any, ClassVar, Final, TypeVar
 
 import attrs
 
+from handoffs._errors import ExperimentError
 from handoffs.contracts import Contract, FieldKind, FieldSpec
 from handoffs.contracts.analysis import SymbolicForm
-from handoffs.lab._experiment import ExperimentError
 
 __all__ = [
     "NOT_APPLICABLE",
