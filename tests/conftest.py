@@ -60,6 +60,34 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return server.create_database(f"t{next(_databases)}")
 
 
+# ------------------------------------------------------- the user's own contract
+
+import shutil  # noqa: E402
+import sys  # noqa: E402
+from typing import Any  # noqa: E402
+
+from worlds.user_contract import USER_CONTRACT  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def mymodule() -> Iterator[Any]:
+    """``tests/user_contract/mymodule.py``, imported (its directory on ``sys.path``)."""
+    sys.path.insert(0, str(USER_CONTRACT))
+    try:
+        import mymodule
+
+        yield mymodule
+    finally:
+        sys.path.remove(str(USER_CONTRACT))
+
+
+@pytest.fixture
+def user_dir(tmp_path: Path) -> Path:
+    """A fresh directory holding a copy of ``mymodule.py``."""
+    shutil.copy(USER_CONTRACT / "mymodule.py", tmp_path / "mymodule.py")
+    return tmp_path
+
+
 # ------------------------------------------------------------ no silent skips in CI
 
 # A skip hides a test that did not run. Under CI (CI set), any skip not listed here

@@ -47,3 +47,22 @@ def matches(expected: list[str], printed: str) -> list[str]:
         elif want not in lines:
             missing.append(want)
     return missing
+
+
+# Every fence at the start of a line: its language, its attributes and its body.
+_FENCE = re.compile(r"^```(?P<lang>\w*)(?P<attrs>[^\n]*)\n(?P<body>.*?)^```[ \t]*$",
+                    re.S | re.M)
+_TITLE = re.compile(r'title="(?P<name>[^"]+)"')
+
+
+def steps(text: str) -> list[tuple[str, str | tuple[list[str], list[str]]]]:
+    """The page in order: ``("file:NAME", body)`` for a block titled ``NAME`` and
+    ``("console", (commands, expected output))`` for a console block."""
+    found: list[tuple[str, str | tuple[list[str], list[str]]]] = []
+    for fence in _FENCE.finditer(text):
+        title = _TITLE.search(fence["attrs"])
+        if fence["lang"] == "console":
+            found.append(("console", console_block(fence["body"])))
+        elif title is not None:
+            found.append((f"file:{title['name']}", fence["body"]))
+    return found

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import handoffs
-from test_cli import CHECKED_IN
+from worlds.repo import CHECKED_IN
 
 
 def test_the_installed_script_runs(tmp_path: Path) -> None:

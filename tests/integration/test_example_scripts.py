@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from test_examples import EXAMPLES, ROOT
+from worlds.repo import EXAMPLES, ROOT
 
 
 @pytest.mark.slow

@@ -10,11 +10,16 @@ from typing import Any
 import pytest
 
 from handoffs.lab import run
-from test_lab_cli import invoke
-from test_runner import CREATED, essay, normalise, threaded  # noqa: F401 - a fixture
+from worlds.lab_cli import invoke
+from worlds.lab_runs import CREATED, essay, normalise, threaded_report
 
 
-def test_processes_give_identical_results(threaded: dict[str, Any]) -> None:  # noqa: F811
+@pytest.fixture(scope="module")
+def threaded() -> dict[str, Any]:
+    return threaded_report()
+
+
+def test_processes_give_identical_results(threaded: dict[str, Any]) -> None:
     report = run(essay(), executor="processes", workers=2, chunk_size=7, created=CREATED).report
     assert report["provenance"]["executor"] == "processes"
     assert normalise(report) == normalise(threaded)

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from handoffs.lab import run
-from test_lab_validation import HANDOFFS, TOML, experiment, mymodule, user_dir  # noqa: F401
+from worlds.user_contract import HANDOFFS, TOML, experiment
 
 
 def test_the_command_line_refuses_an_unknown_injection_case_in_one_line(
-        user_dir: Path) -> None:  # noqa: F811
+        user_dir: Path) -> None:
     (user_dir / "experiment.toml").write_text(
         TOML + '\n[[injection]]\ncase_id = "pump-404"\nfield = "calibrated"\nvalue = true\n')
     done = subprocess.run([HANDOFFS, "lab", "run", "experiment.toml", "--out", "report",
@@ -30,7 +30,7 @@ def test_the_command_line_refuses_an_unknown_injection_case_in_one_line(
 
 
 @pytest.fixture(scope="module")
-def report_path(tmp_path_factory: pytest.TempPathFactory, mymodule: Any) -> Path:  # noqa: F811
+def report_path(tmp_path_factory: pytest.TempPathFactory, mymodule: Any) -> Path:
     from handoffs.cli._lab import _write_report
 
     out = tmp_path_factory.mktemp("report")
@@ -73,7 +73,7 @@ def test_a_budget_naming_a_perturbation_the_run_applied_gates(report_path: Path)
     assert "receipt under remove-decision-field:calibrated: agreement" in done.stdout
 
 
-def test_the_command_line_names_a_raising_encoder(user_dir: Path) -> None:  # noqa: F811
+def test_the_command_line_names_a_raising_encoder(user_dir: Path) -> None:
     (user_dir / "bad.py").write_text(
         "class BadEncoder:\n"
         "    def encode(self, evidence):\n"

@@ -4,9 +4,18 @@ processes forked from its server (the tool's in-process tests are in
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from test_mutate_tool import ROOT, _named, mutate
+from worlds.repo import ROOT, load_mutate, named_mutant
+
+mutate = load_mutate()
+MUTANTS = mutate.discover()
+
+
+def _named(label: str) -> Any:
+    return named_mutant(MUTANTS, label)
 
 
 def test_the_harness_runs_the_tests_on_the_mutant_and_the_control_on_the_original(

@@ -7,14 +7,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import Result
 
 from http_evidence import _serve
-from test_receivers_cli import NOW, decision, files, run  # noqa: F401 - a fixture
 from worlds.gate import WORLD, raw
+from worlds.gate_cli import NOW, decision, gate_files, run
 
 
-def test_admitted_receipt_exits_zero(files: dict[str, Path], evidence_server: str) -> None:  # noqa: F811
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    return gate_files(tmp_path)
+
+
+def test_admitted_receipt_exits_zero(files: dict[str, Path], evidence_server: str) -> None:
     _serve("policy-01")
     result = run(files["receipt"], "--trust", files["trust"], "--as", "case-owner",
                  "--role", "case-owner", "--policy", "PAY-7.4", "--now", NOW,
@@ -25,7 +31,7 @@ def test_admitted_receipt_exits_zero(files: dict[str, Path], evidence_server: st
         "ACCEPT", "ESCALATE", "agree", "evidence-specialist")
 
 
-def _routine(files: dict[str, Path], server: str, *extra: Any,  # noqa: F811
+def _routine(files: dict[str, Path], server: str, *extra: Any,
              proposed: str | None = None) -> Result:
     _serve("routine-01")
     mutate = None if proposed is None else (lambda d: d.update(proposed_action=proposed))
@@ -36,7 +42,7 @@ def _routine(files: dict[str, Path], server: str, *extra: Any,  # noqa: F811
 
 
 def test_exit_zero_only_when_the_receiver_may_act_on_the_proposal(
-        files: dict[str, Path], evidence_server: str) -> None:  # noqa: F811
+        files: dict[str, Path], evidence_server: str) -> None:
     acted = _routine(files, evidence_server)
     assert (acted.exit_code, decision(acted)["verdict"], decision(acted)["action"]) == (
         0, "ACCEPT", "RELEASE")

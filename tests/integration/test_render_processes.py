@@ -11,8 +11,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from handoffs.lab.reports import render_html
-from test_render import SAMPLE, html, report  # noqa: F401 - fixtures
+from worlds.reports import SAMPLE, payment_report
+
+
+@pytest.fixture(scope="module")
+def report() -> dict[str, Any]:
+    return payment_report()
+
+
+@pytest.fixture(scope="module")
+def html(report: dict[str, Any]) -> str:
+    return render_html(report)
 
 
 def test_markdown_needs_no_extra() -> None:
@@ -28,7 +40,7 @@ def test_markdown_needs_no_extra() -> None:
     assert "PASS" in done.stdout
 
 
-def test_html_is_deterministic(html: str, report: dict[str, Any], tmp_path: Path) -> None:  # noqa: F811
+def test_html_is_deterministic(html: str, report: dict[str, Any], tmp_path: Path) -> None:
     assert render_html(report) == html
     # A fresh interpreter with another hash seed renders the same bytes.
     path = tmp_path / "report.json"

@@ -20,8 +20,10 @@ from handoffs.receivers import (
     Step,
     Verdict,
 )
-from test_hostile import E, R, _chain_doc
+from worlds.chains import STANDARD, make_chain
 from worlds.gate import ALL_EVIDENCE, CONTRACT, NOW, RECEIVER, WORLD, codes, raw, strict
+
+R, E = Verdict.REJECT, Step.PROOFS
 
 _WRITERS, _ROWS, _SHARED = 4, 120, 60
 
@@ -130,7 +132,7 @@ def test_a_chain_replay_from_a_second_process_is_refused(tmp_path: Path) -> None
     from worlds.chains import receiver as chain_receiver
 
     db = str(tmp_path / "chains.sqlite")
-    doc = _chain_doc()
+    doc = make_chain(STANDARD).to_json()
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         first = pool.apply(_chain_receiver_in_another_process, (db, doc))
     assert first["verdict"] == "ACCEPT"

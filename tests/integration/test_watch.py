@@ -330,8 +330,7 @@ def test_the_how_to_runs(tmp_path: Path, tmp_path_factory: pytest.TempPathFactor
     import re
     import sys
 
-    from console_pages import matches
-    from test_own_contract_howto import steps
+    from console_pages import matches, steps
 
     handoffs = Path(sys.executable).with_name("handoffs")
     assert handoffs.is_file(), "the handoffs console script is not installed"

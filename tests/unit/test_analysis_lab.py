@@ -108,7 +108,7 @@ def test_realistic_draws_are_realistic() -> None:
 
 def test_minimal_messages_are_certified_by_the_analysis_or_labelled_sampled() -> None:
     import ph_pump
-    from test_policy_lab import experiment as pump_experiment
+    from worlds.ph_pump_lab import experiment as pump_experiment
 
     report = run(experiment(0)).report
     minimal = report["minimal_messages"]

@@ -26,9 +26,7 @@ from handoffs.examples.payment import (
     synthetic_cases,
 )
 from handoffs.integrity import SigningKey, sign
-
-SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
-CHECKED_IN = SCHEMAS / "payment-release" / "1.0.0.json"
+from worlds.repo import CHECKED_IN, SCHEMAS
 
 
 def run(*args: str | Path, env: dict[str, str] | None = None) -> Result:

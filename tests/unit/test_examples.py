@@ -23,9 +23,7 @@ from handoffs.contracts import Interval, Receipt
 from handoffs.contracts._diff import FindingCode
 from handoffs.lab import run
 from handoffs.receivers import Step, Verdict
-
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ("scout", "pump", "relay", "baselines")
+from worlds.repo import EXAMPLES, ROOT
 
 
 @pytest.fixture(scope="module")

@@ -59,7 +59,7 @@ def test_the_same_definition_has_the_same_fingerprint() -> None:
 
 def _numeric(threshold: float) -> Contract[Any, Any]:
     """The diff tests' pump contract with its ``hot`` threshold at ``threshold``."""
-    from test_diff import HOT, MANUAL, WORN, Act, make
+    from worlds.pump_versions import HOT, MANUAL, WORN, Act, make
 
     hot = attrs.evolve(HOT, when=Over("temperature", threshold))
     return make(policy=Policy(rules=(hot, WORN, MANUAL), default=Act.CONTINUE))

@@ -20,7 +20,7 @@ from handoffs._errors import ProofError, UnknownContract
 from handoffs._json import JSONLimits
 from handoffs._logs import ReplayStoreError
 from handoffs._time import CLOCK_SKEW
-from handoffs.contracts import Receipt
+from handoffs.contracts import DecisionContent, Interval, Receipt
 from handoffs.examples import payment
 from handoffs.integrity import KeyRing, SigningKey, sign
 from handoffs.receivers import (
@@ -455,10 +455,10 @@ def test_proofs_are_checked_before_the_typed_model_of_a_signed_receipt() -> None
     a key no one trusts: the gate refuses the proof at step (2) and never builds the
     receipt from an unverified document.
     """
-    import test_receipts as pump
+    import worlds.receipts as pump
 
-    receipt = Receipt.build(pump.PUMP, pump.DecisionContent(pump.Step.STOP, pump.PumpState(
-        pump.Mode.AUTO, 3, 80.5, pump.Interval(0.1, 0.2), True)),
+    receipt = Receipt.build(pump.PUMP, DecisionContent(pump.Step.STOP, pump.PumpState(
+        pump.Mode.AUTO, 3, 80.5, Interval(0.1, 0.2), True)),
         payment.GOVERNANCE.stamp(case_id="pump-1", evidence_refs=["evidence://pump/1"]))
     doc = receipt.to_json()
     doc["decision_state"]["failure_probability"] = {"lo": 0.5, "hi": 0.2}

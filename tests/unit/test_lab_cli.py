@@ -12,12 +12,7 @@ from click.testing import CliRunner
 
 from handoffs.cli._lab import lab
 from handoffs.integrity import KeyRing, SigningKey, verify
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "payment.toml"
-
-
-def invoke(*args: str) -> Any:
-    return CliRunner().invoke(lab, list(args), catch_exceptions=False)
+from worlds.lab_cli import EXAMPLE, invoke
 
 
 @pytest.fixture(scope="module")

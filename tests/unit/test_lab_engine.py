@@ -4,10 +4,8 @@ the release artefact and the report schema.
 
 from __future__ import annotations
 
-import enum
 import json
 import operator
-import warnings
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,25 +14,14 @@ import attrs
 import pytest
 
 from handoffs._errors import MalformedJSON, ProofError, UnknownContract
-from handoffs.contracts import (
-    Contract,
-    GovernanceService,
-    LossMatrix,
-    ReceiptEncoder,
-    Registry,
-    Uncertainty,
-    decision_field,
-)
-from handoffs.contracts.policy import Is, Over, Policy, Rule
+from handoffs.contracts import ReceiptEncoder
 from handoffs.examples.payment import PAYMENT_RELEASE, PaymentCase, synthetic_cases
 from handoffs.examples.payment_lab import (
     CLAIMS_VERIFIED_UPSTREAM,
-    FixedClock,
     payment_experiment,
 )
 from handoffs.integrity import KeyRing, SigningKey, verify
 from handoffs.lab import (
-    Experiment,
     ExperimentError,
     GeneratedCases,
     IterableCases,
@@ -54,94 +41,15 @@ from handoffs.lab.reports import (
     release_artefact,
     validate_report,
 )
-from handoffs.receivers import (
-    AdvisoryActionReceiver,
-    Gate,
-    StrictContractReceiver,
-    UnsafeConfigurationWarning,
-    UnsafeNoProofs,
+from worlds.tank import (
+    TANK,
+    ActionEncoder,
+    TankState,
+    resolved,
+    tank_experiment,
 )
 
 VECTORS = Path(__file__).parents[1] / "vectors"
-
-
-class Valve(enum.Enum):
-    OPEN = "OPEN"
-    SHUT = "SHUT"
-    CHECK = "CHECK"
-
-
-class Grade(enum.Enum):
-    A = "A"
-    B = "B"
-    C = "C"
-
-
-@attrs.frozen
-class TankState:
-    grade: Grade = decision_field("Fluid grade.", if_missing=Grade.A)
-    pressure: int = decision_field("Pressure in kPa.", minimum=0, maximum=500)
-    leak: bool = decision_field("A leak sensor fired.", if_missing=False)
-
-
-def _loss() -> LossMatrix[Valve]:
-    o, s, c = Valve.OPEN, Valve.SHUT, Valve.CHECK
-    return LossMatrix({(o, o): 0, (s, s): 0, (c, c): 0, (o, s): 90, (o, c): 40, (s, o): 5,
-                       (c, o): 2, (s, c): 3, (c, s): 10})
-
-
-TANK = Contract(
-    name="tank-valve",
-    version="2.1.0",
-    description="Open, shut or check a tank valve.",
-    actions=Valve,
-    state=TankState,
-    policy=Policy(rules=(
-        Rule("leak", Is("leak", True), Valve.SHUT),
-        Rule("over-pressure", Over("pressure", 300), Valve.SHUT),
-        Rule("grade-c", Is("grade", Grade.C), Valve.CHECK),
-    ), default=Valve.OPEN),
-    loss=_loss(),
-    fail_closed_action=Valve.CHECK,
-    counterfactual_trigger="Recompute when a reading changes.",
-)
-GOVERNANCE = GovernanceService(sender="tank-sensor", receiver="valve-owner",
-                               policy_version="T-1",
-                               valid_until=datetime(2027, 1, 1, tzinfo=UTC))
-
-
-def resolved(_: Any) -> Uncertainty:
-    return Uncertainty.RESOLVED
-
-
-@attrs.frozen
-class ActionEncoder:
-    name: str = "action_only"
-
-    def encode(self, evidence: Any) -> dict[str, Any]:
-        return {"action": TANK.decide(evidence.state).value}
-
-
-def tank_experiment(**changes: Any) -> Experiment:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnsafeConfigurationWarning)
-        gate = Gate(identity="valve-owner", trust=UnsafeNoProofs(), registry=Registry.of(TANK),
-                    replay=None, clock=FixedClock())
-    encoder = ReceiptEncoder(TANK, state_of=operator.attrgetter("state"),
-                             uncertainty_of=resolved)
-    defaults: dict[str, Any] = {
-        "name": "tank-valve-lab",
-        "contract": TANK,
-        "cases": GeneratedCases(TANK, 40, seed=1),
-        "strategies": (
-            Strategy(name="receipt", encoder=encoder, receiver=StrictContractReceiver(gate)),
-            Strategy(name="action", encoder=ActionEncoder(),
-                     receiver=AdvisoryActionReceiver(TANK)),
-        ),
-        "governance": GOVERNANCE,
-    }
-    return Experiment(**{**defaults, **changes})
-
 
 @pytest.fixture(scope="module")
 def tank_report() -> dict[str, Any]:

@@ -10,8 +10,6 @@ its real strict receiver; the counting wrapper only counts.
 from __future__ import annotations
 
 import json
-import shutil
-import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,6 @@ import pytest
 
 from handoffs.errors import UserCodeError
 from handoffs.lab import (
-    Experiment,
     ExperimentError,
     GeneratedCases,
     IterableCases,
@@ -33,20 +30,7 @@ from handoffs.lab import (
 from handoffs.lab.perturbations import Falsehood
 from handoffs.receivers import Decision
 from inline_executor import Inline
-
-HERE = Path(__file__).resolve().parents[1]
-HANDOFFS = str(Path(sys.executable).with_name("handoffs"))
-
-
-@pytest.fixture(scope="module")
-def mymodule() -> Any:
-    sys.path.insert(0, str(HERE / "user_contract"))
-    try:
-        import mymodule
-
-        yield mymodule
-    finally:
-        sys.path.remove(str(HERE / "user_contract"))
+from worlds.user_contract import TOML, experiment
 
 
 @attrs.define
@@ -80,20 +64,6 @@ class OneShot:
 
     def __iter__(self) -> Iterator[Any]:
         return self._iterator
-
-
-def experiment(mymodule: Any, receiver: Any, **changes: Any) -> Experiment:
-    defaults: dict[str, Any] = {
-        "name": "pump-validation",
-        "contract": mymodule.MY_CONTRACT,
-        "cases": GeneratedCases(mymodule.MY_CONTRACT, 12, seed=3),
-        "strategies": (Strategy(name="receipt", encoder=mymodule.encoder(),
-                                receiver=receiver, gated=True),),
-        "governance": mymodule.GOVERNANCE,
-        "perturbations": (),
-        "tolerances": Tolerances(controls_must_fail=False),
-    }
-    return Experiment(**{**defaults, **changes})
 
 
 def test_an_injection_naming_no_case_is_refused_before_any_case_runs(mymodule: Any) -> None:
@@ -159,28 +129,6 @@ def test_a_source_that_fails_while_read_fails_where_it_fails(mymodule: Any) -> N
         assert str(caught.value).endswith(" raised while reading case 6: Broken:  @ $")
 
 
-@pytest.fixture
-def user_dir(tmp_path: Path) -> Path:
-    shutil.copy(HERE / "user_contract" / "mymodule.py", tmp_path / "mymodule.py")
-    return tmp_path
-
-
-TOML = """\
-[experiment]
-name = "pump"
-contract = "mymodule:MY_CONTRACT"
-
-[cases]
-hypothesis = 6
-
-[governance]
-object = "mymodule:GOVERNANCE"
-
-[[strategy]]
-name = "receipt"
-encoder = "mymodule:encoder"
-receiver = "mymodule:planner"
-"""
 
 
 @pytest.mark.parametrize(("injection", "message"), [

@@ -6,22 +6,15 @@ mutant's tests on the mutant's own copy of ``src/``.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-_SPEC = importlib.util.spec_from_file_location("mutate", ROOT / "tools" / "mutate.py")
-assert _SPEC is not None
-assert _SPEC.loader is not None
-mutate = importlib.util.module_from_spec(_SPEC)
-sys.modules["mutate"] = mutate
-_SPEC.loader.exec_module(mutate)
+from worlds.repo import ROOT, load_mutate, named_mutant
 
-
+mutate = load_mutate()
 MUTANTS = mutate.discover()
 
 
@@ -95,7 +88,7 @@ def test_each_mutant_names_the_lines_it_changes() -> None:
 
 
 def _named(label: str) -> Any:
-    return next(m for m in MUTANTS if m.named and m.where == label)
+    return named_mutant(MUTANTS, label)
 
 
 def test_a_mutant_runs_only_the_tests_that_execute_its_lines_fastest_first() -> None:

@@ -16,7 +16,7 @@ from handoffs.receivers import Decision, Reason, Step, Verdict, _carried, _gate
 from handoffs.receivers._carried import carried_receipt
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers.chains import _receiver as _chain_receiver
-from test_carried import STABLE, carrier, chain
+from worlds.carried import STABLE, carrier, chain
 from worlds.chains import STANDARD, make_chain
 from worlds.chains import receiver as identity_receiver
 from worlds.gate import WORLD, raw, strict

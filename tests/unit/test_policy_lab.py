@@ -12,31 +12,12 @@ import pytest
 import ph_pump as pump
 from handoffs.contracts import Interval
 from handoffs.lab import (
-    Experiment,
-    IterableCases,
-    Strategy,
-    Tolerances,
     counterfactual_triggers,
     minimal_message,
     run,
 )
 from handoffs.lab._minimal import Reference
-from handoffs.lab.perturbations._coarsening import WidenInterval
-
-WIDEN = "widen-interval:failure_probability:0.1"
-
-
-def experiment(contract: Any, cases: Any = pump.cases, **options: Any) -> Experiment:
-    return Experiment(
-        name="pump-ph", contract=contract,
-        cases=IterableCases(cases, description="python:ph_pump.cases"),
-        strategies=(Strategy(name="receipt", encoder=pump.encoder(contract),
-                             receiver=pump.controller(contract), receipts=True, gated=True),),
-        governance=pump.GOVERNANCE, state_of=pump.state_of,
-        perturbations=(WidenInterval("failure_probability", 0.1),),
-        tolerances=Tolerances(controls_must_fail=False, gate_perturbations=("none", WIDEN)),
-        **options,
-    )
+from worlds.ph_pump_lab import WIDEN, experiment
 
 
 def _row(report: dict[str, Any], perturbation: str) -> dict[str, Any]:

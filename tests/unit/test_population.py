@@ -217,7 +217,7 @@ def test_a_bad_distribution_names_the_field_path(table: dict[str, Any], path: st
 
 
 def test_a_weight_for_an_unknown_enum_value_is_named() -> None:
-    from test_lab_engine import TANK
+    from worlds.tank import TANK
 
     with pytest.raises(DistributionError) as caught:
         CaseDistribution.from_json(TANK, {"grade": {"weights": {"A": 1, "Z": 2}}})

@@ -32,7 +32,7 @@ from handoffs.examples.payment_lab import (
 )
 from handoffs.lab import Experiment, ProjectionError, Strategy, _chunk, run
 from handoffs.receivers import Admitted, FunctionReceiver
-from test_lab_engine import TANK, Grade, Valve, tank_experiment
+from worlds.tank import TANK, Grade, Valve, tank_experiment
 
 ODD = ("1", "3", "5", "7", "9")
 

@@ -7,31 +7,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
 from handoffs.cli._gate import gate, log
 from handoffs.integrity._base58 import b58encode
-from worlds.gate import WORLD, raw
-
-NOW = "2026-06-01T12:01:00Z"
+from worlds.gate import WORLD
+from worlds.gate_cli import NOW, decision, gate_files, run
 
 
 @pytest.fixture
 def files(tmp_path: Path) -> dict[str, Path]:
-    trust = tmp_path / "trust.json"
-    trust.write_text(json.dumps(WORLD.keyring.to_json()))
-    receipt = tmp_path / "receipt.json"
-    receipt.write_bytes(raw(WORLD.signed("policy-01")))
-    return {"trust": trust, "receipt": receipt, "db": tmp_path / "log.sqlite",
-            "dir": tmp_path}
-
-
-def run(*args: Any, stdin: bytes | None = None, env: dict[str, str] | None = None) -> Result:
-    """Invoke ``handoffs gate``; as ``case-owner`` unless the arguments say otherwise."""
-    argv = [str(a) for a in args]
-    if "--as" not in argv and env is None:
-        argv += ["--as", "case-owner"]
-    return CliRunner().invoke(gate, argv, input=stdin, env=env)
+    return gate_files(tmp_path)
 
 
 def test_the_gate_needs_an_identity(files: dict[str, Path]) -> None:
@@ -44,10 +30,6 @@ def test_the_gate_needs_an_identity(files: dict[str, Path]) -> None:
     elsewhere = run(*argv, env={"HANDOFFS_IDENTITY": "auditor"})
     assert elsewhere.exit_code == 1
     assert [r["code"] for r in decision(elsewhere)["reasons"]] == ["wrong-audience"]
-
-
-def decision(result: Result) -> dict[str, Any]:
-    return dict(json.loads(result.stdout))
 
 
 def test_escalated_receipt_is_admitted_but_exits_three(files: dict[str, Path]) -> None:

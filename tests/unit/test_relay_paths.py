@@ -14,7 +14,7 @@ from handoffs.lab._toml import load_experiment
 from handoffs.lab.perturbations import Relay, standard_perturbations
 from handoffs.lab.perturbations._base import REMOVED, UNCHANGED
 from handoffs.lab.perturbations._registry import perturbation_from_json
-from test_perturb import GAUGE, MESSAGE, ctx, variants
+from worlds.gauge import GAUGE, MESSAGE, ctx, variants
 
 ROOT = Path(__file__).resolve().parents[2]
 

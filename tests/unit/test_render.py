@@ -8,9 +8,7 @@ import math
 import re
 import sys
 from collections import Counter
-from datetime import UTC, datetime
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,15 +19,13 @@ from handoffs.lab import run
 from handoffs.lab._render import html as html_module
 from handoffs.lab._report import ReportError
 from handoffs.lab.reports import render_html, render_markdown
-
-SAMPLE = Path(__file__).parents[1] / "vectors" / "lab-report-sample.json"
-CREATED = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+from worlds.reports import CREATED, SAMPLE, payment_report
 
 
 @pytest.fixture(scope="module")
 def report() -> dict[str, Any]:
     """The built-in experiment's report (the essay's 28 cases, every perturbation)."""
-    return run(payment_experiment(), created=CREATED).report
+    return payment_report()
 
 
 @pytest.fixture(scope="module")

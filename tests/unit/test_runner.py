@@ -4,10 +4,8 @@ and resuming an interrupted run from its run log.
 
 from __future__ import annotations
 
-import json
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,30 +21,12 @@ from handoffs.lab._runlog import COLUMNS, RunLogError, read_run_log
 from handoffs.lab.perturbations._controls import ConstantMessage, NoMessage
 from handoffs.receivers import Decision
 from inline_executor import Inline
-
-CREATED = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-
-
-def normalise(report: Mapping[str, Any]) -> dict[str, Any]:
-    """A report without what legitimately differs between runs (timing, where, how)."""
-    out = json.loads(json.dumps(report))
-    out.pop("provenance")
-    out["experiment"].pop("case_source")
-    for row in out["results"]:
-        # The memo is run-wide in each process: which chunk pays for a decision, and how
-        # many processes pay for it, depend on the executor (the figures do not).
-        for key in ("mean_latency_ms", "receiver_calls", "memo_hits"):
-            row.pop(key)
-    return out
-
-
-def essay(**changes: Any) -> Any:
-    return attrs.evolve(payment_experiment(profile="essay"), **changes)
+from worlds.lab_runs import CREATED, essay, normalise, threaded_report
 
 
 @pytest.fixture(scope="module")
 def threaded() -> dict[str, Any]:
-    return run(essay(), chunk_size=7, created=CREATED).report
+    return threaded_report()
 
 
 def test_any_executor_and_any_worker_count(threaded: dict[str, Any]) -> None:

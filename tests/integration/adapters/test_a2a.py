@@ -8,12 +8,7 @@ receiving agent never runs.
 
 from __future__ import annotations
 
-import asyncio
-import socket
-import threading
-import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -21,131 +16,38 @@ pytest.importorskip("a2a")
 pytest.importorskip("uvicorn")
 
 import httpx
-import uvicorn
-from a2a.client import ClientConfig, create_client
 from a2a.helpers.proto_helpers import new_data_part
-from a2a.server.agent_execution import RequestContext
-from a2a.server.request_handlers import DefaultRequestHandlerV2
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import (
-    AgentCapabilities,
-    AgentCard,
-    AgentInterface,
-    AgentSkill,
     Message,
     Part,
     Role,
-    SendMessageRequest,
     Task,
     TaskState,
 )
-from dispatch_world import RECEIVER, WORLD, World
-from starlette.applications import Starlette
+from dispatch_world import WORLD
 
 from handoffs.adapters.a2a import (
     RECEIPT_EXTENSION_URI,
     RECEIPT_MEDIA_TYPE,
     Carriage,
-    GatedAgentExecutor,
     NoReceipt,
     data_part_channel,
     decision_of,
-    receipt_extension,
-    receipt_message,
     receipt_of,
     text_summary_channel,
 )
 from handoffs.contracts import UntrustedGovernance
-from handoffs.receivers import Decision, StrictContractReceiver, Verdict
+from handoffs.receivers import StrictContractReceiver, Verdict
+from worlds.a2a_server import Server, message_for
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # the SDK's card advisories
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class CaseOwner:
-    """The receiving agent: it records what it was handed and completes the task."""
-
-    def __init__(self) -> None:
-        self.handled: list[Decision] = []
-
-    async def __call__(self, decision: Decision, context: RequestContext,
-                       updater: TaskUpdater) -> None:
-        self.handled.append(decision)
-        await updater.add_artifact([Part(text=f"case owner acts: {decision.action}")],
-                                   name="decision")
-        await updater.complete()
-
-
-class Server:
-    """A gated A2A agent served by uvicorn on a free loopback port."""
-
-    def __init__(self, world: World, *, on_overruled: str = "refuse") -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.agent = CaseOwner()
-        self.card = AgentCard(
-            name=RECEIVER, description="Accountable owner of payment cases.", version="1.0.0",
-            supported_interfaces=[AgentInterface(protocol_binding="JSONRPC", url=self.url + "/",
-                                                 protocol_version="1.0")],
-            capabilities=AgentCapabilities(streaming=False, extensions=[receipt_extension()]),
-            default_input_modes=[RECEIPT_MEDIA_TYPE], default_output_modes=["text/plain"],
-            skills=[AgentSkill(id="decide-case", name="Decide a case",
-                               description="Decide a handed-off case.", tags=["handoff"])],
-        )
-        handler = DefaultRequestHandlerV2(
-            agent_executor=GatedAgentExecutor(StrictContractReceiver(world.gate()), self.agent,
-                                              on_overruled=on_overruled),
-            task_store=InMemoryTaskStore(), agent_card=self.card,
-        )
-        app = Starlette(routes=[*create_agent_card_routes(self.card),
-                                *create_jsonrpc_routes(handler, rpc_url="/")])
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port,
-                                                    log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> Server:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the A2A test server did not start")
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-
-    def send(self, *messages: Message) -> list[Task]:
-        async def run() -> list[Task]:
-            client = await create_client(self.url, client_config=ClientConfig(streaming=False))
-            try:
-                tasks = []
-                for message in messages:
-                    async for event in client.send_message(SendMessageRequest(message=message)):
-                        tasks.append(event.task)
-                return tasks
-            finally:
-                await client.close()
-
-        return asyncio.run(run())
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
     with Server(WORLD) as running:
         yield running
-
-
-def _message(raw: bytes, carriage: Carriage = Carriage.RAW, **options: Any) -> Message:
-    return receipt_message(raw, carriage=carriage, message_id=f"m-{time.monotonic_ns()}",
-                           **options)
 
 
 def _refusal_codes(task: Task) -> list[str]:
@@ -159,7 +61,7 @@ def test_a_genuine_receipt_is_admitted_and_reaches_the_agent(server: Server,
                                                              carriage: Carriage) -> None:
     raw = WORLD.signed_bytes()
     handled = len(server.agent.handled)
-    (task,) = server.send(_message(raw, carriage, summary="route 3 stops, all clear"))
+    (task,) = server.send(message_for(raw, carriage, summary="route 3 stops, all clear"))
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
     assert [p.text for a in task.artifacts for p in a.parts] == ["case owner acts: DISPATCH"]
     (decision,) = server.agent.handled[handled:]
@@ -169,7 +71,7 @@ def test_a_genuine_receipt_is_admitted_and_reaches_the_agent(server: Server,
 
 def test_a_data_part_turns_integers_into_floats_and_the_proof_still_verifies() -> None:
     raw = WORLD.signed_bytes(stops=3)
-    carried = receipt_of(_message(raw, Carriage.DATA))
+    carried = receipt_of(message_for(raw, Carriage.DATA))
     assert isinstance(carried, dict)
     assert carried["decision_state"]["stops"] == 3.0
     assert isinstance(carried["decision_state"]["stops"], float)
@@ -188,7 +90,7 @@ def test_a_bad_receipt_rejects_the_task_and_the_agent_never_runs(
 ) -> None:
     raw = WORLD.bad_receipt(name)
     handled = len(server.agent.handled)
-    (task,) = server.send(_message(raw))
+    (task,) = server.send(message_for(raw))
     assert task.status.state == TaskState.TASK_STATE_REJECTED
     (code,) = _refusal_codes(task)
     assert code in expected
@@ -198,7 +100,7 @@ def test_a_bad_receipt_rejects_the_task_and_the_agent_never_runs(
 
 def test_a_replayed_receipt_is_rejected_the_second_time(server: Server) -> None:
     raw = WORLD.signed_bytes()
-    first, second = server.send(_message(raw), _message(raw))
+    first, second = server.send(message_for(raw), message_for(raw))
     assert first.status.state == TaskState.TASK_STATE_COMPLETED
     assert second.status.state == TaskState.TASK_STATE_REJECTED
     assert _refusal_codes(second) == ["replayed"]
@@ -214,7 +116,7 @@ def test_a_message_without_a_receipt_part_is_rejected(server: Server) -> None:
 
 def test_two_receipt_parts_are_refused() -> None:
     raw = WORLD.signed_bytes()
-    message = _message(raw)
+    message = message_for(raw)
     message.parts.append(Part(raw=raw, media_type=RECEIPT_MEDIA_TYPE))
     with pytest.raises(NoReceipt, match="2 receipt parts"):
         receipt_of(message)
@@ -261,7 +163,7 @@ def test_the_ruling_not_the_proposal_reaches_the_outcome(mode: str) -> None:
     agent never runs; continued, the agent acts on the gate's action."""
     content = {**WORLD.content(address_verified=False), "proposed_action": "DISPATCH"}
     with Server(WORLD, on_overruled=mode) as running:
-        (task,) = running.send(_message(WORLD.signed_bytes(content=content)))
+        (task,) = running.send(message_for(WORLD.signed_bytes(content=content)))
     acts = [p.text for a in task.artifacts for p in a.parts]
     assert "case owner acts: DISPATCH" not in acts
     if mode == "refuse":

@@ -29,7 +29,7 @@ def nothing(_: bytes) -> bytes:
 
 def _openai_agents(condition: str) -> str:
     pytest.importorskip("agents")
-    from test_adapter_openai_agents import Topology
+    from worlds.openai_agents_topology import Topology
 
     world = make_world()
     if condition == "no-receipt":
@@ -47,7 +47,8 @@ def _openai_agents(condition: str) -> str:
 def _langgraph(condition: str) -> str:
     pytest.importorskip("langgraph")
     from langchain_core.messages import HumanMessage
-    from test_adapter_langgraph import Topology
+
+    from worlds.langgraph_topology import Topology
 
     world = make_world()
     if condition == "no-receipt":
@@ -65,9 +66,8 @@ def _langgraph(condition: str) -> str:
 
 def _pydantic_ai(condition: str) -> str:
     pytest.importorskip("pydantic_ai")
-    from test_adapter_pydantic_ai import Topology
-
     from handoffs.adapters.pydantic_ai import HandoffRefusal, hand_off
+    from worlds.pydantic_ai_topology import Topology
 
     world = make_world()
     topology = Topology(content_for(CASE), signer=make_sender(world),
@@ -86,7 +86,7 @@ def _pydantic_ai(condition: str) -> str:
 
 def _google_adk(condition: str) -> str:
     pytest.importorskip("google.adk")
-    from test_google_adk import Run, evidence_agent, owner_agent, requests_of, sequence
+    from worlds.google_adk_agents import Run, evidence_agent, owner_agent, requests_of, sequence
 
     world = make_world()
     owner = owner_agent(strict_receiver(world))
@@ -110,9 +110,8 @@ def _google_adk(condition: str) -> str:
 
 def _agent_framework(condition: str) -> str:
     pytest.importorskip("agent_framework")
-    from test_agent_framework import Topology
-
     from handoffs.adapters.agent_framework import hand_off, refusal_of
+    from worlds.agent_framework_topology import Topology
 
     world = make_world()
     topology = Topology(content_for(CASE), signer=make_sender(world),
@@ -136,9 +135,9 @@ def _a2a(condition: str) -> str:
     pytest.importorskip("uvicorn")
     from a2a.types import Message, Part, Role, TaskState
     from dispatch_world import WORLD
-    from test_a2a import Server
 
     from handoffs.adapters.a2a import decision_of
+    from worlds.a2a_server import Server
 
     plain = Message(message_id="plain", role=Role.ROLE_USER,
                     parts=[Part(text="please release the payment", media_type="text/plain")])
@@ -193,13 +192,9 @@ CONDITIONS = [(adapter, "no-receipt") for adapter in ADAPTERS] + [
 
 def test_every_adapter_is_checked() -> None:
     """A new adapter module fails this until it has its cases above."""
-    import pkgutil
+    from worlds.adapters import adapter_modules
 
-    import handoffs.adapters
-
-    modules = {info.name.replace("_", "-") for info in pkgutil.iter_modules(
-        handoffs.adapters.__path__) if not info.name.startswith("_")}
-    assert modules == set(ADAPTERS)
+    assert adapter_modules() == set(ADAPTERS)
 
 
 @pytest.mark.parametrize(("adapter", "condition"), CONDITIONS)

@@ -13,12 +13,12 @@ pytest.importorskip("langgraph")
 
 from langchain_core.messages import ToolMessage, convert_to_openai_messages
 from openai import OpenAI
-from test_adapter_langgraph import Topology
 
 from adapter_world import content_for, with_governance
 from chat_server import completion, serving
 from handoffs.contracts import Sender
 from handoffs.receivers import StrictContractReceiver
+from worlds.langgraph_topology import Topology
 
 
 def _unanswered_calls(messages: list[dict[str, Any]]) -> list[str]:

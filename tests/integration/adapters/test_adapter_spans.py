@@ -43,7 +43,8 @@ def _openai_agents() -> str:
     pytest.importorskip("agents")
     from agents import Runner, set_trace_processors
     from agents.tracing import TracingProcessor
-    from test_adapter_openai_agents import Topology
+
+    from worlds.openai_agents_topology import Topology
 
     class Collect(TracingProcessor):
         def __init__(self) -> None:
@@ -80,7 +81,7 @@ def _openai_agents() -> str:
 
 def _langgraph() -> str:
     pytest.importorskip("langgraph")
-    from test_adapter_langgraph import Topology
+    from worlds.langgraph_topology import Topology
 
     world = make_world()
     topology = Topology(overruled_content(), signer=make_sender(world),
@@ -92,7 +93,7 @@ def _langgraph() -> str:
 
 def _pydantic_ai() -> str:
     pytest.importorskip("pydantic_ai")
-    from test_adapter_pydantic_ai import Topology
+    from worlds.pydantic_ai_topology import Topology
 
     world = make_world()
     topology = Topology(overruled_content(), signer=make_sender(world),
@@ -105,7 +106,7 @@ def _pydantic_ai() -> str:
 
 def _google_adk() -> str:
     pytest.importorskip("google.adk")
-    from test_google_adk import Run, evidence_agent, owner_agent, sequence
+    from worlds.google_adk_agents import Run, evidence_agent, owner_agent, sequence
 
     world = make_world()
     Run(sequence(evidence_agent(overruled_content(), signer=make_sender(world)),
@@ -115,7 +116,7 @@ def _google_adk() -> str:
 
 def _agent_framework() -> str:
     pytest.importorskip("agent_framework")
-    from test_agent_framework import Topology
+    from worlds.agent_framework_topology import Topology
 
     world = make_world()
     topology = Topology(overruled_content(), signer=make_sender(world),
@@ -131,13 +132,14 @@ def _a2a() -> str:
     pytest.importorskip("uvicorn")
     from a2a.types import TaskState
     from dispatch_world import WORLD
-    from test_a2a import Server, _message
+
+    from worlds.a2a_server import Server, message_for
 
     content = {**WORLD.content(address_verified=False), "proposed_action": "DISPATCH"}
     with Server(WORLD) as server:
         # The server side decides in its own request context: the span's parent is the
         # server's current span when the executor runs (here: none, a root span).
-        (task,) = server.send(_message(WORLD.signed_bytes(content=content)))
+        (task,) = server.send(message_for(WORLD.signed_bytes(content=content)))
     assert task.status.state == TaskState.TASK_STATE_REJECTED
     return ""
 
@@ -179,9 +181,9 @@ ADAPTERS: dict[str, Callable[[], str]] = {
 
 
 def test_every_adapter_is_traced() -> None:
-    from test_adapter_codes import ADAPTERS as CHECKED
+    from worlds.adapters import adapter_modules
 
-    assert set(ADAPTERS) == set(CHECKED)
+    assert set(ADAPTERS) == adapter_modules()
 
 
 @pytest.mark.parametrize("adapter", list(ADAPTERS))
