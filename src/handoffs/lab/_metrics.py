@@ -96,7 +96,8 @@ class _Acc:
         self.regrets: dict[float, int] = {}
         self.sem_regrets: dict[float, int] = {}
         self.hard_by: dict[str, int] = {}
-        self.unstated: dict[str, int] = {}  # constraint: decisions it says nothing of
+        # (constraint, chosen, added action): decisions the constraint says nothing of
+        self.unstated: dict[tuple[str, str, str], int] = {}
         self.verdicts: dict[str, int] = {"ACCEPT": 0, "ESCALATE": 0, "REJECT": 0}
         self.last_case: tuple[int, int] = (-1, -1)
 
@@ -134,7 +135,8 @@ class _Acc:
                 self.hard_by[name] = self.hard_by.get(name, 0) + n
         if scoring.added:
             for name in scoring.unstated(action, reference, _holding(row)):
-                self.unstated[name] = self.unstated.get(name, 0) + n
+                key = (name, action, reference)
+                self.unstated[key] = self.unstated.get(key, 0) + n
         if row[_GOVERNANCE]:
             self.gov_ok += n
         else:
@@ -183,7 +185,9 @@ class _Acc:
             "max_regret": self.regret_max,
             "hard_violations": self.hard,
             "hard_violations_by_constraint": dict(sorted(self.hard_by.items())),
-            "unstated_constraints": dict(sorted(self.unstated.items())),
+            "unstated_constraints": [
+                {"constraint": name, "chosen": chosen, "added_action": added, "decisions": count}
+                for (name, chosen, added), count in sorted(self.unstated.items())],
             "governance_pass_rate": self.gov_ok / n,
             "governance_failures": self.gov_fail,
             "schema_valid_rate": self.schema_ok / self.schema_n if self.schema_n else None,
