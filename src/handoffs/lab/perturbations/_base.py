@@ -208,7 +208,8 @@ class CaseContext:
         reference: the reference action value from the full evidence.
         contract: the experiment's contract.
         decide: the (memoised) reference policy on a complete typed view.
-        neighbour: the unperturbed message of another case for a strategy (shuffle).
+        neighbour: the unperturbed message, for a strategy, of the case whose message
+            this case gets under the shuffled control (``None`` when it has none).
         constant: the constant message for a strategy.
     """
 
