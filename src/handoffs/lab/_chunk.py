@@ -244,9 +244,8 @@ class _Chunk:
         self.last_oid = -1
         # the shuffled control's pairing (see pair), and the messages of the current
         # case's partner, encoded here when the partner is not among self.bases
-        self.partners = Partners(start=0, indices=(), evidence={})
         self.chunk_cases: Sequence[Any] = ()
-        self.offset = 0
+        self.partners, self.offset = Partners(start=0, indices=(), evidence={}), 0
         self.partner_parts: dict[tuple[str, Any], Any] = {}
 
     def pair(self, partners: Partners, cases: Sequence[Any], offset: int) -> None:
