@@ -12,9 +12,9 @@ from typing import Any, ClassVar, Final, TypeVar
 
 import attrs
 
+from handoffs._errors import ExperimentError
 from handoffs.contracts import Contract, FieldKind, FieldSpec
 from handoffs.contracts.analysis import SymbolicForm
-from handoffs.lab._experiment import ExperimentError
 
 __all__ = [
     "NOT_APPLICABLE",
@@ -208,7 +208,8 @@ class CaseContext:
         reference: the reference action value from the full evidence.
         contract: the experiment's contract.
         decide: the (memoised) reference policy on a complete typed view.
-        neighbour: the unperturbed message of another case for a strategy (shuffle).
+        neighbour: the unperturbed message, for a strategy, of the case whose message
+            this case gets under the shuffled control (``None`` when it has none).
         constant: the constant message for a strategy.
     """
 

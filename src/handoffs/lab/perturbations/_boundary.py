@@ -12,10 +12,10 @@ from typing import Any
 
 import attrs
 
+from handoffs._errors import ExperimentError
 from handoffs.contracts import Authority, Contract
 from handoffs.contracts.analysis import SymbolicForm
 from handoffs.contracts.policy import Condition, Policy, Rule
-from handoffs.lab._experiment import ExperimentError
 from handoffs.lab.perturbations._base import (
     CaseContext,
     Perturbation,
