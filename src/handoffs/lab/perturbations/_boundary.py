@@ -132,7 +132,8 @@ class ActionAdded(Perturbation):
         for other in actions:
             for pair in ((self.action, other), (other, self.action)):
                 extended[pair] = self.loss.get(pair, self.default_loss)
-        return attrs.evolve(base, loss=extended, name=f"{base.name}+{self.action}")
+        return attrs.evolve(base, loss=extended, name=f"{base.name}+{self.action}",
+                            added=base.added | {self.action})
 
     def symbolic(self, contract: Contract[Any, Any]) -> SymbolicForm | None:
         """The reference follows the extended policy (once prepared)."""
