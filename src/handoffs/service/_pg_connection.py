@@ -1,7 +1,7 @@
 """The PostgreSQL store's connections: a pool per process, one deadline per call, and a
 watchdog that cuts the connection of a call whose server does not answer.
 
-Every call runs through ``Connection._run``: the wait for a connection and the
+Every call runs through ``_Connection._run``: the wait for a connection and the
 statement share ``timeout``; a call past it fails closed with
 :class:`~handoffs.errors.DecisionLogError`, and after a stall further calls of the
 process fail at once for a while (``_STALL_HOLD``). The first call of a process migrates
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
-__all__ = ["Connection", "redact"]
+__all__ = ["_Connection", "redact"]
 
 T = TypeVar("T")
 
@@ -117,7 +117,7 @@ def redact(url: str) -> str:
     return f"postgresql://{user + '@' if user else ''}{host}{':' + port if port else ''}/{db}"
 
 
-class Connection:
+class _Connection:
     """The connection side of the store: the pool of this process and the calls on it."""
 
     url: str

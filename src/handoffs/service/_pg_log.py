@@ -15,9 +15,9 @@ import orjson
 from handoffs._errors import InvalidArgument
 from handoffs._logs import DecisionLogError, ReplayClaim
 from handoffs.receivers import Decision
-from handoffs.service._pg_connection import Connection
+from handoffs.service._pg_connection import _Connection
 
-__all__ = ["DecisionLogRows", "stamp"]
+__all__ = ["_DecisionLogRows", "stamp"]
 
 # Each write is one statement with one parameter, a JSON document: the client
 # serialises it once (orjson) instead of adapting some twenty parameters, and the
@@ -111,7 +111,7 @@ def _document(document: dict[str, Any]) -> tuple[str]:
     return (orjson.dumps(document).decode(),)
 
 
-class DecisionLogRows(Connection):
+class _DecisionLogRows(_Connection):
     """Writing decision rows (and the claims that come with them)."""
 
     keep_messages: bool

@@ -9,12 +9,12 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from handoffs._logs import DecisionLogError, ReplayStoreError
-from handoffs.service._pg_connection import Connection
+from handoffs.service._pg_connection import _Connection
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["ReplayRows"]
+__all__ = ["_ReplayRows"]
 
 _FIRST_SEEN: Final = """
 INSERT INTO handoffs.seen (receipt_id, first_seen, expires, pid)
@@ -23,7 +23,7 @@ VALUES (%s, %s, %s, %s) ON CONFLICT (receipt_id) DO NOTHING
 _PRUNE: Final = "DELETE FROM handoffs.seen WHERE expires < now() - %s::interval"
 
 
-class ReplayRows(Connection):
+class _ReplayRows(_Connection):
     """The ``seen`` table: the receipt ids claimed so far."""
 
     retain: timedelta

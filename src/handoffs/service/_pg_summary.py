@@ -7,16 +7,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from handoffs._logs import LogSummary, SummaryDialect, summarise
-from handoffs.service._pg_connection import Connection
+from handoffs.service._pg_connection import _Connection
 from handoffs.service._pg_log import stamp
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["Reading"]
+__all__ = ["_Reading"]
 
 
-class Reading(Connection):
+class _Reading(_Connection):
     """Counts, rows and the summary of the decision log."""
 
     def count(self) -> int:

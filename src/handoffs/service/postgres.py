@@ -64,9 +64,9 @@ from handoffs._logs import (
     check_retention,
 )
 from handoffs.service._pg_connection import redact
-from handoffs.service._pg_log import DecisionLogRows, _Pending
-from handoffs.service._pg_replay import ReplayRows
-from handoffs.service._pg_summary import Reading
+from handoffs.service._pg_log import _DecisionLogRows, _Pending
+from handoffs.service._pg_replay import _ReplayRows
+from handoffs.service._pg_summary import _Reading
 
 if TYPE_CHECKING:
     import psycopg
@@ -75,7 +75,7 @@ if TYPE_CHECKING:
 __all__ = ["PostgresDecisionLog"]
 
 
-class PostgresDecisionLog(DecisionLogRows, ReplayRows, Reading):
+class PostgresDecisionLog(_DecisionLogRows, _ReplayRows, _Reading):
     """A PostgreSQL decision log and replay store (see the module notes).
 
     It is safe to share between threads (a connection pool per process) and may be
