@@ -176,6 +176,8 @@ def stub(latency: float, log: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def experiment(variants: int, url: str) -> Any:

@@ -177,3 +177,18 @@ def test_a_pickled_offloaded_client_is_its_client() -> None:
     assert isinstance(wrapped, OffloadedClient)
     assert wrapped.max_concurrency == 3
     assert pickle.loads(pickle.dumps(wrapped)) == client  # noqa: S301 - our own bytes
+
+
+def test_a_forked_child_does_not_use_its_parents_call_process() -> None:
+    """The socket is the parent's: a child forked from it calls here (or starts its
+    own call process), never writes into the parent's."""
+    _ready()
+    from handoffs.receivers._offload import call_process_running
+
+    assert call_process_running()
+    pid = os.fork()
+    if pid == 0:  # the child: its inherited call process is not its own
+        os._exit(0 if not call_process_running() else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert call_process_running()

@@ -28,6 +28,7 @@ limits (a limit is state one interpreter must hold), on a POSIX system. Any othe
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures as cf
 import contextlib
 import itertools
@@ -59,6 +60,7 @@ class _CallProcess:
 
     def __init__(self) -> None:
         ours, theirs = socket.socketpair()
+        self.owner = os.getpid()  # a forked child must not write to this socket
         self.lock = threading.Lock()
         self.ready = threading.Event()
         self.gone = False
@@ -128,6 +130,19 @@ class _CallProcess:
                 raise _Gone from exc
         return future
 
+    def usable(self) -> bool:
+        """Ready, alive, and this process's own (not inherited through a fork)."""
+        return self.ready.is_set() and not self.gone and self.owner == os.getpid()
+
+    def stop(self) -> None:
+        """Close this end (the call process ends when it sees it closed) and reap it."""
+        with self.lock:
+            self.gone = True
+        with contextlib.suppress(OSError):
+            self.conn.close()
+        with contextlib.suppress(Exception):
+            self.process.wait(5)
+
     def forget(self, key: int) -> None:
         """Close the connection pool of client ``key`` in the call process."""
         with self.lock:
@@ -144,22 +159,34 @@ _PROCESS_LOCK: Final = threading.Lock()
 
 def _process() -> _CallProcess | None:
     """The call process, started on first use; ``None`` if it cannot be started."""
-    if _PROCESS and not _PROCESS[0].gone:
+    def live() -> bool:
+        return bool(_PROCESS) and not _PROCESS[0].gone and _PROCESS[0].owner == os.getpid()
+
+    if live():
         return _PROCESS[0]
     with _PROCESS_LOCK:
-        if _PROCESS and not _PROCESS[0].gone:
+        if live():
             return _PROCESS[0]
         try:
             started = _CallProcess()
         except OSError:
             return None
+        if not _PROCESS:
+            atexit.register(_stop)
         _PROCESS[:] = [started]
         return started
 
 
+def _stop() -> None:
+    """At the interpreter's exit: end the call process (it would end anyway)."""
+    for process in _PROCESS:
+        if process.owner == os.getpid():
+            process.stop()
+
+
 def call_process_running() -> bool:
     """Whether this interpreter's call process is started and ready."""
-    return bool(_PROCESS) and _PROCESS[0].ready.is_set() and not _PROCESS[0].gone
+    return bool(_PROCESS) and _PROCESS[0].usable()
 
 
 _KEYS: Final = itertools.count(1)
@@ -188,7 +215,7 @@ class OffloadedClient:
         is ready, else here (the same retries, timeouts and errors either way).
         """
         process = self.process
-        if process is not None and process.ready.is_set():
+        if process is not None and process.usable():
             try:
                 return process.call(self.key, self.inner, request).result()
             except _Gone:
