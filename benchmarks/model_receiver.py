@@ -34,9 +34,13 @@ Printed figures:
   200 ms and once with a 20 ms stub (targets ≥ 12.8 and ≥ 9.6 of 16). The time before
   the first call and after the last counts against it. Beside it, measured in the same
   run: the harness alone (the same stub and client, 16 threads sending the same number
-  of calls back to back, no lab), the ceiling this machine gives the figure. The line
-  before it also gives the calls' time as the stub served them (with its own lateness
-  under load) and as the client timed them (send to answer, with the time a call
+  of calls back to back, no lab), the ceiling this machine gives the figure, measured
+  once before the lab's run and once after it (the order alternated; the figure is
+  their mean; each with the CPU it took in this interpreter). The lab's line says how
+  much CPU its run took in this interpreter and where its calls were made (in its call
+  process: :mod:`handoffs.receivers._offload`). The line before it also gives the
+  calls' time as the stub served them (with its own lateness under load) and as the
+  client timed them (send to answer, with the time a call
   thread waits for the interpreter while the lab works): both run higher, and neither
   is the figure.
 
