@@ -10,6 +10,7 @@ decision regions, say) is one more function there.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -26,7 +27,8 @@ from handoffs.lab._render._format import (
     wire,
 )
 
-__all__ = ["FAILURES_LISTED", "SECTIONS", "FieldFalsehoods", "falsehood_fields", "gate_checks"]
+__all__ = ["FAILURES_LISTED", "SECTIONS", "FieldFalsehoods", "falsehood_fields", "gate_checks",
+           "witness_pair"]
 
 FAILURES_LISTED: Final = 10
 """Failing decisions the compact (Markdown) rendering lists; the rest are counted."""
@@ -585,9 +587,61 @@ def _verdicts(report: Mapping[str, Any], compact: bool) -> Table | None:
                  shown, note=note, empty="No row was decided by the solver.")
 
 
+def _shown(value: Any) -> str:
+    """A witness value in full (a witness a hair from a cut must not print as the cut)."""
+    if isinstance(value, float) and math.isfinite(value):
+        return str(int(value)) if value.is_integer() else repr(value)
+    if isinstance(value, Mapping) and set(value) == {"lo", "hi"}:
+        return f"[{_shown(value['lo'])}, {_shown(value['hi'])}]"
+    return wire(value)
+
+
+def witness_pair(entry: Mapping[str, Any]) -> str:
+    """A decision map's witness pair in words: the true values on the map's axes and
+    the values sent, with both actions and the cut crossed.
+    """
+    axes = [entry["x"]["field"]] + ([entry["y"]["field"]] if entry["y"] else [])
+    moved = [a for a in axes if entry["state"][a] != entry["message"][a]] or axes[:1]
+    state, message = entry["state"], entry["message"]
+    true = ", ".join(f"{a} {_shown(state[a])}" for a in moved)
+    sent = ", ".join(f"{a} {_shown(message[a])}" for a in moved)
+    held = ", ".join(f"{a} {_shown(state[a])}" for a in axes if a not in moved)
+    where = f" at {held}" if held else ""
+    cut = entry.get("cut")
+    across = f" across `{cut['condition']}` (rule {cut['rule']})" if cut else ""
+    case = f"; case {entry['case_id']}" if entry.get("case_id") else ""
+    return (f"true {true} ({entry['reference_action']}) → sent {sent} "
+            f"({entry['received_action']}){where}{across}{case}")
+
+
+def _decision_maps(report: Mapping[str, Any], compact: bool) -> Table | None:
+    """Each refuted numeric perturbation's witness pair, drawn on a decision map in the
+    HTML report (the compact rendering points there).
+    """
+    found = report.get("decision_maps")
+    if not found or not found["maps"]:
+        return None
+    entries = list(enumerate(found["maps"], start=1))
+    more = found["rows"] - sum(len(e["strategies"]) for _, e in entries)
+    return table(
+        "decision-maps", "Decision maps",
+        [("strategy", False, lambda r: ", ".join(r[1]["strategies"])),
+         ("perturbation", False, lambda r: r[1]["perturbation"]),
+         ("witness pair", False, lambda r: witness_pair(r[1])),
+         ("map", False, lambda r: "decision map in the HTML report" if compact
+          else f"map {r[0]} below")],
+        entries,
+        note=("Each refuted numeric perturbation on a slice of the policy: the fields the "
+              "crossed cut involves, the others held at the witness's true values, each "
+              "cell coloured by the action the contract's policy gives there."
+              + (f" {num(more)} more refuted numeric rows are not drawn." if more > 0
+                 else "")),
+    )
+
+
 SECTIONS: Final[tuple[Section, ...]] = (
     _failures, _strategies, _perturbations, _cost, _decision_ablation, _governance_ablation,
     _error_injection, _falsehoods, _falsehoods_by_field, _controls, _minimal_messages,
-    _triggers, _coverage, _verdicts,
+    _triggers, _coverage, _verdicts, _decision_maps,
 )
 """The sections after the verdict, in order."""
