@@ -30,7 +30,8 @@ from handoffs.contracts._fields import FieldSpec
 from handoffs.contracts._policy import Arith, Compare
 from handoffs.lab._experiment import typed_value
 
-__all__ = ["CELLS", "CODES", "MAPS_LIMIT", "UNDETERMINED", "decision_maps", "straddled_cut"]
+__all__ = ["CELLS", "CODES", "MAPS_LIMIT", "UNDETERMINED", "decision_maps", "reference_rule",
+           "straddled_cut"]
 
 CELLS: Final = 60
 """Cells along each axis of a map (fewer for an integer field with fewer values)."""
@@ -100,6 +101,17 @@ def straddled_cut(contract: Contract[Any, Any], view: Mapping[str, Any]) -> str 
         what = f"misses {', '.join(missing)}" if missing else "leaves undetermined"
         return f"{what} for `{rule.when.describe()}` (rule {rule.name})"
     return None
+
+
+def reference_rule(contract: Contract[Any, Any], view: Mapping[str, Any]) -> str:
+    """The policy's deciding rule on a true state, or, where the policy is undetermined
+    there, the cut it straddles (:func:`straddled_cut`): what a report names beside a
+    reference action.
+    """
+    outcome = contract.evaluate(view)
+    if outcome.determined:
+        return outcome.rule
+    return straddled_cut(contract, view) or f"undetermined at rule {outcome.rule}"
 
 
 def _typed(contract: Contract[Any, Any], state: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -27,8 +27,8 @@ from handoffs.lab._render._format import (
     wire,
 )
 
-__all__ = ["FAILURES_LISTED", "SECTIONS", "FieldFalsehoods", "falsehood_fields", "gate_checks",
-           "witness_pair"]
+__all__ = ["FAILURES_LISTED", "SECTIONS", "FieldFalsehoods", "check_label", "deciding_cases",
+           "falsehood_fields", "gate_checks", "witness_pair"]
 
 FAILURES_LISTED: Final = 10
 """Failing decisions the compact (Markdown) rendering lists; the rest are counted."""
@@ -160,8 +160,27 @@ def _control_status(checks: Mapping[tuple[Any, Any], Mapping[str, Any]],
 
 
 
+def _deciding_cell(found: Mapping[int, list[Mapping[str, Any]]]
+                   ) -> Callable[[Mapping[str, Any]], str]:
+    def cell(check: Mapping[str, Any]) -> str:
+        cases = found.get(id(check))
+        if check["passed"] or cases is None:
+            return DASH
+        if not cases:
+            return "no listed case"
+        names = list(dict.fromkeys(str(c["case_id"]) for c in cases))
+        shown = ", ".join(names[:_DECIDING_PER_CHECK])
+        return shown + (f" and {num(len(names) - _DECIDING_PER_CHECK)} more"
+                        if len(names) > _DECIDING_PER_CHECK else "")
+
+    return cell
+
+
 def gate_checks(report: Mapping[str, Any]) -> Table:
-    """Every check the release gate made, each passed or failed in words."""
+    """Every check the release gate made, each passed or failed in words, and for each
+    failing check the cases that decided it (listed first under the failing decisions).
+    """
+    found = {id(check): cases for check, cases in deciding_cases(report)}
     return table(
         "gate-checks", "Gate checks",
         [
@@ -173,6 +192,7 @@ def gate_checks(report: Mapping[str, Any]) -> Table:
             ("threshold", False,
              lambda r: "the control does worse" if r["metric"] == "control_falsifies"
              else f"{COMPARISON.get(r['comparison'], r['comparison'])} {num(r['threshold'])}"),
+            ("deciding cases", False, _deciding_cell(found)),
         ],
         report["gate"]["checks"],
         empty="The gate made no checks.",
@@ -185,20 +205,125 @@ def _subject_mark(report: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], st
     return lambda r: r["strategy"] + (" (subject)" if r["strategy"] == subject else "")
 
 
+_DECIDING_PER_CHECK: Final = 3
+"""Deciding cases listed first for each failing check (then round by round)."""
+
+_ROW_METRICS: Final = frozenset({
+    "agreement", "mean_regret", "max_regret", "stress_agreement", "stress_mean_regret",
+    "population_hard_violations", "governance_failures"})
+
+
+def check_label(check: Mapping[str, Any]) -> str:
+    """A gate check in a few words: ``hard_violations ≤ 0 (receipt under none)``."""
+    where = " under ".join(str(p) for p in (check["strategy"], check["perturbation"]) if p)
+    bound = ("the control does worse" if check["metric"] == "control_falsifies" else
+             f"{COMPARISON.get(check['comparison'], check['comparison'])} "
+             f"{num(check['threshold'])}")
+    return f"{check['metric']} {bound}" + (f" ({where})" if where else "")
+
+
+def _witness_case(report: Mapping[str, Any], check: Mapping[str, Any]
+                  ) -> dict[str, Any] | None:
+    """A refuted row's witness as a failing decision (when it breaks a hard constraint)."""
+    row = next((r for r in report["results"] if r["strategy"] == check["strategy"]
+                and r["perturbation"] == check["perturbation"]), None)
+    witness = (row or {}).get("witness")
+    if not row or row.get("verdict") != "refuted" or not isinstance(witness, Mapping) \
+            or not witness.get("hard_violations"):
+        return None
+    return {"case_id": witness.get("case_id") or "solver witness (not among the cases)",
+            "strategy": check["strategy"], "perturbation": check["perturbation"],
+            "variant": None, "falsehood": None,
+            "reference_action": witness["reference_action"],
+            "action": witness["received_action"], "verdict": "refuted",
+            "reasons": ["solver-witness"], "reference_rule": None,
+            "hard_violations": list(witness["hard_violations"]),
+            "message": None if witness.get("message") is None
+            else {"decision_state": witness["message"]}}
+
+
+def _is_witness(case: Mapping[str, Any]) -> bool:
+    return case.get("reasons") == ["solver-witness"]
+
+
+def deciding_cases(report: Mapping[str, Any]) -> list[tuple[Mapping[str, Any],
+                                                             list[Mapping[str, Any]]]]:
+    """Each failing gate check with the listed failing decisions that decided it, most
+    telling first: the row's hard violations for ``hard_violations`` (and a refuted
+    row's witness), its disagreements (hard violations, then the largest regret) for
+    agreement, regret and governance, the receiver's errors for ``receiver_errors``,
+    the catastrophic falsehoods that survived for
+    ``surviving_catastrophic_falsehoods``. A check no listed case decides (a control,
+    the payload size, a proof) has none.
+    """
+    listed = list((report.get("failures") or {}).get("cases") or ())
+    out: list[tuple[Mapping[str, Any], list[Mapping[str, Any]]]] = []
+    for check in report["gate"]["checks"]:
+        if check["passed"]:
+            continue
+        metric, strategy = check["metric"], check["strategy"]
+        same = [f for f in listed if f["strategy"] == strategy
+                and f["perturbation"] == check["perturbation"]]
+        cases: list[Mapping[str, Any]]
+        if metric == "hard_violations":
+            cases = [f for f in same if f["hard_violations"]]
+            found = _witness_case(report, check)
+            if found is not None and not any(f["case_id"] == found["case_id"] for f in cases):
+                cases.append(found)
+        elif metric in _ROW_METRICS:
+            cases = sorted(same, key=lambda f: (not f["hard_violations"],
+                                                -(f.get("regret") or 0)))
+        elif metric == "receiver_errors":
+            cases = [f for f in same if any(r.startswith("receiver-raised:")
+                                            for r in f["reasons"])]
+        elif metric == "surviving_catastrophic_falsehoods":
+            cases = [f for f in listed if f["strategy"] == strategy and f.get("falsehood")
+                     and f["hard_violations"]]
+        else:
+            cases = []
+        out.append((check, cases))
+    return out
+
+
+def _deciding_first(report: Mapping[str, Any], listed: Sequence[Mapping[str, Any]]
+                    ) -> tuple[list[Mapping[str, Any]], dict[int, list[str]], int]:
+    """``listed`` with each failing check's deciding cases first, round by round (the
+    first of every check, then the second, up to :data:`_DECIDING_PER_CHECK`), then
+    the rest; the checks each case decides (by ``id``); how many checks have one.
+    """
+    decided = [(check_label(check), cases) for check, cases in deciding_cases(report)
+               if cases]
+    decides: dict[int, list[str]] = {}
+    for label, cases in decided:
+        for case in cases:
+            decides.setdefault(id(case), []).append(label)
+    first: list[Mapping[str, Any]] = []
+    seen: set[int] = set()
+    for depth in range(_DECIDING_PER_CHECK):
+        for _, cases in decided:
+            if depth < len(cases) and id(cases[depth]) not in seen:
+                seen.add(id(cases[depth]))
+                first.append(cases[depth])
+    rest = [f for f in listed if id(f) not in seen]
+    return first + rest, decides, len(decided)
+
+
 def _failures(report: Mapping[str, Any], compact: bool) -> Table | None:
     failures = report.get("failures")
     if failures is None:
         return None
     gated = _gated(report)
     # The gated strategies' failures first (those are what the gate judges), hard
-    # violations first within each.
-    listed = sorted(failures["cases"],
-                    key=lambda f: (f["strategy"] not in gated, not f["hard_violations"]))
-    cap = FAILURES_LISTED if compact else _FAILURES_HTML
+    # violations first within each; before them, each failing check's deciding cases.
+    ordered = sorted(failures["cases"],
+                     key=lambda f: (f["strategy"] not in gated, not f["hard_violations"]))
+    listed, decides, checks = _deciding_first(report, ordered)
+    cap = max(FAILURES_LISTED, checks) if compact else max(_FAILURES_HTML, checks)
     shown = listed[:cap]
-    more = failures["disagreements"] - len(shown)
+    listed_count = len(failures["cases"])
+    more = failures["disagreements"] - sum(1 for f in shown if not _is_witness(f))
     where = ("in report.json" if not failures["truncated"]
-             else f"(report.json lists {num(len(listed))}, the run log every one)")
+             else f"(report.json lists {num(listed_count)}, the run log every one)")
     return table(
         "failures", "Failing decisions",
         [
@@ -210,11 +335,14 @@ def _failures(report: Mapping[str, Any], compact: bool) -> Table | None:
             ("verdict", False, lambda r: r["verdict"]),
             ("decided by", False, _decided_by),
             ("hard violations", False, lambda r: ", ".join(r["hard_violations"]) or DASH),
+            ("decides", False, lambda r: "; ".join(decides.get(id(r), ())) or DASH),
         ],
         shown,
         note=f"{num(failures['disagreements'])} decisions differ from the reference action, "
              f"{num(failures['hard_violations'])} of them hard violations"
-             + (f"; {num(more)} more {where}." if more > 0 else "."),
+             + (f"; {num(more)} more {where}." if more > 0 else ".")
+             + (" The cases that decided each failing gate check come first (decides)."
+                if checks else ""),
         empty="Every decision agrees with the reference action.",
         mark=lambda r: "fail" if r["hard_violations"] else "warn",
         detail=None if compact else _message_sent,
@@ -236,7 +364,12 @@ def _decided_by(failure: Mapping[str, Any]) -> str:
     """The receiver's reasons (or its policy, when it accepted), and the reference's rule."""
     reasons = ", ".join(dict.fromkeys(failure["reasons"])) or "its policy on the message"
     rule = failure.get("reference_rule")
-    return f"receiver: {reasons}" + (f"; reference rule {rule}" if rule else "")
+    if not rule:
+        return f"receiver: {reasons}"
+    # an undetermined truth is named by the cut it straddles, not as a deciding rule
+    named = rule if rule.startswith(("straddles ", "misses ", "undetermined ")) \
+        else f"rule {rule}"
+    return f"receiver: {reasons}; reference {named}"
 
 
 def _message_sent(failure: Mapping[str, Any]) -> str:
