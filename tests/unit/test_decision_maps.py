@@ -15,9 +15,9 @@ import pytest
 from credit_limit import CREDIT_LIMIT
 from handoffs.contracts import Interval
 from handoffs.lab import run
-from handoffs.lab._experiment import typed_value
 from handoffs.lab._maps import CODES, UNDETERMINED, straddled_cut
 from handoffs.lab._report import validate_report
+from handoffs.lab._values import typed_value
 from handoffs.lab.perturbations import select_perturbations
 from handoffs.lab.perturbations._coarsening import WidenInterval
 from handoffs.lab.reports import render_html, render_markdown

@@ -28,7 +28,7 @@ from typing import Any, Final
 from handoffs.contracts import Contract, FieldKind, Interval
 from handoffs.contracts._fields import FieldSpec
 from handoffs.contracts._policy import Arith, Compare
-from handoffs.lab._experiment import typed_value
+from handoffs.lab._values import typed_value
 
 __all__ = ["CELLS", "CODES", "MAPS_LIMIT", "UNDETERMINED", "decision_maps", "reference_rule",
            "straddled_cut"]
