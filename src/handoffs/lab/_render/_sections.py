@@ -164,10 +164,10 @@ def _deciding_cell(found: Mapping[int, list[Mapping[str, Any]]]
                    ) -> Callable[[Mapping[str, Any]], str]:
     def cell(check: Mapping[str, Any]) -> str:
         cases = found.get(id(check))
-        if check["passed"] or cases is None:
-            return DASH
+        if check["passed"] or cases is None or check["metric"] not in _CASE_METRICS:
+            return DASH  # passed, or a check no single case decides (a control, a proof)
         if not cases:
-            return "no listed case"
+            return "none listed"
         names = list(dict.fromkeys(str(c["case_id"]) for c in cases))
         shown = ", ".join(names[:_DECIDING_PER_CHECK])
         return shown + (f" and {num(len(names) - _DECIDING_PER_CHECK)} more"
@@ -211,6 +211,11 @@ _DECIDING_PER_CHECK: Final = 3
 _ROW_METRICS: Final = frozenset({
     "agreement", "mean_regret", "max_regret", "stress_agreement", "stress_mean_regret",
     "population_hard_violations", "governance_failures"})
+
+
+_CASE_METRICS: Final = _ROW_METRICS | {"hard_violations", "receiver_errors",
+                                       "surviving_catastrophic_falsehoods"}
+"""The checks that failing decisions decide."""
 
 
 def check_label(check: Mapping[str, Any]) -> str:
