@@ -21,8 +21,8 @@ from handoffs.lab._values import typed_value
 from handoffs.lab.perturbations import select_perturbations
 from handoffs.lab.perturbations._coarsening import WidenInterval
 from handoffs.lab.reports import render_html, render_markdown
-from test_verdicts import HARMLESS, credit_experiment
 from triage_lab import TRIAGE, triage_experiment
+from worlds.credit import HARMLESS, credit_experiment
 
 ROUNDINGS = ("round-numeric:credit_score:55", "round-numeric:monthly_debt:2000")
 _SVG = re.compile(r'<svg class="decision-map".*?</svg>', re.DOTALL)

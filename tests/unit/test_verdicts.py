@@ -5,9 +5,7 @@ joins the generated cases), or unknown; anything else is sampled, never proved."
 from __future__ import annotations
 
 import random
-import warnings
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 import attrs
@@ -15,7 +13,7 @@ import pytest
 
 from claim_triage import CLAIM_TRIAGE
 from credit_limit import CREDIT_LIMIT, Employment
-from handoffs.contracts import GovernanceService, Interval, ReceiptEncoder, Registry
+from handoffs.contracts import Interval, ReceiptEncoder
 from handoffs.contracts._analysis._perturbed import perturbed_state
 from handoffs.contracts._analysis._search import draw_value
 from handoffs.contracts.analysis import MergeValues, SymbolicForm
@@ -39,50 +37,15 @@ from handoffs.lab.perturbations import (
 )
 from handoffs.lab.perturbations._coarsening import WidenInterval
 from handoffs.lab.reports import render_markdown
-from handoffs.receivers import (
-    Gate,
-    StrictContractReceiver,
-    UnsafeConfigurationWarning,
-    UnsafeNoProofs,
+from worlds.credit import (
+    HARMFUL,
+    HARMLESS,
+    ROUNDINGS,
+    credit_experiment,
+    governance_for,
+    state_of,
+    strict_receiver,
 )
-
-HARMFUL = ("merge-enum-values:decision_state.employment_status:UNEMPLOYED->EMPLOYED",
-           "merge-enum-values:decision_state.employment_status:RETIRED->UNEMPLOYED")
-HARMLESS = "merge-enum-values:decision_state.employment_status:SELF_EMPLOYED->EMPLOYED"
-ROUNDINGS = ("round-numeric:credit_score:55", "round-numeric:monthly_debt:2000",
-             "round-numeric:monthly_income:4990", "round-numeric:months_since_delinquency:60")
-
-
-def _strict(contract: Any, identity: str) -> StrictContractReceiver:
-    """A strict receiver. **Unsafe by declaration:** lab receipts carry no proofs."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnsafeConfigurationWarning)
-        gate = Gate(identity=identity, trust=UnsafeNoProofs(), registry=Registry.of(contract),
-                    replay=None, clock=lambda: datetime(2026, 6, 1, tzinfo=UTC))
-    return StrictContractReceiver(gate)
-
-
-def _governance(receiver: str) -> GovernanceService:
-    return GovernanceService(sender="intake", receiver=receiver, policy_version="V-1",
-                             valid_until=datetime(2027, 1, 1, tzinfo=UTC))
-
-
-def _state_of(case: Any) -> Any:
-    return case.state
-
-
-def credit_experiment(seed: int, perturbations: Any, *, gate: tuple[str, ...] = (),
-                      receiver: Any = None, **tolerances: Any) -> Experiment:
-    return Experiment(
-        name="credit", contract=CREDIT_LIMIT,
-        cases=GeneratedCases(CREDIT_LIMIT, 60, seed=seed),
-        strategies=(Strategy(name="receipt", receiver=receiver or _strict(CREDIT_LIMIT, "desk"),
-                             encoder=ReceiptEncoder(contract=CREDIT_LIMIT, state_of=_state_of,
-                                                    name="receipt"),
-                             receipts=True, gated=True),),
-        governance=_governance("desk"), perturbations=tuple(perturbations),
-        tolerances=Tolerances(controls_must_fail=False, gate_perturbations=("none", *gate),
-                              **tolerances))
 
 
 def _credit_perturbations() -> tuple[Perturbation, ...]:
@@ -198,11 +161,11 @@ def test_widen_interval_is_refuted_at_every_width_that_can_straddle_a_cut() -> N
     for width in (0.005, 0.05, 0.2):
         experiment = Experiment(
             name="claims", contract=CLAIM_TRIAGE, cases=GeneratedCases(CLAIM_TRIAGE, 40),
-            strategies=(Strategy(name="receipt", receiver=_strict(CLAIM_TRIAGE, "handler"),
+            strategies=(Strategy(name="receipt", receiver=strict_receiver(CLAIM_TRIAGE, "handler"),
                                  encoder=ReceiptEncoder(contract=CLAIM_TRIAGE,
-                                                        state_of=_state_of, name="receipt"),
+                                                        state_of=state_of, name="receipt"),
                                  receipts=True, gated=True),),
-            governance=_governance("handler"),
+            governance=governance_for("handler"),
             perturbations=(WidenInterval("fraud_probability", width),),
             tolerances=Tolerances(controls_must_fail=False))
         report = run(experiment).report
