@@ -244,7 +244,9 @@ def _round_state(contract: Contract[Any, Any], raw: Mapping[str, Any], digits: i
     state: dict[str, Any] = {}
     for spec in contract.fields:
         value = raw[spec.name]
-        if spec.kind is FieldKind.FLOAT:
+        if value is None:  # an optional field, absent
+            pass
+        elif spec.kind is FieldKind.FLOAT:
             value = _clip(spec, _decimal(value, digits))
         elif spec.kind is FieldKind.INTERVAL:
             lo, hi = (_clip(spec, _decimal(v, digits)) for v in value)
