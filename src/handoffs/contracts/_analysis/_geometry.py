@@ -26,6 +26,7 @@ from handoffs.contracts._policy import (
     Const,
     Expr,
     Field,
+    NotApplicable,
     Predicate,
     _rational,
 )
@@ -112,8 +113,13 @@ def _point(value: Any) -> Fraction:
 
 
 def axis_value(expr: Expr, state: State) -> Fraction | None:
-    """The value of an axis expression on a state (an interval's midpoint for a range)."""
-    found = expr.bounds(state)
+    """The value of an axis expression on a state (an interval's midpoint for a range);
+    ``None`` when a field it reads is missing or absent.
+    """
+    try:
+        found = expr.bounds(state)
+    except NotApplicable:
+        return None
     if found is None:
         return None
     return (found[0] + found[1]) / 2
@@ -284,7 +290,10 @@ def _at_cut(expr: Expr, cut: float, delta: float, state: State) -> bool:
     """The expression's value on ``state`` (an interval for ranges) is within δ of
     ``cut``.
     """
-    found = expr.bounds(state)
+    try:
+        found = expr.bounds(state)
+    except NotApplicable:  # an absent field: the expression has no value
+        return False
     return found is not None and (float(found[0]) - delta * _SLACK <= cut
                                   <= float(found[1]) + delta * _SLACK)
 
