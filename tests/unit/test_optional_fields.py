@@ -507,3 +507,50 @@ def test_triggers_and_minimal_messages_with_absent_values() -> None:
              if t.field == "months_since_delinquency"]
     assert any(t.to is None and t.action == "APPROVE" for t in flips)
     assert any(isinstance(t.to, int) and t.to >= 12 for t in flips)
+
+
+# ------------------------------------------------------------------------ a lab run
+
+
+OPTIONAL_ROWS = (
+    "round-numeric:months_since_delinquency:60",
+    "merge-enum-values:decision_state.employment_status:SELF_EMPLOYED->EMPLOYED",
+    "merge-enum-values:decision_state.employment_status:UNEMPLOYED->EMPLOYED",
+)
+
+
+def test_a_lab_run_proves_and_refutes_with_absent_values() -> None:
+    from handoffs.contracts import ReceiptEncoder
+    from handoffs.lab import Experiment, Strategy, Tolerances, run
+    from handoffs.lab.perturbations import select_perturbations
+    from test_verdicts import _governance, _state_of, _strict
+
+    contract = CREDIT_OPTIONAL
+    experiment = Experiment(
+        name="credit-optional", contract=contract,
+        cases=GeneratedCases(contract, 60, seed=0),
+        strategies=(Strategy(name="receipt", receiver=_strict(contract, "desk"),
+                             encoder=ReceiptEncoder(contract=contract, state_of=_state_of,
+                                                    name="receipt"),
+                             receipts=True, gated=True),),
+        governance=_governance("desk"),
+        perturbations=select_perturbations(contract, include=list(OPTIONAL_ROWS)),
+        tolerances=Tolerances(controls_must_fail=False))
+    report = run(experiment).report
+    rows = {r["perturbation"]: r for r in report["results"]}
+    assert rows["none"]["verdict"] == "proved"
+    rounded = rows[OPTIONAL_ROWS[0]]
+    assert rounded["verdict"] == "refuted"
+    assert rounded["agreement"] < 1.0
+    # the witness is a present value next to the cut: absence is never rounded
+    months = rounded["witness"]["state"]["months_since_delinquency"]
+    assert isinstance(months, int)
+    assert rounded["witness"]["message"]["months_since_delinquency"] != months
+    assert rows[OPTIONAL_ROWS[1]]["verdict"] == "proved"
+    assert rows[OPTIONAL_ROWS[1]]["agreement"] == 1.0
+    harmful = rows[OPTIONAL_ROWS[2]]
+    assert harmful["verdict"] == "refuted"
+    assert harmful["agreement"] < 1.0
+    assert harmful["witness"]["state"]["employment_status"] == "UNEMPLOYED"
+    # every case counts, absent ones too (sent unchanged, not dropped as inapplicable)
+    assert rounded["cases"] == rows["none"]["cases"]
