@@ -182,11 +182,23 @@ def decision_field(
 ) -> Any:
     """Declare one decisive fact of a contract's decision state.
 
+    Annotate the attribute with its type: ``bool``, a ``str`` Enum, ``int``, ``float``
+    or :class:`Interval`, or one of them ``| None`` for a fact that may be known not to
+    apply (an *optional* field: ``None``, JSON ``null``, is a legitimate value; the
+    member stays required, so a message that leaves it out is missing it). Conditions
+    test absence with :class:`~handoffs.contracts.policy.Absent`; every other condition
+    on an absent value is false::
+
+        months_since_delinquency: int | None = decision_field(
+            "Months since the last delinquency; null: never delinquent.",
+            minimum=0, maximum=600)
+
     Args:
         description: what the fact means; required, and exported to the schema.
-        if_missing: the value a receiver assumes if the field is absent. Leave it
-            ``MISSING`` (the default) to make a receiver fail closed instead.
-            Declaring a benign default is allowed, and the lab measures its cost.
+        if_missing: the value a receiver assumes if the field is missing from the
+            message. Leave it ``MISSING`` (the default) to make a receiver fail closed
+            instead. Declaring a benign default is allowed, and the lab measures its
+            cost; ``None`` (an optional field only) assumes it does not apply.
         minimum: inclusive lower bound (numbers and intervals; required for them).
         maximum: inclusive upper bound (numbers and intervals; required for them).
 

@@ -459,10 +459,9 @@ class Expr:
         """The exact interval of values on ``view``; ``None`` when a field is missing
         or a divisor interval holds 0.
 
-        Raises:
-            NotApplicable: a field the expression reads holds ``None`` (an optional
-                field known not to apply): the expression has no value, and a
-                :class:`Compare` over it is false.
+        A field that holds ``None`` (an optional field known not to apply) raises the
+        internal ``NotApplicable`` signal: the expression has no value, and a
+        comparison over it is false.
         """
         raise NotImplementedError
 
