@@ -43,7 +43,8 @@ from handoffs.contracts.policy import (
     Under,
 )
 from handoffs.lab import GeneratedCases
-from handoffs.lab._experiment import ReferenceReceiver, typed_value, wire_value
+from handoffs.lab._reference import ReferenceReceiver
+from handoffs.lab._values import typed_value, wire_value
 from handoffs.lab._minimal import counterfactual_triggers, minimal_message
 from handoffs.lab._population import CaseDistribution, DistributionError
 from handoffs.lab.perturbations import CaseContext
