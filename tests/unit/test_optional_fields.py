@@ -43,10 +43,10 @@ from handoffs.contracts.policy import (
     Under,
 )
 from handoffs.lab import GeneratedCases
-from handoffs.lab._reference import ReferenceReceiver
-from handoffs.lab._values import typed_value, wire_value
 from handoffs.lab._minimal import counterfactual_triggers, minimal_message
 from handoffs.lab._population import CaseDistribution, DistributionError
+from handoffs.lab._reference import ReferenceReceiver
+from handoffs.lab._values import typed_value, wire_value
 from handoffs.lab.perturbations import CaseContext
 from handoffs.lab.perturbations._ablation import RemoveDecisionField
 from handoffs.lab.perturbations._coarsening import MergeEnumValues, RoundNumeric
@@ -555,3 +555,13 @@ def test_a_lab_run_proves_and_refutes_with_absent_values() -> None:
     assert harmful["witness"]["state"]["employment_status"] == "UNEMPLOYED"
     # every case counts, absent ones too (sent unchanged, not dropped as inapplicable)
     assert rounded["cases"] == rows["none"]["cases"]
+
+
+def test_declared_conditions_read_absence() -> None:
+    from handoffs.lab._experiment import ExperimentError
+    from handoffs.lab.perturbations._registry import condition_from_json
+
+    assert condition_from_json({"field": "months", "absent": True}) == Absent("months")
+    assert condition_from_json({"field": "months", "absent": False}) == Present("months")
+    with pytest.raises(ExperimentError, match="absent is true or false"):
+        condition_from_json({"field": "months", "absent": "yes"})
