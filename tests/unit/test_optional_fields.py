@@ -555,6 +555,18 @@ def test_a_lab_run_proves_and_refutes_with_absent_values() -> None:
     assert harmful["witness"]["state"]["employment_status"] == "UNEMPLOYED"
     # every case counts, absent ones too (sent unchanged, not dropped as inapplicable)
     assert rounded["cases"] == rows["none"]["cases"]
+    fields = {f["name"]: f for f in report["experiment"]["decision_fields"]}
+    assert fields["months_since_delinquency"]["optional"] is True
+    assert fields["credit_score"]["optional"] is False
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    import handoffs.lab
+
+    schema = json.loads((Path(handoffs.lab.__file__).parent / "report.schema.json").read_text())
+    jsonschema.validate(json.loads(json.dumps(report, default=str)), schema)
 
 
 def test_declared_conditions_read_absence() -> None:
