@@ -577,3 +577,15 @@ def test_declared_conditions_read_absence() -> None:
     assert condition_from_json({"field": "months", "absent": False}) == Present("months")
     with pytest.raises(ExperimentError, match="absent is true or false"):
         condition_from_json({"field": "months", "absent": "yes"})
+
+
+def test_making_a_field_optional_is_a_finding_old_receivers_feel() -> None:
+    from credit_limit import CREDIT_LIMIT
+    from handoffs.contracts.versions import diff
+
+    found = diff(CREDIT_LIMIT, attrs.evolve(CREDIT_OPTIONAL, name="credit-limit",
+                                            version="2.0.0"))
+    widened = [f for f in found.findings if f.code.value == "FIELD_TYPE_WIDENED"]
+    assert any("integer|null" in f.message for f in widened)
+    assert all(f.direction.value == "FORWARD" for f in widened)
+    assert any("null (absent: known not to apply)" in f.message for f in found.findings)
