@@ -24,6 +24,7 @@ from handoffs.contracts._analysis._geometry import (
     _Solver,
     axis_value,
 )
+from handoffs.contracts._analysis._prune import Pruner
 from handoffs.contracts._analysis._results import (
     CERTIFIED,
     DEFAULT_DELTA_RATIO,
@@ -63,6 +64,10 @@ class _Analyser:
         self.contract = contract
         self.timeout_ms = timeout_ms
         self.unknown: list[str] = []
+        self.adjacent: set[tuple[str, int, int]] = set()
+        """(axis, i, j), i < j: the solver found a pair of states across regions i and
+        j along the axis (a boundary, when the pair rounds to floats the evaluator
+        confirms)."""
         self.minimal_budget = minimal_budget
         members: list[Any] = list(contract.actions.__members__.values())
         self.index: dict[str, int] = {a.value: i for i, a in enumerate(members)}
@@ -225,42 +230,100 @@ class _Analyser:
         values = [axis_value(axis.expr, s) for s in states]
         return float(sum(v for v in values if v is not None) / 2)
 
-    def boundaries(self) -> list[Boundary]:
+    def _along(self, i: int, axis: _Axis, along: Any, *, candidates: Sequence[int],
+               chosen: Mapping[int, Any]) -> list[Boundary]:
+        """The boundaries of region ``i`` along ``axis`` with the ``candidates``, one
+        solver check per boundary found and one more to prove there is no other.
+        """
+        z3 = self.z3
+        name = self.names[i]
+        found: list[Boundary] = []
+        excluded: list[int] = []
+        for _ in range(len(candidates) + 1):
+            if len(excluded) == len(candidates):
+                break
+            status, model = self.solver.assuming(
+                f"boundary of {name} along {axis.name}",
+                [along, *(z3.Not(chosen[j]) for j in excluded)])
+            if status != "sat":
+                break
+            j = next(k for k in candidates
+                     if z3.is_true(model.eval(self.db.regions[k], model_completion=True)))
+            excluded.append(j)
+            self.adjacent.add((axis.name, min(i, j), max(i, j)))
+            other = self.names[j]
+            states = _materialise(
+                self.contract, [self.raw(model, self.pair.a), self.raw(model, self.pair.b)],
+                self._across(name, other, axis))
+            if states is None:
+                continue
+            found.append(Boundary((name, other), (self.actions[i], self.actions[j]),
+                                  axis.name, axis.kind, axis.delta, (states[0], states[1]),
+                                  self._cut(axis, states), expr=axis.expr))
+        return found
+
+    def boundaries(self, regions: Sequence[Region]) -> list[Boundary]:
+        """The boundaries between the regions of different actions along each axis, and
+        those of the hard constraints' conditions.
+        """
+        return self._region_boundaries(regions) + self._constraint_boundaries()
+
+    def _region_boundaries(self, regions: Sequence[Region]) -> list[Boundary]:
+        """The boundaries between regions of different actions.
+
+        A pair of regions is asked about only where it can be a boundary: both live
+        (not proved dead), different actions, and their interval boxes meet along the
+        axis (:mod:`._prune`). One solver scope per rule holds its region once; each
+        axis's closeness and each candidate region of the other state sit behind
+        indicator literals, and the regions already paired are excluded by assuming
+        their literals false: what the solver learned for a rule stays for its next
+        query.
+        """
         z3 = self.z3
         found: list[Boundary] = []
-        paired: set[tuple[str, int, int]] = set()
         rules = self.contract.policy.rules
-        live_any = z3.Or(*self.db.regions)
-        for i, name in enumerate(self.names):
+        pruner = Pruner(self.contract)
+        live = [r.status != "dead" for r in regions]
+        closeness: dict[str, Any] = {}  # each axis's closeness formula, built once
+        for i in range(len(self.names)):
+            if not live[i]:  # no state decides by it: no boundary either
+                continue
             guard_reads = frozenset().union(*(r.when.reads() for r in rules[: i + 1]))
+            asks: list[tuple[_Axis, list[int]]] = []
             for axis in self.axes:
                 if not axis.reads & guard_reads:
                     continue
-                close = self.close(axis)
-                excluded = [j for j in range(len(self.names)) if (axis.name, min(i, j),
-                                                                  max(i, j)) in paired]
-                for _ in range(len(self.names)):
-                    status, model = self.solver.check(
-                        f"boundary of {name} along {axis.name}", self.da.regions[i], live_any,
-                        self.da.action != self.db.action, *close,
-                        *(z3.Not(self.db.regions[j]) for j in excluded))
-                    if status != "sat":
-                        break
-                    j = next(k for k, region in enumerate(self.db.regions)
-                             if z3.is_true(model.eval(region, model_completion=True)))
-                    excluded.append(j)
-                    paired.add((axis.name, min(i, j), max(i, j)))
-                    other = self.names[j]
-                    states = _materialise(
-                        self.contract, [self.raw(model, self.pair.a),
-                                        self.raw(model, self.pair.b)],
-                        self._across(name, other, axis))
-                    if states is None:
-                        continue
-                    found.append(Boundary((name, other), (self.actions[i], self.actions[j]),
-                                          axis.name, axis.kind, axis.delta,
-                                          (states[0], states[1]), self._cut(axis, states),
-                                          expr=axis.expr))
+                candidates = [j for j in range(len(self.names))
+                              if live[j] and self.actions[j] != self.actions[i]
+                              and (axis.name, min(i, j), max(i, j)) not in self.adjacent
+                              and pruner.meets(i, j, axis)]
+                if candidates:
+                    asks.append((axis, candidates))
+            if not asks:
+                continue
+            self.solver.solver.push()
+            try:
+                self.solver.add(self.da.regions[i])
+                chosen: dict[int, Any] = {}
+                for number, (axis, candidates) in enumerate(asks):
+                    for j in candidates:
+                        if j not in chosen:
+                            chosen[j] = z3.Bool(f"boundary.{i}.region.{j}")
+                            self.solver.add(z3.Implies(chosen[j], self.db.regions[j]))
+                    if axis.name not in closeness:
+                        closeness[axis.name] = z3.And(*self.close(axis))
+                    along = z3.Bool(f"boundary.{i}.axis.{number}")
+                    self.solver.add(z3.Implies(along, z3.And(
+                        closeness[axis.name], z3.Or(*(chosen[j] for j in candidates)))))
+                    found += self._along(i, axis, along, candidates=candidates,
+                                         chosen=chosen)
+            finally:
+                self.solver.solver.pop()
+        return found
+
+    def _constraint_boundaries(self) -> list[Boundary]:
+        """The boundaries of the hard constraints' conditions (applies | does not)."""
+        found: list[Boundary] = []
         for constraint in self.contract.hard_constraints:
             if constraint.when is None:
                 continue
@@ -444,7 +507,7 @@ def analyse(contract: Contract[Any, Any], *, timeout_ms: int = DEFAULT_TIMEOUT_M
     result = Analysis(
         contract=contract.id, method=CERTIFIED, regions=tuple(regions),
         undetermined=analyser.undetermined(), constraints=tuple(analyser.constraints()),
-        boundaries=tuple(analyser.boundaries()), relevance=tuple(relevance),
+        boundaries=tuple(analyser.boundaries(regions)), relevance=tuple(relevance),
         minimal_sets=minimal, cuts=tuple(_cuts(contract)), context=context,
         unknown=(), warnings=(), timeout_ms=timeout_ms)
     return attrs.evolve(result, unknown=tuple(analyser.unknown),
