@@ -143,14 +143,16 @@ class _Analyser:
             status, core = self.solver.core(f"shadows of {self.names[i]}", markers)
             if status != "unsat":
                 return ()
-            chosen = [m for m in markers if any(m.eq(c) for c in core)]
-            for marker in list(chosen):  # deletion: a minimal covering set
-                rest = [m for m in chosen if not m.eq(marker)]
-                if self.solver.core("shadow minimisation", rest)[0] == "unsat":
+            hit = {str(c) for c in core}  # by name: comparing z3 terms builds terms
+            chosen = [j for j, m in enumerate(markers) if str(m) in hit]
+            for j in list(chosen):  # deletion: a minimal covering set
+                rest = [k for k in chosen if k != j]
+                if self.solver.core("shadow minimisation",
+                                    [markers[k] for k in rest])[0] == "unsat":
                     chosen = rest
         finally:
             self.solver.solver.pop()
-        return tuple(self.names[markers.index(m)] for m in chosen)
+        return tuple(self.names[j] for j in chosen)
 
     def undetermined(self) -> State | None:
         status, model = self.solver.check("undetermined states", self.da.open)
@@ -230,26 +232,26 @@ class _Analyser:
         values = [axis_value(axis.expr, s) for s in states]
         return float(sum(v for v in values if v is not None) / 2)
 
-    def _along(self, i: int, axis: _Axis, along: Any, *, candidates: Sequence[int],
-               chosen: Mapping[int, Any]) -> list[Boundary]:
-        """The boundaries of region ``i`` along ``axis`` with the ``candidates``, one
-        solver check per boundary found and one more to prove there is no other.
+    def _along(self, i: int, axis: _Axis, assumed: Sequence[Any], *,
+               candidates: Sequence[int], chosen: Mapping[int, Any]) -> list[Boundary]:
+        """The boundaries of region ``i`` along ``axis`` with the ``candidates`` (the
+        other regions are assumed away), one check per boundary found and one more to
+        prove there is no other.
         """
         z3 = self.z3
         name = self.names[i]
         found: list[Boundary] = []
-        excluded: list[int] = []
-        for _ in range(len(candidates) + 1):
-            if len(excluded) == len(candidates):
-                break
-            status, model = self.solver.assuming(
-                f"boundary of {name} along {axis.name}",
-                [along, *(z3.Not(chosen[j]) for j in excluded)])
+        left = list(candidates)
+        away = [z3.Not(literal) for j, literal in chosen.items() if j not in left]
+        while left:
+            status, model = self.solver.assuming(f"boundary of {name} along {axis.name}",
+                                                 [*assumed, *away])
             if status != "sat":
                 break
-            j = next(k for k in candidates
+            j = next(k for k in left
                      if z3.is_true(model.eval(self.db.regions[k], model_completion=True)))
-            excluded.append(j)
+            left.remove(j)
+            away.append(z3.Not(chosen[j]))
             self.adjacent.add((axis.name, min(i, j), max(i, j)))
             other = self.names[j]
             states = _materialise(
@@ -273,52 +275,47 @@ class _Analyser:
 
         A pair of regions is asked about only where it can be a boundary: both live
         (not proved dead), different actions, and their interval boxes meet along the
-        axis (:mod:`._prune`). One solver scope per rule holds its region once; each
-        axis's closeness and each candidate region of the other state sit behind
-        indicator literals, and the regions already paired are excluded by assuming
-        their literals false: what the solver learned for a rule stays for its next
-        query.
+        axis (:mod:`._prune`). One incremental solver answers every query: each
+        region (of either state) and each axis's closeness sit once behind an
+        indicator literal, and a query is a set of assumptions (this region, this
+        axis, not the regions that are no candidate or already paired), so what the
+        solver learned stays for the next query instead of a push, a check and a pop
+        per query.
         """
         z3 = self.z3
         found: list[Boundary] = []
         rules = self.contract.policy.rules
         pruner = Pruner(self.contract)
-        live = [r.status != "dead" for r in regions]
-        closeness: dict[str, Any] = {}  # each axis's closeness formula, built once
-        for i in range(len(self.names)):
-            if not live[i]:  # no state decides by it: no boundary either
-                continue
-            guard_reads = frozenset().union(*(r.when.reads() for r in rules[: i + 1]))
-            asks: list[tuple[_Axis, list[int]]] = []
-            for axis in self.axes:
-                if not axis.reads & guard_reads:
-                    continue
-                candidates = [j for j in range(len(self.names))
-                              if live[j] and self.actions[j] != self.actions[i]
-                              and (axis.name, min(i, j), max(i, j)) not in self.adjacent
-                              and pruner.meets(i, j, axis)]
-                if candidates:
-                    asks.append((axis, candidates))
-            if not asks:
-                continue
-            self.solver.solver.push()
-            try:
-                self.solver.add(self.da.regions[i])
-                chosen: dict[int, Any] = {}
-                for number, (axis, candidates) in enumerate(asks):
-                    for j in candidates:
-                        if j not in chosen:
-                            chosen[j] = z3.Bool(f"boundary.{i}.region.{j}")
-                            self.solver.add(z3.Implies(chosen[j], self.db.regions[j]))
-                    if axis.name not in closeness:
-                        closeness[axis.name] = z3.And(*self.close(axis))
-                    along = z3.Bool(f"boundary.{i}.axis.{number}")
-                    self.solver.add(z3.Implies(along, z3.And(
-                        closeness[axis.name], z3.Or(*(chosen[j] for j in candidates)))))
-                    found += self._along(i, axis, along, candidates=candidates,
-                                         chosen=chosen)
-            finally:
-                self.solver.solver.pop()
+        live = [j for j, r in enumerate(regions) if r.status != "dead"]
+        chosen = {j: z3.Bool(f"boundary.b.{j}") for j in live}  # b lies in region j
+        decides: dict[int, Any] = {}  # a lies in region i
+        close: dict[str, Any] = {}  # the pair is close along the axis
+        self.solver.solver.push()
+        try:
+            for j in live:
+                self.solver.add(z3.Implies(chosen[j], self.db.regions[j]))
+            self.solver.add(z3.Or(*chosen.values()))
+            for i in live:
+                guard_reads = frozenset().union(*(r.when.reads() for r in rules[: i + 1]))
+                for axis in self.axes:
+                    if not axis.reads & guard_reads:
+                        continue
+                    candidates = [j for j in live if self.actions[j] != self.actions[i]
+                                  and (axis.name, min(i, j), max(i, j)) not in self.adjacent
+                                  and pruner.meets(i, j, axis)]
+                    if not candidates:
+                        continue
+                    if i not in decides:
+                        decides[i] = z3.Bool(f"boundary.a.{i}")
+                        self.solver.add(z3.Implies(decides[i], self.da.regions[i]))
+                    if axis.name not in close:
+                        close[axis.name] = z3.Bool(f"boundary.close.{len(close)}")
+                        self.solver.add(z3.Implies(close[axis.name],
+                                                   z3.And(*self.close(axis))))
+                    found += self._along(i, axis, [decides[i], close[axis.name]],
+                                         candidates=candidates, chosen=chosen)
+        finally:
+            self.solver.solver.pop()
         return found
 
     def _constraint_boundaries(self) -> list[Boundary]:
