@@ -185,8 +185,8 @@ def _floor(value: float | None) -> int:
 
 
 def _fraction(value: Any) -> Fraction:
-    if z3.is_rational_value(value):
-        return Fraction(value.numerator_as_long(), value.denominator_as_long())
+    if z3.is_rational_value(value):  # "n/d" or "n": one call into z3, not four
+        return Fraction(value.as_string())
     if z3.is_algebraic_value(value):  # an irrational root: its decimal approximation
         return Fraction(value.as_decimal(20).rstrip("?"))
     return Fraction(str(value))

@@ -235,6 +235,18 @@ class _Solver:
         finally:
             self.solver.pop()
 
+    def assuming(self, what: str, assumptions: Sequence[Any]) -> tuple[str, Any]:
+        """Check what the solver holds under ``assumptions`` (literals): nothing is
+        added or removed, so what it learned stays for the next check.
+        """
+        result = self._solve(*assumptions)
+        if result == self.z3.sat:
+            return "sat", self.solver.model()
+        if result == self.z3.unsat:
+            return "unsat", None
+        self.unknown.append(what)
+        return "unknown", None
+
     def core(self, what: str, assumptions: Sequence[Any]) -> tuple[str, list[Any]]:
         result = self._solve(*assumptions)
         if result == self.z3.unsat:
