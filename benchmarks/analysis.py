@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
 """Policy analysis: its cost, and the coverage it buys generated cases.
 
-(a) Cost. CPU time (``time.process_time``) of ``analyse`` on the built-in
-``payment-release`` contract and on two generated contracts with 30 rules over 10
-and 20 fields (numbers, booleans, an enum; guards with thresholds, products and
-sums of two fields), median over ``--rounds``.
+(a) Cost. CPU time (``time.process_time``; z3 runs in process, so its CPU is counted)
+of ``analyse`` on the built-in ``payment-release`` contract and on generated contracts
+of 10 fields x 30 rules, 10 x 120 and 20 x 120 (numbers, booleans, an enum; guards
+with thresholds, products and sums of two fields), median over ``--rounds``; target
+(issue #30): 20 x 120 within 30 s. Each generated contract's answers are compared with
+those of the analysis before the boundary queries were pruned (one push/check/pop per
+query, commit 04dc714), kept in ``tests/data/analysis_answers.json``: the regions and
+dead rules must be the same, and every boundary found one of the region pairs the
+solver proved adjacent before (a dead rule covered by either of two minimal sets of
+earlier rules may name the other one: the set comes from the solver's unsat core).
 
-(b) Coverage. For each contract, at equal case counts (the number of states the
-geometry needs, and ten times that), the live regions witnessed and the boundaries
-covered by the lab's generator (``GeneratedCases``: the geometry first, then
+(b) Coverage. For each contract of at most 30 rules, at equal case counts (the
+number of states the geometry needs, and ten times that), the live regions witnessed
+and the boundaries covered by the lab's generator (``GeneratedCases``: the geometry first, then
 realistic draws) and by plain Hypothesis draws (floats, booleans and enum members
 over the declared bounds, as the generator drew before the analysis), measured
 side by side in one run with the same coverage tracker.
@@ -25,10 +31,12 @@ from __future__ import annotations
 
 import argparse
 import enum
+import json
 import random
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -136,6 +144,31 @@ def timed(contract: Contract[Any, Any], rounds: int) -> tuple[float, Any]:
     return statistics.median(times), result
 
 
+COVERAGE_RULES = 30
+"""The coverage comparison (b) runs on the contracts of at most this many rules."""
+BEFORE = Path(__file__).resolve().parents[1] / "tests" / "data" / "analysis_answers.json"
+
+
+def same_as_before(key: str, contract: Contract[Any, Any], result: Any) -> str:
+    """The comparison of ``result`` with the answers before the pruning, as a line."""
+    before = json.loads(BEFORE.read_text())["contracts"].get(key)
+    if before is None:
+        return "no answers before to compare"
+    regions = [[r.rule, r.status] for r in result.regions]
+    other_sets = sum(list(r.shadowed_by) != b[2]
+                     for r, b in zip(result.regions, before["regions"], strict=False))
+    order = [r.name for r in contract.policy.rules] + [contract.policy.default_name]
+    pairs = {tuple(p) for p in before["adjacent"]}
+    outside = [b for b in result.boundaries if ":" not in b.sides[0]
+               and (b.axis, *sorted(b.sides, key=order.index)) not in pairs]
+    equal = regions == [b[:2] for b in before["regions"]]
+    return (f"answers vs before: {'same' if equal and not outside else 'DIFFERENT'} "
+            f"(regions and dead rules {'equal' if equal else 'differ'}, {other_sets} dead "
+            f"rules name another minimal shadowing set; {len(result.boundaries)} "
+            f"boundaries vs {len(before['boundaries'])} before, {len(outside)} outside the "
+            f"{len(pairs)} pairs proved adjacent before)")
+
+
 def proofs(contract: Contract[Any, Any], rounds: int) -> tuple[float, dict[str, int]]:
     """CPU seconds (median of ``rounds``) to decide every standard perturbation with a
     symbolic form under the strict receiver, and the verdict counts.
@@ -162,26 +195,34 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run for CI: one round, smaller generated contracts "
-                             "(6 and 8 fields, 10 rules); not for figures")
+                             "(6 fields x 16 rules, 8 x 24); not for figures")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     rounds = 1 if args.quick else args.rounds
-    sizes = ((6, 10), (8, 10)) if args.quick else ((10, 30), (20, 30))
-    contracts = [("payment-release (6 fields, 7 rules)", PAYMENT_RELEASE)] + [
-        (f"generated ({fields} fields, {rules} rules)",
+    sizes = ((6, 16, 5), (8, 24, 8)) if args.quick else ((10, 30, 1), (10, 120, 2),
+                                                          (20, 120, 3))
+    contracts = [("payment-release (6 fields, 7 rules)", "", PAYMENT_RELEASE)] + [
+        (f"generated ({fields} fields, {rules} rules)", f"{fields}x{rules}x{seed}",
          generated_contract(fields, rules, seed=seed))
-        for seed, (fields, rules) in enumerate(sizes, start=1)]
+        for fields, rules, seed in sizes]
     shares: list[tuple[float, float]] = []
-    for label, contract in contracts:
+    for label, key, contract in contracts:
         seconds, result = timed(contract, rounds)
         print(f"{label}: analysis {seconds:.3f} s CPU (median of {rounds}); "
               f"{len(result.live)} live / {len(result.regions)} regions, "
               f"{len(result.dead)} dead, {len(result.boundaries)} boundaries, "
               f"{len(result.unknown)} unknown queries", flush=True)
+        if key:
+            print(f"  {same_as_before(key, contract, result)}", flush=True)
         proved, counts = proofs(contract, rounds)
         print(f"  proofs of {sum(counts.values())} standard perturbations: {proved:.3f} s CPU "
               f"(median of {rounds}), {proved / seconds:.2f}x the analysis; "
               + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())), flush=True)
+        if len(contract.policy.rules) > COVERAGE_RULES:
+            print(f"  coverage: compared on the contracts of at most {COVERAGE_RULES} rules "
+                  "(thousands of generated cases at this size; the size measures the "
+                  "analysis)", flush=True)
+            continue
         found = geometry(contract).analysis
         assert found is not None
         need = len(found.cover_states())

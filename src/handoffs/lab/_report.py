@@ -128,7 +128,8 @@ def _experiment_section(experiment: Experiment, plan: Plan, aggregator: Aggregat
         "hard_constraints": [h.to_json() for h in contract.hard_constraints],
         "decision_fields": [
             {"name": s.name, "kind": s.kind.value, "description": s.description,
-             "if_missing": None if s.fails_closed else wire_value(s.if_missing)}
+             "if_missing": None if s.fails_closed else wire_value(s.if_missing),
+             "optional": s.optional}
             for s in contract.fields
         ],
     }

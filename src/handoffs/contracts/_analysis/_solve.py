@@ -24,6 +24,7 @@ from handoffs.contracts._analysis._geometry import (
     _Solver,
     axis_value,
 )
+from handoffs.contracts._analysis._prune import Pruner
 from handoffs.contracts._analysis._results import (
     CERTIFIED,
     DEFAULT_DELTA_RATIO,
@@ -47,7 +48,6 @@ from handoffs.contracts._analysis._search import (
     sampled_equivalence,
 )
 from handoffs.contracts._contract import Contract
-from handoffs.contracts._fields import FieldKind
 from handoffs.contracts._policy import (
     Condition,
 )
@@ -63,6 +63,10 @@ class _Analyser:
         self.contract = contract
         self.timeout_ms = timeout_ms
         self.unknown: list[str] = []
+        self.adjacent: set[tuple[str, int, int]] = set()
+        """(axis, i, j), i < j: the solver found a pair of states across regions i and
+        j along the axis (a boundary, when the pair rounds to floats the evaluator
+        confirms)."""
         self.minimal_budget = minimal_budget
         members: list[Any] = list(contract.actions.__members__.values())
         self.index: dict[str, int] = {a.value: i for i, a in enumerate(members)}
@@ -138,14 +142,16 @@ class _Analyser:
             status, core = self.solver.core(f"shadows of {self.names[i]}", markers)
             if status != "unsat":
                 return ()
-            chosen = [m for m in markers if any(m.eq(c) for c in core)]
-            for marker in list(chosen):  # deletion: a minimal covering set
-                rest = [m for m in chosen if not m.eq(marker)]
-                if self.solver.core("shadow minimisation", rest)[0] == "unsat":
+            hit = {str(c) for c in core}  # by name: comparing z3 terms builds terms
+            chosen = [j for j, m in enumerate(markers) if str(m) in hit]
+            for j in list(chosen):  # deletion: a minimal covering set
+                rest = [k for k in chosen if k != j]
+                if self.solver.core("shadow minimisation",
+                                    [markers[k] for k in rest])[0] == "unsat":
                     chosen = rest
         finally:
             self.solver.solver.pop()
-        return tuple(self.names[markers.index(m)] for m in chosen)
+        return tuple(self.names[j] for j in chosen)
 
     def undetermined(self) -> State | None:
         status, model = self.solver.check("undetermined states", self.da.open)
@@ -225,42 +231,95 @@ class _Analyser:
         values = [axis_value(axis.expr, s) for s in states]
         return float(sum(v for v in values if v is not None) / 2)
 
-    def boundaries(self) -> list[Boundary]:
+    def _along(self, i: int, axis: _Axis, assumed: Sequence[Any], *,
+               candidates: Sequence[int], chosen: Mapping[int, Any]) -> list[Boundary]:
+        """The boundaries of region ``i`` along ``axis`` with the ``candidates`` (the
+        other regions are assumed away), one check per boundary found and one more to
+        prove there is no other.
+        """
+        z3 = self.z3
+        name = self.names[i]
+        found: list[Boundary] = []
+        left = list(candidates)
+        away = [z3.Not(literal) for j, literal in chosen.items() if j not in left]
+        while left:
+            status, model = self.solver.assuming(f"boundary of {name} along {axis.name}",
+                                                 [*assumed, *away])
+            if status != "sat":
+                break
+            j = next(k for k in left
+                     if z3.is_true(model.eval(self.db.regions[k], model_completion=True)))
+            left.remove(j)
+            away.append(z3.Not(chosen[j]))
+            self.adjacent.add((axis.name, min(i, j), max(i, j)))
+            other = self.names[j]
+            states = _materialise(
+                self.contract, [self.raw(model, self.pair.a), self.raw(model, self.pair.b)],
+                self._across(name, other, axis))
+            if states is None:
+                continue
+            found.append(Boundary((name, other), (self.actions[i], self.actions[j]),
+                                  axis.name, axis.kind, axis.delta, (states[0], states[1]),
+                                  self._cut(axis, states), expr=axis.expr))
+        return found
+
+    def boundaries(self, regions: Sequence[Region]) -> list[Boundary]:
+        """The boundaries between the regions of different actions along each axis, and
+        those of the hard constraints' conditions.
+        """
+        return self._region_boundaries(regions) + self._constraint_boundaries()
+
+    def _region_boundaries(self, regions: Sequence[Region]) -> list[Boundary]:
+        """The boundaries between regions of different actions.
+
+        A pair of regions is asked about only where it can be a boundary: both live
+        (not proved dead), different actions, and their interval boxes meet along the
+        axis (:mod:`._prune`). One incremental solver answers every query: each
+        region (of either state) and each axis's closeness sit once behind an
+        indicator literal, and a query is a set of assumptions (this region, this
+        axis, not the regions that are no candidate or already paired), so what the
+        solver learned stays for the next query instead of a push, a check and a pop
+        per query.
+        """
         z3 = self.z3
         found: list[Boundary] = []
-        paired: set[tuple[str, int, int]] = set()
         rules = self.contract.policy.rules
-        live_any = z3.Or(*self.db.regions)
-        for i, name in enumerate(self.names):
-            guard_reads = frozenset().union(*(r.when.reads() for r in rules[: i + 1]))
-            for axis in self.axes:
-                if not axis.reads & guard_reads:
-                    continue
-                close = self.close(axis)
-                excluded = [j for j in range(len(self.names)) if (axis.name, min(i, j),
-                                                                  max(i, j)) in paired]
-                for _ in range(len(self.names)):
-                    status, model = self.solver.check(
-                        f"boundary of {name} along {axis.name}", self.da.regions[i], live_any,
-                        self.da.action != self.db.action, *close,
-                        *(z3.Not(self.db.regions[j]) for j in excluded))
-                    if status != "sat":
-                        break
-                    j = next(k for k, region in enumerate(self.db.regions)
-                             if z3.is_true(model.eval(region, model_completion=True)))
-                    excluded.append(j)
-                    paired.add((axis.name, min(i, j), max(i, j)))
-                    other = self.names[j]
-                    states = _materialise(
-                        self.contract, [self.raw(model, self.pair.a),
-                                        self.raw(model, self.pair.b)],
-                        self._across(name, other, axis))
-                    if states is None:
+        pruner = Pruner(self.contract)
+        live = [j for j, r in enumerate(regions) if r.status != "dead"]
+        chosen = {j: z3.Bool(f"boundary.b.{j}") for j in live}  # b lies in region j
+        decides: dict[int, Any] = {}  # a lies in region i
+        close: dict[str, Any] = {}  # the pair is close along the axis
+        self.solver.solver.push()
+        try:
+            for j in live:
+                self.solver.add(z3.Implies(chosen[j], self.db.regions[j]))
+            self.solver.add(z3.Or(*chosen.values()))
+            for i in live:
+                guard_reads = frozenset().union(*(r.when.reads() for r in rules[: i + 1]))
+                for axis in self.axes:
+                    if not axis.reads & guard_reads:
                         continue
-                    found.append(Boundary((name, other), (self.actions[i], self.actions[j]),
-                                          axis.name, axis.kind, axis.delta,
-                                          (states[0], states[1]), self._cut(axis, states),
-                                          expr=axis.expr))
+                    candidates = [j for j in live if self.actions[j] != self.actions[i]
+                                  and (axis.name, min(i, j), max(i, j)) not in self.adjacent
+                                  and pruner.meets(i, j, axis)]
+                    if not candidates:
+                        continue
+                    if i not in decides:
+                        decides[i] = z3.Bool(f"boundary.a.{i}")
+                        self.solver.add(z3.Implies(decides[i], self.da.regions[i]))
+                    if axis.name not in close:
+                        close[axis.name] = z3.Bool(f"boundary.close.{len(close)}")
+                        self.solver.add(z3.Implies(close[axis.name],
+                                                   z3.And(*self.close(axis))))
+                    found += self._along(i, axis, [decides[i], close[axis.name]],
+                                         candidates=candidates, chosen=chosen)
+        finally:
+            self.solver.solver.pop()
+        return found
+
+    def _constraint_boundaries(self) -> list[Boundary]:
+        """The boundaries of the hard constraints' conditions (applies | does not)."""
+        found: list[Boundary] = []
         for constraint in self.contract.hard_constraints:
             if constraint.when is None:
                 continue
@@ -325,19 +384,7 @@ class _Analyser:
     def pin(self, at: State) -> list[Any]:
         formulas: list[Any] = []
         for spec in self.contract.fields:
-            terms = self.pair.a.vars[spec.name]
-            value = at[spec.name]
-            if spec.kind is FieldKind.BOOL:
-                formulas.append(terms[0] == self.z3.BoolVal(bool(value)))
-            elif spec.kind is FieldKind.ENUM:
-                formulas.append(terms[0] == list(spec.domain() or ()).index(value))
-            elif spec.kind is FieldKind.INT:
-                formulas.append(terms[0] == int(value))
-            elif spec.kind is FieldKind.INTERVAL:
-                formulas += [terms[0] == self.smt._real(float(value.lo)),
-                             terms[1] == self.smt._real(float(value.hi))]
-            else:
-                formulas.append(terms[0] == self.smt._real(float(value)))
+            formulas += self.pair.a.pin(spec.name, at[spec.name])
         return formulas
 
     def sufficiency(self, fields: Sequence[str], at: State | None = None) -> Sufficiency:
@@ -444,7 +491,7 @@ def analyse(contract: Contract[Any, Any], *, timeout_ms: int = DEFAULT_TIMEOUT_M
     result = Analysis(
         contract=contract.id, method=CERTIFIED, regions=tuple(regions),
         undetermined=analyser.undetermined(), constraints=tuple(analyser.constraints()),
-        boundaries=tuple(analyser.boundaries()), relevance=tuple(relevance),
+        boundaries=tuple(analyser.boundaries(regions)), relevance=tuple(relevance),
         minimal_sets=minimal, cuts=tuple(_cuts(contract)), context=context,
         unknown=(), warnings=(), timeout_ms=timeout_ms)
     return attrs.evolve(result, unknown=tuple(analyser.unknown),
