@@ -524,17 +524,17 @@ def test_a_lab_run_proves_and_refutes_with_absent_values() -> None:
     from handoffs.contracts import ReceiptEncoder
     from handoffs.lab import Experiment, Strategy, Tolerances, run
     from handoffs.lab.perturbations import select_perturbations
-    from test_verdicts import _governance, _state_of, _strict
+    from worlds.credit import governance_for, state_of, strict_receiver
 
     contract = CREDIT_OPTIONAL
     experiment = Experiment(
         name="credit-optional", contract=contract,
         cases=GeneratedCases(contract, 60, seed=0),
-        strategies=(Strategy(name="receipt", receiver=_strict(contract, "desk"),
-                             encoder=ReceiptEncoder(contract=contract, state_of=_state_of,
+        strategies=(Strategy(name="receipt", receiver=strict_receiver(contract, "desk"),
+                             encoder=ReceiptEncoder(contract=contract, state_of=state_of,
                                                     name="receipt"),
                              receipts=True, gated=True),),
-        governance=_governance("desk"),
+        governance=governance_for("desk"),
         perturbations=select_perturbations(contract, include=list(OPTIONAL_ROWS)),
         tolerances=Tolerances(controls_must_fail=False))
     report = run(experiment).report
