@@ -38,10 +38,8 @@ from handoffs._errors import ProjectionError, UntrustedGovernance
 from handoffs._json import canonical_bytes, digest, dumps
 from handoffs.contracts import Authority
 from handoffs.lab._controls import Partners
-from handoffs.lab._experiment import (
-    Strategy,
-    wire_value,
-)
+from handoffs.lab._exercised import Tally, touched
+from handoffs.lab._experiment import Strategy
 from handoffs.lab._keys import memo_value
 from handoffs.lab._memo import (
     _decide,
@@ -72,8 +70,10 @@ from handoffs.lab._plan import (
     receipt_id,
 )
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of, user_error
+from handoffs.lab._values import wire_value
 from handoffs.lab.perturbations import CaseContext, Variant
 from handoffs.receivers import Verdict
+from handoffs.receivers._reads import decision_reads
 
 __all__ = ["run_chunk"]
 
@@ -151,6 +151,7 @@ def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
         "rules": chunk.failing.rules,
         "complete_rows": plan.keep_rows,
         "model": [[si, *usage] for si, usage in sorted(chunk.usage.items())],
+        "exercised": chunk.tally.to_json(),
     }
 
 
@@ -233,11 +234,18 @@ class _Chunk:
         self.failing = _Failing()
         self.special = plan.special
         self.special_cases: set[int] = set()
+        # whether each perturbation exercised each receiver (handoffs.lab._exercised):
+        # what each receiver reads, the unperturbed decisions' outcomes, the last one
+        self.tally = Tally()
+        self.reads = [decision_reads(s.receiver) for s in plan.strategies]
+        self.controls = {pi for pi, p in enumerate(plan.perturbations, start=1)
+                         if p.kind == "control"}
+        self.base_oids: dict[tuple[int, int], int] = {}
+        self.last_oid = -1
         # the shuffled control's pairing (see pair), and the messages of the current
         # case's partner, encoded here when the partner is not among self.bases
-        self.partners = Partners(start=0, indices=(), evidence={})
         self.chunk_cases: Sequence[Any] = ()
-        self.offset = 0
+        self.partners, self.offset = Partners(start=0, indices=(), evidence={}), 0
         self.partner_parts: dict[tuple[str, Any], Any] = {}
 
     def pair(self, partners: Partners, cases: Sequence[Any], offset: int) -> None:
@@ -434,6 +442,14 @@ class _Chunk:
         message = variant.message
         msg = base if message is base.message else self._measured(message, at[1])
         self._emit_base(at, msg, ref, variant)
+        if not self.dry and at[2] not in self.controls:
+            j, si, _ = at
+            self.tally.note(
+                at, self.reads[si],
+                set() if msg is base else touched(base.message, variant),
+                validity=msg.schema != base.schema, reference=ref != case_ref,
+                decision=self.slots[si].deterministic
+                and self.last_oid != self.base_oids.get((j, si)))
 
     def _measured(self, message: Mapping[str, Any], si: int) -> Message:
         """A message of strategy ``si``, measured (canonical payload bytes, tokens) and
@@ -645,6 +661,10 @@ class _Chunk:
         for epoch in range(1 if slot.deterministic else plan.epochs):
             oid, latency, memo = self._outcome(slot, facts, memoise=slot.memoised, si=si,
                                                sample=epoch)
+            if epoch == 0:
+                self.last_oid = oid
+                if pi == 0:
+                    self.base_oids[(j, si)] = oid
             sid = -1
             if facts.has_state:
                 sid = self._outcome(semantic, facts, memoise=semantic.deterministic)[0]

@@ -27,8 +27,8 @@ from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import NoSuchReading
-from handoffs.lab._experiment import Experiment, ExperimentError
+from handoffs._errors import ExperimentError, NoSuchReading
+from handoffs.lab._experiment import Experiment
 
 __all__ = [
     "AUTHORITATIVE_SENDER",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from handoffs._json import dumps
 from handoffs.lab._chunk import _EXHIBITS
+from handoffs.lab._exercised import Tally, row_exercised
 from handoffs.lab._runlog import expand_rows
 from handoffs.lab.perturbations import Falsehood, Perturbation
 from handoffs.lab.perturbations._base import Scoring
@@ -101,7 +102,7 @@ class _Acc:
         "decisions", "errors", "gov_fail", "gov_ok", "hard", "hard_by", "hits", "last_case",
         "latency", "regret_max", "regrets", "schema_n", "schema_ok", "sem_agree",
         "sem_determined", "sem_hard", "sem_n", "sem_regret_max", "sem_regrets",
-        "tokens_n", "tokens_sum", "verdicts",
+        "tokens_n", "tokens_sum", "unstated", "verdicts",
     )
 
     def __init__(self) -> None:
@@ -114,6 +115,8 @@ class _Acc:
         self.regrets: dict[float, int] = {}
         self.sem_regrets: dict[float, int] = {}
         self.hard_by: dict[str, int] = {}
+        # (constraint, chosen, added action): decisions the constraint says nothing of
+        self.unstated: dict[tuple[str, str, str], int] = {}
         self.verdicts: dict[str, int] = {"ACCEPT": 0, "ESCALATE": 0, "REJECT": 0}
         self.last_case: tuple[int, int] = (-1, -1)
 
@@ -149,6 +152,10 @@ class _Acc:
             self.hard += n
             for name in broken:
                 self.hard_by[name] = self.hard_by.get(name, 0) + n
+        if scoring.added:
+            for name in scoring.unstated(action, reference, _holding(row)):
+                key = (name, action, reference)
+                self.unstated[key] = self.unstated.get(key, 0) + n
         if row[_GOVERNANCE]:
             self.gov_ok += n
         else:
@@ -197,6 +204,9 @@ class _Acc:
             "max_regret": self.regret_max,
             "hard_violations": self.hard,
             "hard_violations_by_constraint": dict(sorted(self.hard_by.items())),
+            "unstated_constraints": [
+                {"constraint": name, "chosen": chosen, "added_action": added, "decisions": count}
+                for (name, chosen, added), count in sorted(self.unstated.items())],
             "governance_pass_rate": self.gov_ok / n,
             "governance_failures": self.gov_fail,
             "schema_valid_rate": self.schema_ok / self.schema_n if self.schema_n else None,
@@ -264,8 +274,11 @@ class Aggregator:
 
     def __init__(self, *, strategies: Sequence[str], perturbations: Sequence[Perturbation],
                  targets: Sequence[Sequence[int]], scoring: Scoring,
-                 example_limit: int = 100) -> None:
+                 example_limit: int = 100, receivers: Sequence[str] = ()) -> None:
         self.strategies = tuple(strategies)
+        self.receivers = tuple(receivers) or self.strategies
+        # whether each perturbation exercised each receiver (None: no record said)
+        self._tally: Tally | None = None
         self.perturbations = tuple(perturbations)
         self.targets = tuple(tuple(t) for t in targets)
         self.scoring = scoring
@@ -325,7 +338,9 @@ class Aggregator:
         return cls(strategies=[s.name for s in plan.strategies],
                    perturbations=plan.perturbations, targets=plan.targets,
                    scoring=scoring or Scoring.of(plan.contract),
-                   example_limit=experiment.example_limit)
+                   example_limit=experiment.example_limit,
+                   receivers=[str(getattr(s.receiver, "name", type(s.receiver).__name__))
+                              for s in plan.strategies])
 
     def model_cost(self) -> list[dict[str, Any]]:
         """Per strategy with a model receiver: calls, cache hits, tokens, latency."""
@@ -362,6 +377,11 @@ class Aggregator:
             if len(self._states) < _STATE_LIMIT:
                 self._states.add(state_key)
         self._feed_analysis(cases, states)
+        exercised = record.get("exercised")
+        if exercised is not None:
+            if self._tally is None:
+                self._tally = Tally()
+            self._tally.merge(exercised)
         templates = record.get("templates")
         if templates is not None:
             # Compact (fresh from the runner): sums per distinct row, and the rows that
@@ -640,6 +660,11 @@ class Aggregator:
                 acc = self._accs.get((si, pi))
                 if acc is None:
                     continue
+                scoring = self.scorings[pi].name
+                exercised, exercised_cases, reason = row_exercised(
+                    self._tally, si, pi, kind=str(described["kind"]),
+                    receiver=self.receivers[si], cases=acc.cases,
+                    scoring=None if scoring == self.scoring.name else scoring)
                 out.append({
                     "strategy": name,
                     "perturbation": described["id"],
@@ -647,6 +672,9 @@ class Aggregator:
                     and str(described["id"]).startswith("loss-changed:") else described["kind"],
                     "target": described.get("target"),
                     **acc.to_json(),
+                    "exercised": exercised,
+                    "exercised_cases": exercised_cases,
+                    "exercised_reason": reason,
                 })
         return out
 

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from handoffs._cases import GeneratedCase
+from handoffs._errors import ExperimentError
 from handoffs.contracts import FieldKind, FieldSpec, Interval
-from handoffs.lab._experiment import ExperimentError
 
 if TYPE_CHECKING:
     from handoffs.contracts import Contract
@@ -459,7 +459,7 @@ def population_of(experiment: Any) -> Population | None:
         DistributionError: the declared population is not a :class:`Population`, or
             its distribution does not fit the contract.
     """
-    from handoffs.lab._experiment import GeneratedCases
+    from handoffs.lab._sources import GeneratedCases
 
     declared = experiment.population
     if declared is None:

@@ -32,19 +32,14 @@ from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import HandoffsError
+from handoffs._callables import qualified_name
+from handoffs._errors import ExperimentError, HandoffsError, UserCodeError
 from handoffs._time import format_time
 from handoffs.contracts import LossMatrix
 from handoffs.lab._cache import Budget, CallCache, LabClient, close_connections
 from handoffs.lab._chunk import run_chunk
 from handoffs.lab._controls import paired_chunks
-from handoffs.lab._experiment import (
-    Experiment,
-    ExperimentError,
-    UserCodeError,
-    qualified_name,
-    typed_value,
-)
+from handoffs.lab._experiment import Experiment
 from handoffs.lab._keys import keyed, memo_key
 from handoffs.lab._memo import _shared_for, release_shared
 from handoffs.lab._messages import sampled
@@ -56,6 +51,7 @@ from handoffs.lab._proofs import prove_plan, with_witnesses
 from handoffs.lab._runlog import RunLog, RunLogError, read_run_log
 from handoffs.lab._search import search_receiver
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of
+from handoffs.lab._values import typed_value
 from handoffs.lab.perturbations import Falsehood
 from handoffs.lab.perturbations._base import Scoring
 from handoffs.receivers import Receiver
