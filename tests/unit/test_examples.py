@@ -368,7 +368,7 @@ def baselines(ex: SimpleNamespace) -> SimpleNamespace:
 def test_baselines_controls_fall_to_what_following_the_message_gives(
         baselines: SimpleNamespace) -> None:
     readings = baselines.readings
-    expected = {"no-message": (12 / 28, 0), "shuffled-message": (24 / 28, 1),
+    expected = {"no-message": (12 / 28, 0), "shuffled-message": (9 / 28, 4),
                 "constant-message": (4 / 28, 24)}
     for control, (agreement, hard) in expected.items():
         reading = readings.control("decision_contract", control)
@@ -403,7 +403,7 @@ def test_baselines_authority_negative_control(baselines: SimpleNamespace) -> Non
     assert negative.advise_bytes == negative.decide_bytes
     assert negative.advise_bytes == pytest.approx(298.5714285714)
     assert negative.decide_hard_violations_under_controls == {
-        "no-message": 0, "shuffled-message": 1, "constant-message": 24}
+        "no-message": 0, "shuffled-message": 4, "constant-message": 24}
     assert "the decision moved to the sender" in negative.reading
     claims = {c.strategy: c for c in baselines.readings.sender_claims}
     assert not claims["decision_contract"].changed

@@ -374,9 +374,9 @@ def test_a_long_failure_list_is_capped_with_hard_violations_kept(
     monkeypatch.setattr(_metrics, "_FAILURE_LIMIT", 5)
     capped = run(payment_experiment(), created=CREATED).report
     failures = capped["failures"]
-    assert (failures["disagreements"], failures["hard_violations"]) == (834, 125)
+    assert (failures["disagreements"], failures["hard_violations"]) == (884, 137)
     assert failures["truncated"] is True
     assert len(failures["cases"]) == 5
     assert all(f["hard_violations"] for f in failures["cases"])
-    assert ("_834 decisions differ from the reference action, 125 of them hard violations; "
-            "829 more (report.json lists 5, the run log every one)._") in render_markdown(capped)
+    assert ("_884 decisions differ from the reference action, 137 of them hard violations; "
+            "879 more (report.json lists 5, the run log every one)._") in render_markdown(capped)

@@ -215,8 +215,9 @@ class ControlExpectations:
         no_message: share of cases whose reference is the contract's fail-closed
             action (an empty message can only fail closed).
         shuffled: share of cases whose reference equals that of the case whose message
-            they receive under the shuffled control (:func:`paired_chunks`; ``None``
-            for a single case, which nobody can be paired with).
+            they receive under the shuffled control (one random cycle through the cases,
+            drawn from the experiment's seed; ``None`` for a single case, which nobody
+            can be paired with).
         constant: share of cases whose reference equals that of the first case, whose
             message every case receives.
     """

@@ -326,7 +326,7 @@ class Experiment:
             no minimal message and fails the release gate.
         example_limit: bound on per-case examples kept in the report.
         seed: seed for generated values (falsehood pools, the shuffled control's
-            pairing: :func:`~handoffs.lab._controls.shuffle_cycle`).
+            pairing of the cases).
         population: the :class:`~handoffs.lab._population.Population` the population
             figures are rates over (independent draws of a declared case distribution).
             ``None``: with :class:`GeneratedCases`, 1000 draws uniform over the declared

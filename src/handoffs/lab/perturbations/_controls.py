@@ -38,10 +38,10 @@ class NoMessage(Perturbation):
 class ShuffledMessage(Perturbation):
     """Control: each case gets another case's message (does the content matter?).
 
-    The cases are paired along one random cycle drawn from the experiment's seed
-    (:func:`~handoffs.lab._controls.paired_chunks`): every case gets another case's
-    message and every message is sent once, whatever the chunk size, executor or worker
-    count. A run of a single case has no partner and no shuffled row.
+    The cases are paired along one random cycle drawn from the experiment's seed (in
+    windows of 1,024 cases of the stream), decided before the run is cut into chunks:
+    every case gets another case's message and every message is sent once, whatever the
+    chunk size, executor or worker count. A run of a single case has no shuffled row.
     """
 
     strategies: tuple[str, ...] | None = _strategies_field()
