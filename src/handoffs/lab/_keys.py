@@ -37,7 +37,7 @@ from handoffs._memokey import PROJECTED, memo_value
 from handoffs.receivers import AuthoritativeActuator, FunctionReceiver, Gate, StrictContractReceiver
 from handoffs.receivers.models import ModelReceiver
 
-__all__ = ["Memoisable", "declared", "keyed", "memo_key", "memo_value", "projector"]
+__all__ = ["Memoisable", "declared", "keyed", "member_keyer", "memo_key", "memo_value", "projector"]
 
 
 @runtime_checkable
@@ -146,6 +146,22 @@ def projector(receiver: Any, *, projection: bool = False) -> Projector | None:
     if isinstance(receiver, FunctionReceiver | StrictContractReceiver | AuthoritativeActuator):
         return _admission_projector(receiver.gate, _reads(receiver))
     return cast(Projector, receiver.memo_key)
+
+
+def member_keyer(receiver: Any, *, projection: bool = False
+                 ) -> Callable[[str, Any], Hashable] | None:
+    """When ``receiver``'s memo key (:func:`projector`) is its gate's, the set of its
+    members' ``(name, contribution)`` pairs: the contribution of one member
+    (:meth:`~handoffs.receivers.Gate.memo_member`), from which the key of a message
+    that differs from another in one member follows. ``None`` otherwise.
+    """
+    if not isinstance(receiver, FunctionReceiver | StrictContractReceiver
+                      | AuthoritativeActuator) or not keyed(receiver, projection=projection):
+        return None
+    gate = receiver.gate
+    if not isinstance(gate, Gate) or _reads(receiver) & PROJECTED:
+        return None
+    return gate.memo_member()
 
 
 def memo_key(receiver: Any, message: bytes | str | Mapping[str, Any], *,

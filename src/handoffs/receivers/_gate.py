@@ -482,6 +482,15 @@ class Gate:
         memo = gate_memo(self)
         return None if memo is None else memo.key(message)
 
+    def memo_member(self) -> Callable[[str, Any], Hashable] | None:
+        """The contribution of one member to :meth:`memo_key`, or ``None`` when there
+        is no key: ``memo_key(m)`` is the set of ``(name, memo_member()(name, value))``
+        over the members of ``m``, so a message that differs from another in one member
+        has a key that differs in that member's pair only.
+        """
+        memo = gate_memo(self)
+        return None if memo is None else memo.member
+
     @property
     def verifies_proofs(self) -> bool:
         """False under :class:`UnsafeNoProofs`."""

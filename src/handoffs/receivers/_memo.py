@@ -145,12 +145,14 @@ class GateMemo:
     def key(self, message: Mapping[str, Any]) -> Hashable:
         """The key of a message (a frozenset of the members' contributions)."""
         member = self.member
-        # Most members are strings, which stand for themselves (see memo_value).
-        return frozenset([(name, value if type(value) is str and name not in PROJECTED
-                           else member(name, value)) for name, value in message.items()])
+        return frozenset([(name, member(name, value)) for name, value in message.items()])
 
     def member(self, name: str, value: Any) -> Hashable:
-        """One member's contribution."""
+        """One member's contribution (the key is the set of ``(name, contribution)``,
+        so a message that differs in one member differs in that pair only).
+        """
+        if type(value) is str and name not in PROJECTED:
+            return value  # most members are strings, which stand for themselves
         if name == "id":
             if not self.keep_id and self.id_ok is not None and self.id_ok(value):
                 return _VALID
