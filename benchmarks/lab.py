@@ -644,8 +644,7 @@ def memory(small: int, large: int, *, per_case: float, remaining: float) -> None
 
 # ---------------------------------------------------------------- memo machinery
 
-MEMO_MODULES = ("_memokey.py", "receivers/_memo.py", "lab/_keys.py", "lab/_memo.py",
-                "lab/_cache.py")
+MEMO_MODULES = ("_memo.py", "lab/_memo.py", "lab/_cache.py")
 MEMO_LINES_BEFORE = (58, 174, 128, 417, 454)  # issue #34, before its work (1,231 lines)
 
 

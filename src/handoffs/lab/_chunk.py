@@ -5,7 +5,7 @@ Every message, unperturbed or perturbed, is built, measured (its canonical bytes
 RFC 8785's fast path decided once per member value: :class:`~handoffs.lab._plan.Canonical`),
 checked and keyed whole. A deterministic receiver is memoised run-wide
 (:mod:`handoffs.lab._memo`) on the canonical message, or on the key the library derives
-for it (:mod:`handoffs.lab._keys`); a user's ``reads`` declaration only with
+for it (:mod:`handoffs.lab._memo`); a user's ``reads`` declaration only with
 ``plan.projection``, and then checked on a sample of memo hits (:meth:`_Chunk._check`).
 (Caching variants per declared read, replaying a case's rows from an
 earlier alike case, a per-chunk memo in front of the run-wide one, sizing, checking and
@@ -42,7 +42,6 @@ from handoffs.lab._experiment import (
     Strategy,
     wire_value,
 )
-from handoffs.lab._keys import memo_value
 from handoffs.lab._memo import (
     _decide,
     _memoisable,
@@ -50,6 +49,7 @@ from handoffs.lab._memo import (
     _Shared,
     _shared_for,
     _whole,
+    memo_value,
     send_ahead,
     send_batch,
 )

@@ -42,7 +42,7 @@ from handoffs._errors import (
     UserCodeError,
 )
 from handoffs._json import loads
-from handoffs._memokey import memo_value
+from handoffs._memo import memo_value
 from handoffs.contracts import (
     Authority,
     Contract,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from handoffs.lab._keys import declared, member_keyer, projector
+from handoffs.lab._memo import declared, member_keyer, projector
 from handoffs.lab._plan import _measure
 from handoffs.lab.perturbations import Variant
 from handoffs.receivers import Receiver

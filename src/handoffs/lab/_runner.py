@@ -44,8 +44,7 @@ from handoffs.lab._experiment import (
     qualified_name,
     typed_value,
 )
-from handoffs.lab._keys import keyed, memo_key
-from handoffs.lab._memo import _shared_for, release_shared
+from handoffs.lab._memo import _shared_for, keyed, memo_key, release_shared
 from handoffs.lab._messages import sampled
 from handoffs.lab._metrics import Aggregator
 from handoffs.lab._minimal import exhaustive_minimum
