@@ -39,8 +39,8 @@ from handoffs.contracts.analysis import analyse, coverage, geometry
 from handoffs.contracts.policy import Field, Is, Over, Policy, Rule, Under
 from handoffs.examples.payment import PAYMENT_RELEASE
 from handoffs.lab import GeneratedCases
-from handoffs.lab._experiment import draw
 from handoffs.lab._proofs import _run_tasks, _Task
+from handoffs.lab._sources import draw
 from handoffs.lab.perturbations import standard_perturbations
 
 

@@ -1,8 +1,10 @@
-"""Shared internal (not public): the identity of a piece of user code, for fingerprints.
+"""Shared internal (not public): the identity of a piece of user code, for fingerprints
+and for errors that name it.
 
 A callable's module, qualified name and a digest of its source. Used by the contracts
 (the policy fingerprint of an opaque predicate) and the receivers (the fingerprint of a
-code receiver, which the lab's run log and cache key on).
+code receiver, which the lab's run log and cache key on); the lab names the user code
+that raised (:class:`~handoffs.errors.UserCodeError`) by :func:`qualified_name`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import inspect
 import weakref
 from typing import Any
 
-__all__ = ["callable_digest"]
+__all__ = ["callable_digest", "qualified_name"]
 
 
 def callable_digest(fn: Any) -> dict[str, Any]:
@@ -46,3 +48,19 @@ def _source_digest(fn: Any) -> str | None:
     with contextlib.suppress(TypeError):
         _SOURCE_DIGESTS[fn] = found
     return found
+
+
+def qualified_name(obj: Any) -> str:
+    """``module.qualname`` of a function, class or bound method; the class's for an
+    instance (a callable object, an encoder).
+    """
+    target = obj
+    func = getattr(obj, "__func__", None)
+    if func is not None:
+        target = func
+    name = getattr(target, "__qualname__", None)
+    if name is None:
+        target = type(obj)
+        name = target.__qualname__
+    module = getattr(target, "__module__", None)
+    return f"{module}.{name}" if module else str(name)

@@ -10,7 +10,7 @@ working for callers that do not know this library.
 from __future__ import annotations
 
 import os  # loaded by every interpreter at start-up: no cost
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -51,6 +51,7 @@ __all__ = [
     "VersionBumpError",
     "Violation",
     "WeakKey",
+    "refuse_unknown",
 ]
 
 
@@ -419,6 +420,15 @@ class UnknownExperimentKey(ExperimentError):
         """The same error, naming the file it was read from."""
         return UnknownExperimentKey(self.key, table=self.table, known=self.known,
                                     noun=self.noun, file=str(file))
+
+
+def refuse_unknown(table: Mapping[str, Any], known: Iterable[str], *, path: str,
+                   noun: str = "key") -> None:
+    """Raise :class:`UnknownExperimentKey` for the first key of ``table`` not in ``known``."""
+    accepted = frozenset(known)
+    unknown = sorted(k for k in table if k not in accepted)
+    if unknown:
+        raise UnknownExperimentKey(str(unknown[0]), table=path, known=accepted, noun=noun)
 
 
 class UserCodeError(ExperimentError):

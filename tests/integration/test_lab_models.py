@@ -19,11 +19,11 @@ import attrs
 import pytest
 
 from chat_server import ScriptedServer, completion, payment_policy, prompt_of, serving
+from handoffs.errors import UserCodeError
 from handoffs.examples.payment import PAYMENT_RELEASE, synthetic_cases
 from handoffs.examples.payment_lab import payment_experiment, payment_gate
 from handoffs.lab import IterableCases, load_experiment, run
 from handoffs.lab._cache import Budget, CallCache, CallCacheError, LabClient
-from handoffs.lab._experiment import UserCodeError
 from handoffs.lab._render import render_markdown
 from handoffs.receivers import GovernanceChecker, SQLiteDecisionLog, UnsafeConfigurationWarning
 from handoffs.receivers.models import (

@@ -45,8 +45,8 @@ from handoffs.lab import (
     rescore,
     run,
 )
-from handoffs.lab._experiment import ReferenceReceiver
 from handoffs.lab._metrics import falsehood_class
+from handoffs.lab._reference import ReferenceReceiver
 from handoffs.lab._report import ReportError
 from handoffs.lab.perturbations._base import Scoring
 from handoffs.lab.reports import (

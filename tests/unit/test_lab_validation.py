@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 import pytest
 
+from handoffs.errors import UserCodeError
 from handoffs.lab import (
     Experiment,
     ExperimentError,
@@ -29,7 +30,6 @@ from handoffs.lab import (
     load_experiment,
     run,
 )
-from handoffs.lab._experiment import UserCodeError
 from handoffs.lab.perturbations import Falsehood
 from handoffs.receivers import Decision
 from inline_executor import Inline
@@ -283,7 +283,7 @@ def test_good_tolerances_still_load() -> None:
 ])
 def test_a_typo_in_any_table_is_refused_with_a_suggestion(
         user_dir: Path, edit: tuple[str, str], table: str, key: str, suggestion: str) -> None:
-    from handoffs.lab._experiment import UnknownExperimentKey
+    from handoffs.errors import UnknownExperimentKey
 
     path = user_dir / "experiment.toml"
     path.write_text(TOML.replace(*edit, 1))
@@ -302,7 +302,7 @@ def test_a_typo_in_any_table_is_refused_with_a_suggestion(
 
 
 def test_a_typo_in_a_model_table_names_its_toml_path(user_dir: Path) -> None:
-    from handoffs.lab._experiment import UnknownExperimentKey
+    from handoffs.errors import UnknownExperimentKey
 
     path = user_dir / "experiment.toml"
     path.write_text(TOML.replace('receiver = "mymodule:planner"',

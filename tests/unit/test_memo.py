@@ -32,8 +32,8 @@ from handoffs.examples.payment_lab import (
     score_receiver,
     strict_receiver,
 )
-from handoffs.lab._experiment import ReferenceReceiver
 from handoffs.lab._memo import memo_key, memo_value
+from handoffs.lab._reference import ReferenceReceiver
 from handoffs.receivers import (
     AuthoritativeActuator,
     Decision,

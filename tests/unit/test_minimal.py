@@ -31,8 +31,8 @@ from handoffs.lab import (
     minimal_message,
     run,
 )
-from handoffs.lab._experiment import ReferenceReceiver
 from handoffs.lab._minimal import Constraint, Reference, exhaustive_minimum, region_sufficient
+from handoffs.lab._reference import ReferenceReceiver
 from handoffs.lab._search import ddmin, search_receiver
 from handoffs.lab.reports import render_markdown, validate_report
 from handoffs.receivers import Decision, Reason, Step, Verdict

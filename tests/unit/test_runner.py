@@ -14,10 +14,11 @@ from typing import Any
 import attrs
 import pytest
 
+from handoffs.errors import UserCodeError
 from handoffs.examples.payment import synthetic_cases
 from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import ExperimentError, IterableCases, RunOptions, Strategy, rescore, run
-from handoffs.lab._experiment import ReferenceReceiver, UserCodeError
+from handoffs.lab._reference import ReferenceReceiver
 from handoffs.lab._runlog import COLUMNS, RunLogError, read_run_log
 from handoffs.lab.perturbations._controls import ConstantMessage, NoMessage
 from handoffs.receivers import Decision
@@ -92,8 +93,14 @@ def _cases(fail_after: int | None) -> Callable[[], Iterator[Any]]:
     return factory
 
 
-def test_resume_after_an_interrupted_run(tmp_path: Path, threaded: dict[str, Any]) -> None:
+def test_resume_after_an_interrupted_run(tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "run.jsonl"
+    # Chunks are handed out once the shuffled control's window of their cases is read:
+    # windows of 14 cases, so that the two chunks of the first are done when case 20
+    # fails (and the uninterrupted run to compare with pairs its cases alike).
+    monkeypatch.setattr("handoffs.lab._controls.SHUFFLE_WINDOW", 14)
+    threaded = run(essay(), chunk_size=7, created=CREATED).report
     # Case 20 is past policy-01 (case 16), the case the essay's injection names, which
     # the runner's check of injection case ids reads up to before any chunk runs.
     broken = essay(cases=IterableCases(_cases(20), description="payment-28"))
@@ -194,16 +201,21 @@ def test_a_raising_receiver_is_an_error_row_and_fails_the_gate() -> None:
     assert any("receiver error" in reason for reason in report["gate"]["reasons"])
 
 
-def test_cases_stream_in_bounded_chunks(tmp_path: Path) -> None:
+def test_cases_stream_in_bounded_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                       ) -> None:
     path = tmp_path / "run.jsonl"
     chunk = 7
     window = 2
+    # the runner also reads one window of the shuffled control ahead (and two cases)
+    shuffle = 10
+    monkeypatch.setattr("handoffs.lab._controls.SHUFFLE_WINDOW", shuffle)
 
     def watched() -> Iterator[Any]:
         for i, case in enumerate(synthetic_cases(20)):
             if path.exists():
                 written = path.read_bytes().count(b"\n") - 1
-                assert i <= (written + window + 1) * chunk, "the runner read too far ahead"
+                assert i <= (written + window + 1) * chunk + shuffle + 2, \
+                    "the runner read too far ahead"
             yield case
 
     # No injection: checking an injection's case id reads a re-iterable source once
@@ -263,6 +275,7 @@ def test_receipt_ids_are_uuid5_in_the_runner_namespace() -> None:
 
 def test_compact_records_feed_the_metrics_as_their_rows_do() -> None:
     from handoffs.lab._chunk import run_chunk
+    from handoffs.lab._controls import paired_chunks
     from handoffs.lab._metrics import Aggregator
     from handoffs.lab._plan import compile_plan
     from handoffs.lab._runlog import expand_rows
@@ -271,7 +284,8 @@ def test_compact_records_feed_the_metrics_as_their_rows_do() -> None:
     experiment = payment_experiment(variants=3, profile="full")
     plan = compile_plan(experiment)
     cases = list(experiment.cases)
-    record = run_chunk(plan, 0, 0, cases, _constants(plan, cases[0]))
+    [(chunk, partners)] = paired_chunks(cases, len(cases), seed=experiment.seed)
+    record = run_chunk(plan, 0, 0, chunk, _constants(plan, cases[0]), partners=partners)
     compact, expanded = (Aggregator.for_experiment(experiment, plan) for _ in range(2))
     compact.feed(record)
     expanded.feed({k: v for k, v in record.items() if k not in ("templates", "stats")}

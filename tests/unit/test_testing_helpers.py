@@ -28,7 +28,7 @@ from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples import payment as pay
 from handoffs.examples.payment_lab import payment_experiment, strict_receiver
 from handoffs.lab import assert_sufficient
-from handoffs.lab._experiment import ReferenceReceiver
+from handoffs.lab._reference import ReferenceReceiver
 from handoffs.receivers import Decision, Receiver, Step, Verdict
 from handoffs.testing import (
     cases,

@@ -12,8 +12,7 @@ import attrs
 import pytest
 
 import cold_chain as cc
-from handoffs.lab import ExperimentError, Tolerances
-from handoffs.lab._experiment import IterableCases
+from handoffs.lab import ExperimentError, IterableCases, Tolerances
 from handoffs.lab._topology import (
     Edge,
     EndToEnd,

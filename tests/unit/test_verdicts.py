@@ -20,7 +20,6 @@ from handoffs.contracts._analysis._perturbed import perturbed_state
 from handoffs.contracts._analysis._search import draw_value
 from handoffs.contracts.analysis import MergeValues, SymbolicForm
 from handoffs.lab import Experiment, GeneratedCases, Strategy, Tolerances, run
-from handoffs.lab._experiment import ReferenceReceiver, typed_value, wire_value
 from handoffs.lab._proofs import (
     RowProof,
     _run_with_deadline,
@@ -28,6 +27,8 @@ from handoffs.lab._proofs import (
     proof_checks,
     receiver_semantics,
 )
+from handoffs.lab._reference import ReferenceReceiver
+from handoffs.lab._values import typed_value, wire_value
 from handoffs.lab.perturbations import (
     CaseContext,
     Perturbation,

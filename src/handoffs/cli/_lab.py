@@ -212,6 +212,10 @@ def _print_population(console: Any, report: Mapping[str, Any], *, stress: bool) 
 
     for row in rows:
         figures = row["population"]
+        if row.get("exercised") is False:  # the findings below say why
+            table.add_row(row["strategy"], row["perturbation"], "not exercised",
+                          "not exercised", "—", "—", "—")
+            continue
         table.add_row(row["strategy"], row["perturbation"], _num(row["agreement"]),
                       with_interval(figures, "agreement"), _num(row["mean_regret"]),
                       with_interval(figures, "mean_regret"),

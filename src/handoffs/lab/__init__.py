@@ -30,7 +30,7 @@ and the end-to-end test in one :func:`run_topology`.
 """
 
 from handoffs._cases import GeneratedCase
-from handoffs._errors import ProjectionError
+from handoffs._errors import ExperimentError, ProjectionError
 from handoffs._moved import moved_from
 from handoffs.lab._cache import CallCache
 from handoffs.lab._controls import (
@@ -41,16 +41,7 @@ from handoffs.lab._controls import (
     SenderClaimReading,
     read_baselines,
 )
-from handoffs.lab._experiment import (
-    CaseSource,
-    Experiment,
-    ExperimentError,
-    GeneratedCases,
-    IterableCases,
-    JSONLinesCases,
-    Strategy,
-    Tolerances,
-)
+from handoffs.lab._experiment import Experiment, Strategy, Tolerances
 from handoffs.lab._minimal import (
     FieldRepresentation,
     MinimalMessage,
@@ -62,6 +53,7 @@ from handoffs.lab._minimal import (
 from handoffs.lab._partition import MessagePartition, PartitionCell, message_partition
 from handoffs.lab._population import Population
 from handoffs.lab._runner import LabRun, RunOptions, rescore, run
+from handoffs.lab._sources import CaseSource, GeneratedCases, IterableCases, JSONLinesCases
 from handoffs.lab._sufficient import assert_sufficient
 from handoffs.lab._toml import load_experiment
 from handoffs.lab._topology import (

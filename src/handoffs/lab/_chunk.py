@@ -38,10 +38,9 @@ from handoffs._errors import ProjectionError, UntrustedGovernance
 from handoffs._json import canonical_bytes, digest, dumps
 from handoffs._members import GOVERNANCE_FIELDS
 from handoffs.contracts import Authority
-from handoffs.lab._experiment import (
-    Strategy,
-    wire_value,
-)
+from handoffs.lab._controls import Partners
+from handoffs.lab._exercised import Tally, touched
+from handoffs.lab._experiment import Strategy
 from handoffs.lab._memo import (
     _decide,
     _memoisable,
@@ -66,6 +65,7 @@ from handoffs.lab._plan import (
     Canonical,
     Plan,
     _checks_for,
+    _compose,
     _reference_for,
     _strategy_index,
     _tokens,
@@ -73,8 +73,10 @@ from handoffs.lab._plan import (
     receipt_id,
 )
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of, user_error
+from handoffs.lab._values import wire_value
 from handoffs.lab.perturbations import CaseContext, Perturbation, Variant
 from handoffs.receivers import Verdict
+from handoffs.receivers._reads import decision_reads
 
 __all__ = ["run_chunk"]
 
@@ -90,8 +92,13 @@ _CHECK_EVERY: Final = 16
 
 
 def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
-              constants: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
+              constants: Sequence[Mapping[str, Any] | None], *, partners: Partners
+              ) -> dict[str, Any]:
     """Run every strategy × perturbation on one chunk of cases; return its record.
+
+    ``partners`` says whose message each case gets under the shuffled control
+    (:func:`~handoffs.lab._controls.paired_chunks`); a partner outside the chunk is
+    encoded here from the evidence it carries.
 
     The record holds the chunk's decisions in compact form: distinct decision rows
     (``templates``) with per-template counts and sums (``stats``), and the rows
@@ -122,6 +129,7 @@ def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
             at, size = 0, _FIRST_SLICE
             while at < len(cases):
                 dry = _Chunk(plan, constants, shared, dry=True)
+                dry.pair(partners, cases, at)
                 try:
                     dry.encode(cases[at:at + size])
                     dry.decide(start + at)
@@ -129,6 +137,7 @@ def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
                     dry.send()
                 at, size = at + size, 2 * size
     chunk = _Chunk(plan, constants, shared)
+    chunk.pair(partners, cases, 0)
     chunk.encode(cases)
     chunk.decide(start)
     return {
@@ -146,6 +155,7 @@ def run_chunk(plan: Plan, index: int, start: int, cases: Sequence[Any],
         "rules": chunk.failing.rules,
         "complete_rows": plan.keep_rows,
         "model": [[si, *usage] for si, usage in sorted(chunk.usage.items())],
+        "exercised": chunk.tally.to_json(),
     }
 
 
@@ -228,6 +238,28 @@ class _Chunk:
         self.failing = _Failing()
         self.special = plan.special
         self.special_cases: set[int] = set()
+        # whether each perturbation exercised each receiver (handoffs.lab._exercised):
+        # what each receiver reads, the unperturbed decisions' outcomes, the last one
+        self.tally = Tally()
+        self.reads = [decision_reads(s.receiver) for s in plan.strategies]
+        self.controls = {pi for pi, p in enumerate(plan.perturbations, start=1)
+                         if p.kind == "control"}
+        self.base_oids: dict[tuple[int, int], int] = {}
+        self.last_oid = -1
+        # the shuffled control's pairing (see pair), and the messages of the current
+        # case's partner, encoded here when the partner is not among self.bases
+        self.chunk_cases: Sequence[Any] = ()
+        self.partners, self.offset = Partners(start=0, indices=(), evidence={}), 0
+        self.partner_parts: dict[tuple[str, Any], Any] = {}
+
+    def pair(self, partners: Partners, cases: Sequence[Any], offset: int) -> None:
+        """Take the chunk's pairing under the shuffled control; the cases this object
+        encodes are ``cases[offset:]`` (a scheduling pass walks the chunk in slices).
+        """
+        if len(partners.indices) != len(cases):
+            raise ValueError(f"the pairing covers {len(partners.indices)} cases, the chunk "
+                             f"{len(cases)}")
+        self.partners, self.chunk_cases, self.offset = partners, cases, offset
 
     # (1) encode every case once per encoder, stamp governance once per authority.
     def encode(self, cases: Sequence[Any]) -> None:
@@ -355,7 +387,7 @@ class _Chunk:
                     index=start + j, case_id=self.case_rows[j][0], truth=self.truths[j],
                     reference=self.case_rows[j][3], contract=self.contract,
                     decide=self.reference,
-                    neighbour=functools.partial(self._neighbour, (j - 1) % count, j),
+                    neighbour=functools.partial(self._neighbour, j),
                     constant=self._constant)
             return found
 
@@ -369,11 +401,39 @@ class _Chunk:
                                                          strategy.name):
                         self._emit_variant((j, si, pi), base, variant, case_ref)
             contexts.pop(j, None)
+            self.partner_parts.clear()
 
-    def _neighbour(self, other: int, own: int, name: str) -> Mapping[str, Any] | None:
-        if other == own:
+    def _neighbour(self, j: int, name: str) -> Mapping[str, Any] | None:
+        """The unperturbed message of strategy ``name`` for the case whose message case
+        ``j`` gets under the shuffled control (``None`` when it has no partner): the
+        partner's own message when this object encoded it, else encoded here from its
+        evidence, as its own chunk encodes it.
+        """
+        found = self.partners.partner(self.offset + j, self.chunk_cases)
+        if found is None:
             return None
-        return self.bases[other][_strategy_index(self.plan, name)].message
+        index, evidence = found
+        si = _strategy_index(self.plan, name)
+        at = index - self.partners.start - self.offset
+        if 0 <= at < len(self.bases):
+            return self.bases[at][si].message
+        plan = self.plan
+        strategy = plan.strategies[si]
+        parts = self.partner_parts
+        case_id = parts.get(("case", index))
+        if case_id is None:
+            case_id = parts["case", index] = case_id_of(plan.case_id_of, evidence)
+        stamp = parts.get(("stamp", strategy.authority))
+        if stamp is None:
+            stamp = parts["stamp", strategy.authority] = plan.governance.stamp(
+                case_id=case_id, authority=strategy.authority,
+                evidence_refs=evidence_refs_of(plan.evidence_refs_of, evidence, case_id),
+            ).to_json()
+        content = parts.get(("content", id(strategy.encoder)))
+        if content is None:
+            content = parts["content", id(strategy.encoder)] = encoded(strategy, evidence,
+                                                                       case_id)
+        return _compose(plan, strategy, content, stamp, case_id)
 
     def _constant(self, name: str) -> Mapping[str, Any] | None:
         return self.constants[_strategy_index(self.plan, name)]
@@ -389,6 +449,14 @@ class _Chunk:
             message = variant.message
             msg = base if message is base.message else self._measured(message, at[1])
         self._emit_base(at, msg, ref, variant)
+        if not self.dry and at[2] not in self.controls:
+            j, si, _ = at
+            self.tally.note(
+                at, self.reads[si],
+                set() if msg is base else touched(base.message, variant),
+                validity=msg.schema != base.schema, reference=ref != case_ref,
+                decision=self.slots[si].deterministic
+                and self.last_oid != self.base_oids.get((j, si)))
 
     def _patched(self, variant: Variant, base: Message, si: int) -> Message:
         """A variant that differs from ``base`` in one member, measured and checked from
@@ -659,6 +727,10 @@ class _Chunk:
         for epoch in range(1 if slot.deterministic else plan.epochs):
             oid, latency, memo = self._outcome(slot, facts, memoise=slot.memoised, si=si,
                                                sample=epoch)
+            if epoch == 0:
+                self.last_oid = oid
+                if pi == 0:
+                    self.base_oids[(j, si)] = oid
             sid = -1
             if facts.has_state:
                 sid = self._outcome(semantic, facts, memoise=semantic.deterministic)[0]

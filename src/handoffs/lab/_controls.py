@@ -19,25 +19,32 @@ release thresholds *falsifies* the architecture, exactly as the release gate cou
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import collections
+import itertools
+import random
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import NoSuchReading
-from handoffs.lab._experiment import Experiment, ExperimentError
+from handoffs._errors import ExperimentError, NoSuchReading
+from handoffs.lab._experiment import Experiment
 
 __all__ = [
     "AUTHORITATIVE_SENDER",
     "CONTROLS",
+    "SHUFFLE_WINDOW",
     "AuthorityReading",
     "Baselines",
     "ControlExpectations",
     "ControlReading",
     "NoSuchReading",
+    "Partners",
     "SenderClaimReading",
     "control_expectations",
+    "paired_chunks",
     "read_baselines",
+    "shuffle_cycle",
 ]
 
 
@@ -53,6 +60,138 @@ _QUESTIONS: Final = {
     "constant-message": "Does the receiver read the channel at all?",
 }
 _EXACT: Final = 1e-12
+
+
+# -------------------------------------------------------------------- the shuffle
+
+SHUFFLE_WINDOW: Final = 1024
+"""Cases per window of the shuffled control.
+
+The case stream is cut into consecutive windows of this many cases (a last window of
+a single case joins the one before). Within each window every case gets the message
+of another case of the same window, along one random cycle through the window drawn
+from the experiment's seed and the window's number (:func:`shuffle_cycle`). The
+pairing is so a function of the experiment, its seed and its cases alone: never of
+the chunk size, the executor or the worker count. A run reads at most one window (and
+two cases) ahead of the chunks it hands out, so its memory stays bounded; an
+experiment of up to 1,025 cases is a single window: one cycle through all its cases.
+"""
+
+
+def shuffle_cycle(count: int, *, seed: int, window: int = 0) -> tuple[int, ...]:
+    """Whose message each of ``count`` cases of one window gets under the shuffled
+    control: ``cycle[i]``, an offset in the window.
+
+    The pairing is one cycle through all ``count`` cases, drawn uniformly (Sattolo's
+    algorithm) from a generator seeded by ``seed`` and the window's number: no case
+    gets its own message and every message is sent exactly once, so the control sees
+    the messages the strategy sends, paired with the wrong cases. Fewer than two
+    cases: no pairing (``()``).
+    """
+    if count < 2:
+        return ()
+    # a string seed is hashed (SHA-512): the same cycle on every platform and version
+    rng = random.Random(f"handoffs-shuffle:{seed}:{window}")  # noqa: S311 - reproducible pairing, not a secret
+    cycle = list(range(count))
+    for i in range(count - 1, 0, -1):
+        k = rng.randrange(i)
+        cycle[i], cycle[k] = cycle[k], cycle[i]
+    return tuple(cycle)
+
+
+@attrs.frozen
+class Partners:
+    """Whose message each case of one chunk gets under the shuffled control: data
+    decided before the chunk is handed out (:func:`paired_chunks`), so the chunk needs
+    nothing from the chunks beside it.
+
+    Attributes:
+        start: the stream index of the chunk's first case.
+        indices: per case of the chunk, the stream index of the case whose message it
+            gets (``None``: the run has a single case, nobody to pair with).
+        evidence: the evidence of each partner outside the chunk, by stream index.
+    """
+
+    start: int
+    indices: tuple[int | None, ...]
+    evidence: Mapping[int, Any]
+
+    def partner(self, j: int, cases: Sequence[Any]) -> tuple[int, Any] | None:
+        """``(stream index, evidence)`` of the partner of the chunk's case ``j``
+        (``cases`` are the chunk's), or ``None`` when it has none.
+        """
+        index = self.indices[j]
+        if index is None:
+            return None
+        at = index - self.start
+        return index, cases[at] if 0 <= at < len(cases) else self.evidence[index]
+
+
+def _windows(stream: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    """Consecutive windows of ``size`` cases; a lone last case joins the one before."""
+    current = list(itertools.islice(stream, size))
+    while current:
+        ahead = list(itertools.islice(stream, 2))
+        if len(ahead) == 1:  # the last case, alone: it joins this window
+            current += ahead
+            ahead = []
+        yield current
+        current = ahead + list(itertools.islice(stream, size - len(ahead)))
+
+
+def paired_chunks(cases: Iterable[Any], chunk_size: int, *, seed: int,
+                  window: int | None = None) -> Iterator[tuple[list[Any], Partners]]:
+    """Cut a case stream into chunks of ``chunk_size`` cases (the last may be
+    shorter), each with its :class:`Partners` under the shuffled control.
+
+    The pairing is :func:`shuffle_cycle` over windows of ``window`` cases (default
+    :data:`SHUFFLE_WINDOW`), whatever the chunk size. A chunk is handed out once the
+    windows of all its cases have been read; the evidence of cases is kept until
+    every case of their window has been handed out.
+
+    Raises:
+        ExperimentError: a chunk size below 1 or a window below 2.
+    """
+    size = SHUFFLE_WINDOW if window is None else window
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ExperimentError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+    if not isinstance(size, int) or size < 2:
+        raise ExperimentError(f"the shuffle window must be an integer of at least 2, got "
+                              f"{size!r}")
+    ready: collections.deque[Any] = collections.deque()  # read, not yet handed out
+    start = 0  # the stream index of ready[0]
+    partner: dict[int, int | None] = {}
+    known: dict[int, Any] = {}  # evidence of the windows not wholly handed out
+    low = 0  # the lowest index in known
+    ends: list[int] = []  # where each window held in known ends
+    read = 0
+    for number, cases_of in enumerate(_windows(iter(cases), size)):
+        cycle = shuffle_cycle(len(cases_of), seed=seed, window=number)
+        for k, case in enumerate(cases_of):
+            known[read + k] = case
+            partner[read + k] = read + cycle[k] if cycle else None
+        read += len(cases_of)
+        ends.append(read)
+        ready.extend(cases_of)
+        while len(ready) >= chunk_size:
+            chunk = [ready.popleft() for _ in range(chunk_size)]
+            yield chunk, _partners(start, chunk_size, partner, known)
+            start += chunk_size
+            while ends and ends[0] <= start:  # a window wholly handed out
+                for i in range(low, ends[0]):
+                    del known[i]
+                low = ends.pop(0)
+    if ready:
+        yield list(ready), _partners(start, len(ready), partner, known)
+
+
+def _partners(start: int, count: int, partner: dict[int, int | None],
+              known: Mapping[int, Any]) -> Partners:
+    """The :class:`Partners` of the ``count`` cases from stream index ``start``."""
+    indices = tuple(partner.pop(i) for i in range(start, start + count))
+    return Partners(start=start, indices=indices,
+                    evidence={p: known[p] for p in indices
+                              if p is not None and not start <= p < start + count})
 
 
 def _pct(value: float) -> str:
@@ -75,9 +214,9 @@ class ControlExpectations:
         cases: cases in the experiment.
         no_message: share of cases whose reference is the contract's fail-closed
             action (an empty message can only fail closed).
-        shuffled: share of shuffled cases whose reference equals that of the case whose
-            message they receive (the previous case in the chunk, the first taking the
-            last; a chunk of one case is not shuffled).
+        shuffled: share of cases whose reference equals that of the case whose message
+            they receive under the shuffled control (:func:`paired_chunks`; ``None``
+            for a single case, which nobody can be paired with).
         constant: share of cases whose reference equals that of the first case, whose
             message every case receives.
     """
@@ -98,17 +237,14 @@ class ControlExpectations:
                 "shuffled-message": self.shuffled, "constant-message": self.constant}
 
 
-def control_expectations(experiment: Experiment, *, chunk_size: int = 256
-                         ) -> ControlExpectations:
+def control_expectations(experiment: Experiment) -> ControlExpectations:
     """Compute :class:`~handoffs.lab._controls.ControlExpectations` from an experiment's
-    cases, chunked as a run with ``chunk_size`` chunks them (the shuffle pairs cases
-    within a chunk).
+    cases, paired under the shuffled control as a run pairs them (:func:`paired_chunks`,
+    from the experiment's seed).
 
     Raises:
-        ExperimentError: a bad chunk size, or no cases.
+        ExperimentError: no cases.
     """
-    if not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ExperimentError(f"chunk_size must be a positive integer, got {chunk_size!r}")
     contract = experiment.contract
     fail = str(contract.fail_closed_action.value)
     references: list[str] = []
@@ -121,13 +257,12 @@ def control_expectations(experiment: Experiment, *, chunk_size: int = 256
     if not references:
         raise ExperimentError("the case source yielded no cases", code="no-cases")
     shuffled_same = shuffled_total = 0
-    for start in range(0, len(references), chunk_size):
-        chunk = references[start:start + chunk_size]
-        if len(chunk) < 2:
-            continue
+    for chunk, partners in paired_chunks(references, len(references), seed=experiment.seed):
         for j, reference in enumerate(chunk):
-            shuffled_total += 1
-            shuffled_same += reference == chunk[(j - 1) % len(chunk)]
+            found = partners.partner(j, chunk)
+            if found is not None:
+                shuffled_total += 1
+                shuffled_same += reference == found[1]
     total = len(references)
     return ControlExpectations(
         cases=total,
@@ -451,15 +586,14 @@ def read_baselines(report: Mapping[str, Any], *, strategies: Sequence[str] | Non
         strategies: the strategies to read (default: every strategy of the report).
         experiment: the experiment the report was run from; its cases give what each
             control would give a receiver that follows whatever message it gets
-            (:class:`~handoffs.lab._controls.ControlExpectations`, chunked as the
-            report's run was), and each reading adds that comparison.
+            (:class:`~handoffs.lab._controls.ControlExpectations`, paired as the run
+            paired them), and each reading adds that comparison.
 
     Raises:
         ExperimentError: a named strategy is not in the report, or the experiment's
             cases are not the report's.
     """
-    expectations = None if experiment is None else control_expectations(
-        experiment, chunk_size=int(report["provenance"]["chunk_size"]))
+    expectations = None if experiment is None else control_expectations(experiment)
     known = [s["name"] for s in report["experiment"]["strategies"]]
     names = list(known) if strategies is None else list(strategies)
     unknown = [n for n in names if n not in known]

@@ -61,13 +61,16 @@ class MetricChange:
         strategy: the strategy (``None`` for a report-wide number such as coverage).
         perturbation: the perturbation id (``None`` likewise).
         metric: ``agreement``, ``mean_regret``, ``hard_violations``, ``mean_bytes``,
-            ``mean_tokens``, ``coverage.<name>``, ``row`` (the row vanished) or ``gate``.
+            ``mean_tokens``, ``coverage.<name>``, ``row`` (the row vanished),
+            ``exercised`` (whether the perturbation exercised the receiver) or ``gate``.
         old: the old value (``None`` when the old report lacks it).
         new: the new value (``None`` when the new report lacks it).
         regressed: worse by more than the budget allows (a real regression).
         status: ``regressed``, ``changed``, ``expected`` (a control doing worse, as
-            a control must), ``removed`` (the row is not in the new report) or
-            ``added``.
+            a control must), ``removed`` (the row is not in the new report),
+            ``added``, ``not exercised`` (the new run's perturbation exercised nothing
+            the receiver reads: its figures are not compared) or ``exercised`` (it
+            does again).
     """
 
     strategy: str | None
@@ -141,6 +144,7 @@ def _worse(metric: str, old: Any, new: Any, budget: DiffBudget) -> bool:
 
 
 _METRICS: Final = ("agreement", "mean_regret", "hard_violations", "mean_bytes", "mean_tokens")
+_RAN: Final = {True: "exercised", False: "not exercised"}
 
 
 def _row_changes(old: Mapping[str, Any], new: Mapping[str, Any],
@@ -153,6 +157,15 @@ def _row_changes(old: Mapping[str, Any], new: Mapping[str, Any],
         if after is None:  # the new run does not have it: reported, not a regression
             out.append(MetricChange(*key, "row", "present", None, regressed=False,
                                     status="removed"))
+            continue
+        ran = [row.get("exercised") is not False for row in (before, after)]
+        if not all(ran):
+            # a row its perturbation did not exercise has the unperturbed decisions'
+            # figures: they are not compared; a change of whether it ran is reported
+            if ran[0] != ran[1]:
+                out.append(MetricChange(*key, "exercised", _RAN[ran[0]], _RAN[ran[1]],
+                                        regressed=False,
+                                        status="exercised" if ran[1] else "not exercised"))
             continue
         control = before.get("kind") == "control"
         for metric in _METRICS:
@@ -255,7 +268,8 @@ def _cell(value: Any) -> str:
 
 _STATUS: Final = {"regressed": "REGRESSED", "changed": "changed",
                   "expected": "expected (the control does worse)", "removed": "removed",
-                  "added": "added"}
+                  "added": "added", "not exercised": "not exercised (figures not compared)",
+                  "exercised": "exercised again"}
 
 
 def _lines(diff: ReportDiff, limit: int) -> list[tuple[str, ...]]:

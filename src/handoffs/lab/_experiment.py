@@ -7,237 +7,44 @@ declared procedure), the consequence is the contract's loss matrix and hard
 constraints, the candidate encodings are the strategies' encoders, and the
 perturbations ablate, coarsen, mutate, control and change the boundary.
 
-Case sources stream: :class:`IterableCases` (a Python iterable or a factory of one),
-:class:`JSONLinesCases` (one JSON object a line) and :class:`GeneratedCases`
-(Hypothesis-drawn decision states of the contract). Every source can be iterated
-more than once, which is what resuming an interrupted run needs.
-
-One concern, kept in one module although it is past 800 lines: the experiment as the
-user declares it (its parts, their validation, and the errors that name a bad part).
-The case sources are the most separable part, but they raise this module's errors
-(:class:`ExperimentError`, :class:`UserCodeError`) while :class:`Experiment` holds a
-:class:`CaseSource`, so a module of their own would import this one and be imported
-by it; moving them, or the errors, is a change of the lab's public face, not of the
-engine.
+The experiment as the user declares it: its parts, their validation and the default
+readers of a case. The case sources are in :mod:`handoffs.lab._sources`, the reference
+receiver in :mod:`handoffs.lab._reference`, value conversion in
+:mod:`handoffs.lab._values` and the errors in :mod:`handoffs.errors`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import math
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, Final, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
-from handoffs._cases import GeneratedCase
-from handoffs._errors import (
-    ExperimentError,
-    InvalidArgument,
-    MalformedJSON,
-    UnknownExperimentKey,
-    UserCodeError,
-)
-from handoffs._json import loads
-from handoffs._memo import memo_value
+from handoffs._errors import ExperimentError, refuse_unknown
 from handoffs.contracts import (
     Authority,
     Contract,
     Encoder,
     EvidenceRef,
-    FieldKind,
-    FieldSpec,
     GovernanceService,
-    Interval,
     ReceiptEncoder,
 )
 from handoffs.lab._fingerprint import receiver_fingerprint
-from handoffs.receivers import Decision, Reason, Receiver, Step, Verdict
+from handoffs.lab._reference import ReferenceReceiver
+from handoffs.lab._sources import CaseSource
+from handoffs.lab._values import jsonable
+from handoffs.receivers import Receiver
 
 __all__ = [
-    "CaseSource",
     "Experiment",
-    "ExperimentError",
-    "GeneratedCases",
-    "IterableCases",
-    "JSONLinesCases",
-    "ReferenceReceiver",
     "Strategy",
     "Tolerances",
-    "UnknownExperimentKey",
-    "UserCodeError",
-    "wire_value",
+    "default_case_id",
+    "default_case_json",
+    "default_evidence_refs",
+    "default_state_of",
 ]
-
-
-def refuse_unknown(table: Mapping[str, Any], known: Iterable[str], *, path: str,
-                   noun: str = "key") -> None:
-    """Raise :class:`UnknownExperimentKey` for the first key of ``table`` not in ``known``."""
-    accepted = frozenset(known)
-    unknown = sorted(k for k in table if k not in accepted)
-    if unknown:
-        raise UnknownExperimentKey(str(unknown[0]), table=path, known=accepted, noun=noun)
-
-
-def qualified_name(obj: Any) -> str:
-    """``module.qualname`` of a function, class or bound method; the class's for an
-    instance (a callable object, an encoder).
-    """
-    target = obj
-    func = getattr(obj, "__func__", None)
-    if func is not None:
-        target = func
-    name = getattr(target, "__qualname__", None)
-    if name is None:
-        target = type(obj)
-        name = target.__qualname__
-    module = getattr(target, "__module__", None)
-    return f"{module}.{name}" if module else str(name)
-
-
-# ------------------------------------------------------------------------- values
-
-
-def wire_value(value: Any) -> Any:
-    """A decision-field value in its JSON form (enums by value, intervals as objects)."""
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, Interval):
-        return {"lo": value.lo, "hi": value.hi}
-    return value
-
-
-def typed_value(spec: FieldSpec, value: Any) -> Any:
-    """Read one decision field's JSON value; raise ``ValueError`` when it is not valid."""
-    if spec.kind is FieldKind.ENUM:
-        assert spec.enum_type is not None  # noqa: S101 - guaranteed by state_fields
-        typed: Any = spec.enum_type(value)
-    elif spec.kind is FieldKind.INTERVAL:
-        if not isinstance(value, Mapping) or set(value) != {"lo", "hi"}:
-            raise InvalidArgument(f"{spec.name}: an interval is an object with lo and hi")
-        typed = Interval(value["lo"], value["hi"])
-    else:
-        typed = value
-    if not spec.contains(typed):
-        raise InvalidArgument(f"{spec.name}: {value!r} is not a valid {spec.kind.value}")
-    return typed
-
-
-# --------------------------------------------------------------- reference receiver
-
-
-_CACHE_LIMIT: Final = 4096
-
-
-class _NoState:
-    """A message without a decision state (its memo key)."""
-
-    __slots__ = ()
-
-
-_NO_STATE: Final = _NoState()
-
-
-@attrs.frozen
-class ReferenceReceiver:
-    """The contract's reference policy, applied to a message's ``decision_state``.
-
-    With ``defaults=True`` it is the essay's *benign-default receiver*: a field that
-    is missing takes its declared ``if_missing`` value (fields declared without one
-    stay missing). With ``defaults=False`` it is the *three-valued receiver*: a
-    missing field, or an interval straddling a threshold, leaves the decision
-    undetermined, and the receiver fails closed with the contract's
-    ``fail_closed_action``. Either way it ignores governance, authority and proofs:
-    the lab uses it for *semantic* agreement, kept apart from admissibility.
-
-    It never raises: a message without a readable ``decision_state`` is rejected.
-    """
-
-    contract: Contract[Any, Any]
-    defaults: bool = True
-    _cache: dict[Any, Decision] = attrs.field(factory=dict, eq=False, repr=False, init=False)
-
-    @property
-    def name(self) -> str:
-        """``reference-benign-defaults`` or ``reference-three-valued``."""
-        return "reference-benign-defaults" if self.defaults else "reference-three-valued"
-
-    @property
-    def deterministic(self) -> bool:
-        """Always true."""
-        return True
-
-    def memo_key(self, message: Mapping[str, Any]) -> Hashable:
-        """The part of the message the decision depends on: the decision state."""
-        state = message.get("decision_state", _NO_STATE)
-        return _NO_STATE if state is _NO_STATE else memo_value(state)
-
-    def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
-        """Decide from the message's decision state alone."""
-        if isinstance(message, bytes | str):
-            try:
-                message = loads(message)
-            except MalformedJSON as exc:
-                return self._reject("invalid-json", exc.message, Step.PARSE)
-        if not isinstance(message, Mapping):
-            return self._reject("not-an-object", "a message is a JSON object", Step.PARSE)
-        state = message.get("decision_state")
-        if not isinstance(state, Mapping):
-            return self._reject("no-decision-state", "the message carries no decision_state",
-                                Step.PARSE, "$.decision_state")
-        key = self.memo_key(message)
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
-        decision = self._decide(state)
-        if len(self._cache) >= _CACHE_LIMIT:
-            self._cache.clear()
-        self._cache[key] = decision
-        return decision
-
-    def _decide(self, state: Mapping[str, Any]) -> Decision:
-        view: dict[str, Any] = {}
-        for spec in self.contract.fields:
-            if spec.name in state:
-                try:
-                    view[spec.name] = typed_value(spec, state[spec.name])
-                except (ValueError, TypeError) as exc:
-                    return self._reject("invalid-value", str(exc), Step.PARSE,
-                                        f"$.decision_state.{spec.name}")
-            elif self.defaults and not spec.fails_closed:
-                view[spec.name] = spec.if_missing
-        unknown = sorted(set(state) - set(self.contract.field_map))
-        if unknown:
-            return self._reject("unknown-field", f"unknown decision fields {unknown}",
-                                Step.PARSE, f"$.decision_state.{unknown[0]}")
-        outcome = self.contract.policy.evaluate(view)
-        if outcome.action is None:
-            return Decision(
-                verdict=Verdict.ESCALATE,
-                action=self.contract.fail_closed_action.value,
-                step=Step.POLICY,
-                reasons=(Reason("undetermined", f"rule {outcome.rule} is undetermined on "
-                                "this state", Step.POLICY, "$.decision_state"),),
-                receiver=self.name,
-                contract=self.contract.id,
-                record={"rule": outcome.rule},
-            )
-        return Decision(verdict=Verdict.ACCEPT, action=outcome.action.value, step=Step.POLICY,
-                        receiver=self.name, contract=self.contract.id,
-                        record={"rule": outcome.rule})
-
-    def _reject(self, code: str, message: str, step: Step, path: str = "$") -> Decision:
-        return Decision(
-            verdict=Verdict.REJECT,
-            action=self.contract.fail_closed_action.value,
-            step=step,
-            reasons=(Reason(code, message, step, path),),
-            receiver=self.name,
-            contract=self.contract.id,
-        )
 
 
 # --------------------------------------------------------------------- strategies
@@ -433,177 +240,6 @@ class Tolerances:
             raise ExperimentError(f"bad tolerances: {exc}") from exc
 
 
-# -------------------------------------------------------------------- case sources
-
-
-@runtime_checkable
-class CaseSource(Protocol):
-    """A re-iterable stream of cases (the sender's evidence), in a fixed order."""
-
-    @property
-    def description(self) -> str:
-        """Where the cases come from (recorded in the report)."""
-        ...
-
-    def __iter__(self) -> Iterator[Any]:
-        """Iterate the cases from the first, every time."""
-        ...
-
-
-@attrs.frozen
-class IterableCases:
-    """Cases from a Python iterable, or from a factory that returns a fresh one.
-
-    A factory (a callable) is what makes a generator re-iterable; a plain iterator
-    given directly can be consumed only once, so resuming needs a factory.
-    """
-
-    source: Iterable[Any] | Callable[[], Iterable[Any]]
-    description: str = "python"
-
-    def __iter__(self) -> Iterator[Any]:
-        """Iterate the cases."""
-        if callable(self.source):
-            return iter(self.source())
-        return iter(self.source)
-
-
-@attrs.frozen
-class JSONLinesCases:
-    """Cases from a JSON Lines file: one JSON object a line, read lazily.
-
-    ``structure`` turns each object into evidence (default: keep the dict). Blank
-    lines are skipped; a bad line is an error naming the line.
-    """
-
-    path: Path = attrs.field(converter=Path)
-    structure: Callable[[dict[str, Any]], Any] | None = None
-
-    @property
-    def description(self) -> str:
-        """``jsonl:<path>``."""
-        return f"jsonl:{self.path}"
-
-    def __iter__(self) -> Iterator[Any]:
-        """Read and structure the cases one line at a time."""
-        with self.path.open("rb") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    value = loads(line)
-                except MalformedJSON as exc:
-                    raise MalformedJSON(f"{self.path} line {number}: {exc.message}",
-                                        code=exc.code, json_path=exc.json_path) from exc
-                if not isinstance(value, dict):
-                    raise MalformedJSON(f"{self.path} line {number} is not a JSON object",
-                                        code="not-an-object")
-                if self.structure is None:
-                    yield value
-                    continue
-                try:
-                    evidence = self.structure(value)
-                except Exception as exc:
-                    raise UserCodeError(role="structure function",
-                                        callable_name=qualified_name(self.structure),
-                                        case_id=None, error=exc,
-                                        at=f"on {self.path} line {number}") from exc
-                yield evidence
-
-
-def draw(strategy: Any, count: int, *, seed: int) -> list[Any]:
-    """Draw up to ``count`` examples from a Hypothesis strategy, reproducibly.
-
-    Used outside tests (case generation, falsehood pools); the same seed always
-    gives the same examples. Hypothesis stops early when the space is exhausted.
-    """
-    import hypothesis
-    from hypothesis import HealthCheck, Phase, given, settings
-
-    drawn: list[Any] = []
-
-    @hypothesis.seed(seed)
-    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @given(strategy)
-    def collect(value: Any) -> None:
-        drawn.append(value)
-
-    collect()
-    return drawn[:count]
-
-
-def _states(value: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
-    return tuple(value)
-
-
-@attrs.frozen
-class GeneratedCases:
-    """``count`` cases that cover the contract's policy geometry, then realistic draws.
-
-    First the states the policy analysis
-    (:func:`handoffs.contracts.analysis.analyse`) says a test set needs: a witness of
-    every live region, both sides of every boundary (per field and on the products
-    and sums the guards compare) and the hard constraints' witnesses and boundaries.
-    Then Hypothesis draws realistic states (numbers spread over the declared bounds,
-    no subnormal floats, intervals inside the range, fair booleans). Without z3 (the
-    ``lab`` extra) only the draws are made, and the report's coverage says so.
-    Drawing happens in batches, so memory does not grow with ``count``; the same
-    ``seed`` gives the same cases.
-    """
-
-    contract: Contract[Any, Any]
-    count: int
-    seed: int = 0
-    batch: int = 500
-    witnesses: tuple[Mapping[str, Any], ...] = attrs.field(default=(), converter=_states)
-    """The proofs' witness states (``witness-001``, ...), after the geometry's states and
-    in place of draws (always all of them, even past ``count``): every strategy is
-    asked where the decision can move."""
-
-    @property
-    def description(self) -> str:
-        """``hypothesis:<contract>:<count>:<seed>``."""
-        return f"hypothesis:{self.contract.id}:{self.count}:seed={self.seed}"
-
-    def __iter__(self) -> Iterator[GeneratedCase]:
-        """The geometry's states, the witnesses, then draws batch by batch."""
-        from handoffs.contracts.analysis import geometry
-
-        found = geometry(self.contract)
-        produced = 0
-        for state in found.states()[: self.count]:
-            yield GeneratedCase(
-                case_id=f"generated-{produced + 1:06d}",
-                state=state,
-                evidence_refs=(f"urn:handoffs:generated:{self.seed}:{produced + 1}",),
-            )
-            produced += 1
-        for number, witness in enumerate(self.witnesses, start=1):
-            yield GeneratedCase(
-                case_id=f"witness-{number:03d}",
-                state=self.contract.state(**witness),
-                evidence_refs=(f"urn:handoffs:witness:{self.seed}:{number}",),
-            )
-            produced += 1
-        strategy = found.realistic_states()
-        round_ = 0
-        while produced < self.count:
-            want = min(self.batch, self.count - produced)
-            states = draw(strategy, want, seed=self.seed * 1_000_003 + round_)
-            round_ += 1
-            if not states:  # pragma: no cover - Hypothesis always draws at least one
-                raise ExperimentError("Hypothesis drew no states for this contract")
-            for state in states:
-                if produced >= self.count:
-                    break
-                yield GeneratedCase(
-                    case_id=f"generated-{produced + 1:06d}",
-                    state=state,
-                    evidence_refs=(f"urn:handoffs:generated:{self.seed}:{produced + 1}",),
-                )
-                produced += 1
-
 
 # ---------------------------------------------------------------------- experiment
 
@@ -638,40 +274,8 @@ def default_evidence_refs(evidence: Any) -> tuple[str | EvidenceRef, ...]:
 
 def default_case_json(evidence: Any) -> Any:
     """JSON form of a case for the case-set digest (attrs, dataclasses, mappings)."""
-    return _jsonable(evidence)
+    return jsonable(evidence)
 
-
-_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
-_ATTRS_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _jsonable(value: Any) -> Any:  # noqa: PLR0911 - one return per JSON shape
-    kind = type(value)
-    if kind in _SCALARS:
-        return value
-    names = _ATTRS_FIELDS.get(kind)
-    if names is not None:
-        return {name: _jsonable(getattr(value, name)) for name in names}
-    if kind is list or kind is tuple:
-        if _SCALARS.issuperset(map(type, value)):
-            return list(value)
-        return [_jsonable(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, Interval):
-        return {"lo": value.lo, "hi": value.hi}
-    if isinstance(value, datetime):
-        return value.astimezone(UTC).isoformat()
-    if attrs.has(kind):
-        names = _ATTRS_FIELDS[kind] = tuple(a.name for a in attrs.fields(kind))
-        return {name: _jsonable(getattr(value, name)) for name in names}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, frozenset | set):
-        return sorted((_jsonable(v) for v in value), key=repr)
-    return value
 
 
 def _strategies(value: Iterable[Strategy]) -> tuple[Strategy, ...]:
@@ -721,7 +325,8 @@ class Experiment:
             search (``None``: no bound). A search that spends its budget stops, claims
             no minimal message and fails the release gate.
         example_limit: bound on per-case examples kept in the report.
-        seed: seed for generated values (falsehood pools, shuffling).
+        seed: seed for generated values (falsehood pools, the shuffled control's
+            pairing: :func:`~handoffs.lab._controls.shuffle_cycle`).
         population: the :class:`~handoffs.lab._population.Population` the population
             figures are rates over (independent draws of a declared case distribution).
             ``None``: with :class:`GeneratedCases`, 1000 draws uniform over the declared

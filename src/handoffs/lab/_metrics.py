@@ -21,6 +21,8 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Final
 
 from handoffs._json import dumps
+from handoffs.lab._chunk import _EXHIBITS
+from handoffs.lab._exercised import Tally, row_exercised
 from handoffs.lab._runlog import expand_rows
 from handoffs.lab.perturbations import Falsehood, Perturbation
 from handoffs.lab.perturbations._base import Scoring
@@ -61,6 +63,14 @@ def falsehood_class(scoring: Scoring, reference: str, falsified: str,
     return "changes_action"
 
 
+def _failure_key(regret: float, order: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Where a disagreement stands in the report's listing: costliest first, then by
+    ``order`` (unperturbed before perturbed, stream index of the case, strategy,
+    perturbation, its place among the case's rows), which no chunking changes.
+    """
+    return (-regret, *order)
+
+
 def _exact_mean(counts: Mapping[float, int], n: int) -> float:
     """The mean of values given as ``{value: count}``, rounded once (order-free)."""
     if all(float(v).is_integer() for v in counts):
@@ -68,6 +78,16 @@ def _exact_mean(counts: Mapping[float, int], n: int) -> float:
     if not all(math.isfinite(v) for v in counts):
         return sum(v * c for v, c in counts.items()) / n
     return float(sum(Fraction(v) * c for v, c in counts.items()) / n)
+
+
+def _loss_ratio(survived: Mapping[float, int], trusted: Mapping[float, int]) -> float | None:
+    """Survived over trusted loss, each given as ``{value: count}`` and summed exactly
+    (order-free); ``None`` when nothing was trusted at a cost.
+    """
+    total = _exact_mean(trusted, 1) if trusted else 0.0
+    if not total:
+        return None
+    return (_exact_mean(survived, 1) if survived else 0.0) / total
 
 
 class _Acc:
@@ -82,7 +102,7 @@ class _Acc:
         "decisions", "errors", "gov_fail", "gov_ok", "hard", "hard_by", "hits", "last_case",
         "latency", "regret_max", "regrets", "schema_n", "schema_ok", "sem_agree",
         "sem_determined", "sem_hard", "sem_n", "sem_regret_max", "sem_regrets",
-        "tokens_n", "tokens_sum", "verdicts",
+        "tokens_n", "tokens_sum", "unstated", "verdicts",
     )
 
     def __init__(self) -> None:
@@ -95,6 +115,8 @@ class _Acc:
         self.regrets: dict[float, int] = {}
         self.sem_regrets: dict[float, int] = {}
         self.hard_by: dict[str, int] = {}
+        # (constraint, chosen, added action): decisions the constraint says nothing of
+        self.unstated: dict[tuple[str, str, str], int] = {}
         self.verdicts: dict[str, int] = {"ACCEPT": 0, "ESCALATE": 0, "REJECT": 0}
         self.last_case: tuple[int, int] = (-1, -1)
 
@@ -130,6 +152,10 @@ class _Acc:
             self.hard += n
             for name in broken:
                 self.hard_by[name] = self.hard_by.get(name, 0) + n
+        if scoring.added:
+            for name in scoring.unstated(action, reference, _holding(row)):
+                key = (name, action, reference)
+                self.unstated[key] = self.unstated.get(key, 0) + n
         if row[_GOVERNANCE]:
             self.gov_ok += n
         else:
@@ -178,6 +204,9 @@ class _Acc:
             "max_regret": self.regret_max,
             "hard_violations": self.hard,
             "hard_violations_by_constraint": dict(sorted(self.hard_by.items())),
+            "unstated_constraints": [
+                {"constraint": name, "chosen": chosen, "added_action": added, "decisions": count}
+                for (name, chosen, added), count in sorted(self.unstated.items())],
             "governance_pass_rate": self.gov_ok / n,
             "governance_failures": self.gov_fail,
             "schema_valid_rate": self.schema_ok / self.schema_n if self.schema_n else None,
@@ -219,7 +248,9 @@ class _FalsehoodStats:
         self.evaluated = self.caught = self.survived = self.equivalent = 0
         self.over_reacted = self.catastrophic_survived = self.refused = 0
         self.refused_by: dict[str, int] = {}
-        self.loss_survived = self.loss_trusted = 0.0
+        # losses as {value: count}: their ratio does not depend on the rows' order
+        self.loss_survived: dict[float, int] = {}
+        self.loss_trusted: dict[float, int] = {}
         self.by_class_caught: dict[str, int] = {}
         self.by_class_survived: dict[str, int] = {}
 
@@ -243,8 +274,11 @@ class Aggregator:
 
     def __init__(self, *, strategies: Sequence[str], perturbations: Sequence[Perturbation],
                  targets: Sequence[Sequence[int]], scoring: Scoring,
-                 example_limit: int = 100) -> None:
+                 example_limit: int = 100, receivers: Sequence[str] = ()) -> None:
         self.strategies = tuple(strategies)
+        self.receivers = tuple(receivers) or self.strategies
+        # whether each perturbation exercised each receiver (None: no record said)
+        self._tally: Tally | None = None
         self.perturbations = tuple(perturbations)
         self.targets = tuple(tuple(t) for t in targets)
         self.scoring = scoring
@@ -289,6 +323,12 @@ class Aggregator:
         self._violation_memo: dict[tuple[Any, ...], tuple[str, ...]] = {}
         self._disagreements = 0
         self._failure_hard = 0
+        # the listing is the _FAILURE_LIMIT first by _failure_key, whatever the chunks:
+        # per list, the key past which nothing can enter any more (set when it is cut)
+        self._failure_floor: dict[bool, tuple[Any, ...]] = {}
+        # failing decisions seen per (strategy, perturbation): the first _EXHIBITS of
+        # the stream carry the message sent (every chunk keeps its own first few)
+        self._exhibited: dict[tuple[int, int], int] = {}
         self._admitted_true: dict[tuple[int, int, int], bool] = {}
 
     @classmethod
@@ -298,7 +338,9 @@ class Aggregator:
         return cls(strategies=[s.name for s in plan.strategies],
                    perturbations=plan.perturbations, targets=plan.targets,
                    scoring=scoring or Scoring.of(plan.contract),
-                   example_limit=experiment.example_limit)
+                   example_limit=experiment.example_limit,
+                   receivers=[str(getattr(s.receiver, "name", type(s.receiver).__name__))
+                              for s in plan.strategies])
 
     def model_cost(self) -> list[dict[str, Any]]:
         """Per strategy with a model receiver: calls, cache hits, tokens, latency."""
@@ -335,6 +377,11 @@ class Aggregator:
             if len(self._states) < _STATE_LIMIT:
                 self._states.add(state_key)
         self._feed_analysis(cases, states)
+        exercised = record.get("exercised")
+        if exercised is not None:
+            if self._tally is None:
+                self._tally = Tally()
+            self._tally.merge(exercised)
         templates = record.get("templates")
         if templates is not None:
             # Compact (fresh from the runner): sums per distinct row, and the rows that
@@ -362,17 +409,25 @@ class Aggregator:
             for template, sums in zip(templates, record["stats"], strict=True):
                 if template[_ACTION] != template[_REF]:
                     self._count_failure(template, sums[0])
-            if min(len(self._failures), len(self._hard_failures)) >= _FAILURE_LIMIT:
-                return
         messages = {int(i): message for i, message in record.get("exhibits", ())}
         rules = record.get("rules", {})
+        start = int(record.get("start", 0))
         for i, row in enumerate(rows):
             if row[_ACTION] == row[_REF]:
                 continue
             hard = (self._count_failure(row, 1) if templates is None
                     else self._violations(row))
-            if len(self._hard_failures if hard else self._failures) < _FAILURE_LIMIT:
-                self._list_failure(row, hard, cases, messages.get(i), rules)
+            seen = (row[_STRATEGY], row[_PERTURBATION])
+            shown = self._exhibited.get(seen, 0)
+            self._exhibited[seen] = shown + 1
+            pi = row[_PERTURBATION]
+            key = _failure_key(self.scorings[pi].regret(row[_ACTION], row[_REF]),
+                               (pi > 0, start + row[_CASE], row[_STRATEGY], pi, i))
+            floor = self._failure_floor.get(bool(hard))
+            if floor is None or key < floor:
+                self._list_failure(row, hard, cases,
+                                   messages.get(i) if shown < _EXHIBITS else None, rules,
+                                   key=key)
 
     def _violations(self, row: Sequence[Any]) -> tuple[str, ...]:
         """The hard constraints a row's action breaks (memoised: rows repeat)."""
@@ -391,12 +446,23 @@ class Aggregator:
         return hard
 
     def _list_failure(self, row: Sequence[Any], hard: Sequence[str], cases: Sequence[Any],
-                      message: Mapping[str, Any] | None, rules: Mapping[str, str]) -> None:
-        """List one disagreement with its case, message and the reference's rule."""
+                      message: Mapping[str, Any] | None, rules: Mapping[str, str], *,
+                      key: tuple[Any, ...]) -> None:
+        """List one disagreement with its case, message and the reference's rule
+        (keeping the :data:`_FAILURE_LIMIT` first by ``key`` of each list).
+        """
         pi = row[_PERTURBATION]
         falsehood = row[_FALSEHOOD]
         case_id, _, state_key, _ = cases[row[_CASE]]
-        (self._hard_failures if hard else self._failures).append({
+        listed = self._hard_failures if hard else self._failures
+        if len(listed) >= 2 * _FAILURE_LIMIT:
+            listed.sort(key=lambda f: f["_key"])
+            del listed[_FAILURE_LIMIT:]
+            self._failure_floor[bool(hard)] = listed[-1]["_key"]
+            if key >= listed[-1]["_key"]:
+                return
+        listed.append({
+            "_key": key,
             "case_id": case_id,
             "strategy": self.strategies[row[_STRATEGY]],
             "perturbation": pi,
@@ -486,13 +552,15 @@ class Aggregator:
             stats.survived += 1
             stats.by_class_survived[kind] = stats.by_class_survived.get(kind, 0) + 1
             stats.catastrophic_survived += kind == "catastrophic"
-            stats.loss_survived += scoring.regret(action, reference)
+            loss = scoring.regret(action, reference)
+            stats.loss_survived[loss] = stats.loss_survived.get(loss, 0) + 1
         elif status == "equivalent":
             stats.equivalent += 1
         else:
             stats.over_reacted += 1
         if kind != "no_effect":
-            stats.loss_trusted += scoring.regret(falsified, reference)
+            loss = scoring.regret(falsified, reference)
+            stats.loss_trusted[loss] = stats.loss_trusted.get(loss, 0) + 1
         key = (row[_CASE], str(row[_LABEL]))
         example = examples.get(key)
         if example is None:
@@ -592,6 +660,11 @@ class Aggregator:
                 acc = self._accs.get((si, pi))
                 if acc is None:
                     continue
+                scoring = self.scorings[pi].name
+                exercised, exercised_cases, reason = row_exercised(
+                    self._tally, si, pi, kind=str(described["kind"]),
+                    receiver=self.receivers[si], cases=acc.cases,
+                    scoring=None if scoring == self.scoring.name else scoring)
                 out.append({
                     "strategy": name,
                     "perturbation": described["id"],
@@ -599,6 +672,9 @@ class Aggregator:
                     and str(described["id"]).startswith("loss-changed:") else described["kind"],
                     "target": described.get("target"),
                     **acc.to_json(),
+                    "exercised": exercised,
+                    "exercised_cases": exercised_cases,
+                    "exercised_reason": reason,
                 })
         return out
 
@@ -638,8 +714,8 @@ class Aggregator:
                 "caught_by_class": dict(sorted(stats.by_class_caught.items())),
                 "survived_by_class": dict(sorted(stats.by_class_survived.items())),
                 "catastrophic_survived": stats.catastrophic_survived,
-                "loss_weighted_survival": (stats.loss_survived / stats.loss_trusted
-                                           if stats.loss_trusted else None),
+                "loss_weighted_survival": _loss_ratio(stats.loss_survived,
+                                                      stats.loss_trusted),
             })
         examples = [e for kind in ("catastrophic", "changes_action", "no_effect")
                     for e in self._examples[kind]][: self.example_limit]
@@ -690,14 +766,17 @@ class Aggregator:
         receiver's verdict and reasons, and (for the first few of each strategy ×
         perturbation) the message sent and the reference's deciding rule.
         """
-        # Hard violations first (kept apart, so that a late one is still listed).
-        listed = [*sorted(self._hard_failures, key=lambda f: -f["regret"]),
-                  *sorted(self._failures, key=lambda f: -f["regret"])][:_FAILURE_LIMIT]
+        # Hard violations first (kept apart, so that a late one is still listed); in
+        # each, the costliest first, then unperturbed before perturbed and stream order
+        # (_failure_key): the same listing whatever the chunks and executor.
+        listed = [*sorted(self._hard_failures, key=lambda f: f["_key"]),
+                  *sorted(self._failures, key=lambda f: f["_key"])][:_FAILURE_LIMIT]
         ids = [str(row["id"]) for row in perturbation_rows]
         return {
             "disagreements": self._disagreements,
             "hard_violations": self._failure_hard,
-            "cases": [{**f, "perturbation": ids[f["perturbation"]]} for f in listed],
+            "cases": [{**{k: v for k, v in f.items() if k != "_key"},
+                       "perturbation": ids[f["perturbation"]]} for f in listed],
             "truncated": self._disagreements > len(listed),
         }
 

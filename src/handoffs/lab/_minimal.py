@@ -40,7 +40,7 @@ import attrs
 
 from handoffs._neighbours import neighbours
 from handoffs.contracts import Contract, FieldKind, FieldSpec, Interval
-from handoffs.lab._experiment import wire_value
+from handoffs.lab._values import wire_value
 
 __all__ = [
     "Constraint",

@@ -21,8 +21,10 @@ from typing import Any, Final
 
 import attrs
 
+from handoffs._errors import ExperimentError
 from handoffs._json import canonical_bytes, loads
-from handoffs.lab._experiment import Experiment, ExperimentError, Strategy, wire_value
+from handoffs.lab._experiment import Experiment, Strategy
+from handoffs.lab._values import wire_value
 
 __all__ = ["MessagePartition", "PartitionCell", "message_partition"]
 

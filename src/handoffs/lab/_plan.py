@@ -17,21 +17,17 @@ from typing import Any, Final
 import attrs
 import jsonschema_rs
 
-from handoffs._errors import UntrustedGovernance
+from handoffs._errors import ExperimentError, UntrustedGovernance
 from handoffs._json import canonical_bytes, canonical_bytes_plain, digest, jcs_plain
 from handoffs._members import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS
 from handoffs.contracts import Contract
-from handoffs.lab._experiment import (
-    Experiment,
-    ExperimentError,
-    Strategy,
-    wire_value,
-)
+from handoffs.lab._experiment import Experiment, Strategy
 from handoffs.lab._minimal import (
     Reference,
     counterfactual_triggers,
     minimal_message,
 )
+from handoffs.lab._values import wire_value
 from handoffs.lab.perturbations import Falsehood, Perturbation
 from handoffs.lab.perturbations._base import SUBJECT
 from handoffs.lab.perturbations._falsehood import Mutate

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from handoffs._cases import GeneratedCase
+from handoffs._errors import ExperimentError
 from handoffs.contracts import FieldKind, FieldSpec, Interval
-from handoffs.lab._experiment import ExperimentError
 
 if TYPE_CHECKING:
     from handoffs.contracts import Contract
@@ -272,6 +272,13 @@ def binomial_interval(successes: int, n: int, confidence: float = DEFAULT_CONFID
     return float(ci.low), float(ci.high)
 
 
+def _mean(counts: Mapping[float, int], n: int) -> float:
+    """The mean of values given as ``{value: count}``: a correctly rounded sum
+    (``math.fsum``), so that the order the values arrived in does not show.
+    """
+    return math.fsum(v * c for v, c in counts.items()) / n
+
+
 def mean_interval(counts: Mapping[float, int], n: int, *, largest: float,
                   confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, float]:
     """An interval for the mean of values given as ``{value: count}`` over ``n`` draws,
@@ -280,8 +287,9 @@ def mean_interval(counts: Mapping[float, int], n: int, *, largest: float,
     """
     from scipy.stats import t
 
-    mean = sum(v * c for v, c in counts.items()) / n
-    variance = (sum(c * (v - mean) ** 2 for v, c in counts.items()) / (n - 1)) if n > 1 else 0.0
+    mean = _mean(counts, n)
+    variance = (math.fsum(c * (v - mean) ** 2 for v, c in counts.items()) / (n - 1)
+                if n > 1 else 0.0)
     if variance <= 0:
         _, share = binomial_interval(0, n, confidence)
         return mean, mean + (max(largest, mean) - mean) * share
@@ -421,7 +429,7 @@ def population_row(counts: Sequence[Any], semantic: Sequence[Any] | None, *, lar
         sem["semantic"] = {
             "agreement": s_agree / m,
             "agreement_interval": list(binomial_interval(s_agree, m, confidence)),
-            "mean_regret": sum(v * c for v, c in s_regrets.items()) / m,
+            "mean_regret": _mean(s_regrets, m),
             "mean_regret_interval": list(mean_interval(s_regrets, m, largest=largest,
                                                        confidence=confidence)),
             "hard_violation_rate": s_hard / m,
@@ -431,7 +439,7 @@ def population_row(counts: Sequence[Any], semantic: Sequence[Any] | None, *, lar
     return {
         "agreement": agree / n,
         "agreement_interval": list(binomial_interval(agree, n, confidence)),
-        "mean_regret": sum(v * c for v, c in regrets.items()) / n,
+        "mean_regret": _mean(regrets, n),
         "mean_regret_interval": list(mean_interval(regrets, n, largest=largest,
                                                    confidence=confidence)),
         "hard_violation_rate": hard / n,
@@ -451,7 +459,7 @@ def population_of(experiment: Any) -> Population | None:
         DistributionError: the declared population is not a :class:`Population`, or
             its distribution does not fit the contract.
     """
-    from handoffs.lab._experiment import GeneratedCases
+    from handoffs.lab._sources import GeneratedCases
 
     declared = experiment.population
     if declared is None:

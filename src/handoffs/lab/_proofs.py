@@ -37,7 +37,8 @@ from handoffs.contracts.analysis import (
     prove_form,
     undecidable,
 )
-from handoffs.lab._experiment import ReferenceReceiver, wire_value
+from handoffs.lab._reference import ReferenceReceiver
+from handoffs.lab._values import wire_value
 from handoffs.lab.perturbations._base import CaseContext, Perturbation, Scoring
 
 __all__ = ["VERDICTS", "Proofs", "RowProof", "prove_plan", "receiver_semantics",
@@ -416,7 +417,7 @@ def with_witnesses(experiment: Any, proofs: Proofs) -> Any:
     experiment whose cases are not generated is returned as it is: its case source
     builds its own evidence, and the report marks which witnesses are among them).
     """
-    from handoffs.lab._experiment import GeneratedCases
+    from handoffs.lab._sources import GeneratedCases
 
     states = proofs.witness_states()
     cases = experiment.cases
@@ -428,7 +429,7 @@ def with_witnesses(experiment: Any, proofs: Proofs) -> Any:
 def report_verdicts(results: list[dict[str, Any]], proofs: Proofs | None,
                     experiment: Any) -> dict[str, Any]:
     """Annotate the result rows with their verdicts; the report's ``proofs`` summary."""
-    from handoffs.lab._experiment import GeneratedCases
+    from handoffs.lab._sources import GeneratedCases
 
     found = proofs if proofs is not None else Proofs(rows={})
     cases = experiment.cases

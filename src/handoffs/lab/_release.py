@@ -3,7 +3,8 @@
 The gate compares measured metrics with declared thresholds, one threshold per
 metric and never a blended score: agreement (ε), mean regret (δ), the largest
 regret, hard violations (0 unless declared), governance failures and message
-size for each gated strategy under each gate perturbation; surviving catastrophic
+size for each gated strategy under each gate perturbation (a row the perturbation did
+not exercise fails, with the reason, instead); surviving catastrophic
 falsehoods when declared; and the falsifying controls, which must *not* meet the
 thresholds (a control that does means the channel is not doing the work). It
 returns every check with its reason. Exit codes: 0 pass, 1 fail (2 is the
@@ -200,6 +201,13 @@ def evaluate_gate(report: Mapping[str, Any], tolerances: Tolerances | None = Non
                 checks.append(_check("decisions", strategy, perturbation, comparison=">",
                                      threshold=0, value=None,
                                      reason=f"{where}: no decisions were recorded"))
+                continue
+            if row.get("exercised") is False:
+                # its figures are the unperturbed decisions': nothing to bound
+                checks.append(_check("exercised", strategy, perturbation, comparison=">",
+                                     threshold=0, value=row["exercised_cases"],
+                                     reason=f"{where}: not exercised: "
+                                            f"{row['exercised_reason']}"))
                 continue
             limits: list[tuple[str, str, float | None, str, Any]] = [
                 *rate_limits(row, tol, drawn=drawn),

@@ -28,10 +28,11 @@ from handoffs import __version__
 from handoffs._errors import ReportError, Violation
 from handoffs._json import digest
 from handoffs._time import format_time
-from handoffs.lab._experiment import GeneratedCases, wire_value
 from handoffs.lab._population import DEFAULT_CONFIDENCE, Population
 from handoffs.lab._proofs import Proofs, extend_coverage, prove_plan, report_verdicts
 from handoffs.lab._release import evaluate_gate, release_artefact
+from handoffs.lab._sources import GeneratedCases
+from handoffs.lab._values import wire_value
 from handoffs.lab.perturbations import RemoveDecisionField, RemoveGovernanceField
 from handoffs.lab.perturbations._falsehood import Mutate
 

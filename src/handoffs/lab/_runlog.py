@@ -107,7 +107,8 @@ def _encode(record: Mapping[str, Any]) -> bytes:
         formats[t] % (case, size, "null" if tokens is None else tokens, latency, memo)
         for case, t, size, tokens, latency, memo in record["rows"]])
     head = dumps({k: record[k] for k in ("calls", "cases", "chunk", "hits")})
-    tail = dumps({k: record[k] for k in ("start", "states", "exhibits", "rules") if k in record})
+    tail = dumps({k: record[k] for k in ("start", "states", "exhibits", "rules", "exercised")
+                  if k in record})
     return f"{head[:-1]},\"rows\":[{rows}],{tail[1:]}".encode()
 
 

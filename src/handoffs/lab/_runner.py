@@ -32,18 +32,14 @@ from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import HandoffsError
+from handoffs._callables import qualified_name
+from handoffs._errors import ExperimentError, HandoffsError, UserCodeError
 from handoffs._time import format_time
 from handoffs.contracts import LossMatrix
 from handoffs.lab._cache import Budget, CallCache, LabClient, close_connections
 from handoffs.lab._chunk import run_chunk
-from handoffs.lab._experiment import (
-    Experiment,
-    ExperimentError,
-    UserCodeError,
-    qualified_name,
-    typed_value,
-)
+from handoffs.lab._controls import paired_chunks
+from handoffs.lab._experiment import Experiment
 from handoffs.lab._memo import _shared_for, keyed, memo_key, release_shared
 from handoffs.lab._messages import sampled
 from handoffs.lab._metrics import Aggregator
@@ -54,6 +50,7 @@ from handoffs.lab._proofs import prove_plan, with_witnesses
 from handoffs.lab._runlog import RunLog, RunLogError, read_run_log
 from handoffs.lab._search import search_receiver
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of
+from handoffs.lab._values import typed_value
 from handoffs.lab.perturbations import Falsehood
 from handoffs.lab.perturbations._base import Scoring
 from handoffs.receivers import Receiver
@@ -107,14 +104,6 @@ def _executor(kind: str | cf.Executor | None, workers: int | None
                           "Executor instance")
 
 
-def _chunks(cases: Iterator[Any], size: int) -> Iterator[list[Any]]:
-    while True:
-        chunk = list(itertools.islice(cases, size))
-        if not chunk:
-            return
-        yield chunk
-
-
 def _progress(enabled: bool, total: int | None) -> Any:
     if not enabled:
         return None
@@ -160,8 +149,8 @@ class RunOptions:
             :func:`handoffs.lab.dask.dask_executor`), which the caller keeps
             ownership of. Process and Dask executors need a picklable experiment.
         workers: worker count for an executor the runner creates.
-        chunk_size: cases per work unit (part of the run's identity: the shuffled
-            control pairs cases within a chunk).
+        chunk_size: cases per work unit (the figures do not depend on it; a run
+            log is resumed with the chunk size it was written with).
         run_log: where the JSON Lines run log goes (default: none is written; the
             report is built from the decisions as they stream in).
         resume: continue the run log at ``run_log`` after its last complete chunk.
@@ -546,7 +535,9 @@ def _execute(experiment: Experiment, plan: Plan, log: RunLog, aggregator: Aggreg
     constants = _constants(plan, first)
     if plan.prefetch:
         _warm(plan, constants)
-    skipped = sum(1 for _ in itertools.islice(stream, log.cases))
+    # the shuffled control's pairing is the stream's, decided here whatever the chunks
+    chunks = paired_chunks(stream, chunk_size, seed=experiment.seed)
+    skipped = sum(len(done) for done, _ in itertools.islice(chunks, log.chunks))
     if skipped != log.cases:
         raise ExperimentError(f"the case source has {skipped} cases but the run log already "
                               f"covers {log.cases}", code="run-log-mismatch")
@@ -574,9 +565,10 @@ def _execute(experiment: Experiment, plan: Plan, log: RunLog, aggregator: Aggreg
 
     shared = _shared_for(plan)
     try:
-        for chunk in _chunks(stream, chunk_size):
+        for chunk, partners in chunks:
             shared.expect(index)  # its scheduling pass takes its turn in stream order
-            pending.append(pool.submit(run_chunk, plan, index, start, chunk, constants))
+            pending.append(pool.submit(run_chunk, plan, index, start, chunk, constants,
+                                       partners=partners))
             index += 1
             start += len(chunk)
             while len(pending) >= window:

@@ -23,16 +23,11 @@ from typing import Any, Final, TypeVar
 from handoffs._cases import GeneratedCase
 from handoffs._errors import InvalidArgument
 from handoffs.contracts import Contract, Encoder, GovernanceService, ReceiptEncoder
-from handoffs.lab._experiment import (
-    Experiment,
-    IterableCases,
-    Strategy,
-    Tolerances,
-    default_state_of,
-    wire_value,
-)
+from handoffs.lab._experiment import Experiment, Strategy, Tolerances, default_state_of
 from handoffs.lab._runlog import COLUMNS, read_run_log
 from handoffs.lab._runner import run
+from handoffs.lab._sources import IterableCases
+from handoffs.lab._values import wire_value
 from handoffs.receivers import Receiver
 
 __all__ = ["assert_sufficient"]

@@ -15,22 +15,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from handoffs._errors import ExperimentError, UnknownExperimentKey, refuse_unknown
 from handoffs.contracts import Authority, Contract, Registry
-from handoffs.lab._experiment import (
-    CaseSource,
-    Experiment,
-    ExperimentError,
-    GeneratedCases,
-    IterableCases,
-    JSONLinesCases,
-    Strategy,
-    Tolerances,
-    UnknownExperimentKey,
-    _attr_or_key,
-    refuse_unknown,
-)
+from handoffs.lab._experiment import Experiment, Strategy, Tolerances, _attr_or_key
 from handoffs.lab._imports import ensure_importable
 from handoffs.lab._population import POPULATION_KEYS, population_from_toml
+from handoffs.lab._sources import CaseSource, GeneratedCases, IterableCases, JSONLinesCases
 
 if TYPE_CHECKING:
     from handoffs.lab.perturbations import Falsehood

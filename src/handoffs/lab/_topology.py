@@ -42,15 +42,10 @@ from typing import Any, Final
 
 import attrs
 
+from handoffs._errors import ExperimentError
 from handoffs.contracts import Contract, GovernanceService, ReceiptEncoder
-from handoffs.lab._experiment import (
-    CaseSource,
-    Experiment,
-    ExperimentError,
-    Strategy,
-    Tolerances,
-    default_state_of,
-)
+from handoffs.lab._experiment import Experiment, Strategy, Tolerances, default_state_of
+from handoffs.lab._sources import CaseSource
 from handoffs.receivers import Receiver
 
 __all__ = [
@@ -491,7 +486,7 @@ def render_topology_html(report: Mapping[str, Any]) -> str:
 
 def _edge_from_toml(table: Mapping[str, Any], index: int, file: Path) -> Edge:
     """One ``[[edge]]`` table."""
-    from handoffs.lab._experiment import refuse_unknown
+    from handoffs._errors import refuse_unknown
     from handoffs.lab._toml import _build, _callable_ref, resolve
 
     at = f"edge[{index}]"
@@ -519,7 +514,7 @@ def _edge_from_toml(table: Mapping[str, Any], index: int, file: Path) -> Edge:
 
 def _end_from_toml(table: Mapping[str, Any], file: Path) -> EndToEnd:
     """The ``[end_to_end]`` table."""
-    from handoffs.lab._experiment import refuse_unknown
+    from handoffs._errors import refuse_unknown
     from handoffs.lab._toml import _callable_ref, resolve
 
     refuse_unknown(table, ("contract", "state", "tolerances"), path="end_to_end",
@@ -569,7 +564,7 @@ def load_topology(path: Path | str) -> Topology:
         ExperimentError: unknown keys, unresolvable imports, or a topology that is not
             a chain (with the place: ``$.edge[1].carries.seal``).
     """
-    from handoffs.lab._experiment import refuse_unknown
+    from handoffs._errors import refuse_unknown
     from handoffs.lab._imports import ensure_importable
     from handoffs.lab._toml import _cases_from_toml
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from handoffs.lab._experiment import Strategy, UserCodeError, qualified_name
+from handoffs._callables import qualified_name
+from handoffs._errors import UserCodeError
+from handoffs.lab._experiment import Strategy
 
 __all__ = ["case_id_of", "encoded", "evidence_refs_of", "user_error"]
 

@@ -276,13 +276,29 @@ def _figure_columns(report: Mapping[str, Any]) -> list[tuple[str, bool, Callable
     stress = population.get("case_figures") == "stress"
     prefix = "stress " if stress else ""
     return [
-        (f"{prefix}agreement", True, get("agreement")),
-        (f"{prefix}mean regret", True, get("mean_regret")),
-        (f"{prefix}hard violations", True, get("hard_violations")),
-        ("population agreement", True, _population("agreement")),
-        ("population mean regret", True, _population("mean_regret")),
-        ("population hard-violation rate", True, _population("hard_violation_rate")),
+        (f"{prefix}agreement", True, _exercised(get("agreement"), NOT_EXERCISED)),
+        (f"{prefix}mean regret", True, _exercised(get("mean_regret"))),
+        (f"{prefix}hard violations", True, _exercised(get("hard_violations"))),
+        ("population agreement", True, _exercised(_population("agreement"),
+                                                  NOT_EXERCISED)),
+        ("population mean regret", True, _exercised(_population("mean_regret"))),
+        ("population hard-violation rate", True,
+         _exercised(_population("hard_violation_rate"))),
     ]
+
+
+NOT_EXERCISED = "not exercised"
+"""What a figure of a row its perturbation did not exercise reads (the findings say why)."""
+
+
+def _exercised(cell: Callable[[Any], str], instead: str = DASH) -> Callable[[Any], str]:
+    """``cell``, or ``instead`` for a row whose perturbation exercised nothing the
+    receiver reads (its figures are the unperturbed decisions').
+    """
+    def shown(row: Any) -> str:
+        return instead if row.get("exercised") is False else cell(row)
+
+    return shown
 
 
 def _population(key: str) -> Callable[[Mapping[str, Any]], str]:
@@ -322,7 +338,8 @@ def _perturbations(report: Mapping[str, Any], compact: bool) -> Table:
                             if hidden else ""),
         empty="No perturbations were declared.",
         collapsed=compact,
-        mark=lambda r: "fail" if r["hard_violations"] else "",
+        mark=lambda r: "fail" if r["hard_violations"] else
+        "warn" if r.get("exercised") is False else "",
     )
 
 

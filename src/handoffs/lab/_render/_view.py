@@ -3,7 +3,8 @@
 The verdict block holds, in order: the verdict in words (``PASS`` or ``FAIL``,
 with the gate's exit code), one sentence per finding a reader must see beside it
 (every strategy's catastrophic decisions, falsehoods that survived, failing
-decisions), the gate's failing reasons and warnings, and the table of every gate check.
+decisions, rows not exercised, constraints silent on an added action), the gate's
+failing reasons and warnings, and the table of every gate check.
 """
 
 from __future__ import annotations
@@ -131,7 +132,9 @@ def _provenance(provenance: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
 def findings(report: Mapping[str, Any]) -> tuple[str, ...]:
     """What a reader of a lab report must see beside its verdict, one sentence each:
     schema-valid falsehoods the gated strategies let through (and whether the gate
-    bounded them), failing decisions, and receivers that raised. Empty when there is
+    bounded them), failing decisions, receivers that raised, rows whose perturbation
+    exercised nothing the receiver reads, and hard constraints whose allowlist does
+    not say whether an added action is allowed. Empty when there is
     nothing to say. Both renderings and ``handoffs lab run``'s summary print them.
 
     Args:
@@ -139,7 +142,46 @@ def findings(report: Mapping[str, Any]) -> tuple[str, ...]:
             or loaded from its JSON; not checked against the schema here).
     """
     return tuple(f for f in (_catastrophic_finding(report), _falsehood_finding(report),
-                             _failure_finding(report), _receiver_error_finding(report)) if f)
+                             _failure_finding(report), _receiver_error_finding(report),
+                             _exercised_finding(report), _constraint_finding(report)) if f)
+
+
+def _exercised_finding(report: Mapping[str, Any]) -> str | None:
+    """The rows whose perturbation exercised nothing the receiver reads: each gated
+    strategy's with its reason, the others counted.
+    """
+    rows = [r for r in report["results"] if r.get("exercised") is False]
+    if not rows:
+        return None
+    gated = set(gated_strategies(report))
+    named = [f"{r['strategy']} under {r['perturbation']} ({r['exercised_reason']})"
+             for r in rows if r["strategy"] in gated]
+    others = len(rows) - len(named)
+    parts = named + ([f"{num(others)} row(s) of strategies the gate does not bound"]
+                     if others else [])
+    return ("Not exercised (no figures shown: they would read as survivals): "
+            + "; ".join(parts) + ".")
+
+
+def _constraint_finding(report: Mapping[str, Any]) -> str | None:
+    """Hard constraints whose allowlist does not name an action a perturbation added:
+    findings about the constraints, not violations.
+    """
+    allowed = {h["name"]: h.get("allowed_references", [])
+               for h in report["experiment"].get("hard_constraints", ())}
+    parts = []
+    for row in report["results"]:
+        for found in row.get("unstated_constraints") or ():
+            name = found["constraint"]
+            parts.append(
+                f"constraint {name} does not say whether {found['chosen']} is allowed when "
+                f"the reference is {found['added_action']} (its allowlist names "
+                f"{', '.join(allowed.get(name, ())) or 'nothing'}); {row['strategy']} "
+                f"chose {found['chosen']} there in {num(found['decisions'])} decision(s) "
+                f"under {row['perturbation']}, not counted as hard violations")
+    if not parts:
+        return None
+    return "Constraints silent on an added action: " + "; ".join(parts) + "."
 
 
 def _catastrophic_finding(report: Mapping[str, Any]) -> str | None:

@@ -12,9 +12,9 @@ from typing import Any, ClassVar, Final, TypeVar
 
 import attrs
 
+from handoffs._errors import ExperimentError
 from handoffs.contracts import Contract, FieldKind, FieldSpec
 from handoffs.contracts.analysis import SymbolicForm
-from handoffs.lab._experiment import ExperimentError
 
 __all__ = [
     "NOT_APPLICABLE",
@@ -42,12 +42,19 @@ SUBJECT: Final = "@subject"
 class Scoring:
     """How decisions are scored: the loss per (chosen, reference) action value and the
     hard constraints as ``(name, chosen, allowed references)``.
+
+    ``added`` names actions outside the contract's set (``action-added``): a constraint
+    whose allowlist (``allowed_references``) is not empty was written without them, so
+    it does not say whether choosing its action is allowed when the reference is one of
+    them. Such a decision is no violation; :meth:`unstated` names the constraint, a
+    finding about the constraint.
     """
 
     loss: Mapping[tuple[str, str], float]
     hard: tuple[tuple[str, str, frozenset[str]], ...]
     name: str = "contract"
     conditioned: frozenset[str] = frozenset()
+    added: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, contract: Contract[Any, Any]) -> Scoring:
@@ -76,6 +83,19 @@ class Scoring:
         on the case's true state (the others do not apply).
         """
         return tuple(n for n, c, allowed in self.hard if c == chosen and reference not in allowed
+                     and not (allowed and reference in self.added)
+                     and (n not in self.conditioned or n in holding))
+
+    def unstated(self, chosen: str, reference: str,
+                 holding: Collection[str] = ()) -> tuple[str, ...]:
+        """Names of the hard constraints on ``chosen`` whose allowlist does not say
+        whether ``reference``, an added action, is allowed (counted apart from
+        :meth:`violations`, as findings about the constraints).
+        """
+        if reference not in self.added:
+            return ()
+        return tuple(n for n, c, allowed in self.hard if c == chosen and allowed
+                     and reference not in allowed
                      and (n not in self.conditioned or n in holding))
 
 
@@ -188,7 +208,8 @@ class CaseContext:
         reference: the reference action value from the full evidence.
         contract: the experiment's contract.
         decide: the (memoised) reference policy on a complete typed view.
-        neighbour: the unperturbed message of another case for a strategy (shuffle).
+        neighbour: the unperturbed message, for a strategy, of the case whose message
+            this case gets under the shuffled control (``None`` when it has none).
         constant: the constant message for a strategy.
     """
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import attrs
 
+from handoffs._errors import ExperimentError
 from handoffs.contracts import Authority, Contract
 from handoffs.contracts.analysis import SymbolicForm
 from handoffs.contracts.policy import Condition, Policy, Rule
-from handoffs.lab._experiment import ExperimentError
 from handoffs.lab.perturbations._base import (
     CaseContext,
     Perturbation,
@@ -132,7 +132,8 @@ class ActionAdded(Perturbation):
         for other in actions:
             for pair in ((self.action, other), (other, self.action)):
                 extended[pair] = self.loss.get(pair, self.default_loss)
-        return attrs.evolve(base, loss=extended, name=f"{base.name}+{self.action}")
+        return attrs.evolve(base, loss=extended, name=f"{base.name}+{self.action}",
+                            added=base.added | {self.action})
 
     def symbolic(self, contract: Contract[Any, Any]) -> SymbolicForm | None:
         """The reference follows the extended policy (once prepared)."""

@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from handoffs._errors import ExperimentError
 from handoffs.contracts import Contract, FieldKind
 from handoffs.contracts.analysis import (
     MergeValues,
@@ -16,7 +17,6 @@ from handoffs.contracts.analysis import (
     SymbolicForm,
     WidenValue,
 )
-from handoffs.lab._experiment import ExperimentError
 from handoffs.lab.perturbations._base import (
     NOT_APPLICABLE,
     UNCHANGED,

@@ -38,8 +38,10 @@ class NoMessage(Perturbation):
 class ShuffledMessage(Perturbation):
     """Control: each case gets another case's message (does the content matter?).
 
-    Cases are paired within each chunk of the stream (the message of the previous
-    case, the first taking the last), so the pairing does not depend on the executor.
+    The cases are paired along one random cycle drawn from the experiment's seed
+    (:func:`~handoffs.lab._controls.paired_chunks`): every case gets another case's
+    message and every message is sent once, whatever the chunk size, executor or worker
+    count. A run of a single case has no partner and no shuffled row.
     """
 
     strategies: tuple[str, ...] | None = _strategies_field()

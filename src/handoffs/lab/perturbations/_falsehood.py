@@ -13,10 +13,12 @@ from typing import Any
 import attrs
 from jsonschema import Draft202012Validator
 
+from handoffs._errors import ExperimentError
 from handoffs._json import dumps
 from handoffs._neighbours import neighbours
 from handoffs.contracts import Contract, FieldKind, FieldSpec
-from handoffs.lab._experiment import ExperimentError, draw, typed_value, wire_value
+from handoffs.lab._sources import draw
+from handoffs.lab._values import typed_value, wire_value
 from handoffs.lab.perturbations._base import (
     CaseContext,
     Perturbation,

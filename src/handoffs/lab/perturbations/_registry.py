@@ -9,9 +9,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from handoffs._errors import ExperimentError
 from handoffs.contracts import Contract, FieldKind, Governance, Uncertainty
 from handoffs.contracts.policy import AllOf, AnyOf, Condition, Is, Not, Over, Under
-from handoffs.lab._experiment import ExperimentError, wire_value
+from handoffs.lab._values import wire_value
 from handoffs.lab.perturbations._ablation import RemoveDecisionField, RemoveGovernanceField
 from handoffs.lab.perturbations._base import Perturbation
 from handoffs.lab.perturbations._boundary import (

@@ -8,10 +8,10 @@ from typing import Any, Final
 
 import attrs
 
+from handoffs._errors import ExperimentError
 from handoffs._json import canonical_bytes, loads
 from handoffs._members import CONTENT_FIELDS, GOVERNANCE_FIELDS
 from handoffs.contracts import Contract, Uncertainty
-from handoffs.lab._experiment import ExperimentError
 from handoffs.lab.perturbations._base import (
     CaseContext,
     Perturbation,
