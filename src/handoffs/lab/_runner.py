@@ -202,8 +202,9 @@ class RunOptions:
 
 def run(experiment: Experiment, options: RunOptions | None = None, /,
         **keywords: Any) -> LabRun:
-    """Run an experiment and build its report: :func:`plan_run`, :func:`execute`,
-    :func:`report_run`.
+    """Run an experiment and build its report, in three steps (``plan_run``:
+    compile, prove and check before any work; ``execute``: the chunks, the
+    population's draws, the minimal messages; ``report_run``).
 
     Args:
         experiment: the experiment.
