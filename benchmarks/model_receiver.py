@@ -34,9 +34,13 @@ Printed figures:
   200 ms and once with a 20 ms stub (targets ≥ 12.8 and ≥ 9.6 of 16). The time before
   the first call and after the last counts against it. Beside it, measured in the same
   run: the harness alone (the same stub and client, 16 threads sending the same number
-  of calls back to back, no lab), the ceiling this machine gives the figure. The line
-  before it also gives the calls' time as the stub served them (with its own lateness
-  under load) and as the client timed them (send to answer, with the time a call
+  of calls back to back, no lab), the ceiling this machine gives the figure, measured
+  once before the lab's run and once after it (the order alternated; the figure is
+  their mean; each with the CPU it took in this interpreter). The lab's line says how
+  much CPU its run took in this interpreter and where its calls were made (in its call
+  process: :mod:`handoffs.receivers._offload`). The line before it also gives the
+  calls' time as the stub served them (with its own lateness under load) and as the
+  client timed them (send to answer, with the time a call
   thread waits for the interpreter while the lab works): both run higher, and neither
   is the figure.
 
@@ -70,6 +74,7 @@ from handoffs.examples.payment_lab import payment_experiment, payment_gate
 from handoffs.lab import run
 from handoffs.lab._cache import CallCache, close_connections
 from handoffs.receivers import GovernanceChecker
+from handoffs.receivers._offload import call_process_running
 from handoffs.receivers.models import ModelReceiver, OpenAICompatibleClient
 
 WIDTH = 16
@@ -175,6 +180,8 @@ def stub(latency: float, log: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def experiment(variants: int, url: str) -> Any:
@@ -331,13 +338,19 @@ def resumed_repeats(work: Path, variants: int, chunk_size: int, calls: int,
 
 
 def concurrency(work: Path, chunk_size: int, latency: float) -> None:
-    """(3) Effective concurrency over the whole run at 280 cases, 16 calls in flight."""
+    """(3) Effective concurrency over the whole run at 280 cases, 16 calls in flight.
+
+    The harness runs before and after the lab (the order alternated, both warm: this
+    process has run the lab and the client before), and its figure is the mean of the
+    two, so that neither side gains from going second or from a change of load.
+    """
     log = work / f"calls-3-{round(latency * 1000)}ms.log"
+    before = harness(latency, 288, work, "before")
     with stub(latency, log) as url:
         declared = experiment(40, url)
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.process_time()
         report = run(declared, cache=False, chunk_size=chunk_size).report
-        ended = time.monotonic()
+        ended, cpu = time.monotonic(), time.process_time() - cpu
     spans = served(log)
     calls = report["cost"]["totals"]["latency_ms"] / 1000
     provider = sum(end - start for start, end, _ in spans)
@@ -345,25 +358,31 @@ def concurrency(work: Path, chunk_size: int, latency: float) -> None:
     first = min(start for start, _, _ in spans) - started
     last = ended - max(end for _, end, _ in spans)
     wall = ended - started
+    where = "in its call process" if call_process_running() else "in it"
     print(f"{latency * 1000:.0f} ms stub, 280 cases: {len(spans)} calls; the run {wall:.2f} s "
           f"wall from its start (first call after {first * 1000:.0f} ms, run end "
-          f"{last * 1000:.0f} ms after the last call); calls {busy:.2f} s at "
-          f"{latency * 1000:.0f} ms each; {provider:.2f} s as the stub served them "
-          f"({provider / wall:.1f} of {WIDTH}), {calls:.2f} s as the client timed them "
-          f"({calls / wall:.1f} of {WIDTH})")
-    bare = harness(latency, len(spans), work)
+          f"{last * 1000:.0f} ms after the last call; {cpu:.2f} s CPU in the lab's "
+          f"interpreter, calls made {where}); "
+          f"calls {busy:.2f} s at {latency * 1000:.0f} ms each; {provider:.2f} s as the stub "
+          f"served them ({provider / wall:.1f} of {WIDTH}), {calls:.2f} s as the client "
+          f"timed them ({calls / wall:.1f} of {WIDTH})")
+    after = harness(latency, len(spans), work, "after")
+    bare = (before[0] + after[0]) / 2
+    print(f"  the harness alone, {len(spans)} calls: before the lab {before[0]:.1f} of "
+          f"{WIDTH} ({before[1]:.2f} s CPU), after it {after[0]:.1f} ({after[1]:.2f} s CPU)")
     print(f"effective concurrency (whole run) at {latency * 1000:.0f} ms: "
           f"{busy / wall:.1f} of {WIDTH} (the harness alone: {bare:.1f}; lab / harness "
           f"{busy / wall / bare:.2f})")
 
 
-def harness(latency: float, calls: int, work: Path) -> float:
+def harness(latency: float, calls: int, work: Path, when: str) -> tuple[float, float]:
     """The same stub and client with no lab: ``WIDTH`` threads send ``calls`` requests
     (each a 3.5 kB prompt, as the full record's) back to back. The ceiling this machine
-    gives the figure above, measured beside it."""
+    gives the figure above, measured beside it: (concurrency, CPU seconds).
+    """
     from handoffs.receivers.models import ChatRequest
 
-    log = work / f"harness-{round(latency * 1000)}ms.log"
+    log = work / f"harness-{round(latency * 1000)}ms-{when}.log"
     request = ChatRequest(model="stub/harness", messages=(("user", "x" * 3500),))
     left, lock = [calls], threading.Lock()
     with stub(latency, log) as url:
@@ -378,14 +397,14 @@ def harness(latency: float, calls: int, work: Path) -> float:
                 client.complete(request)
 
         threads = [threading.Thread(target=worker) for _ in range(WIDTH)]
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.process_time()
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        wall = time.monotonic() - started
+        wall, cpu = time.monotonic() - started, time.process_time() - cpu
         client.close()
-    return latency * calls / wall
+    return latency * calls / wall, cpu
 
 
 if __name__ == "__main__":

@@ -191,6 +191,12 @@ def _bounds(spec: FieldSpec) -> tuple[float, float]:
 
 
 def _value_strategy(contract: Contract[Any, Any], spec: FieldSpec) -> st.SearchStrategy[Any]:
+    values = _present_strategy(contract, spec)
+    return st.none() | values if spec.optional else values  # None: known not to apply
+
+
+def _present_strategy(contract: Contract[Any, Any], spec: FieldSpec
+                      ) -> st.SearchStrategy[Any]:
     domain = spec.domain()
     if domain is not None:
         return st.sampled_from(domain)
@@ -209,7 +215,8 @@ def _value_strategy(contract: Contract[Any, Any], spec: FieldSpec) -> st.SearchS
 
 
 def states(contract: Contract[S, Any]) -> st.SearchStrategy[S]:
-    """Complete decision states of ``contract``: every field in its domain.
+    """Complete decision states of ``contract``: every field in its domain (an optional
+    field's ``None``, known not to apply, included).
 
     Half the draws come from the policy's geometry (:meth:`Geometry.states()
     <handoffs.contracts.analysis.Geometry.states>`: a witness of every live
@@ -318,13 +325,15 @@ def _unequal_to(spec: FieldSpec, truth: Any) -> Callable[[Any], bool]:
 
 def _false_values(contract: Contract[Any, Any], spec: FieldSpec, truth: Any) -> list[Any]:
     """Deterministic, labelled candidates: the finite complement, or numeric boundaries."""
-    domain = spec.domain()
+    domain = spec.values()
     if domain is not None:
         return [v for v in domain if _differs(spec, v, truth)]
+    absent = [None] if spec.optional and truth is not None else []  # a presence flip
     if spec.kind is FieldKind.INTERVAL:
         edges = _boundaries(contract, spec)
-        return [v for v in (Interval.point(e) for e in edges) if _differs(spec, v, truth)]
-    return [v for v in _boundaries(contract, spec) if _differs(spec, v, truth)]
+        return absent + [v for v in (Interval.point(e) for e in edges)
+                         if _differs(spec, v, truth)]
+    return absent + [v for v in _boundaries(contract, spec) if _differs(spec, v, truth)]
 
 
 def falsehoods(
@@ -339,10 +348,11 @@ def falsehoods(
     Each state drawn changes between 1 and ``max_changed`` of ``fields`` (default:
     every decision field) to a value of the right type and bounds that is not the
     true value. Finite domains are enumerated first (boolean flips, the other enum
-    members); numbers favour the policy's thresholds. Every drawn state is
-    re-validated against the contract's ``decision_state`` JSON Schema with
-    ``jsonschema``, so a value the schema would catch is never offered as a
-    falsehood.
+    members); numbers favour the policy's thresholds. An optional field's presence
+    flips are falsehoods too (``None`` for a true value, a value for a true
+    ``None``). Every drawn state is re-validated against the contract's
+    ``decision_state`` JSON Schema with ``jsonschema``, so a value the schema would
+    catch is never offered as a falsehood.
 
     Args:
         contract: the contract.

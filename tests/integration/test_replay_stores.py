@@ -24,7 +24,7 @@ import pytest
 from handoffs._logs import DecisionLogError
 from handoffs.receivers import Decision, ReplayLog, Step, Verdict
 from handoffs.receivers._replay import ReplayClaim
-from handoffs.service.postgres import _SCHEMA_VERSION
+from handoffs.service._pg_schema import _SCHEMA_VERSION
 from stores import PostgresServer, free_port, open_log
 from worlds.gate import CASES, NOW, WORLD, codes, raw, strict
 
@@ -323,7 +323,7 @@ def test_a_version_2_log_migrates_its_reason_rows_into_the_view(
     """
     import psycopg
 
-    from handoffs.service.postgres import _MIGRATIONS
+    from handoffs.service._pg_schema import _MIGRATIONS
 
     url = postgres.create_database("v2")
     with psycopg.connect(url, autocommit=True) as conn:

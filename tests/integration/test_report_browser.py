@@ -21,7 +21,9 @@ from playwright.sync_api import sync_playwright
 
 from handoffs.examples.payment_lab import payment_experiment
 from handoffs.lab import run
+from handoffs.lab.perturbations._coarsening import WidenInterval
 from handoffs.lab.reports import render_html
+from triage_lab import triage_experiment
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -112,6 +114,32 @@ def test_the_passing_report_loads_clean(browser: Any, tmp_path: Path) -> None:
     assert "92 survived (24 catastrophic)" in finding.inner_text()
     assert page.locator("#gate-checks tr.pass").count() == len(report["gate"]["checks"])
     assert page.locator("svg").count() == 3
+    assert problems == []
+
+
+def test_a_decision_map_renders(browser: Any, tmp_path: Path) -> None:
+    """A refuted widen-interval row's decision map: drawn, with a visible size, its
+    cells in at least two colours, the cut and both witness markers on screen."""
+    experiment = triage_experiment(perturbations=(WidenInterval("sepsis_risk", 0.2),))
+    report = run(experiment, created=datetime(2026, 12, 1, tzinfo=UTC)).report
+    path = tmp_path / "report.html"
+    path.write_text(render_html(report), encoding="utf-8")
+    page, problems = _open(browser, path)
+    figure = page.locator("figure.decision-map")
+    assert figure.count() == 1
+    svg = figure.locator("svg.decision-map")
+    assert svg.is_visible()
+    box = svg.bounding_box()
+    assert box is not None
+    assert box["width"] > 300
+    assert box["height"] > 200
+    fills = {cell.get_attribute("fill") for cell in svg.locator("rect.cell").all()}
+    assert len(fills) >= 2
+    for part in ("g.cut polyline", "g.witness-state", "g.witness-message"):
+        drawn = svg.locator(part).first.bounding_box()
+        assert drawn is not None, part
+        assert drawn["width"] + drawn["height"] > 0, part
+    assert "widen-interval:sepsis_risk:0.2" in figure.locator("figcaption").inner_text()
     assert problems == []
 
 

@@ -149,7 +149,8 @@ class IntCodes(enum.Enum):
     TWO = 2
 
 
-@pytest.mark.parametrize("annotation", [str, list[int], bytes, IntCodes, bool | None])
+@pytest.mark.parametrize("annotation", [str, list[int], bytes, IntCodes, str | None,
+                                        int | float, int | float | None, IntCodes | None])
 def test_unsupported_field_types_are_refused(annotation: Any) -> None:
     with pytest.raises(ContractDefinitionError, match=r"unsupported|string values") as info:
         pump_contract(state=_annotated(annotation))

@@ -88,7 +88,12 @@ def test_scout_v1_never_needs_visibility(scout: SimpleNamespace) -> None:
 def test_scout_v1_lab_predicts_the_new_action(scout: SimpleNamespace) -> None:
     land = row(scout.v1, "one_bit_authorised", "action-added:LAND")
     assert land["agreement"] == 0.5
-    assert land["hard_violations"] > 0
+    # 1.0.0's constraint allows LEFT only for the reference LEFT: it says nothing of
+    # LAND, a finding about the constraint, not a hard violation (issue #31)
+    assert land["hard_violations"] == 0
+    assert land["unstated_constraints"] == [{
+        "constraint": "left-into-confirmed-obstacle", "chosen": "LEFT",
+        "added_action": "LAND", "decisions": 12}]
     stop = row(scout.v1, "one_bit_authorised", "action-added:STOP")
     assert stop["agreement"] < 1
 

@@ -16,6 +16,8 @@ from handoffs.lab import run
 from handoffs.lab._report import ReportError
 from handoffs.lab.reports import diff_reports
 
+ROW = "shorten-evidence-refs:keep=1"
+
 
 @pytest.fixture(scope="module")
 def old() -> dict[str, Any]:
@@ -28,14 +30,17 @@ def _row(report: dict[str, Any], strategy: str, perturbation: str) -> dict[str, 
 
 
 def regressed(old: dict[str, Any]) -> dict[str, Any]:
-    """``old`` with decision_contract worse under relay:2 and a new hard violation."""
+    """``old`` with decision_contract worse under shorten-evidence-refs:keep=1 (a row
+    its perturbation exercises: the payment gate resolves evidence) and a new hard
+    violation.
+    """
     new = copy.deepcopy(old)
-    row = _row(new, "decision_contract", "relay:2")
+    row = _row(new, "decision_contract", ROW)
     row["agreement"] -= 1 / 28
     row["mean_regret"] += 120 / 28
     row["hard_violations"] += 1
     new["failures"]["cases"].append({
-        "case_id": "routine-03", "strategy": "decision_contract", "perturbation": "relay:2",
+        "case_id": "routine-03", "strategy": "decision_contract", "perturbation": ROW,
         "variant": None, "epoch": 0, "falsehood": None, "reference_action": "HOLD",
         "action": "RELEASE", "verdict": "ACCEPT", "reasons": [], "reference_rule": "x",
         "hard_violations": ["unsafe-release"], "regret": 120.0, "message": None})
@@ -53,15 +58,15 @@ def test_a_regression_is_found_per_strategy_and_perturbation(old: dict[str, Any]
     diff = diff_reports(old, regressed(old))
     assert diff.exit_code == 1
     found = {(c.strategy, c.perturbation, c.metric) for c in diff.regressions}
-    assert found == {("decision_contract", "relay:2", "agreement"),
-                     ("decision_contract", "relay:2", "mean_regret"),
-                     ("decision_contract", "relay:2", "hard_violations")}
+    assert found == {("decision_contract", ROW, "agreement"),
+                     ("decision_contract", ROW, "mean_regret"),
+                     ("decision_contract", ROW, "hard_violations")}
     assert [f["case_id"] for f in diff.new_hard_violations] == ["routine-03"]
     text = diff.render(format="markdown")
     assert text.startswith("### handoffs lab diff: **REGRESSED** (3 regression(s) beyond "
                            "the budget)\n")
-    assert "| REGRESSED | decision_contract | relay:2 | hard_violations | 0 | 1 |" in text
-    assert ("- routine-03: decision_contract under relay:2 chose RELEASE for HOLD "
+    assert f"| REGRESSED | decision_contract | {ROW} | hard_violations | 0 | 1 |" in text
+    assert (f"- routine-03: decision_contract under {ROW} chose RELEASE for HOLD "
             "(unsafe-release)") in text
 
 
@@ -149,7 +154,8 @@ def test_lab_diff_exits_1_on_a_regression_with_markdown(old: dict[str, Any],
     result = _lab_diff(tmp_path, old, regressed(old), "--format", "markdown")
     assert result.exit_code == 1, result.output
     assert result.output.startswith("### handoffs lab diff: **REGRESSED**")
-    assert "| REGRESSED | decision_contract | relay:2 | agreement | 1 | 0.9643 |" in result.output
+    assert f"| REGRESSED | decision_contract | {ROW} | agreement | 0.5714 | 0.5357 |" \
+        in result.output
     # Within a budget that allows it: reported, exit 0.
     loose = _lab_diff(tmp_path, old, regressed(old), "--budget-agreement", "0.05",
                       "--budget-regret", "5", "--budget-hard-violations", "1",

@@ -19,6 +19,7 @@ from handoffs.lab._population import (
     CaseDistribution,
     DistributionError,
     Population,
+    binomial_interval,
     draws_needed,
 )
 from handoffs.lab.perturbations._registry import perturbation_from_json
@@ -301,3 +302,22 @@ def test_refusing_everything_is_reported_as_refusals_not_catches() -> None:
     assert row["refused_by"] == {"context-unresolved": row["refused"]}
     assert (row["caught"] + row["survived"] + row["over_reacted"] + row["equivalent"]
             + row["refused"]) == row["evaluated"]
+
+
+@pytest.mark.parametrize(("successes", "n"), [
+    (0, 1), (1, 1), (0, 280), (1, 280), (140, 280), (279, 280), (280, 280),
+    (3, 8530), (8527, 8530), (4999, 10_000)])
+@pytest.mark.parametrize("confidence", [0.9, 0.95, 0.99])
+def test_the_interval_is_scipys_clopper_pearson(successes: int, n: int,
+                                                confidence: float) -> None:
+    """The beta quantiles give the interval binomtest's root search finds."""
+    from scipy.stats import binomtest
+
+    exact = binomtest(successes, n).proportion_ci(confidence_level=confidence,
+                                                  method="exact")
+    low, high = binomial_interval(successes, n, confidence)
+    assert low == pytest.approx(float(exact.low), abs=2e-12)
+    assert high == pytest.approx(float(exact.high), abs=2e-12)
+    assert (low == 0.0) == (successes == 0)
+    assert (high == 1.0) == (successes == n)
+    assert low <= successes / n <= high

@@ -16,12 +16,15 @@ from handoffs._json import DEFAULT_LIMITS, JSONLimits
 from handoffs._schemas import SEMVER
 from handoffs.contracts._fields import FieldKind, FieldSpec, _converter, state_fields
 from handoffs.contracts._policy import (
+    Absent,
     Condition,
+    Present,
 )
 from handoffs.contracts._rules import (
     Outcome,
     Policy,
     arithmetic_conditions,
+    walk_conditions,
 )
 
 __all__ = [
@@ -311,6 +314,19 @@ def _check_version(_: Any, __: Any, value: str) -> None:
         )
 
 
+def _check_absence_tests(conditions: Iterable[Condition],
+                         fields: Mapping[str, FieldSpec]) -> None:
+    """Refuse an :class:`Absent` or :class:`Present` test of a field that cannot be absent."""
+    for condition in conditions:
+        for test in walk_conditions(condition):
+            if (isinstance(test, Absent | Present) and test.field in fields
+                    and not fields[test.field].optional):
+                raise ContractDefinitionError(
+                    f"{test.describe()!r} tests the absence of {test.field}, which is not "
+                    "optional (declare it T | None)", code="not-optional",
+                    json_path=f"$.{test.field}")
+
+
 DEFAULT_MAX_PROOF_AGE: Final = timedelta(hours=1)
 """The default bound on the age of a receipt's proof (see :attr:`Contract.max_proof_age`)."""
 
@@ -400,6 +416,7 @@ class Contract(Generic[S, A]):
                     json_path=f"$.hard_constraints.{constraint.name}")
             conditions.append(constraint.when)
         numeric = (FieldKind.INT, FieldKind.FLOAT, FieldKind.INTERVAL)
+        _check_absence_tests(conditions, self.field_map)
         for condition in conditions:
             for compare in arithmetic_conditions(condition):
                 bad = sorted(n for n in compare.reads() if n in known
@@ -565,6 +582,7 @@ class Contract(Generic[S, A]):
                     "name": s.name,
                     "kind": s.kind.value,
                     "description": s.description,
+                    **({"optional": True} if s.optional else {}),
                     **({"enum": [e.value for e in s.domain() or ()]} if s.enum_type else {}),
                     **({"minimum": s.minimum, "maximum": s.maximum}
                        if s.minimum is not None else {}),

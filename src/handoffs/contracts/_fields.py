@@ -7,13 +7,18 @@ missing (the lab's removal perturbation uses it to make an unsafe benign default
 visible, as the essay does).
 
 Supported value types: ``bool``, a ``str``-valued :class:`enum.Enum`, bounded
-``int``, bounded ``float`` and :class:`Interval` (a certified numeric range).
+``int``, bounded ``float`` and :class:`Interval` (a certified numeric range), each
+optionally ``T | None``: an *optional* field, whose ``None`` means the fact is known
+not to apply (a borrower who was never delinquent has no "months since the last
+delinquency"). ``None`` is a value like any other, carried as JSON ``null``; it is not
+a missing field (which means "unknown").
 """
 
 from __future__ import annotations
 
 import enum
 import math
+import types
 import typing
 from collections.abc import Mapping
 from typing import Any, Final
@@ -74,6 +79,11 @@ class Interval:
         return f"[{self.lo}, {self.hi}]"
 
 
+ABSENT_RATE: Final = 0.25
+"""How often a realistic or population draw of an optional field is ``None`` (known not
+to apply), unless a case distribution says otherwise."""
+
+
 class FieldKind(enum.Enum):
     """The value type of a decision field."""
 
@@ -96,6 +106,9 @@ class FieldSpec:
             ``MISSING`` when it must fail closed instead.
         minimum / maximum: inclusive bounds for numbers and interval ends.
         enum_type: the Enum class for ``FieldKind.ENUM`` fields.
+        optional: the field is declared ``T | None``: ``None`` (JSON ``null``) is a
+            legitimate value meaning "known not to apply", distinct from a missing
+            member (unknown).
     """
 
     name: str
@@ -105,6 +118,7 @@ class FieldSpec:
     minimum: float | None = None
     maximum: float | None = None
     enum_type: type[enum.Enum] | None = None
+    optional: bool = False
 
     @property
     def fails_closed(self) -> bool:
@@ -114,17 +128,31 @@ class FieldSpec:
         return self.if_missing is MISSING
 
     def domain(self) -> tuple[Any, ...] | None:
-        """Every value of a finite field (bool, enum), or ``None`` for numbers."""
+        """Every present value of a finite field (bool, enum), or ``None`` for numbers.
+
+        An optional field's ``None`` is not listed: :meth:`values` adds it.
+        """
         if self.kind is FieldKind.BOOL:
             return (False, True)
         if self.kind is FieldKind.ENUM:
             return tuple(self.enum_type or ())
         return None
 
+    def values(self) -> tuple[Any, ...] | None:
+        """Every value of a finite field, ``None`` first for an optional one; ``None``
+        for numbers.
+        """
+        domain = self.domain()
+        if domain is None:
+            return None
+        return (None, *domain) if self.optional else domain
+
     def contains(self, value: Any) -> bool:
-        """True when ``value`` is a well-typed, in-bounds value for this field."""
-        if self.kind is FieldKind.BOOL:
-            return isinstance(value, bool)
+        """True when ``value`` is a well-typed, in-bounds value for this field (``None``
+        for an optional field).
+        """
+        if value is None or self.kind is FieldKind.BOOL:
+            return self.optional if value is None else isinstance(value, bool)
         if self.kind is FieldKind.ENUM:
             return isinstance(value, self.enum_type)  # type: ignore[arg-type]
         if self.kind is FieldKind.INTERVAL:
@@ -154,11 +182,23 @@ def decision_field(
 ) -> Any:
     """Declare one decisive fact of a contract's decision state.
 
+    Annotate the attribute with its type: ``bool``, a ``str`` Enum, ``int``, ``float``
+    or :class:`Interval`, or one of them ``| None`` for a fact that may be known not to
+    apply (an *optional* field: ``None``, JSON ``null``, is a legitimate value; the
+    member stays required, so a message that leaves it out is missing it). Conditions
+    test absence with :class:`~handoffs.contracts.policy.Absent`; every other condition
+    on an absent value is false::
+
+        months_since_delinquency: int | None = decision_field(
+            "Months since the last delinquency; null: never delinquent.",
+            minimum=0, maximum=600)
+
     Args:
         description: what the fact means; required, and exported to the schema.
-        if_missing: the value a receiver assumes if the field is absent. Leave it
-            ``MISSING`` (the default) to make a receiver fail closed instead.
-            Declaring a benign default is allowed, and the lab measures its cost.
+        if_missing: the value a receiver assumes if the field is missing from the
+            message. Leave it ``MISSING`` (the default) to make a receiver fail closed
+            instead. Declaring a benign default is allowed, and the lab measures its
+            cost; ``None`` (an optional field only) assumes it does not apply.
         minimum: inclusive lower bound (numbers and intervals; required for them).
         maximum: inclusive upper bound (numbers and intervals; required for them).
 
@@ -179,6 +219,17 @@ def decision_field(
     )
 
 
+def _optional_of(annotation: Any) -> tuple[Any, bool]:
+    """``(T, True)`` for ``T | None`` (``Optional[T]``), else ``(annotation, False)``."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union or origin is types.UnionType:
+        members = typing.get_args(annotation)
+        rest = tuple(m for m in members if m is not type(None))
+        if len(rest) == 1 and len(members) == 2:
+            return rest[0], True
+    return annotation, False
+
+
 def _kind_of(name: str, annotation: Any) -> tuple[FieldKind, type[enum.Enum] | None]:
     if annotation is bool:
         return FieldKind.BOOL, None
@@ -196,7 +247,7 @@ def _kind_of(name: str, annotation: Any) -> tuple[FieldKind, type[enum.Enum] | N
         return FieldKind.ENUM, annotation
     raise ContractDefinitionError(
         f"unsupported decision field type {annotation!r}; use bool, a str Enum, int, float "
-        "or Interval",
+        "or Interval, or one of them | None (optional: None means known not to apply)",
         json_path=f"$.{name}",
     )
 
@@ -221,7 +272,8 @@ def state_fields(state: type[Any]) -> tuple[FieldSpec, ...]:
                 f"{state.__name__}.{attribute.name} is not declared with decision_field()",
                 json_path=f"$.{attribute.name}",
             )
-        kind, enum_type = _kind_of(attribute.name, hints[attribute.name])
+        annotation, optional = _optional_of(hints[attribute.name])
+        kind, enum_type = _kind_of(attribute.name, annotation)
         numeric = kind in (FieldKind.INT, FieldKind.FLOAT, FieldKind.INTERVAL)
         if numeric and (meta["minimum"] is None or meta["maximum"] is None):
             raise ContractDefinitionError(
@@ -236,6 +288,7 @@ def state_fields(state: type[Any]) -> tuple[FieldSpec, ...]:
             minimum=meta["minimum"],
             maximum=meta["maximum"],
             enum_type=enum_type,
+            optional=optional,
         )
         if spec.if_missing is not MISSING and not spec.contains(spec.if_missing):
             raise ContractDefinitionError(

@@ -33,6 +33,7 @@ from handoffs._json import digest
 from handoffs.contracts._contract import Contract, HardConstraint
 from handoffs.contracts._fields import MISSING, Interval
 from handoffs.contracts._policy import (
+    Absent,
     AllOf,
     Always,
     AnyOf,
@@ -46,6 +47,7 @@ from handoffs.contracts._policy import (
     Not,
     Over,
     Predicate,
+    Present,
     Under,
 )
 from handoffs.contracts._schema import to_json_schema
@@ -95,8 +97,10 @@ def _expr_json(expr: Expr) -> dict[str, Any]:
 def condition_json(condition: Condition) -> dict[str, Any]:  # noqa: PLR0911 - one per kind
     """A guard in declarative JSON, readable without Python.
 
-    ``{"always": true}``; ``{"is": [field, value]}``; ``{"over": [field, threshold],
-    "inclusive": bool}`` (``>``/``>=``) and ``{"under": ...}`` (``<``/``<=``);
+    ``{"always": true}``; ``{"is": [field, value]}``; ``{"absent": field}`` and
+    ``{"present": field}`` (an optional field known not to apply, or not);
+    ``{"over": [field, threshold], "inclusive": bool}`` (``>``/``>=``) and
+    ``{"under": ...}`` (``<``/``<=``);
     ``{"not": guard}``; ``{"all": [...]}`` and ``{"any": [...]}`` (Kleene logic);
     ``{"compare": op, "left": expr, "right": expr}`` with expressions ``{"field": f}``,
     ``{"const": n}`` (``"n/d"`` for an exact fraction) and ``{"arith": op, "left",
@@ -107,6 +111,8 @@ def condition_json(condition: Condition) -> dict[str, Any]:  # noqa: PLR0911 - o
         return {"always": True}
     if isinstance(condition, Is):
         return {"is": [condition.field, _value(condition.value)]}
+    if isinstance(condition, Absent | Present):
+        return {"absent" if isinstance(condition, Absent) else "present": condition.field}
     if isinstance(condition, Over | Under):
         word = "over" if isinstance(condition, Over) else "under"
         return {word: [condition.field, condition.threshold], "inclusive": condition.inclusive}
@@ -144,7 +150,7 @@ def _body(contract: Contract[Any, Any]) -> dict[str, Any]:
         "schema_digest": digest(to_json_schema(contract)),
         "actions": [a.value for a in contract.actions],
         "decision_fields": [
-            {"name": s.name, "kind": s.kind.value,
+            {"name": s.name, "kind": s.kind.value, **({"optional": True} if s.optional else {}),
              **({} if s.if_missing is MISSING else {"if_missing": _value(s.if_missing)})}
             for s in contract.fields
         ],

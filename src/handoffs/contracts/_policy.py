@@ -8,6 +8,14 @@ an interval that straddles a threshold, makes a condition *unknown*. The first r
 whose condition is true decides; if an earlier rule is unknown the decision is
 **undetermined**, and a receiver must fail closed rather than guess.
 
+An *optional* field (declared ``T | None``) can hold ``None``: the fact is known not
+to apply. That is a value, not an unknown: :class:`Absent` and :class:`Present` test
+for it, and every other condition on an absent value is **false** (``Is`` never
+matches ``None``; a comparison, or any arithmetic, reading an absent field is false,
+so both ``Under("months", 12)`` and ``Over("months", 12)`` are false, and
+``Not(Under(...))`` is true). A missing field (the key is not in the view) is still
+unknown, as before.
+
 Numeric conditions can be written as arithmetic over fields,
 ``Field("failure_probability") * Field("consequence") > 2``, evaluated with exact
 interval arithmetic (see :class:`Expr`): an interval result that straddles the
@@ -30,6 +38,7 @@ from handoffs._errors import ContractDefinitionError, PolicyError
 from handoffs.contracts._fields import Interval
 
 __all__ = [
+    "Absent",
     "AllOf",
     "Always",
     "AnyOf",
@@ -43,6 +52,7 @@ __all__ = [
     "Not",
     "Over",
     "Predicate",
+    "Present",
     "Under",
 ]
 
@@ -106,16 +116,25 @@ class Always(Condition):
 
 @attrs.frozen
 class Is(Condition):
-    """``field == value`` (for booleans and enums)."""
+    """``field == value`` (for booleans and enums). False on an absent (``None``) value
+    of an optional field; test for absence with :class:`Absent`.
+    """
 
     field: str
-    value: Any
+    value: Any = attrs.field()
+
+    @value.validator
+    def _check_value(self, _: attrs.Attribute[Any], value: Any) -> None:
+        if value is None:
+            raise ContractDefinitionError(
+                f"Is({self.field!r}, None): test an optional field's absence with "
+                f"Absent({self.field!r})", code="bad-condition")
 
     def evaluate(self, view: Mapping[str, Any]) -> Truth:
         got = view.get(self.field, _ABSENT)
         if got is _ABSENT:
             return None
-        return bool(got == self.value)
+        return bool(got == self.value)  # None (absent) equals no value
 
     def reads(self) -> frozenset[str]:
         return frozenset((self.field,))
@@ -125,6 +144,51 @@ class Is(Condition):
         return f"{self.field} is {value!r}" if not isinstance(value, bool) else (
             self.field if value else f"not {self.field}"
         )
+
+
+@attrs.frozen
+class Absent(Condition):
+    """The optional field holds ``None``: the fact is known not to apply.
+
+    True when the view holds ``None``, false when it holds a value, unknown when the
+    field is missing from the view. The contract refuses it on a field that is not
+    declared ``T | None``.
+    """
+
+    field: str
+
+    def evaluate(self, view: Mapping[str, Any]) -> Truth:
+        got = view.get(self.field, _ABSENT)
+        if got is _ABSENT:
+            return None
+        return got is None
+
+    def reads(self) -> frozenset[str]:
+        return frozenset((self.field,))
+
+    def describe(self) -> str:
+        return f"{self.field} is absent"
+
+
+@attrs.frozen
+class Present(Condition):
+    """The optional field holds a value (the negation of :class:`Absent`: unknown when
+    the field is missing from the view).
+    """
+
+    field: str
+
+    def evaluate(self, view: Mapping[str, Any]) -> Truth:
+        got = view.get(self.field, _ABSENT)
+        if got is _ABSENT:
+            return None
+        return got is not None
+
+    def reads(self) -> frozenset[str]:
+        return frozenset((self.field,))
+
+    def describe(self) -> str:
+        return f"{self.field} is present"
 
 
 def _comparison(self: _Threshold) -> Compare:
@@ -259,9 +323,11 @@ class AnyOf(_Junction):
 class Predicate(Condition):
     """An arbitrary Python test, for conditions the built-ins cannot express.
 
-    The function sees the view only when every field in ``fields`` is present;
-    otherwise the predicate is unknown. It must return ``True``, ``False`` or ``None``
-    (undetermined, e.g. an interval that straddles its threshold). Anything else,
+    The function sees the view only when every field in ``fields`` is in it;
+    otherwise the predicate is unknown. An optional field known not to apply is in
+    the view, as ``None``: the function must handle it. It must return ``True``,
+    ``False`` or ``None`` (undetermined, e.g. an interval that straddles its
+    threshold). Anything else,
     truthy or not (``0``, ``"yes"``, a NumPy bool), and any exception it raises, is a
     :class:`~handoffs.contracts.policy.PolicyError` (``predicate-result``, ``predicate-raised``): a
     gate fails closed on it, and nothing is ever read as ``False``.
@@ -390,8 +456,12 @@ class Expr:
     """
 
     def bounds(self, view: Mapping[str, Any]) -> Bounds | None:
-        """The exact interval of values on ``view``; ``None`` when a field is absent or
-        a divisor interval holds 0.
+        """The exact interval of values on ``view``; ``None`` when a field is missing
+        or a divisor interval holds 0.
+
+        A field that holds ``None`` (an optional field known not to apply) raises the
+        internal ``NotApplicable`` signal: the expression has no value, and a
+        comparison over it is false.
         """
         raise NotImplementedError
 
@@ -470,6 +540,8 @@ class Field(Expr):
         got = view.get(self.name, _ABSENT)
         if got is _ABSENT:
             return None
+        if got is None:
+            raise NotApplicable(self.name)
         return _exact(got, self.name)
 
     def reads(self) -> frozenset[str]:
@@ -605,7 +677,7 @@ def _corners(names: Iterable[str], view: Mapping[str, Any]) -> Iterator[dict[str
     axes: list[tuple[str, tuple[Fraction, ...]]] = []
     for name in sorted(names):
         got = view.get(name, _ABSENT)
-        if got is _ABSENT:
+        if got is _ABSENT or got is None:
             return
         lo, hi = _exact(got, name)
         axes.append((name, (lo,) if lo == hi else (lo, hi)))
@@ -619,8 +691,9 @@ class Compare(Condition):
 
     Build it by comparing an :class:`Expr` (``Field("p") * Field("h") > 2``). True when
     the comparison holds for every value the operands allow, false when it holds for
-    none, unknown when it holds for some (a straddling interval), when a field is
-    absent, or when a divisor interval contains 0. A field that holds neither a
+    none or when a field it reads is absent (``None``, an optional field known not to
+    apply), unknown when it holds for some (a straddling interval), when a field is
+    missing from the view, or when a divisor interval contains 0. A field that holds neither a
     number nor an :class:`~handoffs.contracts.Interval` raises
     :class:`~handoffs.contracts.policy.PolicyError` (``not-a-number``).
     """
@@ -630,8 +703,11 @@ class Compare(Condition):
     right: Expr
 
     def evaluate(self, view: Mapping[str, Any]) -> Truth:
-        a = self.left.bounds(view)
-        b = self.right.bounds(view)
+        try:
+            a = self.left.bounds(view)
+            b = self.right.bounds(view)
+        except NotApplicable:  # an absent field: the comparison does not hold
+            return False
         if a is None or b is None:
             return None
         lo, hi = a[0] - b[1], a[1] - b[0]  # the difference, compared with 0
@@ -680,6 +756,16 @@ class Compare(Condition):
         has ``("p", 0.05)``); cuts that depend on other fields are in :meth:`cuts`.
         """
         return tuple((name, t) for name, t in self.cuts({}) if self.reads() == {name})
+
+
+class NotApplicable(Exception):
+    """Raised by :meth:`Expr.bounds` when a field it reads holds ``None`` (an optional
+    field known not to apply); :class:`Compare` reads it as false.
+    """
+
+    def __init__(self, field: str) -> None:
+        super().__init__(f"{field} is absent (known not to apply)")
+        self.field = field
 
 
 class _Absent:

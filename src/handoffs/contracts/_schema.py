@@ -69,6 +69,12 @@ def _field_schema(spec: FieldSpec) -> dict[str, Any]:
                 "hi": {**bound, "description": "Inclusive upper end of the interval."},
             },
         })
+    if spec.optional:  # null: known not to apply; the member itself stays required
+        base["description"] = f"{spec.description} null: known not to apply."
+        if "enum" in base:
+            base["enum"] = [*base["enum"], None]
+        else:
+            base["type"] = [base["type"], "null"]
     return base
 
 
@@ -181,6 +187,9 @@ def _strict(node: Any) -> Any:
     out = {key: _strict(value) for key, value in node.items() if key not in _STRICT_DROPPED}
     if "enum" in out and "type" not in out and all(isinstance(v, str) for v in out["enum"]):
         out["type"] = "string"
+    elif ("enum" in out and "type" not in out and None in out["enum"]
+          and all(isinstance(v, str) or v is None for v in out["enum"])):
+        out["type"] = ["string", "null"]  # an optional enum field
     return out
 
 

@@ -6,7 +6,11 @@ and *definitely false*, mirroring the three-valued (Kleene) evaluator of
 ``lo <= hi``, arithmetic is the evaluator's interval arithmetic (products of interval
 ends through ``min``/``max``, a divisor interval holding 0 leaves the comparison
 unknown), and a decision that an unknown rule leaves open is the contract's
-fail-closed action, as :meth:`Contract.decide` makes it. An opaque
+fail-closed action, as :meth:`Contract.decide` makes it. An optional field (``T |
+None``) is a presence boolean beside its value, the value pinned to a canonical one
+(the lower bound, the first enum value, false) when absent so that equal states have
+equal variables; :class:`Absent` reads the presence, and every other condition reading
+an absent field is definitely false, as the evaluator makes it. An opaque
 :class:`~handoffs.contracts.policy.Predicate` cannot compile: :class:`Opaque` is raised and
 the analysis falls back to search.
 
@@ -26,6 +30,7 @@ import z3  # type: ignore[import-untyped]
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
 from handoffs.contracts._policy import (
+    Absent,
     AllOf,
     Always,
     AnyOf,
@@ -39,6 +44,7 @@ from handoffs.contracts._policy import (
     Not,
     Over,
     Predicate,
+    Present,
     Under,
     _rational,
 )
@@ -64,6 +70,7 @@ class StateVars:
     def __init__(self, specs: Sequence[FieldSpec], prefix: str) -> None:
         self.specs = {spec.name: spec for spec in specs}
         self.vars: dict[str, tuple[Term, ...]] = {}
+        self.present: dict[str, Term] = {}  # optional fields: true when a value is held
         self.domain: list[Term] = []
         for spec in specs:
             name = f"{prefix}{spec.name}"
@@ -86,6 +93,46 @@ class StateVars:
                                     v <= z3.IntVal(_floor(spec.maximum))]
                 else:
                     self.domain += [v >= _real(spec.minimum or 0), v <= _real(spec.maximum or 0)]
+            if spec.optional:
+                flag = z3.Bool(name + ".present")
+                self.present[spec.name] = flag
+                self.domain.append(z3.Or(flag, z3.And(*self._canonical(spec))))
+
+    def _canonical(self, spec: FieldSpec) -> list[Term]:
+        """The value an absent field's variables hold (one absent state, one model)."""
+        terms = self.vars[spec.name]
+        if spec.kind is FieldKind.BOOL:
+            return [z3.Not(terms[0])]
+        if spec.kind is FieldKind.ENUM:
+            return [terms[0] == 0]
+        if spec.kind is FieldKind.INT:
+            return [terms[0] == z3.IntVal(_ceil(spec.minimum))]
+        return [t == _real(spec.minimum or 0) for t in terms]
+
+    def presence(self, name: str) -> Term | None:
+        """The field's presence boolean, or ``None`` when it is not optional."""
+        return self.present.get(name)
+
+    def pin(self, name: str, value: Any) -> list[Term]:
+        """Formulas holding the field at a Python value of the state (``None``: absent)."""
+        spec = self.specs[name]
+        terms = self.vars[name]
+        flag = self.present.get(name)
+        if value is None:
+            if flag is None:
+                raise ValueError(f"{name} is not optional and cannot be None")
+            return [z3.Not(flag)]
+        out: list[Term] = [] if flag is None else [flag]
+        if spec.kind is FieldKind.BOOL:
+            return [*out, terms[0] == z3.BoolVal(bool(value))]
+        if spec.kind is FieldKind.ENUM:
+            wires = [_wire(v) for v in spec.domain() or ()]
+            return [*out, terms[0] == wires.index(_wire(value))]
+        if spec.kind is FieldKind.INT:
+            return [*out, terms[0] == int(value)]
+        if spec.kind is FieldKind.INTERVAL:
+            return [*out, terms[0] == _real(float(value.lo)), terms[1] == _real(float(value.hi))]
+        return [*out, terms[0] == _real(float(value))]
 
     def bounds(self, name: str) -> tuple[Term, Term]:
         """The field's value as a pair of real terms ``(lo, hi)`` (equal for points)."""
@@ -99,14 +146,19 @@ class StateVars:
         return terms[0], terms[0]
 
     def equal(self, other: StateVars, names: Sequence[str]) -> list[Term]:
-        """The fields ``names`` hold the same value in both states."""
-        return [a == b for name in names
-                for a, b in zip(self.vars[name], other.vars[name], strict=True)]
+        """The fields ``names`` hold the same value (or are both absent) in both states."""
+        return [*(a == b for name in names
+                  for a, b in zip(self.vars[name], other.vars[name], strict=True)),
+                *(self.present[name] == other.present[name] for name in names
+                  if name in self.present)]
 
     def value(self, model: Any, name: str) -> Any:
         """The field's value in a z3 model, as the Python value of the state."""
         spec = self.specs[name]
         terms = self.vars[name]
+        flag = self.present.get(name)
+        if flag is not None and not z3.is_true(model.eval(flag, model_completion=True)):
+            return None
         if spec.kind is FieldKind.BOOL:
             return z3.is_true(model.eval(terms[0], model_completion=True))
         if spec.kind is FieldKind.ENUM:
@@ -116,6 +168,10 @@ class StateVars:
             return model.eval(terms[0], model_completion=True).as_long()
         exact = [_fraction(model.eval(t, model_completion=True)) for t in terms]
         return exact[0] if len(exact) == 1 else (exact[0], exact[1])
+
+
+def _wire(value: Any) -> Any:
+    return value.value if isinstance(value, enum.Enum) else value
 
 
 def _ceil(value: float | None) -> int:
@@ -191,6 +247,9 @@ class Decision:
             return z3.BoolVal(True), z3.BoolVal(False)
         if isinstance(condition, Is):
             return self._is(condition)
+        if isinstance(condition, Absent | Present):
+            absent, present = self._absent(condition.field)
+            return (absent, present) if isinstance(condition, Absent) else (present, absent)
         if isinstance(condition, Over | Under):  # sugar for a Compare
             return self._compare(condition.comparison)
         if isinstance(condition, Not):
@@ -209,7 +268,21 @@ class Decision:
             raise Opaque(condition.description)
         raise Opaque(type(condition).__name__)
 
+    def _absent(self, name: str) -> tuple[Term, Term]:
+        """``(definitely absent, definitely present)`` of a field."""
+        flag = self.state.presence(name)
+        if flag is None:
+            return z3.BoolVal(False), z3.BoolVal(True)
+        return z3.Not(flag), flag
+
     def _is(self, condition: Is) -> tuple[Term, Term]:
+        true, false = self._is_value(condition)
+        if self.state.presence(condition.field) is None:
+            return true, false
+        absent, present = self._absent(condition.field)
+        return z3.And(present, true), z3.Or(absent, false)
+
+    def _is_value(self, condition: Is) -> tuple[Term, Term]:
         spec = self.state.specs[condition.field]
         term = self.state.vars[condition.field][0]
         if spec.kind is FieldKind.BOOL:
@@ -266,6 +339,16 @@ class Decision:
         raise Opaque(type(expr).__name__)
 
     def _compare(self, condition: Compare) -> tuple[Term, Term]:
+        true, false = self._compare_values(condition)
+        optional = sorted(n for n in condition.reads() if self.state.presence(n) is not None)
+        if not optional:
+            return true, false
+        checks = [self._absent(name) for name in optional]
+        absent = _or([a for a, _ in checks])
+        present = _and([p for _, p in checks])
+        return z3.And(present, true), z3.Or(absent, false)
+
+    def _compare_values(self, condition: Compare) -> tuple[Term, Term]:
         a_lo, a_hi, a_ok = self.expression(condition.left)
         b_lo, b_hi, b_ok = self.expression(condition.right)
         ok = z3.And(a_ok, b_ok)

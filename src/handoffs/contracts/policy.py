@@ -10,7 +10,9 @@ the first rule that holds decides::
                     default=Action.APPROVE)
 
 Conditions: :class:`Is` (a field equals a value), :class:`Over` and :class:`Under`
-(numeric thresholds), :class:`AllOf`, :class:`AnyOf`, :class:`Not`, and
+(numeric thresholds), :class:`Absent` and :class:`Present` (an optional field, declared
+``T | None``, is or is not known not to apply; every other condition on an absent
+value is false), :class:`AllOf`, :class:`AnyOf`, :class:`Not`, and
 :class:`Predicate` for a test the built-ins cannot express; :class:`Field` names a
 field inside a condition. :meth:`Policy.evaluate` returns an outcome: the action, the
 rule that decided, and whether the view determined it.
@@ -21,6 +23,7 @@ canonical document it digests); :class:`PolicyError` is a policy that cannot dec
 
 from handoffs._errors import PolicyError
 from handoffs.contracts._policy import (
+    Absent,
     AllOf,
     AnyOf,
     Condition,
@@ -30,11 +33,13 @@ from handoffs.contracts._policy import (
     Not,
     Over,
     Predicate,
+    Present,
     Under,
 )
 from handoffs.contracts._rules import Outcome, Policy, Rule
 
 __all__ = [
+    "Absent",
     "AllOf",
     "AnyOf",
     "Condition",
@@ -47,6 +52,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "Predicate",
+    "Present",
     "Rule",
     "Under",
 ]

@@ -41,6 +41,7 @@ from handoffs.contracts import Authority
 from handoffs.lab._controls import Partners
 from handoffs.lab._exercised import Tally, touched
 from handoffs.lab._experiment import Strategy
+from handoffs.lab._maps import reference_rule
 from handoffs.lab._memo import (
     _decide,
     _memoisable,
@@ -768,12 +769,13 @@ class _Chunk:
         self.failing.exhibits.append([len(self.rows) - 1, dict(facts.message())])
 
     def _deciding_rule(self, j: int) -> None:
-        """Note the reference policy's deciding rule on case ``j``'s truth, once per
-        state (none when the experiment declares its own reference).
+        """Note the reference policy's deciding rule on case ``j``'s truth (or the cut
+        an undetermined truth straddles), once per state (none when the experiment
+        declares its own reference).
         """
         state_key = self.case_rows[j][2]
         if state_key not in self.failing.rules and self.plan.reference is None:
-            self.failing.rules[state_key] = self.contract.evaluate(self.truths[j]).rule
+            self.failing.rules[state_key] = reference_rule(self.contract, self.truths[j])
 
     def _template(self, at: tuple[int, int, int], epoch: int, facts: Facts, oid: int,
                   sid: int) -> int:

@@ -24,8 +24,12 @@ widest interval between the policy's thresholds. :func:`counterfactual_triggers`
 lists the single feasible changes that flip the reference action; minimal
 sufficient sets and triggers are hitting-set duals, and for decision lists the
 minimal set equals the set of trigger fields. :func:`exhaustive_minimum` checks the
-search on small contracts. T(S), the search on a receiver, is
-:mod:`handoffs.lab._search`.
+search on small contracts.
+
+An optional field's ``None`` (known not to apply) is one more value: a free optional
+field ranges over ``None`` and its values, a message may carry ``None`` exactly, and
+a presence flip (a value to ``None``, or back) is a counterfactual trigger. T(S), the
+search on a receiver, is :mod:`handoffs.lab._search`.
 """
 
 from __future__ import annotations
@@ -110,7 +114,13 @@ class Reference:
         return tuple(sorted({*static, *found}))
 
     def representatives(self, spec: FieldSpec, within: Interval | None = None) -> list[Any]:
-        """Values of ``spec`` that cover every threshold cell (optionally inside ``within``)."""
+        """Values of ``spec`` that cover every threshold cell (optionally inside
+        ``within``); an optional field's ``None`` first when ``within`` is not given.
+        """
+        absent: list[Any] = [None] if spec.optional and within is None else []
+        return absent + self._present(spec, within)
+
+    def _present(self, spec: FieldSpec, within: Interval | None) -> list[Any]:
         domain = spec.domain()
         if domain is not None:
             return list(domain)
@@ -224,6 +234,10 @@ def _enumerated_sufficient(reference: Reference, constraints: Mapping[str, Const
     return True
 
 
+_IN_BOX: Final[Any] = object()
+"""On a free optional number field's finite axis: present, anywhere in the box."""
+
+
 def _span(spec: FieldSpec) -> Interval:
     return Interval(float(spec.minimum or 0.0), float(spec.maximum or 0.0))
 
@@ -269,11 +283,17 @@ def _box_of(reference: Reference, constraints: Mapping[str, Constraint]
     exact_intervals = True
     for spec in reference.specs:
         given = constraints.get(spec.name)
-        domain = spec.domain()
+        domain = spec.values()
         if domain is not None:
             values = list(domain) if given is None else (
                 list(given.values) if given.values is not None else [given.exact])
             finite.append((spec.name, values))
+            continue
+        if given is None and spec.optional:  # free: absent, or anywhere in the box
+            finite.append((spec.name, [None, _IN_BOX]))
+        if given is not None and given.values is None and given.interval is None \
+                and given.exact is None:  # carried as absent
+            box[spec.name] = None
             continue
         if given is None or given.interval is not None:
             value: Any = _span(spec) if given is None else given.interval
@@ -326,8 +346,11 @@ def _box_sufficient(reference: Reference, constraints: Mapping[str, Constraint],
     names = [name for name, _ in finite]
     specs = contract.field_map
     for combination in itertools.product(*(values for _, values in finite)):
-        fixed = dict(zip(names, combination, strict=True))
-        queue = collections.deque([box])  # breadth first: coarse counterexamples first
+        fixed = {name: value for name, value in zip(names, combination, strict=True)
+                 if value is not _IN_BOX}
+        start = {name: fixed.pop(name) if name in fixed else value
+                 for name, value in box.items()}  # an optional number drawn absent
+        queue = collections.deque([start])  # breadth first: coarse counterexamples first
         while queue:
             current = queue.popleft()
             budget -= 1
@@ -387,6 +410,14 @@ def _in_bounds(spec: FieldSpec, value: float) -> bool:
                 or (spec.maximum is not None and value > spec.maximum))
 
 
+def _cell_values(reference: Reference, spec: FieldSpec) -> list[Any]:
+    """A value of every threshold cell of a number field (for an absent field's flips)."""
+    values = reference.representatives(spec, _span(spec))
+    if spec.kind is FieldKind.INTERVAL:
+        return [v for v in values if v.lo == v.hi]
+    return values
+
+
 def counterfactual_triggers(contract: Contract[Any, Any] | Reference, truth: Mapping[str, Any]
                             ) -> tuple[Trigger, ...]:
     """Every single feasible change of one field that flips the reference action.
@@ -405,7 +436,9 @@ def counterfactual_triggers(contract: Contract[Any, Any] | Reference, truth: Map
     found: list[Trigger] = []
     for spec in reference.specs:
         true_value = truth[spec.name]
-        domain = spec.domain()
+        domain: Sequence[Any] | None = spec.values()
+        if domain is None and spec.optional:  # presence flips: to absent, or to a value
+            domain = [None] if true_value is not None else _cell_values(reference, spec)
         if domain is not None:
             for value in domain:
                 if value == true_value:
@@ -414,7 +447,8 @@ def counterfactual_triggers(contract: Contract[Any, Any] | Reference, truth: Map
                 if flipped != action:
                     found.append(Trigger(spec.name, wire_value(true_value), wire_value(value),
                                          None, flipped))
-            continue
+            if spec.domain() is not None or true_value is None:
+                continue
         centre = (true_value.lo + true_value.hi) / 2 if isinstance(true_value, Interval) \
             else float(true_value)
         for t in reference.cut_points(spec.name, truth):
@@ -547,7 +581,9 @@ def minimal_message(contract: Contract[Any, Any] | Reference, truth: Mapping[str
 def _coarsen(reference: Reference, spec: FieldSpec, value: Any,
              constraints: dict[str, Constraint], action: str) -> tuple[Constraint, int]:
     checks = 0
-    domain = spec.domain()
+    domain = spec.values()
+    if value is None and domain is None:
+        return Constraint(exact=None), 0  # absent is carried as it is
     if domain is not None:
         if spec.kind is not FieldKind.ENUM:
             return Constraint(exact=value), 0

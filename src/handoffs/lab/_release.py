@@ -474,7 +474,8 @@ def release_artefact(report: Mapping[str, Any], *, key: Signer | None = None,
             {"strategy": r["strategy"], "perturbation": r["perturbation"],
              "agreement": r["agreement"], "mean_regret": r["mean_regret"],
              "hard_violations": r["hard_violations"],
-             "semantic_agreement": r["semantic_agreement"]}
+             "semantic_agreement": r["semantic_agreement"],
+             "exercised": r.get("exercised")}
             for r in report["results"]
         ],
         "gate": {"passed": gate["passed"], "reasons": list(gate["reasons"]),

@@ -28,6 +28,7 @@ from handoffs import __version__
 from handoffs._errors import ReportError, Violation
 from handoffs._json import digest
 from handoffs._time import format_time
+from handoffs.lab._maps import decision_maps
 from handoffs.lab._population import DEFAULT_CONFIDENCE, Population
 from handoffs.lab._proofs import Proofs, extend_coverage, prove_plan, report_verdicts
 from handoffs.lab._release import evaluate_gate, release_artefact
@@ -127,7 +128,8 @@ def _experiment_section(experiment: Experiment, plan: Plan, aggregator: Aggregat
         "hard_constraints": [h.to_json() for h in contract.hard_constraints],
         "decision_fields": [
             {"name": s.name, "kind": s.kind.value, "description": s.description,
-             "if_missing": None if s.fails_closed else wire_value(s.if_missing)}
+             "if_missing": None if s.fails_closed else wire_value(s.if_missing),
+             "optional": s.optional}
             for s in contract.fields
         ],
     }
@@ -300,6 +302,7 @@ def build_report(experiment: Experiment, plan: Plan, aggregator: Aggregator, *,
         report["coverage"] = dict(coverage)
         extend_coverage(report["coverage"], results)
     report["proofs"] = verdicts
+    report["decision_maps"] = decision_maps(plan.contract, results)
     report["gate"] = evaluate_gate(report, experiment.tolerances)
     report["release"] = release_artefact(report, created=created_at)
     validate_report(report)

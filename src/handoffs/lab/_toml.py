@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import pkgutil
 import tomllib
+import types
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
+import cattrs
+from cattrs.errors import (
+    AttributeValidationNote,
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+    IterableValidationNote,
+)
 
-from handoffs._errors import ExperimentError, UnknownExperimentKey, refuse_unknown
+from handoffs._errors import ExperimentError, UnknownExperimentKey
 from handoffs.contracts import Authority, Contract, Registry
 from handoffs.lab._experiment import Experiment, Strategy, Tolerances, _attr_or_key
 from handoffs.lab._imports import ensure_importable
@@ -73,21 +82,83 @@ def _callable_ref(value: str, *, what: str) -> Callable[[Any], Any]:
     return _attr_or_key(value)
 
 
+# The tables of an experiment file, structured by cattrs: a key no table declares is an
+# UnknownExperimentKey naming its TOML path. TOML has no null, so ``None`` is "absent";
+# values are checked where they are used, with messages that name them.
+
+_TOML: Final = cattrs.Converter(forbid_extra_keys=True)
+_NOUNS: dict[type, str] = {}
+
+
+def _table(name: str, keys: Iterable[str], *, noun: str = "key", **tables: Any) -> Any:
+    """An attrs class for one table: ``keys`` taken as they are, ``tables`` structured."""
+    fields = {key: attrs.field(default=None) for key in keys}
+    fields.update({key: attrs.field(default=None, type=kind) for key, kind in tables.items()})
+    table = attrs.make_class(name, fields, frozen=True)
+    _NOUNS[table] = noun
+    return table
+
+
 _EXPERIMENT_SCALARS: Final = ("name", "description", "subject", "epochs", "seed",
-                               "minimal_method", "minimal_max_calls", "minimal_max_tokens",
-                               "example_limit")
-_EXPERIMENT_KEYS: Final = frozenset({*_EXPERIMENT_SCALARS, "contract", "factory",
-                                     "factory_args", "assumptions"})
+                              "minimal_method", "minimal_max_calls", "minimal_max_tokens",
+                              "example_limit")
+_Head: Final = _table("experiment", (*_EXPERIMENT_SCALARS, "contract", "factory",
+                                     "factory_args", "assumptions"), noun="experiment key")
 _CASES_KEYS: Final = {"jsonl": ("jsonl", "structure"),
                       "hypothesis": ("hypothesis", "seed", *POPULATION_KEYS),
                       "source": ("source", "source_args")}
+_Cases: Final = _table("cases", (k for keys in _CASES_KEYS.values() for k in keys))
 _EVIDENCE_KEYS: Final = (("state", "state_of"), ("case_id", "case_id_of"),
                          ("evidence_refs", "evidence_refs_of"), ("reference", "reference"))
-_PERTURBATIONS_KEYS: Final = frozenset({"standard", "include", "exclude", "extra"})
-_TOP_KEYS: Final = frozenset({
-    "experiment", "cases", "evidence", "governance", "strategy", "tolerances",
-    "perturbations", "injection",
-})
+_Evidence: Final = _table("evidence", (key for key, _ in _EVIDENCE_KEYS))
+_Model: Final = _table("model", (
+    "route", "name", "base_url", "base_url_env", "api_key_env", "template", "template_file",
+    "system", "system_file", "temperature", "seed", "max_tokens", "response_format", "tools",
+    "timeout", "max_retries", "backoff", "requests_per_minute", "tokens_per_minute",
+    "max_concurrency", "gate", "gate_args", "required"), noun="model key")
+# [strategy.model] is structured by model_from_toml, under its own path
+_Strategy: Final = _table("strategy", ("name", "encoder", "encoder_args", "receiver",
+                                       "receiver_args", "authority", "receipts", "gated",
+                                       "model"), noun="strategy key")
+_Injection: Final = _table("injection", ("case_id", "field", "value"))
+# In the order the tables are read; [cases] is structured by _cases_from_toml (a
+# topology's too), [tolerances] by Tolerances.from_json, [[injection]] item by item.
+_Document: Final = _table(
+    "document", ("cases", "tolerances", "injection"), noun="table",
+    experiment=_Head, evidence=_Evidence, governance=_table("governance",
+                                                            ("object", "object_args")),
+    strategy=types.GenericAlias(list, (_Strategy,)), perturbations=_table("perturbations", (
+        "standard", "include", "exclude", "extra")))
+
+
+def _structure(data: Any, table: Any, *, path: str) -> Any:
+    """``data`` as ``table``; the first unknown key (or a value that is not a table) is
+    an error naming its TOML path (``strategy[0]``, ``injection[2]``).
+    """
+    try:
+        return _TOML.structure(data, table)
+    except Exception as exc:
+        raise _first_error(exc, path) from None
+
+
+def _first_error(exc: BaseException, path: str) -> ExperimentError:
+    """The error a table's first fault reads as: a table's own unknown keys before those
+    of the tables inside it, as a table's keys are read before its contents.
+    """
+    if isinstance(exc, ForbiddenExtraKeysError):
+        known = (a.name for a in attrs.fields(exc.cl))
+        return UnknownExperimentKey(sorted(exc.extra_fields)[0], table=path, known=known,
+                                    noun=_NOUNS.get(exc.cl, "key"))
+    if isinstance(exc, ClassValidationError | IterableValidationError):
+        first = min(exc.exceptions, key=lambda e: not isinstance(e, ForbiddenExtraKeysError))
+        for note in getattr(first, "__notes__", ()):
+            if isinstance(note, AttributeValidationNote):
+                path = f"{path}.{note.name}" if path else note.name
+            elif isinstance(note, IterableValidationNote):
+                path = f"{path}[{note.index}]"
+        return _first_error(first, path)
+    return ExperimentError(f"[{path}] must be a table, got {exc}",
+                           json_path=f"$.{path}" if path else "$")
 
 
 def load_experiment(path: Path | str, *,
@@ -139,11 +210,10 @@ def _load(path: Path, *,
     except tomllib.TOMLDecodeError as exc:
         raise ExperimentError(f"{path}: invalid TOML: {exc}", code="invalid-toml") from exc
     ensure_importable(path)  # a TOML inside a package may name that package's modules
-    refuse_unknown(data, _TOP_KEYS, path="", noun="table")
-    known = Registry.coerce(registry)
-    base, contract, changes = _head_from_toml(dict(data.get("experiment", {})), path=path,
-                                              registry=known)
-    changes.update(_tables_from_toml(data, contract, base, path=path))
+    document = _structure(data, _Document, path="")
+    base, contract, changes = _head_from_toml(document.experiment or _Head(), path=path,
+                                              registry=Registry.coerce(registry))
+    changes.update(_tables_from_toml(document, contract, base, path=path))
     try:
         if base is not None:
             return attrs.evolve(base, **changes)
@@ -169,79 +239,74 @@ def _extra_perturbation(item: Mapping[str, Any], contract: Contract[Any, Any], i
         ) from None
 
 
-def _head_from_toml(head: dict[str, Any], *, path: Path, registry: Registry
+def _declared(table: Any) -> dict[str, Any]:
+    """A structured table's declared keys (TOML has no null: ``None`` is absent)."""
+    return {k: v for k, v in attrs.asdict(table, recurse=False).items() if v is not None}
+
+
+def _head_from_toml(head: Any, *, path: Path, registry: Registry
                     ) -> tuple[Experiment | None, Contract[Any, Any], dict[str, Any]]:
     """The ``[experiment]`` table: the factory to start from, the contract, scalars."""
     changes: dict[str, Any] = {}
     base: Experiment | None = None
-    if "factory" in head:
-        built = _build(head, "factory", what="experiment.factory")
+    if head.factory is not None:
+        built = _build(_declared(head), "factory", what="experiment.factory")
         if not isinstance(built, Experiment):
             raise ExperimentError("experiment.factory must return an Experiment")
         base = built
-    head.pop("factory", None)
-    head.pop("factory_args", None)
     contract = base.contract if base is not None else None
-    if "contract" in head:
-        named = head.pop("contract")
+    if head.contract is not None:
+        named = head.contract
         contract = (resolve(named, what="experiment.contract") if ":" in named
                     else registry.by_id(named, json_path="$.experiment.contract"))
         changes["contract"] = contract
     if not isinstance(contract, Contract):
         raise ExperimentError(f"{path}: experiment.contract must name a contract")
-    for key in _EXPERIMENT_SCALARS:
-        if key in head:
-            changes[key] = head.pop(key)
-    if "assumptions" in head:
-        changes["assumptions"] = dict(head.pop("assumptions"))
-    refuse_unknown(head, _EXPERIMENT_KEYS, path="experiment", noun="experiment key")
+    changes.update((key, getattr(head, key)) for key in _EXPERIMENT_SCALARS
+                   if getattr(head, key) is not None)
+    if head.assumptions is not None:
+        changes["assumptions"] = dict(head.assumptions)
     return base, contract, changes
 
 
-def _tables_from_toml(data: Mapping[str, Any], contract: Contract[Any, Any],
+def _tables_from_toml(document: Any, contract: Contract[Any, Any],
                       base: Experiment | None, *, path: Path) -> dict[str, Any]:
     """Every table but ``[experiment]``."""
     from handoffs.lab.perturbations import select_perturbations
 
     changes: dict[str, Any] = {}
-    if "cases" in data:
-        changes["cases"] = _cases_from_toml(data["cases"], contract, base_dir=path.parent)
-        population = population_from_toml(data["cases"], contract)
+    if document.cases is not None:
+        changes["cases"] = _cases_from_toml(document.cases, contract, base_dir=path.parent)
+        population = population_from_toml(document.cases, contract)
         if population is not None:
             changes["population"] = population
-    evidence = data.get("evidence", {})
-    refuse_unknown(evidence, (key for key, _ in _EVIDENCE_KEYS), path="evidence")
     for key, attr in _EVIDENCE_KEYS:
-        if key in evidence:
-            changes[attr] = _callable_ref(evidence[key], what=f"evidence.{key}")
-    if "governance" in data:
-        refuse_unknown(data["governance"], ("object", "object_args"), path="governance")
-        changes["governance"] = _build(data["governance"], "object", what="governance")
-    if "strategy" in data:
+        reference = getattr(document.evidence or _Evidence(), key)
+        if reference is not None:
+            changes[attr] = _callable_ref(reference, what=f"evidence.{key}")
+    if document.governance is not None:
+        changes["governance"] = _build(_declared(document.governance), "object",
+                                       what="governance")
+    if document.strategy is not None:
         changes["strategies"] = tuple(
             _strategy_from_toml(s, contract, base_dir=path.parent, index=i)
-            for i, s in enumerate(data["strategy"]))
-    if "tolerances" in data:
-        changes["tolerances"] = Tolerances.from_json(data["tolerances"])
-    if "perturbations" in data:
-        table = dict(data["perturbations"])
-        refuse_unknown(table, _PERTURBATIONS_KEYS, path="perturbations")
+            for i, s in enumerate(document.strategy))
+    if document.tolerances is not None:
+        changes["tolerances"] = Tolerances.from_json(document.tolerances)
+    if (table := document.perturbations) is not None:
         extra = [_extra_perturbation(item, contract, index, path)
-                 for index, item in enumerate(table.pop("extra", []))]
+                 for index, item in enumerate(table.extra or [])]
         changes["perturbations"] = select_perturbations(
             contract,
-            standard=bool(table.pop("standard", True)),
-            include=tuple(table.pop("include", ())),
-            exclude=tuple(table.pop("exclude", ())),
+            standard=bool(True if table.standard is None else table.standard),
+            include=tuple(table.include or ()),
+            exclude=tuple(table.exclude or ()),
             extra=tuple(extra),
             base=None if base is None else base.perturbations,
         )
-    if "injection" in data:
-        changes["injections"] = _injections(data["injection"], path)
+    if document.injection is not None:
+        changes["injections"] = _injections(document.injection, path)
     return changes
-
-
-_INJECTION_KEYS: Final = ("case_id", "field", "value")
 
 
 def _injections(tables: Any, path: Path) -> tuple[Falsehood, ...]:
@@ -256,54 +321,51 @@ def _injections(tables: Any, path: Path) -> tuple[Falsehood, ...]:
         where = f"{path}: injection {index + 1}"
         if not isinstance(table, dict):
             raise ExperimentError(f"{where} is not a table")
-        refuse_unknown(table, _INJECTION_KEYS, path=f"injection[{index}]")
-        for key in _INJECTION_KEYS:
-            if key not in table:
+        declared = _declared(_structure(table, _Injection, path=f"injection[{index}]"))
+        for key in ("case_id", "field", "value"):
+            if key not in declared:
                 raise ExperimentError(f"{where}: an injection needs {key!r}")
         for key in ("case_id", "field"):
-            if not isinstance(table[key], str) or not table[key]:
+            if not isinstance(declared[key], str) or not declared[key]:
                 raise ExperimentError(f"{where}: {key} must be a non-empty string, got "
-                                      f"{table[key]!r}")
-        injections.append(Falsehood(case_id=table["case_id"], field=table["field"],
-                                    value=table["value"]))
+                                      f"{declared[key]!r}")
+        injections.append(Falsehood(**declared))
     return tuple(injections)
 
 
 def _cases_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
                      base_dir: Path) -> CaseSource:
-    refuse_unknown(table, (k for keys in _CASES_KEYS.values() for k in keys), path="cases")
-    sources = [source for source in _CASES_KEYS if source in table]
+    cases = _declared(_structure(table, _Cases, path="cases"))
+    sources = [source for source in _CASES_KEYS if source in cases]
     if len(sources) > 1:
         raise ExperimentError(f"[cases] has {' and '.join(sources)}: declare one source",
                               json_path=f"$.cases.{sources[1]}")
     for source, keys in _CASES_KEYS.items():
-        stray = [k for k in keys[1:] if k in table and source not in table]
+        stray = [k for k in keys[1:] if k in cases and source not in cases]
         if stray:
             raise ExperimentError(f"cases.{stray[0]} is read only with cases.{source}",
                                   json_path=f"$.cases.{stray[0]}")
-    if "jsonl" in table:
-        file = Path(table["jsonl"])
-        structure = (_callable_ref(table["structure"], what="cases.structure")
-                     if "structure" in table else None)
+    if "jsonl" in cases:
+        file = Path(cases["jsonl"])
+        structure = (_callable_ref(cases["structure"], what="cases.structure")
+                     if "structure" in cases else None)
         return JSONLinesCases(file if file.is_absolute() else base_dir / file, structure)
-    if "hypothesis" in table:
-        return GeneratedCases(contract, int(table["hypothesis"]), seed=int(table.get("seed", 0)))
-    if "source" in table:
-        factory = resolve(table["source"], what="cases.source")
-        args = dict(table.get("source_args", {}))
+    if "hypothesis" in cases:
+        return GeneratedCases(contract, int(cases["hypothesis"]), seed=int(cases.get("seed", 0)))
+    if "source" in cases:
+        factory = resolve(cases["source"], what="cases.source")
+        args = dict(cases.get("source_args", {}))
         if not callable(factory):
-            return IterableCases(factory, description=f"python:{table['source']}")
+            return IterableCases(factory, description=f"python:{cases['source']}")
         label = ", ".join(f"{k}={v!r}" for k, v in args.items())
         return IterableCases(lambda: factory(**args),
-                             description=f"python:{table['source']}({label})")
+                             description=f"python:{cases['source']}({label})")
     raise ExperimentError("[cases] needs one of source, jsonl or hypothesis")
 
 
-def _strategy_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
+def _strategy_from_toml(strategy: Any, contract: Contract[Any, Any], *,
                         base_dir: Path, index: int = 0) -> Strategy:
-    known = {"name", "encoder", "encoder_args", "receiver", "receiver_args", "authority",
-             "receipts", "gated", "model"}
-    refuse_unknown(table, known, path=f"strategy[{index}]", noun="strategy key")
+    table = _declared(strategy)
     options: dict[str, Any] = {}
     if "receipts" in table:
         options["receipts"] = bool(table["receipts"])
@@ -321,14 +383,6 @@ def _strategy_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], 
         gated=bool(table.get("gated", False)),
         **options,
     )
-
-
-_MODEL_KEYS: Final = frozenset({
-    "route", "name", "base_url", "base_url_env", "api_key_env", "template", "template_file",
-    "system", "system_file", "temperature", "seed", "max_tokens", "response_format", "tools",
-    "timeout", "max_retries", "backoff", "requests_per_minute", "tokens_per_minute",
-    "max_concurrency", "gate", "gate_args", "required",
-})
 
 
 def model_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
@@ -350,7 +404,7 @@ def model_from_toml(table: Mapping[str, Any], contract: Contract[Any, Any], *,
     from handoffs.receivers import GovernanceChecker
     from handoffs.receivers.models import ModelReceiver, OpenAICompatibleClient
 
-    refuse_unknown(table, _MODEL_KEYS, path=path, noun="model key")
+    _structure(table, _Model, path=path)
     if "route" not in table:
         raise ExperimentError(f"{what}: the model needs a route", json_path="$.model.route")
     import os

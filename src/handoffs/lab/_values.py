@@ -32,10 +32,14 @@ def wire_value(value: Any) -> Any:
 
 
 def typed_value(spec: FieldSpec, value: Any) -> Any:
-    """Read one decision field's JSON value; raise ``ValueError`` when it is not valid."""
-    if spec.kind is FieldKind.ENUM:
+    """Read one decision field's JSON value; raise ``ValueError`` when it is not valid
+    (``null`` is valid for an optional field: known not to apply).
+    """
+    if value is None:
+        typed: Any = None
+    elif spec.kind is FieldKind.ENUM:
         assert spec.enum_type is not None  # noqa: S101 - guaranteed by state_fields
-        typed: Any = spec.enum_type(value)
+        typed = spec.enum_type(value)
     elif spec.kind is FieldKind.INTERVAL:
         if not isinstance(value, Mapping) or set(value) != {"lo", "hi"}:
             raise InvalidArgument(f"{spec.name}: an interval is an object with lo and hi")

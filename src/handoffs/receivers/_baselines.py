@@ -354,7 +354,9 @@ class AdvisoryActionReceiver(_KeyedByAdmission, _ViaAdmission):
 def _typed(spec: FieldSpec, value: Any) -> Any:
     """The typed value of one decision field in its JSON form, or raise ValueError."""
     typed: Any = value
-    if spec.kind is FieldKind.ENUM and isinstance(value, str) and spec.enum_type is not None:
+    if value is None:  # an optional field known not to apply; refused otherwise
+        pass
+    elif spec.kind is FieldKind.ENUM and isinstance(value, str) and spec.enum_type is not None:
         typed = spec.enum_type(value)
     elif spec.kind is FieldKind.INTERVAL and isinstance(value, Mapping):
         if set(value) != {"lo", "hi"}:

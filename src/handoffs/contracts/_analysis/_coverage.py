@@ -194,7 +194,7 @@ class CoverageTracker:
             if number in self.moved or _wire(state.get(transition.field)) != transition.source:
                 continue
             spec = self.contract.field_map[transition.field]
-            target = next(v for v in spec.domain() or () if _wire(v) == transition.target)
+            target = next(v for v in spec.values() or () if _wire(v) == transition.target)
             try:
                 if decided is None:
                     decided = _decide(self.contract, state)
@@ -209,6 +209,8 @@ class CoverageTracker:
                 return False
             return _at_cut(boundary.expr, boundary.cut, boundary.delta, state)
         spec = self.contract.field_map[boundary.axis]
+        if state[boundary.axis] is None:  # absent: at no numeric boundary
+            return False
         other = 1 - side
         steps: tuple[float, ...] = (boundary.delta, -boundary.delta)
         if spec.kind is not FieldKind.INT:
@@ -247,7 +249,8 @@ def _wire(value: Any) -> Any:
 class Transition:
     """An enum-value transition that can change the decision: ``state`` holds
     ``source`` in ``field`` and decides ``actions[0]``; with ``target`` it decides
-    ``actions[1]``.
+    ``actions[1]``. For an optional enum field ``None`` (absent) is a value too, and
+    the transitions to and from it count (a presence flip).
     """
 
     field: str
@@ -258,8 +261,11 @@ class Transition:
 
     @property
     def name(self) -> str:
-        """``<field>: <source>-><target>``."""
-        return f"{self.field}: {self.source}->{self.target}"
+        """``<field>: <source>-><target>`` (``null`` for an absent value)."""
+        def shown(value: Any) -> str:
+            return "null" if value is None else str(value)
+
+        return f"{self.field}: {shown(self.source)}->{shown(self.target)}"
 
 
 def transitions(contract: Contract[Any, Any], *,
@@ -267,6 +273,7 @@ def transitions(contract: Contract[Any, Any], *,
     """Every enum-value transition of a field the policy reads that changes the
     decision somewhere, each with a witness state (none for a policy holding an opaque
     predicate: the search does not look for them, and the coverage says ``sampled``).
+    An optional enum field's ``None`` is one of its values here.
     """
     if any(_opaque(c) for c in _conditions(contract)):
         return ()
@@ -278,11 +285,11 @@ def transitions(contract: Contract[Any, Any], *,
         if spec.kind is not FieldKind.ENUM or spec.name not in reads:
             continue
         others = [s.name for s in contract.fields if s.name != spec.name]
-        domain = list(spec.domain() or ())
-        for (i, source), (j, target) in itertools.permutations(enumerate(domain), 2):
+        domain = list(spec.values() or ())
+        for source, target in itertools.permutations(domain, 2):
             status, model = analyser.solver.check(
                 f"transition {spec.name}: {_wire(source)}->{_wire(target)}",
-                pair.a.vars[spec.name][0] == i, pair.b.vars[spec.name][0] == j,
+                *pair.a.pin(spec.name, source), *pair.b.pin(spec.name, target),
                 *pair.a.equal(pair.b, others), analyser.da.action != analyser.db.action)
             if status != "sat":
                 continue

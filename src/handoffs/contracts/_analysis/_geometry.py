@@ -26,6 +26,7 @@ from handoffs.contracts._policy import (
     Const,
     Expr,
     Field,
+    NotApplicable,
     Predicate,
     _rational,
 )
@@ -112,8 +113,13 @@ def _point(value: Any) -> Fraction:
 
 
 def axis_value(expr: Expr, state: State) -> Fraction | None:
-    """The value of an axis expression on a state (an interval's midpoint for a range)."""
-    found = expr.bounds(state)
+    """The value of an axis expression on a state (an interval's midpoint for a range);
+    ``None`` when a field it reads is missing or absent.
+    """
+    try:
+        found = expr.bounds(state)
+    except NotApplicable:
+        return None
     if found is None:
         return None
     return (found[0] + found[1]) / 2
@@ -244,7 +250,9 @@ def _round_state(contract: Contract[Any, Any], raw: Mapping[str, Any], digits: i
     state: dict[str, Any] = {}
     for spec in contract.fields:
         value = raw[spec.name]
-        if spec.kind is FieldKind.FLOAT:
+        if value is None:  # an optional field, absent
+            pass
+        elif spec.kind is FieldKind.FLOAT:
             value = _clip(spec, _decimal(value, digits))
         elif spec.kind is FieldKind.INTERVAL:
             lo, hi = (_clip(spec, _decimal(v, digits)) for v in value)
@@ -282,7 +290,10 @@ def _at_cut(expr: Expr, cut: float, delta: float, state: State) -> bool:
     """The expression's value on ``state`` (an interval for ranges) is within δ of
     ``cut``.
     """
-    found = expr.bounds(state)
+    try:
+        found = expr.bounds(state)
+    except NotApplicable:  # an absent field: the expression has no value
+        return False
     return found is not None and (float(found[0]) - delta * _SLACK <= cut
                                   <= float(found[1]) + delta * _SLACK)
 

@@ -18,6 +18,11 @@ fail-closed action; ``benign-defaults``: a missing field takes its declared
 ``if_missing`` value; ``three-valued``: a missing field leaves every condition that
 reads it unknown), and an undetermined policy fails closed, as the receivers do.
 
+An optional field's absence (``None``, known not to apply) is a value: an unchanged
+field keeps it, and rounding, merging and widening leave an absent value absent (a
+sentinel is never treated as a number); removing an optional field makes it missing,
+which is not the same as absent.
+
 Arithmetic is exact: rounding reproduces the perturbation's float grid (each
 multiple of the step as the float the code computes), widening uses exact rationals.
 Every witness is confirmed by the caller with the perturbation's own code before it
@@ -177,6 +182,11 @@ def _decision_class(smt: Any) -> Any:
             self.missing = missing
             super().__init__(contract, state, index)
 
+        def _absent(self, name: str) -> tuple[Any, Any]:
+            if name in self.missing:  # a missing optional field: absent or not, unknown
+                return z3.BoolVal(False), z3.BoolVal(False)
+            return super()._absent(name)  # type: ignore[no-any-return]
+
         def _is(self, condition: Any) -> tuple[Any, Any]:
             if condition.field in self.missing:
                 return z3.BoolVal(False), z3.BoolVal(False)
@@ -240,10 +250,17 @@ class _Compiler:
         constraints: list[Any] = []
         missing: set[str] = set()
         refused = False
+        z3 = self.z3
         for spec in self.contract.fields:
             a = self.truth.vars[spec.name]
             b = self.sent.vars[spec.name]
             change = changed.get(spec.name)
+            held = self.truth.presence(spec.name)
+            if held is not None and not isinstance(change, DropField):
+                # absent stays absent, at the canonical value; a value is changed as given
+                constraints.append(self.sent.presence(spec.name) == held)
+                constraints += [z3.Implies(z3.Not(held), x == y) for x, y in zip(a, b,
+                                                                              strict=True)]
             if change is None:
                 constraints += [x == y for x, y in zip(a, b, strict=True)]
             elif isinstance(change, DropField):
@@ -254,24 +271,19 @@ class _Compiler:
                 else:
                     missing.add(spec.name)
             elif isinstance(change, MergeValues):
-                constraints.append(self._merge(spec, change, a[0], b[0]))
+                constraints.append(_when(held, self._merge(spec, change, a[0], b[0])))
             elif isinstance(change, RoundValue):
-                constraints += self._round(spec, change, a[0], b[0])
+                constraints.append(_when(held, *self._round(spec, change, a[0], b[0])))
             else:
-                constraints += self._widen(spec, change, a, b)
+                constraints.append(_when(held, *self._widen(spec, change, a, b)))
         return constraints, frozenset(missing), refused
 
     def _pinned(self, spec: Any, value: Any, b: Sequence[Any]) -> list[Any]:
-        if spec.kind is FieldKind.BOOL:
-            z3 = self.z3
-            return [b[0] == z3.BoolVal(bool(value))]
-        if spec.kind is FieldKind.ENUM:
-            return [b[0] == list(spec.domain() or ()).index(value)]
-        if spec.kind is FieldKind.INTERVAL:
-            return [b[0] == _real(Fraction(value.lo)), b[1] == _real(Fraction(value.hi))]
-        if spec.kind is FieldKind.INT:
-            return [b[0] == int(value)]
-        return [b[0] == _real(Fraction(value))]
+        pins: list[Any] = self.sent.pin(spec.name, value)
+        if value is None:  # the declared default is absence: at the canonical value
+            pins.append(self.z3.Or(*(self.sent.present.get(spec.name, self.z3.BoolVal(True)),
+                                     self.z3.And(*self.sent._canonical(spec)))))
+        return pins
 
     def _merge(self, spec: Any, change: MergeValues, a: Any, b: Any) -> Any:
         z3 = self.z3
@@ -328,6 +340,13 @@ class _Compiler:
         half = _real(Fraction(change.width) / 2)
         return [b[0] == _term_clamp(a[0] - half, change.minimum, change.maximum),
                 b[1] == _term_clamp(a[1] + half, change.minimum, change.maximum)]
+
+
+def _when(held: Any, *formulas: Any) -> Any:
+    """``formulas`` hold when the true value is present (always for a required field)."""
+    z3 = _z3()
+    both = z3.And(*formulas)
+    return both if held is None else z3.Implies(held, both)
 
 
 def undecidable(contract: Contract[Any, Any]) -> str:
@@ -453,6 +472,8 @@ def _nearby(contract: Contract[Any, Any], raw: Mapping[str, Any],
             span = float(spec.maximum or 0) - float(spec.minimum or 0)
             step = span * scale * rng.uniform(-1, 1)
             value = base[spec.name]
+            if value is None:  # absent: nothing to move
+                continue
             if spec.kind is FieldKind.INT:
                 moved: Any = int(_clip(spec, value + (1 if step >= 0 else -1)))
             elif spec.kind is FieldKind.FLOAT:
@@ -514,21 +535,9 @@ def perturbed_state(contract: Contract[Any, Any], form: SymbolicForm, semantics:
     links, missing, refused = _Compiler(contract, truth, sent).link(form, semantics)
     if refused:
         return None
-    pins: list[Any] = []
+    pins = [*truth.domain]
     for spec in contract.fields:
-        value = state[spec.name]
-        terms = truth.vars[spec.name]
-        if spec.kind is FieldKind.BOOL:
-            pins.append(terms[0] == z3.BoolVal(bool(value)))
-        elif spec.kind is FieldKind.ENUM:
-            pins.append(terms[0] == [_wire(v) for v in spec.domain() or ()].index(
-                _wire(value)))
-        elif spec.kind is FieldKind.INTERVAL:
-            pins += [terms[0] == _real(Fraction(value.lo)), terms[1] == _real(Fraction(value.hi))]
-        elif spec.kind is FieldKind.INT:
-            pins.append(terms[0] == int(value))
-        else:
-            pins.append(terms[0] == _real(Fraction(value)))
+        pins += truth.pin(spec.name, state[spec.name])
     solver = _Solver(z3, 10_000, [])
     status, model = solver.check("perturbed state", *links, *pins)
     if status != "sat":

@@ -29,7 +29,7 @@ from handoffs.contracts._analysis._results import (
     warnings_of,
 )
 from handoffs.contracts._contract import Contract
-from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
+from handoffs.contracts._fields import ABSENT_RATE, FieldKind, FieldSpec, Interval
 
 
 def _decide(contract: Contract[Any, Any], state: State) -> Any:
@@ -45,8 +45,12 @@ def _loss(contract: Contract[Any, Any], chosen: str, reference: str) -> float | 
 
 def draw_value(spec: FieldSpec, rng: random.Random) -> Any:
     """One realistic value of a field: uniform in its declared bounds, no subnormal
-    floats, an interval narrower than a twentieth of the range, fair booleans.
+    floats, an interval narrower than a twentieth of the range, fair booleans; an
+    optional field is ``None`` (known not to apply) in a quarter of draws
+    (``ABSENT_RATE``).
     """
+    if spec.optional and rng.random() < ABSENT_RATE:
+        return None
     domain = spec.domain()
     if domain is not None:
         return rng.choice(domain)
@@ -153,8 +157,8 @@ def sampled_analysis(  # noqa: PLR0912, PLR0915 - one pass over the draws
             if act_m is None or act_m == act_s:
                 continue
             flips.setdefault(spec.name, (s, moved))
-            if not _numeric(spec):
-                continue
+            if not _numeric(spec) or s[spec.name] is None or moved[spec.name] is None:
+                continue  # a presence flip has no segment to bisect
             found = _bisect(contract, spec, s, moved, action=act_s, delta_ratio=delta_ratio)
             if found is None:
                 continue

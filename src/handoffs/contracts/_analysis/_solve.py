@@ -47,7 +47,6 @@ from handoffs.contracts._analysis._search import (
     sampled_equivalence,
 )
 from handoffs.contracts._contract import Contract
-from handoffs.contracts._fields import FieldKind
 from handoffs.contracts._policy import (
     Condition,
 )
@@ -325,19 +324,7 @@ class _Analyser:
     def pin(self, at: State) -> list[Any]:
         formulas: list[Any] = []
         for spec in self.contract.fields:
-            terms = self.pair.a.vars[spec.name]
-            value = at[spec.name]
-            if spec.kind is FieldKind.BOOL:
-                formulas.append(terms[0] == self.z3.BoolVal(bool(value)))
-            elif spec.kind is FieldKind.ENUM:
-                formulas.append(terms[0] == list(spec.domain() or ()).index(value))
-            elif spec.kind is FieldKind.INT:
-                formulas.append(terms[0] == int(value))
-            elif spec.kind is FieldKind.INTERVAL:
-                formulas += [terms[0] == self.smt._real(float(value.lo)),
-                             terms[1] == self.smt._real(float(value.hi))]
-            else:
-                formulas.append(terms[0] == self.smt._real(float(value)))
+            formulas += self.pair.a.pin(spec.name, at[spec.name])
         return formulas
 
     def sufficiency(self, fields: Sequence[str], at: State | None = None) -> Sufficiency:

@@ -26,6 +26,8 @@ def _shown(value: Any) -> str:
     """An ``if_missing`` value of a policy document as the finding shows it."""
     if value is MISSING:
         return "none (fail closed)"
+    if value is None:
+        return "null (absent: known not to apply)"
     if isinstance(value, Mapping) and set(value) == {"lo", "hi"}:
         return f"[{value['lo']}, {value['hi']}]"
     return repr(value)

@@ -10,7 +10,8 @@ decision regions, say) is one more function there.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -26,7 +27,8 @@ from handoffs.lab._render._format import (
     wire,
 )
 
-__all__ = ["FAILURES_LISTED", "SECTIONS", "FieldFalsehoods", "falsehood_fields", "gate_checks"]
+__all__ = ["FAILURES_LISTED", "SECTIONS", "FieldFalsehoods", "check_label", "deciding_cases",
+           "falsehood_fields", "gate_checks", "witness_pair"]
 
 FAILURES_LISTED: Final = 10
 """Failing decisions the compact (Markdown) rendering lists; the rest are counted."""
@@ -158,8 +160,27 @@ def _control_status(checks: Mapping[tuple[Any, Any], Mapping[str, Any]],
 
 
 
+def _deciding_cell(found: Mapping[int, list[Mapping[str, Any]]]
+                   ) -> Callable[[Mapping[str, Any]], str]:
+    def cell(check: Mapping[str, Any]) -> str:
+        cases = found.get(id(check))
+        if check["passed"] or cases is None or check["metric"] not in _CASE_METRICS:
+            return DASH  # passed, or a check no single case decides (a control, a proof)
+        if not cases:
+            return "none listed"
+        names = list(dict.fromkeys(str(c["case_id"]) for c in cases))
+        shown = ", ".join(names[:_DECIDING_PER_CHECK])
+        return shown + (f" and {num(len(names) - _DECIDING_PER_CHECK)} more"
+                        if len(names) > _DECIDING_PER_CHECK else "")
+
+    return cell
+
+
 def gate_checks(report: Mapping[str, Any]) -> Table:
-    """Every check the release gate made, each passed or failed in words."""
+    """Every check the release gate made, each passed or failed in words, and for each
+    failing check the cases that decided it (listed first under the failing decisions).
+    """
+    found = {id(check): cases for check, cases in deciding_cases(report)}
     return table(
         "gate-checks", "Gate checks",
         [
@@ -171,6 +192,7 @@ def gate_checks(report: Mapping[str, Any]) -> Table:
             ("threshold", False,
              lambda r: "the control does worse" if r["metric"] == "control_falsifies"
              else f"{COMPARISON.get(r['comparison'], r['comparison'])} {num(r['threshold'])}"),
+            ("deciding cases", False, _deciding_cell(found)),
         ],
         report["gate"]["checks"],
         empty="The gate made no checks.",
@@ -183,20 +205,130 @@ def _subject_mark(report: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], st
     return lambda r: r["strategy"] + (" (subject)" if r["strategy"] == subject else "")
 
 
+_DECIDING_PER_CHECK: Final = 3
+"""Deciding cases listed first for each failing check (then round by round)."""
+
+_ROW_METRICS: Final = frozenset({
+    "agreement", "mean_regret", "max_regret", "stress_agreement", "stress_mean_regret",
+    "population_hard_violations", "governance_failures"})
+
+
+_CASE_METRICS: Final = _ROW_METRICS | {"hard_violations", "receiver_errors",
+                                       "surviving_catastrophic_falsehoods"}
+"""The checks that failing decisions decide."""
+
+
+def check_label(check: Mapping[str, Any]) -> str:
+    """A gate check in a few words: ``hard_violations ≤ 0 (receipt under none)``."""
+    where = " under ".join(str(p) for p in (check["strategy"], check["perturbation"]) if p)
+    bound = ("the control does worse" if check["metric"] == "control_falsifies" else
+             f"{COMPARISON.get(check['comparison'], check['comparison'])} "
+             f"{num(check['threshold'])}")
+    return f"{check['metric']} {bound}" + (f" ({where})" if where else "")
+
+
+def _witness_case(report: Mapping[str, Any], check: Mapping[str, Any]
+                  ) -> dict[str, Any] | None:
+    """A refuted row's witness as a failing decision (when it breaks a hard constraint)."""
+    row = next((r for r in report["results"] if r["strategy"] == check["strategy"]
+                and r["perturbation"] == check["perturbation"]), None)
+    witness = (row or {}).get("witness")
+    if not row or row.get("verdict") != "refuted" or not isinstance(witness, Mapping) \
+            or not witness.get("hard_violations"):
+        return None
+    return {"case_id": witness.get("case_id") or "solver witness (not among the cases)",
+            "strategy": check["strategy"], "perturbation": check["perturbation"],
+            "variant": None, "falsehood": None,
+            "reference_action": witness["reference_action"],
+            "action": witness["received_action"], "verdict": "refuted",
+            "reasons": ["solver-witness"], "reference_rule": None,
+            "hard_violations": list(witness["hard_violations"]),
+            "message": None if witness.get("message") is None
+            else {"decision_state": witness["message"]}}
+
+
+def _is_witness(case: Mapping[str, Any]) -> bool:
+    return case.get("reasons") == ["solver-witness"]
+
+
+def deciding_cases(report: Mapping[str, Any]) -> list[tuple[Mapping[str, Any],
+                                                             list[Mapping[str, Any]]]]:
+    """Each failing gate check with the listed failing decisions that decided it, most
+    telling first: the row's hard violations for ``hard_violations`` (and a refuted
+    row's witness), its disagreements (hard violations, then the largest regret) for
+    agreement, regret and governance, the receiver's errors for ``receiver_errors``,
+    the catastrophic falsehoods that survived for
+    ``surviving_catastrophic_falsehoods``. A check no listed case decides (a control,
+    the payload size, a proof) has none.
+    """
+    listed = list((report.get("failures") or {}).get("cases") or ())
+    out: list[tuple[Mapping[str, Any], list[Mapping[str, Any]]]] = []
+    for check in report["gate"]["checks"]:
+        if check["passed"]:
+            continue
+        metric, strategy = check["metric"], check["strategy"]
+        same = [f for f in listed if f["strategy"] == strategy
+                and f["perturbation"] == check["perturbation"]]
+        cases: list[Mapping[str, Any]]
+        if metric == "hard_violations":
+            cases = [f for f in same if f["hard_violations"]]
+            found = _witness_case(report, check)
+            if found is not None and not any(f["case_id"] == found["case_id"] for f in cases):
+                cases.append(found)
+        elif metric in _ROW_METRICS:
+            cases = sorted(same, key=lambda f: (not f["hard_violations"],
+                                                -(f.get("regret") or 0)))
+        elif metric == "receiver_errors":
+            cases = [f for f in same if any(r.startswith("receiver-raised:")
+                                            for r in f["reasons"])]
+        elif metric == "surviving_catastrophic_falsehoods":
+            cases = [f for f in listed if f["strategy"] == strategy and f.get("falsehood")
+                     and f["hard_violations"]]
+        else:
+            cases = []
+        out.append((check, cases))
+    return out
+
+
+def _deciding_first(report: Mapping[str, Any], listed: Sequence[Mapping[str, Any]]
+                    ) -> tuple[list[Mapping[str, Any]], dict[int, list[str]], int]:
+    """``listed`` with each failing check's deciding cases first, round by round (the
+    first of every check, then the second, up to :data:`_DECIDING_PER_CHECK`), then
+    the rest; the checks each case decides (by ``id``); how many checks have one.
+    """
+    decided = [(check_label(check), cases) for check, cases in deciding_cases(report)
+               if cases]
+    decides: dict[int, list[str]] = {}
+    for label, cases in decided:
+        for case in cases:
+            decides.setdefault(id(case), []).append(label)
+    first: list[Mapping[str, Any]] = []
+    seen: set[int] = set()
+    for depth in range(_DECIDING_PER_CHECK):
+        for _, cases in decided:
+            if depth < len(cases) and id(cases[depth]) not in seen:
+                seen.add(id(cases[depth]))
+                first.append(cases[depth])
+    rest = [f for f in listed if id(f) not in seen]
+    return first + rest, decides, len(decided)
+
+
 def _failures(report: Mapping[str, Any], compact: bool) -> Table | None:
     failures = report.get("failures")
     if failures is None:
         return None
     gated = _gated(report)
     # The gated strategies' failures first (those are what the gate judges), hard
-    # violations first within each.
-    listed = sorted(failures["cases"],
-                    key=lambda f: (f["strategy"] not in gated, not f["hard_violations"]))
-    cap = FAILURES_LISTED if compact else _FAILURES_HTML
+    # violations first within each; before them, each failing check's deciding cases.
+    ordered = sorted(failures["cases"],
+                     key=lambda f: (f["strategy"] not in gated, not f["hard_violations"]))
+    listed, decides, checks = _deciding_first(report, ordered)
+    cap = max(FAILURES_LISTED, checks) if compact else max(_FAILURES_HTML, checks)
     shown = listed[:cap]
-    more = failures["disagreements"] - len(shown)
+    listed_count = len(failures["cases"])
+    more = failures["disagreements"] - sum(1 for f in shown if not _is_witness(f))
     where = ("in report.json" if not failures["truncated"]
-             else f"(report.json lists {num(len(listed))}, the run log every one)")
+             else f"(report.json lists {num(listed_count)}, the run log every one)")
     return table(
         "failures", "Failing decisions",
         [
@@ -208,11 +340,14 @@ def _failures(report: Mapping[str, Any], compact: bool) -> Table | None:
             ("verdict", False, lambda r: r["verdict"]),
             ("decided by", False, _decided_by),
             ("hard violations", False, lambda r: ", ".join(r["hard_violations"]) or DASH),
+            ("decides", False, lambda r: "; ".join(decides.get(id(r), ())) or DASH),
         ],
         shown,
         note=f"{num(failures['disagreements'])} decisions differ from the reference action, "
              f"{num(failures['hard_violations'])} of them hard violations"
-             + (f"; {num(more)} more {where}." if more > 0 else "."),
+             + (f"; {num(more)} more {where}." if more > 0 else ".")
+             + (" The cases that decided each failing gate check come first (decides)."
+                if checks else ""),
         empty="Every decision agrees with the reference action.",
         mark=lambda r: "fail" if r["hard_violations"] else "warn",
         detail=None if compact else _message_sent,
@@ -234,7 +369,12 @@ def _decided_by(failure: Mapping[str, Any]) -> str:
     """The receiver's reasons (or its policy, when it accepted), and the reference's rule."""
     reasons = ", ".join(dict.fromkeys(failure["reasons"])) or "its policy on the message"
     rule = failure.get("reference_rule")
-    return f"receiver: {reasons}" + (f"; reference rule {rule}" if rule else "")
+    if not rule:
+        return f"receiver: {reasons}"
+    # an undetermined truth is named by the cut it straddles, not as a deciding rule
+    named = rule if rule.startswith(("straddles ", "misses ", "undetermined ")) \
+        else f"rule {rule}"
+    return f"receiver: {reasons}; reference {named}"
 
 
 def _message_sent(failure: Mapping[str, Any]) -> str:
@@ -602,9 +742,61 @@ def _verdicts(report: Mapping[str, Any], compact: bool) -> Table | None:
                  shown, note=note, empty="No row was decided by the solver.")
 
 
+def _shown(value: Any) -> str:
+    """A witness value in full (a witness a hair from a cut must not print as the cut)."""
+    if isinstance(value, float) and math.isfinite(value):
+        return str(int(value)) if value.is_integer() else repr(value)
+    if isinstance(value, Mapping) and set(value) == {"lo", "hi"}:
+        return f"[{_shown(value['lo'])}, {_shown(value['hi'])}]"
+    return wire(value)
+
+
+def witness_pair(entry: Mapping[str, Any]) -> str:
+    """A decision map's witness pair in words: the true values on the map's axes and
+    the values sent, with both actions and the cut crossed.
+    """
+    axes = [entry["x"]["field"]] + ([entry["y"]["field"]] if entry["y"] else [])
+    moved = [a for a in axes if entry["state"][a] != entry["message"][a]] or axes[:1]
+    state, message = entry["state"], entry["message"]
+    true = ", ".join(f"{a} {_shown(state[a])}" for a in moved)
+    sent = ", ".join(f"{a} {_shown(message[a])}" for a in moved)
+    held = ", ".join(f"{a} {_shown(state[a])}" for a in axes if a not in moved)
+    where = f" at {held}" if held else ""
+    cut = entry.get("cut")
+    across = f" across `{cut['condition']}` (rule {cut['rule']})" if cut else ""
+    case = f"; case {entry['case_id']}" if entry.get("case_id") else ""
+    return (f"true {true} ({entry['reference_action']}) → sent {sent} "
+            f"({entry['received_action']}){where}{across}{case}")
+
+
+def _decision_maps(report: Mapping[str, Any], compact: bool) -> Table | None:
+    """Each refuted numeric perturbation's witness pair, drawn on a decision map in the
+    HTML report (the compact rendering points there).
+    """
+    found = report.get("decision_maps")
+    if not found or not found["maps"]:
+        return None
+    entries = list(enumerate(found["maps"], start=1))
+    more = found["rows"] - sum(len(e["strategies"]) for _, e in entries)
+    return table(
+        "decision-maps", "Decision maps",
+        [("strategy", False, lambda r: ", ".join(r[1]["strategies"])),
+         ("perturbation", False, lambda r: r[1]["perturbation"]),
+         ("witness pair", False, lambda r: witness_pair(r[1])),
+         ("map", False, lambda r: "decision map in the HTML report" if compact
+          else f"map {r[0]} below")],
+        entries,
+        note=("Each refuted numeric perturbation on a slice of the policy: the fields the "
+              "crossed cut involves, the others held at the witness's true values, each "
+              "cell coloured by the action the contract's policy gives there."
+              + (f" {num(more)} more refuted numeric rows are not drawn." if more > 0
+                 else "")),
+    )
+
+
 SECTIONS: Final[tuple[Section, ...]] = (
     _failures, _strategies, _perturbations, _cost, _decision_ablation, _governance_ablation,
     _error_injection, _falsehoods, _falsehoods_by_field, _controls, _minimal_messages,
-    _triggers, _coverage, _verdicts,
+    _triggers, _coverage, _verdicts, _decision_maps,
 )
 """The sections after the verdict, in order."""

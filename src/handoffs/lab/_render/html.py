@@ -18,7 +18,9 @@ from functools import cache
 from typing import Any
 
 from handoffs._errors import MissingExtra
+from handoffs.lab._render._map import draw_map
 from handoffs.lab._render._plots import plots, require
+from handoffs.lab._render._sections import witness_pair
 from handoffs.lab._render._view import check_report, view
 
 __all__ = ["MissingExtra", "render_html"]
@@ -36,6 +38,18 @@ def environment() -> Any:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+
+
+def decision_map_figures(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Each decision map of the report as inline SVG with its caption."""
+    found = report.get("decision_maps") or {"maps": []}
+    actions = report["experiment"]["actions"]
+    out = []
+    for number, entry in enumerate(found["maps"], start=1):
+        caption = (f"Map {number}: {entry['perturbation']} "
+                   f"({', '.join(entry['strategies'])}): {witness_pair(entry)}.")
+        out.append((draw_map(entry, number, actions, caption), caption))
+    return out
 
 
 def render_html(report: Mapping[str, Any]) -> str:
@@ -59,6 +73,8 @@ def render_html(report: Mapping[str, Any]) -> str:
     markup = require("markupsafe")
     content = view(checked, compact=False)
     figures = {key: markup.Markup(svg) for key, svg in plots(checked).items()}
+    maps = {"decision-maps": [
+        (markup.Markup(svg), caption) for svg, caption in decision_map_figures(checked)]}
     template = templates.get_template("report.html.j2")
-    text: str = template.render(view=content, plots=figures)
+    text: str = template.render(view=content, plots=figures, maps=maps)
     return text

@@ -27,7 +27,11 @@ __all__ = ["RemoveDecisionField", "RemoveGovernanceField"]
 class RemoveDecisionField(Perturbation):
     """Remove one decision field from the message's ``decision_state``.
 
-    Id ``remove-decision-field:<field>``.
+    On an optional field (``T | None``) removal is not absence: the member is required
+    by the schema (``null`` when the fact is known not to apply), so a removed member is
+    *missing* (unknown), which a strict receiver refuses and a three-valued one reads
+    as unknown; only a benign-default receiver of a field declared ``if_missing=None``
+    reads it as absent. Id ``remove-decision-field:<field>``.
     """
 
     field: str

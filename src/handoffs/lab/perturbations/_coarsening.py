@@ -51,7 +51,11 @@ class MergeEnumValues(Perturbation):
     strategies: tuple[str, ...] | None = _strategies_field()
 
     def change(self, value: Any) -> Any:
-        """``into`` for a merged value."""
+        """``into`` for a merged value (an absent optional field stays absent: ``null``
+        is never merged).
+        """
+        if value is None:
+            return UNCHANGED
         return self.into if value in self.values and value != self.into else UNCHANGED
 
     def symbolic(self, contract: Contract[Any, Any]) -> SymbolicForm | None:
@@ -92,7 +96,11 @@ class RoundNumeric(Perturbation):
                             integer=spec.kind is FieldKind.INT)
 
     def change(self, value: Any) -> Any:
-        """The value rounded."""
+        """The value rounded; an absent optional field (``null``: known not to apply) is
+        sent as it is, never read as a number.
+        """
+        if value is None:
+            return UNCHANGED
         if isinstance(value, bool) or not isinstance(value, int | float):
             return NOT_APPLICABLE
         rounded: float = _clamp(round(value / self.step) * self.step, self.minimum, self.maximum)
@@ -135,7 +143,9 @@ class WidenInterval(Perturbation):
         return attrs.evolve(self, minimum=spec.minimum, maximum=spec.maximum)
 
     def change(self, value: Any) -> Any:
-        """The interval widened."""
+        """The interval widened; an absent optional field is sent as it is."""
+        if value is None:
+            return UNCHANGED
         if not isinstance(value, Mapping):
             return NOT_APPLICABLE
         try:

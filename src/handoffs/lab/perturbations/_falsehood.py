@@ -110,7 +110,9 @@ def _falsify(message: Mapping[str, Any], state: Mapping[str, Any], ctx: CaseCont
 class Mutate(Perturbation):
     """Schema-valid falsehoods: for every decision field, values that differ from the
     truth (every other value of a finite domain; boundary values and Hypothesis draws
-    for numbers), and every other value of the top-level enum ``members``.
+    for numbers; for an optional field, ``null`` when a value is true and every value
+    when it is absent: presence flips are falsehoods too), and every other value of the
+    top-level enum ``members``.
 
     Each candidate value is re-validated with ``jsonschema`` against the contract's
     schema (``schema_rejected`` counts refusals: a generator bug if not 0). Each
@@ -140,9 +142,10 @@ class Mutate(Perturbation):
                 raise ExperimentError(f"mutate: {name} is not a decision field of "
                                       f"{contract.id}")
             if spec.domain() is not None:
-                candidates = [wire_value(v) for v in spec.domain() or ()]
-            else:
-                candidates = _numeric_pool(contract, spec, self.samples, seed)
+                candidates = [wire_value(v) for v in spec.values() or ()]
+            else:  # an optional field's null: a present value flipped to absent
+                candidates = ([None] if spec.optional else []) + _numeric_pool(
+                    contract, spec, self.samples, seed)
             validator = Draft202012Validator(_field_schema(contract, name))
             valid = [v for v in candidates if validator.is_valid(v)]
             rejected += len(candidates) - len(valid)

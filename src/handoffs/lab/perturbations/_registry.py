@@ -11,7 +11,17 @@ from typing import Any, Final
 
 from handoffs._errors import ExperimentError
 from handoffs.contracts import Contract, FieldKind, Governance, Uncertainty
-from handoffs.contracts.policy import AllOf, AnyOf, Condition, Is, Not, Over, Under
+from handoffs.contracts.policy import (
+    Absent,
+    AllOf,
+    AnyOf,
+    Condition,
+    Is,
+    Not,
+    Over,
+    Present,
+    Under,
+)
 from handoffs.lab._values import wire_value
 from handoffs.lab.perturbations._ablation import RemoveDecisionField, RemoveGovernanceField
 from handoffs.lab.perturbations._base import Perturbation
@@ -110,8 +120,9 @@ def select_perturbations(
 # ------------------------------------------------------------------- JSON / TOML
 
 
-def condition_from_json(data: Mapping[str, Any]) -> Condition:
+def condition_from_json(data: Mapping[str, Any]) -> Condition:  # noqa: PLR0911 - one per form
     """Read a condition: ``{field, is}``, ``{field, over|under[, inclusive]}``,
+    ``{field, absent}`` (``true``: :class:`Absent`, ``false``: :class:`Present`),
     ``{all: [...]}``, ``{any: [...]}`` or ``{not: {...}}``.
     """
     if "all" in data:
@@ -124,13 +135,17 @@ def condition_from_json(data: Mapping[str, Any]) -> Condition:
     if not isinstance(field, str):
         raise ExperimentError(f"a condition needs a field: {dict(data)!r}")
     inclusive = bool(data.get("inclusive", False))
+    if "absent" in data:
+        if not isinstance(data["absent"], bool):
+            raise ExperimentError(f"absent is true or false: {dict(data)!r}")
+        return Absent(field) if data["absent"] else Present(field)
     if "is" in data:
         return Is(field, data["is"])
     if "over" in data:
         return Over(field, float(data["over"]), inclusive)
     if "under" in data:
         return Under(field, float(data["under"]), inclusive)
-    raise ExperimentError(f"a condition needs is, over or under: {dict(data)!r}")
+    raise ExperimentError(f"a condition needs is, over, under or absent: {dict(data)!r}")
 
 
 def _typed_is(condition: Condition, contract: Contract[Any, Any]) -> Condition:
