@@ -22,7 +22,7 @@ from handoffs.examples.payment import (
     synthetic_cases,
 )
 from handoffs.examples.payment_lab import payment_gate
-from handoffs.lab._keys import memo_key
+from handoffs.lab._memo import memo_key
 from handoffs.receivers import FunctionReceiver, GovernanceChecker, Verdict, _chat
 from handoffs.receivers._chat import ModelTimeout, ServedModel, retry_after
 from handoffs.receivers.models import (

@@ -1,5 +1,5 @@
 """Memoising receivers on a projection of the message: the keys the lab derives from
-receivers' declarations (:func:`handoffs.lab._keys.memo_key`).
+receivers' declarations (:func:`handoffs.lab._memo.memo_key`).
 
 Soundness: two messages with equal keys get the same verdict, action and reason codes,
 checked on generated messages whose per-case identifiers (receipt id, case id,
@@ -32,7 +32,7 @@ from handoffs.examples.payment_lab import (
     score_receiver,
     strict_receiver,
 )
-from handoffs.lab._keys import memo_key, memo_value
+from handoffs.lab._memo import memo_key, memo_value
 from handoffs.lab._reference import ReferenceReceiver
 from handoffs.receivers import (
     AuthoritativeActuator,

@@ -205,3 +205,41 @@ def test_a_chunks_measure_gives_the_reference_bytes(messages: list[dict[str, Any
     canonical = Canonical()
     for message in [*messages, *({**m, "shared": shared} for m in messages)]:
         assert _measured(canonical.measure, message) == _measured(_measure, message)
+
+
+_PATCH_MEMBERS = st.sampled_from(["decision_state", "case_id", "evidence_refs", "authority",
+                                  "sender", "uncertainty", "x", "é"])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(member=_PATCH_MEMBERS, value=st.one_of(st.just("REMOVED"), _json_values),
+       index=st.integers(0, 13))
+def test_a_patched_message_is_measured_checked_and_keyed_as_a_whole_one(
+        member: str, value: Any, index: int) -> None:
+    """The patch route (size from the base's, governance validity kept unless a
+    governance member changed, the gate key's per-member pairs) gives what measuring,
+    checking and keying the whole message gives, for every receiver of the essay's lab.
+    """
+    from handoffs.lab._plan import compile_plan
+    from handoffs.lab.perturbations import Perturbation, Variant
+
+    plan = compile_plan(payment_experiment(variants=2, profile="essay"))
+    chunk = _chunk._Chunk(plan, [None] * len(plan.strategies))
+    chunk.encode(list(synthetic_cases(2))[index:index + 1])
+    si = plan.subject
+    base = chunk.bases[0][si]
+    new = Perturbation.REMOVED if value == "REMOVED" else value
+    if new is Perturbation.REMOVED and member not in base.message:
+        return
+    variant = Variant.patched(base.message, member, new)
+
+    def seen(measure: Any) -> Any:  # what a chunk sees of the message, or how it refuses it
+        try:
+            msg = measure()
+            return (msg.size, msg.governance, msg.schema,
+                    [chunk._key(slot, msg) for slot in (*chunk.slots, chunk.semantic)])
+        except Exception as exc:
+            return type(exc), getattr(exc, "code", None)
+
+    assert seen(lambda: chunk._patched(variant, base, si)) == \
+        seen(lambda: chunk._measured(dict(variant.message), si))

@@ -15,7 +15,7 @@ import pytest
 from handoffs.errors import UserCodeError
 from handoffs.examples.payment import synthetic_cases
 from handoffs.examples.payment_lab import payment_experiment
-from handoffs.lab import ExperimentError, IterableCases, Strategy, rescore, run
+from handoffs.lab import ExperimentError, IterableCases, RunOptions, Strategy, rescore, run
 from handoffs.lab._reference import ReferenceReceiver
 from handoffs.lab._runlog import COLUMNS, RunLogError, read_run_log
 from handoffs.lab.perturbations._controls import ConstantMessage, NoMessage
@@ -217,6 +217,26 @@ def test_bad_arguments_are_refused_before_any_work() -> None:
         run(essay(), executor="fibers")
     with pytest.raises(ExperimentError, match="no cases"):
         run(essay(cases=IterableCases(list, description="none")))
+    with pytest.raises(ExperimentError, match="unexpected keyword"):
+        run(essay(), chunks=3)
+
+
+def test_run_takes_its_options_whole_or_as_keywords(tmp_path: Path) -> None:
+    """``run(e, RunOptions(...))`` is ``run(e, ...)``: the options are checked when made
+    (not when a run starts), and a run given both is refused.
+    """
+    with pytest.raises(ExperimentError, match="max_calls must be a positive integer"):
+        RunOptions(max_calls=0)
+    with pytest.raises(ExperimentError, match="not both"):
+        run(essay(), RunOptions(), chunk_size=4)
+    created = datetime(2026, 1, 1, tzinfo=UTC)
+    whole = run(essay(), RunOptions(executor=Inline(), chunk_size=8, created=created,
+                                    run_log=str(tmp_path / "a.jsonl"))).report
+    keywords = run(essay(), executor=Inline(), chunk_size=8, created=created,
+                   run_log=tmp_path / "b.jsonl").report
+    assert whole["provenance"]["run_log"] == str(tmp_path / "a.jsonl")
+    assert whole["provenance"]["chunk_size"] == keywords["provenance"]["chunk_size"] == 8
+    assert whole["strategy_results"] == keywords["strategy_results"]
 
 
 # ------------------------------------------------------------------ fast paths

@@ -13,6 +13,9 @@ triggers, minimal sufficient messages, the release gate and the release artefact
     result.report["strategy_results"]   # the essay's table
     result.exit_code                    # the release gate: 0 pass, 1 fail
 
+How it runs is a :class:`RunOptions` value, given whole or as keywords
+(``run(experiment, RunOptions(chunk_size=64))`` is ``run(experiment, chunk_size=64)``).
+
 The essay's baseline receivers (:class:`~handoffs.receivers.ScoreReceiver`,
 :class:`~handoffs.receivers.AdvisoryActionReceiver`,
 :class:`~handoffs.receivers.FullRecordReceiver`) and the
@@ -49,7 +52,7 @@ from handoffs.lab._minimal import (
 )
 from handoffs.lab._partition import MessagePartition, PartitionCell, message_partition
 from handoffs.lab._population import Population
-from handoffs.lab._runner import LabRun, rescore, run
+from handoffs.lab._runner import LabRun, RunOptions, rescore, run
 from handoffs.lab._sources import CaseSource, GeneratedCases, IterableCases, JSONLinesCases
 from handoffs.lab._sufficient import assert_sufficient
 from handoffs.lab._toml import load_experiment
@@ -86,6 +89,7 @@ __all__ = [
     "Population",
     "ProjectionError",
     "Reference",
+    "RunOptions",
     "SenderClaimReading",
     "Strategy",
     "Tolerances",

@@ -5,7 +5,7 @@ Every message, unperturbed or perturbed, is built, measured (its canonical bytes
 RFC 8785's fast path decided once per member value: :class:`~handoffs.lab._plan.Canonical`),
 checked and keyed whole. A deterministic receiver is memoised run-wide
 (:mod:`handoffs.lab._memo`) on the canonical message, or on the key the library derives
-for it (:mod:`handoffs.lab._keys`); a user's ``reads`` declaration only with
+for it (:mod:`handoffs.lab._memo`); a user's ``reads`` declaration only with
 ``plan.projection``, and then checked on a sample of memo hits (:meth:`_Chunk._check`).
 (Caching variants per declared read, replaying a case's rows from an
 earlier alike case, a per-chunk memo in front of the run-wide one, sizing, checking and
@@ -36,11 +36,11 @@ from typing import Any, Final
 
 from handoffs._errors import ProjectionError, UntrustedGovernance
 from handoffs._json import canonical_bytes, digest, dumps
+from handoffs._members import GOVERNANCE_FIELDS
 from handoffs.contracts import Authority
 from handoffs.lab._controls import Partners
 from handoffs.lab._exercised import Tally, touched
 from handoffs.lab._experiment import Strategy
-from handoffs.lab._keys import memo_value
 from handoffs.lab._maps import reference_rule
 from handoffs.lab._memo import (
     _decide,
@@ -49,16 +49,19 @@ from handoffs.lab._memo import (
     _Shared,
     _shared_for,
     _whole,
+    memo_value,
     send_ahead,
     send_batch,
 )
 from handoffs.lab._messages import (
     Facts,
     Message,
+    Patched,
     Slot,
     drawn,
 )
 from handoffs.lab._plan import (
+    _ENVELOPE,
     _FORBIDDEN,
     Canonical,
     Plan,
@@ -72,7 +75,7 @@ from handoffs.lab._plan import (
 )
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of, user_error
 from handoffs.lab._values import wire_value
-from handoffs.lab.perturbations import CaseContext, Variant
+from handoffs.lab.perturbations import CaseContext, Perturbation, Variant
 from handoffs.receivers import Verdict
 from handoffs.receivers._reads import decision_reads
 
@@ -80,6 +83,7 @@ __all__ = ["run_chunk"]
 
 
 _plans: dict[str, Plan] = {}
+_GOVERNANCE: Final = frozenset(GOVERNANCE_FIELDS)
 
 
 _PLANS_KEPT: Final = 8
@@ -440,8 +444,11 @@ class _Chunk:
     def _emit_variant(self, at: tuple[int, int, int], base: Message, variant: Variant,
                       case_ref: str) -> None:
         ref = variant.reference or case_ref
-        message = variant.message
-        msg = base if message is base.message else self._measured(message, at[1])
+        if variant.patch is not None and variant.base is base.message and not self.dry:
+            msg = self._patched(variant, base, at[1])
+        else:
+            message = variant.message
+            msg = base if message is base.message else self._measured(message, at[1])
         self._emit_base(at, msg, ref, variant)
         if not self.dry and at[2] not in self.controls:
             j, si, _ = at
@@ -451,6 +458,36 @@ class _Chunk:
                 validity=msg.schema != base.schema, reference=ref != case_ref,
                 decision=self.slots[si].deterministic
                 and self.last_oid != self.base_oids.get((j, si)))
+
+    def _patched(self, variant: Variant, base: Message, si: int) -> Message:
+        """A variant that differs from ``base`` in one member, measured and checked from
+        that member: its canonical payload size from ``base``'s (RFC 8785 writes an
+        object's members one by one, so the sizes add), its governance validity from
+        ``base``'s unless the member is a governance member. Keys: :meth:`_key`.
+        """
+        name, value = variant.patch  # type: ignore[misc]
+        if self.plan.tokenizer is not None or name in _ENVELOPE:
+            return self._measured(variant.message, si)
+        msg = Patched(variant, base, self.nslots)
+        message = base.message
+        members = len(message) - sum([k in message for k in _ENVELOPE])
+        size = base.size
+        if name in message:
+            size -= self.canonical.measure({name: message[name]})[1] - 2
+            members -= 1
+            if members:
+                size -= 1  # its comma
+        if value is not Perturbation.REMOVED:
+            size += self.canonical.measure({name: value})[1] - 2
+            if members:
+                size += 1
+            members += 1
+        msg.size = size
+        msg.governance = self.checks.governance_valid(msg.message) \
+            if name in _GOVERNANCE else base.governance
+        if self.receipts[si]:
+            msg.schema = self.checks.schema_valid(msg.message)
+        return msg
 
     def _measured(self, message: Mapping[str, Any], si: int) -> Message:
         """A message of strategy ``si``, measured (canonical payload bytes, tokens) and
@@ -483,13 +520,42 @@ class _Chunk:
         """
         found = msg.keys[slot.index]
         if found is None:
-            projected = slot.project(msg.message) if slot.project is not None else None
+            projected = self._projected(slot, msg)
             if projected is not None:
                 found = ("k", slot.index, self.shared.intern(projected))
             else:
                 found = ("c", slot.index, msg.canonical(self.canonical.measure))
             msg.keys[slot.index] = found
         return found
+
+    @staticmethod
+    def _projected(slot: Slot, msg: Message) -> Hashable | None:
+        """The receiver's key projection of a message (``None``: none smaller than the
+        whole message); a patched message's from its base's when the key is a set of
+        per-member pairs (:attr:`Slot.member`).
+        """
+        if slot.project is None:
+            return None
+        projected: Hashable | None = msg.projected[slot.index]
+        if projected is not None:
+            return projected
+        base = msg.base
+        if base is not None and slot.member is not None:
+            assert isinstance(msg, Patched)  # noqa: S101 - only a Patched has a base
+            name, value = msg.patch
+            under: Any = _Chunk._projected(slot, base)
+            if type(under) is frozenset:
+                old = base.message
+                pairs = set(under)
+                if name in old:
+                    pairs.discard((name, slot.member(name, old[name])))
+                if value is not Perturbation.REMOVED:
+                    pairs.add((name, slot.member(name, value)))
+                projected = frozenset(pairs)
+        if projected is None:
+            projected = slot.project(msg.message)
+        msg.projected[slot.index] = projected
+        return projected
 
     # ------------------------------------------------------------------- rows
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from handoffs._memokey import memo_value
+from handoffs._memo import memo_value
 from handoffs.lab.perturbations import Variant
 from handoffs.receivers._reads import Reads
 

@@ -8,20 +8,20 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from handoffs.lab._keys import declared, projector
+from handoffs.lab._memo import declared, member_keyer, projector
 from handoffs.lab._plan import _measure
 from handoffs.lab.perturbations import Variant
 from handoffs.receivers import Receiver
 from handoffs.receivers.models import ModelReceiver
 
-__all__ = ["Facts", "Message", "Slot", "drawn", "sampled"]
+__all__ = ["Facts", "Message", "Patched", "Slot", "drawn", "sampled"]
 
 
 class Slot:
     """One receiver of the chunk, with its memoisation interface."""
 
-    __slots__ = ("ahead", "checked", "deterministic", "index", "memoised", "project",
-                 "receiver", "sampled", "slow")
+    __slots__ = ("ahead", "checked", "deterministic", "index", "member", "memoised",
+                 "project", "receiver", "sampled", "slow")
 
     def __init__(self, index: int, receiver: Receiver, *, projection: bool = False) -> None:
         self.index = index
@@ -40,6 +40,10 @@ class Slot:
         # the memo key the lab derives (_keys); a user's `reads` only with projection on
         self.project: Callable[[Any], Hashable | None] | None
         self.project = projector(receiver, projection=projection)
+        # when the key is a set of per-member pairs: one member's pair (a patched
+        # message's key follows from its base's)
+        self.member: Callable[[str, Any], Hashable] | None
+        self.member = member_keyer(receiver, projection=projection)
         # memo hits on a key that rests on a user's declaration are decided again now
         # and then (_Chunk._check)
         self.checked = projection and declared(receiver)
@@ -61,11 +65,16 @@ def drawn(key: Hashable, sample: int) -> Hashable:
 class Message:
     """A measured message: size, validity and (lazily) its memo keys."""
 
-    __slots__ = ("canon", "governance", "keys", "message", "schema", "size", "tokens")
+    __slots__ = ("canon", "governance", "keys", "message", "projected", "schema", "size",
+                 "tokens")
+
+    base: Message | None = None
+    """The message a patched message (:class:`Patched`) differs from in one member."""
 
     def __init__(self, message: Mapping[str, Any], slots: int) -> None:
         self.message = message
         self.keys: list[Any] = [None] * slots
+        self.projected: list[Any] = [None] * slots  # each receiver's key projection
         self.canon: bytes | None = None
         self.size = 0
         self.tokens: int | None = None
@@ -82,6 +91,39 @@ class Message:
         if self.canon is None:
             self.canon = measure(self.message)[0]
         return self.canon
+
+
+class Patched(Message):
+    """A message that differs from a measured ``base`` in one member (a patched
+    :class:`~handoffs.lab.perturbations.Variant`), built only when read.
+    """
+
+    __slots__ = ("base", "variant")
+
+    def __init__(self, variant: Variant, base: Message, slots: int) -> None:
+        self.variant = variant
+        self.base = base
+        self.keys = [None] * slots
+        self.projected = [None] * slots
+        self.canon = None
+        self.size = 0
+        self.tokens = None
+        self.governance = False
+        self.schema = None
+
+    def __getattr__(self, name: str) -> Any:
+        """``message``, built on first read (an unset slot lands here)."""
+        if name != "message":
+            raise AttributeError(name)
+        message = self.message = self.variant.message
+        return message
+
+    @property
+    def patch(self) -> tuple[str, Any]:
+        """``(member, value)``; the value is ``REMOVED`` for a removal."""
+        patch = self.variant.patch
+        assert patch is not None  # noqa: S101 - a Patched is made of a patched variant
+        return patch
 
 
 class Facts:

@@ -15,7 +15,7 @@ import attrs
 
 from handoffs._errors import MalformedJSON
 from handoffs._json import loads
-from handoffs._memokey import memo_value
+from handoffs._memo import memo_value
 from handoffs.contracts import Contract
 from handoffs.lab._values import typed_value
 from handoffs.receivers import Decision, Reason, Step, Verdict

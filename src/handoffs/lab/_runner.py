@@ -40,8 +40,7 @@ from handoffs.lab._cache import Budget, CallCache, LabClient, close_connections
 from handoffs.lab._chunk import run_chunk
 from handoffs.lab._controls import paired_chunks
 from handoffs.lab._experiment import Experiment
-from handoffs.lab._keys import keyed, memo_key
-from handoffs.lab._memo import _shared_for, release_shared
+from handoffs.lab._memo import _shared_for, keyed, memo_key, release_shared
 from handoffs.lab._messages import sampled
 from handoffs.lab._metrics import Aggregator
 from handoffs.lab._minimal import exhaustive_minimum
@@ -58,7 +57,8 @@ from handoffs.receivers import Receiver
 from handoffs.receivers._offload import offloaded
 from handoffs.receivers.models import ModelReceiver
 
-__all__ = ["EXECUTORS", "LabRun", "Plan", "compile_plan", "rescore", "run", "run_chunk"]
+__all__ = ["EXECUTORS", "Executed", "LabRun", "Plan", "RunOptions", "RunPlan", "compile_plan",
+           "execute", "plan_run", "report_run", "rescore", "run", "run_chunk"]
 
 
 EXECUTORS: Final = ("threads", "processes", "dask")
@@ -126,27 +126,23 @@ def _progress(enabled: bool, total: int | None) -> Any:
     return progress
 
 
-def run(
-    experiment: Experiment,
-    *,
-    executor: str | cf.Executor | None = None,
-    workers: int | None = None,
-    chunk_size: int = 256,
-    run_log: Path | str | None = None,
-    resume: bool = False,
-    progress: bool = False,
-    created: datetime | None = None,
-    cache: CallCache | Path | str | bool | None = None,
-    refresh: bool = False,
-    max_calls: int | None = None,
-    max_tokens: int | None = None,
-    concurrency: int | None = None,
-    projection: bool = False,
-) -> LabRun:
-    """Run an experiment and build its report.
+def _positive(_: object, attribute: attrs.Attribute[Any], value: int | None) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                              or value < 1):
+        raise ExperimentError(f"{attribute.name} must be a positive integer, got {value!r}")
 
-    Args:
-        experiment: the experiment.
+
+def _optional_path(value: Path | str | None) -> Path | None:
+    return None if value is None else Path(value)
+
+
+@attrs.frozen(kw_only=True)
+class RunOptions:
+    """How :func:`~handoffs.lab.run` runs an experiment (every keyword of ``run``).
+
+    Checked when made: a bad value raises :class:`ExperimentError` before any work.
+
+    Attributes:
         executor: ``"threads"`` (default), ``"processes"`` (started with ``spawn``:
             a script needs an ``if __name__ == "__main__":`` guard), ``"dask"`` (a
             local cluster; needs the ``dask`` extra), or any
@@ -180,37 +176,99 @@ def run(
             one that differs stops the run (``ProjectionError``, naming the receiver
             and the members the declaration left out). By default such a receiver is
             memoised on the whole canonical message, whatever it declares.
+    """
+
+    executor: str | cf.Executor | None = None
+    workers: int | None = attrs.field(default=None, validator=_positive)
+    chunk_size: int = 256
+    run_log: Path | None = attrs.field(default=None, converter=_optional_path)
+    resume: bool = False
+    progress: bool = False
+    created: datetime | None = None
+    cache: CallCache | Path | str | bool | None = None
+    refresh: bool = False
+    max_calls: int | None = attrs.field(default=None, validator=_positive)
+    max_tokens: int | None = attrs.field(default=None, validator=_positive)
+    concurrency: int | None = attrs.field(default=None, validator=_positive)
+    projection: bool = attrs.field(default=False, converter=bool)
+
+    def __attrs_post_init__(self) -> None:
+        chunk_size = self.chunk_size
+        if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
+            raise ExperimentError(
+                f"chunk_size must be a positive integer, got {chunk_size!r}")
+        if self.resume and self.run_log is None:
+            raise ExperimentError("resume needs the run_log path of the interrupted run")
+
+
+def run(experiment: Experiment, options: RunOptions | None = None, /,
+        **keywords: Any) -> LabRun:
+    """Run an experiment and build its report, in three steps (``plan_run``:
+    compile, prove and check before any work; ``execute``: the chunks, the
+    population's draws, the minimal messages; ``report_run``).
+
+    Args:
+        experiment: the experiment.
+        options: how to run it (:class:`RunOptions`), or none and ...
+        **keywords: ... its fields as keywords
+            (``run(experiment, chunk_size=64, run_log="run.jsonl")``), not both.
 
     Raises:
-        ExperimentError: bad arguments or an inconsistent experiment (before any work).
+        ExperimentError: bad options or an inconsistent experiment (before any work).
         RunLogError: resuming a log written by another experiment.
     """
-    if not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ExperimentError(f"chunk_size must be a positive integer, got {chunk_size!r}")
-    if resume and run_log is None:
-        raise ExperimentError("resume needs the run_log path of the interrupted run")
-    for name, value in (("workers", workers), ("max_calls", max_calls),
-                        ("max_tokens", max_tokens), ("concurrency", concurrency)):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
-                                  or value < 1):
-            raise ExperimentError(f"{name} must be a positive integer, got {value!r}")
-    plan = attrs.evolve(compile_plan(experiment), keep_rows=run_log is not None,
-                        token=str(uuid.uuid4()), projection=bool(projection))
+    if options is None:
+        try:
+            options = RunOptions(**keywords)
+        except TypeError as exc:  # an unknown keyword
+            raise ExperimentError(f"run: {exc}") from None
+    elif keywords:
+        raise ExperimentError("run takes a RunOptions or keywords, not both")
+    elif not isinstance(options, RunOptions):
+        raise ExperimentError(f"run's options must be a RunOptions, got {options!r}")
+    return report_run(execute(plan_run(experiment, options)))
+
+
+@attrs.frozen
+class RunPlan:
+    """What :func:`plan_run` decided before any case runs: the compiled plan with its
+    proofs, the run log's header, the checked case stream, the call cache and budget.
+    """
+
+    experiment: Experiment
+    options: RunOptions
+    plan: Plan
+    proofs: Any
+    header: dict[str, Any]
+    first: Any
+    stream: Iterator[Any]
+    tracker: Any
+    calls: CallCache | None
+    budget: Budget
+
+
+def plan_run(experiment: Experiment, options: RunOptions) -> RunPlan:
+    """Compile and check everything a run needs, before any work or file is touched:
+    the plan and its proofs, the header that names the run, the case source (it
+    yields a case; every injected falsehood names one of its cases).
+    """
+    plan = attrs.evolve(compile_plan(experiment), keep_rows=options.run_log is not None,
+                        token=str(uuid.uuid4()), projection=options.projection)
     proofs = prove_plan(plan)
     experiment = with_witnesses(experiment, proofs)
-    started = time.perf_counter()
-    log_path = None if run_log is None else Path(run_log)
     models = any(isinstance(r, ModelReceiver) for r in (
         *(s.receiver for s in plan.strategies), plan.semantic, experiment.confirming))
-    calls = _call_cache(cache, log_path, refresh=refresh) if models else None
-    budget = Budget(run=plan.token, max_calls=max_calls, max_tokens=max_tokens, cache=calls)
+    calls = _call_cache(options.cache, options.run_log, refresh=options.refresh) \
+        if models else None
+    budget = Budget(run=plan.token, max_calls=options.max_calls,
+                    max_tokens=options.max_tokens, cache=calls)
     header = {
         "run_id": f"urn:uuid:{uuid.uuid4()}",
         "experiment": experiment.name,
         "contract": plan.contract.id,
-        "fingerprint": fingerprint(experiment, plan, chunk_size=chunk_size),
-        "chunk_size": chunk_size,
-        "created": format_time(created or datetime.now(UTC)),
+        "fingerprint": fingerprint(experiment, plan, chunk_size=options.chunk_size),
+        "chunk_size": options.chunk_size,
+        "created": format_time(options.created or datetime.now(UTC)),
         "strategies": [s.name for s in plan.strategies],
         "perturbations": list(plan.perturbation_ids),
         "epochs": plan.epochs,
@@ -219,13 +277,46 @@ def run(
     # (no cases, an injection naming a case the source lacks) leaves any log as it was.
     first, stream = _cases(experiment, plan)
     tracker, stream = _coverage_tracker(experiment, stream)
+    return RunPlan(experiment=experiment, options=options, plan=plan, proofs=proofs,
+                   header=header, first=first, stream=stream, tracker=tracker,
+                   calls=calls, budget=budget)
+
+
+@attrs.frozen
+class Executed:
+    """What :func:`execute` measured: the aggregated decisions and what the report
+    records of how they were made.
+    """
+
+    planned: RunPlan
+    plan: Plan
+    aggregator: Aggregator
+    population: tuple[Aggregator, Population] | None
+    minimal_extra: Any
+    log_header: Mapping[str, Any]
+    kind: str
+    resumed: int
+    undecided: Iterator[Any]
+    elapsed: float
+
+
+def execute(planned: RunPlan) -> Executed:
+    """Open (or resume) the run log, wire model receivers for the run, decide every
+    case in chunks on the executor, then the population's draws and the minimal
+    messages' confirmation.
+    """
+    options, experiment = planned.options, planned.experiment
+    started = time.perf_counter()
+    log_path = options.run_log
     if log_path is None:
-        log = RunLog.discarding(header)
+        log = RunLog.discarding(planned.header)
     else:
-        log = RunLog.resume(log_path, header) if resume else RunLog.create(log_path, header)
+        log = RunLog.resume(log_path, planned.header) if options.resume \
+            else RunLog.create(log_path, planned.header)
     # a run resumed from a complete log decides nothing; its cases still count for coverage
-    undecided = stream if log.complete else iter(())
-    plan, confirming = _wired(plan, experiment.confirming, calls, budget, concurrency)
+    undecided = planned.stream if log.complete else iter(())
+    plan, confirming = _wired(planned.plan, experiment.confirming, planned.calls,
+                              planned.budget, options.concurrency)
     if plan.prefetch:
         _shared_for(plan).start()
     aggregator = Aggregator.for_experiment(experiment, plan)
@@ -239,40 +330,53 @@ def run(
     try:
         with log:
             if not log.complete:
-                kind = _execute(experiment, plan, log, aggregator, first=first,
-                                stream=stream, executor=executor, workers=workers,
-                                chunk_size=chunk_size, progress=progress)
+                kind = _execute(experiment, plan, log, aggregator, first=planned.first,
+                                stream=planned.stream, executor=options.executor,
+                                workers=options.workers, chunk_size=options.chunk_size,
+                                progress=options.progress)
         drawn = population_of(experiment)
         population = None if drawn is None else _population(
-            experiment, plan, drawn, header, executor=executor, workers=workers,
-            chunk_size=chunk_size)
+            experiment, plan, drawn, planned.header, executor=options.executor,
+            workers=options.workers, chunk_size=options.chunk_size)
         minimal_extra = finish_minimal(experiment, plan, aggregator, receiver=confirming)
     finally:
         _release(plan, confirming)
+    return Executed(planned=planned, plan=plan, aggregator=aggregator,
+                    population=population, minimal_extra=minimal_extra,
+                    log_header=dict(log.header), kind=kind, resumed=resumed,
+                    undecided=undecided, elapsed=time.perf_counter() - started)
+
+
+def report_run(executed: Executed) -> LabRun:
+    """The report of an executed run: figures, gate, provenance, cost and coverage."""
     from handoffs.lab._report import build_report
 
+    planned = executed.planned
+    options, experiment = planned.options, planned.experiment
     provenance = {
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
-        "run_id": str(log.header.get("run_id")),
-        "run_log": None if log_path is None else str(log_path),
-        "executor": kind,
-        "workers": workers,
-        "chunk_size": chunk_size,
-        "resumed_chunks": resumed,
-        "elapsed_seconds": time.perf_counter() - started,
+        "run_id": str(executed.log_header.get("run_id")),
+        "run_log": None if options.run_log is None else str(options.run_log),
+        "executor": executed.kind,
+        "workers": options.workers,
+        "chunk_size": options.chunk_size,
+        "resumed_chunks": executed.resumed,
+        "elapsed_seconds": executed.elapsed,
     }
+    calls = planned.calls
     cost = {
         "cache": None if calls is None else {"path": str(calls.path),
-                                            "refresh": bool(refresh)},
-        "budget": {"max_calls": max_calls, "max_tokens": max_tokens},
-        "concurrency": plan.concurrency if plan.prefetch else None,
+                                            "refresh": bool(options.refresh)},
+        "budget": {"max_calls": options.max_calls, "max_tokens": options.max_tokens},
+        "concurrency": executed.plan.concurrency if executed.plan.prefetch else None,
     }
-    coverage = _coverage_section(experiment, tracker, undecided)
-    report = build_report(experiment, plan, aggregator, provenance=provenance,
-                          minimal_extra=minimal_extra, created=created, cost=cost,
-                          coverage=coverage, proofs=proofs, population=population)
-    return LabRun(report=report, run_log=log_path)
+    coverage = _coverage_section(experiment, planned.tracker, executed.undecided)
+    report = build_report(experiment, executed.plan, executed.aggregator,
+                          provenance=provenance, minimal_extra=executed.minimal_extra,
+                          created=options.created, cost=cost, coverage=coverage,
+                          proofs=planned.proofs, population=executed.population)
+    return LabRun(report=report, run_log=options.run_log)
 
 
 def _population(experiment: Experiment, plan: Plan, population: Population,

@@ -33,7 +33,7 @@ import attrs
 from handoffs._audience import check_addressed
 from handoffs._errors import InvalidArgument, MalformedJSON
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, check_value
-from handoffs._memokey import memo_value
+from handoffs._memo import memo_value
 from handoffs._time import parse_time
 from handoffs.contracts import (
     ANY_AUDIENCE,
@@ -236,7 +236,7 @@ def _admission_for(contract: Contract[Any, Any],
 class _KeyedByAdmission:
     """The memo key of a lab receiver that decides through a governance checker: the
     checker's key, keeping the members the rule reads (``_keep``). See
-    :class:`~handoffs.lab._keys.Memoisable`.
+    :class:`~handoffs.lab._memo.Memoisable`.
     """
 
     __slots__ = ()

@@ -58,6 +58,7 @@ from handoffs._json import (
     parse_object,
 )
 from handoffs._logs import ReplayClaim
+from handoffs._memo import gate_memo
 from handoffs._time import CLOCK_SKEW, format_time, utc_now
 from handoffs.contracts import (
     Contract,
@@ -71,7 +72,6 @@ from handoffs.contracts import (
 )
 from handoffs.integrity import KeyRing
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
-from handoffs.receivers._memo import gate_memo
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers._replay import (
     DecisionLog,
@@ -476,11 +476,20 @@ class Gate:
         as it is, except ``id`` and ``case_id`` (only their validity under the schema
         decides here; the id is kept when readback samples by id) and
         ``evidence_refs`` (validity, the resolver's key, and which freshness
-        dependencies each names): see ``handoffs.receivers._memo``, which a new
+        dependencies each names): see ``handoffs._memo``, which a new
         check on one of those members must extend.
         """
         memo = gate_memo(self)
         return None if memo is None else memo.key(message)
+
+    def memo_member(self) -> Callable[[str, Any], Hashable] | None:
+        """The contribution of one member to :meth:`memo_key`, or ``None`` when there
+        is no key: ``memo_key(m)`` is the set of ``(name, memo_member()(name, value))``
+        over the members of ``m``, so a message that differs from another in one member
+        has a key that differs in that member's pair only.
+        """
+        memo = gate_memo(self)
+        return None if memo is None else memo.member
 
     @property
     def verifies_proofs(self) -> bool:

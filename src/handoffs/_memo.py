@@ -1,13 +1,15 @@
-"""The gate's memo key: what its decision on a parsed message depends on.
+"""Shared internal (not public): the memo keys of receivers, in one place.
 
-:meth:`~handoffs.receivers.Gate.memo_key` answers from here; the lab memoises
-decisions on them and restates nothing of the gate. The key keeps every member as it
-is except the three that carry per-case identifiers (``id``, ``case_id``,
+A memo key holds each JSON value as :func:`memo_value`, equal exactly when the values
+are equal and of the same types. A gate's key (:class:`GateMemo`, through
+:meth:`~handoffs.receivers.Gate.memo_key`) keeps every member so, except the three that
+carry per-case identifiers (:data:`PROJECTED`: ``id``, ``case_id``,
 ``evidence_refs``), which the gate's steps read only for their validity under the
-schema, their evidence resolution and the freshness dependencies they name. A check
-that reads one of them otherwise belongs in the treatment of those members
-(:data:`handoffs._memokey.PROJECTED`) here, beside the gate (``tests/unit/test_memo.py``
-decides messages both ways).
+schema, their evidence resolution and the freshness dependencies they name; a check
+that reads one of them otherwise extends their treatment here
+(``tests/unit/test_memo.py`` decides messages both ways). The baseline governance
+checker (``receivers._baselines``) and the lab (``lab._memo``: which key each receiver
+it calls gets, and the run-wide memo) build on these definitions of "the same value".
 """
 
 from __future__ import annotations
@@ -15,17 +17,57 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import attrs
 import jsonschema_rs
 
 from handoffs._json import canonical_bytes
-from handoffs._memokey import PROJECTED, memo_value
 from handoffs.contracts import EvidenceFresh, EvidenceRef
 
-__all__ = ["GateMemo", "gate_memo"]
+__all__ = ["PROJECTED", "GateMemo", "gate_memo", "memo_value"]
 
+_FLAT: Final = frozenset({str, int, float, bool, type(None)})
+
+
+class _Unique:
+    """A key part equal only to itself (for values that cannot be compared safely)."""
+
+    __slots__ = ()
+
+
+def memo_value(value: Any) -> Hashable:  # noqa: PLR0911 - one return per JSON shape
+    """A hashable stand-in for a JSON value, equal exactly when the values are equal
+    *and* of the same types (``True``, ``1`` and ``1.0`` are different values here),
+    with object members in order. Unhashable foreign values never compare equal.
+    """
+    kind = type(value)
+    if kind is str:
+        return cast(str, value)
+    if kind is dict:
+        types = tuple(map(type, value.values()))
+        if _FLAT.issuperset(types):
+            return (dict, tuple(value.items()), types)
+        return (dict, tuple((k, memo_value(v)) for k, v in value.items()))
+    if kind in _FLAT:
+        return (kind, value)
+    if kind is list or kind is tuple:
+        types = tuple(map(type, value))
+        if _FLAT.issuperset(types):
+            return (kind, tuple(value), types)
+        return (kind, tuple(memo_value(v) for v in value))
+    if isinstance(value, Mapping):
+        return (kind, tuple((k, memo_value(v)) for k, v in value.items()))
+    try:
+        hash(value)
+    except TypeError:
+        return _Unique()
+    return (kind, value)
+
+
+
+# The members of a receipt that carry per-case identifiers.
+PROJECTED: Final = frozenset({"id", "case_id", "evidence_refs"})
 
 
 class _Valid:
@@ -145,12 +187,14 @@ class GateMemo:
     def key(self, message: Mapping[str, Any]) -> Hashable:
         """The key of a message (a frozenset of the members' contributions)."""
         member = self.member
-        # Most members are strings, which stand for themselves (see memo_value).
-        return frozenset([(name, value if type(value) is str and name not in PROJECTED
-                           else member(name, value)) for name, value in message.items()])
+        return frozenset([(name, member(name, value)) for name, value in message.items()])
 
     def member(self, name: str, value: Any) -> Hashable:
-        """One member's contribution."""
+        """One member's contribution (the key is the set of ``(name, contribution)``,
+        so a message that differs in one member differs in that pair only).
+        """
+        if type(value) is str and name not in PROJECTED:
+            return value  # most members are strings, which stand for themselves
         if name == "id":
             if not self.keep_id and self.id_ok is not None and self.id_ok(value):
                 return _VALID
