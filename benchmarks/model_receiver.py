@@ -37,8 +37,7 @@ Printed figures:
   of calls back to back, no lab), the ceiling this machine gives the figure, measured
   once before the lab's run and once after it (the order alternated; the figure is
   their mean; each with the CPU it took in this interpreter). The lab's line says how
-  much CPU its run took in this interpreter and where its calls were made (in its call
-  process: :mod:`handoffs.receivers._offload`). The line before it also gives the
+  much CPU its run took in this interpreter. The line before it also gives the
   calls' time as the stub served them (with its own lateness under load) and as the
   client timed them (send to answer, with the time a call
   thread waits for the interpreter while the lab works): both run higher, and neither
@@ -74,7 +73,6 @@ from handoffs.examples.payment_lab import payment_experiment, payment_gate
 from handoffs.lab import run
 from handoffs.lab._cache import CallCache, close_connections
 from handoffs.receivers import GovernanceChecker
-from handoffs.receivers._offload import call_process_running
 from handoffs.receivers.models import ModelReceiver, OpenAICompatibleClient
 
 WIDTH = 16
@@ -358,11 +356,10 @@ def concurrency(work: Path, chunk_size: int, latency: float) -> None:
     first = min(start for start, _, _ in spans) - started
     last = ended - max(end for _, end, _ in spans)
     wall = ended - started
-    where = "in its call process" if call_process_running() else "in it"
     print(f"{latency * 1000:.0f} ms stub, 280 cases: {len(spans)} calls; the run {wall:.2f} s "
           f"wall from its start (first call after {first * 1000:.0f} ms, run end "
           f"{last * 1000:.0f} ms after the last call; {cpu:.2f} s CPU in the lab's "
-          f"interpreter, calls made {where}); "
+          f"interpreter); "
           f"calls {busy:.2f} s at {latency * 1000:.0f} ms each; {provider:.2f} s as the stub "
           f"served them ({provider / wall:.1f} of {WIDTH}), {calls:.2f} s as the client "
           f"timed them ({calls / wall:.1f} of {WIDTH})")

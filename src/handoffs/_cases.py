@@ -7,11 +7,15 @@ the lab's default readers (``case_id``, ``state``, ``evidence_refs``) read.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
-__all__ = ["GeneratedCase"]
+__all__ = ["ABSENT_RATE", "GeneratedCase"]
+
+ABSENT_RATE: Final = 0.25
+"""How often a realistic or population draw of an optional field is ``None`` (known not
+to apply), unless a case distribution says otherwise."""
 
 
 @attrs.frozen

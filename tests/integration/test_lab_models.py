@@ -182,11 +182,15 @@ def test_processes_share_one_cache_and_never_ask_twice(tmp_path: Path) -> None:
     assert report["cost"]["totals"]["model_calls"] == len(prompts)
 
 
-def test_a_resumed_run_repeats_no_call(tmp_path: Path) -> None:
+def test_a_resumed_run_repeats_no_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # chunks are handed out once the shuffled control's window of their cases is read:
+    # windows of 4 (each handed out once two cases past it are read), so that the
+    # first two chunks are done when case 11 fails
+    monkeypatch.setattr("handoffs.lab._controls.SHUFFLE_WINDOW", 4)
     log = tmp_path / "run.jsonl"
     with serving() as server:
         with pytest.raises(UserCodeError, match="Boom"):
-            run(_experiment(server.url, fail_after=9), chunk_size=4, run_log=log,
+            run(_experiment(server.url, fail_after=11), chunk_size=4, run_log=log,
                 executor=Inline())
         first = _prompts(server)
         assert first
@@ -485,11 +489,16 @@ def test_sampled_calls_overlap_like_deterministic_ones(tmp_path: Path) -> None:
     assert report["cost"]["totals"]["model_calls"] == len(server.requests)
 
 
-def test_a_resumed_run_draws_no_sample_twice(tmp_path: Path) -> None:
+def test_a_resumed_run_draws_no_sample_twice(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # chunks are handed out once the shuffled control's window of their cases is read:
+    # windows of 4 (each handed out once two cases past it are read), so that the
+    # first two chunks are done when case 11 fails
+    monkeypatch.setattr("handoffs.lab._controls.SHUFFLE_WINDOW", 4)
     log = tmp_path / "run.jsonl"
     with serving(_drawing()) as server:
         with pytest.raises(UserCodeError, match="Boom"):
-            run(_sampled_experiment(server.url, fail_after=9), chunk_size=4, run_log=log,
+            run(_sampled_experiment(server.url, fail_after=11), chunk_size=4, run_log=log,
                 executor=Inline())
         first = len(server.requests)
         assert first

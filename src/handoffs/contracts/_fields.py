@@ -79,11 +79,6 @@ class Interval:
         return f"[{self.lo}, {self.hi}]"
 
 
-ABSENT_RATE: Final = 0.25
-"""How often a realistic or population draw of an optional field is ``None`` (known not
-to apply), unless a case distribution says otherwise."""
-
-
 class FieldKind(enum.Enum):
     """The value type of a decision field."""
 

@@ -26,6 +26,8 @@ from handoffs.contracts._policy import (
     Absent,
     AllOf,
     AnyOf,
+    Arith,
+    Compare,
     Condition,
     Expr,
     Field,
@@ -36,12 +38,14 @@ from handoffs.contracts._policy import (
     Present,
     Under,
 )
-from handoffs.contracts._rules import Outcome, Policy, Rule
+from handoffs.contracts._rules import Outcome, Policy, Rule, walk_conditions
 
 __all__ = [
     "Absent",
     "AllOf",
     "AnyOf",
+    "Arith",
+    "Compare",
     "Condition",
     "Expr",
     "Field",
@@ -55,4 +59,5 @@ __all__ = [
     "Present",
     "Rule",
     "Under",
+    "walk_conditions",
 ]

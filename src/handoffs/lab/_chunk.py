@@ -76,8 +76,7 @@ from handoffs.lab._plan import (
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of, user_error
 from handoffs.lab._values import wire_value
 from handoffs.lab.perturbations import CaseContext, Perturbation, Variant
-from handoffs.receivers import Verdict
-from handoffs.receivers._reads import decision_reads
+from handoffs.receivers import Verdict, decision_reads
 
 __all__ = ["run_chunk"]
 

@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from handoffs._memo import memo_value
 from handoffs.lab.perturbations import Variant
-from handoffs.receivers._reads import Reads
+from handoffs.receivers import Reads
 
 __all__ = ["Tally", "row_exercised", "touched"]
 

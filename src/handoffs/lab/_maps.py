@@ -25,9 +25,8 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Final
 
-from handoffs.contracts import Contract, FieldKind, Interval
-from handoffs.contracts._fields import FieldSpec
-from handoffs.contracts._policy import Arith, Compare
+from handoffs.contracts import Contract, FieldKind, FieldSpec, Interval
+from handoffs.contracts.policy import Arith, Compare, walk_conditions
 from handoffs.lab._values import typed_value
 
 __all__ = ["CELLS", "CODES", "MAPS_LIMIT", "UNDETERMINED", "decision_maps", "reference_rule",
@@ -55,8 +54,6 @@ def _leaf_compare(condition: Any) -> Compare | None:
 
 
 def _leaves(condition: Any) -> list[tuple[Any, Compare]]:
-    from handoffs.contracts._rules import walk_conditions
-
     return [(c, found) for c in walk_conditions(condition)
             if (found := _leaf_compare(c)) is not None]
 

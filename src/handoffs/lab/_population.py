@@ -31,10 +31,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from handoffs._cases import GeneratedCase
+from handoffs._cases import ABSENT_RATE, GeneratedCase
 from handoffs._errors import ExperimentError
 from handoffs.contracts import FieldKind, FieldSpec, Interval
-from handoffs.contracts._fields import ABSENT_RATE
 
 if TYPE_CHECKING:
     from handoffs.contracts import Contract

@@ -54,7 +54,6 @@ from handoffs.lab._values import typed_value
 from handoffs.lab.perturbations import Falsehood
 from handoffs.lab.perturbations._base import Scoring
 from handoffs.receivers import Receiver
-from handoffs.receivers._offload import offloaded
 from handoffs.receivers.models import ModelReceiver
 
 __all__ = ["EXECUTORS", "Executed", "LabRun", "Plan", "RunOptions", "RunPlan", "compile_plan",
@@ -478,7 +477,7 @@ def _wired(plan: Plan, confirming: Receiver, cache: CallCache | None, budget: Bu
             return receiver
         found = wrapped.get(id(receiver))
         if found is None:
-            client = LabClient(inner=offloaded(receiver.client),
+            client = LabClient(inner=receiver.client,
                                fingerprint=receiver.fingerprint(),
                                receiver=receiver.name, cache=cache,
                                budget=budget if budget.limited else None)

@@ -48,6 +48,7 @@ from handoffs.receivers._gate import (
     UnsafeNoProofs,
 )
 from handoffs.receivers._log import SQLiteDecisionLog
+from handoffs.receivers._reads import Reads, decision_reads
 from handoffs.receivers._receivers import (
     Admission,
     AuthoritativeActuator,
@@ -84,6 +85,7 @@ __all__ = [
     "LogSummary",
     "MemoryReplayStore",
     "PolicyService",
+    "Reads",
     "Reason",
     "Receiver",
     "ReplayClaim",
@@ -99,6 +101,7 @@ __all__ = [
     "UnsafeNoProofs",
     "Verdict",
     "carry",
+    "decision_reads",
 ]
 
 # A name that left this face since 0.1.0 raises an ImportError naming its new place.

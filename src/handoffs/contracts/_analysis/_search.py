@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from handoffs._cases import ABSENT_RATE
 from handoffs._errors import PolicyError
 from handoffs.contracts._analysis._geometry import _clip, _cuts, _decimal, _field_delta, _numeric
 from handoffs.contracts._analysis._results import (
@@ -29,7 +30,7 @@ from handoffs.contracts._analysis._results import (
     warnings_of,
 )
 from handoffs.contracts._contract import Contract
-from handoffs.contracts._fields import ABSENT_RATE, FieldKind, FieldSpec, Interval
+from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
 
 
 def _decide(contract: Contract[Any, Any], state: State) -> Any:
