@@ -3,4 +3,4 @@
 ``handoffs --version`` answer from it without reading installed metadata.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

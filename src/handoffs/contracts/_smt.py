@@ -27,6 +27,7 @@ from typing import Any
 
 import z3  # type: ignore[import-untyped]
 
+from handoffs._errors import InvalidArgument
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
 from handoffs.contracts._policy import (
@@ -120,7 +121,7 @@ class StateVars:
         flag = self.present.get(name)
         if value is None:
             if flag is None:
-                raise ValueError(f"{name} is not optional and cannot be None")
+                raise InvalidArgument(f"{name} is not optional and cannot be None")
             return [z3.Not(flag)]
         out: list[Term] = [] if flag is None else [flag]
         if spec.kind is FieldKind.BOOL:

@@ -34,7 +34,7 @@ import hashlib
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Final
 
-from handoffs._errors import ProjectionError, UntrustedGovernance
+from handoffs._errors import ExperimentError, ProjectionError, UntrustedGovernance
 from handoffs._json import canonical_bytes, digest, dumps
 from handoffs._members import GOVERNANCE_FIELDS
 from handoffs.contracts import Authority
@@ -257,7 +257,7 @@ class _Chunk:
         encodes are ``cases[offset:]`` (a scheduling pass walks the chunk in slices).
         """
         if len(partners.indices) != len(cases):
-            raise ValueError(f"the pairing covers {len(partners.indices)} cases, the chunk "
+            raise ExperimentError(f"the pairing covers {len(partners.indices)} cases, the chunk "
                              f"{len(cases)}")
         self.partners, self.chunk_cases, self.offset = partners, cases, offset
 
