@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Final, cast
+from typing import Any, Final, NamedTuple, cast
 
 import attrs
 
@@ -89,20 +89,20 @@ class VerifiedProof:
     key_entry: KeyEntry
 
 
-class _Checked:
-    """A proof that passed the profile check, with its parsed fields."""
+class _Checked(NamedTuple):
+    """A proof that passed the profile check, with its parsed fields (``options``: it
+    holds a member beyond the six required ones, so the optional checks apply).
+    """
 
-    __slots__ = ("created", "expires", "index", "path", "previous", "proof", "signature")
-
-    def __init__(self, *, index: int, path: str, proof: Mapping[str, Any], created: datetime,
-                 expires: datetime | None, previous: tuple[str, ...], signature: bytes) -> None:
-        self.index = index
-        self.path = path
-        self.proof = proof
-        self.created = created
-        self.expires = expires
-        self.previous = previous
-        self.signature = signature
+    at: int
+    path: str
+    proof: Mapping[str, Any]
+    vm: str
+    signature: bytes
+    created: datetime
+    expires: datetime | None
+    previous: tuple[str, ...]
+    options: bool
 
 
 def _proof_list(document: Mapping[str, Any]) -> list[Any]:
@@ -172,7 +172,17 @@ def _previous(proof: Mapping[str, Any], *, path: str) -> tuple[str, ...]:
     return tuple(ids)
 
 
-def _check_profile(proof: object, *, index: int, path: str, purpose: str) -> _Checked:
+def _refuse_missing(proof: Mapping[str, Any], *, path: str) -> None:
+    for name in _PRESENT:
+        if proof.get(name) is None:
+            raise ProofError(
+                f"required proof property {name!r} is missing",
+                code="proof-malformed",
+                json_path=f"{path}.{name}",
+            )
+
+
+def _check_profile(proof: object, index: int, path: str, purpose: str) -> _Checked:
     """(2) Profile check of one proof: shape, exact constants, encodings."""
     if type(proof) is not dict and not isinstance(proof, Mapping):
         raise ProofError(
@@ -196,16 +206,18 @@ def _check_profile(proof: object, *, index: int, path: str, purpose: str) -> _Ch
                     code="proof-malformed",
                     json_path=f"{path}.{name}",
                 )
-    for name in _PRESENT:
-        if proof.get(name) is None:
-            raise ProofError(
-                f"required proof property {name!r} is missing",
-                code="proof-malformed",
-                json_path=f"{path}.{name}",
-            )
-    _string(proof, "verificationMethod", path=path)
-    signature = _signature_bytes(proof["proofValue"], path=path)
+    # type, cryptosuite and proofPurpose hold their exact values by now: of the members
+    # every proof carries, only these three can still be missing.
+    vm: Any = proof.get("verificationMethod")
+    value = proof.get("proofValue")
+    if vm is None or value is None or proof.get("created") is None:
+        _refuse_missing(proof, path=path)
+    if type(vm) is not str or not vm:
+        _string(proof, "verificationMethod", path=path)
+    signature = _signature_bytes(value, path=path)
     created = _time(proof, "created", path=path)
+    if len(proof) == len(_PRESENT):  # the six members every proof carries, and no other
+        return _Checked(index, path, proof, vm, signature, created, None, (), False)
     expires = _time(proof, "expires", path=path) if "expires" in proof else None
     if expires is not None and expires <= created:
         raise ProofError(
@@ -217,8 +229,7 @@ def _check_profile(proof: object, *, index: int, path: str, purpose: str) -> _Ch
         if name in proof:
             _string(proof, name, path=path)
     previous = _previous(proof, path=path)
-    return _Checked(index=index, path=path, proof=proof, created=created, expires=expires,
-                    previous=previous, signature=signature)
+    return _Checked(index, path, proof, vm, signature, created, expires, previous, True)
 
 
 def _check_set(checked: Sequence[_Checked]) -> None:
@@ -236,7 +247,7 @@ def _check_set(checked: Sequence[_Checked]) -> None:
                     code="proof-duplicated",
                     json_path=f"{item.path}.id",
                 )
-            ids[proof_id] = item.index
+            ids[proof_id] = item.at
         value = item.proof["proofValue"]
         if value in values:
             raise ProofError(
@@ -250,8 +261,8 @@ def _check_set(checked: Sequence[_Checked]) -> None:
             target = ids.get(ref)
             if target is None:
                 reason = f"previousProof {ref!r} names no proof in the set"
-            elif target >= item.index:
-                what = "itself" if target == item.index else "a later proof"
+            elif target >= item.at:
+                what = "itself" if target == item.at else "a later proof"
                 reason = (
                     f"previousProof {ref!r} names {what}; chained proofs may only name "
                     "earlier proofs (no cycles)"
@@ -338,32 +349,16 @@ def verify(
     # the same walk says whether it takes the canonical fast path, which then covers
     # every part a proof canonicalises. A ParsedObject was checked by its parser, and
     # says so itself.
-    if not isinstance(document, Mapping):
+    if type(document) is ParsedObject:
+        encode = canonical_bytes_plain if document.plain else canonical_bytes
+    elif not isinstance(document, Mapping):
         raise MalformedJSON(
             f"a signed document is a JSON object, got {type(document).__name__}",
             code="not-an-object",
         )
-    plain = document.plain if type(document) is ParsedObject else check_value(document)
-    encode = canonical_bytes_plain if plain else canonical_bytes
-    return _verify(document, keyring, purpose=purpose, now=now, max_proofs=max_proofs,
-                   expected_domain=expected_domain, expected_challenge=expected_challenge,
-                   encode=encode)
+    else:
+        encode = canonical_bytes_plain if check_value(document) else canonical_bytes
 
-
-def _verify(
-    document: Mapping[str, Any],
-    keyring: KeyRing,
-    *,
-    purpose: str,
-    now: datetime | None,
-    max_proofs: int,
-    expected_domain: str | None,
-    expected_challenge: str | None,
-    encode: Callable[[Any], bytes],
-) -> tuple[VerifiedProof, ...]:
-    """:func:`verify`, canonicalising with ``encode`` (``canonical_bytes``, or its
-    unchecked fast path for a document the strict parser found plain).
-    """
     # (0) arguments, before any work.
     if not isinstance(keyring, KeyRing):
         raise InvalidArgument(f"keyring must be a KeyRing, got {type(keyring).__name__}")
@@ -380,11 +375,6 @@ def _verify(
         now = datetime.now(UTC) if now is None else _aware_utc(now, json_path="$")
     except KeyRingError as exc:
         raise InvalidArgument(f"now must be a timezone-aware datetime: {exc.message}") from exc
-    if not isinstance(document, Mapping):
-        raise MalformedJSON(
-            f"a signed document is a JSON object, got {type(document).__name__}",
-            code="not-an-object",
-        )
 
     # (1) presence and size.
     proofs = _proof_list(document)
@@ -396,33 +386,24 @@ def _verify(
             code="too-many-proofs",
             json_path="$.proof",
         )
-    single = isinstance(document["proof"], Mapping)
+    single = proofs[0] is document["proof"]
 
     # (2) profile of every proof.
     checked = [
-        _check_profile(
-            proof, index=i, path="$.proof" if single else f"$.proof[{i}]", purpose=purpose
-        )
+        _check_profile(proof, i, "$.proof" if single else f"$.proof[{i}]", purpose)
         for i, proof in enumerate(proofs)
     ]
     for item in checked:
-        check_proof_context(document, item.proof, path=item.path)
+        if item.options:  # a proof's @context, when present
+            check_proof_context(document, item.proof, path=item.path)
     # (3) duplicates, (4) chain structure.
     _check_set(checked)
 
     # (5) keys, signatures and times, proof by proof.
     return tuple([
-        _verify_one(
-            item,
-            document,
-            proofs,
-            keyring,
-            purpose=purpose,
-            now=now,
-            expected_domain=expected_domain,
-            expected_challenge=expected_challenge,
-            encode=encode,
-        )
+        _verify_one(item, document, proofs, keyring, purpose, now=now,
+                    expected_domain=expected_domain, expected_challenge=expected_challenge,
+                    encode=encode)
         for item in checked
     ])
 
@@ -432,15 +413,14 @@ def _verify_one(
     document: Mapping[str, Any],
     proofs: Sequence[Mapping[str, Any]],
     keyring: KeyRing,
-    *,
     purpose: str,
+    *,
     now: datetime,
     expected_domain: str | None,
     expected_challenge: str | None,
     encode: Callable[[Any], bytes],
 ) -> VerifiedProof:
-    proof, path = item.proof, item.path
-    vm: str = proof["verificationMethod"]
+    proof, path, vm = item.proof, item.path, item.vm
     try:
         if (found := keyring.lookup(vm)).revoked(now):
             raise ProofError(
@@ -462,9 +442,10 @@ def _verify_one(
         if exc.code == "key-revoked":
             raise
         raise ProofError(exc.message, code=exc.code, json_path=f"{path}.created") from exc
-    if proof["cryptosuite"] != entry.suite.name:
+    suite = entry.suite
+    if proof["cryptosuite"] != suite.name:
         raise ProofError(
-            f"key {vm!r} is a {entry.suite.name!r} key; the proof names "
+            f"key {vm!r} is a {suite.name!r} key; the proof names "
             f"{proof['cryptosuite']!r} (the key, never the message, picks the algorithm)",
             code="wrong-cryptosuite",
             json_path=f"{path}.cryptosuite",
@@ -476,19 +457,21 @@ def _verify_one(
             code="purpose-not-allowed",
             json_path=f"{path}.proofPurpose",
         )
-    if proof.get("domain") != expected_domain:
-        _check_expected(proof.get("domain"), expected_domain, "domain", path=path)
-    if proof.get("challenge") != expected_challenge:
-        _check_expected(proof.get("challenge"), expected_challenge, "challenge", path=path)
+    # Without optional members the proof binds no domain and no challenge.
+    if item.options or expected_domain is not None or expected_challenge is not None:
+        if proof.get("domain") != expected_domain:
+            _check_expected(proof.get("domain"), expected_domain, "domain", path=path)
+        if proof.get("challenge") != expected_challenge:
+            _check_expected(proof.get("challenge"), expected_challenge, "challenge", path=path)
 
     config = dict(proof)  # the profile check found proofValue there
     del config["proofValue"]
     input_document = _input_document(document, proofs, item.previous)
-    if "@context" in proof:  # the JCS suites' verify: the proof's @context, a prefix
-        input_document["@context"] = proof["@context"]
-    message = _hash_data(encode(config), encode(input_document))
-    entry.suite.verify(entry.public_key_raw, item.signature, message,
-                       json_path=f"{path}.proofValue", who=f"key {vm!r}")
+    if item.options and "@context" in proof:  # the JCS suites' verify: the proof's
+        input_document["@context"] = proof["@context"]  # @context, a prefix
+    suite.verify(entry.public_key_raw, item.signature,
+                 _hash_data(encode(config), encode(input_document)),
+                 json_path=f"{path}.proofValue", who=f"key {vm!r}")
 
     if item.expires is not None and expired(item.expires, now):
         raise ProofError(
@@ -504,7 +487,7 @@ def _verify_one(
             json_path=f"{path}.created",
         )
     return VerifiedProof(
-        proof_id=proof.get("id"),
+        proof_id=proof.get("id") if item.options else None,
         verification_method=vm,
         controller=entry.controller,
         roles=entry.roles,
