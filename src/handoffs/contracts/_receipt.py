@@ -493,8 +493,7 @@ def structure_valid(contract: Contract[S, A], doc: Mapping[str, Any]) -> Receipt
             enum_member(Authority, doc["authority"]),
             enum_member(contract.actions, doc["proposed_action"]),
             state,
-            tuple([EvidenceRef(v) if type(v) is str else EvidenceRef.from_json(v)
-                   for v in doc["evidence_refs"]]),
+            doc["evidence_refs"],  # the wire forms: Receipt's converter reads them once
             doc["policy_version"],
             parse_time(doc["valid_until"], json_path="$.valid_until"),
             enum_member(Uncertainty, doc["uncertainty"]),
