@@ -354,9 +354,7 @@ class Receipt(Generic[S, A]):
             ValueError: ``InvalidArgument`` (also a TypeError), ``audience`` is neither a
                 receiver name nor ``ANY_AUDIENCE``.
         """
-        from handoffs.contracts._signing import verify_receipt  # it builds on this module
-
-        return verify_receipt(document, keyring, now=now, registry=registry,
+        return _signing.verify_receipt(document, keyring, now=now, registry=registry,
                               audience=audience, require_grant=require_grant,
                               max_proof_age=max_proof_age)
 
@@ -452,9 +450,7 @@ def structure(contract: Contract[S, A], doc: Mapping[str, Any]) -> Receipt[S, A]
     Raises:
         ReceiptValidationError: every violation with its JSON path, best first.
     """
-    from handoffs.contracts._schema import validate_checked
-
-    validate_checked(contract, doc)
+    _schema.validate_checked(contract, doc)
     return structure_valid(contract, doc)
 
 
@@ -527,3 +523,8 @@ def _format_typed(exc: BaseException, _: type | None) -> str:
 def _typed_violation(line: str) -> Violation:
     message, _, path = line.rpartition(" @ ")
     return Violation(path or "$", "", message or line, "typed")
+
+
+# Below what they need of this module: both build on it (an import cycle), and a gate
+# calls into them once per message (an import inside the function costs ~1 µs each).
+from handoffs.contracts import _schema, _signing  # noqa: E402
