@@ -161,24 +161,27 @@ _ORJSON_STRICT: Final = (
 # float as a bare integer); a top-level float is checked by type. Inside strings it
 # may match too; that only costs the fast path, never exactness.
 _FLOAT_TOKEN: Final = re.compile(rb"[:,\[]-?[0-9]+[.eE]")
-# The shape of a number value in compact output: a separator (the '":' after a key,
-# "[" or ",") right before "-" or a digit. The bytes 0x01 and 0x02 never occur in
-# JSON text (control characters are escaped), so they mark separator and digit.
-_NUMBER_SHAPE: Final = bytes.maketrans(b"0123456789-[,", b"\x02" * 11 + b"\x01\x01")
+# A number value in compact output: right after the '":' that ends a key, or after the
+# "[" or "," of an array; three searches, each with a literal first byte (a character
+# class first is a slow scan), look for one. A look-alike inside a string only sends
+# the text to the float-token check below.
+_NUMBER_AFTER: Final = (re.compile(rb'":[-0-9]'), re.compile(rb"\[[-0-9]"),
+                        re.compile(rb",[-0-9]"))
 
 
 def float_free(raw: bytes) -> bool:
     """Whether orjson's compact output ``raw`` (a text :func:`_exact_parse` parsed)
     holds no float below the top level.
 
-    One pass finds whether any number value is there at all (most receipts hold none);
-    only then are the float-shaped tokens looked at, each kept only when it follows a
-    real separator: ``[``, ``,`` or the ``":`` that ends a key (a digest such as
-    ``"sha256:2e..."`` has a ``:`` not preceded by ``"``). A look-alike inside a
+    Three searches find whether any number value is there at all (most receipts hold
+    none); only then are the float-shaped tokens looked at, each kept only when it
+    follows a real separator: ``[``, ``,`` or the ``":`` that ends a key (a digest such
+    as ``"sha256:2e..."`` has a ``:`` not preceded by ``"``). A look-alike inside a
     string can only make the answer ``False``, which costs the fast path, never
     exactness.
     """
-    if b"\x01\x02" not in raw.replace(b'":', b'"\x01').translate(_NUMBER_SHAPE):
+    key, opening, comma = _NUMBER_AFTER
+    if key.search(raw) is None and opening.search(raw) is None and comma.search(raw) is None:
         return True
     for match in _FLOAT_TOKEN.finditer(raw):
         start = match.start()
