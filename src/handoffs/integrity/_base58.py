@@ -25,7 +25,6 @@ __all__ = ["b58decode", "b58encode"]
 _B58_ALPHABET: Final = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 _B58_INDEX: Final = {ch: i for i, ch in enumerate(_B58_ALPHABET)}
 _B58_CHARS: Final = frozenset(_B58_ALPHABET)
-_B58_BYTES: Final = _B58_ALPHABET.encode("ascii")
 
 def b58encode(data: bytes) -> str:
     """Encode bytes as base58btc (Bitcoin alphabet); each leading zero byte becomes ``1``."""
@@ -56,10 +55,12 @@ def _b58decode_or_none(text: str) -> bytes | None:
     decoding below on every string of the alphabet.
     """
     if _based58 is not None:
-        # Only alphabet characters: ASCII, and nothing left once they are deleted.
-        if not text.isascii() or (raw := text.encode("ascii")).translate(None, _B58_BYTES):
+        # based58 refuses every byte outside the alphabet, and encoding to ASCII every
+        # other character (both ValueError: UnicodeEncodeError is one).
+        try:
+            return bytes(_based58.b58decode(text.encode("ascii")))
+        except ValueError:
             return None
-        return bytes(_based58.b58decode(raw))
     if not _B58_CHARS.issuperset(text):
         return None
     return _b58decode_python(text)
