@@ -50,6 +50,7 @@ RECEIPT_PURPOSE: Final = "assertionMethod"
 """Proof purpose of a sender's receipt proof."""
 POLICY_SERVICE_ROLE: Final = "policy-service"
 """The key-ring role a grant issuer's key must hold."""
+_NO_AGE: Final = timedelta(0)
 
 _GRANT_KEYS: Final = frozenset({
     "type", "id", "issuer", "subject", "audience", "contract", "case_id", "policy_version",
@@ -295,7 +296,7 @@ def verify_receipt(
     max_proof_age: timedelta | None = None,
 ) -> VerifiedReceipt:
     """What :meth:`Receipt.verify <handoffs.contracts.Receipt.verify>` does (see there)."""
-    if not isinstance(document, Mapping):
+    if type(document) is not ParsedObject and not isinstance(document, Mapping):
         raise MalformedJSON(
             f"a signed receipt is a JSON object, got {type(document).__name__}",
             code="not-an-object")
@@ -303,7 +304,7 @@ def verify_receipt(
         raise InvalidArgument(
             f"audience must name the receiver, or be ANY_AUDIENCE, got {audience!r}")
     if max_proof_age is not None and (
-        not isinstance(max_proof_age, timedelta) or max_proof_age <= timedelta(0)
+        not isinstance(max_proof_age, timedelta) or max_proof_age <= _NO_AGE
     ):
         raise InvalidArgument(
             f"max_proof_age must be a positive timedelta or None, got {max_proof_age!r}")
