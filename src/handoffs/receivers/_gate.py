@@ -556,9 +556,11 @@ class Gate:
             receipt = cast("Receipt[Any, Any]", parsed.unverified)
             check_addressed(receipt.receiver, receipt.valid_until, self.identity, now)
             run.sender = receipt.sender
-        run.authority = str(receipt.authority.value)
+        # ``_value_``: the member's value as a plain attribute (``.value`` is a property
+        # whose getter runs Python code, once per read).
+        run.authority = str(receipt.authority._value_)
         run.trigger = receipt.counterfactual_trigger
-        run.proposal = str(receipt.proposed_action.value)
+        run.proposal = str(receipt.proposed_action._value_)
         self._check_replay(receipt, now, run)
         return _Verified(parsed, receipt, verified, now)
 

@@ -128,8 +128,8 @@ def _strict_rule(admitted: Admitted) -> Ruling:
             f"the decision state leaves rule {outcome.rule!r} undetermined",
             Step.POLICY, "$.decision_state",
         ), rule=outcome.rule)
-    action = str(outcome.action.value)
-    proposed = str(receipt.proposed_action.value)
+    action = str(outcome.action._value_)  # the values as plain attributes (see _gate)
+    proposed = str(receipt.proposed_action._value_)
     return Ruling(action=action, record={
         "rule": outcome.rule,
         "proposed_action": proposed,
