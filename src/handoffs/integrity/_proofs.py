@@ -362,7 +362,7 @@ def verify(
     # (0) arguments, before any work.
     if not isinstance(keyring, KeyRing):
         raise InvalidArgument(f"keyring must be a KeyRing, got {type(keyring).__name__}")
-    if len(keyring) == 0:
+    if not keyring.entries:
         raise ProofError(
             "the key ring is empty; nothing can verify (fail closed)",
             code="empty-trust-store",
