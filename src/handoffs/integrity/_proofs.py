@@ -386,7 +386,7 @@ def verify(
             code="too-many-proofs",
             json_path="$.proof",
         )
-    single = proofs[0] is document["proof"]
+    single = not isinstance(document["proof"], list)  # _proof_list took a Mapping or a list
 
     # (2) profile of every proof.
     checked = [
