@@ -176,7 +176,7 @@ def test_one_service_on_sqlite(tmp_path: Path, evidence: str) -> None:
         assert (first.json()["verdict"], first.json()["readback"]) == ("ACCEPT", "agree")
         again = client.post("/receipts", content=genuine)
         assert again.status_code == 422
-        assert [r["code"] for r in again.json()["reasons"]] == ["replayed"]
+        assert [r["code"] for r in again.json()["reasons"]] == ["replayed"], again.text
         garbage = client.post("/receipts", content=b"{oops")
         assert (garbage.status_code, garbage.json()["verdict"]) == (422, "REJECT")
         huge = client.post("/receipts", content=b" " * 70_000)
@@ -337,6 +337,53 @@ def test_opentelemetry_metrics_and_one_span_per_decision() -> None:
     assert metric(metrics.exposition().decode(), "handoffs_decisions_total") == 3
 
 
+def test_a_span_that_does_not_record_builds_no_attributes() -> None:
+    """Sampled out, or on the API's proxy provider (no SDK): no attributes are built,
+    and the decision is counted all the same."""
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    from handoffs.service._metrics import BoundaryMetrics
+    from worlds.gate import WORLD, raw, strict
+
+    metrics = BoundaryMetrics(otel=True, tracer_provider=TracerProvider(sampler=ALWAYS_OFF))
+    receiver = strict(WORLD.gate())
+    with metrics.span(receiver.name) as attributes:
+        decision = receiver.receive(raw(WORLD.signed("routine-01")))
+        observed = metrics.observe(decision, message_bytes=10, seconds=0.001,
+                                   attributes=attributes is not None)
+    assert (attributes, observed) == (None, {})
+    assert metric(metrics.exposition().decode(), "handoffs_decisions_total") == 1
+    assert metrics.observe(decision, message_bytes=10, seconds=0.001)[
+        "handoffs.verdict"] == decision.verdict.value
+
+
+def test_the_application_mounted_under_a_prefix_still_gates(tmp_path: Path,
+                                                           evidence: str) -> None:
+    """POST /receipts skips Starlette's router only at the root; mounted, it is routed."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+    from starlette.testclient import TestClient
+
+    from handoffs.service import Service
+
+    service = Service(ServiceConfig.load(write_config(tmp_path, store="d.sqlite",
+                                                      evidence=evidence)))
+    outer = Starlette(routes=[Mount("/gate", app=service.app())])
+    genuine = receipt("routine-01")
+    with TestClient(outer) as client:
+        answer = client.post("/gate/receipts", content=genuine, headers=JSON)
+        assert (answer.status_code, answer.json()["verdict"]) == (200, "ACCEPT")
+        assert client.post("/gate/receipts", content=receipt("routine-01"),
+                           headers={"Content-Type": "text/plain"}).status_code == 415
+        assert client.get("/gate/receipts").status_code == 405
+    with TestClient(service.app()) as client:
+        again = client.post("/receipts", content=genuine, headers=JSON)
+        assert [r["code"] for r in again.json()["reasons"]] == ["replayed"], again.text
+    service.store.close()
+
+
 def test_a_decision_other_than_the_proposal_is_counted() -> None:
     """handoffs gate's exit 3 as a metric: accepted, but not the proposal."""
     from handoffs.receivers import Decision, Step, Verdict
@@ -418,7 +465,7 @@ def test_callers_are_authenticated_and_bound_to_the_receiver(tmp_path: Path,
         first = client.post("/receipts", content=genuine, headers=owner)
         assert (first.status_code, first.json()["verdict"]) == (200, "ACCEPT")
         again = client.post("/receipts", content=genuine, headers=owner)
-        assert [r["code"] for r in again.json()["reasons"]] == ["replayed"]
+        assert [r["code"] for r in again.json()["reasons"]] == ["replayed"], again.text
         assert again.json()["earlier"]["admitted"] is True
         # Burst 2, then 0.001 receipts per second: the third is over the rate.
         limited = client.post("/receipts", content=genuine, headers=owner)

@@ -141,18 +141,15 @@ class Service:
     def decide(self, body: bytes) -> Decision:
         """Gate ``body`` and count it (runs in a worker thread)."""
         metrics = self.metrics
-        if metrics.otel is None:  # no span to open: nothing around the decision
+        # No span (and no attributes built) unless one records: metrics.span.
+        with metrics.span(self.receiver.name) as attributes:
             started = time.perf_counter()
             decision = self.receiver.receive(body)
             seconds = time.perf_counter() - started
-            metrics.observe(decision, message_bytes=len(body), seconds=seconds)
-        else:
-            with metrics.span(self.receiver.name) as attributes:
-                started = time.perf_counter()
-                decision = self.receiver.receive(body)
-                seconds = time.perf_counter() - started
-                attributes.update(metrics.observe(decision, message_bytes=len(body),
-                                                  seconds=seconds))
+            observed = metrics.observe(decision, message_bytes=len(body), seconds=seconds,
+                                       attributes=attributes is not None)
+            if attributes is not None:
+                attributes.update(observed)
         status = status_of(decision)
         if status == 503:  # the details (the store's address) only here
             LOG.warning("store-unavailable", extra={"fields": {
@@ -425,7 +422,20 @@ def _create_app(service: Service) -> Starlette:  # noqa: PLR0915 - one closure p
 
         return Response(service.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
-    return Starlette(routes=[
+    class Application(Starlette):
+        """Starlette, with ``POST /receipts`` (the hot path) called before its middleware
+        and router: the endpoint answers every outcome itself. Any other request, and
+        this one when mounted under a prefix, goes through the router as usual.
+        """
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if (scope["type"] == "http" and scope["path"] == RECEIPTS_PATH
+                    and scope["method"] == "POST" and not scope.get("root_path")):
+                await receipts(scope, receive, send)
+                return
+            await super().__call__(scope, receive, send)
+
+    return Application(routes=[
         Route(RECEIPTS_PATH, _Endpoint(receipts), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
