@@ -605,12 +605,21 @@ def test_connections_above_the_cap_get_503_and_silent_ones_408(tmp_path: Path) -
         with socket.create_connection(address, timeout=30) as slow:
             slow.sendall(b"GET /healthz HTTP/1.1\r\n")
             assert _read_to_close(slow).startswith(b"HTTP/1.1 408 ")
+        # On a kept-alive connection, the next request's head is timed from its first byte.
+        with socket.create_connection(address, timeout=30) as kept:
+            kept.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            first = b""
+            while b'"ok"}' not in first:
+                first += kept.recv(4096)
+            assert first.startswith(b"HTTP/1.1 200 ")
+            kept.sendall(b"GET /healthz HTTP/1.1\r\n")
+            assert _read_to_close(kept).startswith(b"HTTP/1.1 408 ")
         with httpx.Client(base_url=served.url, timeout=30) as client:
             assert client.get("/healthz").status_code == 200
             time.sleep(1.5)  # kept alive past header_timeout: idle is not a late head
             assert client.get("/healthz").status_code == 200
             text = client.get("/metrics").text
-        assert metric(text, 'handoffs_refused_requests_total{reason="header-timeout"}') == 3
+        assert metric(text, 'handoffs_refused_requests_total{reason="header-timeout"}') == 4
         assert metric(
             text, 'handoffs_refused_requests_total{reason="too-many-connections"}') == 1
 
