@@ -384,6 +384,36 @@ def test_the_application_mounted_under_a_prefix_still_gates(tmp_path: Path,
     service.store.close()
 
 
+def test_the_gate_threads_answer_results_errors_and_cancelled_calls() -> None:
+    """One thread while calls come one at a time; at most ``size`` under concurrency;
+    an exception reaches the awaiting request; a cancelled call leaves its thread free.
+    """
+    import asyncio
+
+    from handoffs.service._app import _Workers
+
+    gate = threading.Event()
+
+    def fail() -> None:
+        raise LookupError("boom")
+
+    async def scenario() -> None:
+        workers = _Workers(3, "test-gate")
+        assert [await workers.run(pow, 2, n) for n in range(5)] == [1, 2, 4, 8, 16]
+        assert workers._threads == 1
+        with pytest.raises(LookupError, match="boom"):
+            await workers.run(fail)
+        waiting = [workers.run(gate.wait, 30) for _ in range(5)]
+        await asyncio.sleep(0.05)
+        assert workers._threads == 3
+        waiting[0].cancel()
+        gate.set()
+        assert await asyncio.gather(*waiting[1:]) == [True] * 4
+        assert await workers.run(len, "four") == 4
+
+    asyncio.run(scenario())
+
+
 def test_a_decision_other_than_the_proposal_is_counted() -> None:
     """handoffs gate's exit 3 as a metric: accepted, but not the proposal."""
     from handoffs.receivers import Decision, Step, Verdict
