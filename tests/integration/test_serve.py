@@ -176,7 +176,7 @@ def test_one_service_on_sqlite(tmp_path: Path, evidence: str) -> None:
         assert (first.json()["verdict"], first.json()["readback"]) == ("ACCEPT", "agree")
         again = client.post("/receipts", content=genuine)
         assert again.status_code == 422
-        assert [r["code"] for r in again.json()["reasons"]] == ["replayed"]
+        assert [r["code"] for r in again.json()["reasons"]] == ["replayed"], again.text
         garbage = client.post("/receipts", content=b"{oops")
         assert (garbage.status_code, garbage.json()["verdict"]) == (422, "REJECT")
         huge = client.post("/receipts", content=b" " * 70_000)
@@ -337,6 +337,83 @@ def test_opentelemetry_metrics_and_one_span_per_decision() -> None:
     assert metric(metrics.exposition().decode(), "handoffs_decisions_total") == 3
 
 
+def test_a_span_that_does_not_record_builds_no_attributes() -> None:
+    """Sampled out, or on the API's proxy provider (no SDK): no attributes are built,
+    and the decision is counted all the same."""
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    from handoffs.service._metrics import BoundaryMetrics
+    from worlds.gate import WORLD, raw, strict
+
+    metrics = BoundaryMetrics(otel=True, tracer_provider=TracerProvider(sampler=ALWAYS_OFF))
+    receiver = strict(WORLD.gate())
+    with metrics.span(receiver.name) as attributes:
+        decision = receiver.receive(raw(WORLD.signed("routine-01")))
+        observed = metrics.observe(decision, message_bytes=10, seconds=0.001,
+                                   attributes=attributes is not None)
+    assert (attributes, observed) == (None, {})
+    assert metric(metrics.exposition().decode(), "handoffs_decisions_total") == 1
+    assert metrics.observe(decision, message_bytes=10, seconds=0.001)[
+        "handoffs.verdict"] == decision.verdict.value
+
+
+def test_the_application_mounted_under_a_prefix_still_gates(tmp_path: Path,
+                                                           evidence: str) -> None:
+    """POST /receipts skips Starlette's router only at the root; mounted, it is routed."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+    from starlette.testclient import TestClient
+
+    from handoffs.service import Service
+
+    service = Service(ServiceConfig.load(write_config(tmp_path, store="d.sqlite",
+                                                      evidence=evidence)))
+    outer = Starlette(routes=[Mount("/gate", app=service.app())])
+    genuine = receipt("routine-01")
+    with TestClient(outer) as client:
+        answer = client.post("/gate/receipts", content=genuine, headers=JSON)
+        assert (answer.status_code, answer.json()["verdict"]) == (200, "ACCEPT")
+        assert client.post("/gate/receipts", content=receipt("routine-01"),
+                           headers={"Content-Type": "text/plain"}).status_code == 415
+        assert client.get("/gate/receipts").status_code == 405
+    with TestClient(service.app()) as client:
+        again = client.post("/receipts", content=genuine, headers=JSON)
+        assert [r["code"] for r in again.json()["reasons"]] == ["replayed"], again.text
+    service.store.close()
+
+
+def test_the_gate_threads_answer_results_errors_and_cancelled_calls() -> None:
+    """One thread while calls come one at a time; at most ``size`` under concurrency;
+    an exception reaches the awaiting request; a cancelled call leaves its thread free.
+    """
+    import asyncio
+
+    from handoffs.service._app import _Workers
+
+    gate = threading.Event()
+
+    def fail() -> None:
+        raise LookupError("boom")
+
+    async def scenario() -> None:
+        workers = _Workers(3, "test-gate")
+        assert [await workers.run(pow, 2, n) for n in range(5)] == [1, 2, 4, 8, 16]
+        assert workers._threads == 1
+        with pytest.raises(LookupError, match="boom"):
+            await workers.run(fail)
+        waiting = [workers.run(gate.wait, 30) for _ in range(5)]
+        await asyncio.sleep(0.05)
+        assert workers._threads == 3
+        waiting[0].cancel()
+        gate.set()
+        assert await asyncio.gather(*waiting[1:]) == [True] * 4
+        assert await workers.run(len, "four") == 4
+
+    asyncio.run(scenario())
+
+
 def test_a_decision_other_than_the_proposal_is_counted() -> None:
     """handoffs gate's exit 3 as a metric: accepted, but not the proposal."""
     from handoffs.receivers import Decision, Step, Verdict
@@ -418,7 +495,7 @@ def test_callers_are_authenticated_and_bound_to_the_receiver(tmp_path: Path,
         first = client.post("/receipts", content=genuine, headers=owner)
         assert (first.status_code, first.json()["verdict"]) == (200, "ACCEPT")
         again = client.post("/receipts", content=genuine, headers=owner)
-        assert [r["code"] for r in again.json()["reasons"]] == ["replayed"]
+        assert [r["code"] for r in again.json()["reasons"]] == ["replayed"], again.text
         assert again.json()["earlier"]["admitted"] is True
         # Burst 2, then 0.001 receipts per second: the third is over the rate.
         limited = client.post("/receipts", content=genuine, headers=owner)
@@ -558,12 +635,21 @@ def test_connections_above_the_cap_get_503_and_silent_ones_408(tmp_path: Path) -
         with socket.create_connection(address, timeout=30) as slow:
             slow.sendall(b"GET /healthz HTTP/1.1\r\n")
             assert _read_to_close(slow).startswith(b"HTTP/1.1 408 ")
+        # On a kept-alive connection, the next request's head is timed from its first byte.
+        with socket.create_connection(address, timeout=30) as kept:
+            kept.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            first = b""
+            while b'"ok"}' not in first:
+                first += kept.recv(4096)
+            assert first.startswith(b"HTTP/1.1 200 ")
+            kept.sendall(b"GET /healthz HTTP/1.1\r\n")
+            assert _read_to_close(kept).startswith(b"HTTP/1.1 408 ")
         with httpx.Client(base_url=served.url, timeout=30) as client:
             assert client.get("/healthz").status_code == 200
             time.sleep(1.5)  # kept alive past header_timeout: idle is not a late head
             assert client.get("/healthz").status_code == 200
             text = client.get("/metrics").text
-        assert metric(text, 'handoffs_refused_requests_total{reason="header-timeout"}') == 3
+        assert metric(text, 'handoffs_refused_requests_total{reason="header-timeout"}') == 4
         assert metric(
             text, 'handoffs_refused_requests_total{reason="too-many-connections"}') == 1
 

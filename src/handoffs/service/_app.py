@@ -33,14 +33,16 @@ the event loop keeps answering meanwhile). A JSON log line per decision only wit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
 import logging
+import queue
+import threading
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
 
 import orjson
 
@@ -67,6 +69,7 @@ if TYPE_CHECKING:
 __all__ = ["Service"]
 
 LOG: Final = logging.getLogger("handoffs.service")
+T = TypeVar("T")
 RECEIPTS_PATH: Final = "/receipts"
 STORE_UNAVAILABLE: Final = "store unavailable"
 """What answers say when the store did not answer (its address stays in the log)."""
@@ -141,18 +144,15 @@ class Service:
     def decide(self, body: bytes) -> Decision:
         """Gate ``body`` and count it (runs in a worker thread)."""
         metrics = self.metrics
-        if metrics.otel is None:  # no span to open: nothing around the decision
+        # No span (and no attributes built) unless one records: metrics.span.
+        with metrics.span(self.receiver.name) as attributes:
             started = time.perf_counter()
             decision = self.receiver.receive(body)
             seconds = time.perf_counter() - started
-            metrics.observe(decision, message_bytes=len(body), seconds=seconds)
-        else:
-            with metrics.span(self.receiver.name) as attributes:
-                started = time.perf_counter()
-                decision = self.receiver.receive(body)
-                seconds = time.perf_counter() - started
-                attributes.update(metrics.observe(decision, message_bytes=len(body),
-                                                  seconds=seconds))
+            observed = metrics.observe(decision, message_bytes=len(body), seconds=seconds,
+                                       attributes=attributes is not None)
+            if attributes is not None:
+                attributes.update(observed)
         status = status_of(decision)
         if status == 503:  # the details (the store's address) only here
             LOG.warning("store-unavailable", extra={"fields": {
@@ -273,6 +273,64 @@ def status_of(decision: Decision) -> int:
     return 422
 
 
+class _Workers:
+    """The threads the gate runs on: up to ``size`` daemon threads taking calls from one
+    queue, each answering on the calling event loop. A thread starts only when none is
+    idle (one client keeps one thread warm). Half the CPU per call of
+    ``run_in_executor`` on a ``ThreadPoolExecutor`` (its futures and callbacks).
+
+    A call cut by the process's exit (after uvicorn's graceful shutdown, which waits
+    for the requests in flight) is a cut connection: the store's statement commits
+    whole or not at all, and the sender learns which by sending again.
+    """
+
+    def __init__(self, size: int, name: str) -> None:
+        self._size, self._name = size, name
+        self._calls: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._idle = threading.Semaphore(0)
+        self._threads = 0
+        self._lock = threading.Lock()
+
+    def run(self, function: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """``function(*args)`` on a worker thread; its result (or exception) on the
+        running loop's future.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._calls.put((loop, future, function, args))
+        if not self._idle.acquire(blocking=False) and self._threads < self._size:
+            with self._lock:
+                if self._threads < self._size:
+                    self._threads += 1
+                    threading.Thread(target=self._work, name=f"{self._name}_{self._threads}",
+                                     daemon=True).start()
+        return future
+
+    def _work(self) -> None:
+        calls, idle = self._calls, self._idle
+        while True:
+            loop, future, function, args = calls.get()
+            result: Any = None
+            error: BaseException | None = None
+            try:
+                result = function(*args)
+            except BaseException as exc:  # handed to the awaiting request
+                error = exc
+            idle.release()  # before the answer: the caller's next call finds this thread
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody awaits it
+                loop.call_soon_threadsafe(_settle, future, result, error)
+            del loop, future, function, args, result, error
+
+
+def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if future.cancelled():  # the request went away (its client disconnected)
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
+
+
 _ORJSON: Final = orjson.OPT_SORT_KEYS
 _SINGLE: Final = frozenset({b"authorization", b"content-type", b"content-length"})
 """Headers a request may carry at most once (else 400 ``repeated-header``)."""
@@ -308,8 +366,7 @@ def _create_app(service: Service) -> Starlette:  # noqa: PLR0915 - one closure p
     # The gate and the store block (up to the store's timeout): they run on threads, so
     # that a stalled store never stalls the event loop; one thread per pooled
     # connection (more would only contend for the GIL: benchmarks/serve.py).
-    executor = ThreadPoolExecutor(max_workers=config.pool_size,
-                                  thread_name_prefix="handoffs-gate")
+    workers = _Workers(config.pool_size, "handoffs-gate")
 
     # POST /receipts is a bare ASGI endpoint (no Request or Response objects): the hot path.
     close = [(b"connection", b"close")]
@@ -386,8 +443,7 @@ def _create_app(service: Service) -> Starlette:  # noqa: PLR0915 - one closure p
         body = await read_body(headers, receive)
         if isinstance(body, tuple):
             return body
-        decision = await asyncio.get_running_loop().run_in_executor(
-            executor, service.decide, body)
+        decision = await workers.run(service.decide, body)
         status = status_of(decision)
         return answer(status, answer_of(decision),
                       [(b"retry-after", b"1")] if status == 503 else None)
@@ -415,7 +471,7 @@ def _create_app(service: Service) -> Starlette:  # noqa: PLR0915 - one closure p
         return json_response({"status": "ok"})
 
     async def readyz(_: Request) -> Response:
-        why = await asyncio.get_running_loop().run_in_executor(executor, service.ready)
+        why = await workers.run(service.ready)
         if why is None:
             return json_response({"status": "ready"})
         return json_response({"status": "unavailable", "reason": why}, status_code=503)
@@ -425,7 +481,20 @@ def _create_app(service: Service) -> Starlette:  # noqa: PLR0915 - one closure p
 
         return Response(service.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
-    return Starlette(routes=[
+    class Application(Starlette):
+        """Starlette, with ``POST /receipts`` (the hot path) called before its middleware
+        and router: the endpoint answers every outcome itself. Any other request, and
+        this one when mounted under a prefix, goes through the router as usual.
+        """
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if (scope["type"] == "http" and scope["path"] == RECEIPTS_PATH
+                    and scope["method"] == "POST" and not scope.get("root_path")):
+                await receipts(scope, receive, send)
+                return
+            await super().__call__(scope, receive, send)
+
+    return Application(routes=[
         Route(RECEIPTS_PATH, _Endpoint(receipts), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),

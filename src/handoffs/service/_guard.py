@@ -103,10 +103,13 @@ def guarded_protocol(
             if self._guard_address is None:  # refused or closed: its bytes are not read
                 return
             cycle = self.cycle
-            if self._guard_timer is None and (cycle is None or cycle.response_complete):
-                self._guard_arm()  # the first byte of the next request head
+            # The first bytes of the next request head: timed unless they complete it.
+            starts = self._guard_timer is None and (cycle is None or cycle.response_complete)
             super().data_received(data)
-            if self._guard_timer is not None and self.cycle is not self._guard_cycle:
+            if starts:
+                if self.cycle is cycle and not self.transport.is_closing():
+                    self._guard_arm()
+            elif self._guard_timer is not None and self.cycle is not self._guard_cycle:
                 self._guard_disarm()  # a new request's head is complete
 
         def _guard_arm(self) -> None:

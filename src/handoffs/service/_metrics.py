@@ -45,6 +45,10 @@ def _signals(decision: Decision) -> dict[str, bool]:
     }
 
 
+_SIGNALS: Final = ("missing_field", "expired", "source_resolution", "store_unavailable",
+                   "decided_otherwise")
+
+
 class BoundaryMetrics:
     """Prometheus counters (own registry) and, optionally, OpenTelemetry instruments.
 
@@ -95,6 +99,8 @@ class BoundaryMetrics:
             registry=r)
         self._lock = threading.Lock()
         self._trigger_labels: set[str] = set()
+        # The labelled child per (receiver, verdict, step): looked up once, not per decision.
+        self._decided: dict[tuple[str | None, str, int], Any] = {}
         self.otel = (_OTel.create(meter_provider, tracer_provider) if otel is not False
                      else None)
         if otel is True and self.otel is None:
@@ -110,32 +116,45 @@ class BoundaryMetrics:
         return "other"
 
     @contextlib.contextmanager
-    def span(self, receiver: str) -> Iterator[dict[str, Any]]:
-        """One OpenTelemetry span around a decision (a no-op without OpenTelemetry);
-        the yielded dict receives the decision's attributes.
+    def span(self, receiver: str) -> Iterator[dict[str, Any] | None]:
+        """One OpenTelemetry span around a decision; the yielded dict receives the
+        decision's attributes. ``None`` (and no span) without OpenTelemetry, while the
+        global tracer provider is the API's proxy (no SDK set: its spans would record
+        nothing), or when the span does not record (sampled out): then nothing needs
+        the attributes.
         """
-        attributes: dict[str, Any] = {}
-        if self.otel is None:
-            yield attributes
+        otel = self.otel
+        if otel is None or not otel.tracing():
+            yield None
             return
-        with self.otel.tracer.start_as_current_span("handoffs.decide") as span:
+        with otel.tracer.start_as_current_span("handoffs.decide") as span:
+            if not span.is_recording():
+                yield None
+                return
+            attributes: dict[str, Any] = {}
             span.set_attribute("handoffs.receiver", receiver)
             yield attributes
             for key, value in attributes.items():
                 if value is not None:
                     span.set_attribute(key, value)
 
-    def observe(self, decision: Decision, *, message_bytes: int, seconds: float) -> dict[str, Any]:
-        """Count one decision; returns its span attributes."""
+    def observe(self, decision: Decision, *, message_bytes: int, seconds: float,
+                attributes: bool = True) -> dict[str, Any]:
+        """Count one decision; returns its span attributes (an empty dict unless
+        ``attributes``: no span records them).
+        """
         signals = _signals(decision)
-        labels = {"receiver": decision.receiver, "verdict": decision.verdict.value,
-                  "step": str(int(decision.step))}
-        self.decisions.labels(**labels).inc()
+        verdict, step = decision.verdict.value, int(decision.step)
+        labels = {"receiver": decision.receiver, "verdict": verdict, "step": str(step)}
+        key = (decision.receiver, verdict, step)
+        decided = self._decided.get(key)
+        if decided is None:
+            decided = self._decided.setdefault(key, self.decisions.labels(**labels))
+        decided.inc()
         if not decision.admitted:
             for code in sorted({reason.code for reason in decision.reasons}):
                 self.refusals.labels(code=code).inc()
-        for name in ("missing_field", "expired", "source_resolution", "store_unavailable",
-                     "decided_otherwise"):
+        for name in _SIGNALS:
             if signals[name]:
                 getattr(self, name).inc()
         if signals["replayed"]:
@@ -150,6 +169,8 @@ class BoundaryMetrics:
         self.seconds.observe(seconds)
         if self.otel is not None:
             self.otel.observe(labels, signals, decision, trigger, message_bytes, seconds=seconds)
+        if not attributes:
+            return {}
         # The attributes the adapters' spans carry too; the reasons a string array.
         return {**decision_attributes(decision), "handoffs.message_bytes": message_bytes}
 
@@ -167,6 +188,8 @@ class _OTel:
                  tracer_provider: Any) -> None:
         meter = metrics.get_meter("handoffs.service", meter_provider=meter_provider)
         self.tracer = trace.get_tracer("handoffs.service", tracer_provider=tracer_provider)
+        self._trace = trace
+        self._global = tracer_provider is None
         self.decisions = meter.create_counter("handoffs.decisions", description="Gate decisions.")
         self.signals = {
             "missing_field": meter.create_counter("handoffs.missing_field_rejections"),
@@ -190,6 +213,13 @@ class _OTel:
         except ImportError:
             return None
         return cls(metrics, trace, meter_provider, tracer_provider)
+
+    def tracing(self) -> bool:
+        """False while the tracer is the global provider's and that is the API's proxy
+        (no provider set yet: a span would record nothing).
+        """
+        return not (self._global and isinstance(self._trace.get_tracer_provider(),
+                                                self._trace.ProxyTracerProvider))
 
     def observe(self, labels: dict[str, str], signals: dict[str, bool], decision: Decision,
                 trigger: str | None, message_bytes: int, *, seconds: float) -> None:

@@ -88,7 +88,8 @@ class _Pending:
         self.document = document
         self.claim_id = claim_id
         self.deadline = deadline
-        self.wake = threading.Event()
+        # Only a decision that waits for another's statement needs one (_join).
+        self.wake: threading.Event | None = None
         self.finished = False
         self.lead = False
         self.outcome = (False, False)
@@ -227,8 +228,9 @@ class _DecisionLogRows(_Connection):
 
     def _flush(self, batch: list[_Pending]) -> None:
         """Record ``batch`` (distinct ids) in one statement; each entry gets its outcome."""
-        documents = [dict(entry.document, n=n) for n, entry in enumerate(batch)]
-        params = (orjson.dumps(documents).decode(),)
+        for n, entry in enumerate(batch):
+            entry.document["n"] = n
+        params = (orjson.dumps([entry.document for entry in batch]).decode(),)
         try:
             rows = self._run(lambda conn: conn.execute(_RECORD, params, prepare=True).fetchall(),
                              what="record a decision",
@@ -246,7 +248,8 @@ class _DecisionLogRows(_Connection):
                         f"cannot record a decision in {self.where}: no answer for it")
         for entry in batch:
             entry.finished = True
-            entry.wake.set()
+            if entry.wake is not None:
+                entry.wake.set()
 
     def _join(self, entry: _Pending) -> None:
         """Group commit: queue ``entry``; one caller at a time (the leader) records
@@ -259,8 +262,10 @@ class _DecisionLogRows(_Connection):
                 self._full.set()
             lead = not self._flushing
             self._flushing = True
+            if not lead:
+                entry.wake = wake = threading.Event()
         if not lead:
-            entry.wake.wait(max(0.0, entry.deadline - time.monotonic()))
+            wake.wait(max(0.0, entry.deadline - time.monotonic()))
             with self._group:
                 if not entry.finished and not entry.lead and entry in self._queue:
                     self._queue.remove(entry)
@@ -269,7 +274,7 @@ class _DecisionLogRows(_Connection):
                         f"{self.timeout:g} s timeout (the server is slow or stalled?)")
                     return
             # In a batch under way (bounded by its deadline, ours or earlier), or leading.
-            entry.wake.wait(self.timeout + 1.0)
+            wake.wait(self.timeout + 1.0)
             if not entry.finished and not entry.lead:
                 entry.error = DecisionLogError(
                     f"cannot record a decision in {self.where}: no outcome within the "
@@ -297,6 +302,7 @@ class _DecisionLogRows(_Connection):
             if self._queue:
                 follower = self._queue[0]
                 follower.lead = True
+                assert follower.wake is not None  # noqa: S101 - every follower has one
                 follower.wake.set()
             else:
                 self._flushing = False
