@@ -11,6 +11,7 @@ import pickle
 import threading
 from typing import Any
 
+import attrs
 import pytest
 
 from chat_server import completion, payment_policy, prompt_of, sequence, serving
@@ -433,6 +434,15 @@ def _request(**changes: Any) -> ChatRequest:
     options: dict[str, Any] = {"model": "m", "messages": (("user", "hello"),)}
     options.update(changes)
     return ChatRequest(**options)
+
+
+def test_a_request_body_is_its_json_and_a_changed_request_has_its_own() -> None:
+    request = _request(response_format={"type": "json_object"})
+    assert json.loads(request.body()) == request.to_json()
+    assert request.body() is request.body()
+    changed = attrs.evolve(request, response_format=None, seed=3)
+    assert json.loads(changed.body()) == changed.to_json() != request.to_json()
+    assert pickle.loads(pickle.dumps(changed)).body() == changed.body()  # noqa: S301 - our own object
 
 
 def test_the_payment_policy_double_answers_like_the_contract() -> None:

@@ -64,6 +64,7 @@ class ChatRequest:
     response_format: Mapping[str, Any] | None = None
     tools: tuple[Mapping[str, Any], ...] = ()
     sample: int = 0
+    _encoded: list[bytes] = attrs.field(init=False, factory=list, eq=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """The request body."""
@@ -80,6 +81,15 @@ class ChatRequest:
         if self.tools:
             body["tools"] = [dict(t) for t in self.tools]
         return body
+
+    def body(self) -> bytes:
+        """The request body as sent: :meth:`to_json` as canonical JSON (sorted keys,
+        UTF-8), encoded once per request (a call cache's key and the call share it).
+        """
+        encoded = self._encoded
+        if not encoded:
+            encoded.append(dumps(self.to_json()).encode("utf-8"))
+        return encoded[0]
 
     def prompt_chars(self) -> int:
         """Characters of all message contents (for token estimates before a call)."""
@@ -245,9 +255,9 @@ def _forms(response_format: Mapping[str, Any] | None
 
 def _body(request: ChatRequest, forms: tuple[Mapping[str, Any] | None, ...],
           form: int) -> bytes:
-    if not forms:
-        return dumps(request.to_json()).encode("utf-8")
-    return dumps(attrs.evolve(request, response_format=forms[form]).to_json()).encode("utf-8")
+    if not forms or form == 0:  # the request's own form (forms[0] is its own)
+        return request.body()
+    return attrs.evolve(request, response_format=forms[form]).body()
 
 
 def _unsupported(status: int, text: str) -> bool:

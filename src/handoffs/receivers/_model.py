@@ -117,6 +117,19 @@ def _tools(value: Any) -> tuple[str, ...]:
     return tuple(str(t) for t in value)
 
 
+@attrs.frozen
+class _Parts:
+    """What a receiver's requests under one contract share (not to be changed)."""
+
+    template: string.Template
+    fields: Mapping[str, str]
+    system: tuple[tuple[str, str], ...]
+    response_format: Mapping[str, Any] | None
+
+
+_PARTS_KEPT: Final = 64
+
+
 @attrs.frozen(kw_only=True)
 class ModelReceiver:
     """A receiver contract whose step (5) asks a language model.
@@ -159,6 +172,8 @@ class ModelReceiver:
         init=False, eq=False, repr=False, factory=dict)
     _served_lock: threading.Lock = attrs.field(init=False, eq=False, repr=False,
                                                factory=threading.Lock)
+    _parts: dict[int, tuple[Contract[Any, Any], _Parts]] = attrs.field(
+        init=False, eq=False, repr=False, factory=dict)
 
     def __attrs_post_init__(self) -> None:
         if self.concurrency is not None and (not isinstance(self.concurrency, int)
@@ -217,13 +232,14 @@ class ModelReceiver:
 
     def __getstate__(self) -> dict[str, Any]:
         return {a.name: getattr(self, a.name) for a in attrs.fields(type(self))
-                 if a.name not in ("_served", "_served_lock")}
+                 if a.name not in ("_served", "_served_lock", "_parts")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         for name, value in state.items():
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_served", {})
         object.__setattr__(self, "_served_lock", threading.Lock())
+        object.__setattr__(self, "_parts", {})
 
     def fingerprint(self) -> str:
         """A digest of the declaration and the receiver's name (keys the call cache)."""
@@ -247,14 +263,12 @@ class ModelReceiver:
 
     def render(self, document: Mapping[str, Any], contract: Contract[Any, Any]) -> str:
         """The user message for one document admitted under ``contract``."""
-        shown = {k: v for k, v in document.items() if k not in _HIDDEN}
+        parts = self._parts_for(contract)
         authority = document.get("authority")
-        return string.Template(self.template).substitute(
-            message=dumps(shown),
+        return parts.template.substitute(
+            parts.fields,
+            message=dumps({k: v for k, v in document.items() if k not in _HIDDEN}),
             authority=authority if isinstance(authority, str) else "unknown",
-            actions=", ".join(str(a.value) for a in contract.actions),
-            contract=contract.id,
-            fail_closed_action=str(contract.fail_closed_action.value),
         )
 
     def request(self, document: Mapping[str, Any], contract: Contract[Any, Any], *,
@@ -265,22 +279,38 @@ class ModelReceiver:
         declared ``seed`` is sent as ``seed + sample``, so that a seeded server gives
         each draw its own answer, reproducibly.
         """
-        schema = self.action_schema(contract)
-        response_format: dict[str, Any] | None
-        if self.response_format == "json_schema":
-            response_format = {"type": "json_schema", "json_schema": {
-                "name": "decision", "strict": True, "schema": schema}}
-        elif self.response_format == "json_object":
-            response_format = {"type": "json_object", "schema": schema}
-        else:
-            response_format = None
-        messages = (("system", self.system),) if self.system else ()
+        parts = self._parts_for(contract)
         return ChatRequest(model=self.model_route,
-                           messages=(*messages, ("user", self.render(document, contract))),
+                           messages=(*parts.system, ("user", self.render(document, contract))),
                            temperature=float(self.temperature),
                            seed=None if self.seed is None else self.seed + sample,
-                           max_tokens=self.max_tokens, response_format=response_format,
+                           max_tokens=self.max_tokens, response_format=parts.response_format,
                            sample=sample)
+
+    def _parts_for(self, contract: Contract[Any, Any]) -> _Parts:
+        """What every request under ``contract`` shares (made once per contract)."""
+        found = self._parts.get(id(contract))
+        if found is None or found[0] is not contract:
+            schema = self.action_schema(contract)
+            response_format: dict[str, Any] | None
+            if self.response_format == "json_schema":
+                response_format = {"type": "json_schema", "json_schema": {
+                    "name": "decision", "strict": True, "schema": schema}}
+            elif self.response_format == "json_object":
+                response_format = {"type": "json_object", "schema": schema}
+            else:
+                response_format = None
+            parts = _Parts(
+                template=string.Template(self.template),
+                fields={"actions": ", ".join(str(a.value) for a in contract.actions),
+                        "contract": contract.id,
+                        "fail_closed_action": str(contract.fail_closed_action.value)},
+                system=(("system", self.system),) if self.system else (),
+                response_format=response_format)
+            if len(self._parts) >= _PARTS_KEPT:
+                self._parts.clear()
+            found = self._parts[id(contract)] = (contract, parts)  # pinned: its id stays its
+        return found[1]
 
     # ---------------------------------------------------------------- decide
 
