@@ -217,8 +217,9 @@ _PATCH_MEMBERS = st.sampled_from(["decision_state", "case_id", "evidence_refs", 
 def test_a_patched_message_is_measured_checked_and_keyed_as_a_whole_one(
         member: str, value: Any, index: int) -> None:
     """The patch route (size from the base's, governance validity kept unless a
-    governance member changed, the gate key's per-member pairs) gives what measuring,
-    checking and keying the whole message gives, for every receiver of the essay's lab.
+    governance member changed, a per-member key from the base's) gives what measuring,
+    checking and keying the whole message gives, for every receiver of the essay's lab:
+    the same sizes and checks, keys that stand for the same projections.
     """
     from handoffs.lab._plan import compile_plan
     from handoffs.lab.perturbations import Perturbation, Variant
@@ -233,11 +234,25 @@ def test_a_patched_message_is_measured_checked_and_keyed_as_a_whole_one(
         return
     variant = Variant.patched(base.message, member, new)
 
+    def projection(key: Any) -> Any:
+        """What a memo key stands for: an interned projection, the canonical message,
+        or (a patched message's key) its base's pairs with one member's replaced.
+        """
+        if key[0] == "k":
+            return next(p for p, i in chunk.shared.interned.items() if i == key[2])
+        if key[0] == "c":
+            return key
+        _, under, name, contribution = key
+        pairs = {pair for pair in projection(under) if pair[0] != name}
+        return frozenset(pairs if contribution == _chunk._GONE
+                         else {*pairs, (name, contribution)})
+
     def seen(measure: Any) -> Any:  # what a chunk sees of the message, or how it refuses it
         try:
             msg = measure()
             return (msg.size, msg.governance, msg.schema,
-                    [chunk._key(slot, msg) for slot in (*chunk.slots, chunk.semantic)])
+                    [projection(chunk._key(slot, msg))
+                     for slot in (*chunk.slots, chunk.semantic)])
         except Exception as exc:
             return type(exc), getattr(exc, "code", None)
 

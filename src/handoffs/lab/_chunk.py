@@ -44,7 +44,6 @@ from handoffs.lab._experiment import Strategy
 from handoffs.lab._maps import reference_rule
 from handoffs.lab._memo import (
     _decide,
-    _memoisable,
     _Pending,
     _Shared,
     _shared_for,
@@ -54,7 +53,6 @@ from handoffs.lab._memo import (
     send_batch,
 )
 from handoffs.lab._messages import (
-    Facts,
     Message,
     Patched,
     Slot,
@@ -86,6 +84,7 @@ _GOVERNANCE: Final = frozenset(GOVERNANCE_FIELDS)
 
 
 _PLANS_KEPT: Final = 8
+_GONE: Final = ("removed",)  # a removed member's contribution to a patched key
 _EXHIBITS: Final = 3  # messages kept per strategy × perturbation and chunk
 _CHECK_EVERY: Final = 16
 """A hit on a declared projection is decided again once in this many (and the first)."""
@@ -299,13 +298,8 @@ class _Chunk:
                 for si, msg in enumerate(row):  # the unperturbed messages, at once
                     slot = self.slots[si]
                     if slot.slow and slot.memoised:
-                        facts = Facts(
-                            meta=None, ref=ref, size=0, tokens=None, governance=True,
-                            schema=None, has_state=False,
-                            key=functools.partial(self._key, msg=msg),
-                            message=functools.partial(getattr, msg, "message"))
                         for sample in range(1 if slot.deterministic else plan.epochs):
-                            self._schedule(slot, facts, memoise=True, sample=sample)
+                            self._schedule(slot, msg, memoise=True, sample=sample)
                 continue
             self.case_rows.append([case_id, _case_digest(plan, evidence, case_id), state_key,
                                    ref])
@@ -375,7 +369,7 @@ class _Chunk:
         for j in range(count):
             ref = self.case_rows[j][3]
             for si in strategies:
-                self._emit_base((j, si, 0), self.bases[j][si], ref, None)
+                self._emit((j, si, 0), self.bases[j][si], ref, None)
         perturbations = {si: [(pi, p) for pi, p in enumerate(plan.perturbations, start=1)
                               if si in plan.targets[pi - 1]] for si in strategies}
         contexts: dict[int, CaseContext] = {}
@@ -448,12 +442,12 @@ class _Chunk:
         else:
             message = variant.message
             msg = base if message is base.message else self._measured(message, at[1])
-        self._emit_base(at, msg, ref, variant)
+        self._emit(at, msg, ref, variant)
         if not self.dry and at[2] not in self.controls:
             j, si, _ = at
             self.tally.note(
                 at, self.reads[si],
-                set() if msg is base else touched(base.message, variant),
+                () if msg is base else functools.partial(touched, base.message, variant),
                 validity=msg.schema != base.schema, reference=ref != case_ref,
                 decision=self.slots[si].deterministic
                 and self.last_oid != self.base_oids.get((j, si)))
@@ -504,61 +498,43 @@ class _Chunk:
             msg.schema = self.checks.schema_valid(message)
         return msg
 
-    def _emit_base(self, at: tuple[int, int, int], msg: Message, ref: str,
-                   meta: Variant | None) -> None:
-        self._emit(at, Facts(
-            meta=meta, ref=ref, size=msg.size, tokens=msg.tokens,
-            governance=msg.governance, schema=msg.schema, has_state=msg.has_state(),
-            key=lambda slot: self._key(slot, msg), message=lambda: msg.message))
-
     # ------------------------------------------------------------------- keys
 
     def _key(self, slot: Slot, msg: Message) -> Any:
-        """The memo key of a whole message for one receiver: ``("k", slot, id)`` of its
-        projection, or ``("c", slot, canonical bytes)``.
+        """The memo key of a message for one receiver: ``("k", slot, id)`` of its
+        projection, or ``("c", slot, canonical bytes)``. When the projection is the set
+        of the ``(name, contribution)`` pairs of the members it reads
+        (:attr:`Slot.member`), a patched message's key follows from its base's: the
+        base's when the member is not read, else ``("p", base's key, member, its
+        contribution)``, which stands for the base's pairs with that member's replaced
+        (equal keys, equal projections).
         """
         found = msg.keys[slot.index]
         if found is None:
-            projected = self._projected(slot, msg)
-            if projected is not None:
-                found = ("k", slot.index, self.shared.intern(projected))
-            else:
-                found = ("c", slot.index, msg.canonical(self.canonical.measure))
+            base = msg.base
+            if base is not None and slot.member is not None:
+                under = self._key(slot, base)
+                if under[0] == "k":
+                    assert isinstance(msg, Patched)  # noqa: S101 - only a Patched has a base
+                    name, value = msg.patch
+                    members = slot.members
+                    if members is not None and name not in members:
+                        found = under
+                    else:
+                        found = ("p", under, name, _GONE if value is Perturbation.REMOVED
+                                 else slot.member(name, value))
+            if found is None:
+                projected = None if slot.project is None else slot.project(msg.message)
+                if projected is not None:
+                    found = ("k", slot.index, self.shared.intern(projected))
+                else:
+                    found = ("c", slot.index, msg.canonical(self.canonical.measure))
             msg.keys[slot.index] = found
         return found
 
-    @staticmethod
-    def _projected(slot: Slot, msg: Message) -> Hashable | None:
-        """The receiver's key projection of a message (``None``: none smaller than the
-        whole message); a patched message's from its base's when the key is a set of
-        per-member pairs (:attr:`Slot.member`).
-        """
-        if slot.project is None:
-            return None
-        projected: Hashable | None = msg.projected[slot.index]
-        if projected is not None:
-            return projected
-        base = msg.base
-        if base is not None and slot.member is not None:
-            assert isinstance(msg, Patched)  # noqa: S101 - only a Patched has a base
-            name, value = msg.patch
-            under: Any = _Chunk._projected(slot, base)
-            if type(under) is frozenset:
-                old = base.message
-                pairs = set(under)
-                if name in old:
-                    pairs.discard((name, slot.member(name, old[name])))
-                if value is not Perturbation.REMOVED:
-                    pairs.add((name, slot.member(name, value)))
-                projected = frozenset(pairs)
-        if projected is None:
-            projected = slot.project(msg.message)
-        msg.projected[slot.index] = projected
-        return projected
-
     # ------------------------------------------------------------------- rows
 
-    def _outcome(self, slot: Slot, facts: Facts, *, memoise: bool, si: int = -1,
+    def _outcome(self, slot: Slot, msg: Message, *, memoise: bool, si: int = -1,
                  sample: int = 0) -> tuple[int, int, int]:
         """(outcome id, latency µs, memo flag) of one receiver decision.
 
@@ -569,32 +545,61 @@ class _Chunk:
         never memoised.
         """
         if self.dry:
-            return self._schedule(slot, facts, memoise=memoise, sample=sample)
+            return self._schedule(slot, msg, memoise=memoise, sample=sample)
         if not memoise:
-            return self._call(slot, facts, si, sample)
-        return self._shared_outcome(slot, facts, si, drawn(facts.key(slot), sample), sample)
+            return self._call(slot, msg, si, sample)
+        key = msg.keys[slot.index]
+        if key is None:
+            key = self._key(slot, msg)
+        if sample:
+            key = drawn(key, sample)
+        entry = self.shared.memo.get(key)
+        if entry is not None and entry.ok and entry.counted and not slot.checked:
+            self.hits += 1  # most decisions: a hit on a filled entry, counted already
+            return self._outcome_id(entry.value[0]), 0, 1  # type: ignore[index]
+        return self._shared_outcome(slot, msg, si, key, sample)
 
-    def _call(self, slot: Slot, facts: Facts, si: int, sample: int) -> tuple[int, int, int]:
+    def _call(self, slot: Slot, msg: Message, si: int, sample: int) -> tuple[int, int, int]:
         """Call a receiver that is not memoised (draw ``sample``)."""
-        outcome, latency, usage, _ = _decide(slot.receiver, facts.message(), self.fail,
+        outcome, latency, usage, _ = _decide(slot.receiver, msg.message, self.fail,
                                              sample)
         oid = self._outcome_id(outcome)
         self.calls += 1
         self._account(si, usage)
         return oid, latency, 0
 
-    def _shared_outcome(self, slot: Slot, facts: Facts, si: int, memo_key: Hashable,
+    def _shared_outcome(self, slot: Slot, msg: Message, si: int, memo_key: Hashable,
                         sample: int) -> tuple[int, int, int]:
         """The outcome from the run-wide memo (filled by another chunk, or by the call
         pool for a request a scheduling pass sent ahead), calling the receiver if no
         chunk has. A hit on a key that rests on a user's ``reads`` declaration is
         checked now and then (:meth:`_check`).
         """
+        entry = self.shared.memo.get(memo_key)
+        if entry is not None and entry.ok and entry.counted:  # a hit: filled, counted
+            outcome = entry.value[0]  # type: ignore[index]
+        else:
+            entry, outcome, latency, usage, counted = self._fill(slot, msg, memo_key, sample)
+            if counted:
+                self.calls += 1
+                self._account(si, usage)
+                return self._outcome_id(outcome), latency, 0
+        if slot.checked:
+            self._check(slot, msg, entry, outcome, sample)
+        self.hits += 1
+        return self._outcome_id(outcome), 0, 1
+
+    def _fill(self, slot: Slot, msg: Message, memo_key: Hashable, sample: int
+              ) -> tuple[Any, tuple[str, str, tuple[str, ...]], int, Any, bool]:
+        """(entry, outcome, latency µs, usage, counted here) of a memo look-up that is
+        not a plain hit: the entry made here (the receiver called), or waited for, or
+        a failed call reported once and asked again.
+        """
         shared = self.shared
         while True:
             entry, mine = shared.entry(memo_key)
             if mine:
-                message = facts.message()
+                message = msg.message
                 outcome, latency, usage, ok = _decide(slot.receiver, message, self.fail,
                                                       sample)
                 if usage is not None and not usage[0]:  # the model's time is the call's
@@ -604,26 +609,15 @@ class _Chunk:
                 entry.set(outcome, latency, usage)
                 if not ok:
                     shared.forget(memo_key, entry)
-                counted = shared.take(entry)
-                break
+                return entry, outcome, latency, usage, shared.take(entry)
             outcome, latency, usage = entry.get()
             counted = shared.take(entry)
-            ok = _memoisable(outcome)
-            if not ok:  # a failed call is reported once, then asked again
+            if not entry.ok:  # a failed call is reported once, then asked again
                 shared.forget(memo_key, entry)
-            if ok or counted:
-                break
-        oid = self._outcome_id(outcome)
-        if counted:
-            self.calls += 1
-            self._account(si, usage)
-            return oid, latency, 0
-        if slot.checked:
-            self._check(slot, facts, entry, outcome, sample)
-        self.hits += 1
-        return oid, 0, 1
+            if entry.ok or counted:
+                return entry, outcome, latency, usage, counted
 
-    def _check(self, slot: Slot, facts: Facts, entry: Any,
+    def _check(self, slot: Slot, msg: Message, entry: Any,
                outcome: tuple[str, str, tuple[str, ...]], sample: int) -> None:
         """Decide a memo hit again without the memo (the first hit of each entry and
         every :data:`_CHECK_EVERY`-th after it); a different outcome means the
@@ -632,7 +626,7 @@ class _Chunk:
         entry.hits += 1
         if entry.hits % _CHECK_EVERY != 1 or entry.source is None:
             return
-        message = facts.message()
+        message = msg.message
         again, _, _, ok = _decide(slot.receiver, message, self.fail, sample)
         if not ok or again == outcome:
             return
@@ -658,7 +652,7 @@ class _Chunk:
             send_batch(self.shared, batch, self.scheduled)
         self.flush_at = min(2 * self.flush_at, max(1, self.shared.concurrency))
 
-    def _schedule(self, slot: Slot, facts: Facts, *, memoise: bool, sample: int = 0
+    def _schedule(self, slot: Slot, msg: Message, *, memoise: bool, sample: int = 0
                   ) -> tuple[int, int, int]:
         """The scheduling pass: hand a slow receiver's new requests (draw ``sample``)
         to the run's call pool (:func:`~handoffs.lab._memo.send_ahead`: admission,
@@ -668,14 +662,14 @@ class _Chunk:
         pool (each decision writes one row).
         """
         if slot.slow and memoise:
-            key = drawn(facts.key(slot), sample)
+            key = drawn(self._key(slot, msg), sample)
             if key not in self.asked:
                 self.asked.add(key)
                 shared = self.shared
                 entry, mine = shared.entry(key)
                 if mine and slot.ahead:
                     try:
-                        send_ahead(shared, slot.receiver, facts.message(), fail=self.fail,
+                        send_ahead(shared, slot.receiver, msg.message, fail=self.fail,
                                    sample=sample, entry=entry, batch=self.batch,
                                    scheduled=self.scheduled)
                     except BaseException as exc:  # filled all the same: others wait for it
@@ -687,7 +681,7 @@ class _Chunk:
                         self.send()
                 elif mine:
                     self.scheduled.append(shared.submit(
-                        _whole, entry, slot.receiver, facts.message(), self.fail, sample))
+                        _whole, entry, slot.receiver, msg.message, self.fail, sample))
         return 0, 0, 1
 
     def _outcome_id(self, outcome: tuple[str, str, tuple[str, ...]]) -> int:
@@ -713,7 +707,8 @@ class _Chunk:
             row[3] += tokens_out
             row[4] += round(latency_ms * 1000)
 
-    def _emit(self, at: tuple[int, int, int], facts: Facts) -> None:
+    def _emit(self, at: tuple[int, int, int], msg: Message, ref: str,
+              meta: Variant | None) -> None:
         """Decide one message (every epoch of a sampled receiver) and record the rows."""
         j, si, pi = at
         plan = self.plan
@@ -723,18 +718,18 @@ class _Chunk:
             self.last_case[counted] = j
             self.case_counts[counted] = self.case_counts.get(counted, 0) + 1
         semantic = self.semantic
-        size, tokens = facts.size, facts.tokens
+        size, tokens = msg.size, msg.tokens
         for epoch in range(1 if slot.deterministic else plan.epochs):
-            oid, latency, memo = self._outcome(slot, facts, memoise=slot.memoised, si=si,
+            oid, latency, memo = self._outcome(slot, msg, memoise=slot.memoised, si=si,
                                                sample=epoch)
             if epoch == 0:
                 self.last_oid = oid
                 if pi == 0:
                     self.base_oids[(j, si)] = oid
             sid = -1
-            if facts.has_state:
-                sid = self._outcome(semantic, facts, memoise=semantic.deterministic)[0]
-            t = self._template(at, epoch, facts, oid, sid)
+            if msg.state:
+                sid = self._outcome(semantic, msg, memoise=semantic.deterministic)[0]
+            t = self._template(at, epoch, msg, oid, sid, ref=ref, meta=meta)
             stats = self.stats[t]
             stats[0] += 1
             stats[1] += size
@@ -755,9 +750,9 @@ class _Chunk:
                 self.rows.append((j, t, size, tokens, latency, memo))
             if notable and not self.dry:
                 self._deciding_rule(j)
-                self._exhibit(j, si, pi, facts)
+                self._exhibit(j, si, pi, msg)
 
-    def _exhibit(self, j: int, si: int, pi: int, facts: Facts) -> None:
+    def _exhibit(self, j: int, si: int, pi: int, msg: Message) -> None:
         """Keep the message sent for the row just added (a disagreement), up to
         :data:`_EXHIBITS` per strategy × perturbation.
         """
@@ -765,7 +760,7 @@ class _Chunk:
         if seen >= _EXHIBITS:
             return
         self.failing.counts[(si, pi)] = seen + 1
-        self.failing.exhibits.append([len(self.rows) - 1, dict(facts.message())])
+        self.failing.exhibits.append([len(self.rows) - 1, dict(msg.message)])
 
     def _deciding_rule(self, j: int) -> None:
         """Note the reference policy's deciding rule on case ``j``'s truth (or the cut
@@ -776,16 +771,15 @@ class _Chunk:
         if state_key not in self.failing.rules and self.plan.reference is None:
             self.failing.rules[state_key] = reference_rule(self.contract, self.truths[j])
 
-    def _template(self, at: tuple[int, int, int], epoch: int, facts: Facts, oid: int,
-                  sid: int) -> int:
+    def _template(self, at: tuple[int, int, int], epoch: int, msg: Message, oid: int,
+                  sid: int, *, ref: str, meta: Variant | None) -> int:
         """The id of the distinct row (all but case, bytes, tokens, latency, memo)."""
         j, si, pi = at
-        meta = facts.meta
         label = falsified = falsehood = None
         if meta is not None:
             label, falsified, falsehood = meta.label, meta.falsified, meta.falsehood
         holding = self.holding[j]
-        key = (si, pi, label, epoch, facts.ref, oid, sid, facts.governance, facts.schema,
+        key = (si, pi, label, epoch, ref, oid, sid, msg.governance, msg.schema,
                falsified, None if falsehood is None else dumps(list(falsehood)), holding)
         found = self.template_ids.get(key)
         if found is not None:
@@ -797,11 +791,11 @@ class _Chunk:
             semantic, sem_verdict, _ = self.outcomes[sid]
             determined = sem_verdict == Verdict.ACCEPT.value
         found = self.template_ids[key] = len(self.templates)
-        if action != facts.ref:
+        if action != ref:
             self.failing.notable.add(found)
         self.templates.append([
-            None, si, pi, label, epoch, facts.ref, action, verdict, semantic, determined,
-            None, None, facts.governance, facts.schema, None, None, falsified,
+            None, si, pi, label, epoch, ref, action, verdict, semantic, determined,
+            None, None, msg.governance, msg.schema, None, None, falsified,
             list(falsehood) if falsehood is not None else None, list(reasons), list(holding),
         ])
         self.stats.append([0, 0, 0, 0, 0, 0, 0, 0])

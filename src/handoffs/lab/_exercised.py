@@ -19,7 +19,7 @@ changed in the others (with why each is not read); the aggregator adds them up
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from handoffs._memo import memo_value
@@ -79,15 +79,19 @@ class Tally:
         self.last: dict[tuple[int, int], int] = {}
         self.unread: dict[tuple[int, int], dict[str, str]] = {}
 
-    def note(self, at: tuple[int, int, int], reads: Reads, paths: set[str], *,
+    def note(self, at: tuple[int, int, int], reads: Reads,
+             changed: Callable[[], set[str]] | tuple[()], *,
              validity: bool, reference: bool, decision: bool) -> None:
         """One variant of case ``at[0]`` for strategy ``at[1]`` under perturbation
-        ``at[2]``: ``paths`` changed, ``validity`` changed, the ``reference`` moved, the
+        ``at[2]``: ``changed()`` the paths changed (asked only when the rest does not
+        settle it; ``()``: none), ``validity`` changed, the ``reference`` moved, the
         ``decision`` differs from the unperturbed one.
         """
         j, si, pi = at
         key = (si, pi)
         self.cases.setdefault(key, 0)
+        paths = () if reference or decision or (validity and reads.schema) \
+            else changed() if callable(changed) else changed
         if (reference or decision or (validity and reads.schema)
                 or any(reads.reads(p) for p in paths)):
             if self.last.get(key) != j:

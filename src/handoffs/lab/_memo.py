@@ -57,6 +57,7 @@ from handoffs._codes import TRANSIENT_CODES
 from handoffs._memo import PROJECTED, memo_value
 from handoffs.lab._cache import LabClient
 from handoffs.lab._plan import Plan
+from handoffs.lab._reference import KEY_MEMBERS, ReferenceReceiver
 from handoffs.receivers import (
     Admitted,
     AuthoritativeActuator,
@@ -93,9 +94,11 @@ class _Entry(cf.Future[tuple[Outcome, int, "Usage | None"]]):
     source: Mapping[str, Any] | None = None
     hits = 0
     value: tuple[Outcome, int, Usage | None] | None = None  # the result, once filled
+    ok = False  # filled with an outcome that may be reused (:func:`_memoisable`)
 
     def set(self, outcome: Outcome, latency: int, usage: Usage | None) -> None:
         """Fill the entry (once)."""
+        self.ok = _memoisable(outcome)
         self.value = (outcome, latency, usage)
         self.set_result(self.value)
 
@@ -576,19 +579,25 @@ def projector(receiver: Any, *, projection: bool = False) -> Projector | None:
 
 
 def member_keyer(receiver: Any, *, projection: bool = False
-                 ) -> Callable[[str, Any], Hashable] | None:
-    """When ``receiver``'s memo key (:func:`projector`) is its gate's, the set of its
-    members' ``(name, contribution)`` pairs: the contribution of one member
-    (:meth:`~handoffs.receivers.Gate.memo_member`), from which the key of a message
-    that differs from another in one member follows. ``None`` otherwise.
+                 ) -> tuple[Callable[[str, Any], Hashable], frozenset[str] | None] | None:
+    """When ``receiver``'s memo key (:func:`projector`) is the set of ``(name,
+    contribution)`` pairs of the members it reads, ``(member, members)``: the
+    contribution of one member, and the members it reads (``None``: all). The key of a
+    message that differs from a keyed one in one member follows from it (the same key
+    when the member is not read). That holds of a gate's key
+    (:meth:`~handoffs.receivers.Gate.memo_member`) and of the reference receiver's,
+    which reads the decision state alone. ``None`` otherwise.
     """
+    if isinstance(receiver, ReferenceReceiver):
+        return receiver.memo_member, KEY_MEMBERS
     if not isinstance(receiver, FunctionReceiver | StrictContractReceiver
                       | AuthoritativeActuator) or not keyed(receiver, projection=projection):
         return None
     gate = receiver.gate
     if not isinstance(gate, Gate) or _reads(receiver) & PROJECTED:
         return None
-    return gate.memo_member()
+    member = gate.memo_member()
+    return None if member is None else (member, None)
 
 
 def memo_key(receiver: Any, message: bytes | str | Mapping[str, Any], *,

@@ -1,6 +1,6 @@
-"""Messages as a chunk decides them: measured messages, the facts of one decision,
-and each receiver's slot with its memoisation interface. A message's memo keys are
-computed lazily, once per receiver.
+"""Messages as a chunk decides them: measured messages (what a decision's row needs
+of them) and each receiver's slot with its memoisation interface. A message's memo keys
+are computed lazily, once per receiver.
 """
 
 from __future__ import annotations
@@ -14,14 +14,25 @@ from handoffs.lab.perturbations import Variant
 from handoffs.receivers import Receiver
 from handoffs.receivers.models import ModelReceiver
 
-__all__ = ["Facts", "Message", "Patched", "Slot", "drawn", "sampled"]
+__all__ = ["Message", "Patched", "Slot", "drawn", "sampled"]
 
 
 class Slot:
     """One receiver of the chunk, with its memoisation interface."""
 
-    __slots__ = ("ahead", "checked", "deterministic", "index", "member", "memoised",
-                 "project", "receiver", "sampled", "slow")
+    __slots__ = (
+        "ahead",
+        "checked",
+        "deterministic",
+        "index",
+        "member",
+        "members",
+        "memoised",
+        "project",
+        "receiver",
+        "sampled",
+        "slow",
+    )
 
     def __init__(self, index: int, receiver: Receiver, *, projection: bool = False) -> None:
         self.index = index
@@ -40,10 +51,14 @@ class Slot:
         # the memo key the lab derives (_keys); a user's `reads` only with projection on
         self.project: Callable[[Any], Hashable | None] | None
         self.project = projector(receiver, projection=projection)
-        # when the key is a set of per-member pairs: one member's pair (a patched
-        # message's key follows from its base's)
-        self.member: Callable[[str, Any], Hashable] | None
-        self.member = member_keyer(receiver, projection=projection)
+        # when the key follows member by member: one member's contribution, and the
+        # only members it reads (None: all); a patched message's key follows from its
+        # base's (_Chunk._key)
+        keyer = member_keyer(receiver, projection=projection)
+        self.member: Callable[[str, Any], Hashable] | None = None
+        self.members: frozenset[str] | None = None
+        if keyer is not None:
+            self.member, self.members = keyer
         # memo hits on a key that rests on a user's declaration are decided again now
         # and then (_Chunk._check)
         self.checked = projection and declared(receiver)
@@ -65,7 +80,7 @@ def drawn(key: Hashable, sample: int) -> Hashable:
 class Message:
     """A measured message: size, validity and (lazily) its memo keys."""
 
-    __slots__ = ("canon", "governance", "keys", "message", "projected", "schema", "size",
+    __slots__ = ("canon", "governance", "keys", "message", "schema", "size", "state",
                  "tokens")
 
     base: Message | None = None
@@ -74,16 +89,13 @@ class Message:
     def __init__(self, message: Mapping[str, Any], slots: int) -> None:
         self.message = message
         self.keys: list[Any] = [None] * slots
-        self.projected: list[Any] = [None] * slots  # each receiver's key projection
         self.canon: bytes | None = None
         self.size = 0
         self.tokens: int | None = None
         self.governance = False
         self.schema: bool | None = None
-
-    def has_state(self) -> bool:
-        """Whether the message carries a decision state object."""
-        return isinstance(self.message.get("decision_state"), Mapping)
+        # whether the message carries a decision state object
+        self.state = isinstance(message.get("decision_state"), Mapping)
 
     def canonical(self, measure: Callable[[Mapping[str, Any]], tuple[bytes, int]] = _measure
                   ) -> bytes:
@@ -104,12 +116,13 @@ class Patched(Message):
         self.variant = variant
         self.base = base
         self.keys = [None] * slots
-        self.projected = [None] * slots
         self.canon = None
         self.size = 0
         self.tokens = None
         self.governance = False
         self.schema = None
+        name, value = self.patch
+        self.state = isinstance(value, Mapping) if name == "decision_state" else base.state
 
     def __getattr__(self, name: str) -> Any:
         """``message``, built on first read (an unset slot lands here)."""
@@ -124,28 +137,5 @@ class Patched(Message):
         patch = self.variant.patch
         assert patch is not None  # noqa: S101 - a Patched is made of a patched variant
         return patch
-
-
-class Facts:
-    """One message to decide: what is known of it without building it, and how to
-    key it and build it.
-    """
-
-    __slots__ = ("governance", "has_state", "key", "message", "meta", "ref", "schema",
-                 "size", "tokens")
-
-    def __init__(self, *, meta: Variant | None, ref: str, size: int,
-                 tokens: int | None, governance: bool, schema: bool | None, has_state: bool,
-                 key: Callable[[Slot], Hashable], message: Callable[[], Mapping[str, Any]]
-                 ) -> None:
-        self.meta = meta
-        self.ref = ref
-        self.size = size
-        self.tokens = tokens
-        self.governance = governance
-        self.schema = schema
-        self.has_state = has_state
-        self.key = key
-        self.message = message
 
 

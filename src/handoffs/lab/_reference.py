@@ -25,14 +25,10 @@ __all__ = ["ReferenceReceiver"]
 
 _CACHE_LIMIT: Final = 4096
 
-
-class _NoState:
-    """A message without a decision state (its memo key)."""
-
-    __slots__ = ()
-
-
-_NO_STATE: Final = _NoState()
+_STATE: Final = "decision_state"
+KEY_MEMBERS: Final = frozenset({_STATE})
+"""The only members :meth:`ReferenceReceiver.memo_key` reads (the lab keys a message that
+differs from another in any other member as it keys that other)."""
 
 
 @attrs.frozen
@@ -65,9 +61,16 @@ class ReferenceReceiver:
         return True
 
     def memo_key(self, message: Mapping[str, Any]) -> Hashable:
-        """The part of the message the decision depends on: the decision state."""
-        state = message.get("decision_state", _NO_STATE)
-        return _NO_STATE if state is _NO_STATE else memo_value(state)
+        """The part of the message the decision depends on, the decision state: the
+        set of ``(name, memo_member(name, value))`` of the members in :data:`KEY_MEMBERS`.
+        """
+        return frozenset([(name, self.memo_member(name, message[name]))
+                          for name in KEY_MEMBERS if name in message])
+
+    @staticmethod
+    def memo_member(name: str, value: Any) -> Hashable:
+        """One member's contribution to :meth:`memo_key`: its value (``memo_value``)."""
+        return memo_value(value)
 
     def receive(self, message: bytes | str | Mapping[str, Any]) -> Decision:
         """Decide from the message's decision state alone."""

@@ -484,21 +484,17 @@ class Perturbation:
         The generic engine: the declared ``member``'s value through :meth:`change`,
         as a patch of the message.
         """
-        member = self._declared().member
-        if member is None:
-            raise NotImplementedError(f"{type(self).__name__} declares no member and "
-                                      "writes no variants")
-        target = _render(member, self)
-        present, value = _get(message, target)
-        if not present:
+        parent, name = _member_of(self)
+        holder = _state_of(message) if parent else message
+        if holder is None or name not in holder:
             return
-        new = self.change(value)
+        new = self.change(holder[name])
         if new is NOT_APPLICABLE:
             return
         if new is UNCHANGED:
             yield Variant(message)
             return
-        yield _set_patch(message, target, new)
+        yield _set_patch(message, (parent, name), new)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready description (the report's ``experiment.perturbations`` rows)."""
@@ -519,19 +515,33 @@ def _split_target(target: str) -> tuple[str | None, str]:
     return None, target
 
 
-def _get(message: Mapping[str, Any], target: str) -> tuple[bool, Any]:
-    parent, name = _split_target(target)
-    holder = _state_of(message) if parent else message
-    if holder is None or name not in holder:
-        return False, None
-    return True, holder[name]
+_MEMBERS: dict[int, tuple[Perturbation, tuple[str | None, str]]] = {}
+_MEMBERS_KEPT: Final = 1024
 
 
-def _set_patch(message: Mapping[str, Any], target: str, value: Any) -> Variant:
-    """``message`` with ``target`` (a member or ``decision_state.<field>``) set or
-    removed (:attr:`.Perturbation.REMOVED`), as a patch.
+def _member_of(perturbation: Perturbation) -> tuple[str | None, str]:
+    """The declared member a generic perturbation changes, split (:func:`_split_target`),
+    rendered once per perturbation object (held, so that its id stays its own).
     """
-    parent, name = _split_target(target)
+    found = _MEMBERS.get(id(perturbation))
+    if found is None or found[0] is not perturbation:
+        member = perturbation._declared().member
+        if member is None:
+            raise NotImplementedError(f"{type(perturbation).__name__} declares no member "
+                                      "and writes no variants")
+        if len(_MEMBERS) >= _MEMBERS_KEPT:
+            _MEMBERS.clear()
+        found = _MEMBERS[id(perturbation)] = (
+            perturbation, _split_target(_render(member, perturbation)))
+    return found[1]
+
+
+def _set_patch(message: Mapping[str, Any], target: str | tuple[str | None, str],
+               value: Any) -> Variant:
+    """``message`` with ``target`` (a member or ``decision_state.<field>``, or the two
+    split) set or removed (:attr:`.Perturbation.REMOVED`), as a patch.
+    """
+    parent, name = _split_target(target) if isinstance(target, str) else target
     if parent:
         state = dict(_state_of(message) or {})
         if value is REMOVED:
