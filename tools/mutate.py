@@ -358,7 +358,7 @@ _PRELOAD = ("pytest", "_pytest.python", "_pytest.fixtures", "_pytest.assertion.r
 _UNSOUND = 97  # a child found handoffs imported from somewhere else than its copy
 _CPU = "mutate: cpu seconds "  # the child's last line: its CPU time and its children's
 _PYTEST_ARGS = ("-q", "-x", "-p", "no:cacheprovider", "--no-header", "-rfE", "--tb=line",
-                "-m", "not slow")
+                "-m", "not slow", "-n", "0")  # in-process: the mutant is patched here
 # The fork server imported pytest's plugins before pytest could rewrite their asserts
 # (which only their own code would use); it says so, and warnings are errors here.
 _CHILD_ARGS = ("-W", "ignore::pytest.PytestAssertRewriteWarning")

@@ -82,6 +82,7 @@ subject = "receipt"
 
 [cases]
 hypothesis = 60
+draws = 200  # worlds.TEST_DRAWS
 
 [governance]
 object = "claim_lab:GOVERNANCE"

@@ -161,6 +161,7 @@ subject = "receipt"
 
 [cases]
 hypothesis = 12
+draws = 200  # worlds.TEST_DRAWS
 
 [governance]
 object = "mymodule:GOVERNANCE"

@@ -11,13 +11,14 @@ from typing import Any
 
 from credit_limit import CREDIT_LIMIT
 from handoffs.contracts import GovernanceService, ReceiptEncoder, Registry
-from handoffs.lab import Experiment, GeneratedCases, Strategy, Tolerances
+from handoffs.lab import Experiment, GeneratedCases, Population, Strategy, Tolerances
 from handoffs.receivers import (
     Gate,
     StrictContractReceiver,
     UnsafeConfigurationWarning,
     UnsafeNoProofs,
 )
+from worlds import TEST_DRAWS
 
 __all__ = [
     "HARMFUL",
@@ -56,10 +57,12 @@ def state_of(case: Any) -> Any:
 
 
 def credit_experiment(seed: int, perturbations: Any, *, gate: tuple[str, ...] = (),
-                      receiver: Any = None, **tolerances: Any) -> Experiment:
+                      receiver: Any = None, draws: int = TEST_DRAWS,
+                      **tolerances: Any) -> Experiment:
     return Experiment(
         name="credit", contract=CREDIT_LIMIT,
         cases=GeneratedCases(CREDIT_LIMIT, 60, seed=seed),
+        population=Population(draws=draws, seed=seed),
         strategies=(Strategy(name="receipt",
                              receiver=receiver or strict_receiver(CREDIT_LIMIT, "desk"),
                              encoder=ReceiptEncoder(contract=CREDIT_LIMIT, state_of=state_of,

@@ -23,7 +23,7 @@ from handoffs.contracts import (
 )
 from handoffs.contracts.policy import Is, Over, Policy, Rule
 from handoffs.examples.payment_lab import FixedClock
-from handoffs.lab import Experiment, GeneratedCases, Strategy
+from handoffs.lab import Experiment, GeneratedCases, Population, Strategy
 from handoffs.receivers import (
     AdvisoryActionReceiver,
     Gate,
@@ -31,6 +31,7 @@ from handoffs.receivers import (
     UnsafeConfigurationWarning,
     UnsafeNoProofs,
 )
+from worlds import TEST_DRAWS
 
 __all__ = ["GOVERNANCE", "TANK", "ActionEncoder", "Grade", "TankState", "Valve", "resolved",
            "tank_experiment"]
@@ -104,6 +105,7 @@ def tank_experiment(**changes: Any) -> Experiment:
         "name": "tank-valve-lab",
         "contract": TANK,
         "cases": GeneratedCases(TANK, 40, seed=1),
+        "population": Population(draws=TEST_DRAWS, seed=1),
         "strategies": (
             Strategy(name="receipt", encoder=encoder, receiver=StrictContractReceiver(gate)),
             Strategy(name="action", encoder=ActionEncoder(),

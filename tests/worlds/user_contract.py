@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from handoffs.lab import Experiment, GeneratedCases, Strategy, Tolerances
+from handoffs.lab import Experiment, GeneratedCases, Population, Strategy, Tolerances
+from worlds import TEST_DRAWS
 
 __all__ = ["HANDOFFS", "TOML", "USER_CONTRACT", "experiment"]
 
@@ -24,6 +25,7 @@ def experiment(mymodule: Any, receiver: Any, **changes: Any) -> Experiment:
         "name": "pump-validation",
         "contract": mymodule.MY_CONTRACT,
         "cases": GeneratedCases(mymodule.MY_CONTRACT, 12, seed=3),
+        "population": Population(draws=TEST_DRAWS, seed=3),
         "strategies": (Strategy(name="receipt", encoder=mymodule.encoder(),
                                 receiver=receiver, gated=True),),
         "governance": mymodule.GOVERNANCE,
@@ -40,6 +42,7 @@ contract = "mymodule:MY_CONTRACT"
 
 [cases]
 hypothesis = 6
+draws = 200  # worlds.TEST_DRAWS
 
 [governance]
 object = "mymodule:GOVERNANCE"
