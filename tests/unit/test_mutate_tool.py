@@ -27,7 +27,7 @@ def test_every_named_mutant_of_issue_9_is_found_exactly_once() -> None:
 def test_the_checks_of_signing_proofs_pipeline_and_replay_stores_are_mutated() -> None:
     functions = {m.where.split(":")[0] for m in MUTANTS if not m.named}
     assert functions <= {f for target in mutate.TARGETS for f in target.functions}
-    assert {"verify_receipt", "_verify_grant", "_check_profile", "_verify", "expired",
+    assert {"verify_receipt", "_verify_grant", "_check_profile", "verify", "expired",
             "_same", "MemoryReplayStore.first_seen", "SQLiteDecisionLog._claim"} <= functions
 
 
