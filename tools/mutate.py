@@ -693,6 +693,12 @@ def pytest_unconfigure(config: Any) -> None:
 # not listed here is a test gap. A key that matches no mutant any more is dropped by
 # its test (tests/unit/test_mutate_tool.py).
 EQUIVALENT: dict[tuple[str, str, str], str] = {
+    ("_check_profile", "check dropped",
+     "if len(proof) == len(_PRESENT):  # the six members every proof carries, and no other"): (
+        "a shortcut, not a check: without it a proof of exactly the six required members "
+        "takes the general path, which finds no expires, text option or previousProof and "
+        "returns the same checked proof (its options flag only asks the same absent "
+        "members again)"),
     ("float_free", "check dropped",
      "if key.search(raw) is None and opening.search(raw) is None and comma.search(raw) is None:"): (
         "a shortcut, not a check: the loop after it returns False only at `[`, `,` or `\":` "

@@ -138,6 +138,8 @@ def test_canonical_senders_take_the_fast_path() -> None:
     (b'{"a":1.5}', False), (b'{"a":[1,2.5]}', False), (b'{"a":[-0.0]}', False),
     (b'{"a":{"b":1e+16}}', False), (b'{"a":[1,1e-7]}', False), (b'[0.5]', False),
     (b'{"k":"sha256:1","n":-1.5}', False),
+    # a number only after an array's comma (none after '":' or '['): still looked at
+    (b'{"a":["x",1.5]}', False), (b'{"a":["x",2]}', True),
 ])
 def test_the_plain_flag_tells_floats_from_their_look_alikes(raw: bytes, plain: bool) -> None:
     value, fast_plain = loads_plain(raw)

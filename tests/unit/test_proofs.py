@@ -388,6 +388,11 @@ NEGATIVE: dict[str, tuple[dict[str, Any], str, str]] = {
         "proof-malformed",
         f"{P}.verificationMethod",
     ),
+    "verificationMethod-empty": (
+        set_proof("verificationMethod", ""),
+        "proof-malformed",
+        f"{P}.verificationMethod",
+    ),
     "proofValue-missing": (set_proof("proofValue", DELETE), "proof-malformed", f"{P}.proofValue"),
     "proofValue-null": (set_proof("proofValue", None), "proof-malformed", f"{P}.proofValue"),
     "proofValue-not-string": (set_proof("proofValue", 12), "proof-malformed", f"{P}.proofValue"),
@@ -468,6 +473,12 @@ NEGATIVE: dict[str, tuple[dict[str, Any], str, str]] = {
 @pytest.mark.parametrize(("document", "code", "path"), NEGATIVE.values(), ids=NEGATIVE.keys())
 def test_negative_data_integrity_cases(document: dict[str, Any], code: str, path: str) -> None:
     fails(document, code, path)
+
+
+@pytest.mark.parametrize("member", ["verificationMethod", "proofValue", "created"])
+def test_a_missing_member_is_named_missing_not_mistyped(member: str) -> None:
+    error = fails(set_proof(member, DELETE), "proof-malformed", f"{P}.{member}")
+    assert error.message == f"required proof property {member!r} is missing"
 
 
 @pytest.mark.parametrize(
