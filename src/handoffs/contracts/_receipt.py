@@ -355,8 +355,8 @@ class Receipt(Generic[S, A]):
                 receiver name nor ``ANY_AUDIENCE``.
         """
         return _signing.verify_receipt(document, keyring, now=now, registry=registry,
-                              audience=audience, require_grant=require_grant,
-                              max_proof_age=max_proof_age)
+                                       audience=audience, require_grant=require_grant,
+                                       max_proof_age=max_proof_age)
 
     @staticmethod
     def from_json(
