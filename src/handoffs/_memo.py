@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any, Final, cast
+from typing import Any, Final, TypeVar, cast
 
 import attrs
 import jsonschema_rs
@@ -25,7 +25,7 @@ import jsonschema_rs
 from handoffs._json import canonical_bytes
 from handoffs.contracts import EvidenceFresh, EvidenceRef
 
-__all__ = ["PROJECTED", "GateMemo", "gate_memo", "memo_value"]
+__all__ = ["PROJECTED", "GateMemo", "by_identity", "gate_memo", "memo_value"]
 
 _FLAT: Final = frozenset({str, int, float, bool, type(None)})
 
@@ -231,20 +231,33 @@ class GateMemo:
 _REFS_KEPT: Final = 1024  # a case's identifiers recur across its messages, not across cases
 
 
+_V = TypeVar("_V")
+_IDENTITY_LOCK: Final = threading.Lock()
+
+
+def by_identity(cache: dict[int, tuple[Any, _V]], owner: object, make: Callable[[], _V], *,
+                limit: int) -> _V:
+    """What ``make()`` builds for the object ``owner``, built once per object while
+    ``cache`` holds it: keyed by ``id``, the entry pinning ``owner`` so that its id stays
+    its own; the cache is emptied when it reaches ``limit`` entries.
+    """
+    found = cache.get(id(owner))
+    if found is None or found[0] is not owner:
+        value = make()
+        with _IDENTITY_LOCK:
+            if len(cache) >= limit:
+                cache.clear()
+            cache[id(owner)] = found = (owner, value)
+    return found[1]
+
+
 _GATES: dict[int, tuple[Any, GateMemo]] = {}
 _GATES_KEPT: Final = 256
-_GATES_LOCK: Final = threading.Lock()
 
 
 def gate_memo(gate: Any) -> GateMemo | None:
     """The gate's memo configuration (built once per gate object and process)."""
-    found = _GATES.get(id(gate))
-    if found is None or found[0] is not gate:
-        memo = GateMemo.build(gate)
-        with _GATES_LOCK:
-            if len(_GATES) >= _GATES_KEPT:
-                _GATES.clear()
-            _GATES[id(gate)] = found = (gate, memo)  # the gate pinned: its id stays its
-    return found[1] if found[1].enabled else None
+    memo = by_identity(_GATES, gate, lambda: GateMemo.build(gate), limit=_GATES_KEPT)
+    return memo if memo.enabled else None
 
 

@@ -39,6 +39,7 @@ from handoffs._codes import TRANSIENT_CODES
 from handoffs._errors import InvalidArgument
 from handoffs._json import dumps
 from handoffs._members import PROTECTED_MEMBERS
+from handoffs._memo import by_identity
 from handoffs.contracts import Contract
 from handoffs.receivers._chat import ChatClient, ChatRequest, Completion, ModelError, ServedModel
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
@@ -289,28 +290,26 @@ class ModelReceiver:
 
     def _parts_for(self, contract: Contract[Any, Any]) -> _Parts:
         """What every request under ``contract`` shares (made once per contract)."""
-        found = self._parts.get(id(contract))
-        if found is None or found[0] is not contract:
-            schema = self.action_schema(contract)
-            response_format: dict[str, Any] | None
-            if self.response_format == "json_schema":
-                response_format = {"type": "json_schema", "json_schema": {
-                    "name": "decision", "strict": True, "schema": schema}}
-            elif self.response_format == "json_object":
-                response_format = {"type": "json_object", "schema": schema}
-            else:
-                response_format = None
-            parts = _Parts(
-                template=string.Template(self.template),
-                fields={"actions": ", ".join(str(a.value) for a in contract.actions),
-                        "contract": contract.id,
-                        "fail_closed_action": str(contract.fail_closed_action.value)},
-                system=(("system", self.system),) if self.system else (),
-                response_format=response_format)
-            if len(self._parts) >= _PARTS_KEPT:
-                self._parts.clear()
-            found = self._parts[id(contract)] = (contract, parts)  # pinned: its id stays its
-        return found[1]
+        return by_identity(self._parts, contract, lambda: self._make_parts(contract),
+                           limit=_PARTS_KEPT)
+
+    def _make_parts(self, contract: Contract[Any, Any]) -> _Parts:
+        schema = self.action_schema(contract)
+        response_format: dict[str, Any] | None
+        if self.response_format == "json_schema":
+            response_format = {"type": "json_schema", "json_schema": {
+                "name": "decision", "strict": True, "schema": schema}}
+        elif self.response_format == "json_object":
+            response_format = {"type": "json_object", "schema": schema}
+        else:
+            response_format = None
+        return _Parts(
+            template=string.Template(self.template),
+            fields={"actions": ", ".join(str(a.value) for a in contract.actions),
+                    "contract": contract.id,
+                    "fail_closed_action": str(contract.fail_closed_action.value)},
+            system=(("system", self.system),) if self.system else (),
+            response_format=response_format)
 
     # ---------------------------------------------------------------- decide
 

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Final, TypeVar
 import attrs
 
 from handoffs._errors import ExperimentError
+from handoffs._memo import by_identity
 from handoffs.contracts import Contract, FieldKind, FieldSpec
 from handoffs.contracts.analysis import SymbolicForm
 
@@ -521,19 +522,18 @@ _MEMBERS_KEPT: Final = 1024
 
 def _member_of(perturbation: Perturbation) -> tuple[str | None, str]:
     """The declared member a generic perturbation changes, split (:func:`_split_target`),
-    rendered once per perturbation object (held, so that its id stays its own).
+    rendered once per perturbation object.
     """
-    found = _MEMBERS.get(id(perturbation))
-    if found is None or found[0] is not perturbation:
-        member = perturbation._declared().member
-        if member is None:
-            raise NotImplementedError(f"{type(perturbation).__name__} declares no member "
-                                      "and writes no variants")
-        if len(_MEMBERS) >= _MEMBERS_KEPT:
-            _MEMBERS.clear()
-        found = _MEMBERS[id(perturbation)] = (
-            perturbation, _split_target(_render(member, perturbation)))
-    return found[1]
+    return by_identity(_MEMBERS, perturbation, lambda: _declared_member(perturbation),
+                       limit=_MEMBERS_KEPT)
+
+
+def _declared_member(perturbation: Perturbation) -> tuple[str | None, str]:
+    member = perturbation._declared().member
+    if member is None:
+        raise NotImplementedError(f"{type(perturbation).__name__} declares no member "
+                                  "and writes no variants")
+    return _split_target(_render(member, perturbation))
 
 
 def _set_patch(message: Mapping[str, Any], target: str | tuple[str | None, str],
