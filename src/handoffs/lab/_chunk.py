@@ -447,7 +447,7 @@ class _Chunk:
             j, si, _ = at
             self.tally.note(
                 at, self.reads[si],
-                () if msg is base else functools.partial(touched, base.message, variant),
+                tuple if msg is base else functools.partial(touched, base.message, variant),
                 validity=msg.schema != base.schema, reference=ref != case_ref,
                 decision=self.slots[si].deterministic
                 and self.last_oid != self.base_oids.get((j, si)))
@@ -548,16 +548,7 @@ class _Chunk:
             return self._schedule(slot, msg, memoise=memoise, sample=sample)
         if not memoise:
             return self._call(slot, msg, si, sample)
-        key = msg.keys[slot.index]
-        if key is None:
-            key = self._key(slot, msg)
-        if sample:
-            key = drawn(key, sample)
-        entry = self.shared.memo.get(key)
-        if entry is not None and entry.ok and entry.counted and not slot.checked:
-            self.hits += 1  # most decisions: a hit on a filled entry, counted already
-            return self._outcome_id(entry.value[0]), 0, 1  # type: ignore[index]
-        return self._shared_outcome(slot, msg, si, key, sample)
+        return self._shared_outcome(slot, msg, si, drawn(self._key(slot, msg), sample), sample)
 
     def _call(self, slot: Slot, msg: Message, si: int, sample: int) -> tuple[int, int, int]:
         """Call a receiver that is not memoised (draw ``sample``)."""

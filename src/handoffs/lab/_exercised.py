@@ -19,7 +19,7 @@ changed in the others (with why each is not read); the aggregator adds them up
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Final
 
 from handoffs._memo import memo_value
@@ -80,28 +80,27 @@ class Tally:
         self.unread: dict[tuple[int, int], dict[str, str]] = {}
 
     def note(self, at: tuple[int, int, int], reads: Reads,
-             changed: Callable[[], set[str]] | tuple[()], *,
+             changed: Callable[[], Collection[str]], *,
              validity: bool, reference: bool, decision: bool) -> None:
         """One variant of case ``at[0]`` for strategy ``at[1]`` under perturbation
         ``at[2]``: ``changed()`` the paths changed (asked only when the rest does not
-        settle it; ``()``: none), ``validity`` changed, the ``reference`` moved, the
-        ``decision`` differs from the unperturbed one.
+        settle it), ``validity`` changed, the ``reference`` moved, the ``decision``
+        differs from the unperturbed one.
         """
         j, si, pi = at
         key = (si, pi)
         self.cases.setdefault(key, 0)
-        paths = () if reference or decision or (validity and reads.schema) \
-            else changed() if callable(changed) else changed
-        if (reference or decision or (validity and reads.schema)
-                or any(reads.reads(p) for p in paths)):
-            if self.last.get(key) != j:
-                self.last[key] = j
-                self.cases[key] += 1
-            return
-        unread = self.unread.setdefault(key, {})
-        for path in paths:
-            if path not in unread and len(unread) < 64:
-                unread[path] = reads.why_not(path) or ""
+        if not (reference or decision or (validity and reads.schema)):
+            paths = changed()
+            if not any(reads.reads(p) for p in paths):
+                unread = self.unread.setdefault(key, {})
+                for path in paths:
+                    if path not in unread and len(unread) < 64:
+                        unread[path] = reads.why_not(path) or ""
+                return
+        if self.last.get(key) != j:
+            self.last[key] = j
+            self.cases[key] += 1
 
     def to_json(self) -> list[list[Any]]:
         """The chunk record's ``exercised``."""
