@@ -71,7 +71,12 @@ def test_generated_cases_alone_catch_rounding_and_widening(seed: int) -> None:
         assert rows[name]["agreement"] < 1.0, (name, rows[name]["agreement"])
     assert report["gate"]["passed"] is False
     coverage = report["coverage"]
-    assert coverage["complete"] is True
+    # the proofs' witnesses are among the cases: say how they went if coverage falls short
+    why = (coverage["line"], report["proofs"]["line"],
+           {r["perturbation"]: r["verdict_reason"] for r in report["results"]})
+    assert report["proofs"]["counts"] == {"proved": 1, "refuted": 3, "unknown": 0,
+                                          "sampled": 0}, why
+    assert coverage["complete"] is True, why
     assert coverage["regions_witnessed"] == coverage["regions_live"] == 6
     assert coverage["boundaries_covered"] == coverage["boundaries_found"] > 0
     assert coverage["line"].startswith(
