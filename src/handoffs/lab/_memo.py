@@ -590,8 +590,9 @@ def member_keyer(receiver: Any, *, projection: bool = False
     contribution of one member, and the members it reads (``None``: all). The key of a
     message that differs from a keyed one in one member follows from it (the same key
     when the member is not read). That holds of a gate's key
-    (:meth:`~handoffs.receivers.Gate.memo_member`) and of the reference receiver's,
-    which reads the decision state alone. ``None`` otherwise.
+    (:meth:`~handoffs.receivers.Gate.memo_member`), so of a model receiver's through a
+    gate (:func:`projector`), and of the reference receiver's, which reads the decision
+    state alone. ``None`` otherwise.
     """
     if isinstance(receiver, ReferenceReceiver):
         return receiver.memo_member, KEY_MEMBERS
