@@ -437,7 +437,7 @@ class _Chunk:
     def _emit_variant(self, at: tuple[int, int, int], base: Message, variant: Variant,
                       case_ref: str) -> None:
         ref = variant.reference or case_ref
-        if variant.patch is not None and variant.base is base.message and not self.dry:
+        if variant.patch is not None and variant.base is base.message:
             msg = self._patched(variant, base, at[1])
         else:
             message = variant.message
@@ -462,6 +462,8 @@ class _Chunk:
         if self.plan.tokenizer is not None or name in _ENVELOPE:
             return self._measured(variant.message, si)
         msg = Patched(variant, base, self.nslots)
+        if self.dry:  # the scheduling pass needs the messages and their keys only
+            return msg
         message = base.message
         members = len(message) - sum([k in message for k in _ENVELOPE])
         size = base.size

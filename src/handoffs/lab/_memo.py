@@ -14,7 +14,10 @@ A smaller key is used only where the library itself knows what a decision reads:
   That key is a set of per-member pairs (:func:`member_keyer`), so the key of a
   message that differs from a keyed one in one member follows from it;
 - a :class:`~handoffs.receivers.models.ModelReceiver`: its admission's key and every
-  member its prompt shows;
+  member its prompt shows. Through a gate that is the gate's key alone, which keeps by
+  value every member but the identifiers, which the prompt does not show (so that it
+  follows member by member, as above); through another admission, that admission's
+  key and the shown members by value;
 - the lab's baseline receivers, which compute their own (:class:`Memoisable`).
 
 A user's declaration of what a rule reads (:attr:`~handoffs.receivers.FunctionReceiver.reads`)
@@ -572,6 +575,8 @@ def projector(receiver: Any, *, projection: bool = False) -> Projector | None:
     if not keyed(receiver, projection=projection):
         return None
     if isinstance(receiver, ModelReceiver):
+        if isinstance(receiver.gate, Gate):  # the gate's key keeps what the prompt shows
+            return _admission_projector(receiver.gate, PROJECTED - receiver.hidden)
         return functools.partial(_model_key, receiver)
     if isinstance(receiver, FunctionReceiver | StrictContractReceiver | AuthoritativeActuator):
         return _admission_projector(receiver.gate, _reads(receiver))
@@ -585,16 +590,21 @@ def member_keyer(receiver: Any, *, projection: bool = False
     contribution of one member, and the members it reads (``None``: all). The key of a
     message that differs from a keyed one in one member follows from it (the same key
     when the member is not read). That holds of a gate's key
-    (:meth:`~handoffs.receivers.Gate.memo_member`) and of the reference receiver's,
-    which reads the decision state alone. ``None`` otherwise.
+    (:meth:`~handoffs.receivers.Gate.memo_member`), so of a model receiver's through a
+    gate (:func:`projector`), and of the reference receiver's, which reads the decision
+    state alone. ``None`` otherwise.
     """
     if isinstance(receiver, ReferenceReceiver):
         return receiver.memo_member, KEY_MEMBERS
-    if not isinstance(receiver, FunctionReceiver | StrictContractReceiver
-                      | AuthoritativeActuator) or not keyed(receiver, projection=projection):
+    if isinstance(receiver, ModelReceiver):
+        kept = PROJECTED - receiver.hidden  # identifiers its prompt shows
+    elif isinstance(receiver, FunctionReceiver | StrictContractReceiver
+                    | AuthoritativeActuator) and keyed(receiver, projection=projection):
+        kept = _reads(receiver) & PROJECTED
+    else:
         return None
     gate = receiver.gate
-    if not isinstance(gate, Gate) or _reads(receiver) & PROJECTED:
+    if not isinstance(gate, Gate) or kept:
         return None
     member = gate.memo_member()
     return None if member is None else (member, None)
@@ -645,7 +655,9 @@ _STATE: Final = frozenset({"decision_state"})
 
 
 def _model_key(receiver: ModelReceiver, message: Mapping[str, Any]) -> Hashable | None:
-    """The admission's key and every member the prompt shows, by value."""
+    """The admission's key and every member the prompt shows, by value (an admission
+    other than a gate, whose key keeps only what its checks read).
+    """
     admission = _admission_projector(receiver.gate, frozenset())(message)
     if admission is None:
         return None
