@@ -49,6 +49,17 @@ Run: ``python benchmarks/gate.py [--receipts K] [--rounds R] [--quick]`` (needs 
 extra: PyJWT for the peer, based58 as the ``fast`` extra installs it). The line before
 the headline is ``floor/verify ratio: <x>``; the last two lines are the headline:
 ``gate/peer ratio: <x>`` and ``gate/verify ratio: <x>``.
+
+``--compiled PATH`` measures a compiled build of handoffs (say, modules compiled by mypyc
+into a copy of ``src``, or a compiled wheel installed with ``pip install --target PATH``)
+beside this process's own, pure build: one child process per build, the same operations,
+their rounds interleaved (which build goes first alternates), one warm-up round each. The
+table gains each operation's compiled median and its compiled/pure ratio paired per round;
+before the headline (which stays the pure build's) come the compiled modules' names,
+``compiled/pure gate CPU ratio`` (with every round's ratio), the same for the peer as the
+control (it runs no handoffs code: its spread is the noise between the two processes),
+``compiled gate/verify ratio`` and ``compiled gate/peer ratio``. It refuses a PATH that
+imports no compiled module, and a pure build that does.
 """
 
 from __future__ import annotations
@@ -60,6 +71,7 @@ import gc
 import hashlib
 import io
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -669,18 +681,12 @@ def paired(samples: dict[str, list[float]], name: str, base: str = BARE) -> floa
     return statistics.median(g / b for g, b in zip(samples[name], samples[base], strict=True))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--receipts", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--quick", action="store_true",
-                        help="a smoke run for CI: 35 receipts, 3 rounds (not for figures)")
-    parser.add_argument("--notes", default=None,
-                        help="sign every receipt with these notes (say, text beyond ASCII)")
-    args = parser.parse_args()
-    if args.quick:
-        args.receipts, args.rounds = 35, 3
-    world = build(args.receipts, args.notes)
+def setup(receipts: int, notes: str | None
+          ) -> tuple[dict[str, Callable[[], float]], int, float]:
+    """The world and its self-checks; the timed operations, the receipt count and the
+    Ed25519 verifies per receipt.
+    """
+    world = build(receipts, notes)
     world["triples"] = bare_verifies(world)
     count = len(world["messages"])
     ops = operations(world, Path(tempfile.mkdtemp(prefix="handoffs-bench-")))
@@ -691,22 +697,154 @@ def main() -> None:
                for d in map(check.receive, world["messages"]))
     check_peer(world)
     check_peer(world, HandPeer)
+    return ops, count, len(world["triples"]) / count
 
-    samples: dict[str, list[float]] = {name: [] for name in ops}
-    for round_ in range(args.rounds + 1):
-        for name, operation in ops.items():
-            seconds = operation()
+
+def one_round(ops: dict[str, Callable[[], float]], count: int) -> dict[str, float]:
+    """Every operation once, in order: µs per receipt."""
+    return {name: operation() / count * 1e6 for name, operation in ops.items()}
+
+
+def compiled_modules() -> list[str]:
+    """The handoffs modules imported from a compiled extension, not a ``.py`` (not
+    counting mypyc's shared runtime library, ``<name>__mypyc``).
+    """
+    return sorted(name for name, module in list(sys.modules.items())
+                  if name.startswith("handoffs") and not name.endswith("__mypyc")
+                  and str(getattr(module, "__file__", None) or "").endswith((".so", ".pyd")))
+
+
+def child(args: argparse.Namespace) -> None:
+    """One build's measuring process: a round per line on stdin, a JSON line out each."""
+    ops, count, verifies = setup(args.receipts, args.notes)
+    print(json.dumps({"count": count, "verifies": verifies, "compiled": compiled_modules()}),
+          flush=True)
+    for _ in sys.stdin:
+        print(json.dumps(one_round(ops, count)), flush=True)
+
+
+class Build:
+    """A child process measuring one build of handoffs: ``path`` (``None``: this
+    process's own) first on its module search path.
+    """
+
+    def __init__(self, path: str | None, args: argparse.Namespace) -> None:
+        env = dict(os.environ)
+        if path is not None:
+            env["PYTHONPATH"] = os.pathsep.join(
+                entry for entry in (str(Path(path).resolve()), env.get("PYTHONPATH")) if entry)
+        command = [sys.executable, str(Path(__file__).resolve()), "--child",
+                   "--receipts", str(args.receipts)]
+        if args.notes is not None:
+            command += ["--notes", args.notes]
+        self.process = subprocess.Popen(  # noqa: S603 - this script, fixed arguments
+            command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        ready = json.loads(self._line())
+        self.count: int = ready["count"]
+        self.verifies: float = ready["verifies"]
+        self.compiled: list[str] = ready["compiled"]
+
+    def _line(self) -> str:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"the measuring process exited ({self.process.wait()})")
+        return line
+
+    def round(self) -> dict[str, float]:
+        """One round of every operation, in the child."""
+        assert self.process.stdin is not None
+        self.process.stdin.write("go\n")
+        self.process.stdin.flush()
+        return dict(json.loads(self._line()))
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def side_by_side(args: argparse.Namespace
+                 ) -> tuple[dict[str, list[float]], dict[str, list[float]], Build, Build]:
+    """The pure and the compiled build, one child process each, their rounds
+    interleaved (which goes first alternates), one warm-up round each discarded.
+    """
+    pure, compiled = Build(None, args), Build(args.compiled, args)
+    try:
+        if not compiled.compiled:
+            raise SystemExit(f"--compiled {args.compiled}: no compiled handoffs module there")
+        if pure.compiled:
+            raise SystemExit(f"the pure build imports compiled modules: {pure.compiled}")
+        samples: tuple[dict[str, list[float]], dict[str, list[float]]] = ({}, {})
+        for round_ in range(args.rounds + 1):
+            for index in ((0, 1) if round_ % 2 else (1, 0)):
+                figures = (pure, compiled)[index].round()
+                if round_:  # round 0 warms up
+                    for name, value in figures.items():
+                        samples[index].setdefault(name, []).append(value)
+    finally:
+        pure.close()
+        compiled.close()
+    return samples[0], samples[1], pure, compiled
+
+
+def paired_across(pure: dict[str, list[float]], compiled: dict[str, list[float]],
+                  name: str) -> float:
+    """Median over rounds of the per-round ratio compiled / pure for ``name``."""
+    return statistics.median(c / p for c, p in zip(compiled[name], pure[name], strict=True))
+
+
+def across(pure: dict[str, list[float]], compiled: dict[str, list[float]], name: str) -> str:
+    """:func:`paired_across`, and every round's ratio."""
+    ratios = [c / p for c, p in zip(compiled[name], pure[name], strict=True)]
+    return (f"{paired_across(pure, compiled, name):.2f} (rounds: "
+            f"{', '.join(f'{r:.2f}' for r in ratios)})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--receipts", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run for CI: 35 receipts, 3 rounds (not for figures)")
+    parser.add_argument("--notes", default=None,
+                        help="sign every receipt with these notes (say, text beyond ASCII)")
+    parser.add_argument("--compiled", metavar="PATH", default=None,
+                        help="measure the compiled build installed in PATH (pip install "
+                             "--target PATH) beside this one: a child process per build, "
+                             "rounds interleaved")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.quick:
+        args.receipts, args.rounds = 35, 3
+    if args.child:
+        child(args)
+        return
+    compiled: dict[str, list[float]] | None = None
+    if args.compiled is None:
+        ops, count, verifies = setup(args.receipts, args.notes)
+        samples: dict[str, list[float]] = {name: [] for name in ops}
+        for round_ in range(args.rounds + 1):
+            figures = one_round(ops, count)
             if round_:  # round 0 warms up
-                samples[name].append(seconds / count * 1e6)
+                for name, value in figures.items():
+                    samples[name].append(value)
+    else:
+        samples, compiled, pure_build, compiled_build = side_by_side(args)
+        count, verifies = pure_build.count, pure_build.verifies
 
     median = {name: statistics.median(values) for name, values in samples.items()}
     print(f"python {sys.version.split()[0]}, {count} distinct signed receipts, "
-          f"{len(world['triples']) / count:g} Ed25519 verifies each, {args.rounds} "
+          f"{verifies:g} Ed25519 verifies each, {args.rounds} "
           "interleaved rounds, thread CPU time")
-    print(f"{'operation':40} {'median µs/receipt':>18} {'min':>8} {'receipts/s':>11}")
+    print(f"{'operation':40} {'median µs/receipt':>18} {'min':>8} {'receipts/s':>11}"
+          + ("" if compiled is None else f" {'compiled µs':>12} {'compiled/pure':>14}"))
     for name, values in samples.items():
         print(f"{name:40} {median[name]:18.1f} {min(values):8.1f} "
-              f"{1e6 / median[name]:11,.0f}")
+              f"{1e6 / median[name]:11,.0f}"
+              + ("" if compiled is None else
+                 f" {statistics.median(compiled[name]):12.1f} "
+                 f"{paired_across(samples, compiled, name):14.2f}"))
     parse = median["  of which: strict parse"]
     print(f"beyond the bare verifies: the gate, all steps {median[GATE] - median[BARE]:.1f} µs; "
           f"strict parse + verify_receipt {median[VERIFY] - median[BARE]:.1f} µs "
@@ -729,6 +867,14 @@ def main() -> None:
     print(f"gate/PyJWT-peer ratio: {paired(samples, GATE, PYJWT_PEER):.2f}")
     print(f"gate/peer-steps-(1)-(2) ratio: {paired(samples, GATE, PEER_PROOFS):.2f} (a peer "
           "without context, evidence, readback or policy: less work than the gate)")
+    if compiled is not None:
+        print(f"compiled build ({args.compiled}): {len(compiled_build.compiled)} modules "
+              f"compiled ({', '.join(compiled_build.compiled)})")
+        print(f"compiled/pure gate CPU ratio: {across(samples, compiled, GATE)}")
+        print(f"compiled/pure peer CPU ratio: {across(samples, compiled, PEER)} (the control: "
+              "the peer runs no handoffs code)")
+        print(f"compiled gate/verify ratio: {paired(compiled, GATE):.2f}")
+        print(f"compiled gate/peer ratio: {paired(compiled, GATE, PEER):.2f}")
     print(f"gate/peer ratio: {paired(samples, GATE, PEER):.2f}")
     print(f"gate/verify ratio: {paired(samples, GATE):.2f}")
 
