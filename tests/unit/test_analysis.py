@@ -18,6 +18,7 @@ from claim_triage import CLAIM_TRIAGE, ClaimAction, Coverage, claim_triage
 from handoffs._errors import InvalidArgument
 from handoffs.contracts import Contract, Interval, LossMatrix, decision_field
 from handoffs.contracts.analysis import (
+    Boundary,
     analyse,
     coverage,
     equivalence,
@@ -321,6 +322,31 @@ def test_a_query_whose_solver_timeout_is_lost_is_interrupted_and_the_solver_goes
     no_cube = w * w * w == 2
     status, core = solver.core("no cube", [no_cube])  # nor in core()
     assert (status, [str(term) for term in core]) == ("unsat", [str(no_cube)])
+
+
+def test_a_boundary_pair_around_a_region_narrower_than_its_steps_covers_itself() -> None:
+    # z3 may answer a pair on both sides of a region squeezed between two cuts: here
+    # over-limit lies between claim_amount > 10000 and the likely-fraud product's cut,
+    # 0.0005 wide at this fraud probability, so a step of δ or δ/2 from the likely-fraud
+    # state overshoots it into pay. The pair's own states are on the boundary all the same.
+    result = analyse(CLAIM_TRIAGE)
+    fraud = Interval(0.0499999975, 0.0499999975)
+
+    def view(amount: float) -> dict[str, Any]:
+        return CLAIM_TRIAGE.view(CLAIM_TRIAGE.state(
+            fraud_probability=fraud, claim_amount=amount, coverage=Coverage.FULL,
+            policy_active=True))
+
+    pair = (view(10000.0105), view(10000.0005))
+    assert [CLAIM_TRIAGE.evaluate(s).rule for s in pair] == ["likely-fraud", "over-limit"]
+    squeezed = Boundary(("likely-fraud", "over-limit"), ("INVESTIGATE", "PARTIAL_PAY"),
+                        "claim_amount", "field", 0.1, pair, 10000.0055)
+    alone = attrs.evolve(result, boundaries=(squeezed,))
+    assert coverage(CLAIM_TRIAGE, alone, pair).boundaries_covered == 1
+    # a likely-fraud state farther than δ from the cut is not on the boundary
+    far = view(10000.2)
+    assert CLAIM_TRIAGE.evaluate(far).rule == "likely-fraud"
+    assert coverage(CLAIM_TRIAGE, alone, [far, pair[1]]).boundaries_covered == 0
 
 
 def test_bad_options_are_refused_before_any_work() -> None:

@@ -18,6 +18,7 @@ from handoffs.contracts._analysis._geometry import (
     _conditions,
     _materialise,
     _opaque,
+    _point,
 )
 from handoffs.contracts._analysis._results import (
     CERTIFIED,
@@ -219,7 +220,14 @@ class CoverageTracker:
             moved = {**state, boundary.axis: _shifted(spec, state[boundary.axis], step)}
             if _side(self.contract, boundary, other, moved):
                 return True
-        return False
+        # The other side may be narrower than the steps along the axis here (a region
+        # squeezed between two cuts): a state within δ of the cut is on the boundary
+        # too when the other witness's value, just across the cut, puts it on the other
+        # side. The analysis's own pair is covered by construction.
+        if abs(float(_point(state[boundary.axis])) - boundary.cut) > boundary.delta:
+            return False
+        across = boundary.states[other][boundary.axis]
+        return _side(self.contract, boundary, other, {**state, boundary.axis: across})
 
     def result(self) -> Coverage:
         """The coverage of the states fed so far."""
