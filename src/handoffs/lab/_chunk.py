@@ -35,7 +35,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Final
 
 from handoffs._errors import ExperimentError, ProjectionError, UntrustedGovernance
-from handoffs._json import canonical_bytes, digest, dumps
+from handoffs._json import canonical_bytes, canonical_size, digest, dumps
 from handoffs._members import GOVERNANCE_FIELDS
 from handoffs.contracts import Authority
 from handoffs.lab._controls import Partners
@@ -466,12 +466,12 @@ class _Chunk:
         members = len(message) - sum([k in message for k in _ENVELOPE])
         size = base.size
         if name in message:
-            size -= self.canonical.measure({name: message[name]})[1] - 2
+            size -= base.member_size(name)
             members -= 1
             if members:
                 size -= 1  # its comma
         if value is not Perturbation.REMOVED:
-            size += self.canonical.measure({name: value})[1] - 2
+            size += canonical_size({name: value}) - 2
             if members:
                 size += 1
             members += 1
