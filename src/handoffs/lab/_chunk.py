@@ -1,9 +1,13 @@
 """The work on one chunk of cases: encode every case once, then decide every message.
 
 Inside a chunk each case is encoded once per encoder and stamped once per authority.
-Every message, unperturbed or perturbed, is built, measured (its canonical bytes, with
-RFC 8785's fast path decided once per member value: :class:`~handoffs.lab._plan.Canonical`),
-checked and keyed whole. A deterministic receiver is memoised run-wide
+An unperturbed message is measured (its canonical bytes, with RFC 8785's fast path
+decided once per member value: :class:`~handoffs.lab._plan.Canonical`), checked and
+keyed whole; a one-member patch of it (:meth:`_Chunk._patched`) is sized from it (RFC
+8785 writes members one by one, so sizes add: the base's member sized once,
+:meth:`~handoffs.lab._messages.Message.member_size`) and keyed from its key. A receipt
+is checked once per memo key of a gate of its contract (:meth:`_Chunk._checked`: that
+key keeps every member as the schema reads it). A deterministic receiver is memoised run-wide
 (:mod:`handoffs.lab._memo`) on the canonical message, or on the key the library derives
 for it (:mod:`handoffs.lab._memo`); a user's ``reads`` declaration only with
 ``plan.projection``, and then checked on a sample of memo hits (:meth:`_Chunk._check`).
