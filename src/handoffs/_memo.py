@@ -7,7 +7,10 @@ carry per-case identifiers (:data:`PROJECTED`: ``id``, ``case_id``,
 ``evidence_refs``), which the gate's steps read only for their validity under the
 schema, their evidence resolution and the freshness dependencies they name; a check
 that reads one of them otherwise extends their treatment here
-(``tests/unit/test_memo.py`` decides messages both ways). The baseline governance
+(``tests/unit/test_memo.py`` decides messages both ways). The lab checks a receipt's
+schema and governance members once per such key of a gate of its contract
+(``lab._chunk``; ``tests/unit/test_projection.py`` checks receipts with equal keys).
+The baseline governance
 checker (``receivers._baselines``) and the lab (``lab._memo``: which key each receiver
 it calls gets, and the run-wide memo) build on these definitions of "the same value".
 """

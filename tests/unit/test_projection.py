@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from handoffs.contracts.policy import Is, Over, Policy, Rule
@@ -258,3 +258,61 @@ def test_a_patched_message_is_measured_checked_and_keyed_as_a_whole_one(
 
     assert seen(lambda: chunk._patched(variant, base, si)) == \
         seen(lambda: chunk._measured(dict(variant.message), si))
+    # the checks kept by memo key (_Chunk._checked) are the checks of the message itself
+    try:
+        msg = chunk._patched(variant, base, si)
+    except Exception:
+        return
+    assert (msg.governance, msg.schema) == (chunk.checks.governance_valid(variant.message),
+                                            chunk.checks.schema_valid(variant.message))
+
+
+_ODD = st.one_of(st.text(max_size=6), st.integers(-3, 3), st.none(), st.booleans())
+
+
+def _mostly(valid: st.SearchStrategy[Any], invalid: st.SearchStrategy[Any]
+            ) -> st.SearchStrategy[Any]:
+    """Valid values three times in four."""
+    return st.integers(0, 3).flatmap(lambda i: invalid if i == 0 else valid)
+
+
+_VALID_REF = st.sampled_from(["evidence://a/1", "evidence://b", "x:y"])
+_IDS = _mostly(st.sampled_from(["urn:uuid:" + "0" * 36, "urn:uuid:" + "a-" * 18]),
+               st.one_of(st.sampled_from(["urn:uuid:" + "0" * 35, "urn:uuid:" + "G" * 36]),
+                         _ODD))
+_CASE_IDS = _mostly(st.sampled_from(["case-1", "routine-02", "a" * 128]),
+                    st.one_of(st.sampled_from(["a" * 129, "-x", "a b"]), _ODD))
+_REF = _mostly(_VALID_REF, st.one_of(
+    st.sampled_from(["Evidence://a", "e:a b"]),
+    st.fixed_dictionaries({"uri": st.sampled_from(["evidence://a", "a"]),
+                           "digest": st.sampled_from(["sha256:" + "a" * 64, "sha256:a"])}),
+    _ODD))
+_REFS = _mostly(st.lists(_REF, min_size=1, max_size=3), st.one_of(st.just([]), _ODD))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(first=st.tuples(_IDS, _CASE_IDS, _REFS), second=st.tuples(_IDS, _CASE_IDS, _REFS),
+       index=st.integers(0, 13))
+def test_receipts_with_equal_gate_keys_get_equal_checks(
+        first: tuple[Any, Any, Any], second: tuple[Any, Any, Any], index: int) -> None:
+    """The chunk checks a receipt once per memo key of a gate of its contract
+    (``_Chunk._checked``): two receipts whose gate keys are equal (they differ in ``id``,
+    ``case_id`` or ``evidence_refs`` only as the key allows) get the same checks.
+    """
+    from handoffs.lab._plan import compile_plan
+
+    plan = compile_plan(payment_experiment(variants=2, profile="essay"))
+    chunk = _chunk._Chunk(plan, [None] * len(plan.strategies))
+    chunk.encode(list(synthetic_cases(2))[index:index + 1])
+    si = plan.subject
+    slot = chunk.checked_by[si]
+    assert slot is not None
+    gate = slot.receiver.gate
+    messages = [{**chunk.bases[0][si].message, "id": i, "case_id": c, "evidence_refs": r}
+                for i, c, r in (first, second)]
+    keys = [gate.memo_key(m) for m in messages]
+    checks = [(chunk.checks.governance_valid(m), chunk.checks.schema_valid(m))
+              for m in messages]
+    event(f"equal keys: {keys[0] == keys[1]}, checks {checks[0]}")
+    if keys[0] == keys[1]:
+        assert checks[0] == checks[1]

@@ -1,9 +1,13 @@
 """The work on one chunk of cases: encode every case once, then decide every message.
 
 Inside a chunk each case is encoded once per encoder and stamped once per authority.
-Every message, unperturbed or perturbed, is built, measured (its canonical bytes, with
-RFC 8785's fast path decided once per member value: :class:`~handoffs.lab._plan.Canonical`),
-checked and keyed whole. A deterministic receiver is memoised run-wide
+An unperturbed message is measured (its canonical bytes, with RFC 8785's fast path
+decided once per member value: :class:`~handoffs.lab._plan.Canonical`), checked and
+keyed whole; a one-member patch of it (:meth:`_Chunk._patched`) is sized from it (RFC
+8785 writes members one by one, so sizes add: the base's member sized once,
+:meth:`~handoffs.lab._messages.Message.member_size`) and keyed from its key. A receipt
+is checked once per memo key of a gate of its contract (:meth:`_Chunk._checked`: that
+key keeps every member as the schema reads it). A deterministic receiver is memoised run-wide
 (:mod:`handoffs.lab._memo`) on the canonical message, or on the key the library derives
 for it (:mod:`handoffs.lab._memo`); a user's ``reads`` declaration only with
 ``plan.projection``, and then checked on a sample of memo hits (:meth:`_Chunk._check`).
@@ -35,7 +39,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Final
 
 from handoffs._errors import ExperimentError, ProjectionError, UntrustedGovernance
-from handoffs._json import canonical_bytes, digest, dumps
+from handoffs._json import canonical_bytes, canonical_size, digest, dumps
 from handoffs._members import GOVERNANCE_FIELDS
 from handoffs.contracts import Authority
 from handoffs.lab._controls import Partners
@@ -74,7 +78,7 @@ from handoffs.lab._plan import (
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of, user_error
 from handoffs.lab._values import wire_value
 from handoffs.lab.perturbations import CaseContext, Perturbation, Variant
-from handoffs.receivers import Verdict, decision_reads
+from handoffs.receivers import Gate, Verdict, decision_reads
 
 __all__ = ["run_chunk"]
 
@@ -179,6 +183,9 @@ class _Failing:
 class _Chunk:
     """The work on one chunk: encode every case once, then decide every message."""
 
+    validity: dict[Hashable, tuple[bool, bool | None]]
+    """Governance and schema validity by memo key (see :meth:`_checked`)."""
+
     def __init__(self, plan: Plan, constants: Sequence[Mapping[str, Any] | None],
                  shared: _Shared | None = None, *, dry: bool = False) -> None:
         self.plan = plan
@@ -204,6 +211,10 @@ class _Chunk:
                 slots[id(strategy.receiver)] = Slot(len(slots), strategy.receiver,
                                                     projection=plan.projection)
         self.slots = [slots[id(s.receiver)] for s in plan.strategies]
+        # per strategy, the slot whose memo key also decides the message's checks (see
+        # _checked), and the checks by that key
+        self.checked_by, self.validity = [
+            slot if _keys_checks(slot, plan.contract) else None for slot in self.slots], {}
         self.semantic = Slot(len(slots), plan.semantic, projection=plan.projection)
         self.nslots = len(slots) + 1
         self.fail = str(plan.contract.fail_closed_action.value)
@@ -221,8 +232,7 @@ class _Chunk:
         if dry:  # the scheduling pass decides nothing: one placeholder outcome
             self.outcomes.append((self.fail, Verdict.ACCEPT.value, ()))
         self.outcome_ids: dict[tuple[str, str, tuple[str, ...]], int] = {}
-        self.calls = 0
-        self.hits = 0
+        self.calls = self.hits = 0
         # compact decision rows
         self.template_ids: dict[Hashable, int] = {}
         self.templates: list[list[Any]] = []
@@ -468,16 +478,19 @@ class _Chunk:
         members = len(message) - sum([k in message for k in _ENVELOPE])
         size = base.size
         if name in message:
-            size -= self.canonical.measure({name: message[name]})[1] - 2
+            size -= base.member_size(name)
             members -= 1
             if members:
                 size -= 1  # its comma
         if value is not Perturbation.REMOVED:
-            size += self.canonical.measure({name: value})[1] - 2
+            size += canonical_size({name: value}) - 2
             if members:
                 size += 1
             members += 1
         msg.size = size
+        if self.checked_by[si] is not None:
+            self._checked(msg, si)
+            return msg
         msg.governance = self.checks.governance_valid(msg.message) \
             if name in _GOVERNANCE else base.governance
         if self.receipts[si]:
@@ -495,10 +508,34 @@ class _Chunk:
         # again (Message.canonical), the rest need only their size.
         canon, msg.size = self.canonical.measure(message)
         msg.tokens = _tokens(self.plan, canon, msg.size)
-        msg.governance = self.checks.governance_valid(message)
-        if self.receipts[si]:
-            msg.schema = self.checks.schema_valid(message)
+        self._checked(msg, si)
         return msg
+
+    def _checked(self, msg: Message, si: int) -> None:
+        """Check a message of strategy ``si``: its governance members, and the receipt
+        schema if the strategy sends receipts. Once per memo key when the strategy's
+        receiver is keyed by a gate of the plan's contract (``checked_by``): that key
+        keeps every member as the schema reads it (:class:`handoffs._memo.GateMemo`),
+        so messages with equal keys get the same checks.
+        """
+        checks = self.checks
+        receipts = self.receipts[si]
+        slot = self.checked_by[si]
+        if slot is not None:
+            key = self._key(slot, msg)
+            if key[0] != "c":
+                found = self.validity.get(key)
+                if found is None:
+                    message = msg.message
+                    found = self.validity[key] = (
+                        checks.governance_valid(message),
+                        checks.schema_valid(message) if receipts else None)
+                msg.governance, msg.schema = found
+                return
+        message = msg.message
+        msg.governance = checks.governance_valid(message)
+        if receipts:
+            msg.schema = checks.schema_valid(message)
 
     # ------------------------------------------------------------------- keys
 
@@ -793,6 +830,20 @@ class _Chunk:
         ])
         self.stats.append([0, 0, 0, 0, 0, 0, 0, 0])
         return found
+
+
+def _keys_checks(slot: Slot, contract: Any) -> bool:
+    """Whether ``slot``'s memo keys decide the checks of a message of ``contract``: its
+    receiver is keyed by a gate (every member's pair, :meth:`Gate.memo_member`) whose
+    registry holds ``contract``. Such a key keeps every member by value but ``id``,
+    ``case_id`` and ``evidence_refs``, of which it keeps what the contract's schema
+    reads (their validity under their subschemas, which every contract of the
+    registry shares, and the references one by one: :mod:`handoffs._memo`).
+    """
+    if slot.member is None or slot.members is not None or not slot.deterministic:
+        return False
+    gate = getattr(slot.receiver, "gate", None)
+    return isinstance(gate, Gate) and any(c is contract for c in gate.registry)
 
 
 def _with(message: Mapping[str, Any], source: Mapping[str, Any], name: str

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
+from handoffs._json import canonical_size
 from handoffs.lab._memo import declared, member_keyer, projector
 from handoffs.lab._plan import _measure
 from handoffs.lab.perturbations import Variant
@@ -80,7 +81,7 @@ def drawn(key: Hashable, sample: int) -> Hashable:
 class Message:
     """A measured message: size, validity and (lazily) its memo keys."""
 
-    __slots__ = ("canon", "governance", "keys", "message", "schema", "size", "state",
+    __slots__ = ("canon", "governance", "keys", "message", "schema", "size", "sizes", "state",
                  "tokens")
 
     base: Message | None = None
@@ -94,8 +95,22 @@ class Message:
         self.tokens: int | None = None
         self.governance = False
         self.schema: bool | None = None
+        self.sizes: dict[str, int] | None = None
         # whether the message carries a decision state object
         self.state = isinstance(message.get("decision_state"), Mapping)
+
+    def member_size(self, name: str) -> int:
+        """The canonical size of member ``name`` written as ``"name":value`` (RFC 8785
+        writes an object's members one by one: :func:`~handoffs._json.canonical_size`),
+        computed once per member: the patches of one base share it.
+        """
+        sizes = self.sizes
+        if sizes is None:
+            sizes = self.sizes = {}
+        found = sizes.get(name)
+        if found is None:
+            found = sizes[name] = canonical_size({name: self.message[name]}) - 2
+        return found
 
     def canonical(self, measure: Callable[[Mapping[str, Any]], tuple[bytes, int]] = _measure
                   ) -> bytes:
@@ -121,6 +136,7 @@ class Patched(Message):
         self.tokens = None
         self.governance = False
         self.schema = None
+        self.sizes = None
         name, value = self.patch
         self.state = isinstance(value, Mapping) if name == "decision_state" else base.state
 
