@@ -215,7 +215,9 @@ def _check_profile(proof: object, index: int, path: str, purpose: str) -> _Check
     if type(vm) is not str or not vm:
         _string(proof, "verificationMethod", path=path)
     signature = _signature_bytes(value, path=path)
-    created = _time(proof, "created", path=path)
+    created = _parse_utc(proof["created"])
+    if created is None:  # _time says why
+        created = _time(proof, "created", path=path)
     if len(proof) == len(_PRESENT):  # the six members every proof carries, and no other
         return _Checked(index, path, proof, vm, signature, created, None, (), False)
     expires = _time(proof, "expires", path=path) if "expires" in proof else None
@@ -233,9 +235,9 @@ def _check_profile(proof: object, index: int, path: str, purpose: str) -> _Check
 
 
 def _check_set(checked: Sequence[_Checked]) -> None:
-    """(3) Duplicates and (4) chain structure across the proof set."""
-    if len(checked) == 1 and not checked[0].previous:
-        return  # one proof naming none: nothing to repeat, no chain to break
+    """(3) Duplicates and (4) chain structure across the proof set (of more than one
+    proof, or of one naming a previous proof).
+    """
     ids: dict[str, int] = {}
     values: set[str] = set()
     for item in checked:
@@ -360,21 +362,7 @@ def verify(
         encode = canonical_bytes_plain if check_value(document) else canonical_bytes
 
     # (0) arguments, before any work.
-    if not isinstance(keyring, KeyRing):
-        raise InvalidArgument(f"keyring must be a KeyRing, got {type(keyring).__name__}")
-    if not keyring.entries:
-        raise ProofError(
-            "the key ring is empty; nothing can verify (fail closed)",
-            code="empty-trust-store",
-        )
-    if not isinstance(purpose, str) or not purpose:
-        raise InvalidArgument(f"purpose must be a non-empty string, got {purpose!r}")
-    if isinstance(max_proofs, bool) or not isinstance(max_proofs, int) or max_proofs < 1:
-        raise InvalidArgument(f"max_proofs must be a positive integer, got {max_proofs!r}")
-    try:
-        now = datetime.now(UTC) if now is None else _aware_utc(now, json_path="$")
-    except KeyRingError as exc:
-        raise InvalidArgument(f"now must be a timezone-aware datetime: {exc.message}") from exc
+    now = _arguments(keyring, purpose, max_proofs, now)
 
     # (1) presence and size.
     proofs = _proof_list(document)
@@ -389,23 +377,49 @@ def verify(
     single = not isinstance(document["proof"], list)  # _proof_list took a Mapping or a list
 
     # (2) profile of every proof.
-    checked = [
-        _check_profile(proof, i, "$.proof" if single else f"$.proof[{i}]", purpose)
-        for i, proof in enumerate(proofs)
-    ]
+    # (Loops, not comprehensions: a comprehension is a call of its own, per document.)
+    checked: list[_Checked] = []
+    for i, proof in enumerate(proofs):
+        checked.append(
+            _check_profile(proof, i, "$.proof" if single else f"$.proof[{i}]", purpose))
     for item in checked:
         if item.options:  # a proof's @context, when present
             check_proof_context(document, item.proof, path=item.path)
-    # (3) duplicates, (4) chain structure.
-    _check_set(checked)
+    # (3) duplicates, (4) chain structure: one proof naming none has neither.
+    if len(checked) > 1 or checked[0].previous:
+        _check_set(checked)
 
     # (5) keys, signatures and times, proof by proof.
-    return tuple([
-        _verify_one(item, document, proofs, keyring, purpose, now=now,
-                    expected_domain=expected_domain, expected_challenge=expected_challenge,
-                    encode=encode)
-        for item in checked
-    ])
+    verified: list[VerifiedProof] = []
+    for item in checked:
+        verified.append(
+            _verify_one(item, document, proofs, keyring, purpose, now=now,
+                        expected_domain=expected_domain, expected_challenge=expected_challenge,
+                        encode=encode))
+    return tuple(verified)
+
+
+def _arguments(keyring: KeyRing, purpose: str, max_proofs: int, now: datetime | None) -> datetime:
+    """(0) :func:`verify`'s arguments checked; the instant to verify at, in UTC."""
+    if not isinstance(keyring, KeyRing):
+        raise InvalidArgument(f"keyring must be a KeyRing, got {type(keyring).__name__}")
+    if not keyring.entries:
+        raise ProofError(
+            "the key ring is empty; nothing can verify (fail closed)",
+            code="empty-trust-store",
+        )
+    if not isinstance(purpose, str) or not purpose:
+        raise InvalidArgument(f"purpose must be a non-empty string, got {purpose!r}")
+    if isinstance(max_proofs, bool) or not isinstance(max_proofs, int) or max_proofs < 1:
+        raise InvalidArgument(f"max_proofs must be a positive integer, got {max_proofs!r}")
+    if now is None:
+        return datetime.now(UTC)
+    if type(now) is datetime and now.tzinfo is UTC:  # what _aware_utc returns as it is
+        return now
+    try:
+        return _aware_utc(now, json_path="$")
+    except KeyRingError as exc:
+        raise InvalidArgument(f"now must be a timezone-aware datetime: {exc.message}") from exc
 
 
 def _verify_one(
