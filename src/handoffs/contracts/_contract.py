@@ -490,7 +490,13 @@ class Contract(Generic[S, A]):
         :meth:`dump_state`). It structures what it is given, and checks nothing beyond
         what structuring needs: validate a message with :meth:`validate` first.
         """
-        return _converter.structure(data, self.state)
+        return self._structure_state(data, self.state)
+
+    @cached_property
+    def _structure_state(self) -> Callable[[Any, Any], S]:
+        # The converter's structure hook for the state class, looked up once: a gate
+        # builds a typed state per receipt (``Converter.structure`` dispatches per call).
+        return cast("Callable[[Any, Any], S]", _converter.get_structure_hook(self.state))
 
     def decide(self, state: S) -> A:
         """The reference action for a complete state (always determined)."""

@@ -26,7 +26,7 @@ import attrs
 from handoffs._audience import AUDIENCE_TYPES, AnyAudience, check_addressed
 from handoffs._errors import InvalidArgument, MalformedJSON, ProofError
 from handoffs._json import ParsedObject, parse_object
-from handoffs._time import expired, format_time, parse_time, stale
+from handoffs._time import expired, format_time, parse_time, parse_utc, stale
 from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._fingerprint import policy_fingerprint as fingerprint_of
 from handoffs.contracts._receipt import Receipt, enum_member, structure
@@ -138,7 +138,8 @@ class AuthorityGrant:
         try:
             authority = frozenset([enum_member(Authority, a) for a in doc.get("authority", ())])
             roles = frozenset(map(str, doc.get("roles", ())))
-            valid_until = parse_time(doc["valid_until"], json_path="$.grant.valid_until")
+            valid_until = parse_utc(doc["valid_until"]) or parse_time(  # which says why not
+                doc["valid_until"], json_path="$.grant.valid_until")
         except (ValueError, TypeError) as exc:
             raise ProofError(f"malformed grant: {exc}", code="grant-invalid",
                              json_path="$.grant") from exc

@@ -310,7 +310,10 @@ class _Run(Run):
 
 
 # What each step hands the next (immutable, typed; NamedTuples: a tuple's cost per
-# message, where an attrs instance costs a setattr per field).
+# message, where an attrs instance costs a setattr per field). They are made with
+# ``_tuple(Kind, (fields...))``, tuple's own constructor: a NamedTuple's ``Kind(...)``
+# is a Python function call of its own, per step and message.
+_tuple: Final = tuple.__new__
 
 
 class _Parsed(NamedTuple):
@@ -525,17 +528,19 @@ class Gate:
         document = parse_object(run.message, limits=self.limits)  # what _parse does
         run.document = document
         named = document.get("contract")
-        run.contract = _text(named)
-        run.receipt_id = _text(document.get("id"))
+        receipt_id = document.get("id")
+        # What _text gives, without a call when the member is a plain string.
+        run.contract = named if type(named) is str else _text(named)
+        run.receipt_id = receipt_id if type(receipt_id) is str else _text(receipt_id)
         plan = self._plans.get(named) if type(named) is str else None
         if plan is None:  # the registry says why: no contract named, or an unknown one
             plan = self._plans[self.registry.for_document(document).id]
         run.fail_closed = plan.fail_closed
         check_schema(plan.contract, document)
         if isinstance(self.trust, KeyRing):  # the typed receipt comes from (2)
-            return _Parsed(document, plan, None)
-        return _Parsed(document, plan, Receipt.from_json(document, registry=self.registry,
-                                                         limits=self.limits))
+            return _tuple(_Parsed, (document, plan, None))
+        return _tuple(_Parsed, (document, plan, Receipt.from_json(
+            document, registry=self.registry, limits=self.limits)))
 
     def _proofs_step(self, run: _Run, parsed: _Parsed) -> _Verified:
         """(2) proofs: sender proof, grant, key validity, purpose, audience, time, replay."""
@@ -562,7 +567,7 @@ class Gate:
         run.trigger = receipt.counterfactual_trigger
         run.proposal = str(receipt.proposed_action._value_)
         self._check_replay(receipt, now, run)
-        return _Verified(parsed, receipt, verified, now)
+        return _tuple(_Verified, (parsed, receipt, verified, now))
 
     def _context_step(self, run: _Run, verified: _Verified) -> _InContext:
         """(3) context: the contract's declared receiver-context dependencies, each by
@@ -581,16 +586,16 @@ class Gate:
             raise Refusal(
                 Verdict.REJECT if reject else Verdict.ESCALATE, tuple(r for _, r in failures)
             )
-        return _InContext(verified, resolved)
+        return _tuple(_InContext, (verified, resolved))
 
     def _evidence_step(self, run: _Run, in_context: _InContext) -> _WithEvidence:
         """(4) evidence: resolve, verify digests, read decisive claims back."""
         if self.evidence is None:
-            return _WithEvidence(in_context, None)
+            return _tuple(_WithEvidence, (in_context, None))
         verified = in_context.verified
         readback = run.readback = self._check_evidence(
             verified.receipt, verified.parsed.document, in_context.resolved, run)
-        return _WithEvidence(in_context, readback)
+        return _tuple(_WithEvidence, (in_context, readback))
 
     def _policy_step(self, run: _Run, admitted: _WithEvidence) -> None:
         """(5) policy: the receiver contract's rule over the admitted message."""
