@@ -26,7 +26,7 @@ import attrs
 from handoffs._audience import AUDIENCE_TYPES, AnyAudience, check_addressed
 from handoffs._errors import InvalidArgument, MalformedJSON, ProofError
 from handoffs._json import ParsedObject, parse_object
-from handoffs._time import expired, format_time, parse_time, parse_utc, stale
+from handoffs._time import expired, format_time, parse_time, stale
 from handoffs.contracts._contract import Authority, Contract
 from handoffs.contracts._fingerprint import policy_fingerprint as fingerprint_of
 from handoffs.contracts._receipt import Receipt, enum_member, structure
@@ -120,7 +120,7 @@ class AuthorityGrant:
         Raises:
             ProofError: ``grant-invalid`` naming the offending member.
         """
-        if type(doc) is not ParsedObject and not isinstance(doc, Mapping):
+        if not isinstance(doc, Mapping):
             raise ProofError("the grant must be an object", code="grant-invalid",
                              json_path="$.grant")
         if not _GRANT_KEYS.issuperset(doc):
@@ -138,8 +138,7 @@ class AuthorityGrant:
         try:
             authority = frozenset([enum_member(Authority, a) for a in doc.get("authority", ())])
             roles = frozenset(map(str, doc.get("roles", ())))
-            valid_until = parse_utc(doc["valid_until"]) or parse_time(  # which says why not
-                doc["valid_until"], json_path="$.grant.valid_until")
+            valid_until = parse_time(doc["valid_until"], json_path="$.grant.valid_until")
         except (ValueError, TypeError) as exc:
             raise ProofError(f"malformed grant: {exc}", code="grant-invalid",
                              json_path="$.grant") from exc
@@ -318,8 +317,7 @@ def verify_receipt(
     # (under the gate's limits), and carries the schema it passed at step (1).
     parsed = document if type(document) is ParsedObject else parse_object(
         document, what="a signed receipt")
-    contract = (registry if type(registry) is Registry
-                else Registry.coerce(registry)).for_document(parsed)
+    contract = Registry.coerce(registry).for_document(parsed)
     max_age = contract.max_proof_age if max_proof_age is None else max_proof_age
     proofs = verify(parsed, keyring, purpose=RECEIPT_PURPOSE, now=now, max_proofs=8)
     if len(proofs) != 1:

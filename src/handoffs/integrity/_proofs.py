@@ -390,7 +390,7 @@ def verify(
         if item.options:  # a proof's @context, when present
             check_proof_context(document, item.proof, path=item.path)
     # (3) duplicates, (4) chain structure: one proof naming none has neither.
-    if len(checked) > 1 or checked[0].previous:
+    if len(checked) != 1 or checked[0].previous:
         _check_set(checked)
 
     # (5) keys, signatures and times, proof by proof.
@@ -416,12 +416,8 @@ def _arguments(keyring: KeyRing, purpose: str, max_proofs: int, now: datetime | 
         raise InvalidArgument(f"purpose must be a non-empty string, got {purpose!r}")
     if isinstance(max_proofs, bool) or not isinstance(max_proofs, int) or max_proofs < 1:
         raise InvalidArgument(f"max_proofs must be a positive integer, got {max_proofs!r}")
-    if now is None:
-        return datetime.now(UTC)
-    if type(now) is datetime and now.tzinfo is UTC:  # what _aware_utc returns as it is
-        return now
     try:
-        return _aware_utc(now, json_path="$")
+        return datetime.now(UTC) if now is None else _aware_utc(now, json_path="$")
     except KeyRingError as exc:
         raise InvalidArgument(f"now must be a timezone-aware datetime: {exc.message}") from exc
 

@@ -528,10 +528,8 @@ class Gate:
         document = parse_object(run.message, limits=self.limits)  # what _parse does
         run.document = document
         named = document.get("contract")
-        receipt_id = document.get("id")
-        # What _text gives, without a call when the member is a plain string.
-        run.contract = named if type(named) is str else _text(named)
-        run.receipt_id = receipt_id if type(receipt_id) is str else _text(receipt_id)
+        run.contract = _text(named)
+        run.receipt_id = _text(document.get("id"))
         plan = self._plans.get(named) if type(named) is str else None
         if plan is None:  # the registry says why: no contract named, or an unknown one
             plan = self._plans[self.registry.for_document(document).id]
