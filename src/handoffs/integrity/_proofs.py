@@ -239,9 +239,9 @@ def _check_profile(proof: object, index: int, path: str, purpose: str) -> _Check
 
 
 def _check_set(checked: Sequence[_Checked]) -> None:
-    """(3) Duplicates and (4) chain structure across the proof set (of more than one
-    proof, or of one naming a previous proof).
-    """
+    """(3) Duplicates and (4) chain structure across the proof set."""
+    if len(checked) == 1 and not checked[0].previous:
+        return  # one proof naming none: nothing to repeat, no chain to break
     ids: dict[str, int] = {}
     values: set[str] = set()
     for item in checked:
@@ -366,7 +366,21 @@ def verify(
         encode = canonical_bytes_plain if check_value(document) else canonical_bytes
 
     # (0) arguments, before any work.
-    now = _arguments(keyring, purpose, max_proofs, now)
+    if not isinstance(keyring, KeyRing):
+        raise InvalidArgument(f"keyring must be a KeyRing, got {type(keyring).__name__}")
+    if not keyring.entries:
+        raise ProofError(
+            "the key ring is empty; nothing can verify (fail closed)",
+            code="empty-trust-store",
+        )
+    if not isinstance(purpose, str) or not purpose:
+        raise InvalidArgument(f"purpose must be a non-empty string, got {purpose!r}")
+    if isinstance(max_proofs, bool) or not isinstance(max_proofs, int) or max_proofs < 1:
+        raise InvalidArgument(f"max_proofs must be a positive integer, got {max_proofs!r}")
+    try:
+        now = datetime.now(UTC) if now is None else _aware_utc(now, json_path="$")
+    except KeyRingError as exc:
+        raise InvalidArgument(f"now must be a timezone-aware datetime: {exc.message}") from exc
 
     # (1) presence and size.
     proofs = _proof_list(document)
@@ -381,45 +395,23 @@ def verify(
     single = not isinstance(document["proof"], list)  # _proof_list took a Mapping or a list
 
     # (2) profile of every proof.
-    # (Loops, not comprehensions: a comprehension is a call of its own, per document.)
-    checked: list[_Checked] = []
-    for i, proof in enumerate(proofs):
-        checked.append(
-            _check_profile(proof, i, "$.proof" if single else f"$.proof[{i}]", purpose))
+    checked = [
+        _check_profile(proof, i, "$.proof" if single else f"$.proof[{i}]", purpose)
+        for i, proof in enumerate(proofs)
+    ]
     for item in checked:
         if item.options:  # a proof's @context, when present
             check_proof_context(document, item.proof, path=item.path)
-    # (3) duplicates, (4) chain structure: one proof naming none has neither.
-    if len(checked) != 1 or checked[0].previous:
-        _check_set(checked)
+    # (3) duplicates, (4) chain structure.
+    _check_set(checked)
 
     # (5) keys, signatures and times, proof by proof.
-    verified: list[VerifiedProof] = []
-    for item in checked:
-        verified.append(
-            _verify_one(item, document, proofs, keyring, purpose, now=now,
-                        expected_domain=expected_domain, expected_challenge=expected_challenge,
-                        encode=encode))
-    return tuple(verified)
-
-
-def _arguments(keyring: KeyRing, purpose: str, max_proofs: int, now: datetime | None) -> datetime:
-    """(0) :func:`verify`'s arguments checked; the instant to verify at, in UTC."""
-    if not isinstance(keyring, KeyRing):
-        raise InvalidArgument(f"keyring must be a KeyRing, got {type(keyring).__name__}")
-    if not keyring.entries:
-        raise ProofError(
-            "the key ring is empty; nothing can verify (fail closed)",
-            code="empty-trust-store",
-        )
-    if not isinstance(purpose, str) or not purpose:
-        raise InvalidArgument(f"purpose must be a non-empty string, got {purpose!r}")
-    if isinstance(max_proofs, bool) or not isinstance(max_proofs, int) or max_proofs < 1:
-        raise InvalidArgument(f"max_proofs must be a positive integer, got {max_proofs!r}")
-    try:
-        return datetime.now(UTC) if now is None else _aware_utc(now, json_path="$")
-    except KeyRingError as exc:
-        raise InvalidArgument(f"now must be a timezone-aware datetime: {exc.message}") from exc
+    return tuple([
+        _verify_one(item, document, proofs, keyring, purpose, now=now,
+                    expected_domain=expected_domain, expected_challenge=expected_challenge,
+                    encode=encode)
+        for item in checked
+    ])
 
 
 def _verify_one(
