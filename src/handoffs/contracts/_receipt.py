@@ -25,7 +25,7 @@ from handoffs._errors import (
 from handoffs._json import DEFAULT_LIMITS, JSONLimits, canonical_bytes, load_object
 from handoffs._members import ENVELOPE_MEMBERS, GOVERNANCE_FIELDS, PROTECTED_MEMBERS
 from handoffs._schemas import IDENT
-from handoffs._time import format_time, parse_time, parse_utc
+from handoffs._time import format_time, parse_time
 from handoffs.contracts._contract import Authority, Contract, Uncertainty
 from handoffs.contracts._fields import _converter
 from handoffs.integrity import KeyRing, Signer
@@ -491,9 +491,7 @@ def structure_valid(contract: Contract[S, A], doc: Mapping[str, Any]) -> Receipt
             state,
             doc["evidence_refs"],  # the wire forms: Receipt's converter reads them once
             doc["policy_version"],
-            # parse_time says why when parse_utc finds no time there
-            parse_utc(doc["valid_until"]) or parse_time(doc["valid_until"],
-                                                        json_path="$.valid_until"),
+            parse_time(doc["valid_until"], json_path="$.valid_until"),
             enum_member(Uncertainty, doc["uncertainty"]),
             doc["counterfactual_trigger"],
             doc.get("notes"),

@@ -12,7 +12,7 @@ small-order component, and bytes that are not a curve point at all).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -171,8 +171,7 @@ class KeyEntry:
 
     def valid_at(self, when: datetime) -> bool:
         """Whether the key may sign at ``when``: ``not_before <= when < not_after``."""
-        if type(when) is not datetime or when.tzinfo is not UTC:  # a proof's is already
-            when = _aware_utc(when, json_path="$")
+        when = _aware_utc(when, json_path="$")
         return self.not_before <= when and (
             self.not_after is None or not expired(self.not_after, when))
 

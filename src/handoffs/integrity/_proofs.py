@@ -56,7 +56,6 @@ _OPTIONAL: Final = ("id", "expires", "previousProof", "domain", "challenge", "no
 _PROFILE_KEYS: Final = frozenset((*_REQUIRED, *_OPTIONAL, "proofValue", "@context"))
 _PRESENT: Final = (*_REQUIRED, "proofValue")
 _TEXT_OPTIONS: Final = ("id", "domain", "challenge", "nonce")
-_tuple: Final = tuple.__new__
 
 
 # ----------------------------------------------------------------------- high level
@@ -92,9 +91,7 @@ class VerifiedProof:
 
 class _Checked(NamedTuple):
     """A proof that passed the profile check, with its parsed fields (``options``: it
-    holds a member beyond the six required ones, so the optional checks apply). Made
-    with ``_tuple(_Checked, (...))``, tuple's own constructor (``_Checked(...)`` is a
-    Python call of its own, per proof).
+    holds a member beyond the six required ones, so the optional checks apply).
     """
 
     at: int
@@ -218,11 +215,9 @@ def _check_profile(proof: object, index: int, path: str, purpose: str) -> _Check
     if type(vm) is not str or not vm:
         _string(proof, "verificationMethod", path=path)
     signature = _signature_bytes(value, path=path)
-    created = _parse_utc(proof["created"])
-    if created is None:  # _time says why
-        created = _time(proof, "created", path=path)
+    created = _time(proof, "created", path=path)
     if len(proof) == len(_PRESENT):  # the six members every proof carries, and no other
-        return _tuple(_Checked, (index, path, proof, vm, signature, created, None, (), False))
+        return _Checked(index, path, proof, vm, signature, created, None, (), False)
     expires = _time(proof, "expires", path=path) if "expires" in proof else None
     if expires is not None and expires <= created:
         raise ProofError(
@@ -234,8 +229,7 @@ def _check_profile(proof: object, index: int, path: str, purpose: str) -> _Check
         if name in proof:
             _string(proof, name, path=path)
     previous = _previous(proof, path=path)
-    return _tuple(_Checked, (index, path, proof, vm, signature, created, expires, previous,
-                             True))
+    return _Checked(index, path, proof, vm, signature, created, expires, previous, True)
 
 
 def _check_set(checked: Sequence[_Checked]) -> None:

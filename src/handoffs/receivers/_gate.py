@@ -310,10 +310,7 @@ class _Run(Run):
 
 
 # What each step hands the next (immutable, typed; NamedTuples: a tuple's cost per
-# message, where an attrs instance costs a setattr per field). They are made with
-# ``_tuple(Kind, (fields...))``, tuple's own constructor: a NamedTuple's ``Kind(...)``
-# is a Python function call of its own, per step and message.
-_tuple: Final = tuple.__new__
+# message, where an attrs instance costs a setattr per field).
 
 
 class _Parsed(NamedTuple):
@@ -536,9 +533,9 @@ class Gate:
         run.fail_closed = plan.fail_closed
         check_schema(plan.contract, document)
         if isinstance(self.trust, KeyRing):  # the typed receipt comes from (2)
-            return _tuple(_Parsed, (document, plan, None))
-        return _tuple(_Parsed, (document, plan, Receipt.from_json(
-            document, registry=self.registry, limits=self.limits)))
+            return _Parsed(document, plan, None)
+        return _Parsed(document, plan, Receipt.from_json(document, registry=self.registry,
+                                                         limits=self.limits))
 
     def _proofs_step(self, run: _Run, parsed: _Parsed) -> _Verified:
         """(2) proofs: sender proof, grant, key validity, purpose, audience, time, replay."""
@@ -565,7 +562,7 @@ class Gate:
         run.trigger = receipt.counterfactual_trigger
         run.proposal = str(receipt.proposed_action._value_)
         self._check_replay(receipt, now, run)
-        return _tuple(_Verified, (parsed, receipt, verified, now))
+        return _Verified(parsed, receipt, verified, now)
 
     def _context_step(self, run: _Run, verified: _Verified) -> _InContext:
         """(3) context: the contract's declared receiver-context dependencies, each by
@@ -584,16 +581,16 @@ class Gate:
             raise Refusal(
                 Verdict.REJECT if reject else Verdict.ESCALATE, tuple(r for _, r in failures)
             )
-        return _tuple(_InContext, (verified, resolved))
+        return _InContext(verified, resolved)
 
     def _evidence_step(self, run: _Run, in_context: _InContext) -> _WithEvidence:
         """(4) evidence: resolve, verify digests, read decisive claims back."""
         if self.evidence is None:
-            return _tuple(_WithEvidence, (in_context, None))
+            return _WithEvidence(in_context, None)
         verified = in_context.verified
         readback = run.readback = self._check_evidence(
             verified.receipt, verified.parsed.document, in_context.resolved, run)
-        return _tuple(_WithEvidence, (in_context, readback))
+        return _WithEvidence(in_context, readback)
 
     def _policy_step(self, run: _Run, admitted: _WithEvidence) -> None:
         """(5) policy: the receiver contract's rule over the admitted message."""
