@@ -90,6 +90,22 @@ def test_small_contract_is_valid() -> None:
 # ------------------------------------------------------------ definition errors
 
 
+@attrs.frozen
+class RunningState:
+    running: bool = decision_field("The pump is running.")
+
+
+def test_a_view_holds_every_field_of_the_state_by_name() -> None:
+    state = PumpState(Interval(0.01, 0.2), running=True)
+    assert pump_contract().view(state) == {"failure_probability": Interval(0.01, 0.2),
+                                           "running": True}
+    # One field: its value, not the value's parts (a one-name reader returns the value).
+    one = pump_contract(state=RunningState, policy=Policy(
+        rules=(Rule("stopped", Is("running", False), Go.STOP),), default=Go.CONTINUE))
+    assert one.view(RunningState(running=False)) == {"running": False}
+    assert one.decide(RunningState(running=False)) is Go.STOP
+
+
 def test_incomplete_loss_matrix_is_refused() -> None:
     entries = dict(_loss().entries)
     del entries[(Go.CONTINUE, Go.STOP)]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import enum
+import operator
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from functools import cached_property
 from typing import Any, Final, Generic, TypeVar, cast
@@ -433,9 +434,11 @@ class Contract(Generic[S, A]):
                     f"{action!r} is not an action of {self.actions.__name__}", code="bad-actions"
                 )
 
-    @property
+    @cached_property
     def id(self) -> str:
-        """``"<name>/<version>"``, the value of a receipt's ``contract`` member."""
+        """``"<name>/<version>"``, the value of a receipt's ``contract`` member (made once
+        per contract: a gate reads it per receipt).
+        """
         return f"{self.name}/{self.version}"
 
     @property
@@ -463,7 +466,18 @@ class Contract(Generic[S, A]):
 
     def view(self, state: S) -> dict[str, Any]:
         """A full state as a view for :meth:`~handoffs.contracts.policy.Policy.evaluate`."""
-        return {spec.name: getattr(state, spec.name) for spec in self.fields}
+        names, values = self._view_parts
+        return dict(zip(names, values(state), strict=True))
+
+    @cached_property
+    def _view_parts(self) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]:
+        # The field names and one C-level reader of their values (no Python per field
+        # in :meth:`view`, which a gate calls per receipt).
+        names = tuple(spec.name for spec in self.fields)
+        if len(names) > 1:
+            return names, operator.attrgetter(*names)
+        # attrgetter of one name gives the value itself, not a 1-tuple (and needs a name)
+        return names, lambda state: tuple(getattr(state, name) for name in names)
 
     def dump_state(self, state: S) -> dict[str, Any]:
         """A full state's JSON form, as a receipt's ``decision_state`` carries it (enums
@@ -476,7 +490,13 @@ class Contract(Generic[S, A]):
         :meth:`dump_state`). It structures what it is given, and checks nothing beyond
         what structuring needs: validate a message with :meth:`validate` first.
         """
-        return _converter.structure(data, self.state)
+        return self._structure_state(data, self.state)
+
+    @cached_property
+    def _structure_state(self) -> Callable[[Any, Any], S]:
+        # The converter's structure hook for the state class, looked up once: a gate
+        # builds a typed state per receipt (``Converter.structure`` dispatches per call).
+        return cast("Callable[[Any, Any], S]", _converter.get_structure_hook(self.state))
 
     def decide(self, state: S) -> A:
         """The reference action for a complete state (always determined)."""

@@ -375,7 +375,7 @@ def validate_checked(contract: Contract[Any, Any], document: Any) -> None:
     if parsed and document.valid_for is contract:
         return
     try:
-        if _fast_validator(contract).is_valid(document):
+        if _compiled(contract).fast.is_valid(document):
             if parsed:
                 document.valid_for = contract
             return

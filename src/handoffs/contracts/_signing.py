@@ -52,6 +52,9 @@ POLICY_SERVICE_ROLE: Final = "policy-service"
 """The key-ring role a grant issuer's key must hold."""
 _NO_AGE: Final = timedelta(0)
 
+# The grant's members that are non-empty strings, in the order they are checked.
+_GRANT_TEXT: Final = ("id", "issuer", "subject", "audience", "contract", "case_id",
+                      "policy_version", "valid_until")
 _GRANT_KEYS: Final = frozenset({
     "type", "id", "issuer", "subject", "audience", "contract", "case_id", "policy_version",
     "authority", "roles", "valid_until", "proof", "policy_fingerprint",
@@ -127,18 +130,15 @@ class AuthorityGrant:
         if doc.get("type") != "AuthorityGrant":
             raise ProofError("grant type must be 'AuthorityGrant'", code="grant-invalid",
                              json_path="$.grant.type")
-        text = {}
-        for name in ("id", "issuer", "subject", "audience", "contract", "case_id",
-                     "policy_version", "valid_until"):
+        for name in _GRANT_TEXT:
             value = doc.get(name)
             if not isinstance(value, str) or not value:
                 raise ProofError(f"grant member {name!r} must be a non-empty string",
                                  code="grant-invalid", json_path=f"$.grant.{name}")
-            text[name] = value
         try:
             authority = frozenset([enum_member(Authority, a) for a in doc.get("authority", ())])
             roles = frozenset(map(str, doc.get("roles", ())))
-            valid_until = parse_time(text.pop("valid_until"), json_path="$.grant.valid_until")
+            valid_until = parse_time(doc["valid_until"], json_path="$.grant.valid_until")
         except (ValueError, TypeError) as exc:
             raise ProofError(f"malformed grant: {exc}", code="grant-invalid",
                              json_path="$.grant") from exc
@@ -149,8 +149,11 @@ class AuthorityGrant:
         if pinned is not None and not isinstance(pinned, str):
             raise ProofError("grant member 'policy_fingerprint' must be a string",
                              code="grant-invalid", json_path="$.grant.policy_fingerprint")
-        return cls(authority=authority, roles=roles, valid_until=valid_until,
-                   policy_fingerprint=pinned, **text)
+        # The members just checked, read again by name (no dict of them per grant).
+        return cls(id=doc["id"], issuer=doc["issuer"], subject=doc["subject"],
+                   audience=doc["audience"], contract=doc["contract"], case_id=doc["case_id"],
+                   policy_version=doc["policy_version"], authority=authority, roles=roles,
+                   valid_until=valid_until, policy_fingerprint=pinned)
 
 
 def issue_grant(

@@ -115,16 +115,20 @@ class KeyEntry:
     purposes: frozenset[str] = attrs.field(default=DEFAULT_PURPOSES, converter=_purposes)
     revoked_at: datetime | None = attrs.field(default=None, converter=_revoked_at)
 
-    _public_key_raw: bytes = attrs.field(init=False, eq=False, repr=False)
-    _suite: Cryptosuite = attrs.field(init=False, eq=False, repr=False)
+    # Decoded and checked once at enrolment; verification reads them as plain
+    # attributes (a property would be a Python call per proof).
+    public_key_raw: bytes = attrs.field(init=False, eq=False, repr=False)
+    """The raw public key, checked at enrolment (what verification uses)."""
+    suite: Cryptosuite = attrs.field(init=False, eq=False, repr=False)
+    """The cryptosuite the key's Multikey header names: it verifies only proofs of that
+    suite."""
 
     def __attrs_post_init__(self) -> None:
         suite, raw = decode_multikey(self.public_key_multibase,
                                      json_path="$.public_key_multibase")
         suite.check_public_key(raw, json_path="$.public_key_multibase")
-        # Decoded and checked once at enrolment; verification reuses the bytes.
-        object.__setattr__(self, "_public_key_raw", raw)
-        object.__setattr__(self, "_suite", suite)
+        object.__setattr__(self, "public_key_raw", raw)
+        object.__setattr__(self, "suite", suite)
         if self.verification_method.startswith("did:key:"):
             expected = multikey_verification_method(self.public_key_multibase)
             if self.verification_method != expected:
@@ -151,19 +155,7 @@ class KeyEntry:
     @property
     def public_key_bytes(self) -> bytes:
         """The raw 32-byte public key."""
-        return self._public_key_raw
-
-    @property
-    def public_key_raw(self) -> bytes:
-        """The raw 32-byte public key, checked at enrolment (what verification uses)."""
-        return self._public_key_raw
-
-    @property
-    def suite(self) -> Cryptosuite:
-        """The cryptosuite the key's Multikey header names: it verifies only proofs of
-        that suite.
-        """
-        return self._suite
+        return self.public_key_raw
 
     @property
     def public_key(self) -> Ed25519PublicKey:
@@ -172,10 +164,10 @@ class KeyEntry:
         Raises:
             KeyRingError: ``wrong-key-type`` for a key of another suite.
         """
-        if self._suite is not EDDSA_JCS_2022:
+        if self.suite is not EDDSA_JCS_2022:
             raise KeyRingError(f"{self.verification_method!r} is not an Ed25519 key",
                                code="wrong-key-type")
-        return Ed25519PublicKey.from_public_bytes(self._public_key_raw)
+        return Ed25519PublicKey.from_public_bytes(self.public_key_raw)
 
     def valid_at(self, when: datetime) -> bool:
         """Whether the key may sign at ``when``: ``not_before <= when < not_after``."""

@@ -103,7 +103,10 @@ class _Suite:
     name: str
     public_key_header: bytes
     public_key_size: int
-    _verify: Callable[..., None] = attrs.field(alias="verify")
+    verify: Callable[..., None]
+    """Verify ``signature`` of ``data`` under ``public_key`` (keywords ``json_path`` and
+    ``who``); return nothing or raise ``ProofError``. The suite's function itself, not a
+    method around it: one call per proof."""
     _check: Callable[..., None] = attrs.field(alias="check")
 
     def canonicalise(self, value: Any) -> bytes:
@@ -137,11 +140,6 @@ class _Suite:
             raise KeyRingError(f"the signer returned {type(signature).__name__}, not bytes",
                                code="bad-signer")
         return bytes(signature)
-
-    def verify(self, public_key: bytes, signature: bytes, data: bytes, *, json_path: str,
-               who: str) -> None:
-        """Verify ``signature`` of ``data`` under ``public_key``; raise ``ProofError``."""
-        self._verify(public_key, signature, data, json_path=json_path, who=who)
 
     def check_public_key(self, public_key: bytes, *, json_path: str) -> None:
         """Refuse an unusable or weak key (``KeyRingError`` and its ``WeakKey``)."""

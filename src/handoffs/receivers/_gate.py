@@ -522,7 +522,7 @@ class Gate:
 
     def _parse_step(self, run: _Run, _: object) -> _Parsed:
         """(1) parse: limits, the contract version the message names, then its schema."""
-        document = _parse(run.message, self.limits)
+        document = parse_object(run.message, limits=self.limits)  # what _parse does
         run.document = document
         named = document.get("contract")
         run.contract = _text(named)
@@ -565,11 +565,22 @@ class Gate:
         return _Verified(parsed, receipt, verified, now)
 
     def _context_step(self, run: _Run, verified: _Verified) -> _InContext:
-        """(3) context: the contract's declared receiver-context dependencies."""
+        """(3) context: the contract's declared receiver-context dependencies, each by
+        the check its plan chose; every unmet one is reported, and the refusal rejects
+        when one of them says so (``on_missing``), else escalates.
+        """
         resolved: dict[str, ResolvedEvidence] = {}
-        plan = verified.parsed.plan
-        if plan.context:
-            self._check_context(plan, verified.receipt, verified.now, resolved)
+        receipt, now = verified.receipt, verified.now
+        failures: list[tuple[str, Reason]] = []
+        for check, dependency in verified.parsed.plan.context:
+            reason = check(self, dependency, receipt, now, resolved)
+            if reason is not None:
+                failures.append((dependency.on_missing.value, reason))
+        if failures:
+            reject = any(on == "REJECT" for on, _ in failures)
+            raise Refusal(
+                Verdict.REJECT if reject else Verdict.ESCALATE, tuple(r for _, r in failures)
+            )
         return _InContext(verified, resolved)
 
     def _evidence_step(self, run: _Run, in_context: _InContext) -> _WithEvidence:
@@ -593,24 +604,6 @@ class Gate:
         run.settle(ruling.verdict, ruling.action, ruling.reasons, ruling.record)
 
     # ---------------------------------------------------------------- step details
-
-    def _check_context(
-        self,
-        plan: _Plan,
-        receipt: Receipt[Any, Any],
-        now: datetime,
-        resolved: dict[str, ResolvedEvidence],
-    ) -> None:
-        failures: list[tuple[str, Reason]] = []
-        for check, dependency in plan.context:
-            reason = check(self, dependency, receipt, now, resolved)
-            if reason is not None:
-                failures.append((dependency.on_missing.value, reason))
-        if failures:
-            reject = any(on == "REJECT" for on, _ in failures)
-            raise Refusal(
-                Verdict.REJECT if reject else Verdict.ESCALATE, tuple(r for _, r in failures)
-            )
 
     def _policy_unmet(
         self,
