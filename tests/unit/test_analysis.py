@@ -349,6 +349,33 @@ def test_a_boundary_pair_around_a_region_narrower_than_its_steps_covers_itself()
     assert coverage(CLAIM_TRIAGE, alone, [far, pair[1]]).boundaries_covered == 0
 
 
+def test_an_analysis_finds_the_same_states_whatever_the_process_asked_z3_before() -> None:
+    import z3
+
+    from handoffs.contracts.analysis import geometry
+
+    def found() -> str:
+        contract = claim_triage()  # a new object: no geometry cached for it
+        result = analyse(contract).to_json()
+        moves = [(t.name, repr(sorted(t.state.items()))) for t in geometry(contract).transitions]
+        return json.dumps([{k: result[k] for k in ("regions", "boundaries", "undetermined",
+                                                   "constraints")}, moves],
+                          sort_keys=True, default=str)
+
+    before = found()
+    # the process's own terms and queries on z3's main context, as other code would make
+    x, y, w = z3.Reals("x y w")
+    solver = z3.Solver()
+    for i in range(200):
+        solver.push()
+        solver.add(x * (i + 1) + y > w, w > i / 7, x < y)
+        assert solver.check() == z3.sat
+        solver.model()
+        solver.pop()
+    assert found() == before
+    assert z3.main_ctx() is x.ctx  # the process's main context is its own again
+
+
 def test_bad_options_are_refused_before_any_work() -> None:
     with pytest.raises(InvalidArgument, match="timeout_ms"):
         analyse(CLAIM_TRIAGE, timeout_ms=0)

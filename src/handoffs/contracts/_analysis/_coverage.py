@@ -19,6 +19,7 @@ from handoffs.contracts._analysis._geometry import (
     _materialise,
     _opaque,
     _point,
+    fresh_context,
 )
 from handoffs.contracts._analysis._results import (
     CERTIFIED,
@@ -285,6 +286,12 @@ def transitions(contract: Contract[Any, Any], *,
     """
     if any(_opaque(c) for c in _conditions(contract)):
         return ()
+    with fresh_context():  # the same witnesses in any process
+        return _find_transitions(contract, timeout_ms)
+
+
+def _find_transitions(contract: Contract[Any, Any], timeout_ms: int
+                      ) -> tuple[Transition, ...]:
     analyser = _Analyser(contract, timeout_ms, DEFAULT_DELTA_RATIO, 0)
     pair = analyser.pair
     reads = contract.policy.reads()

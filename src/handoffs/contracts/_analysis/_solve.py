@@ -23,6 +23,7 @@ from handoffs.contracts._analysis._geometry import (
     _opaque,
     _Solver,
     axis_value,
+    fresh_context,
 )
 from handoffs.contracts._analysis._prune import Pruner
 from handoffs.contracts._analysis._results import (
@@ -484,16 +485,17 @@ def analyse(contract: Contract[Any, Any], *, timeout_ms: int = DEFAULT_TIMEOUT_M
     if any(_opaque(c) for c in _conditions(contract)):
         return sampled_analysis(contract, samples=samples, seed=seed, delta_ratio=delta_ratio,
                                 timeout_ms=timeout_ms, context=context, started=started)
-    analyser = _Analyser(contract, timeout_ms, delta_ratio, minimal_budget)
-    regions = analyser.regions()
-    relevance = analyser.relevance()
-    minimal = analyser.global_minimal(relevance)
-    result = Analysis(
-        contract=contract.id, method=CERTIFIED, regions=tuple(regions),
-        undetermined=analyser.undetermined(), constraints=tuple(analyser.constraints()),
-        boundaries=tuple(analyser.boundaries(regions)), relevance=tuple(relevance),
-        minimal_sets=minimal, cuts=tuple(_cuts(contract)), context=context,
-        unknown=(), warnings=(), timeout_ms=timeout_ms)
+    with fresh_context():  # the same states in any process
+        analyser = _Analyser(contract, timeout_ms, delta_ratio, minimal_budget)
+        regions = analyser.regions()
+        relevance = analyser.relevance()
+        minimal = analyser.global_minimal(relevance)
+        result = Analysis(
+            contract=contract.id, method=CERTIFIED, regions=tuple(regions),
+            undetermined=analyser.undetermined(), constraints=tuple(analyser.constraints()),
+            boundaries=tuple(analyser.boundaries(regions)), relevance=tuple(relevance),
+            minimal_sets=minimal, cuts=tuple(_cuts(contract)), context=context,
+            unknown=(), warnings=(), timeout_ms=timeout_ms)
     return attrs.evolve(result, unknown=tuple(analyser.unknown),
                         warnings=tuple(warnings_of(result, analyser.unknown)),
                         seconds=time.process_time() - started)
