@@ -532,7 +532,7 @@ def _plain_str_size(text: str) -> int:
     return len(raw) + 2 if len(raw.translate(None, _ESCAPED)) == len(raw) else -1
 
 
-def canonical_size(value: Any) -> int:  # noqa: PLR0911 - one return per JSON shape
+def canonical_size(value: Any) -> int:
     """``len(canonical_bytes(value))``, without building the bytes where that is exact.
 
     JCS writes a container as its members' texts in order, so sizes add up; plain
@@ -541,8 +541,16 @@ def canonical_size(value: Any) -> int:  # noqa: PLR0911 - one return per JSON sh
     alone. ``tests/unit/test_json.py`` checks the equality as a Hypothesis property.
 
     Raises:
-        MalformedJSON: exactly when :func:`canonical_bytes` would.
+        MalformedJSON: exactly when :func:`canonical_bytes` would, with its error (a
+            member's own error may not be the whole value's: the whole value names it).
     """
+    try:
+        return _size(value)
+    except MalformedJSON:
+        return len(canonical_bytes(value))  # raises the whole value's error
+
+
+def _size(value: Any) -> int:  # noqa: PLR0911 - one return per JSON shape
     kind = type(value)
     if kind is str:
         size = _plain_str_size(value)
@@ -561,12 +569,12 @@ def canonical_size(value: Any) -> int:  # noqa: PLR0911 - one return per JSON sh
             if type(key) is not str:
                 return len(canonical_bytes(value))  # raises: JCS keys are strings
             size = _plain_str_size(key)
-            total += (size if size >= 0 else len(canonical_bytes(key))) + canonical_size(item)
+            total += (size if size >= 0 else len(canonical_bytes(key))) + _size(item)
         return total
     if kind is list or kind is tuple:
         if not value:
             return 2
-        return len(value) + 1 + sum(map(canonical_size, value))
+        return len(value) + 1 + sum(map(_size, value))
     return len(canonical_bytes(value))
 
 
