@@ -474,7 +474,7 @@ def structure_valid(contract: Contract[S, A], doc: Mapping[str, Any]) -> Receipt
         ReceiptValidationError: a value the schema admits but the typed model refuses.
     """
     try:
-        state = contract._structure_state(doc["decision_state"], contract.state)
+        state = contract.load_state(doc["decision_state"])
     except cattrs.BaseValidationError as exc:
         # The schema admits it but the typed model refuses it (an interval with lo > hi).
         raise ReceiptValidationError(

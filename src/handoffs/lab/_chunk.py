@@ -488,13 +488,8 @@ class _Chunk:
                 size += 1
             members += 1
         msg.size = size
-        if self.checked_by[si] is not None:
-            self._checked(msg, si)
-            return msg
-        msg.governance = self.checks.governance_valid(msg.message) \
-            if name in _GOVERNANCE else base.governance
-        if self.receipts[si]:
-            msg.schema = self.checks.schema_valid(msg.message)
+        # a patch of no governance member leaves the base's governance as it was
+        self._checked(msg, si, None if name in _GOVERNANCE else base.governance)
         return msg
 
     def _measured(self, message: Mapping[str, Any], si: int) -> Message:
@@ -511,12 +506,13 @@ class _Chunk:
         self._checked(msg, si)
         return msg
 
-    def _checked(self, msg: Message, si: int) -> None:
-        """Check a message of strategy ``si``: its governance members, and the receipt
-        schema if the strategy sends receipts. Once per memo key when the strategy's
-        receiver is keyed by a gate of the plan's contract (``checked_by``): that key
-        keeps every member as the schema reads it (:class:`handoffs._memo.GateMemo`),
-        so messages with equal keys get the same checks.
+    def _checked(self, msg: Message, si: int, governance: bool | None = None) -> None:
+        """Check a message of strategy ``si``: its governance members (unless
+        ``governance`` says already), and the receipt schema if the strategy sends
+        receipts. Once per memo key when the strategy's receiver is keyed by a gate of
+        the plan's contract (``checked_by``): that key keeps every member as the schema
+        reads it (:class:`handoffs._memo.GateMemo`), so messages with equal keys get the
+        same checks.
         """
         checks = self.checks
         receipts = self.receipts[si]
@@ -533,7 +529,7 @@ class _Chunk:
                 msg.governance, msg.schema = found
                 return
         message = msg.message
-        msg.governance = checks.governance_valid(message)
+        msg.governance = checks.governance_valid(message) if governance is None else governance
         if receipts:
             msg.schema = checks.schema_valid(message)
 

@@ -32,7 +32,7 @@ import attrs
 
 from handoffs._audience import check_addressed
 from handoffs._errors import InvalidArgument, MalformedJSON
-from handoffs._json import DEFAULT_LIMITS, JSONLimits, check_value
+from handoffs._json import DEFAULT_LIMITS, JSONLimits, check_value, parse_object
 from handoffs._memo import memo_value
 from handoffs._time import parse_time
 from handoffs.contracts import (
@@ -44,7 +44,7 @@ from handoffs.contracts import (
     Interval,
 )
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
-from handoffs.receivers._gate import Admitted, Clock, ReceiverRule, Ruling, _parse, _text
+from handoffs.receivers._gate import Admitted, Clock, ReceiverRule, Ruling, _text
 from handoffs.receivers._pipeline import Pipeline, Refusal, Run, Stage
 from handoffs.receivers._receivers import _fail, _is_contract, _ViaAdmission
 
@@ -165,7 +165,7 @@ class GovernanceChecker:
 
     def _parse_step(self, run: _GovernanceRun, _: object = None) -> None:
         """(1) parse with limits; governance members present, ``authority`` known."""
-        doc = run.document = _parse(run.message, self.limits)
+        doc = run.document = parse_object(run.message, limits=self.limits)
         run.contract = self.contract.id
         run.receipt_id = _text(doc.get("id"))
         missing = tuple(

@@ -176,13 +176,6 @@ ReceiverRule = Callable[[Admitted], Ruling]
 
 # ----------------------------------------------------------------------------- helpers
 
-def _parse(message: Any, limits: JSONLimits) -> ParsedObject:
-    """(1) Parse raw bytes or text strictly, or check a parsed mapping, under ``limits``:
-    the object with what parsing learned of it (:class:`~handoffs._json.ParsedObject`).
-    """
-    return parse_object(message, limits=limits)
-
-
 def _raw(message: Any) -> bytes | None:
     if isinstance(message, bytes | bytearray | memoryview):
         return bytes(message)
@@ -522,7 +515,7 @@ class Gate:
 
     def _parse_step(self, run: _Run, _: object) -> _Parsed:
         """(1) parse: limits, the contract version the message names, then its schema."""
-        document = parse_object(run.message, limits=self.limits)  # what _parse does
+        document = parse_object(run.message, limits=self.limits)
         run.document = document
         named = document.get("contract")
         run.contract = _text(named)
