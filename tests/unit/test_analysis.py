@@ -356,11 +356,19 @@ def test_an_analysis_finds_the_same_states_whatever_the_process_asked_z3_before(
 
     def found() -> str:
         contract = claim_triage()  # a new object: no geometry cached for it
-        result = analyse(contract).to_json()
+        analysis = analyse(contract)
+        result = analysis.to_json()
         moves = [(t.name, repr(sorted(t.state.items()))) for t in geometry(contract).transitions]
-        return json.dumps([{k: result[k] for k in ("regions", "boundaries", "undetermined",
-                                                   "constraints")}, moves],
-                          sort_keys=True, default=str)
+        truth = next(r.witness for r in analysis.regions if r.witness is not None)
+        return json.dumps([
+            {k: result[k] for k in ("regions", "boundaries", "undetermined", "constraints")},
+            moves,
+            # every entry point whose answer holds a state z3 chose
+            sufficiency(contract, ["claim_amount"]).to_json(),
+            equivalence(contract, claim_triage(investigate_over=600.0, version="1.1.0")).state,
+            minimal_sets(contract).to_json(),
+            geometry(contract).certify_message(truth, ["claim_amount"], []),
+        ], sort_keys=True, default=str)
 
     before = found()
     # the process's own terms and queries on z3's main context, as other code would make

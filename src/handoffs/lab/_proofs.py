@@ -29,6 +29,7 @@ from typing import Any, Final
 import attrs
 
 from handoffs._errors import HandoffsError
+from handoffs._solver import fresh_context
 from handoffs.contracts import Contract
 from handoffs.contracts.analysis import (
     DropField,
@@ -222,32 +223,28 @@ class _Task:
 
 def _run_tasks(contract: Contract[Any, Any], tasks: Sequence[_Task],
                timeout_ms: int) -> dict[tuple[str, str], RowProof]:
+    """Every task's proof, on a fresh z3 main context: the witnesses z3 answers then
+    do not depend on what the process asked before (a forked worker inherits its
+    parent's context).
+    """
     out: dict[tuple[str, str], RowProof] = {}
     done: dict[tuple[Any, ...], RowProof] = {}
-    for task in tasks:
-        memo = (id(task.perturbation), task.semantics, task.refused)
-        if memo not in done:
-            try:
-                done[memo] = _prove_row(task, contract, timeout_ms)
-            except (ValueError, TypeError, HandoffsError) as exc:
-                done[memo] = RowProof("sampled", f"the symbolic form does not compile: {exc}")
-        out[task.key] = done[memo]
+    with fresh_context():
+        for task in tasks:
+            memo = (id(task.perturbation), task.semantics, task.refused)
+            if memo not in done:
+                try:
+                    done[memo] = _prove_row(task, contract, timeout_ms)
+                except (ValueError, TypeError, HandoffsError) as exc:
+                    done[memo] = RowProof("sampled",
+                                          f"the symbolic form does not compile: {exc}")
+            out[task.key] = done[memo]
     return out
-
-
-def _fresh_context() -> None:
-    """Start the child on a fresh z3 main context: its answers (which model a query
-    returns) then do not depend on what the parent process asked before.
-    """
-    import z3  # type: ignore[import-untyped]
-
-    z3.z3._main_ctx = None
 
 
 def _worker(connection: Any, contract: Contract[Any, Any], tasks: Sequence[_Task],
             timeout_ms: int) -> None:  # pragma: no cover - runs in the forked child
     try:
-        _fresh_context()
         found = _run_tasks(contract, tasks, timeout_ms)
         connection.send(("ok", found))
     except BaseException as exc:  # reported to the parent

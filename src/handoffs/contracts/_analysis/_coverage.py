@@ -12,6 +12,7 @@ from typing import Any, Final
 import attrs
 
 from handoffs._errors import MissingExtra, PolicyError
+from handoffs._solver import fresh_context
 from handoffs.contracts._analysis._geometry import (
     _at_cut,
     _clip,
@@ -19,7 +20,6 @@ from handoffs.contracts._analysis._geometry import (
     _materialise,
     _opaque,
     _point,
-    fresh_context,
 )
 from handoffs.contracts._analysis._results import (
     CERTIFIED,
@@ -460,18 +460,19 @@ class Geometry:
         contract = self.contract
         if any(_opaque(rule.when) for rule in contract.policy.rules):
             return {"method": SAMPLED, "reason": "the policy holds an opaque predicate"}
+        names = [s.name for s in contract.fields]
         try:
-            analyser = _Analyser(contract, timeout_ms, DEFAULT_DELTA_RATIO, 0)
+            with fresh_context():  # the same answers in any process
+                analyser = _Analyser(contract, timeout_ms, DEFAULT_DELTA_RATIO, 0)
+                whole = analyser.sufficiency(list(fields), truth).status
+                removals = [analyser.sufficiency([f for f in fields if f != name],
+                                                 truth).status for name in fields]
+                triggers = [name for name in names
+                            if name in contract.policy.reads()
+                            and analyser.sufficiency([n for n in names if n != name],
+                                                     truth).status == "insufficient"]
         except MissingExtra as exc:
             return {"method": "unknown", "reason": str(exc)}
-        names = [s.name for s in contract.fields]
-        whole = analyser.sufficiency(list(fields), truth).status
-        removals = [analyser.sufficiency([f for f in fields if f != name], truth).status
-                    for name in fields]
-        triggers = [name for name in names
-                    if name in contract.policy.reads()
-                    and analyser.sufficiency([n for n in names if n != name], truth).status
-                    == "insufficient"]
         undecided = "unknown" in (whole, *removals) or bool(analyser.unknown)
         if undecided:
             return {"method": "unknown", "reason": "; ".join(analyser.unknown[:3])}

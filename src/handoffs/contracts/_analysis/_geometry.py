@@ -5,19 +5,18 @@ see ``analysis``).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Final
 
 import attrs
 
-from handoffs.contracts._analysis._results import _DIGITS, Cuts, State, Surface, _z3
+from handoffs.contracts._analysis._results import _DIGITS, Cuts, State, Surface
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._fields import FieldKind, FieldSpec, Interval
 from handoffs.contracts._policy import (
@@ -196,33 +195,6 @@ class _Watchdog:
 
 
 _WATCHDOG: Final = _Watchdog()
-
-
-_FRESH: list[threading.RLock] = [threading.RLock()]  # one a process: a child's is its own
-os.register_at_fork(after_in_child=lambda: _FRESH.__setitem__(0, threading.RLock()))
-
-
-@contextlib.contextmanager
-def fresh_context() -> Iterator[None]:
-    """Run the enclosed z3 work on a main context of its own, one such run at a time
-    per process (the previous main context is back afterwards).
-
-    Which model z3 answers for a satisfiable query depends on what was asked before on
-    the same context (the order its terms were made in), so the states an analysis
-    finds, and the cases and figures built on them, would depend on what else the
-    process did first. Started fresh, they are the same in any process.
-
-    Raises:
-        MissingExtra: z3-solver is not installed.
-    """
-    z3 = _z3()
-    with _FRESH[0]:
-        saved = z3.z3._main_ctx
-        z3.z3._main_ctx = None
-        try:
-            yield
-        finally:
-            z3.z3._main_ctx = saved
 
 
 class _Solver:

@@ -40,13 +40,14 @@ from typing import Any, Final
 import attrs
 
 from handoffs._errors import InvalidArgument
+from handoffs._solver import z3_module
 from handoffs.contracts._analysis._geometry import (
     _clip,
     _materialise,
     _round_state,
     _Solver,
 )
-from handoffs.contracts._analysis._results import State, _z3
+from handoffs.contracts._analysis._results import State
 from handoffs.contracts._contract import Contract
 from handoffs.contracts._fields import MISSING, FieldKind, Interval
 
@@ -172,7 +173,7 @@ class _PolicyView:
 
 
 def _decision_class(smt: Any) -> Any:
-    z3 = _z3()
+    z3 = z3_module()
 
     class Partial(smt.Decision):  # type: ignore[misc]
         """A policy over a state some of whose fields are missing (unknown)."""
@@ -216,11 +217,11 @@ def _clamp(value: Fraction, minimum: float | None, maximum: float | None) -> Fra
 
 
 def _real(value: Fraction) -> Any:
-    return _z3().RealVal(f"{value.numerator}/{value.denominator}")
+    return z3_module().RealVal(f"{value.numerator}/{value.denominator}")
 
 
 def _term_clamp(term: Any, minimum: float | None, maximum: float | None) -> Any:
-    z3 = _z3()
+    z3 = z3_module()
     if minimum is not None:
         low = _real(Fraction(minimum))
         term = z3.If(term < low, low, term)
@@ -237,7 +238,7 @@ class _Compiler:
         self.contract = contract
         self.truth = truth
         self.sent = sent
-        self.z3 = _z3()
+        self.z3 = z3_module()
         self.counter = 0
 
     def link(self, form: SymbolicForm, semantics: str) -> tuple[list[Any], frozenset[str],
@@ -344,7 +345,7 @@ class _Compiler:
 
 def _when(held: Any, *formulas: Any) -> Any:
     """``formulas`` hold when the true value is present (always for a required field)."""
-    z3 = _z3()
+    z3 = z3_module()
     both = z3.And(*formulas)
     return both if held is None else z3.Implies(held, both)
 
@@ -359,7 +360,7 @@ def undecidable(contract: Contract[Any, Any]) -> str:
     if any(_opaque(c) for c in _conditions(contract)):
         return "the policy holds an opaque predicate"
     try:
-        _z3()
+        z3_module()
     except MissingExtra as exc:
         return f"the solver is not available: {exc}"
     return ""
@@ -403,7 +404,7 @@ def prove_form(contract: Contract[Any, Any], form: SymbolicForm, semantics: str,
     from handoffs.contracts import _smt
 
     started = time.process_time()
-    z3 = _z3()
+    z3 = z3_module()
     index = _action_index(contract, form)
     truth = _smt.StateVars(contract.fields, "t.")
     sent = _smt.StateVars(contract.fields, "m.")
@@ -500,7 +501,7 @@ def _differs(got: Any, ref_action: Any, reference: Any, *, index: Mapping[str, i
     constraint (a violation the reference itself commits is the policy's, not the
     perturbation's).
     """
-    z3 = _z3()
+    z3 = z3_module()
     terms = [got != ref_action]
     severe: list[Any] = []
     for (chosen, ref), cost in loss.items():
@@ -529,7 +530,7 @@ def perturbed_state(contract: Contract[Any, Any], form: SymbolicForm, semantics:
     """
     from handoffs.contracts import _smt
 
-    z3 = _z3()
+    z3 = z3_module()
     truth = _smt.StateVars(contract.fields, "t.")
     sent = _smt.StateVars(contract.fields, "m.")
     links, missing, refused = _Compiler(contract, truth, sent).link(form, semantics)

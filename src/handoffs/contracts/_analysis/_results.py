@@ -11,7 +11,6 @@ from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import MissingExtra
 from handoffs.contracts._fields import Interval
 from handoffs.contracts._policy import (
     Expr,
@@ -27,14 +26,6 @@ DEFAULT_DELTA_RATIO: Final = 1e-6
 _DIGITS: Final = (6, 9, 12, 15, 17)
 
 State = Mapping[str, Any]
-
-
-def _z3() -> Any:
-    try:
-        import z3  # type: ignore[import-untyped]
-    except ImportError as exc:  # pragma: no cover - z3-solver is in the lab extra
-        raise MissingExtra("policy analysis", extra="lab", module="z3") from exc
-    return z3
 
 
 def _wire(value: Any) -> Any:

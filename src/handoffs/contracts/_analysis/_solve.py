@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from handoffs._errors import InvalidArgument
+from handoffs._solver import fresh_context, z3_module
 from handoffs.contracts._analysis._geometry import (
     _at_cut,
     _axes,
@@ -23,7 +24,6 @@ from handoffs.contracts._analysis._geometry import (
     _opaque,
     _Solver,
     axis_value,
-    fresh_context,
 )
 from handoffs.contracts._analysis._prune import Pruner
 from handoffs.contracts._analysis._results import (
@@ -39,7 +39,6 @@ from handoffs.contracts._analysis._results import (
     Relevance,
     State,
     Sufficiency,
-    _z3,
     warnings_of,
 )
 from handoffs.contracts._analysis._search import (
@@ -59,7 +58,7 @@ class _Analyser:
                  minimal_budget: int) -> None:
         from handoffs.contracts import _smt
 
-        self.z3 = _z3()
+        self.z3 = z3_module()
         self.smt = _smt
         self.contract = contract
         self.timeout_ms = timeout_ms
@@ -524,7 +523,8 @@ def sufficiency(contract: Contract[Any, Any], fields: Iterable[str], *,
         raise InvalidArgument("the policy holds an opaque predicate: sufficiency cannot be "
                               "certified")
     view = None if at is None else (at if isinstance(at, Mapping) else contract.view(at))
-    return _Analyser(contract, timeout_ms, DEFAULT_DELTA_RATIO, 0).sufficiency(names, view)
+    with fresh_context():  # the same counterexample in any process
+        return _Analyser(contract, timeout_ms, DEFAULT_DELTA_RATIO, 0).sufficiency(names, view)
 
 
 def minimal_sets(contract: Contract[Any, Any], *, at: State | Any | None = None,
@@ -537,11 +537,12 @@ def minimal_sets(contract: Contract[Any, Any], *, at: State | Any | None = None,
     if any(_opaque(rule.when) for rule in contract.policy.rules):
         return MinimalSets("unknown", ())
     view = None if at is None else (at if isinstance(at, Mapping) else contract.view(at))
-    analyser = _Analyser(contract, timeout_ms, DEFAULT_DELTA_RATIO, budget)
-    if view is None:
-        return analyser.global_minimal(analyser.relevance())
-    order = [s.name for s in contract.fields if s.name in contract.policy.reads()]
-    return analyser.minimal_sets(order, view)
+    with fresh_context():  # the same answers in any process
+        analyser = _Analyser(contract, timeout_ms, DEFAULT_DELTA_RATIO, budget)
+        if view is None:
+            return analyser.global_minimal(analyser.relevance())
+        order = [s.name for s in contract.fields if s.name in contract.policy.reads()]
+        return analyser.minimal_sets(order, view)
 
 
 def equivalence(first: Contract[Any, Any], second: Contract[Any, Any], *,
@@ -564,19 +565,19 @@ def equivalence(first: Contract[Any, Any], second: Contract[Any, Any], *,
         return sampled_equivalence(first, second)
     from handoffs.contracts import _smt
 
-    z3 = _z3()
     values = sorted({a.value for a in first.actions} | {a.value for a in second.actions})
     index = {v: i for i, v in enumerate(values)}
-    state = _smt.StateVars(first.fields, "s.")
-    bounded = _smt.StateVars(second.fields, "s.")
-    one = _smt.Decision(first, state, index)
-    two = _smt.Decision(second, state, index)
-    solver = _Solver(z3, timeout_ms, [])
-    solver.add(*state.domain, *bounded.domain)
-    status, model = solver.check("equivalence", one.action != two.action)
-    if status != "sat":
-        return Equivalence("equivalent" if status == "unsat" else "unknown")
-    raw = {name: state.value(model, name) for name in state.specs}
+    with fresh_context():  # the same differing state in any process
+        state = _smt.StateVars(first.fields, "s.")
+        bounded = _smt.StateVars(second.fields, "s.")
+        one = _smt.Decision(first, state, index)
+        two = _smt.Decision(second, state, index)
+        solver = _Solver(z3_module(), timeout_ms, [])
+        solver.add(*state.domain, *bounded.domain)
+        status, model = solver.check("equivalence", one.action != two.action)
+        if status != "sat":
+            return Equivalence("equivalent" if status == "unsat" else "unknown")
+        raw = {name: state.value(model, name) for name in state.specs}
 
     def differ(states: Sequence[State]) -> bool:
         return bool(_decide(first, states[0]).value != _decide(second, states[0]).value)
