@@ -117,8 +117,9 @@ class KeyEntry:
 
     # Decoded and checked once at enrolment; verification reads them as plain
     # attributes (a property would be a Python call per proof).
-    public_key_raw: bytes = attrs.field(init=False, eq=False, repr=False)
-    """The raw public key, checked at enrolment (what verification uses)."""
+    public_key_bytes: bytes = attrs.field(init=False, eq=False, repr=False)
+    """The raw public key, checked at enrolment (what verification uses): 32 bytes for
+    an Ed25519 key, the 33-byte compressed point for a P-256 key."""
     suite: Cryptosuite = attrs.field(init=False, eq=False, repr=False)
     """The cryptosuite the key's Multikey header names: it verifies only proofs of that
     suite."""
@@ -127,7 +128,7 @@ class KeyEntry:
         suite, raw = decode_multikey(self.public_key_multibase,
                                      json_path="$.public_key_multibase")
         suite.check_public_key(raw, json_path="$.public_key_multibase")
-        object.__setattr__(self, "public_key_raw", raw)
+        object.__setattr__(self, "public_key_bytes", raw)
         object.__setattr__(self, "suite", suite)
         if self.verification_method.startswith("did:key:"):
             expected = multikey_verification_method(self.public_key_multibase)
@@ -153,11 +154,6 @@ class KeyEntry:
             )
 
     @property
-    def public_key_bytes(self) -> bytes:
-        """The raw 32-byte public key."""
-        return self.public_key_raw
-
-    @property
     def public_key(self) -> Ed25519PublicKey:
         """The Ed25519 public key as a ``cryptography`` object (checked at enrolment).
 
@@ -167,7 +163,7 @@ class KeyEntry:
         if self.suite is not EDDSA_JCS_2022:
             raise KeyRingError(f"{self.verification_method!r} is not an Ed25519 key",
                                code="wrong-key-type")
-        return Ed25519PublicKey.from_public_bytes(self.public_key_raw)
+        return Ed25519PublicKey.from_public_bytes(self.public_key_bytes)
 
     def valid_at(self, when: datetime) -> bool:
         """Whether the key may sign at ``when``: ``not_before <= when < not_after``."""

@@ -469,7 +469,7 @@ def _verify_one(
     input_document = _input_document(document, proofs, item.previous)
     if item.options and "@context" in proof:  # the JCS suites' verify: the proof's
         input_document["@context"] = proof["@context"]  # @context, a prefix
-    suite.verify(entry.public_key_raw, item.signature,
+    suite.verify(entry.public_key_bytes, item.signature,
                  _hash_data(encode(config), encode(input_document)),
                  json_path=f"{path}.proofValue", who=f"key {vm!r}")
 
