@@ -264,7 +264,10 @@ class ModelReceiver:
 
     def render(self, document: Mapping[str, Any], contract: Contract[Any, Any]) -> str:
         """The user message for one document admitted under ``contract``."""
-        parts = self._parts_for(contract)
+        return self._render(document, self._parts_for(contract))
+
+    @staticmethod
+    def _render(document: Mapping[str, Any], parts: _Parts) -> str:
         authority = document.get("authority")
         return parts.template.substitute(
             parts.fields,
@@ -282,7 +285,7 @@ class ModelReceiver:
         """
         parts = self._parts_for(contract)
         return ChatRequest(model=self.model_route,
-                           messages=(*parts.system, ("user", self.render(document, contract))),
+                           messages=(*parts.system, ("user", self._render(document, parts))),
                            temperature=float(self.temperature),
                            seed=None if self.seed is None else self.seed + sample,
                            max_tokens=self.max_tokens, response_format=parts.response_format,
