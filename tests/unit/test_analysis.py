@@ -420,3 +420,27 @@ def test_the_testing_strategy_reaches_the_product_cut_on_both_sides() -> None:
     assert near_cut(find(states(CLAIM_TRIAGE), lambda s: near_cut(s, "likely-fraud")),
                     "likely-fraud")
     assert near_cut(find(states(CLAIM_TRIAGE), lambda s: near_cut(s, "pay")), "pay")
+
+
+def test_a_field_reads_its_json_form_strictly_and_refuses_what_it_cannot_hold() -> None:
+    """``FieldSpec.read``, the one reading of a decision field's JSON value (the lab's
+    reference and falsehoods, the full-record receiver)."""
+    specs = CLAIM_TRIAGE.field_map
+    assert specs["coverage"].read("FULL") is Coverage.FULL
+    assert specs["fraud_probability"].read({"lo": 0.1, "hi": 0.2}) == Interval(0.1, 0.2)
+    assert specs["policy_active"].read(True) is True
+    assert specs["claim_amount"].read(250) == 250
+    for name, value, why in [
+        ("coverage", "PARTIAL-ISH", "is not a valid enum"),
+        ("coverage", 1, "is not a valid enum"),
+        ("fraud_probability", {"lo": 0.1}, "exactly 'lo' and 'hi'"),
+        ("fraud_probability", [0.1, 0.2], "exactly 'lo' and 'hi'"),
+        ("policy_active", 1, "is not a valid bool"),
+        ("policy_active", None, "is not a valid bool"),  # not optional: null refused
+        ("claim_amount", "250", "is not a valid"),
+        ("claim_amount", -1.0, "is not a valid"),  # below the declared minimum
+    ]:
+        with pytest.raises(InvalidArgument, match=why):
+            specs[name].read(value)
+    with pytest.raises(InvalidArgument):
+        specs["fraud_probability"].read({"lo": 0.3, "hi": 0.2})  # the interval's own check

@@ -17,7 +17,6 @@ from handoffs.contracts import Interval
 from handoffs.lab import run
 from handoffs.lab._maps import CODES, UNDETERMINED, straddled_cut
 from handoffs.lab._report import validate_report
-from handoffs.lab._values import typed_value
 from handoffs.lab.perturbations import select_perturbations
 from handoffs.lab.perturbations._coarsening import WidenInterval
 from handoffs.lab.reports import render_html, render_markdown
@@ -87,7 +86,7 @@ def test_map_cells_are_the_contracts_own_decisions(credit: dict[str, Any]) -> No
     the other fields held at the witness's true values."""
     for entry in credit["decision_maps"]["maps"]:
         x, y = entry["x"], entry["y"]
-        held = {k: typed_value(CREDIT_LIMIT.field_map[k], v) for k, v in entry["held"].items()}
+        held = {k: CREDIT_LIMIT.field_map[k].read(v) for k, v in entry["held"].items()}
         for row_index in range(0, len(entry["grid"]), 7):
             for col in range(0, len(x["values"]), 5):
                 view = dict(held)

@@ -46,7 +46,7 @@ from handoffs.lab import GeneratedCases
 from handoffs.lab._minimal import counterfactual_triggers, minimal_message
 from handoffs.lab._population import CaseDistribution, DistributionError
 from handoffs.lab._reference import ReferenceReceiver
-from handoffs.lab._values import typed_value, wire_value
+from handoffs.lab._values import wire_value
 from handoffs.lab.perturbations import CaseContext
 from handoffs.lab.perturbations._ablation import RemoveDecisionField
 from handoffs.lab.perturbations._coarsening import MergeEnumValues, RoundNumeric
@@ -246,9 +246,9 @@ def test_receivers_read_null_as_absent_and_a_missing_member_as_unknown() -> None
     assert decided.verdict.value == "ESCALATE"
     benign = ReferenceReceiver(CREDIT_OPTIONAL, defaults=True)  # if_missing=None: absent
     assert benign.receive({"decision_state": without}).action == "APPROVE"
-    assert typed_value(CREDIT_OPTIONAL.field_map["employment_status"], None) is None
+    assert CREDIT_OPTIONAL.field_map["employment_status"].read(None) is None
     with pytest.raises(ValueError, match="not a valid"):
-        typed_value(CREDIT_OPTIONAL.field_map["credit_score"], None)
+        CREDIT_OPTIONAL.field_map["credit_score"].read(None)
 
 
 def test_the_fingerprint_records_optionality_and_absence_tests() -> None:
@@ -329,7 +329,7 @@ def _sent(perturbation: Any, state: dict[str, Any]) -> dict[str, Any] | None:
     if not variants:
         return None
     sent = variants[0].message["decision_state"]
-    return {name: typed_value(SMALL.field_map[name], value) for name, value in sent.items()}
+    return {name: SMALL.field_map[name].read(value) for name, value in sent.items()}
 
 
 @pytest.mark.parametrize(("perturbation", "form"), [

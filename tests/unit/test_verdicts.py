@@ -26,7 +26,7 @@ from handoffs.lab._proofs import (
     receiver_semantics,
 )
 from handoffs.lab._reference import ReferenceReceiver
-from handoffs.lab._values import typed_value, wire_value
+from handoffs.lab._values import wire_value
 from handoffs.lab.perturbations import (
     CaseContext,
     Perturbation,
@@ -202,7 +202,7 @@ def _by_code(perturbation: Perturbation, contract: Any,
     if not variants:
         return dict(state)
     sent = variants[0].message["decision_state"]
-    return {name: typed_value(contract.field_map[name], value) for name, value in sent.items()}
+    return {name: contract.field_map[name].read(value) for name, value in sent.items()}
 
 
 def _same(contract: Any, got: Mapping[str, Any], want: Mapping[str, Any]) -> bool:
@@ -247,7 +247,7 @@ def test_every_witness_is_the_perturbation_s_own_outcome() -> None:
             continue
         (chosen,) = select_perturbations(CREDIT_LIMIT, include=[row["perturbation"]])
         perturbation = chosen.prepare(CREDIT_LIMIT, seed=0)
-        state = {s.name: typed_value(s, row["witness"]["state"][s.name])
+        state = {s.name: s.read(row["witness"]["state"][s.name])
                  for s in CREDIT_LIMIT.fields}
         form = perturbation.symbolic(CREDIT_LIMIT)
         assert form is not None

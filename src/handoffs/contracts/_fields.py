@@ -16,6 +16,7 @@ a missing field (which means "unknown").
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import math
 import types
@@ -159,6 +160,30 @@ class FieldSpec:
         if self.kind is FieldKind.INT and not isinstance(value, int):
             return False
         return self._in_bounds(value)
+
+    def read(self, value: Any) -> Any:
+        """The field's typed value from its JSON form: an enum member from its value, an
+        :class:`Interval` from a ``{"lo", "hi"}`` object, any other value as it is
+        (``null`` is valid for an optional field: known not to apply). Values are read
+        strictly: a boolean field takes only a JSON boolean, ``1`` is not ``true``.
+
+        Raises:
+            InvalidArgument: the value is not one of this field's (also a ValueError).
+        """
+        typed: Any = value
+        if value is None:
+            pass
+        elif self.kind is FieldKind.ENUM and isinstance(value, str):
+            with contextlib.suppress(ValueError):  # else refused below, as any other value
+                typed = self.enum_type(value)  # type: ignore[misc]
+        elif self.kind is FieldKind.INTERVAL:
+            if not isinstance(value, Mapping) or set(value) != {"lo", "hi"}:
+                raise InvalidArgument(f"{self.name}: an interval is an object with exactly "
+                                      "'lo' and 'hi'")
+            typed = Interval(value["lo"], value["hi"])
+        if not self.contains(typed):
+            raise InvalidArgument(f"{self.name}: {value!r} is not a valid {self.kind.value}")
+        return typed
 
     def _in_bounds(self, value: float) -> bool:
         if not math.isfinite(value):

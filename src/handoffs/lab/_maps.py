@@ -27,7 +27,6 @@ from typing import Any, Final
 
 from handoffs.contracts import Contract, FieldKind, FieldSpec, Interval
 from handoffs.contracts.policy import Arith, Compare, walk_conditions
-from handoffs.lab._values import typed_value
 
 __all__ = ["CELLS", "CODES", "MAPS_LIMIT", "UNDETERMINED", "decision_maps", "reference_rule",
            "straddled_cut"]
@@ -118,7 +117,7 @@ def _typed(contract: Contract[Any, Any], state: Mapping[str, Any]) -> dict[str, 
             continue
         value = state[spec.name]
         try:
-            view[spec.name] = None if value is None else typed_value(spec, value)
+            view[spec.name] = None if value is None else spec.read(value)
         except (ValueError, TypeError):
             return None
     return view

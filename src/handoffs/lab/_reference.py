@@ -17,7 +17,6 @@ from handoffs._errors import MalformedJSON
 from handoffs._json import loads
 from handoffs._memo import memo_value
 from handoffs.contracts import Contract
-from handoffs.lab._values import typed_value
 from handoffs.receivers import Decision, Reason, Step, Verdict
 
 __all__ = ["ReferenceReceiver"]
@@ -100,7 +99,7 @@ class ReferenceReceiver:
         for spec in self.contract.fields:
             if spec.name in state:
                 try:
-                    view[spec.name] = typed_value(spec, state[spec.name])
+                    view[spec.name] = spec.read(state[spec.name])
                 except (ValueError, TypeError) as exc:
                     return self._reject("invalid-value", str(exc), Step.PARSE,
                                         f"$.decision_state.{spec.name}")

@@ -50,7 +50,6 @@ from handoffs.lab._proofs import prove_plan, with_witnesses
 from handoffs.lab._runlog import RunLog, RunLogError, read_run_log
 from handoffs.lab._search import search_receiver
 from handoffs.lab._usercode import case_id_of, encoded, evidence_refs_of
-from handoffs.lab._values import typed_value
 from handoffs.lab.perturbations import Falsehood
 from handoffs.lab.perturbations._base import Scoring
 from handoffs.receivers import Receiver
@@ -697,7 +696,7 @@ def finish_minimal(experiment: Experiment, plan: Plan, aggregator: Aggregator, *
         region["duality_holds"] = set(region["trigger_fields"]) == set(region["fields"])
         region["certificate"] = _certificate(plan.contract, region)
         if exhaustive:
-            truth = {spec.name: typed_value(spec, truth_wire[spec.name])
+            truth = {spec.name: spec.read(truth_wire[spec.name])
                      for spec in plan.contract.fields}
             size, sets = exhaustive_minimum(reference, truth)
             checked += 1
@@ -725,7 +724,7 @@ def _certificate(contract: Any, region: Mapping[str, Any]) -> dict[str, Any]:
     """
     from handoffs.contracts.analysis import geometry
 
-    truth = {spec.name: typed_value(spec, region["truth"][spec.name])
+    truth = {spec.name: spec.read(region["truth"][spec.name])
              for spec in contract.fields}
     return geometry(contract).certify_message(truth, region["fields"],
                                               region["trigger_fields"])

@@ -1,9 +1,9 @@
 """Decision-field values between their Python and JSON forms, and a case's JSON form.
 
 :func:`wire_value` writes a typed decision-field value as JSON (enums by value,
-intervals as ``{"lo", "hi"}`` objects); :func:`typed_value` reads one back against its
-field's declaration; :func:`jsonable` writes a whole case (attrs classes, dataclasses,
-mappings, enums, intervals, datetimes) for the case-set digest.
+intervals as ``{"lo", "hi"}`` objects; :meth:`~handoffs.contracts.FieldSpec.read` reads
+one back against its field's declaration); :func:`jsonable` writes a whole case (attrs
+classes, dataclasses, mappings, enums, intervals, datetimes) for the case-set digest.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ from typing import Any, Final
 
 import attrs
 
-from handoffs._errors import InvalidArgument
-from handoffs.contracts import FieldKind, FieldSpec, Interval
+from handoffs.contracts import Interval
 
-__all__ = ["jsonable", "typed_value", "wire_value"]
+__all__ = ["jsonable", "wire_value"]
 
 
 def wire_value(value: Any) -> Any:
@@ -29,26 +28,6 @@ def wire_value(value: Any) -> Any:
     if isinstance(value, Interval):
         return {"lo": value.lo, "hi": value.hi}
     return value
-
-
-def typed_value(spec: FieldSpec, value: Any) -> Any:
-    """Read one decision field's JSON value; raise ``ValueError`` when it is not valid
-    (``null`` is valid for an optional field: known not to apply).
-    """
-    if value is None:
-        typed: Any = None
-    elif spec.kind is FieldKind.ENUM:
-        assert spec.enum_type is not None  # noqa: S101 - guaranteed by state_fields
-        typed = spec.enum_type(value)
-    elif spec.kind is FieldKind.INTERVAL:
-        if not isinstance(value, Mapping) or set(value) != {"lo", "hi"}:
-            raise InvalidArgument(f"{spec.name}: an interval is an object with lo and hi")
-        typed = Interval(value["lo"], value["hi"])
-    else:
-        typed = value
-    if not spec.contains(typed):
-        raise InvalidArgument(f"{spec.name}: {value!r} is not a valid {spec.kind.value}")
-    return typed
 
 
 _SCALARS: Final = frozenset({str, int, float, bool, type(None)})

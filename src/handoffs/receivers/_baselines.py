@@ -38,10 +38,7 @@ from handoffs._time import parse_time
 from handoffs.contracts import (
     ANY_AUDIENCE,
     Contract,
-    FieldKind,
-    FieldSpec,
     Governance,
-    Interval,
 )
 from handoffs.receivers._decision import Decision, Reason, Step, Verdict
 from handoffs.receivers._gate import Admitted, Clock, ReceiverRule, Ruling, _text
@@ -351,22 +348,6 @@ class AdvisoryActionReceiver(_KeyedByAdmission, _ViaAdmission):
 # -------------------------------------------------------------------- full record
 
 
-def _typed(spec: FieldSpec, value: Any) -> Any:
-    """The typed value of one decision field in its JSON form, or raise ValueError."""
-    typed: Any = value
-    if value is None:  # an optional field known not to apply; refused otherwise
-        pass
-    elif spec.kind is FieldKind.ENUM and isinstance(value, str) and spec.enum_type is not None:
-        typed = spec.enum_type(value)
-    elif spec.kind is FieldKind.INTERVAL and isinstance(value, Mapping):
-        if set(value) != {"lo", "hi"}:
-            raise InvalidArgument("an interval has exactly 'lo' and 'hi'")
-        typed = Interval(value["lo"], value["hi"])
-    if not spec.contains(typed):
-        raise InvalidArgument(f"{value!r} is not a valid {spec.kind.value}")
-    return typed
-
-
 @attrs.frozen
 class FullRecordReceiver(_KeyedByAdmission, _ViaAdmission):
     """Applies the contract policy to the record's top-level decision-field members
@@ -406,7 +387,7 @@ class FullRecordReceiver(_KeyedByAdmission, _ViaAdmission):
         for spec in self.contract.fields:
             if spec.name in doc:
                 try:
-                    view[spec.name] = _typed(spec, doc[spec.name])
+                    view[spec.name] = spec.read(doc[spec.name])
                 except (ValueError, TypeError) as exc:
                     invalid.append(Reason("invalid-field", str(exc), Step.POLICY,
                                           f"$.{spec.name}"))

@@ -18,7 +18,7 @@ from handoffs._json import dumps
 from handoffs._neighbours import neighbours
 from handoffs.contracts import Contract, FieldKind, FieldSpec
 from handoffs.lab._sources import draw
-from handoffs.lab._values import typed_value, wire_value
+from handoffs.lab._values import wire_value
 from handoffs.lab.perturbations._base import (
     CaseContext,
     Perturbation,
@@ -94,7 +94,7 @@ def _falsify(message: Mapping[str, Any], state: Mapping[str, Any], ctx: CaseCont
     reference policy on the truth with that one field falsified.
     """
     view = dict(ctx.truth)
-    view[name] = typed_value(ctx.contract.field_map[name], value)
+    view[name] = ctx.contract.field_map[name].read(value)
     new_state = dict(state)
     new_state[name] = value
     return Variant.patched(message, "decision_state", new_state, label=label,
