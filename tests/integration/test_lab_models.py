@@ -102,13 +102,13 @@ def test_each_distinct_prompt_is_asked_once_and_costs_are_reported(tmp_path: Pat
 def test_calls_overlap_across_cases_and_the_call_threads_only_wait_for_the_model(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rendered: list[str] = []
-    render = ModelReceiver.render
+    request = ModelReceiver.request
 
-    def recording(self: ModelReceiver, document: Any, contract: Any) -> str:
+    def recording(self: ModelReceiver, document: Any, contract: Any, **options: Any) -> Any:
         rendered.append(threading.current_thread().name)
-        return render(self, document, contract)
+        return request(self, document, contract, **options)
 
-    monkeypatch.setattr(ModelReceiver, "render", recording)
+    monkeypatch.setattr(ModelReceiver, "request", recording)
     with serving(delay=0.05) as server:
         report = run(_experiment(server.url), cache=tmp_path / "calls.sqlite",
                      chunk_size=4).report
