@@ -9,13 +9,17 @@ request and the most requests it ever had in flight at once.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 Reply = tuple[int, dict[str, str], Any]
@@ -98,8 +102,9 @@ class ScriptedServer:
     """The server; ``script(body) -> Reply`` answers each request (in order)."""
 
     def __init__(self, script: Callable[[dict[str, Any]], Reply] = payment_policy, *,
-                 delay: float = 0.0) -> None:
+                 delay: float = 0.0, tls: ssl.SSLContext | None = None) -> None:
         self.script = script
+        self.tls = tls
         self.delay = delay
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -148,6 +153,8 @@ class ScriptedServer:
                     return
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -155,7 +162,7 @@ class ScriptedServer:
     def url(self) -> str:
         """The ``base_url`` to give a client."""
         host, port = self.httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return f"{'https' if self.tls else 'http'}://{host!s}:{port}/v1"
 
     def start(self) -> ScriptedServer:
         """Serve in a background thread."""
@@ -170,9 +177,9 @@ class ScriptedServer:
 
 @contextmanager
 def serving(script: Callable[[dict[str, Any]], Reply] = payment_policy, *,
-            delay: float = 0.0) -> Iterator[ScriptedServer]:
-    """A started server, stopped on exit."""
-    server = ScriptedServer(script, delay=delay).start()
+            delay: float = 0.0, tls: ssl.SSLContext | None = None) -> Iterator[ScriptedServer]:
+    """A started server (over TLS with ``tls``: see :func:`self_signed`), stopped on exit."""
+    server = ScriptedServer(script, delay=delay, tls=tls).start()
     try:
         yield server
     finally:
@@ -192,3 +199,31 @@ def sequence(*replies: Reply) -> Callable[[dict[str, Any]], Reply]:
 
     return script
 
+
+
+def self_signed(directory: Path) -> tuple[ssl.SSLContext, Path]:
+    """A server TLS context for 127.0.0.1 with a self-signed certificate, and the
+    certificate's PEM file (what a client must be told to trust)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - timedelta(minutes=5)).not_valid_after(now + timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_file, key_file = directory / "server.pem", directory / "server.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    return context, cert_file

@@ -14,7 +14,14 @@ from typing import Any
 import attrs
 import pytest
 
-from chat_server import completion, payment_policy, prompt_of, sequence, serving
+from chat_server import (
+    completion,
+    payment_policy,
+    prompt_of,
+    self_signed,
+    sequence,
+    serving,
+)
 from handoffs.examples.payment import (
     PAYMENT_RELEASE,
     ActionOnlyEncoder,
@@ -312,6 +319,28 @@ def test_timeouts_fail_closed_as_model_timeout() -> None:
     assert decision.verdict is Verdict.ESCALATE
     assert decision.action == "ESCALATE"
     assert [r.code for r in decision.reasons] == ["model-timeout"]
+
+
+def test_a_server_is_verified_over_tls_and_refused_when_no_trusted_ca_signed_it(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every client of a process verifies with one TLS context (httpx's default, made
+    once per ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``): a server whose certificate no
+    trusted CA signed is refused, and trusted once ``SSL_CERT_FILE`` names it."""
+    tls, certificate = self_signed(tmp_path)
+    with serving(tls=tls) as server:
+        assert server.url.startswith("https://")
+        monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+        monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+        with pytest.raises(ModelError, match="CERTIFICATE_VERIFY_FAILED"):
+            _client(server.url, max_retries=0).complete(_request())
+        assert server.requests == []
+        monkeypatch.setenv("SSL_CERT_FILE", str(certificate))
+        first, second = _client(server.url), _client(server.url)
+        assert first.complete(_request()).content == second.complete(_request()).content
+        assert len(server.requests) == 2
+        monkeypatch.delenv("SSL_CERT_FILE")
+        with pytest.raises(ModelError, match="CERTIFICATE_VERIFY_FAILED"):
+            _client(server.url, max_retries=0).complete(_request())
 
 
 def test_the_concurrency_limit_holds() -> None:
