@@ -432,7 +432,17 @@ def cpu_ablations(cases: Sequence[Any], variants: int, rounds: int) -> None:
     when no falsehood mutates every case (1.07/1.16x without, 1.16/1.19x with); a
     chunk's state keys kept by the state's values with the metrics' analysis fed once
     per state of a chunk (1.12/1.18x without, 1.24/1.18x with; in one process, eight
-    alternating pairs: 1.004 of the CPU without them).
+    alternating pairs: 1.004 of the CPU without them). Then ``check_value`` making a
+    JSON path only for an error (1.26x before, 1.10/1.12x after; in one process, ten
+    alternating pairs of the chunks' CPU: 0.962) and the runner's own threads deciding
+    one chunk at a time without slow receivers (1.02/1.00/1.08x after; in one process,
+    eight pairs of the whole run, twice: 0.952 and 0.967): kept. Not shown to pay, removed
+    (in one process, alternating pairs, median ratio of the CPU with them): booleans and
+    plain strings sized inside ``_size``'s loops, a patch's base member count remembered
+    and ``Patched`` reading its patch once (1.001, 0.966); the metrics fed from each
+    row's template and case instead of expanded rows (1.000); exact dicts and ``None``
+    answering ``isinstance(x, Mapping)`` without the ABC's check in the hot paths
+    (0.998, 0.989).
     """
     experiment = engine_experiment(cases, variants)
     table: dict[Hashable, Any] = {}

@@ -597,6 +597,23 @@ def _path(parent: str, key: object) -> str:
     return f"{parent}[{key}]" if isinstance(key, int) else f"{parent}.{key}"
 
 
+# A node of check_value's walk: (value, depth, the parent's node or None, the key or
+# index under the parent). The JSON path is made from the chain only for an error.
+_Node = tuple[Any, int, Any, Any]
+
+
+def _where(node: _Node) -> str:
+    """The JSON path of a node of :func:`check_value`'s walk."""
+    keys = []
+    while node[2] is not None:
+        keys.append(node[3])
+        node = node[2]
+    path = "$"
+    for key in reversed(keys):
+        path = _path(path, key)
+    return path
+
+
 def check_value(value: Any, *, limits: JSONLimits = DEFAULT_LIMITS) -> bool:  # noqa: PLR0912, PLR0915
     """Check an already parsed value as :func:`loads` checks text, and say whether it
     is plain (:func:`jcs_plain`).
@@ -616,9 +633,10 @@ def check_value(value: Any, *, limits: JSONLimits = DEFAULT_LIMITS) -> bool:  # 
     max_depth = limits.max_depth
     size = 0
     plain = True
-    stack: list[tuple[Any, int, str]] = [(value, 0, "$")]
+    stack: list[_Node] = [(value, 0, None, None)]
     while stack:
-        node, depth, path = stack.pop()
+        entry = stack.pop()
+        node = entry[0]
         kind = type(node)
         if kind is str or isinstance(node, str):
             if node.isascii():
@@ -626,7 +644,8 @@ def check_value(value: Any, *, limits: JSONLimits = DEFAULT_LIMITS) -> bool:  # 
             else:
                 if _SURROGATE.search(node):
                     raise MalformedJSON("a string holds a lone surrogate, which I-JSON "
-                                        "forbids", code="lone-surrogate", json_path=path)
+                                        "forbids", code="lone-surrogate",
+                                        json_path=_where(entry))
                 size += len(node.encode("utf-8")) + 2
             plain = plain and kind is str
         elif node is None or kind is bool:
@@ -634,51 +653,56 @@ def check_value(value: Any, *, limits: JSONLimits = DEFAULT_LIMITS) -> bool:  # 
         elif kind is int or (isinstance(node, int) and not isinstance(node, bool)):
             if not -MAX_SAFE_INTEGER <= node <= MAX_SAFE_INTEGER:
                 raise MalformedJSON(f"integer {str(node)[:24]} is outside ±(2^53 − 1)",
-                                    code="integer-out-of-range", json_path=path)
+                                    code="integer-out-of-range", json_path=_where(entry))
             size += 17
             plain = plain and kind is int
         elif isinstance(node, float):
             if not math.isfinite(node):
                 raise MalformedJSON(f"non-finite number {node!r} is not JSON",
-                                    code="non-finite-number", json_path=path)
+                                    code="non-finite-number", json_path=_where(entry))
             if MAX_SAFE_INTEGER < abs(node) < 1e21:
                 raise MalformedJSON(
                     f"the whole number {node!r} lies beyond ±(2^53 − 1)",
-                    code="integer-out-of-range", json_path=path)
+                    code="integer-out-of-range", json_path=_where(entry))
             size += 24
             plain = False
         elif isinstance(node, Mapping):
+            depth = entry[1]
             if depth >= max_depth:
                 raise MalformedJSON(
                     f"the object nests deeper than {max_depth} levels (or contains itself)",
-                    code="too-deep", json_path=path)
+                    code="too-deep", json_path=_where(entry))
             size += 2 + len(node)
             plain = plain and kind is dict
+            depth += 1
             for key, item in node.items():
                 if type(key) is not str:
                     if not isinstance(key, str):
                         raise MalformedJSON(
                             f"object keys are strings in JSON, got {type(key).__name__} "
-                            f"{key!r}", json_path=path)
+                            f"{key!r}", json_path=_where(entry))
                     plain = False
                 if not key.isascii():
                     if _SURROGATE.search(key):
                         raise MalformedJSON("an object key holds a lone surrogate, which "
                                             "I-JSON forbids", code="lone-surrogate",
-                                            json_path=path)
+                                            json_path=_where(entry))
                     plain = plain and not _astral_or_surrogate(key)
                 size += len(key) + 3
-                stack.append((item, depth + 1, _path(path, key)))
+                stack.append((item, depth, entry, key))
         elif kind is list or kind is tuple or isinstance(node, list):
+            depth = entry[1]
             if depth >= max_depth:
                 raise MalformedJSON(
                     f"the array nests deeper than {max_depth} levels (or contains itself)",
-                    code="too-deep", json_path=path)
+                    code="too-deep", json_path=_where(entry))
             size += 2 + len(node)
             plain = plain and (kind is list or kind is tuple)
-            stack.extend((item, depth + 1, _path(path, i)) for i, item in enumerate(node))
+            depth += 1
+            stack.extend([(item, depth, entry, i) for i, item in enumerate(node)])
         else:
-            raise MalformedJSON(f"{type(node).__name__} is not JSON data", json_path=path)
+            raise MalformedJSON(f"{type(node).__name__} is not JSON data",
+                                json_path=_where(entry))
         if size > budget:
             raise MalformedJSON(
                 f"the object's canonical form exceeds the limit of {budget} bytes",

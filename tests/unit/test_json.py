@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from handoffs._json import (
     canonical_bytes,
     canonical_bytes_plain,
     canonical_size,
+    check_value,
     digest,
     dumps,
     jcs_plain,
@@ -243,6 +245,74 @@ def test_canonical_size_is_the_length_of_the_canonical_bytes(value: Any) -> None
     except MalformedJSON as refused:
         found = refused.code
     assert found == expected
+
+
+_nested: list[Any] = []
+_nested.append({"x": _nested})
+
+
+@pytest.mark.parametrize(
+    ("value", "limits", "code", "path"),
+    [
+        ({"a": [1, {"b": math.nan}]}, DEFAULT_LIMITS, "non-finite-number", "$.a[1].b"),
+        ([[0, 2**53]], DEFAULT_LIMITS, "integer-out-of-range", "$[0][1]"),
+        ({"k": ("x", {"\ud800": 1})}, DEFAULT_LIMITS, "lone-surrogate", "$.k[1]"),
+        ({"k": ["\udfff"]}, DEFAULT_LIMITS, "lone-surrogate", "$.k[0]"),
+        ({"a": {"b": {1: 2}}}, DEFAULT_LIMITS, "invalid-json", "$.a.b"),
+        ({"a.b": [{"c": {1, 2}}]}, DEFAULT_LIMITS, "invalid-json", "$.a.b[0].c"),
+        (_nested, JSONLimits(max_depth=4), "too-deep", "$[0].x[0].x"),
+        ({"a": "x" * 20}, JSONLimits(max_bytes=10), "too-large", "$"),
+    ],
+)
+def test_check_value_names_the_offending_value(value: Any, limits: JSONLimits, code: str,
+                                                path: str) -> None:
+    with pytest.raises(MalformedJSON) as info:
+        check_value(value, limits=limits)
+    assert (info.value.code, info.value.json_path) == (code, path)
+
+
+def _paths(value: Any, path: str, depth: int) -> list[tuple[str, int, Any]]:
+    """Every node of ``value`` (to depth 8): (JSON path, depth, node)."""
+    found = [(path, depth, value)]
+    if depth < 8 and isinstance(value, dict):
+        for key, item in value.items():
+            found += _paths(item, f"{path}.{key}", depth + 1)
+    elif depth < 8 and isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found += _paths(item, f"{path}[{i}]", depth + 1)
+    return found
+
+
+def _at_fault(code: str, node: Any, depth: int, limits: JSONLimits) -> bool:
+    surrogate = "[\ud800-\udfff]"
+    if code == "lone-surrogate":
+        return (isinstance(node, str) and re.search(surrogate, node) is not None) or (
+            isinstance(node, dict)
+            and any(isinstance(k, str) and re.search(surrogate, k) for k in node))
+    if code == "integer-out-of-range":
+        return (isinstance(node, int) and abs(node) > MAX_SAFE_INTEGER) or (
+            isinstance(node, float) and MAX_SAFE_INTEGER < abs(node) < 1e21)
+    if code == "non-finite-number":
+        return isinstance(node, float) and not math.isfinite(node)
+    if code == "too-deep":
+        return isinstance(node, dict | list | tuple) and depth >= limits.max_depth
+    if code == "invalid-json":
+        return (isinstance(node, dict) and not all(isinstance(k, str) for k in node)) or (
+            not isinstance(node, dict | list | tuple | str | int | float | type(None)))
+    return code == "too-large"
+
+
+@given(unusual, st.integers(1, 6))
+def test_check_value_paths_name_a_value_at_fault(value: Any, max_depth: int) -> None:
+    limits = JSONLimits(max_depth=max_depth)
+    try:
+        check_value(value, limits=limits)
+    except MalformedJSON as refused:
+        code, path = refused.code, refused.json_path
+    else:
+        return
+    assert any(_at_fault(code, node, depth, limits)
+               for where, depth, node in _paths(value, "$", 0) if where == path)
 
 
 @given(json_values, st.booleans(), st.sampled_from([None, 2]))

@@ -207,6 +207,32 @@ def test_cases_stream_in_bounded_chunks(tmp_path: Path, monkeypatch: pytest.Monk
     assert report["experiment"]["cases"] == 140
 
 
+def test_the_runners_threads_decide_one_chunk_at_a_time(
+        threaded: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    # No slow receiver: two chunks deciding at once would only contend for the
+    # interpreter (and hold two chunks' cases).
+    import handoffs.lab._runner as runner
+
+    deciding, most = [0], [0]
+    lock = threading.Lock()
+    chunk = runner.run_chunk
+
+    def watched(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        with lock:
+            deciding[0] += 1
+            most[0] = max(most[0], deciding[0])
+        try:
+            return chunk(*args, **kwargs)
+        finally:
+            with lock:
+                deciding[0] -= 1
+
+    monkeypatch.setattr(runner, "run_chunk", watched)
+    report = run(essay(), workers=4, chunk_size=7, created=CREATED).report
+    assert normalise(report) == normalise(threaded)
+    assert most[0] == 1
+
+
 def test_bad_arguments_are_refused_before_any_work() -> None:
     with pytest.raises(ExperimentError, match="chunk_size"):
         run(essay(), chunk_size=0)

@@ -547,12 +547,14 @@ def _execute(experiment: Experiment, plan: Plan, log: RunLog, aggregator: Aggreg
     if bar is not None and log.cases:
         bar.update(bar.task_ids[0], completed=log.cases)
     pool, close, kind = _executor(executor, workers)
-    # Chunks in flight: on the runner's own threads, one decided and one waiting,
-    # unless slow receivers' scheduling passes should run ahead (the interpreter runs
-    # one chunk's work at a time, and each chunk in flight holds its cases: more
-    # would only add memory, +12% peak RSS from 280 to 2,800 cases in
-    # benchmarks/lab.py against +4% with two); processes and clusters get two per worker.
-    window = 2 if kind == "threads" and not plan.prefetch \
+    # Chunks in flight: on the runner's own threads one at a time, unless slow
+    # receivers' scheduling passes should run ahead. The interpreter runs one chunk's
+    # work at a time whatever the window, and each chunk in flight holds its cases:
+    # more add memory (+12% peak RSS from 280 to 2,800 cases in benchmarks/lab.py with
+    # many, +4% with two), and two threads deciding at once contend for the
+    # interpreter lock (3-5% more process CPU in benchmarks/lab.py than one).
+    # Processes and clusters get two per worker.
+    window = 1 if kind == "threads" and not plan.prefetch \
         else max(2, 2 * (workers or os.cpu_count() or 1))
     pending: collections.deque[cf.Future[dict[str, Any]]] = collections.deque()
     index, start = log.chunks, log.cases
