@@ -460,19 +460,20 @@ class Geometry:
         contract = self.contract
         if any(_opaque(rule.when) for rule in contract.policy.rules):
             return {"method": SAMPLED, "reason": "the policy holds an opaque predicate"}
-        names = [s.name for s in contract.fields]
+        # Only statuses are read here, never a model: the answers are the same on any
+        # context, so no fresh one (10 ms each, once per region of a lab run).
         try:
-            with fresh_context():  # the same answers in any process
-                analyser = _Analyser(contract, timeout_ms, DEFAULT_DELTA_RATIO, 0)
-                whole = analyser.sufficiency(list(fields), truth).status
-                removals = [analyser.sufficiency([f for f in fields if f != name],
-                                                 truth).status for name in fields]
-                triggers = [name for name in names
-                            if name in contract.policy.reads()
-                            and analyser.sufficiency([n for n in names if n != name],
-                                                     truth).status == "insufficient"]
+            analyser = _Analyser(contract, timeout_ms, DEFAULT_DELTA_RATIO, 0)
         except MissingExtra as exc:
             return {"method": "unknown", "reason": str(exc)}
+        names = [s.name for s in contract.fields]
+        whole = analyser.sufficiency(list(fields), truth).status
+        removals = [analyser.sufficiency([f for f in fields if f != name], truth).status
+                    for name in fields]
+        triggers = [name for name in names
+                    if name in contract.policy.reads()
+                    and analyser.sufficiency([n for n in names if n != name], truth).status
+                    == "insufficient"]
         undecided = "unknown" in (whole, *removals) or bool(analyser.unknown)
         if undecided:
             return {"method": "unknown", "reason": "; ".join(analyser.unknown[:3])}

@@ -537,7 +537,7 @@ def minimal_sets(contract: Contract[Any, Any], *, at: State | Any | None = None,
     if any(_opaque(rule.when) for rule in contract.policy.rules):
         return MinimalSets("unknown", ())
     view = None if at is None else (at if isinstance(at, Mapping) else contract.view(at))
-    with fresh_context():  # the same answers in any process
+    with fresh_context():  # the same pairs (broken_by_removal) in any process
         analyser = _Analyser(contract, timeout_ms, DEFAULT_DELTA_RATIO, budget)
         if view is None:
             return analyser.global_minimal(analyser.relevance())
