@@ -10,9 +10,9 @@ that reads one of them otherwise extends their treatment here
 (``tests/unit/test_memo.py`` decides messages both ways). The lab checks a receipt's
 schema and governance members once per such key of a gate of its contract
 (``lab._chunk``; ``tests/unit/test_projection.py`` checks receipts with equal keys).
-The baseline governance
-checker (``receivers._baselines``) and the lab (``lab._memo``: which key each receiver
-it calls gets, and the run-wide memo) build on these definitions of "the same value".
+The baseline governance checker (``receivers._baselines``) and the lab (``lab._memo``:
+which key each receiver it calls gets, and the run-wide memo) build on these
+definitions of "the same value".
 """
 
 from __future__ import annotations

@@ -552,7 +552,8 @@ def _execute(experiment: Experiment, plan: Plan, log: RunLog, aggregator: Aggreg
     # work at a time whatever the window, and each chunk in flight holds its cases:
     # more add memory (+12% peak RSS from 280 to 2,800 cases in benchmarks/lab.py with
     # many, +4% with two), and two threads deciding at once contend for the
-    # interpreter lock (3-5% more process CPU in benchmarks/lab.py than one).
+    # interpreter lock (3-5% more process CPU than one: the engine of
+    # benchmarks/lab.py on 2,800 cases, both windows alternated in one process).
     # Processes and clusters get two per worker.
     window = 1 if kind == "threads" and not plan.prefetch \
         else max(2, 2 * (workers or os.cpu_count() or 1))
