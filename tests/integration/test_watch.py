@@ -17,6 +17,7 @@ import shutil
 import sqlite3
 import subprocess
 from collections.abc import Callable
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -191,7 +192,11 @@ def test_bad_input_is_a_typed_error_naming_what_is_missing(
         SQLiteDecisionLog(log).close()
     elif case == "other-version":
         log = tmp_path / "other.db"
-        shutil.copy(scene["healthy"], log)
+        # through SQLite (a WAL database's latest pages may be in its -wal file, which a
+        # copy of the main file would leave behind)
+        with closing(sqlite3.connect(scene["healthy"])) as source, \
+                closing(sqlite3.connect(log)) as copy:
+            source.backup(copy)
         with sqlite3.connect(log) as conn:
             conn.execute("UPDATE decisions SET version = '2.0.0' WHERE seq % 2 = 0")
     elif case == "missing-log":
