@@ -37,9 +37,9 @@ Printed figures:
   of calls back to back, no lab), the ceiling this machine gives the figure, measured
   once before the lab's run and once after it (the order alternated; the figure is
   their mean; each with the CPU it took in this interpreter). The lab's line says how
-  much CPU its run took in this interpreter. The line before it also gives the
-  calls' time as the stub served them (with its own lateness under load) and as the
-  client timed them (send to answer, with the time a call
+  much CPU its run took in this interpreter and in its forked proof workers. The line
+  before it also gives the calls' time as the stub served them (with its own lateness
+  under load) and as the client timed them (send to answer, with the time a call
   thread waits for the interpreter while the lab works): both run higher, and neither
   is the figure.
 
@@ -56,6 +56,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import resource
 import signal
 import subprocess
 import sys
@@ -346,9 +347,10 @@ def concurrency(work: Path, chunk_size: int, latency: float) -> None:
     before = harness(latency, 288, work, "before")
     with stub(latency, log) as url:
         declared = experiment(40, url)
-        started, cpu = time.monotonic(), time.process_time()
+        started, cpu, workers = time.monotonic(), time.process_time(), children_cpu()
         report = run(declared, cache=False, chunk_size=chunk_size).report
         ended, cpu = time.monotonic(), time.process_time() - cpu
+        workers = children_cpu() - workers
     spans = served(log)
     calls = report["cost"]["totals"]["latency_ms"] / 1000
     provider = sum(end - start for start, end, _ in spans)
@@ -359,7 +361,7 @@ def concurrency(work: Path, chunk_size: int, latency: float) -> None:
     print(f"{latency * 1000:.0f} ms stub, 280 cases: {len(spans)} calls; the run {wall:.2f} s "
           f"wall from its start (first call after {first * 1000:.0f} ms, run end "
           f"{last * 1000:.0f} ms after the last call; {cpu:.2f} s CPU in the lab's "
-          f"interpreter); "
+          f"interpreter, {workers:.2f} s in its proof workers); "
           f"calls {busy:.2f} s at {latency * 1000:.0f} ms each; {provider:.2f} s as the stub "
           f"served them ({provider / wall:.1f} of {WIDTH}), {calls:.2f} s as the client "
           f"timed them ({calls / wall:.1f} of {WIDTH})")
@@ -370,6 +372,14 @@ def concurrency(work: Path, chunk_size: int, latency: float) -> None:
     print(f"effective concurrency (whole run) at {latency * 1000:.0f} ms: "
           f"{busy / wall:.1f} of {WIDTH} (the harness alone: {bare:.1f}; lab / harness "
           f"{busy / wall / bare:.2f})")
+
+
+def children_cpu() -> float:
+    """CPU seconds (user and system) of the child processes this one has waited for:
+    the lab's forked proof workers (the stub is waited for only when it stops).
+    """
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return children.ru_utime + children.ru_stime
 
 
 def harness(latency: float, calls: int, work: Path, when: str) -> tuple[float, float]:
