@@ -321,3 +321,29 @@ def test_action_added_follows_the_extended_policy_and_is_refuted_where_it_decide
     assert row["witness"]["reference_action"] == "PARTIAL_APPROVE"
     assert row["witness"]["state"]["credit_score"] > 800
     assert row["agreement"] < 1
+
+
+def test_the_rows_a_strict_receiver_refused_are_proved_refused_in_one_worker(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A governance field removed: the proof assumed the strict receiver admits the
+    message, the run saw it refuse every one, so the row's verdict is the proof of the
+    refusal (its witness is refused), and every such row's refusal is proved by one
+    worker, not one each."""
+    from handoffs.examples.payment_lab import payment_experiment
+    from handoffs.lab import _proofs
+
+    workers: list[list[tuple[str, str]]] = []
+
+    def counted(contract: Any, tasks: Any, *args: Any) -> Any:
+        workers.append([t.key for t in tasks])
+        return _run_with_deadline(contract, tasks, *args)
+
+    monkeypatch.setattr(_proofs, "_run_with_deadline", counted)
+    report = run(payment_experiment(variants=2, profile="essay")).report
+    refused = [r for r in report["results"] if r["strategy"] == "decision_contract"
+               and r["perturbation"].startswith("remove-governance-field:")]
+    assert len(refused) == 7
+    assert all(r["admitted_rate"] == 0 for r in refused)
+    assert all(r["verdict"] == "refuted" and r["witness"]["refused"] for r in refused)
+    assert len(workers) == 2  # the plan's rows, then every refusal at once
+    assert sorted(workers[1]) == sorted((r["strategy"], r["perturbation"]) for r in refused)

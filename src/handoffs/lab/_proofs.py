@@ -321,18 +321,28 @@ class Proofs:
         decision-state value).
         """
         cases = dict(witness_cases or {})
-        for row in results:
-            key = (row["strategy"], row["perturbation"])
-            proof = self.rows.get(key) or _sampled("no symbolic form for this row")
-            proof = self._checked(key, proof, row)
+        checked = [self._checked(row) for row in results]
+        # the rows whose receiver refused every perturbed message: their proofs of
+        # the refusal, in one worker
+        refusals = [found for found in checked if isinstance(found, _Task)]
+        refused = _run_with_deadline(self._contract, refusals, self._timeout_ms,
+                                     DEFAULT_DEADLINE_S)
+        for row, found in zip(results, checked, strict=True):
+            proof = attrs.evolve(refused[found.key], admission=False) \
+                if isinstance(found, _Task) else found
             out = proof.to_json()
             if out["witness"] is not None:
                 digest = _state_key(out["witness"]["state"])
                 out["witness"]["case_id"] = cases.get(digest)
             row.update(out)
 
-    def _checked(self, key: tuple[str, str], proof: RowProof,
-                 row: Mapping[str, Any]) -> RowProof:
+    def _checked(self, row: Mapping[str, Any]) -> RowProof | _Task:
+        """A row's proof checked against what the run saw its receiver admit, or the
+        task that proves the refusal when the receiver refused every perturbed message
+        the proof assumed admitted.
+        """
+        key = (row["strategy"], row["perturbation"])
+        proof = self.rows.get(key) or _sampled("no symbolic form for this row")
         if proof.admission is None or proof.verdict == "sampled":
             return proof
         admitted = row.get("admitted_rate")
@@ -342,11 +352,7 @@ class Proofs:
             return proof
         task = self._tasks.get(key)
         if admitted == 0 and task is not None and task.form.admission and proof.admission:
-            # the receiver refuses every such message: the proof of the refusal
-            refused = attrs.evolve(task, refused=True)
-            found = _run_with_deadline(self._contract, [refused], self._timeout_ms,
-                                       DEFAULT_DEADLINE_S)[key]
-            return attrs.evolve(found, admission=False)
+            return attrs.evolve(task, refused=True)
         return _sampled(f"the receiver admitted {admitted!r} of the perturbed messages; "
                         "the proof assumed it admits all or none")
 
