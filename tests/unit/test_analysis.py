@@ -444,3 +444,23 @@ def test_a_field_reads_its_json_form_strictly_and_refuses_what_it_cannot_hold() 
             specs[name].read(value)
     with pytest.raises(InvalidArgument):
         specs["fraud_probability"].read({"lo": 0.3, "hi": 0.2})  # the interval's own check
+
+
+def test_a_message_is_certified_alike_on_any_z3_context_and_call_after_call() -> None:
+    """certify_message keeps one analyser per contract and z3 main context: asked again,
+    or inside another main context (whose terms cannot mix with the first's), it gives
+    the same certificate."""
+    from handoffs._solver import fresh_context
+    from handoffs.contracts.analysis import geometry
+
+    contract = claim_triage()  # a new object: no geometry cached for it
+    truth = next(r.witness for r in analyse(contract).regions if r.witness is not None)
+    found = geometry(contract)
+    first = found.certify_message(truth, ["claim_amount"], [])
+    assert first["method"] == "certified"
+    assert found.certify_message(truth, ["claim_amount"], []) == first
+    with fresh_context():
+        assert found.certify_message(truth, ["claim_amount"], []) == first
+    assert found.certify_message(truth, ["claim_amount"], []) == first
+    whole = [s.name for s in contract.fields]
+    assert found.certify_message(truth, whole, [])["minimal"] is False

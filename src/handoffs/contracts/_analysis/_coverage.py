@@ -5,14 +5,16 @@ geometry cache the lab and the testing helpers draw on (internal; see ``analysis
 from __future__ import annotations
 
 import enum
+import functools
 import itertools
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
 
 from handoffs._errors import MissingExtra, PolicyError
-from handoffs._solver import fresh_context
+from handoffs._solver import fresh_context, z3_module
 from handoffs.contracts._analysis._geometry import (
     _at_cut,
     _clip,
@@ -360,6 +362,8 @@ class Geometry:
                                                              repr=False)
 
     _moves: list[tuple[Transition, ...]] = attrs.field(factory=list, init=False, repr=False)
+    _certifiers: list[tuple[Any, int, _Analyser]] = attrs.field(factory=list, init=False,
+                                                                repr=False)
 
     def _solve(self) -> tuple[Analysis | None, str]:
         if not self._solved:
@@ -460,28 +464,45 @@ class Geometry:
         contract = self.contract
         if any(_opaque(rule.when) for rule in contract.policy.rules):
             return {"method": SAMPLED, "reason": "the policy holds an opaque predicate"}
-        # Only statuses are read here, never a model: the answers are the same on any
-        # context, so no fresh one (10 ms each, once per region of a lab run).
-        try:
-            analyser = _Analyser(contract, timeout_ms, DEFAULT_DELTA_RATIO, 0)
-        except MissingExtra as exc:
-            return {"method": "unknown", "reason": str(exc)}
-        names = [s.name for s in contract.fields]
-        whole = analyser.sufficiency(list(fields), truth).status
-        removals = [analyser.sufficiency([f for f in fields if f != name], truth).status
-                    for name in fields]
-        triggers = [name for name in names
-                    if name in contract.policy.reads()
-                    and analyser.sufficiency([n for n in names if n != name], truth).status
-                    == "insufficient"]
-        undecided = "unknown" in (whole, *removals) or bool(analyser.unknown)
-        if undecided:
-            return {"method": "unknown", "reason": "; ".join(analyser.unknown[:3])}
+        with _CERTIFYING:
+            try:
+                analyser = self._certifier(timeout_ms)
+            except MissingExtra as exc:
+                return {"method": "unknown", "reason": str(exc)}
+            unknown = len(analyser.unknown)
+            status = functools.partial(analyser.sufficiency_status, at=truth)
+            names = [s.name for s in contract.fields]
+            whole = status(list(fields))
+            removals = [status([f for f in fields if f != name]) for name in fields]
+            triggers = [name for name in names if name in contract.policy.reads()
+                        and status([n for n in names if n != name]) == "insufficient"]
+            undecided = analyser.unknown[unknown:]
+        if undecided or "unknown" in (whole, *removals):
+            return {"method": "unknown", "reason": "; ".join(undecided[:3])}
         return {"method": CERTIFIED, "sufficient": whole == "sufficient",
                 "minimal": all(r == "insufficient" for r in removals),
                 "trigger_fields": triggers,
                 "triggers_agree": set(triggers) == set(trigger_fields)}
 
+
+    def _certifier(self, timeout_ms: int) -> _Analyser:
+        """The analyser :meth:`certify_message` asks, made once per time limit and z3
+        main context (its terms belong to the context they were made on). Only
+        statuses are read from it, never a model: they are the same whatever it was
+        asked before, so it need not start fresh.
+        """
+        z3 = z3_module()
+        context = z3.main_ctx()
+        for made_on, limit, analyser in self._certifiers:
+            if made_on is context and limit == timeout_ms:
+                return analyser
+        analyser = _Analyser(self.contract, timeout_ms, DEFAULT_DELTA_RATIO, 0)
+        self._certifiers[:] = [(context, timeout_ms, analyser)]
+        return analyser
+
+
+_CERTIFYING = threading.Lock()
+"""One :meth:`Geometry.certify_message` at a time: its analyser's solver is shared."""
 
 _GEOMETRY: dict[int, Geometry] = {}
 

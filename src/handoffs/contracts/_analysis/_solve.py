@@ -387,15 +387,26 @@ class _Analyser:
             formulas += self.pair.a.pin(spec.name, at[spec.name])
         return formulas
 
-    def sufficiency(self, fields: Sequence[str], at: State | None = None) -> Sufficiency:
+    def _query(self, fields: Sequence[str], at: State | None) -> tuple[str, Any]:
+        """Can two states equal on ``fields`` (and at ``at``, if given) decide
+        differently? The solver's status and model.
+        """
         pinned = self.pin(at) if at is not None else []
-        status, model = self.solver.check(
+        return self.solver.check(
             f"sufficiency of {sorted(fields)}", self.da.action != self.db.action,
             *pinned, *self.pair.a.equal(self.pair.b, list(fields)))
+
+    def sufficiency(self, fields: Sequence[str], at: State | None = None) -> Sufficiency:
+        status, model = self._query(fields, at)
         key = tuple(sorted(fields, key=list(self.contract.field_map).index))
         if status == "sat":
             return Sufficiency(key, "insufficient", self._pair(model), at)
         return Sufficiency(key, "sufficient" if status == "unsat" else "unknown", None, at)
+
+    def sufficiency_status(self, fields: Sequence[str], at: State | None = None) -> str:
+        """:meth:`sufficiency`'s status alone (no counterexample pair is built)."""
+        status = self._query(fields, at)[0]
+        return {"sat": "insufficient", "unsat": "sufficient"}.get(status, "unknown")
 
     def global_minimal(self, relevance: Sequence[Relevance]) -> MinimalSets:
         """The minimum sufficient set over every state: on a product of field domains
