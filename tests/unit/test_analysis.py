@@ -464,3 +464,39 @@ def test_a_message_is_certified_alike_on_any_z3_context_and_call_after_call() ->
     assert found.certify_message(truth, ["claim_amount"], []) == first
     whole = [s.name for s in contract.fields]
     assert found.certify_message(truth, whole, [])["minimal"] is False
+
+
+def _certify_in_child(connection: Any, truth: Any) -> None:
+    import os
+
+    from handoffs.contracts.analysis import geometry
+
+    found = geometry(CLAIM_TRIAGE)
+    certificate = found.certify_message(truth, ["claim_amount"], [])
+    made_in = [kept[0] for kept, _ in found._certifiers]
+    connection.send((certificate, made_in == [os.getpid()]))
+    connection.close()
+
+
+def test_a_forked_child_certifies_while_a_parent_thread_holds_the_certifier() -> None:
+    """The certifier's lock is the child's own after a fork: a child forked while a
+    thread of its parent certifies does not wait for a thread it does not have, nor
+    take over the solver that thread was asking (it makes its own)."""
+    import multiprocessing
+
+    from handoffs.contracts._analysis import _coverage
+    from handoffs.contracts.analysis import geometry
+
+    truth = next(r.witness for r in analyse(CLAIM_TRIAGE).regions if r.witness is not None)
+    expected = geometry(CLAIM_TRIAGE).certify_message(truth, ["claim_amount"], [])
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    with _coverage._CERTIFYING[0]:  # as a thread of this process certifying would
+        child = context.Process(target=_certify_in_child, args=(send, truth), daemon=True)
+        child.start()
+        send.close()
+        answered = receive.poll(60)
+    child.kill()
+    child.join()
+    assert answered, "the forked child waited for its parent's lock"
+    assert receive.recv() == (expected, True)

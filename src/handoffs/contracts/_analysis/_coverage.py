@@ -7,6 +7,7 @@ from __future__ import annotations
 import enum
 import functools
 import itertools
+import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
@@ -362,8 +363,8 @@ class Geometry:
                                                              repr=False)
 
     _moves: list[tuple[Transition, ...]] = attrs.field(factory=list, init=False, repr=False)
-    _certifiers: list[tuple[Any, int, _Analyser]] = attrs.field(factory=list, init=False,
-                                                                repr=False)
+    _certifiers: list[tuple[tuple[int, Any, int], _Analyser]] = attrs.field(
+        factory=list, init=False, repr=False)
 
     def _solve(self) -> tuple[Analysis | None, str]:
         if not self._solved:
@@ -464,7 +465,7 @@ class Geometry:
         contract = self.contract
         if any(_opaque(rule.when) for rule in contract.policy.rules):
             return {"method": SAMPLED, "reason": "the policy holds an opaque predicate"}
-        with _CERTIFYING:
+        with _CERTIFYING[0]:
             try:
                 analyser = self._certifier(timeout_ms)
             except MissingExtra as exc:
@@ -486,23 +487,26 @@ class Geometry:
 
 
     def _certifier(self, timeout_ms: int) -> _Analyser:
-        """The analyser :meth:`certify_message` asks, made once per time limit and z3
-        main context (its terms belong to the context they were made on). Only
-        statuses are read from it, never a model: they are the same whatever it was
-        asked before, so it need not start fresh.
+        """The analyser :meth:`certify_message` asks, made once per process, time
+        limit and z3 main context (its terms belong to the context they were made on;
+        a forked child does not take over a solver its parent may have been asking).
+        Only statuses are read from it, never a model: they are the same whatever it
+        was asked before, so it need not start fresh.
         """
         z3 = z3_module()
-        context = z3.main_ctx()
-        for made_on, limit, analyser in self._certifiers:
-            if made_on is context and limit == timeout_ms:
+        made = (os.getpid(), z3.main_ctx(), timeout_ms)
+        for kept, analyser in self._certifiers:
+            if kept[0] == made[0] and kept[1] is made[1] and kept[2] == made[2]:
                 return analyser
         analyser = _Analyser(self.contract, timeout_ms, DEFAULT_DELTA_RATIO, 0)
-        self._certifiers[:] = [(context, timeout_ms, analyser)]
+        self._certifiers[:] = [(made, analyser)]
         return analyser
 
 
-_CERTIFYING = threading.Lock()
-"""One :meth:`Geometry.certify_message` at a time: its analyser's solver is shared."""
+_CERTIFYING: list[threading.Lock] = [threading.Lock()]
+"""One :meth:`Geometry.certify_message` at a time: its analyser's solver is shared (a
+forked child's lock is its own, free whatever a thread of its parent held)."""
+os.register_at_fork(after_in_child=lambda: _CERTIFYING.__setitem__(0, threading.Lock()))
 
 _GEOMETRY: dict[int, Geometry] = {}
 
