@@ -80,7 +80,7 @@ from handoffs.lab._values import wire_value
 from handoffs.lab.perturbations import CaseContext, Perturbation, Variant
 from handoffs.receivers import Gate, Verdict, decision_reads
 
-__all__ = ["run_chunk"]
+__all__ = ["EXHIBITS", "run_chunk"]
 
 
 _plans: dict[str, Plan] = {}
@@ -89,7 +89,9 @@ _GOVERNANCE: Final = frozenset(GOVERNANCE_FIELDS)
 
 _PLANS_KEPT: Final = 8
 _GONE: Final = ("removed",)  # a removed member's contribution to a patched key
-_EXHIBITS: Final = 3  # messages kept per strategy × perturbation and chunk
+EXHIBITS: Final = 3
+"""Failing messages kept per strategy × perturbation: by each chunk, and by the
+metrics over the run."""
 _CHECK_EVERY: Final = 16
 """A hit on a declared projection is decided again once in this many (and the first)."""
 
@@ -780,10 +782,10 @@ class _Chunk:
 
     def _exhibit(self, j: int, si: int, pi: int, msg: Message) -> None:
         """Keep the message sent for the row just added (a disagreement), up to
-        :data:`_EXHIBITS` per strategy × perturbation.
+        :data:`EXHIBITS` per strategy × perturbation.
         """
         seen = self.failing.counts.get((si, pi), 0)
-        if seen >= _EXHIBITS:
+        if seen >= EXHIBITS:
             return
         self.failing.counts[(si, pi)] = seen + 1
         self.failing.exhibits.append([len(self.rows) - 1, dict(msg.message)])

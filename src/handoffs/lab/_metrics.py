@@ -21,7 +21,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Final
 
 from handoffs._json import dumps
-from handoffs.lab._chunk import _EXHIBITS
+from handoffs.lab._chunk import EXHIBITS
 from handoffs.lab._exercised import Tally, row_exercised
 from handoffs.lab._runlog import expand_rows
 from handoffs.lab.perturbations import Falsehood, Perturbation
@@ -326,7 +326,7 @@ class Aggregator:
         # the listing is the _FAILURE_LIMIT first by _failure_key, whatever the chunks:
         # per list, the key past which nothing can enter any more (set when it is cut)
         self._failure_floor: dict[bool, tuple[Any, ...]] = {}
-        # failing decisions seen per (strategy, perturbation): the first _EXHIBITS of
+        # failing decisions seen per (strategy, perturbation): the first EXHIBITS of
         # the stream carry the message sent (every chunk keeps its own first few)
         self._exhibited: dict[tuple[int, int], int] = {}
         self._admitted_true: dict[tuple[int, int, int], bool] = {}
@@ -426,7 +426,7 @@ class Aggregator:
             floor = self._failure_floor.get(bool(hard))
             if floor is None or key < floor:
                 self._list_failure(row, hard, cases,
-                                   messages.get(i) if shown < _EXHIBITS else None, rules,
+                                   messages.get(i) if shown < EXHIBITS else None, rules,
                                    key=key)
 
     def _violations(self, row: Sequence[Any]) -> tuple[str, ...]:
