@@ -500,3 +500,24 @@ def test_a_forked_child_certifies_while_a_parent_thread_holds_the_certifier() ->
     child.join()
     assert answered, "the forked child waited for its parent's lock"
     assert receive.recv() == (expected, True)
+
+
+def test_a_query_out_of_time_makes_its_certificate_unknown_and_not_the_next(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept analyser's undecided queries are each certificate's own: one whose
+    queries ran out of time is ``unknown`` and says which, the next is certified."""
+    from handoffs.contracts.analysis import geometry
+
+    contract = claim_triage()  # a new object: no geometry cached for it
+    truth = next(r.witness for r in analyse(contract).regions if r.witness is not None)
+    found = geometry(contract)
+    assert found.certify_message(truth, ["claim_amount"], [])["method"] == "certified"
+    ((_, analyser),) = found._certifiers
+    monkeypatch.setattr(analyser.solver, "_solve", lambda *_: analyser.z3.unknown)
+    late = found.certify_message(truth, ["claim_amount"], [])
+    assert late["method"] == "unknown"
+    assert late["reason"].startswith("sufficiency of ['claim_amount']")
+    monkeypatch.undo()
+    again = found.certify_message(truth, ["claim_amount"], [])
+    assert again["method"] == "certified"
+    assert again == found.certify_message(truth, ["claim_amount"], [])

@@ -470,21 +470,20 @@ class Geometry:
                 analyser = self._certifier(timeout_ms)
             except MissingExtra as exc:
                 return {"method": "unknown", "reason": str(exc)}
-            unknown = len(analyser.unknown)
+            analyser.unknown.clear()  # the queries that ran out of time, this call's
             status = functools.partial(analyser.sufficiency_status, at=truth)
             names = [s.name for s in contract.fields]
             whole = status(list(fields))
             removals = [status([f for f in fields if f != name]) for name in fields]
             triggers = [name for name in names if name in contract.policy.reads()
                         and status([n for n in names if n != name]) == "insufficient"]
-            undecided = analyser.unknown[unknown:]
+            undecided = list(analyser.unknown)
         if undecided or "unknown" in (whole, *removals):
             return {"method": "unknown", "reason": "; ".join(undecided[:3])}
         return {"method": CERTIFIED, "sufficient": whole == "sufficient",
                 "minimal": all(r == "insufficient" for r in removals),
                 "trigger_fields": triggers,
                 "triggers_agree": set(triggers) == set(trigger_fields)}
-
 
     def _certifier(self, timeout_ms: int) -> _Analyser:
         """The analyser :meth:`certify_message` asks, made once per process, time
