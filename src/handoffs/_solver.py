@@ -1,9 +1,10 @@
 """Shared internal (not public): z3 for every part that asks it, in one place.
 
 :func:`z3_module` imports z3-solver (the ``lab`` extra) or names the extra that is
-missing; :func:`fresh_context` runs z3 work on a main context of its own. The policy
-analysis (``contracts._analysis``) and the lab's row proofs (``lab._proofs``, in their
-worker process) both use them.
+missing; :func:`fresh_context` runs z3 work on a main context of its own and
+:func:`main_context` on the process's own, one such run at a time per process. The
+policy analysis (``contracts._analysis``) and the lab's row proofs (``lab._proofs``, in
+their worker process) both use them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from handoffs._errors import MissingExtra
 
-__all__ = ["fresh_context", "z3_module"]
+__all__ = ["fresh_context", "main_context", "z3_module"]
 
 
 def z3_module() -> Any:
@@ -57,3 +58,13 @@ def fresh_context() -> Iterator[None]:
             yield
         finally:
             z3.z3._main_ctx = saved
+
+
+@contextlib.contextmanager
+def main_context() -> Iterator[None]:
+    """Run the enclosed z3 work on the process's main context, not at the same time as
+    a :func:`fresh_context` run (which swaps the main context: terms made meanwhile
+    would belong to another context than the work's own).
+    """
+    with _FRESH[0]:
+        yield

@@ -479,19 +479,19 @@ def _certify_in_child(connection: Any, truth: Any) -> None:
 
 
 def test_a_forked_child_certifies_while_a_parent_thread_holds_the_certifier() -> None:
-    """The certifier's lock is the child's own after a fork: a child forked while a
-    thread of its parent certifies does not wait for a thread it does not have, nor
-    take over the solver that thread was asking (it makes its own)."""
+    """The process's z3 lock, which certifying holds, is the child's own after a fork: a
+    child forked while a thread of its parent certifies does not wait for a thread it
+    does not have, nor take over the solver that thread was asking (it makes its own)."""
     import multiprocessing
 
-    from handoffs.contracts._analysis import _coverage
+    from handoffs._solver import main_context
     from handoffs.contracts.analysis import geometry
 
     truth = next(r.witness for r in analyse(CLAIM_TRIAGE).regions if r.witness is not None)
     expected = geometry(CLAIM_TRIAGE).certify_message(truth, ["claim_amount"], [])
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
-    with _coverage._CERTIFYING[0]:  # as a thread of this process certifying would
+    with main_context():  # as a thread of this process certifying would
         child = context.Process(target=_certify_in_child, args=(send, truth), daemon=True)
         child.start()
         send.close()
@@ -521,3 +521,30 @@ def test_a_query_out_of_time_makes_its_certificate_unknown_and_not_the_next(
     again = found.certify_message(truth, ["claim_amount"], [])
     assert again["method"] == "certified"
     assert again == found.certify_message(truth, ["claim_amount"], [])
+
+
+def test_certifying_waits_while_another_thread_runs_z3_on_a_fresh_context() -> None:
+    """A fresh-context run swaps the process's main context: a certificate asked
+    meanwhile would make its terms on the other run's context. It waits for the run to
+    end, then certifies as ever."""
+    import threading
+
+    from handoffs._solver import fresh_context
+    from handoffs.contracts.analysis import geometry
+
+    truth = next(r.witness for r in analyse(CLAIM_TRIAGE).regions if r.witness is not None)
+    expected = geometry(CLAIM_TRIAGE).certify_message(truth, ["claim_amount"], [])
+    found: list[Any] = []
+    done = threading.Event()
+
+    def certify() -> None:
+        found.append(geometry(CLAIM_TRIAGE).certify_message(truth, ["claim_amount"], []))
+        done.set()
+
+    with fresh_context():
+        asking = threading.Thread(target=certify)
+        asking.start()
+        waited = not done.wait(0.5)
+    asking.join(60)
+    assert waited, "a certificate was made while another run held z3's main context"
+    assert found == [expected]

@@ -8,14 +8,13 @@ import enum
 import functools
 import itertools
 import os
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
 
 from handoffs._errors import MissingExtra, PolicyError
-from handoffs._solver import fresh_context, z3_module
+from handoffs._solver import fresh_context, main_context, z3_module
 from handoffs.contracts._analysis._geometry import (
     _at_cut,
     _clip,
@@ -465,7 +464,7 @@ class Geometry:
         contract = self.contract
         if any(_opaque(rule.when) for rule in contract.policy.rules):
             return {"method": SAMPLED, "reason": "the policy holds an opaque predicate"}
-        with _CERTIFYING[0]:
+        with main_context():  # its analyser's solver is shared
             try:
                 analyser = self._certifier(timeout_ms)
             except MissingExtra as exc:
@@ -493,19 +492,14 @@ class Geometry:
         was asked before, so it need not start fresh.
         """
         z3 = z3_module()
-        made = (os.getpid(), z3.main_ctx(), timeout_ms)
+        made = (os.getpid(), z3.main_ctx(), timeout_ms)  # a context equals only itself
         for kept, analyser in self._certifiers:
-            if kept[0] == made[0] and kept[1] is made[1] and kept[2] == made[2]:
+            if kept == made:
                 return analyser
         analyser = _Analyser(self.contract, timeout_ms, DEFAULT_DELTA_RATIO, 0)
         self._certifiers[:] = [(made, analyser)]
         return analyser
 
-
-_CERTIFYING: list[threading.Lock] = [threading.Lock()]
-"""One :meth:`Geometry.certify_message` at a time: its analyser's solver is shared (a
-forked child's lock is its own, free whatever a thread of its parent held)."""
-os.register_at_fork(after_in_child=lambda: _CERTIFYING.__setitem__(0, threading.Lock()))
 
 _GEOMETRY: dict[int, Geometry] = {}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -51,6 +51,9 @@ from handoffs.contracts._contract import Contract
 from handoffs.contracts._policy import (
     Condition,
 )
+
+_SUFFICIENCY: Final = {"sat": "insufficient", "unsat": "sufficient"}
+"""A sufficiency query's status (two states agree on the fields yet decide apart: sat)."""
 
 
 class _Analyser:
@@ -399,14 +402,12 @@ class _Analyser:
     def sufficiency(self, fields: Sequence[str], at: State | None = None) -> Sufficiency:
         status, model = self._query(fields, at)
         key = tuple(sorted(fields, key=list(self.contract.field_map).index))
-        if status == "sat":
-            return Sufficiency(key, "insufficient", self._pair(model), at)
-        return Sufficiency(key, "sufficient" if status == "unsat" else "unknown", None, at)
+        pair = self._pair(model) if status == "sat" else None
+        return Sufficiency(key, _SUFFICIENCY.get(status, "unknown"), pair, at)
 
     def sufficiency_status(self, fields: Sequence[str], at: State | None = None) -> str:
         """:meth:`sufficiency`'s status alone (no counterexample pair is built)."""
-        status = self._query(fields, at)[0]
-        return {"sat": "insufficient", "unsat": "sufficient"}.get(status, "unknown")
+        return _SUFFICIENCY.get(self._query(fields, at)[0], "unknown")
 
     def global_minimal(self, relevance: Sequence[Relevance]) -> MinimalSets:
         """The minimum sufficient set over every state: on a product of field domains
