@@ -4,7 +4,9 @@
 for): it speaks real HTTP through the standard library's ``http.server``, so the
 client's connection handling, headers, status codes, ``Retry-After`` and timeouts
 are exercised for real; only the "model" is a Python function. It records every
-request and the most requests it ever had in flight at once.
+request and the most requests it ever had in flight at once; with ``gather=n`` it holds
+the first requests until ``n`` are in flight together, so a test of a client's overlap
+does not depend on how fast a loaded machine sends them.
 """
 
 from __future__ import annotations
@@ -99,18 +101,29 @@ def _policy(state: dict[str, Any]) -> str:  # noqa: PLR0911 - the essay's decisi
 
 
 class ScriptedServer:
-    """The server; ``script(body) -> Reply`` answers each request (in order)."""
+    """The server; ``script(body) -> Reply`` answers each request (in order).
+
+    ``delay`` seconds pass before each answer. With ``gather=n``, the first requests
+    are held until ``n`` are in flight at once (or for ``hold`` seconds, after which the
+    server stops waiting); from then on it answers after ``delay`` alone. A client that
+    never has ``n`` requests out therefore shows a smaller ``max_in_flight``, however
+    fast or slow the machine.
+    """
 
     def __init__(self, script: Callable[[dict[str, Any]], Reply] = payment_policy, *,
-                 delay: float = 0.0, tls: ssl.SSLContext | None = None) -> None:
+                 delay: float = 0.0, gather: int = 0, hold: float = 10.0,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.script = script
         self.tls = tls
         self.delay = delay
+        self.gather = gather
+        self.hold = hold
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.in_flight = 0
         self.max_in_flight = 0
         self.lock = threading.Lock()
+        self.gathered = threading.Condition(self.lock)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -125,6 +138,12 @@ class ScriptedServer:
                 with server.lock:
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                    if server.max_in_flight >= server.gather:
+                        server.gathered.notify_all()
+                    elif not server.gathered.wait_for(
+                            lambda: server.max_in_flight >= server.gather, server.hold):
+                        server.gather = 0  # never came: answer after ``delay`` alone
+                        server.gathered.notify_all()
                 try:
                     body = json.loads(raw)
                     with server.lock:
@@ -177,9 +196,12 @@ class ScriptedServer:
 
 @contextmanager
 def serving(script: Callable[[dict[str, Any]], Reply] = payment_policy, *,
-            delay: float = 0.0, tls: ssl.SSLContext | None = None) -> Iterator[ScriptedServer]:
-    """A started server (over TLS with ``tls``: see :func:`self_signed`), stopped on exit."""
-    server = ScriptedServer(script, delay=delay, tls=tls).start()
+            delay: float = 0.0, gather: int = 0,
+            tls: ssl.SSLContext | None = None) -> Iterator[ScriptedServer]:
+    """A started server (over TLS with ``tls``: see :func:`self_signed`; holding the
+    first requests until ``gather`` are in flight: see :class:`ScriptedServer`),
+    stopped on exit."""
+    server = ScriptedServer(script, delay=delay, gather=gather, tls=tls).start()
     try:
         yield server
     finally:

@@ -109,7 +109,7 @@ def test_calls_overlap_across_cases_and_the_call_threads_only_wait_for_the_model
         return request(self, document, contract, **options)
 
     monkeypatch.setattr(ModelReceiver, "request", recording)
-    with serving(delay=0.05) as server:
+    with serving(delay=0.05, gather=4) as server:
         report = run(_experiment(server.url), cache=tmp_path / "calls.sqlite",
                      chunk_size=4).report
     # the model was kept busy: four calls (the client's bound) in flight at once, and
@@ -447,7 +447,7 @@ def _draws(log: Path, strategy: str) -> dict[int, dict[int, str]]:
 def test_each_sample_of_a_sampled_receiver_is_one_call_cached_and_resumable(
         tmp_path: Path) -> None:
     log, again = tmp_path / "run.jsonl", tmp_path / "again.jsonl"
-    with serving(_drawing(), delay=0.02) as server:
+    with serving(_drawing(), delay=0.02, gather=4) as server:
         report = run(_sampled_experiment(server.url), run_log=log, chunk_size=4).report
         asked = list(server.requests)
         # a repeated run on the same call cache asks nothing and draws the same
@@ -481,7 +481,7 @@ def test_each_sample_of_a_sampled_receiver_is_one_call_cached_and_resumable(
 
 
 def test_sampled_calls_overlap_like_deterministic_ones(tmp_path: Path) -> None:
-    with serving(_drawing(), delay=0.05) as server:
+    with serving(_drawing(), delay=0.05, gather=4) as server:
         report = run(_sampled_experiment(server.url, full_record=False),
                      cache=tmp_path / "calls.sqlite", chunk_size=7).report
     assert all(body["temperature"] > 0 for body in server.requests)

@@ -344,7 +344,7 @@ def test_a_server_is_verified_over_tls_and_refused_when_no_trusted_ca_signed_it(
 
 
 def test_the_concurrency_limit_holds() -> None:
-    with serving(delay=0.05) as server:
+    with serving(delay=0.05, gather=3) as server:
         client = _client(server.url, max_concurrency=3)
         threads = [threading.Thread(target=client.complete, args=(_request(),))
                    for _ in range(12)]
