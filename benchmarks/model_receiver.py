@@ -42,6 +42,12 @@ Printed figures:
   under load) and as the client timed them (send to answer, with the time a call
   thread waits for the interpreter while the lab works): both run higher, and neither
   is the figure.
+- ``calls that cost the lab's interpreter nothing, at 20 ms: <x> of 16 (... lab / harness
+  <y>)``: the same lab run with the HTTP client replaced by a :class:`ChatClient` that
+  sleeps the latency and answers as the stub does, in this process (its JSON reading is
+  the only work a call leaves here). It bounds what any design that takes the model
+  calls off the lab's interpreter (a client in another process, say) could bring the
+  figure above to: what is left is the lab's own work and its waits for answers.
 
 Each run is bounded (``--budget`` seconds overall, default 300); the script says
 when it had to stop early.
@@ -74,7 +80,14 @@ from handoffs.examples.payment_lab import payment_experiment, payment_gate
 from handoffs.lab import run
 from handoffs.lab._cache import CallCache, close_connections
 from handoffs.receivers import GovernanceChecker
-from handoffs.receivers.models import ModelReceiver, OpenAICompatibleClient
+from handoffs.receivers.models import (
+    ChatClient,
+    ChatRequest,
+    Completion,
+    ModelReceiver,
+    OpenAICompatibleClient,
+    ServedModel,
+)
 
 WIDTH = 16
 ROUTES = {"decision_contract": "stub/decision-contract", "full_record": "stub/full-record"}
@@ -183,10 +196,12 @@ def stub(latency: float, log: Path) -> Iterator[str]:
             proc.stdout.close()
 
 
-def experiment(variants: int, url: str) -> Any:
-    """The essay-profile experiment whose two slow receivers call the stub at ``url``."""
+def experiment(variants: int, url: str, client: ChatClient | None = None) -> Any:
+    """The essay-profile experiment whose two slow receivers call the stub at ``url``
+    (or ``client``)."""
     base = payment_experiment(variants=variants, profile="essay")
-    client = OpenAICompatibleClient(base_url=url, max_concurrency=WIDTH, timeout=30.0)
+    if client is None:
+        client = OpenAICompatibleClient(base_url=url, max_concurrency=WIDTH, timeout=30.0)
     receivers = {
         "decision_contract": ModelReceiver(gate=payment_gate(), client=client,
                                            model_route=ROUTES["decision_contract"],
@@ -276,7 +291,8 @@ def main() -> None:
     else:
         resumed_repeats(work, variants, args.chunk_size, calls, elapsed)
     for latency in (0.2, 0.02):
-        concurrency(work, args.chunk_size, latency)
+        bare = concurrency(work, args.chunk_size, latency)
+    ceiling(0.02, bare)
 
 
 def calls_per_distinct(work: Path, variants: int, chunk_size: int) -> tuple[int, float]:
@@ -336,7 +352,7 @@ def resumed_repeats(work: Path, variants: int, chunk_size: int, calls: int,
     print(f"resumed repeat calls: {repeat}")
 
 
-def concurrency(work: Path, chunk_size: int, latency: float) -> None:
+def concurrency(work: Path, chunk_size: int, latency: float) -> float:
     """(3) Effective concurrency over the whole run at 280 cases, 16 calls in flight.
 
     The harness runs before and after the lab (the order alternated, both warm: this
@@ -372,6 +388,39 @@ def concurrency(work: Path, chunk_size: int, latency: float) -> None:
     print(f"effective concurrency (whole run) at {latency * 1000:.0f} ms: "
           f"{busy / wall:.1f} of {WIDTH} (the harness alone: {bare:.1f}; lab / harness "
           f"{busy / wall / bare:.2f})")
+    return bare
+
+
+@attrs.frozen
+class SleepingClient:
+    """A :class:`ChatClient` whose calls cost this interpreter nothing but the answer:
+    each sleeps ``latency`` (releasing the interpreter) and answers as the stub does."""
+
+    latency: float
+    max_concurrency: int = WIDTH
+
+    def complete(self, request: ChatRequest) -> Completion:
+        time.sleep(self.latency)
+        prompt = request.messages[-1][1]
+        return Completion(content=_answer({"messages": [{"content": prompt}]}),
+                          tokens_in=len(prompt) // 4, tokens_out=7,
+                          latency_ms=self.latency * 1000, finish_reason="stop",
+                          served=ServedModel(model=f"{request.model}@sleep"))
+
+
+def ceiling(latency: float, bare: float) -> None:
+    """(4) The run of (3) with calls that cost the lab's interpreter nothing: the
+    most that taking the HTTP client off it could give (``bare``: the harness of (3))."""
+    declared = experiment(40, "http://127.0.0.1:1/v1", SleepingClient(latency))
+    run(declared, cache=False)  # warm, as (3) is
+    started, cpu = time.monotonic(), time.process_time()
+    report = run(experiment(40, "http://127.0.0.1:1/v1", SleepingClient(latency)),
+                 cache=False).report
+    wall, cpu = time.monotonic() - started, time.process_time() - cpu
+    reached = latency * report["cost"]["totals"]["model_calls"] / wall
+    print(f"calls that cost the lab's interpreter nothing, at {latency * 1000:.0f} ms: "
+          f"{reached:.1f} of {WIDTH} (the run {wall:.2f} s wall, {cpu:.2f} s CPU; the "
+          f"harness of the line above: {bare:.1f}; lab / harness {reached / bare:.2f})")
 
 
 def children_cpu() -> float:
@@ -387,7 +436,6 @@ def harness(latency: float, calls: int, work: Path, when: str) -> tuple[float, f
     (each a 3.5 kB prompt, as the full record's) back to back. The ceiling this machine
     gives the figure above, measured beside it: (concurrency, CPU seconds).
     """
-    from handoffs.receivers.models import ChatRequest
 
     log = work / f"harness-{round(latency * 1000)}ms-{when}.log"
     request = ChatRequest(model="stub/harness", messages=(("user", "x" * 3500),))
