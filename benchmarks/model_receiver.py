@@ -411,11 +411,10 @@ class SleepingClient:
 def ceiling(latency: float, bare: float) -> None:
     """(4) The run of (3) with calls that cost the lab's interpreter nothing: the
     most that taking the HTTP client off it could give (``bare``: the harness of (3))."""
+    run(experiment(40, "http://127.0.0.1:1/v1", SleepingClient(latency)), cache=False)  # warm
     declared = experiment(40, "http://127.0.0.1:1/v1", SleepingClient(latency))
-    run(declared, cache=False)  # warm, as (3) is
     started, cpu = time.monotonic(), time.process_time()
-    report = run(experiment(40, "http://127.0.0.1:1/v1", SleepingClient(latency)),
-                 cache=False).report
+    report = run(declared, cache=False).report
     wall, cpu = time.monotonic() - started, time.process_time() - cpu
     reached = latency * report["cost"]["totals"]["model_calls"] / wall
     print(f"calls that cost the lab's interpreter nothing, at {latency * 1000:.0f} ms: "
@@ -436,7 +435,6 @@ def harness(latency: float, calls: int, work: Path, when: str) -> tuple[float, f
     (each a 3.5 kB prompt, as the full record's) back to back. The ceiling this machine
     gives the figure above, measured beside it: (concurrency, CPU seconds).
     """
-
     log = work / f"harness-{round(latency * 1000)}ms-{when}.log"
     request = ChatRequest(model="stub/harness", messages=(("user", "x" * 3500),))
     left, lock = [calls], threading.Lock()
