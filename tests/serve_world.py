@@ -47,8 +47,10 @@ def receipt(case_id: str = "routine-01", **fields: Any) -> bytes:
 class _Evidence(http.server.BaseHTTPRequestHandler):
     routes: ClassVar[dict[str, bytes]] = {}
     delay: ClassVar[float] = 0.0
+    asked: ClassVar[threading.Event] = threading.Event()
 
     def do_GET(self) -> None:
+        self.asked.set()
         body = self.routes.get(self.path)
         if self.delay:
             time.sleep(self.delay)
@@ -88,7 +90,16 @@ def evidence_server() -> Iterator[str]:
 
 
 def set_evidence_delay(seconds: float) -> None:
+    """Answer every evidence request after ``seconds``; from now on,
+    :func:`evidence_asked` waits for a new request."""
     _Evidence.delay = seconds
+    _Evidence.asked.clear()
+
+
+def evidence_asked(timeout: float) -> bool:
+    """Whether the evidence server was asked since :func:`set_evidence_delay`, waiting
+    up to ``timeout`` seconds for it."""
+    return _Evidence.asked.wait(timeout)
 
 
 def write_config(directory: Path, *, store: str, evidence: str | None, readback: float = 0,

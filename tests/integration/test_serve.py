@@ -19,6 +19,7 @@ import pytest
 from handoffs.service import ConfigError, ServiceConfig
 from serve_world import (
     CONTRACT_SPEC,
+    evidence_asked,
     evidence_server,
     receipt,
     serving,
@@ -244,7 +245,9 @@ def test_graceful_shutdown_finishes_the_request_in_flight(tmp_path: Path, eviden
 
             sender = threading.Thread(target=send)
             sender.start()
-            assert served.events("non-json", wait=0.8) == []
+            # the gate is inside the request (waiting for its evidence) before the signal
+            assert evidence_asked(timeout=30)
+            assert served.events("non-json") == []
             assert served.stop(signal.SIGTERM) == 0
             sender.join(timeout=30)
         finally:
