@@ -62,7 +62,6 @@ import argparse
 import contextlib
 import hashlib
 import json
-import resource
 import signal
 import subprocess
 import sys
@@ -74,6 +73,10 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from lab import children_cpu
 
 from handoffs.examples.payment import PAYMENT_RELEASE
 from handoffs.examples.payment_lab import payment_experiment, payment_gate
@@ -420,14 +423,6 @@ def ceiling(latency: float, bare: float) -> None:
     print(f"calls that cost the lab's interpreter nothing, at {latency * 1000:.0f} ms: "
           f"{reached:.1f} of {WIDTH} (the run {wall:.2f} s wall, {cpu:.2f} s CPU; the "
           f"harness of the line above: {bare:.1f}; lab / harness {reached / bare:.2f})")
-
-
-def children_cpu() -> float:
-    """CPU seconds (user and system) of the child processes this one has waited for:
-    the lab's forked proof workers (the stub is waited for only when it stops).
-    """
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return children.ru_utime + children.ru_stime
 
 
 def harness(latency: float, calls: int, work: Path, when: str) -> tuple[float, float]:
